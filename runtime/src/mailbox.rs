@@ -1,0 +1,290 @@
+//! Mailboxes and receiving.
+//!
+//! A mailbox has two halves:
+//!
+//! - **incoming**: a queue that senders push to under a short lock. `send` never blocks on the
+//!   receiver and never waits for space; pushing to a process that has exited fails, and the
+//!   message is dropped (Erlang's "sending to a dead pid is a no-op").
+//! - **saved**: the process's own queue of messages it has taken from incoming but not yet
+//!   received, in arrival order. Selective receive scans it first, then moves incoming over a
+//!   batch at a time.
+//!
+//! A receive future keeps nothing but a hint of how far it has scanned: every message stays in
+//! the mailbox until the moment it is handed out, so dropping a receive future mid-scan (inside
+//! `select!` or a timeout) loses and reorders nothing. The hint is discarded whenever another
+//! receive has taken a message from `saved` since.
+//!
+//! Exit signals travel through incoming too, so that the signals and messages sent by one
+//! process to another are seen in the order they were sent. They are acted on when the owner
+//! takes them from incoming, which the poll wrapper does at the start of a poll whenever one is
+//! pending, whether or not the process is receiving.
+
+use std::any::Any;
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use crate::Message;
+use crate::process::{Process, current_process_for_receive};
+use crate::signal::Signal;
+
+/// What travels through a mailbox: a message, or an exit signal to act on.
+pub(crate) enum Envelope {
+    Message(Message),
+    Signal(Box<Signal>),
+}
+
+#[derive(Default)]
+struct Incoming {
+    queue: VecDeque<Envelope>,
+    closed: bool,
+    waker: Option<Waker>,
+}
+
+/// The owner's half: messages taken from incoming but not yet received.
+#[derive(Default)]
+pub(crate) struct Saved {
+    pub(crate) queue: VecDeque<Message>,
+    /// How many messages receives have taken out of `queue`: a receive future's scan hint is
+    /// valid only while this has not changed.
+    removals: u64,
+}
+
+/// A process's mailbox. See the module documentation.
+#[derive(Default)]
+pub(crate) struct Mailbox {
+    incoming: Mutex<Incoming>,
+    saved: Mutex<Saved>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while one of these short critical sections runs cannot leave the queues
+    // half-updated (each is one push or pop), so a poisoned lock is still consistent.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Mailbox {
+    /// Queues an envelope; gives it back when the mailbox is closed (its process exited).
+    pub(crate) fn push(&self, env: Envelope) -> Result<(), Envelope> {
+        let mut incoming = lock(&self.incoming);
+        if incoming.closed {
+            return Err(env);
+        }
+        incoming.queue.push_back(env);
+        let waker = incoming.waker.take();
+        drop(incoming);
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+        Ok(())
+    }
+
+    /// Closes the mailbox and returns whatever it still held, for the caller to drop inside the
+    /// exiting process. Later pushes fail.
+    pub(crate) fn close(&self) -> (VecDeque<Envelope>, VecDeque<Message>) {
+        let incoming = {
+            let mut incoming = lock(&self.incoming);
+            incoming.closed = true;
+            incoming.waker = None;
+            std::mem::take(&mut incoming.queue)
+        };
+        let saved = std::mem::take(&mut lock(&self.saved).queue);
+        (incoming, saved)
+    }
+
+    /// Messages waiting: queued by senders and saved by the owner.
+    pub(crate) fn len(&self) -> usize {
+        let saved = lock(&self.saved).queue.len();
+        saved + lock(&self.incoming).queue.len()
+    }
+
+    /// Whether senders have queued anything the owner has not looked at yet.
+    pub(crate) fn has_incoming(&self) -> bool {
+        !lock(&self.incoming).queue.is_empty()
+    }
+
+    /// Moves everything queued by senders into `saved`, acting on signals on the way.
+    /// Returns whether a message was added to `saved`.
+    pub(crate) fn drain_incoming(&self, process: &Process) -> bool {
+        let batch = std::mem::take(&mut lock(&self.incoming).queue);
+        if batch.is_empty() {
+            return false;
+        }
+        let mut saved = lock(&self.saved);
+        let before = saved.queue.len();
+        for env in batch {
+            if let Some(msg) = process.ingest(env) {
+                saved.queue.push_back(msg);
+            }
+        }
+        saved.queue.len() != before
+    }
+
+    /// One poll of a selective receive: the first message, oldest first, that `matches`
+    /// accepts. `hint` is the receive future's scan position.
+    fn poll_take(
+        &self,
+        process: &Process,
+        hint: &mut ScanHint,
+        matches: &mut dyn FnMut(&Message) -> bool,
+        cx: &mut Context<'_>,
+    ) -> Poll<Message> {
+        let mut saved = lock(&self.saved);
+        if hint.removals != saved.removals {
+            hint.removals = saved.removals;
+            hint.checked = 0;
+        }
+        loop {
+            let start = hint.checked.min(saved.queue.len());
+            if let Some(offset) = saved.queue.range(start..).position(&mut *matches) {
+                let msg = saved.queue.remove(start + offset);
+                saved.removals += 1;
+                hint.removals = saved.removals;
+                return Poll::Ready(msg.expect("position is in range"));
+            }
+            hint.checked = saved.queue.len();
+            // Nothing saved matches: move a batch over from incoming, or wait for one.
+            let batch = {
+                let mut incoming = lock(&self.incoming);
+                if incoming.queue.is_empty() {
+                    match &incoming.waker {
+                        Some(w) if w.will_wake(cx.waker()) => {}
+                        _ => incoming.waker = Some(cx.waker().clone()),
+                    }
+                    return Poll::Pending;
+                }
+                std::mem::take(&mut incoming.queue)
+            };
+            for env in batch {
+                if let Some(msg) = process.ingest(env) {
+                    saved.queue.push_back(msg);
+                }
+            }
+            if process.exit_pending() {
+                // A signal ended the process: the poll wrapper acts on it when this poll
+                // returns.
+                return Poll::Pending;
+            }
+        }
+    }
+}
+
+#[derive(Default, Clone, Copy)]
+struct ScanHint {
+    checked: usize,
+    removals: u64,
+}
+
+/// The future of a selective receive; see [`receive_match`].
+#[must_use = "a receive does nothing until awaited"]
+pub struct ReceiveMatch<F> {
+    matches: F,
+    hint: ScanHint,
+}
+
+impl<F> std::fmt::Debug for ReceiveMatch<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReceiveMatch")
+            .field("checked", &self.hint.checked)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<F: FnMut(&Message) -> bool + Unpin> Future for ReceiveMatch<F> {
+    type Output = Message;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Message> {
+        let this = self.get_mut();
+        current_process_for_receive(|process| {
+            process
+                .mailbox
+                .poll_take(process, &mut this.hint, &mut this.matches, cx)
+        })
+    }
+}
+
+/// Receives the first message, oldest first, that `matches` accepts, leaving the others in the
+/// mailbox in their order. Erlang's `receive Pattern -> ... end`.
+///
+/// Dropping the future before it completes loses nothing (see the [module
+/// docs](crate::mailbox)).
+///
+/// # Panics
+/// When polled outside a process (in a plain tokio task, or a helper of
+/// [`spawn_task`](crate::spawn_task)): only a process has a mailbox.
+pub fn receive_match<F: FnMut(&Message) -> bool + Unpin>(matches: F) -> ReceiveMatch<F> {
+    ReceiveMatch {
+        matches,
+        hint: ScanHint::default(),
+    }
+}
+
+/// Receives the oldest message of any type.
+///
+/// # Panics
+/// When polled outside a process.
+pub async fn receive_any() -> Message {
+    receive_match(|_| true).await
+}
+
+/// Receives the oldest message of type `T`, leaving messages of other types in the mailbox.
+///
+/// ```
+/// use runtime::{Node, receive, self_pid, send};
+///
+/// let node = Node::new().unwrap();
+/// let sum = node.run(async {
+///     send(self_pid(), "skipped for now");
+///     send(self_pid(), 40u32);
+///     let n: u32 = receive().await;
+///     let s: &str = receive().await;
+///     n as usize + s.len()
+/// });
+/// assert_eq!(sum.unwrap(), 55);
+/// ```
+///
+/// # Panics
+/// When polled outside a process.
+pub async fn receive<T: Any + Send>() -> T {
+    let msg = receive_match(Message::is::<T>).await;
+    match msg.downcast::<T>() {
+        Ok(value) => value,
+        Err(_) => unreachable!("the receive matched on the type"),
+    }
+}
+
+/// Receives the oldest message of type `T` for which `matches` is true.
+///
+/// # Panics
+/// When polled outside a process.
+pub async fn receive_where<T, F>(mut matches: F) -> T
+where
+    T: Any + Send,
+    F: FnMut(&T) -> bool + Unpin,
+{
+    let msg = receive_match(move |m: &Message| m.downcast_ref::<T>().is_some_and(&mut matches)).await;
+    match msg.downcast::<T>() {
+        Ok(value) => value,
+        Err(_) => unreachable!("the receive matched on the type"),
+    }
+}
+
+/// [`receive`] with a timeout: `None` when no message of type `T` arrived in time. Erlang's
+/// `receive ... after`.
+///
+/// # Panics
+/// When polled outside a process.
+pub async fn receive_timeout<T: Any + Send>(timeout: Duration) -> Option<T> {
+    tokio::time::timeout(timeout, receive::<T>()).await.ok()
+}
+
+/// [`receive_any`] with a timeout: `None` when the mailbox stayed empty.
+///
+/// # Panics
+/// When polled outside a process.
+pub async fn receive_any_timeout(timeout: Duration) -> Option<Message> {
+    tokio::time::timeout(timeout, receive_any()).await.ok()
+}

@@ -1,0 +1,342 @@
+//! Processes: what one is, its lifecycle, and who may touch which part of it.
+//!
+//! A process is a tokio task whose future is wrapped by the runtime ([`task`]): every poll of
+//! it makes the process "current" on the polling thread, and clears it on return, on unwind
+//! too. Free functions such as [`self_pid`], [`send`](crate::send) and
+//! [`receive`](crate::receive) find their process that way.
+//!
+//! ```text
+//!  spawn ──► Waiting ◄──► Running ──► Exiting ──► gone
+//!                 (poll)        │  return / panic / exit signal / kill
+//!                               ▼
+//!             mailbox closed, links and monitors told, name released, slot freed
+//! ```
+//!
+//! Fields and their owners:
+//! - `pid`, `node`, `parent`, `initial_call`: fixed at spawn.
+//! - `mailbox`: incoming pushed by anyone; saved touched only by the process itself (and read
+//!   by `process_info`).
+//! - `state` (links, monitors, name, pending exit): under its own lock, taken briefly by the
+//!   process and by whoever links to it, monitors it, registers it or signals it.
+//! - `flags`: set by senders of exit signals, cleared by the process.
+//! - `exit_reason`: written once, by the process as it ends, before its mailbox closes, so a
+//!   caller that sees its request dropped can read why.
+
+mod current;
+mod info;
+mod spawn;
+mod table;
+mod task;
+
+use std::borrow::Cow;
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::task::Waker;
+
+pub(crate) use current::{current_process_for_receive, with_current};
+pub use current::{self_pid, try_self_pid};
+pub use info::{ProcessInfo, ProcessStatus, process_info, processes};
+pub use spawn::{
+    SpawnError, SpawnOptions, Spawned, spawn, spawn_blocking, spawn_link, spawn_monitor,
+    spawn_opt, spawn_task,
+};
+pub(crate) use spawn::spawn_on_node;
+pub(crate) use table::ProcessTable;
+
+use crate::mailbox::{Envelope, Mailbox};
+use crate::node::NodeInner;
+use crate::registry::Name;
+use crate::signal::{Down, MonitorRef, Signal, send_exit_signal};
+use crate::{Exit, ExitReason, Message, Pid};
+
+/// An exit signal is queued in incoming and has not been acted on.
+const SIGNAL_PENDING: u8 = 1;
+/// The process must end at its next poll boundary (killed, or a signal it acted on).
+const EXIT_PENDING: u8 = 2;
+
+const STATUS_WAITING: u8 = 0;
+const STATUS_RUNNING: u8 = 1;
+const STATUS_EXITING: u8 = 2;
+
+/// One process's shared record. See the module documentation for who touches what.
+pub(crate) struct Process {
+    pub(crate) pid: Pid,
+    pub(crate) node: Arc<NodeInner>,
+    pub(crate) parent: Option<Pid>,
+    pub(crate) initial_call: Cow<'static, str>,
+    pub(crate) mailbox: Mailbox,
+    flags: AtomicU8,
+    status: AtomicU8,
+    trap_exit: AtomicBool,
+    /// The task's waker, kept from the first poll, to wake the process for a signal.
+    task_waker: OnceLock<Waker>,
+    state: Mutex<State>,
+    exit_reason: OnceLock<ExitReason>,
+}
+
+#[derive(Default)]
+struct State {
+    alive: bool,
+    links: Vec<Pid>,
+    /// Monitors this process holds on others.
+    monitoring: Vec<(MonitorRef, Pid)>,
+    /// Monitors others hold on this process.
+    monitored_by: Vec<(MonitorRef, Pid)>,
+    name: Option<Name>,
+    pending_exit: Option<ExitReason>,
+    /// Set by the runtime for supervisors, so node shutdown can stop them first.
+    is_supervisor: bool,
+}
+
+impl Process {
+    pub(crate) fn new(
+        pid: Pid,
+        node: Arc<NodeInner>,
+        parent: Option<Pid>,
+        initial_call: Cow<'static, str>,
+    ) -> Process {
+        Process {
+            pid,
+            node,
+            parent,
+            initial_call,
+            mailbox: Mailbox::default(),
+            flags: AtomicU8::new(0),
+            status: AtomicU8::new(STATUS_WAITING),
+            trap_exit: AtomicBool::new(false),
+            task_waker: OnceLock::new(),
+            state: Mutex::new(State {
+                alive: true,
+                ..State::default()
+            }),
+            exit_reason: OnceLock::new(),
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // Every critical section on `state` is a few field updates that cannot panic halfway.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Queues a message; a dead process drops it.
+    #[inline]
+    pub(crate) fn push_message(&self, msg: Message) {
+        // Dropped here when the mailbox is closed, as Erlang drops messages to dead pids.
+        let _ = self.mailbox.push(Envelope::Message(msg));
+    }
+
+    /// Queues a message, giving it back when the process has exited.
+    #[inline]
+    pub(crate) fn try_push_message(&self, msg: Message) -> Result<(), Message> {
+        match self.mailbox.push(Envelope::Message(msg)) {
+            Ok(()) => Ok(()),
+            Err(Envelope::Message(msg)) => Err(msg),
+            Err(Envelope::Signal(_)) => unreachable!("pushed a message"),
+        }
+    }
+
+    pub(crate) fn push_signal(&self, signal: Signal) {
+        if self.mailbox.push(Envelope::Signal(Box::new(signal))).is_ok() {
+            self.flags.fetch_or(SIGNAL_PENDING, Ordering::Release);
+            self.wake();
+        }
+    }
+
+    /// Marks the process killed and wakes it; its next poll drops its future.
+    pub(crate) fn kill(&self) {
+        self.set_pending_exit(ExitReason::Killed);
+        self.wake();
+    }
+
+    fn wake(&self) {
+        if let Some(waker) = self.task_waker.get() {
+            waker.wake_by_ref();
+        }
+    }
+
+    fn set_pending_exit(&self, reason: ExitReason) {
+        let mut state = self.state();
+        if state.pending_exit.is_none() {
+            state.pending_exit = Some(reason);
+        }
+        drop(state);
+        self.flags.fetch_or(EXIT_PENDING, Ordering::Release);
+    }
+
+    pub(crate) fn exit_pending(&self) -> bool {
+        self.flags.load(Ordering::Acquire) & EXIT_PENDING != 0
+    }
+
+    /// Acts on an envelope taken from incoming (owner only). Returns the message to save, if
+    /// it is one (a trapped exit signal becomes an [`Exit`] message).
+    pub(crate) fn ingest(&self, env: Envelope) -> Option<Message> {
+        match env {
+            Envelope::Message(msg) => Some(msg),
+            Envelope::Signal(signal) => match *signal {
+                Signal::Exit {
+                    from,
+                    reason,
+                    via_link,
+                } => {
+                    if via_link && !self.remove_link(from) {
+                        return None; // unlinked since: the signal no longer applies
+                    }
+                    if self.trap_exit.load(Ordering::Relaxed) {
+                        Some(Message::new(Exit { from, reason }))
+                    } else {
+                        if !reason.is_normal() || from == self.pid {
+                            self.set_pending_exit(reason);
+                        }
+                        None
+                    }
+                }
+            },
+        }
+    }
+
+    /// Whether exit signals or a kill wait to be acted on.
+    #[inline]
+    fn has_flags(&self) -> bool {
+        self.flags.load(Ordering::Acquire) != 0
+    }
+
+    /// At a poll boundary: acts on pending signals; returns the reason to exit with, if any.
+    fn take_exit(&self) -> Option<ExitReason> {
+        if self.flags.swap(0, Ordering::AcqRel) & SIGNAL_PENDING != 0 {
+            self.mailbox.drain_incoming(self);
+        }
+        if self.flags.load(Ordering::Acquire) & EXIT_PENDING != 0 {
+            return self.state().pending_exit.clone();
+        }
+        None
+    }
+
+    pub(crate) fn set_trap_exit(&self, on: bool) -> bool {
+        self.trap_exit.swap(on, Ordering::Relaxed)
+    }
+
+    /// Adds a link to `other`; false when this process has exited.
+    pub(crate) fn add_link(&self, other: Pid) -> bool {
+        let mut state = self.state();
+        if !state.alive {
+            return false;
+        }
+        if !state.links.contains(&other) {
+            state.links.push(other);
+        }
+        true
+    }
+
+    /// Removes the link to `other`; returns whether there was one.
+    pub(crate) fn remove_link(&self, other: Pid) -> bool {
+        let mut state = self.state();
+        match state.links.iter().position(|p| *p == other) {
+            Some(i) => {
+                state.links.swap_remove(i);
+                true
+            }
+            None => false,
+        }
+    }
+
+    pub(crate) fn add_monitored_by(&self, mref: MonitorRef, watcher: Pid) -> bool {
+        let mut state = self.state();
+        if !state.alive {
+            return false;
+        }
+        state.monitored_by.push((mref, watcher));
+        true
+    }
+
+    pub(crate) fn remove_monitored_by(&self, mref: MonitorRef) {
+        self.state().monitored_by.retain(|(r, _)| *r != mref);
+    }
+
+    pub(crate) fn add_monitoring(&self, mref: MonitorRef, target: Pid) {
+        self.state().monitoring.push((mref, target));
+    }
+
+    pub(crate) fn remove_monitoring(&self, mref: MonitorRef) -> Option<Pid> {
+        let mut state = self.state();
+        let i = state.monitoring.iter().position(|(r, _)| *r == mref)?;
+        Some(state.monitoring.swap_remove(i).1)
+    }
+
+    /// Records `name` as this process's registered name; false if it has exited or has one.
+    pub(crate) fn set_name(&self, name: &Name) -> Result<(), Option<Name>> {
+        let mut state = self.state();
+        if !state.alive {
+            return Err(None);
+        }
+        if let Some(existing) = &state.name {
+            return Err(Some(existing.clone()));
+        }
+        state.name = Some(name.clone());
+        Ok(())
+    }
+
+    pub(crate) fn clear_name(&self) -> Option<Name> {
+        self.state().name.take()
+    }
+
+    pub(crate) fn name(&self) -> Option<Name> {
+        self.state().name.clone()
+    }
+
+    pub(crate) fn mark_supervisor(&self) {
+        self.state().is_supervisor = true;
+    }
+
+    pub(crate) fn is_supervisor(&self) -> bool {
+        self.state().is_supervisor
+    }
+
+    /// Why the process ended, once it has.
+    pub(crate) fn exit_reason(&self) -> Option<&ExitReason> {
+        self.exit_reason.get()
+    }
+
+    /// The bookkeeping of an ending process, run inside it (or, when a runtime shuts down
+    /// under it, wherever its task is dropped). Idempotent.
+    fn finish(&self, reason: ExitReason) {
+        if self.exit_reason.set(reason.clone()).is_err() {
+            return;
+        }
+        self.status.store(STATUS_EXITING, Ordering::Relaxed);
+        let (links, monitored_by, monitoring, name) = {
+            let mut state = self.state();
+            state.alive = false;
+            (
+                std::mem::take(&mut state.links),
+                std::mem::take(&mut state.monitored_by),
+                std::mem::take(&mut state.monitoring),
+                state.name.take(),
+            )
+        };
+        if let Some(name) = name {
+            self.node.registry.remove_if(&name, self.pid);
+        }
+        // Dropped here, inside the process: a call request among them tells its caller that
+        // the server died.
+        drop(self.mailbox.close());
+        for pid in links {
+            NodeInner::with_process(pid, |other| {
+                send_exit_signal(other, self.pid, reason.clone(), true)
+            });
+        }
+        for (monitor_ref, watcher) in monitored_by {
+            NodeInner::with_process(watcher, |w| {
+                w.push_message(Message::new(Down {
+                    pid: self.pid,
+                    reason: reason.clone(),
+                    monitor_ref,
+                }))
+            });
+        }
+        for (mref, target) in monitoring {
+            NodeInner::with_process(target, |t| t.remove_monitored_by(mref));
+        }
+        self.node.table.remove(self.pid);
+        self.node.process_exited();
+    }
+}

@@ -1,0 +1,86 @@
+//! The current process of this thread.
+//!
+//! The poll wrapper moves the process's `Arc` into the thread-local for the length of one poll
+//! and moves it back when the poll returns or unwinds (no reference-count traffic per poll).
+//! A helper task of [`spawn_task`](crate::spawn_task) installs a clone of its owner's `Arc`,
+//! marked as a helper: it acts for the owner but has no mailbox of its own to receive from.
+
+use std::cell::RefCell;
+use std::sync::Arc;
+
+use super::Process;
+use crate::Pid;
+
+pub(crate) struct Current {
+    pub(crate) process: Arc<Process>,
+    pub(crate) helper: bool,
+}
+
+thread_local! {
+    static CURRENT: RefCell<Option<Current>> = const { RefCell::new(None) };
+}
+
+/// Makes `current` this thread's current process until the guard drops, which puts back the
+/// previous one and hands `current` back through `slot`.
+pub(crate) struct Enter<'a> {
+    slot: &'a mut Option<Arc<Process>>,
+    prev: Option<Current>,
+}
+
+impl<'a> Enter<'a> {
+    /// Moves the `Arc` out of `slot` into the thread-local; the guard moves it back.
+    pub(crate) fn new(slot: &'a mut Option<Arc<Process>>, helper: bool) -> Option<Enter<'a>> {
+        let process = slot.take()?;
+        let prev = CURRENT.with(|c| c.replace(Some(Current { process, helper })));
+        Some(Enter { slot, prev })
+    }
+}
+
+impl Drop for Enter<'_> {
+    fn drop(&mut self) {
+        let mine = CURRENT.with(|c| c.replace(self.prev.take()));
+        *self.slot = mine.map(|c| c.process);
+    }
+}
+
+/// Runs `f` with the current process, if any (helpers included).
+#[inline]
+pub(crate) fn with_current<R>(f: impl FnOnce(Option<&Arc<Process>>) -> R) -> R {
+    CURRENT.with(|c| f(c.borrow().as_ref().map(|c| &c.process)))
+}
+
+/// Runs `f` with the current process, for receiving.
+///
+/// # Panics
+/// Outside a process, or in a helper task, which has no mailbox.
+#[inline]
+pub(crate) fn current_process_for_receive<R>(f: impl FnOnce(&Process) -> R) -> R {
+    CURRENT.with(|c| match c.borrow().as_ref() {
+        Some(Current {
+            process,
+            helper: false,
+        }) => f(process),
+        Some(_) => panic!(
+            "receive polled in a helper task of spawn_task/spawn_blocking: only the process itself \
+             receives from its mailbox; send the result to it instead"
+        ),
+        None => panic!(
+            "receive polled outside a process: run the code in a process (Node::spawn, \
+             Node::run, runtime::spawn)"
+        ),
+    })
+}
+
+/// The pid of the calling process, or `None` outside a process. In a helper task of
+/// [`spawn_task`](crate::spawn_task), the pid of the process it belongs to.
+pub fn try_self_pid() -> Option<Pid> {
+    with_current(|c| c.map(|p| p.pid))
+}
+
+/// The pid of the calling process, Erlang's `self()`.
+///
+/// # Panics
+/// Outside a process; [`try_self_pid`] returns `None` there instead.
+pub fn self_pid() -> Pid {
+    try_self_pid().expect("self_pid called outside a process; use try_self_pid to check")
+}

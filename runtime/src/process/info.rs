@@ -1,0 +1,87 @@
+//! Introspection: `processes()` and `process_info(pid)`.
+
+use std::borrow::Cow;
+use std::sync::atomic::Ordering;
+
+use super::{Process, STATUS_EXITING, STATUS_RUNNING, with_current};
+use crate::node::NodeInner;
+use crate::registry::Name;
+use crate::Pid;
+
+/// What a process is doing, as `process_info` reports it (Erlang's `status`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ProcessStatus {
+    /// Being polled right now.
+    Running,
+    /// Not being polled, with a message or signal waiting for it.
+    Runnable,
+    /// Suspended, waiting for a message or some other event.
+    Waiting,
+    /// Ending: its exit bookkeeping is running.
+    Exiting,
+}
+
+/// A snapshot of one process, Erlang's `process_info/1`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ProcessInfo {
+    /// The process.
+    pub pid: Pid,
+    /// Its registered name, if any.
+    pub registered_name: Option<Name>,
+    /// The process that spawned it (`None` when spawned from outside any process).
+    pub parent: Option<Pid>,
+    /// What it was started with: the type name of its future, or the name given in
+    /// [`SpawnOptions::initial_call`](crate::SpawnOptions::initial_call).
+    pub initial_call: Cow<'static, str>,
+    /// What it is doing.
+    pub status: ProcessStatus,
+    /// Messages in its mailbox.
+    pub message_queue_len: usize,
+    /// The processes it is linked to.
+    pub links: Vec<Pid>,
+    /// The processes it monitors.
+    pub monitors: Vec<Pid>,
+    /// The processes that monitor it.
+    pub monitored_by: Vec<Pid>,
+    /// Whether it traps exits.
+    pub trap_exit: bool,
+}
+
+impl Process {
+    pub(crate) fn info(&self) -> ProcessInfo {
+        let message_queue_len = self.mailbox.len();
+        let status = match self.status.load(Ordering::Relaxed) {
+            STATUS_RUNNING => ProcessStatus::Running,
+            STATUS_EXITING => ProcessStatus::Exiting,
+            _ if self.has_flags() || self.mailbox.has_incoming() => ProcessStatus::Runnable,
+            _ => ProcessStatus::Waiting,
+        };
+        let state = self.state();
+        ProcessInfo {
+            pid: self.pid,
+            registered_name: state.name.clone(),
+            parent: self.parent,
+            initial_call: self.initial_call.clone(),
+            status,
+            message_queue_len,
+            links: state.links.clone(),
+            monitors: state.monitoring.iter().map(|(_, p)| *p).collect(),
+            monitored_by: state.monitored_by.iter().map(|(_, p)| *p).collect(),
+            trap_exit: self.trap_exit.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// The pids of every live process on the caller's node, in slot order; empty outside a process
+/// (use [`NodeHandle::processes`](crate::NodeHandle::processes) there).
+pub fn processes() -> Vec<Pid> {
+    with_current(|c| c.map(|p| p.node.processes()).unwrap_or_default())
+}
+
+/// A snapshot of the process `pid` (on any node of this OS process), or `None` if it is not
+/// alive.
+pub fn process_info(pid: Pid) -> Option<ProcessInfo> {
+    NodeInner::with_process(pid, Process::info)
+}

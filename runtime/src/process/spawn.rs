@@ -1,0 +1,284 @@
+//! Spawning processes and helper tasks.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+
+use super::task::{HelperTask, ProcessTask, run_as_helper};
+use super::{Process, with_current};
+use crate::exit::IntoExitReason;
+use crate::node::NodeInner;
+use crate::registry::{Name, RegistryError};
+use crate::signal::{MonitorRef, monitor_with};
+use crate::Pid;
+
+/// Options for [`spawn_opt`] and [`NodeHandle::spawn_opt`](crate::NodeHandle::spawn_opt):
+/// Erlang's `spawn_opt` options, plus a registered name and the initial call to report.
+///
+/// ```
+/// use runtime::{Node, SpawnOptions, receive, whereis};
+///
+/// let node = Node::new().unwrap();
+/// let spawned = node
+///     .spawn_opt(async { let () = receive().await; }, SpawnOptions::new().name("worker"))
+///     .unwrap();
+/// assert_eq!(node.whereis("worker"), Some(spawned.pid));
+/// ```
+#[derive(Clone, Debug, Default)]
+#[must_use = "options do nothing until passed to spawn_opt"]
+pub struct SpawnOptions {
+    name: Option<Name>,
+    link: bool,
+    monitor: bool,
+    trap_exit: bool,
+    initial_call: Option<Cow<'static, str>>,
+}
+
+impl SpawnOptions {
+    /// No name, no link, no monitor, not trapping exits; the initial call is taken from the
+    /// future's type.
+    pub fn new() -> SpawnOptions {
+        SpawnOptions::default()
+    }
+
+    /// Registers the new process under `name` before it first runs.
+    pub fn name(mut self, name: impl Into<Name>) -> SpawnOptions {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// Links the new process with the caller (the caller must be a process).
+    pub fn link(mut self) -> SpawnOptions {
+        self.link = true;
+        self
+    }
+
+    /// Makes the caller monitor the new process (the caller must be a process).
+    pub fn monitor(mut self) -> SpawnOptions {
+        self.monitor = true;
+        self
+    }
+
+    /// Starts the new process trapping exits.
+    pub fn trap_exit(mut self) -> SpawnOptions {
+        self.trap_exit = true;
+        self
+    }
+
+    /// The initial call `process_info` reports, such as `"kv::server/1"`. By default it is
+    /// the type name of the process's future (for an `async fn`, its path).
+    pub fn initial_call(mut self, call: impl Into<Cow<'static, str>>) -> SpawnOptions {
+        self.initial_call = Some(call.into());
+        self
+    }
+}
+
+/// What [`spawn_opt`] returns: the pid, and the monitor if one was asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Spawned {
+    /// The new process.
+    pub pid: Pid,
+    /// The caller's monitor on it, with [`SpawnOptions::monitor`].
+    pub monitor: Option<MonitorRef>,
+}
+
+/// Why a process could not be spawned.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SpawnError {
+    /// A free spawn function was called outside a process, or link/monitor was asked for
+    /// without a calling process.
+    NotInProcess,
+    /// The node is shutting down and takes no new processes.
+    NodeStopping {
+        /// The node's number.
+        node: u32,
+    },
+    /// The name in [`SpawnOptions::name`] could not be registered.
+    Name(RegistryError),
+    /// The node's process table has no free index left (over four billion live processes).
+    TableFull,
+}
+
+impl fmt::Display for SpawnError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SpawnError::NotInProcess => f.write_str(
+                "spawn called outside a process (or link/monitor asked for without a calling \
+                 process): use Node::spawn from outside, or call it from a process",
+            ),
+            SpawnError::NodeStopping { node } => {
+                write!(f, "node {node} is shutting down and takes no new processes")
+            }
+            SpawnError::Name(e) => write!(f, "cannot spawn: {e}"),
+            SpawnError::TableFull => f.write_str("the node's process table is full"),
+        }
+    }
+}
+
+impl std::error::Error for SpawnError {}
+
+fn default_initial_call<F>() -> Cow<'static, str> {
+    let name = std::any::type_name::<F>();
+    Cow::Borrowed(name.strip_suffix("::{{closure}}").unwrap_or(name))
+}
+
+/// Spawns `future` as a process on `node`, with `parent` (if any) as its spawning parent.
+pub(crate) fn spawn_on_node<F>(
+    node: &Arc<NodeInner>,
+    parent: Option<&Arc<Process>>,
+    future: F,
+    opts: SpawnOptions,
+) -> Result<(Arc<Process>, Option<MonitorRef>), SpawnError>
+where
+    F: Future + Send + 'static,
+    F::Output: IntoExitReason,
+{
+    if node.is_stopping() {
+        return Err(SpawnError::NodeStopping { node: node.id });
+    }
+    if (opts.link || opts.monitor) && parent.is_none() {
+        return Err(SpawnError::NotInProcess);
+    }
+    let initial_call = opts
+        .initial_call
+        .unwrap_or_else(default_initial_call::<F>);
+    let process = node
+        .table
+        .insert(|pid| {
+            Arc::new(Process::new(
+                pid,
+                Arc::clone(node),
+                parent.map(|p| p.pid),
+                initial_call,
+            ))
+        })
+        .map_err(|_| SpawnError::TableFull)?;
+    node.process_spawned();
+    if let Some(name) = &opts.name
+        && let Err(e) = node.registry.register(name, &process)
+    {
+        process.finish(ExitReason::Normal);
+        return Err(SpawnError::Name(e));
+    }
+    if opts.trap_exit {
+        process.set_trap_exit(true);
+    }
+    let mut monitor = None;
+    if let Some(parent) = parent {
+        if opts.link {
+            process.add_link(parent.pid);
+            parent.add_link(process.pid);
+        }
+        if opts.monitor {
+            let mref = node.next_monitor_ref();
+            monitor_with(parent, process.pid, mref);
+            monitor = Some(mref);
+        }
+    }
+    node.handle
+        .spawn(ProcessTask::new(future, Arc::clone(&process)));
+    Ok((process, monitor))
+}
+
+use crate::ExitReason;
+
+fn spawn_here<F>(future: F, opts: SpawnOptions) -> Result<Spawned, SpawnError>
+where
+    F: Future + Send + 'static,
+    F::Output: IntoExitReason,
+{
+    let parent = with_current(|c| c.map(Arc::clone)).ok_or(SpawnError::NotInProcess)?;
+    let (process, monitor) = spawn_on_node(&parent.node, Some(&parent), future, opts)?;
+    Ok(Spawned {
+        pid: process.pid,
+        monitor,
+    })
+}
+
+/// Spawns a process on the caller's node running `future`; the caller is its parent.
+///
+/// The future's output becomes the exit reason (see [`IntoExitReason`]).
+///
+/// # Errors
+/// [`SpawnError::NotInProcess`] outside a process (use [`NodeHandle::spawn`](crate::NodeHandle::spawn)
+/// there), [`SpawnError::NodeStopping`] while the node shuts down.
+pub fn spawn<F>(future: F) -> Result<Pid, SpawnError>
+where
+    F: Future + Send + 'static,
+    F::Output: IntoExitReason,
+{
+    spawn_here(future, SpawnOptions::new()).map(|s| s.pid)
+}
+
+/// Spawns a process linked to the caller, atomically (Erlang's `spawn_link`).
+///
+/// # Errors
+/// As [`spawn`].
+pub fn spawn_link<F>(future: F) -> Result<Pid, SpawnError>
+where
+    F: Future + Send + 'static,
+    F::Output: IntoExitReason,
+{
+    spawn_here(future, SpawnOptions::new().link()).map(|s| s.pid)
+}
+
+/// Spawns a process monitored by the caller, atomically (Erlang's `spawn_monitor`).
+///
+/// # Errors
+/// As [`spawn`].
+pub fn spawn_monitor<F>(future: F) -> Result<(Pid, MonitorRef), SpawnError>
+where
+    F: Future + Send + 'static,
+    F::Output: IntoExitReason,
+{
+    let spawned = spawn_here(future, SpawnOptions::new().monitor())?;
+    let mref = spawned.monitor.ok_or(SpawnError::NotInProcess)?;
+    Ok((spawned.pid, mref))
+}
+
+/// Spawns a process with options (name, link, monitor, trap_exit, initial call).
+///
+/// # Errors
+/// As [`spawn`], and [`SpawnError::Name`] when the name cannot be registered (then no process
+/// runs).
+pub fn spawn_opt<F>(future: F, opts: SpawnOptions) -> Result<Spawned, SpawnError>
+where
+    F: Future + Send + 'static,
+    F::Output: IntoExitReason,
+{
+    spawn_here(future, opts)
+}
+
+/// Runs helper async work that belongs to the calling process: a tokio task whose polls run
+/// with the caller as the current process, so that later profiling attributes its work to the
+/// caller. It is not a process: it has no pid or mailbox of its own (receiving in it panics),
+/// and it keeps running if the caller exits.
+///
+/// # Errors
+/// [`SpawnError::NotInProcess`] outside a process.
+pub fn spawn_task<F>(future: F) -> Result<tokio::task::JoinHandle<F::Output>, SpawnError>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let owner = with_current(|c| c.map(Arc::clone)).ok_or(SpawnError::NotInProcess)?;
+    let handle = owner.node.handle.clone();
+    Ok(handle.spawn(HelperTask::new(future, owner)))
+}
+
+/// Runs blocking work on tokio's blocking pool, on behalf of the calling process (as
+/// [`spawn_task`]).
+///
+/// # Errors
+/// [`SpawnError::NotInProcess`] outside a process.
+pub fn spawn_blocking<F, R>(f: F) -> Result<tokio::task::JoinHandle<R>, SpawnError>
+where
+    F: FnOnce() -> R + Send + 'static,
+    R: Send + 'static,
+{
+    let owner = with_current(|c| c.map(Arc::clone)).ok_or(SpawnError::NotInProcess)?;
+    let handle = owner.node.handle.clone();
+    Ok(handle.spawn_blocking(move || run_as_helper(owner, f)))
+}

@@ -1,0 +1,194 @@
+//! Exit signals, links and monitors.
+//!
+//! - A **link** is symmetric: when either process ends, the other is sent an exit signal with
+//!   the reason (see the table in [`crate::exit`]). Both sides record the link; `unlink` removes
+//!   both, and an exit signal from a link that no longer exists is ignored.
+//! - A **monitor** is one-way: when the watched process ends, the watcher gets a [`Down`]
+//!   message. Monitoring a pid that is already gone delivers `Down` with reason `NoProc` at once.
+//! - [`exit`] sends an exit signal without a link. With [`ExitReason::Kill`] the target dies
+//!   with reason `Killed` whether it traps exits or not: a flag is set and the process is
+//!   woken, and its own next poll drops its future, so destructors run inside the process.
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::process::{Process, with_current};
+use crate::{ExitReason, Pid, node::NodeInner};
+
+/// An exit signal in flight.
+pub(crate) enum Signal {
+    Exit {
+        from: Pid,
+        reason: ExitReason,
+        /// Sent because of a link (rather than by [`exit`]): ignored if the link is gone.
+        via_link: bool,
+    },
+}
+
+/// Identifies one monitor, as returned by [`monitor`]; carried by the [`Down`] message.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct MonitorRef(pub(crate) u64);
+
+impl fmt::Debug for MonitorRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "#Ref<{}>", self.0)
+    }
+}
+
+impl fmt::Display for MonitorRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}
+
+/// The message a monitor delivers when the watched process ends: Erlang's
+/// `{'DOWN', Ref, process, Pid, Reason}`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Down {
+    /// The process that ended.
+    pub pid: Pid,
+    /// Why it ended (`NoProc` if it was already gone when the monitor was set up).
+    pub reason: ExitReason,
+    /// The monitor that fired.
+    pub monitor_ref: MonitorRef,
+}
+
+/// The error of [`link`]: the other process does not exist.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LinkError {
+    /// The pid names no live process.
+    NoProc(Pid),
+    /// Called outside a process: only a process can link.
+    NotInProcess,
+}
+
+impl fmt::Display for LinkError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LinkError::NoProc(pid) => write!(f, "cannot link to {pid}: no such process (it has exited or never existed)"),
+            LinkError::NotInProcess => f.write_str("link/unlink/monitor called outside a process: call it from code running in a process spawned on a node"),
+        }
+    }
+}
+
+impl std::error::Error for LinkError {}
+
+/// Sends an exit signal to `pid` from `from` (see the table in [`crate::exit`]).
+pub(crate) fn send_exit_signal(target: &Process, from: Pid, reason: ExitReason, via_link: bool) {
+    if matches!(reason, ExitReason::Kill) && !via_link {
+        target.kill();
+        return;
+    }
+    let reason = if via_link && matches!(reason, ExitReason::Kill) {
+        ExitReason::Killed
+    } else {
+        reason
+    };
+    target.push_signal(Signal::Exit {
+        from,
+        reason,
+        via_link,
+    });
+}
+
+/// Sends an exit signal with `reason` to `pid`, Erlang's `exit(Pid, Reason)`: `Kill` cannot be
+/// trapped; `Normal` is ignored unless the target traps exits (or is the caller); any other
+/// reason kills a target that does not trap exits and is an [`Exit`](crate::Exit) message to
+/// one that does. A dead pid is ignored.
+///
+/// Works from inside or outside a process (the sender is then reported as the target itself).
+pub fn exit(pid: Pid, reason: ExitReason) {
+    let from = crate::try_self_pid().unwrap_or(pid);
+    NodeInner::with_process(pid, |target| send_exit_signal(target, from, reason, false));
+}
+
+/// Ends the calling process at once with `reason`, Erlang's `exit(Reason)`. It unwinds the
+/// process's future like a panic, without printing a panic message.
+///
+/// # Panics
+/// Outside a process this is an ordinary panic.
+pub fn exit_self(reason: ExitReason) -> ! {
+    std::panic::resume_unwind(Box::new(crate::exit::ExitPayload(reason)))
+}
+
+/// Links the calling process with `pid`, both ways.
+///
+/// # Errors
+/// [`LinkError::NoProc`] when `pid` is not alive, [`LinkError::NotInProcess`] outside a process.
+pub fn link(pid: Pid) -> Result<(), LinkError> {
+    let me = current_or_err()?;
+    if me.pid == pid {
+        return Ok(());
+    }
+    let linked = NodeInner::with_process(pid, |other| other.add_link(me.pid)).unwrap_or(false);
+    if !linked {
+        return Err(LinkError::NoProc(pid));
+    }
+    me.add_link(pid);
+    Ok(())
+}
+
+/// Removes the link between the calling process and `pid`, if any. After it returns, no exit
+/// signal from that link is acted on.
+///
+/// # Errors
+/// [`LinkError::NotInProcess`] outside a process.
+pub fn unlink(pid: Pid) -> Result<(), LinkError> {
+    let me = current_or_err()?;
+    me.remove_link(pid);
+    NodeInner::with_process(pid, |other| other.remove_link(me.pid));
+    Ok(())
+}
+
+/// Starts monitoring `pid`; a [`Down`] message arrives when it ends (at once, with `NoProc`, if
+/// it already has). Each call makes a new monitor.
+///
+/// # Errors
+/// [`LinkError::NotInProcess`] outside a process.
+pub fn monitor(pid: Pid) -> Result<MonitorRef, LinkError> {
+    let me = current_or_err()?;
+    let mref = me.node.next_monitor_ref();
+    monitor_with(&me, pid, mref);
+    Ok(mref)
+}
+
+pub(crate) fn monitor_with(me: &Arc<Process>, pid: Pid, mref: MonitorRef) {
+    let set = NodeInner::with_process(pid, |other| other.add_monitored_by(mref, me.pid)).unwrap_or(false);
+    if set {
+        me.add_monitoring(mref, pid);
+    } else {
+        me.push_message(crate::Message::new(Down {
+            pid,
+            reason: ExitReason::NoProc,
+            monitor_ref: mref,
+        }));
+    }
+}
+
+/// Removes a monitor made with [`monitor`]. A `Down` message already delivered stays in the
+/// mailbox (Erlang's `demonitor/1`); returns whether the monitor was still active.
+///
+/// # Errors
+/// [`LinkError::NotInProcess`] outside a process.
+pub fn demonitor(mref: MonitorRef) -> Result<bool, LinkError> {
+    let me = current_or_err()?;
+    let Some(pid) = me.remove_monitoring(mref) else {
+        return Ok(false);
+    };
+    NodeInner::with_process(pid, |other| other.remove_monitored_by(mref));
+    Ok(true)
+}
+
+/// Sets whether the calling process traps exits, returning the previous setting. A process
+/// that traps exits receives exit signals (except `Kill`) as [`Exit`](crate::Exit) messages.
+///
+/// # Errors
+/// [`LinkError::NotInProcess`] outside a process.
+pub fn trap_exit(on: bool) -> Result<bool, LinkError> {
+    let me = current_or_err()?;
+    Ok(me.set_trap_exit(on))
+}
+
+fn current_or_err() -> Result<Arc<Process>, LinkError> {
+    with_current(|c| c.map(Arc::clone)).ok_or(LinkError::NotInProcess)
+}
