@@ -114,7 +114,7 @@ impl NodeInner {
     }
 
     /// Waits until `done` holds, re-checking after each process exit.
-    async fn wait_until(&self, mut done: impl FnMut() -> bool) {
+    pub(crate) async fn wait_until(&self, mut done: impl FnMut() -> bool) {
         loop {
             let notified = self.exited.notified();
             tokio::pin!(notified);

@@ -72,6 +72,7 @@ pub(crate) struct Process {
     task_waker: OnceLock<Waker>,
     state: Mutex<State>,
     exit_reason: OnceLock<ExitReason>,
+    finished: AtomicBool,
 }
 
 #[derive(Default)]
@@ -110,6 +111,7 @@ impl Process {
                 ..State::default()
             }),
             exit_reason: OnceLock::new(),
+            finished: AtomicBool::new(false),
         }
     }
 
@@ -296,13 +298,28 @@ impl Process {
         self.exit_reason.get()
     }
 
+    /// Whether the process has begun to end (its future is being dropped, or its exit
+    /// bookkeeping runs).
+    pub(crate) fn is_exiting(&self) -> bool {
+        self.status.load(Ordering::Relaxed) == STATUS_EXITING
+    }
+
+    /// Records why the process is ending, before its future is dropped, so that whatever
+    /// that drop tells others (a call left unanswered) can name the reason. The first reason
+    /// recorded stands.
+    pub(crate) fn begin_exit(&self, reason: ExitReason) {
+        let _ = self.exit_reason.set(reason);
+        self.status.store(STATUS_EXITING, Ordering::Relaxed);
+    }
+
     /// The bookkeeping of an ending process, run inside it (or, when a runtime shuts down
     /// under it, wherever its task is dropped). Idempotent.
     fn finish(&self, reason: ExitReason) {
-        if self.exit_reason.set(reason.clone()).is_err() {
+        if self.finished.swap(true, Ordering::AcqRel) {
             return;
         }
-        self.status.store(STATUS_EXITING, Ordering::Relaxed);
+        self.begin_exit(reason);
+        let reason = self.exit_reason.get().cloned().unwrap_or(ExitReason::Normal);
         let (links, monitored_by, monitoring, name) = {
             let mut state = self.state();
             state.alive = false;

@@ -38,6 +38,11 @@ pin_project! {
                 return;
             }
             let Some(_enter) = Enter::new(this.process, false) else { return };
+            with_current(|p| {
+                if let Some(p) = p {
+                    p.begin_exit(ExitReason::Killed);
+                }
+            });
             let _ = catch_unwind(AssertUnwindSafe(|| this.future.set(None)));
             with_current(|p| {
                 if let Some(p) = p {
@@ -117,6 +122,11 @@ where
         };
         // Drop the future inside the process; a panicking destructor does not change why the
         // process ended.
+        with_current(|p| {
+            if let Some(p) = p {
+                p.begin_exit(reason.clone());
+            }
+        });
         let _ = catch_unwind(AssertUnwindSafe(|| this.future.set(None)));
         with_current(|p| {
             if let Some(p) = p {

@@ -1,0 +1,331 @@
+//! The client side: `call`, `cast`, and the typed [`Server`] handle.
+
+use std::fmt;
+use std::future::Future;
+use std::marker::PhantomData;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use super::GenServer;
+use super::reply::{Outcome, ReplySlot, ReplyTo};
+use crate::node::NodeInner;
+use crate::process::with_current;
+use crate::registry::Name;
+use crate::{ExitReason, Message, Pid};
+
+/// A request as it travels to the server.
+pub(crate) struct CallRequest<C, R> {
+    pub(crate) request: C,
+    pub(crate) reply_to: ReplyTo<R>,
+    pub(crate) from: Option<Pid>,
+}
+
+/// A cast as it travels to the server.
+pub(crate) struct CastRequest<C>(pub(crate) C);
+
+/// How long [`call`] waits for the reply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Timeout {
+    /// Give up after this long (to within a couple of milliseconds, never early).
+    After(Duration),
+    /// Wait for ever (Erlang's `infinity`).
+    Infinity,
+}
+
+impl From<Duration> for Timeout {
+    fn from(d: Duration) -> Timeout {
+        Timeout::After(d)
+    }
+}
+
+/// A server to call: a pid or a name registered on the caller's node.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ServerRef {
+    /// A process.
+    Pid(Pid),
+    /// A registered name.
+    Name(Name),
+}
+
+impl fmt::Display for ServerRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ServerRef::Pid(pid) => write!(f, "{pid}"),
+            ServerRef::Name(name) => write!(f, "`{name}`"),
+        }
+    }
+}
+
+impl From<Pid> for ServerRef {
+    fn from(pid: Pid) -> ServerRef {
+        ServerRef::Pid(pid)
+    }
+}
+
+impl From<&str> for ServerRef {
+    fn from(name: &str) -> ServerRef {
+        ServerRef::Name(Arc::from(name))
+    }
+}
+
+impl From<String> for ServerRef {
+    fn from(name: String) -> ServerRef {
+        ServerRef::Name(Arc::from(name))
+    }
+}
+
+impl From<Name> for ServerRef {
+    fn from(name: Name) -> ServerRef {
+        ServerRef::Name(name)
+    }
+}
+
+impl<S> From<Server<S>> for ServerRef {
+    fn from(server: Server<S>) -> ServerRef {
+        ServerRef::Pid(server.pid)
+    }
+}
+
+/// Why a [`call`] failed. Each names the server.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CallError {
+    /// No reply came in time. The request may still be handled; its late reply is dropped.
+    Timeout {
+        /// The server called.
+        server: ServerRef,
+        /// The timeout that passed.
+        after: Duration,
+    },
+    /// The server was not alive (or the name not registered) when called.
+    NoProc(ServerRef),
+    /// The server died before replying.
+    Exit {
+        /// The server called.
+        server: Pid,
+        /// Why it died.
+        reason: ExitReason,
+    },
+    /// The server dropped the request without replying (returned `NoReply` without
+    /// [`Caller::defer`](super::Caller::defer), or dropped the deferred [`ReplyTo`]).
+    NoReply(Pid),
+    /// A name was called from outside a process, where there is no current node.
+    NotInProcess(Name),
+}
+
+impl fmt::Display for CallError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CallError::Timeout { server, after } => {
+                write!(f, "call to {server} timed out after {after:?}")
+            }
+            CallError::NoProc(server) => {
+                write!(f, "call to {server} failed: no such process (not alive, or the name is not registered)")
+            }
+            CallError::Exit { server, reason } => {
+                write!(f, "call to {server} failed: the server exited with reason `{reason}`")
+            }
+            CallError::NoReply(server) => {
+                write!(f, "call to {server} failed: the server dropped the request without replying")
+            }
+            CallError::NotInProcess(name) => write!(
+                f,
+                "cannot call `{name}` by name outside a process: call it by pid, or from a process of its node"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for CallError {}
+
+/// Why a [`cast`] failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CastError {
+    /// No process is registered under the name.
+    NotRegistered(Name),
+    /// A name was cast to from outside a process.
+    NotInProcess(Name),
+}
+
+impl fmt::Display for CastError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CastError::NotRegistered(name) => {
+                write!(f, "cannot cast to `{name}`: no process is registered under that name")
+            }
+            CastError::NotInProcess(name) => write!(
+                f,
+                "cannot cast to `{name}` by name outside a process: cast by pid instead"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for CastError {}
+
+fn resolve_name(name: &Name) -> Result<Option<Pid>, ()> {
+    with_current(|c| c.map(|p| p.node.registry.whereis(name))).ok_or(())
+}
+
+/// Sends `request` to the gen_server `server` and waits for its reply, Erlang's
+/// `gen_server:call/3`.
+///
+/// Works from a process or from any other async code (a name needs a process, to know the
+/// node). With [`Timeout::After`], the wait ends with [`CallError::Timeout`] to within a couple
+/// of milliseconds after the deadline.
+///
+/// # Errors
+/// [`CallError::NoProc`], [`CallError::Timeout`], [`CallError::Exit`] when the server dies
+/// before replying, [`CallError::NoReply`], [`CallError::NotInProcess`].
+pub async fn call<S: GenServer>(
+    server: impl Into<ServerRef>,
+    request: S::Call,
+    timeout: impl Into<Timeout>,
+) -> Result<S::Reply, CallError> {
+    let server = server.into();
+    let timeout = timeout.into();
+    let pid = match &server {
+        ServerRef::Pid(pid) => *pid,
+        ServerRef::Name(name) => match resolve_name(name) {
+            Ok(Some(pid)) => pid,
+            Ok(None) => return Err(CallError::NoProc(server)),
+            Err(()) => return Err(CallError::NotInProcess(name.clone())),
+        },
+    };
+    let slot = Arc::new(ReplySlot::<S::Reply>::new());
+    let msg = Message::new(CallRequest::<S::Call, S::Reply> {
+        request,
+        reply_to: ReplyTo::new(Arc::clone(&slot), pid),
+        from: crate::try_self_pid(),
+    });
+    let sent = NodeInner::with_process(pid, |p| {
+        let queued = p.try_push_message(msg).is_ok();
+        if queued && let Timeout::After(after) = timeout {
+            let weak = Arc::downgrade(&slot);
+            p.node.timers.insert(&p.node, weak, after);
+        }
+        queued
+    });
+    if sent != Some(true) {
+        return Err(CallError::NoProc(server));
+    }
+    match (WaitReply { slot: &slot }).await {
+        Outcome::Replied(reply) => Ok(reply),
+        Outcome::NoReply => Err(CallError::NoReply(pid)),
+        Outcome::Expired => Err(CallError::Timeout {
+            server,
+            after: match timeout {
+                Timeout::After(d) => d,
+                Timeout::Infinity => Duration::MAX,
+            },
+        }),
+        Outcome::Died(process) => {
+            process
+                .node
+                .wait_until(|| process.exit_reason().is_some())
+                .await;
+            Err(CallError::Exit {
+                server: pid,
+                reason: process.exit_reason().cloned().unwrap_or(ExitReason::NoProc),
+            })
+        }
+    }
+}
+
+struct WaitReply<'a, R> {
+    slot: &'a ReplySlot<R>,
+}
+
+impl<R> Future for WaitReply<'_, R> {
+    type Output = Outcome<R>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Outcome<R>> {
+        self.slot.poll_outcome(cx)
+    }
+}
+
+/// Sends `msg` to the gen_server `server` without waiting, Erlang's `gen_server:cast/2`. A dead
+/// pid drops it.
+///
+/// # Errors
+/// [`CastError::NotRegistered`] for an unknown name, [`CastError::NotInProcess`] for a name
+/// outside a process.
+pub fn cast<S: GenServer>(server: impl Into<ServerRef>, msg: S::Cast) -> Result<(), CastError> {
+    let pid = match server.into() {
+        ServerRef::Pid(pid) => pid,
+        ServerRef::Name(name) => match resolve_name(&name) {
+            Ok(Some(pid)) => pid,
+            Ok(None) => return Err(CastError::NotRegistered(name)),
+            Err(()) => return Err(CastError::NotInProcess(name)),
+        },
+    };
+    crate::send(pid, CastRequest::<S::Cast>(msg));
+    Ok(())
+}
+
+/// A typed handle to a running gen_server of type `S`: a pid that knows its server's
+/// request types. `Copy`, like a pid.
+pub struct Server<S> {
+    pid: Pid,
+    _server: PhantomData<fn() -> S>,
+}
+
+impl<S> Server<S> {
+    /// A handle for the gen_server `pid`, which must run `S` (requests to a server of
+    /// another type reach its `handle_info` and go unanswered).
+    pub fn from_pid(pid: Pid) -> Server<S> {
+        Server {
+            pid,
+            _server: PhantomData,
+        }
+    }
+
+    /// The server's pid.
+    pub fn pid(&self) -> Pid {
+        self.pid
+    }
+}
+
+impl<S: GenServer> Server<S> {
+    /// [`call`] this server.
+    ///
+    /// # Errors
+    /// As [`call`].
+    pub async fn call(
+        &self,
+        request: S::Call,
+        timeout: impl Into<Timeout>,
+    ) -> Result<S::Reply, CallError> {
+        call::<S>(self.pid, request, timeout).await
+    }
+
+    /// [`cast`] to this server.
+    pub fn cast(&self, msg: S::Cast) {
+        crate::send(self.pid, CastRequest::<S::Cast>(msg));
+    }
+}
+
+impl<S> Clone for Server<S> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<S> Copy for Server<S> {}
+
+impl<S> PartialEq for Server<S> {
+    fn eq(&self, other: &Self) -> bool {
+        self.pid == other.pid
+    }
+}
+
+impl<S> Eq for Server<S> {}
+
+impl<S> fmt::Debug for Server<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Server<{}>({})", std::any::type_name::<S>(), self.pid)
+    }
+}

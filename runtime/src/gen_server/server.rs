@@ -1,0 +1,223 @@
+//! The server side: starting a gen_server and its receive loop.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::sync::Arc;
+
+use super::client::{CallRequest, CastRequest, Server};
+use super::{CallReply, Caller, GenServer, Next};
+use crate::node::NodeInner;
+use crate::process::{Process, SpawnError, SpawnOptions, spawn_on_node, with_current};
+use crate::registry::{Name, RegistryError};
+use crate::{Exit, ExitReason, NodeHandle, Pid, receive_any};
+
+/// Options for starting a gen_server.
+#[derive(Clone, Debug, Default)]
+#[must_use = "options do nothing until passed to start"]
+pub struct StartOptions {
+    name: Option<Name>,
+    trap_exit: bool,
+}
+
+impl StartOptions {
+    /// No name, not trapping exits.
+    pub fn new() -> StartOptions {
+        StartOptions::default()
+    }
+
+    /// Registers the server under `name` before `init` runs; the start fails with
+    /// [`StartError::AlreadyStarted`] if the name is taken.
+    pub fn name(mut self, name: impl Into<Name>) -> StartOptions {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// Starts the server trapping exits, so that its parent's `Shutdown` runs
+    /// [`GenServer::terminate`] (as a supervised OTP server does with `process_flag(trap_exit,
+    /// true)` in `init`).
+    pub fn trap_exit(mut self) -> StartOptions {
+        self.trap_exit = true;
+        self
+    }
+}
+
+/// Why a gen_server did not start.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StartError {
+    /// The name is registered to another process (which may be a running instance).
+    AlreadyStarted {
+        /// The name asked for.
+        name: Name,
+        /// The process holding it.
+        pid: Pid,
+    },
+    /// `init` returned an error or the process ended during `init`; the server is gone.
+    Init(ExitReason),
+    /// The process could not be spawned.
+    Spawn(SpawnError),
+}
+
+impl fmt::Display for StartError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StartError::AlreadyStarted { name, pid } => {
+                write!(f, "cannot start the server: `{name}` is already registered to {pid}")
+            }
+            StartError::Init(reason) => write!(f, "the server's init failed: {reason}"),
+            StartError::Spawn(e) => write!(f, "cannot start the server: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for StartError {}
+
+/// Starts a gen_server from the calling process (its parent), waiting until `init` is done,
+/// Erlang's `gen_server:start/3,4`.
+///
+/// # Errors
+/// [`StartError::AlreadyStarted`], [`StartError::Init`], [`StartError::Spawn`] (for example
+/// `NotInProcess`: use [`start_on`] outside a process).
+pub async fn start<S: GenServer>(args: S::Args, opts: StartOptions) -> Result<Server<S>, StartError> {
+    let parent = with_current(|c| c.map(Arc::clone))
+        .ok_or(StartError::Spawn(SpawnError::NotInProcess))?;
+    start_inner::<S>(&parent.node, Some(&parent), args, opts, false).await
+}
+
+/// As [`start`], and links the server to the caller, Erlang's `gen_server:start_link/3,4`.
+/// If `init` fails the link is removed first, so the caller is not killed.
+///
+/// # Errors
+/// As [`start`].
+pub async fn start_link<S: GenServer>(
+    args: S::Args,
+    opts: StartOptions,
+) -> Result<Server<S>, StartError> {
+    let parent = with_current(|c| c.map(Arc::clone))
+        .ok_or(StartError::Spawn(SpawnError::NotInProcess))?;
+    start_inner::<S>(&parent.node, Some(&parent), args, opts, true).await
+}
+
+/// Starts a gen_server on `node` from outside any process (it has no parent).
+///
+/// # Errors
+/// As [`start`].
+pub async fn start_on<S: GenServer>(
+    node: &NodeHandle,
+    args: S::Args,
+    opts: StartOptions,
+) -> Result<Server<S>, StartError> {
+    start_inner::<S>(&node.inner, None, args, opts, false).await
+}
+
+async fn start_inner<S: GenServer>(
+    node: &Arc<NodeInner>,
+    parent: Option<&Arc<Process>>,
+    args: S::Args,
+    opts: StartOptions,
+    link: bool,
+) -> Result<Server<S>, StartError> {
+    let (ack_tx, ack_rx) = tokio::sync::oneshot::channel::<Result<(), ExitReason>>();
+    let parent_pid = parent.map(|p| p.pid);
+    let mut spawn_opts = SpawnOptions::new().initial_call(Cow::Owned(format!(
+        "{}::init/1",
+        std::any::type_name::<S>()
+    )));
+    if let Some(name) = &opts.name {
+        spawn_opts = spawn_opts.name(name.clone());
+    }
+    if link {
+        spawn_opts = spawn_opts.link();
+    }
+    if opts.trap_exit {
+        spawn_opts = spawn_opts.trap_exit();
+    }
+    let future = async move {
+        let state = match S::init(args).await {
+            Ok(state) => {
+                let _ = ack_tx.send(Ok(()));
+                state
+            }
+            Err(reason) => {
+                if link && let Some(parent) = parent_pid {
+                    let _ = crate::unlink(parent);
+                }
+                let _ = ack_tx.send(Err(reason.clone()));
+                return reason;
+            }
+        };
+        serve(state, parent_pid).await
+    };
+    let (process, _) = match spawn_on_node(node, parent, future, spawn_opts) {
+        Ok(spawned) => spawned,
+        Err(SpawnError::Name(RegistryError::NameTaken { name, holder })) => {
+            return Err(StartError::AlreadyStarted { name, pid: holder });
+        }
+        Err(e) => return Err(StartError::Spawn(e)),
+    };
+    match ack_rx.await {
+        Ok(Ok(())) => Ok(Server::from_pid(process.pid)),
+        Ok(Err(reason)) => Err(StartError::Init(reason)),
+        Err(_) => {
+            node.wait_until(|| process.exit_reason().is_some()).await;
+            Err(StartError::Init(
+                process.exit_reason().cloned().unwrap_or(ExitReason::Killed),
+            ))
+        }
+    }
+}
+
+/// The receive loop of a gen_server.
+async fn serve<S: GenServer>(mut state: S, parent: Option<Pid>) -> ExitReason {
+    loop {
+        let msg = receive_any().await;
+        let mut unanswered = None;
+        let next = match msg.downcast::<CallRequest<S::Call, S::Reply>>() {
+            Ok(req) => {
+                let mut caller = Caller {
+                    pid: req.from,
+                    reply_to: Some(req.reply_to),
+                };
+                match state.handle_call(req.request, &mut caller).await {
+                    CallReply::Reply(reply) => {
+                        if let Some(reply_to) = caller.reply_to.take() {
+                            reply_to.reply(reply);
+                        }
+                        Next::Continue
+                    }
+                    CallReply::NoReply => Next::Continue,
+                    CallReply::Stop(reason, reply) => {
+                        match (reply, caller.reply_to.take()) {
+                            (Some(reply), Some(reply_to)) => {
+                                reply_to.reply(reply);
+                            }
+                            (None, reply_to) => unanswered = reply_to,
+                            (Some(_), None) => {}
+                        }
+                        Next::Stop(reason)
+                    }
+                }
+            }
+            Err(msg) => match msg.downcast::<CastRequest<S::Cast>>() {
+                Ok(CastRequest(cast)) => state.handle_cast(cast).await,
+                Err(msg) => match msg.downcast_ref::<Exit>() {
+                    Some(exit) if Some(exit.from) == parent => Next::Stop(exit.reason.clone()),
+                    _ => state.handle_info(msg).await,
+                },
+            },
+        };
+        if let Next::Stop(reason) = next {
+            state.terminate(&reason).await;
+            // From here the process is exiting: a call left unanswered (now or deferred in
+            // the state) reports this reason to its caller.
+            with_current(|p| {
+                if let Some(p) = p {
+                    p.begin_exit(reason.clone());
+                }
+            });
+            drop(unanswered);
+            drop(state);
+            return reason;
+        }
+    }
+}
