@@ -90,7 +90,8 @@ pub struct Exit {
 /// What the future of a process may return; it becomes the process's exit reason.
 ///
 /// `()` is a normal exit, an [`ExitReason`] is itself, and a `Result` is normal when `Ok` and a
-/// [`ExitReason::Custom`] holding the error's `Display` text when `Err`.
+/// [`ExitReason::Custom`] holding the error's `Display` text when `Err`. The never type `!` (the
+/// output of `async { panic!() }` or of a loop that never ends) is accepted too.
 pub trait IntoExitReason {
     /// The exit reason this value stands for.
     fn into_exit_reason(self) -> ExitReason;
@@ -103,6 +104,27 @@ impl IntoExitReason for () {
 }
 
 impl IntoExitReason for ExitReason {
+    fn into_exit_reason(self) -> ExitReason {
+        self
+    }
+}
+
+/// Names the never type `!` on stable Rust (it is the return type of `fn() -> !`), so that a
+/// process whose future never returns normally (it loops, panics or calls
+/// [`exit_self`](crate::exit_self)) can be spawned: `async { panic!() }` has output `!`.
+pub trait FnReturn {
+    /// The return type.
+    type Output;
+}
+
+impl<R> FnReturn for fn() -> R {
+    type Output = R;
+}
+
+/// The never type, `!`.
+pub type Never = <fn() -> ! as FnReturn>::Output;
+
+impl IntoExitReason for Never {
     fn into_exit_reason(self) -> ExitReason {
         self
     }

@@ -62,9 +62,7 @@ mod client;
 mod reply;
 mod server;
 
-pub use client::{
-    CallError, CastError, Server, ServerRef, Timeout, call, cast,
-};
+pub use client::{CallError, CastError, Server, ServerRef, Timeout, call, cast};
 pub use reply::ReplyTo;
 pub use server::{StartError, StartOptions, start, start_link, start_on};
 

@@ -55,8 +55,6 @@
 //! Erlang copies a message into the receiver's heap; Rust moves it. What a process's code
 //! allocates belongs to whoever allocates it, and a message is boxed once, when sent.
 
-extern crate self as runtime;
-
 mod exit;
 pub mod gen_server;
 mod mailbox;
@@ -71,7 +69,7 @@ mod signal;
 pub mod supervisor;
 mod timer;
 
-pub use exit::{Exit, ExitReason, IntoExitReason};
+pub use exit::{Exit, ExitReason, FnReturn, IntoExitReason, Never};
 pub use mailbox::{
     ReceiveMatch, receive, receive_any, receive_any_timeout, receive_match, receive_timeout,
     receive_where,

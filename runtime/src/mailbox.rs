@@ -265,7 +265,8 @@ where
     T: Any + Send,
     F: FnMut(&T) -> bool + Unpin,
 {
-    let msg = receive_match(move |m: &Message| m.downcast_ref::<T>().is_some_and(&mut matches)).await;
+    let msg =
+        receive_match(move |m: &Message| m.downcast_ref::<T>().is_some_and(&mut matches)).await;
     match msg.downcast::<T>() {
         Ok(value) => value,
         Err(_) => unreachable!("the receive matched on the type"),

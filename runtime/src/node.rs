@@ -66,9 +66,7 @@ impl NodeInner {
             next_ref: AtomicU64::new(1),
             shutdown_grace,
         });
-        DIRECTORY
-            .get_or_alloc(id)
-            .store(Some(Arc::clone(&inner)));
+        DIRECTORY.get_or_alloc(id).store(Some(Arc::clone(&inner)));
         inner
     }
 
@@ -145,11 +143,9 @@ impl NodeInner {
         for sup in roots.iter().rev() {
             send_exit_signal(sup, sup.pid, ExitReason::Shutdown, false);
         }
-        let _ = tokio::time::timeout(
-            grace * 4,
-            self.wait_until(|| roots.iter().all(|s| s.exit_reason().is_some())),
-        )
-        .await;
+        // Each supervisor bounds its own children's stop by their shutdown policies.
+        self.wait_until(|| roots.iter().all(|s| self.table.get(s.pid).is_none()))
+            .await;
         drop(roots);
         drop(all);
         // Then everything else: an orderly `Shutdown`, and a kill after the grace period.
@@ -394,7 +390,9 @@ pub struct NodeHandle {
 
 impl fmt::Debug for NodeHandle {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("NodeHandle").field("id", &self.id()).finish()
+        f.debug_struct("NodeHandle")
+            .field("id", &self.id())
+            .finish()
     }
 }
 
@@ -501,7 +499,11 @@ impl NodeHandle {
     ///
     /// # Errors
     /// [`SendError::NotRegistered`] (with the message) when no process has that name.
-    pub fn send_named<M: std::any::Any + Send>(&self, name: &str, msg: M) -> Result<(), SendError<M>> {
+    pub fn send_named<M: std::any::Any + Send>(
+        &self,
+        name: &str,
+        msg: M,
+    ) -> Result<(), SendError<M>> {
         match self.inner.registry.whereis(name) {
             Some(pid) => {
                 crate::send(pid, msg);
@@ -577,4 +579,3 @@ impl NodeHandle {
         Arc::strong_count(&self.inner)
     }
 }
-

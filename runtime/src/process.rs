@@ -36,11 +36,11 @@ use std::task::Waker;
 pub(crate) use current::{current_process_for_receive, with_current};
 pub use current::{self_pid, try_self_pid};
 pub use info::{ProcessInfo, ProcessStatus, process_info, processes};
-pub use spawn::{
-    SpawnError, SpawnOptions, Spawned, spawn, spawn_blocking, spawn_link, spawn_monitor,
-    spawn_opt, spawn_task,
-};
 pub(crate) use spawn::spawn_on_node;
+pub use spawn::{
+    SpawnError, SpawnOptions, Spawned, spawn, spawn_blocking, spawn_link, spawn_monitor, spawn_opt,
+    spawn_task,
+};
 pub(crate) use table::ProcessTable;
 
 use crate::mailbox::{Envelope, Mailbox};
@@ -54,9 +54,11 @@ const SIGNAL_PENDING: u8 = 1;
 /// The process must end at its next poll boundary (killed, or a signal it acted on).
 const EXIT_PENDING: u8 = 2;
 
-const STATUS_WAITING: u8 = 0;
+/// Spawned, not yet polled.
+const STATUS_NEW: u8 = 0;
 const STATUS_RUNNING: u8 = 1;
 const STATUS_EXITING: u8 = 2;
+const STATUS_WAITING: u8 = 3;
 
 /// One process's shared record. See the module documentation for who touches what.
 pub(crate) struct Process {
@@ -103,7 +105,7 @@ impl Process {
             initial_call,
             mailbox: Mailbox::default(),
             flags: AtomicU8::new(0),
-            status: AtomicU8::new(STATUS_WAITING),
+            status: AtomicU8::new(STATUS_NEW),
             trap_exit: AtomicBool::new(false),
             task_waker: OnceLock::new(),
             state: Mutex::new(State {
@@ -138,7 +140,11 @@ impl Process {
     }
 
     pub(crate) fn push_signal(&self, signal: Signal) {
-        if self.mailbox.push(Envelope::Signal(Box::new(signal))).is_ok() {
+        if self
+            .mailbox
+            .push(Envelope::Signal(Box::new(signal)))
+            .is_ok()
+        {
             self.flags.fetch_or(SIGNAL_PENDING, Ordering::Release);
             self.wake();
         }
@@ -204,7 +210,7 @@ impl Process {
 
     /// At a poll boundary: acts on pending signals; returns the reason to exit with, if any.
     fn take_exit(&self) -> Option<ExitReason> {
-        if self.flags.swap(0, Ordering::AcqRel) & SIGNAL_PENDING != 0 {
+        if self.flags.fetch_and(!SIGNAL_PENDING, Ordering::AcqRel) & SIGNAL_PENDING != 0 {
             self.mailbox.drain_incoming(self);
         }
         if self.flags.load(Ordering::Acquire) & EXIT_PENDING != 0 {
@@ -281,10 +287,6 @@ impl Process {
         self.state().name.take()
     }
 
-    pub(crate) fn name(&self) -> Option<Name> {
-        self.state().name.clone()
-    }
-
     pub(crate) fn mark_supervisor(&self) {
         self.state().is_supervisor = true;
     }
@@ -319,7 +321,11 @@ impl Process {
             return;
         }
         self.begin_exit(reason);
-        let reason = self.exit_reason.get().cloned().unwrap_or(ExitReason::Normal);
+        let reason = self
+            .exit_reason
+            .get()
+            .cloned()
+            .unwrap_or(ExitReason::Normal);
         let (links, monitored_by, monitoring, name) = {
             let mut state = self.state();
             state.alive = false;

@@ -7,9 +7,9 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, RwLock};
 
+use crate::Pid;
 use crate::node::NodeInner;
 use crate::process::{Process, with_current};
-use crate::Pid;
 
 /// A registered name.
 pub type Name = Arc<str>;
@@ -113,10 +113,10 @@ impl Registry {
             .write()
             .remove(name)
             .ok_or_else(|| RegistryError::NotRegistered(Arc::from(name)))?;
-        if let Some(p) = node.table.get(pid) {
-            if let Some(p) = &*p {
-                p.clear_name();
-            }
+        if let Some(p) = node.table.get(pid)
+            && let Some(p) = &*p
+        {
+            p.clear_name();
         }
         Ok(())
     }

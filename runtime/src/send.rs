@@ -75,7 +75,9 @@ impl<M> fmt::Debug for SendError<M> {
                 .debug_struct("NotRegistered")
                 .field("name", name)
                 .finish_non_exhaustive(),
-            SendError::NotInProcess { .. } => f.debug_struct("NotInProcess").finish_non_exhaustive(),
+            SendError::NotInProcess { .. } => {
+                f.debug_struct("NotInProcess").finish_non_exhaustive()
+            }
         }
     }
 }

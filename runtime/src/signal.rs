@@ -153,7 +153,8 @@ pub fn monitor(pid: Pid) -> Result<MonitorRef, LinkError> {
 }
 
 pub(crate) fn monitor_with(me: &Arc<Process>, pid: Pid, mref: MonitorRef) {
-    let set = NodeInner::with_process(pid, |other| other.add_monitored_by(mref, me.pid)).unwrap_or(false);
+    let set =
+        NodeInner::with_process(pid, |other| other.add_monitored_by(mref, me.pid)).unwrap_or(false);
     if set {
         me.add_monitoring(mref, pid);
     } else {

@@ -1,1 +1,339 @@
-//! placeholder
+//! Links, monitors, exit signals, trap_exit, kills and panics.
+
+use std::sync::mpsc;
+use std::time::Duration;
+
+use runtime::{
+    Down, Exit, ExitReason, LinkError, Node, demonitor, exit, exit_self, link, monitor, receive,
+    receive_timeout, self_pid, send, spawn, spawn_link, spawn_monitor, trap_exit, unlink,
+};
+
+const LONG: Duration = Duration::from_secs(30);
+
+fn node() -> Node {
+    Node::builder().worker_threads(2).build().unwrap()
+}
+
+async fn wait_forever() {
+    std::future::pending::<()>().await
+}
+
+async fn down_of(pid: runtime::Pid) -> Down {
+    runtime::receive_where(move |d: &Down| d.pid == pid).await
+}
+
+#[test]
+fn an_abnormal_exit_kills_linked_processes_both_ways() {
+    let node = node();
+    let reasons = node
+        .run(async {
+            // child -> parent direction
+            let (parent, _) = spawn_monitor(async {
+                spawn_link(async { exit_self(ExitReason::custom("boom")) }).unwrap();
+                wait_forever().await;
+            })
+            .unwrap();
+            let up = down_of(parent).await.reason;
+            // parent -> child direction
+            let me = self_pid();
+            let (owner, _) = spawn_monitor(async move {
+                let child = spawn_link(wait_forever()).unwrap();
+                send(me, child);
+                let () = receive().await;
+                exit_self(ExitReason::custom("owner died"));
+            })
+            .unwrap();
+            let child: runtime::Pid = receive().await;
+            let mref = monitor(child).unwrap();
+            send(owner, ());
+            let down = receive_where_ref(mref).await;
+            (up, down.reason)
+        })
+        .unwrap();
+    assert_eq!(reasons.0, ExitReason::custom("boom"));
+    assert_eq!(reasons.1, ExitReason::custom("owner died"));
+}
+
+async fn receive_where_ref(mref: runtime::MonitorRef) -> Down {
+    runtime::receive_where(move |d: &Down| d.monitor_ref == mref).await
+}
+
+#[test]
+fn a_normal_exit_does_not_kill_linked_processes() {
+    let node = node();
+    let alive = node
+        .run(async {
+            let (parent, _) = spawn_monitor(async {
+                spawn_link(async {}).unwrap();
+                let () = receive().await;
+            })
+            .unwrap();
+            let early = receive_timeout::<Down>(Duration::from_millis(50)).await;
+            send(parent, ());
+            let later = down_of(parent).await;
+            (early.is_none(), later.reason)
+        })
+        .unwrap();
+    assert_eq!(alive, (true, ExitReason::Normal));
+}
+
+#[test]
+fn trap_exit_turns_exit_signals_into_messages() {
+    let node = node();
+    let exits = node
+        .run(async {
+            trap_exit(true).unwrap();
+            let a = spawn_link(async {}).unwrap();
+            let b = spawn_link(async { panic!("bad") }).unwrap();
+            let c = spawn_link(async { exit_self(ExitReason::Shutdown) }).unwrap();
+            let mut got = Vec::new();
+            for _ in 0..3 {
+                let e: Exit = receive().await;
+                got.push(e);
+            }
+            got.sort_by_key(|e| e.from);
+            let mut expected = vec![
+                Exit {
+                    from: a,
+                    reason: ExitReason::Normal,
+                },
+                Exit {
+                    from: b,
+                    reason: ExitReason::Panic("bad".into()),
+                },
+                Exit {
+                    from: c,
+                    reason: ExitReason::Shutdown,
+                },
+            ];
+            expected.sort_by_key(|e| e.from);
+            (got, expected)
+        })
+        .unwrap();
+    assert_eq!(exits.0, exits.1);
+}
+
+#[test]
+fn kill_cannot_be_trapped_and_links_see_killed() {
+    let node = node();
+    let out = node
+        .run(async {
+            let me = self_pid();
+            let (victim, _) = spawn_monitor(async move {
+                trap_exit(true).unwrap();
+                let watcher = spawn_link(async {
+                    trap_exit(true).unwrap();
+                    let e: Exit = receive().await;
+                    e.reason
+                })
+                .unwrap();
+                send(me, watcher);
+                wait_forever().await;
+            })
+            .unwrap();
+            let watcher: runtime::Pid = receive().await;
+            let wref = monitor(watcher).unwrap();
+            exit(victim, ExitReason::Kill);
+            let victim_down = down_of(victim).await.reason;
+            let _ = receive_where_ref(wref).await;
+            victim_down
+        })
+        .unwrap();
+    assert_eq!(out, ExitReason::Killed);
+}
+
+#[test]
+fn exit_signals_follow_erlang_rules() {
+    let node = node();
+    let out = node
+        .run(async {
+            // Normal to a process that does not trap: ignored.
+            let (p1, _) = spawn_monitor(async {
+                let () = receive().await;
+            })
+            .unwrap();
+            exit(p1, ExitReason::Normal);
+            let ignored = receive_timeout::<Down>(Duration::from_millis(50))
+                .await
+                .is_none();
+            send(p1, ());
+            let _ = down_of(p1).await;
+            // A custom reason kills a process that does not trap.
+            let (p2, _) = spawn_monitor(wait_forever()).unwrap();
+            exit(p2, ExitReason::custom("stop it"));
+            let custom = down_of(p2).await.reason;
+            // A trapping process receives it as a message, Normal included.
+            let me = self_pid();
+            let p3 = runtime::spawn_opt(
+                async move {
+                    let a: Exit = receive().await;
+                    let b: Exit = receive().await;
+                    send(me, (a.reason, b.reason, a.from == me));
+                },
+                runtime::SpawnOptions::new().trap_exit().monitor(),
+            )
+            .unwrap()
+            .pid;
+            exit(p3, ExitReason::Normal);
+            exit(p3, ExitReason::custom("x"));
+            let trapped: (ExitReason, ExitReason, bool) = receive().await;
+            let _ = down_of(p3).await;
+            (ignored, custom, trapped)
+        })
+        .unwrap();
+    assert!(out.0);
+    assert_eq!(out.1, ExitReason::custom("stop it"));
+    assert_eq!(out.2, (ExitReason::Normal, ExitReason::custom("x"), true));
+}
+
+/// Runs inside the process when its future is dropped.
+struct DropProbe(mpsc::Sender<Option<runtime::Pid>>);
+
+impl Drop for DropProbe {
+    fn drop(&mut self) {
+        let _ = self.0.send(runtime::try_self_pid());
+    }
+}
+
+#[test]
+fn a_kill_drops_the_future_inside_the_process_even_while_it_sleeps() {
+    let node = node();
+    let (tx, rx) = mpsc::channel();
+    let pid = node
+        .spawn(async move {
+            let _probe = DropProbe(tx);
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+        })
+        .unwrap();
+    // Let it reach its sleep, then kill it.
+    while node
+        .process_info(pid)
+        .is_some_and(|i| i.status != runtime::ProcessStatus::Waiting)
+    {
+        std::thread::yield_now();
+    }
+    node.exit(pid, ExitReason::Kill);
+    assert_eq!(rx.recv_timeout(LONG).unwrap(), Some(pid));
+}
+
+#[test]
+fn a_panic_becomes_the_exit_reason_and_spares_unlinked_processes() {
+    let node = node();
+    let out = node
+        .run(async {
+            let bystander = spawn(async {
+                let (from, n): (runtime::Pid, u32) = receive().await;
+                send(from, n + 1);
+            })
+            .unwrap();
+            let (p, _) = spawn_monitor(async {
+                let v: Vec<u32> = Vec::new();
+                let _ = v[3];
+            })
+            .unwrap();
+            let reason = down_of(p).await.reason;
+            send(bystander, (self_pid(), 1u32));
+            let answer: u32 = receive().await;
+            (reason, answer)
+        })
+        .unwrap();
+    assert!(
+        matches!(&out.0, ExitReason::Panic(msg) if msg.contains("index out of bounds")),
+        "{:?}",
+        out.0
+    );
+    assert_eq!(out.1, 2);
+    // The node is still up.
+    assert_eq!(node.run(async { 1 + 1 }).unwrap(), 2);
+}
+
+#[test]
+fn unlink_stops_propagation() {
+    let node = node();
+    let out = node
+        .run(async {
+            let (p, _) = spawn_monitor(async {
+                let child = spawn_link(async {
+                    let () = receive().await;
+                    exit_self(ExitReason::custom("child failed"));
+                })
+                .unwrap();
+                unlink(child).unwrap();
+                send(child, ());
+                let () = receive().await;
+            })
+            .unwrap();
+            let early = receive_timeout::<Down>(Duration::from_millis(100)).await;
+            exit(p, ExitReason::Kill);
+            let late = down_of(p).await.reason;
+            (early.is_none(), late)
+        })
+        .unwrap();
+    assert_eq!(out, (true, ExitReason::Killed));
+}
+
+#[test]
+fn monitors_of_dead_pids_fire_noproc_and_demonitor_silences() {
+    let node = node();
+    let out = node
+        .run(async {
+            let (dead, _) = spawn_monitor(async {}).unwrap();
+            let _ = down_of(dead).await;
+            let mref = monitor(dead).unwrap();
+            let noproc: Down = receive().await;
+            let live = spawn(async {
+                let () = receive().await;
+            })
+            .unwrap();
+            let m2 = monitor(live).unwrap();
+            let was_active = demonitor(m2).unwrap();
+            send(live, ());
+            let silent = receive_timeout::<Down>(Duration::from_millis(100)).await;
+            (noproc, mref, was_active, silent)
+        })
+        .unwrap();
+    assert_eq!(out.0.reason, ExitReason::NoProc);
+    assert_eq!(out.0.monitor_ref, out.1);
+    assert!(out.2);
+    assert!(out.3.is_none());
+}
+
+#[test]
+fn linking_to_a_dead_pid_is_an_error() {
+    let node = node();
+    let err = node
+        .run(async {
+            let (dead, _) = spawn_monitor(async {}).unwrap();
+            let _ = down_of(dead).await;
+            link(dead).unwrap_err()
+        })
+        .unwrap();
+    assert!(matches!(err, LinkError::NoProc(_)));
+    assert!(err.to_string().contains("no such process"));
+    assert_eq!(
+        link(runtime::Pid::from_parts(1, 1, 1)),
+        Err(LinkError::NotInProcess)
+    );
+}
+
+#[test]
+fn exit_self_ends_the_process_with_the_reason() {
+    let node = node();
+    let reason = node
+        .run(async {
+            let (p, _) = spawn_monitor(async {
+                exit_self(ExitReason::Shutdown);
+            })
+            .unwrap();
+            down_of(p).await.reason
+        })
+        .unwrap();
+    assert_eq!(reason, ExitReason::Shutdown);
+    // run reports a process that ended without output.
+    let err = node
+        .run(async { exit_self(ExitReason::custom("gone")) })
+        .unwrap_err();
+    assert_eq!(err, ExitReason::custom("gone"));
+    let err = node.run(async { panic!("kaboom") }).unwrap_err();
+    assert_eq!(err, ExitReason::Panic("kaboom".into()));
+}

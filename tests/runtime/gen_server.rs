@@ -1,1 +1,492 @@
-//! placeholder
+//! gen_server: call, cast, info, deferred replies, stops, errors and timeouts.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use runtime::gen_server::{
+    self, CallError, CallReply, Caller, CastError, GenServer, Next, ReplyTo, Server, StartError,
+    StartOptions, Timeout,
+};
+use runtime::{Down, ExitReason, Message, Node, Pid, receive, self_pid, send, spawn};
+
+const LONG: Duration = Duration::from_secs(30);
+
+fn node() -> Node {
+    Node::builder().worker_threads(2).build().unwrap()
+}
+
+/// A key-value store that reports its lifecycle to an observer.
+struct Kv {
+    map: std::collections::HashMap<String, u64>,
+    observer: Option<Pid>,
+    deferred: Vec<ReplyTo<Reply>>,
+}
+
+#[derive(Debug)]
+enum Req {
+    Get(String),
+    Put(String, u64),
+    Panic,
+    Hang,
+    DeferThenReplyFrom,
+    DropWithoutReply,
+    StopWith(Option<u64>),
+    Sleep(Duration),
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Reply {
+    Value(Option<u64>),
+    Ok,
+}
+
+enum Cast {
+    Put(String, u64),
+    Stop,
+}
+
+#[async_trait]
+impl GenServer for Kv {
+    type Args = Option<Pid>;
+    type Call = Req;
+    type Reply = Reply;
+    type Cast = Cast;
+
+    async fn init(observer: Option<Pid>) -> Result<Self, ExitReason> {
+        Ok(Kv {
+            map: Default::default(),
+            observer,
+            deferred: Vec::new(),
+        })
+    }
+
+    async fn handle_call(&mut self, req: Req, from: &mut Caller<Reply>) -> CallReply<Reply> {
+        match req {
+            Req::Get(k) => CallReply::Reply(Reply::Value(self.map.get(&k).copied())),
+            Req::Put(k, v) => {
+                self.map.insert(k, v);
+                CallReply::Reply(Reply::Ok)
+            }
+            Req::Panic => panic!("kv crashed"),
+            Req::Hang => {
+                self.deferred.push(from.defer().unwrap());
+                CallReply::NoReply
+            }
+            Req::DeferThenReplyFrom => {
+                let reply_to = from.defer().unwrap();
+                spawn(async move {
+                    reply_to.reply(Reply::Value(Some(7)));
+                })
+                .unwrap();
+                CallReply::NoReply
+            }
+            Req::DropWithoutReply => CallReply::NoReply,
+            Req::StopWith(v) => CallReply::Stop(
+                ExitReason::custom("asked"),
+                v.map(|v| Reply::Value(Some(v))),
+            ),
+            Req::Sleep(d) => {
+                tokio::time::sleep(d).await;
+                CallReply::Reply(Reply::Ok)
+            }
+        }
+    }
+
+    async fn handle_cast(&mut self, msg: Cast) -> Next {
+        match msg {
+            Cast::Put(k, v) => {
+                self.map.insert(k, v);
+                Next::Continue
+            }
+            Cast::Stop => Next::Stop(ExitReason::Normal),
+        }
+    }
+
+    async fn handle_info(&mut self, msg: Message) -> Next {
+        if let Some(observer) = self.observer {
+            match msg.downcast::<Down>() {
+                Ok(down) => send(observer, ("down", down.pid)),
+                Err(msg) => {
+                    if let Ok(text) = msg.downcast::<&'static str>() {
+                        send(observer, ("info", text));
+                    }
+                }
+            }
+        }
+        Next::Continue
+    }
+
+    async fn terminate(&mut self, reason: &ExitReason) {
+        if let Some(observer) = self.observer {
+            send(observer, ("terminate", reason.clone()));
+        }
+    }
+}
+
+#[test]
+fn call_and_cast_by_pid_name_and_handle() {
+    let node = node();
+    let out = node
+        .run(async {
+            let kv = gen_server::start::<Kv>(None, StartOptions::new().name("kv"))
+                .await
+                .unwrap();
+            let put = kv.call(Req::Put("a".into(), 1), LONG).await.unwrap();
+            gen_server::cast::<Kv>("kv", Cast::Put("b".into(), 2)).unwrap();
+            kv.cast(Cast::Put("c".into(), 3));
+            let a = gen_server::call::<Kv>("kv", Req::Get("a".into()), LONG)
+                .await
+                .unwrap();
+            let b = gen_server::call::<Kv>(kv.pid(), Req::Get("b".into()), Timeout::Infinity)
+                .await
+                .unwrap();
+            let c = kv.call(Req::Get("c".into()), LONG).await.unwrap();
+            let z = kv.call(Req::Get("z".into()), LONG).await.unwrap();
+            (put, a, b, c, z)
+        })
+        .unwrap();
+    assert_eq!(
+        out,
+        (
+            Reply::Ok,
+            Reply::Value(Some(1)),
+            Reply::Value(Some(2)),
+            Reply::Value(Some(3)),
+            Reply::Value(None)
+        )
+    );
+}
+
+#[test]
+fn many_concurrent_callers_each_get_their_own_replies() {
+    let node = node();
+    let total = node
+        .run(async {
+            let kv = gen_server::start::<Kv>(None, StartOptions::new())
+                .await
+                .unwrap();
+            let me = self_pid();
+            for c in 0..8u64 {
+                spawn(async move {
+                    for i in 0..500u64 {
+                        let key = format!("{c}-{i}");
+                        kv.call(Req::Put(key.clone(), c * 1000 + i), LONG)
+                            .await
+                            .unwrap();
+                        let got = kv.call(Req::Get(key), LONG).await.unwrap();
+                        assert_eq!(got, Reply::Value(Some(c * 1000 + i)));
+                    }
+                    send(me, c);
+                })
+                .unwrap();
+            }
+            let mut done = 0;
+            for _ in 0..8 {
+                let _: u64 = receive().await;
+                done += 1;
+            }
+            done
+        })
+        .unwrap();
+    assert_eq!(total, 8);
+}
+
+#[test]
+fn a_call_from_outside_any_process_works_by_pid() {
+    let node = node();
+    let kv: Server<Kv> = node
+        .block_on(gen_server::start_on::<Kv>(&node, None, StartOptions::new()))
+        .unwrap();
+    let reply = node
+        .block_on(kv.call(Req::Put("k".into(), 5), LONG))
+        .unwrap();
+    assert_eq!(reply, Reply::Ok);
+    let by_name = node.block_on(gen_server::call::<Kv>("kv", Req::Get("k".into()), LONG));
+    assert!(matches!(by_name, Err(CallError::NotInProcess(_))));
+}
+
+#[test]
+fn a_call_times_out_never_early_and_the_server_lives_on() {
+    let node = node();
+    let (err, elapsed, after) = node
+        .run(async {
+            let kv = gen_server::start::<Kv>(None, StartOptions::new())
+                .await
+                .unwrap();
+            let started = std::time::Instant::now();
+            let err = kv
+                .call(Req::Hang, Duration::from_millis(50))
+                .await
+                .unwrap_err();
+            let elapsed = started.elapsed();
+            let after = kv.call(Req::Get("x".into()), LONG).await.unwrap();
+            (err, elapsed, after)
+        })
+        .unwrap();
+    assert!(
+        matches!(err, CallError::Timeout { after, .. } if after == Duration::from_millis(50)),
+        "{err:?}"
+    );
+    assert!(
+        elapsed >= Duration::from_millis(50),
+        "timed out early: {elapsed:?}"
+    );
+    assert_eq!(after, Reply::Value(None));
+}
+
+#[test]
+fn calling_a_dead_server_or_an_unknown_name_is_noproc() {
+    let node = node();
+    let out = node
+        .run(async {
+            let (dead, _) = runtime::spawn_monitor(async {}).unwrap();
+            let _: Down = receive().await;
+            let by_pid = gen_server::call::<Kv>(dead, Req::Get("a".into()), LONG)
+                .await
+                .unwrap_err();
+            let by_name = gen_server::call::<Kv>("missing", Req::Get("a".into()), LONG)
+                .await
+                .unwrap_err();
+            let cast = gen_server::cast::<Kv>("missing", Cast::Stop).unwrap_err();
+            (by_pid, by_name, cast, dead)
+        })
+        .unwrap();
+    assert_eq!(out.0, CallError::NoProc(out.3.into()));
+    assert_eq!(out.1, CallError::NoProc("missing".into()));
+    assert_eq!(out.2, CastError::NotRegistered("missing".into()));
+    assert!(out.1.to_string().contains("missing"));
+}
+
+#[test]
+fn a_server_that_dies_during_the_call_gives_its_exit_reason() {
+    let node = node();
+    let out = node
+        .run(async {
+            let kv = gen_server::start::<Kv>(None, StartOptions::new())
+                .await
+                .unwrap();
+            let panicked = kv.call(Req::Panic, LONG).await.unwrap_err();
+            let kv2 = gen_server::start::<Kv>(None, StartOptions::new())
+                .await
+                .unwrap();
+            let pid2 = kv2.pid();
+            let caller = spawn(async move {
+                let err = kv2.call(Req::Hang, LONG).await.unwrap_err();
+                send(runtime::whereis("test").unwrap(), err);
+            })
+            .unwrap();
+            runtime::register("test", self_pid()).unwrap();
+            let _ = caller;
+            // Wait until the request is in hand, then kill the server.
+            loop {
+                let info = runtime::process_info(pid2).unwrap();
+                if info.status == runtime::ProcessStatus::Waiting && info.message_queue_len == 0 {
+                    break;
+                }
+                tokio::task::yield_now().await;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            runtime::exit(pid2, ExitReason::Kill);
+            let killed: CallError = receive().await;
+            (panicked, killed, kv.pid(), pid2)
+        })
+        .unwrap();
+    assert_eq!(
+        out.0,
+        CallError::Exit {
+            server: out.2,
+            reason: ExitReason::Panic("kv crashed".into())
+        }
+    );
+    assert_eq!(
+        out.1,
+        CallError::Exit {
+            server: out.3,
+            reason: ExitReason::Killed
+        }
+    );
+}
+
+#[test]
+fn requests_queued_behind_a_dying_server_fail_with_its_reason() {
+    let node = node();
+    let errs = node
+        .run(async {
+            let kv = gen_server::start::<Kv>(None, StartOptions::new())
+                .await
+                .unwrap();
+            let me = self_pid();
+            // The server sleeps in one call while others queue up, then a cast stops it.
+            spawn(async move {
+                let r = kv.call(Req::Sleep(Duration::from_millis(100)), LONG).await;
+                send(me, r.is_ok());
+            })
+            .unwrap();
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            kv.cast(Cast::Stop);
+            let mut errs = Vec::new();
+            for _ in 0..3 {
+                errs.push(kv.call(Req::Get("x".into()), LONG).await.unwrap_err());
+            }
+            let first_ok: bool = receive().await;
+            (first_ok, errs, kv.pid())
+        })
+        .unwrap();
+    assert!(errs.0);
+    // The first queued call saw the server die normally; later ones found it gone.
+    assert_eq!(
+        errs.1[0],
+        CallError::Exit {
+            server: errs.2,
+            reason: ExitReason::Normal
+        }
+    );
+    for e in &errs.1[1..] {
+        assert_eq!(*e, CallError::NoProc(errs.2.into()));
+    }
+}
+
+#[test]
+fn deferred_replies_no_reply_and_stop() {
+    let node = node();
+    let out = node
+        .run(async {
+            let me = self_pid();
+            let kv = gen_server::start::<Kv>(Some(me), StartOptions::new())
+                .await
+                .unwrap();
+            let deferred = kv.call(Req::DeferThenReplyFrom, LONG).await.unwrap();
+            let dropped = kv.call(Req::DropWithoutReply, LONG).await.unwrap_err();
+            let stopped = kv.call(Req::StopWith(Some(9)), LONG).await.unwrap();
+            let terminate: (&str, ExitReason) = receive().await;
+            let kv2 = gen_server::start::<Kv>(Some(me), StartOptions::new())
+                .await
+                .unwrap();
+            let no_reply_stop = kv2.call(Req::StopWith(None), LONG).await.unwrap_err();
+            let _: (&str, ExitReason) = receive().await;
+            (
+                deferred,
+                dropped,
+                stopped,
+                terminate,
+                no_reply_stop,
+                kv.pid(),
+                kv2.pid(),
+            )
+        })
+        .unwrap();
+    assert_eq!(out.0, Reply::Value(Some(7)));
+    assert_eq!(out.1, CallError::NoReply(out.5));
+    assert_eq!(out.2, Reply::Value(Some(9)));
+    assert_eq!(out.3, ("terminate", ExitReason::custom("asked")));
+    assert_eq!(
+        out.4,
+        CallError::Exit {
+            server: out.6,
+            reason: ExitReason::custom("asked")
+        }
+    );
+}
+
+#[test]
+fn handle_info_gets_other_messages() {
+    let node = node();
+    let got = node
+        .run(async {
+            let me = self_pid();
+            let kv = gen_server::start::<Kv>(Some(me), StartOptions::new())
+                .await
+                .unwrap();
+            send(kv.pid(), "hello");
+            let info: (&str, &str) = receive().await;
+            info
+        })
+        .unwrap();
+    assert_eq!(got, ("info", "hello"));
+}
+
+struct FailsInit;
+
+#[async_trait]
+impl GenServer for FailsInit {
+    type Args = bool;
+    type Call = ();
+    type Reply = ();
+    type Cast = ();
+
+    async fn init(panic: bool) -> Result<Self, ExitReason> {
+        if panic {
+            panic!("init exploded");
+        }
+        Err(ExitReason::custom("bad config"))
+    }
+
+    async fn handle_call(&mut self, _: (), _: &mut Caller<()>) -> CallReply<()> {
+        CallReply::Reply(())
+    }
+}
+
+#[test]
+fn start_errors_are_typed() {
+    let node = node();
+    let out = node
+        .run(async {
+            let init_err =
+                gen_server::start_link::<FailsInit>(false, StartOptions::new().name("f"))
+                    .await
+                    .unwrap_err();
+            let panicked = gen_server::start::<FailsInit>(true, StartOptions::new())
+                .await
+                .unwrap_err();
+            let kv = gen_server::start::<Kv>(None, StartOptions::new().name("kv"))
+                .await
+                .unwrap();
+            let taken = gen_server::start::<Kv>(None, StartOptions::new().name("kv"))
+                .await
+                .unwrap_err();
+            let name_free_again = runtime::whereis("f").is_none();
+            (init_err, panicked, taken, kv.pid(), name_free_again)
+        })
+        .unwrap();
+    // start_link's failed init did not kill the caller (run returned).
+    assert_eq!(out.0, StartError::Init(ExitReason::custom("bad config")));
+    assert_eq!(
+        out.1,
+        StartError::Init(ExitReason::Panic("init exploded".into()))
+    );
+    assert_eq!(
+        out.2,
+        StartError::AlreadyStarted {
+            name: "kv".into(),
+            pid: out.3
+        }
+    );
+    assert!(out.4);
+    assert!(out.2.to_string().contains("kv"));
+    let outside = node.block_on(gen_server::start::<Kv>(None, StartOptions::new()));
+    assert!(matches!(outside, Err(StartError::Spawn(_))));
+}
+
+#[test]
+fn a_trapping_server_terminates_when_its_parent_exits() {
+    let node = node();
+    let reason = node
+        .run(async {
+            let me = self_pid();
+            let (parent, _) = runtime::spawn_monitor(async move {
+                gen_server::start_link::<Kv>(Some(me), StartOptions::new().trap_exit())
+                    .await
+                    .unwrap();
+                let () = receive().await;
+                runtime::exit_self(ExitReason::Shutdown);
+            })
+            .unwrap();
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            send(parent, ());
+            let (what, reason): (&str, ExitReason) = receive().await;
+            assert_eq!(what, "terminate");
+            reason
+        })
+        .unwrap();
+    assert_eq!(reason, ExitReason::Shutdown);
+}

@@ -1,1 +1,116 @@
-//! placeholder
+//! processes() and process_info().
+
+use std::time::Duration;
+
+use runtime::{
+    Down, Node, ProcessStatus, SpawnOptions, monitor, process_info, processes, receive, self_pid,
+    send, spawn, spawn_link, spawn_monitor, trap_exit,
+};
+
+fn node() -> Node {
+    Node::builder().worker_threads(2).build().unwrap()
+}
+
+async fn idle_worker() {
+    let () = receive().await;
+}
+
+#[test]
+fn process_info_reports_every_field() {
+    let node = node();
+    let out = node
+        .run(async {
+            let me = self_pid();
+            trap_exit(true).unwrap();
+            let child = runtime::spawn_opt(idle_worker(), SpawnOptions::new().name("child").link())
+                .unwrap()
+                .pid;
+            let watched = spawn(idle_worker()).unwrap();
+            monitor(watched).unwrap();
+            // Three messages the child will not take yet.
+            for i in 0..3u32 {
+                send(child, i);
+            }
+            // Wait until the child is suspended in its receive.
+            let info = loop {
+                let info = process_info(child).unwrap();
+                if info.status == ProcessStatus::Waiting || info.status == ProcessStatus::Runnable {
+                    break info;
+                }
+                tokio::task::yield_now().await;
+            };
+            let mine = process_info(me).unwrap();
+            let all = processes();
+            send(child, ());
+            send(watched, ());
+            (info, mine, all, me, child, watched)
+        })
+        .unwrap();
+    let (info, mine, all, me, child, watched) = out;
+    assert_eq!(info.pid, child);
+    assert_eq!(info.registered_name.as_deref(), Some("child"));
+    assert_eq!(info.parent, Some(me));
+    assert!(
+        info.initial_call.contains("idle_worker"),
+        "{}",
+        info.initial_call
+    );
+    assert_eq!(info.message_queue_len, 3);
+    assert_eq!(info.links, vec![me]);
+    assert!(!info.trap_exit);
+    assert_eq!(mine.status, ProcessStatus::Running);
+    assert!(mine.trap_exit);
+    assert_eq!(mine.links, vec![child]);
+    assert_eq!(mine.monitors, vec![watched]);
+    assert_eq!(mine.parent, None);
+    for pid in [me, child, watched] {
+        assert!(all.contains(&pid));
+    }
+}
+
+#[test]
+fn monitored_by_and_dead_pids() {
+    let node = node();
+    let (watched_by, after) = node
+        .run(async {
+            let (p, _) = spawn_monitor(idle_worker()).unwrap();
+            let watched_by = process_info(p).unwrap().monitored_by;
+            send(p, ());
+            let _: Down = receive().await;
+            (watched_by == vec![self_pid()], process_info(p))
+        })
+        .unwrap();
+    assert!(watched_by);
+    assert!(after.is_none());
+}
+
+#[test]
+fn the_initial_call_can_be_named_and_processes_lists_the_node() {
+    let node = node();
+    let pid = node
+        .spawn_opt(
+            idle_worker(),
+            SpawnOptions::new().initial_call("kv::server/1"),
+        )
+        .unwrap()
+        .pid;
+    let info = node.process_info(pid).unwrap();
+    assert_eq!(info.initial_call, "kv::server/1");
+    assert_eq!(info.parent, None);
+    assert!(node.processes().contains(&pid));
+    let linked = node
+        .run(async move {
+            let child = spawn_link(idle_worker()).unwrap();
+            let l = process_info(child).unwrap().links;
+            send(child, ());
+            l == vec![self_pid()]
+        })
+        .unwrap();
+    assert!(linked);
+    send(pid, ());
+    let start = std::time::Instant::now();
+    while node.processes().contains(&pid) {
+        assert!(start.elapsed() < Duration::from_secs(30));
+        std::thread::yield_now();
+    }
+}

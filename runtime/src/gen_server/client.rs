@@ -122,13 +122,22 @@ impl fmt::Display for CallError {
                 write!(f, "call to {server} timed out after {after:?}")
             }
             CallError::NoProc(server) => {
-                write!(f, "call to {server} failed: no such process (not alive, or the name is not registered)")
+                write!(
+                    f,
+                    "call to {server} failed: no such process (not alive, or the name is not registered)"
+                )
             }
             CallError::Exit { server, reason } => {
-                write!(f, "call to {server} failed: the server exited with reason `{reason}`")
+                write!(
+                    f,
+                    "call to {server} failed: the server exited with reason `{reason}`"
+                )
             }
             CallError::NoReply(server) => {
-                write!(f, "call to {server} failed: the server dropped the request without replying")
+                write!(
+                    f,
+                    "call to {server} failed: the server dropped the request without replying"
+                )
             }
             CallError::NotInProcess(name) => write!(
                 f,
@@ -154,7 +163,10 @@ impl fmt::Display for CastError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             CastError::NotRegistered(name) => {
-                write!(f, "cannot cast to `{name}`: no process is registered under that name")
+                write!(
+                    f,
+                    "cannot cast to `{name}`: no process is registered under that name"
+                )
             }
             CastError::NotInProcess(name) => write!(
                 f,

@@ -13,9 +13,9 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 
+use crate::Pid;
 use crate::process::{Process, with_current};
 use crate::timer::Expire;
-use crate::Pid;
 
 pub(crate) enum Outcome<R> {
     Replied(R),

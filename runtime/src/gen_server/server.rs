@@ -62,7 +62,10 @@ impl fmt::Display for StartError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             StartError::AlreadyStarted { name, pid } => {
-                write!(f, "cannot start the server: `{name}` is already registered to {pid}")
+                write!(
+                    f,
+                    "cannot start the server: `{name}` is already registered to {pid}"
+                )
             }
             StartError::Init(reason) => write!(f, "the server's init failed: {reason}"),
             StartError::Spawn(e) => write!(f, "cannot start the server: {e}"),
@@ -78,9 +81,12 @@ impl std::error::Error for StartError {}
 /// # Errors
 /// [`StartError::AlreadyStarted`], [`StartError::Init`], [`StartError::Spawn`] (for example
 /// `NotInProcess`: use [`start_on`] outside a process).
-pub async fn start<S: GenServer>(args: S::Args, opts: StartOptions) -> Result<Server<S>, StartError> {
-    let parent = with_current(|c| c.map(Arc::clone))
-        .ok_or(StartError::Spawn(SpawnError::NotInProcess))?;
+pub async fn start<S: GenServer>(
+    args: S::Args,
+    opts: StartOptions,
+) -> Result<Server<S>, StartError> {
+    let parent =
+        with_current(|c| c.map(Arc::clone)).ok_or(StartError::Spawn(SpawnError::NotInProcess))?;
     start_inner::<S>(&parent.node, Some(&parent), args, opts, false).await
 }
 
@@ -93,8 +99,8 @@ pub async fn start_link<S: GenServer>(
     args: S::Args,
     opts: StartOptions,
 ) -> Result<Server<S>, StartError> {
-    let parent = with_current(|c| c.map(Arc::clone))
-        .ok_or(StartError::Spawn(SpawnError::NotInProcess))?;
+    let parent =
+        with_current(|c| c.map(Arc::clone)).ok_or(StartError::Spawn(SpawnError::NotInProcess))?;
     start_inner::<S>(&parent.node, Some(&parent), args, opts, true).await
 }
 
@@ -155,16 +161,17 @@ async fn start_inner<S: GenServer>(
         }
         Err(e) => return Err(StartError::Spawn(e)),
     };
-    match ack_rx.await {
-        Ok(Ok(())) => Ok(Server::from_pid(process.pid)),
-        Ok(Err(reason)) => Err(StartError::Init(reason)),
-        Err(_) => {
-            node.wait_until(|| process.exit_reason().is_some()).await;
-            Err(StartError::Init(
-                process.exit_reason().cloned().unwrap_or(ExitReason::Killed),
-            ))
-        }
-    }
+    let reason = match ack_rx.await {
+        Ok(Ok(())) => return Ok(Server::from_pid(process.pid)),
+        Ok(Err(reason)) => Some(reason),
+        Err(_) => None,
+    };
+    // Return once the failed server is gone, so its name is free again.
+    let pid = process.pid;
+    node.wait_until(|| node.table.get(pid).is_none()).await;
+    Err(StartError::Init(reason.unwrap_or_else(|| {
+        process.exit_reason().cloned().unwrap_or(ExitReason::Killed)
+    })))
 }
 
 /// The receive loop of a gen_server.

@@ -3,10 +3,10 @@
 use std::borrow::Cow;
 use std::sync::atomic::Ordering;
 
-use super::{Process, STATUS_EXITING, STATUS_RUNNING, with_current};
+use super::{Process, STATUS_EXITING, STATUS_NEW, STATUS_RUNNING, with_current};
+use crate::Pid;
 use crate::node::NodeInner;
 use crate::registry::Name;
-use crate::Pid;
 
 /// What a process is doing, as `process_info` reports it (Erlang's `status`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -55,6 +55,7 @@ impl Process {
         let status = match self.status.load(Ordering::Relaxed) {
             STATUS_RUNNING => ProcessStatus::Running,
             STATUS_EXITING => ProcessStatus::Exiting,
+            STATUS_NEW => ProcessStatus::Runnable,
             _ if self.has_flags() || self.mailbox.has_incoming() => ProcessStatus::Runnable,
             _ => ProcessStatus::Waiting,
         };

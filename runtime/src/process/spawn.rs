@@ -7,11 +7,11 @@ use std::sync::Arc;
 
 use super::task::{HelperTask, ProcessTask, run_as_helper};
 use super::{Process, with_current};
+use crate::Pid;
 use crate::exit::IntoExitReason;
 use crate::node::NodeInner;
 use crate::registry::{Name, RegistryError};
 use crate::signal::{MonitorRef, monitor_with};
-use crate::Pid;
 
 /// Options for [`spawn_opt`] and [`NodeHandle::spawn_opt`](crate::NodeHandle::spawn_opt):
 /// Erlang's `spawn_opt` options, plus a registered name and the initial call to report.
@@ -141,9 +141,7 @@ where
     if (opts.link || opts.monitor) && parent.is_none() {
         return Err(SpawnError::NotInProcess);
     }
-    let initial_call = opts
-        .initial_call
-        .unwrap_or_else(default_initial_call::<F>);
+    let initial_call = opts.initial_call.unwrap_or_else(default_initial_call::<F>);
     let process = node
         .table
         .insert(|pid| {

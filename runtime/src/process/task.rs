@@ -19,8 +19,8 @@ use pin_project_lite::pin_project;
 
 use super::current::{Enter, with_current};
 use super::{Process, STATUS_RUNNING, STATUS_WAITING};
-use crate::exit::{ExitPayload, IntoExitReason, panic_message};
 use crate::ExitReason;
+use crate::exit::{ExitPayload, IntoExitReason, panic_message};
 
 pin_project! {
     /// A process's future as the tokio task runs it.
@@ -99,9 +99,11 @@ where
         let reason = match pending_exit() {
             Some(reason) => reason,
             None => {
-                let polled = catch_unwind(AssertUnwindSafe(|| match this.future.as_mut().as_pin_mut() {
-                    Some(future) => future.poll(cx).map(IntoExitReason::into_exit_reason),
-                    None => Poll::Ready(ExitReason::Normal),
+                let polled = catch_unwind(AssertUnwindSafe(|| {
+                    match this.future.as_mut().as_pin_mut() {
+                        Some(future) => future.poll(cx).map(IntoExitReason::into_exit_reason),
+                        None => Poll::Ready(ExitReason::Normal),
+                    }
                 }));
                 match polled {
                     Ok(Poll::Ready(reason)) => reason,
