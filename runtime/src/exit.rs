@@ -76,6 +76,10 @@ impl fmt::Display for ExitReason {
     }
 }
 
+/// An exit reason is an error when a process ended without producing what was waited for
+/// (see [`Node::run`](crate::Node::run)).
+impl std::error::Error for ExitReason {}
+
 /// The message a process that traps exits receives in place of an exit signal: Erlang's
 /// `{'EXIT', From, Reason}`.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1,0 +1,420 @@
+//! The demo workload: a supervised word-count service driven by thousands of short-lived
+//! worker processes.
+//!
+//! ```text
+//!            app_sup (one_for_one)
+//!           /        |          \
+//!      kv (gen_server)  pg (gen_server)  dispatcher (process)
+//!                                             |  spawn_monitor, 64 at a time
+//!                                   worker, worker, worker ... (one per chunk of text)
+//! ```
+//!
+//! Each worker joins the `workers` process group in `pg`, counts the words of its chunk and adds
+//! the counts to the `kv` store with calls, then exits; one chunk in a hundred holds a "bug" that
+//! makes its worker panic. Half-way, the demo crashes `kv` on purpose: its supervisor restarts
+//! it and the service goes on. At the end the node stops the tree in reverse start order.
+//!
+//! Run it with `cargo run --release --example supervision_tree`. Later, `tprof` profiles this
+//! same workload.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use runtime::gen_server::{self, CallReply, Caller, GenServer, Next, StartOptions};
+use runtime::supervisor::{self, ChildSpec, Strategy, SupervisorFlags, SupervisorSpec};
+use runtime::{Down, ExitReason, Message, Node, Pid, receive, self_pid, send, spawn_monitor};
+
+const CALL_TIMEOUT: Duration = Duration::from_secs(5);
+const CHUNKS: usize = 4_000;
+const WORDS_PER_CHUNK: usize = 40;
+const IN_FLIGHT: usize = 64;
+
+// ---------------------------------------------------------------------------------------------
+// kv: a key-value store of word counts.
+
+struct WordCounts {
+    counts: HashMap<String, u64>,
+    generation: u32,
+}
+
+enum KvCall {
+    Add(Vec<(String, u64)>),
+    Top(usize),
+    Len,
+    /// Crashes the server (the demo's injected fault).
+    Poison,
+}
+
+enum KvReply {
+    Added,
+    Top(Vec<(String, u64)>),
+    Len(usize),
+}
+
+#[async_trait]
+impl GenServer for WordCounts {
+    type Args = ();
+    type Call = KvCall;
+    type Reply = KvReply;
+    type Cast = ();
+
+    async fn init((): ()) -> Result<Self, ExitReason> {
+        static STARTS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let generation = STARTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        println!("  kv: init (start #{generation}) as {}", self_pid());
+        Ok(WordCounts {
+            counts: HashMap::new(),
+            generation,
+        })
+    }
+
+    async fn handle_call(&mut self, call: KvCall, _: &mut Caller<KvReply>) -> CallReply<KvReply> {
+        match call {
+            KvCall::Add(words) => {
+                for (word, n) in words {
+                    *self.counts.entry(word).or_default() += n;
+                }
+                CallReply::Reply(KvReply::Added)
+            }
+            KvCall::Top(n) => {
+                let mut all: Vec<(String, u64)> =
+                    self.counts.iter().map(|(w, c)| (w.clone(), *c)).collect();
+                all.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+                all.truncate(n);
+                CallReply::Reply(KvReply::Top(all))
+            }
+            KvCall::Len => CallReply::Reply(KvReply::Len(self.counts.len())),
+            KvCall::Poison => panic!("kv poisoned on purpose (start #{})", self.generation),
+        }
+    }
+
+    async fn terminate(&mut self, reason: &ExitReason) {
+        println!("  kv: terminate({reason}) with {} words", self.counts.len());
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// pg: process groups, as OTP's `pg`: members are monitored and leave when they die.
+
+#[derive(Default)]
+struct ProcessGroups {
+    groups: BTreeMap<String, Vec<Pid>>,
+    peak: usize,
+    joins: u64,
+}
+
+enum PgCall {
+    Join(String, Pid),
+    Members(String),
+    Stats,
+}
+
+enum PgReply {
+    Joined,
+    Members(Vec<Pid>),
+    Stats { joins: u64, peak: usize },
+}
+
+#[async_trait]
+impl GenServer for ProcessGroups {
+    type Args = ();
+    type Call = PgCall;
+    type Reply = PgReply;
+    type Cast = ();
+
+    async fn init((): ()) -> Result<Self, ExitReason> {
+        println!("  pg: init as {}", self_pid());
+        Ok(ProcessGroups::default())
+    }
+
+    async fn handle_call(&mut self, call: PgCall, _: &mut Caller<PgReply>) -> CallReply<PgReply> {
+        match call {
+            PgCall::Join(group, pid) => {
+                // A member that is already gone gets a `Down` at once and is removed below.
+                let _ = runtime::monitor(pid);
+                let members = self.groups.entry(group).or_default();
+                members.push(pid);
+                self.peak = self.peak.max(members.len());
+                self.joins += 1;
+                CallReply::Reply(PgReply::Joined)
+            }
+            PgCall::Members(group) => CallReply::Reply(PgReply::Members(
+                self.groups.get(&group).cloned().unwrap_or_default(),
+            )),
+            PgCall::Stats => CallReply::Reply(PgReply::Stats {
+                joins: self.joins,
+                peak: self.peak,
+            }),
+        }
+    }
+
+    async fn handle_info(&mut self, msg: Message) -> Next {
+        if let Ok(down) = msg.downcast::<Down>() {
+            for members in self.groups.values_mut() {
+                members.retain(|p| *p != down.pid);
+            }
+        }
+        Next::Continue
+    }
+
+    async fn terminate(&mut self, reason: &ExitReason) {
+        println!("  pg: terminate({reason}) after {} joins", self.joins);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The dispatcher and its short-lived workers.
+
+/// A batch of text to count, and who to tell when it is done.
+struct Job {
+    chunks: Vec<Vec<String>>,
+    reply_to: Pid,
+}
+
+/// What a job did.
+#[derive(Debug, Default)]
+struct JobReport {
+    workers: usize,
+    crashed: usize,
+    words: usize,
+}
+
+async fn dispatcher() {
+    runtime::register("dispatcher", self_pid()).expect("the name is free");
+    loop {
+        let job: Job = receive().await;
+        let mut report = JobReport::default();
+        let mut pending = job.chunks.into_iter();
+        let mut in_flight = 0;
+        loop {
+            while in_flight < IN_FLIGHT {
+                let Some(chunk) = pending.next() else { break };
+                report.workers += 1;
+                report.words += chunk.len();
+                spawn_monitor(count_chunk(chunk)).expect("the node is running");
+                in_flight += 1;
+            }
+            if in_flight == 0 {
+                break;
+            }
+            let down: Down = receive().await;
+            in_flight -= 1;
+            if down.reason.is_abnormal() {
+                report.crashed += 1;
+            }
+        }
+        send(job.reply_to, report);
+    }
+}
+
+/// One short-lived worker: joins `workers`, counts its chunk, adds the counts to `kv`.
+async fn count_chunk(chunk: Vec<String>) {
+    let join = PgCall::Join("workers".into(), self_pid());
+    gen_server::call::<ProcessGroups>("pg", join, CALL_TIMEOUT)
+        .await
+        .expect("pg is up");
+    let mut counts: HashMap<String, u64> = HashMap::new();
+    for word in chunk {
+        if word == "bug" {
+            panic!("a worker met a bug");
+        }
+        *counts.entry(word).or_default() += 1;
+    }
+    // kv may be restarting after the demo's injected crash: retry briefly, as a client of a
+    // supervised service does.
+    let words: Vec<(String, u64)> = counts.into_iter().collect();
+    for _ in 0..50 {
+        match gen_server::call::<WordCounts>("kv", KvCall::Add(words.clone()), CALL_TIMEOUT).await {
+            Ok(_) => return,
+            Err(_) => tokio::time::sleep(Duration::from_millis(2)).await,
+        }
+    }
+    panic!("kv stayed down");
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/// Deterministic text: `chunks` chunks of words from a small vocabulary, with a "bug" in one
+/// chunk of a hundred.
+fn text(chunks: usize, seed: u64) -> Vec<Vec<String>> {
+    const VOCABULARY: &[&str] = &[
+        "actor",
+        "process",
+        "message",
+        "mailbox",
+        "link",
+        "monitor",
+        "supervisor",
+        "restart",
+        "node",
+        "pid",
+        "call",
+        "cast",
+        "reply",
+        "timeout",
+        "trace",
+        "profile",
+        "heap",
+        "word",
+        "signal",
+        "exit",
+        "name",
+        "registry",
+        "tokio",
+        "future",
+        "poll",
+        "worker",
+        "group",
+    ];
+    let mut state = seed;
+    let mut next = move || {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (state >> 33) as usize
+    };
+    (0..chunks)
+        .map(|i| {
+            let mut chunk: Vec<String> = (0..WORDS_PER_CHUNK)
+                .map(|_| {
+                    // Skewed: low indices are much more frequent.
+                    let a = next() % VOCABULARY.len();
+                    let b = next() % VOCABULARY.len();
+                    VOCABULARY[a.min(b)].to_string()
+                })
+                .collect();
+            if i % 100 == 99 {
+                chunk[WORDS_PER_CHUNK / 2] = "bug".into();
+            }
+            chunk
+        })
+        .collect()
+}
+
+async fn run_job(chunks: Vec<Vec<String>>) -> JobReport {
+    let job = Job {
+        chunks,
+        reply_to: self_pid(),
+    };
+    runtime::send_named("dispatcher", job).unwrap_or_else(|e| panic!("{e}"));
+    receive().await
+}
+
+async fn print_children(title: &str) {
+    println!("{title}");
+    let children = supervisor::which_children("app_sup", CALL_TIMEOUT)
+        .await
+        .expect("app_sup answers");
+    for child in children {
+        let pid = child.pid.map_or_else(|| "-".to_string(), |p| p.to_string());
+        println!("  {:<11} {:<12} {:?}", child.id, pid, child.kind);
+    }
+}
+
+/// A process's panic is its exit reason, which its monitor and supervisor see; keep the
+/// expected crashes of the demo out of the terminal and print the others in one line.
+fn quiet_expected_crashes() {
+    std::panic::set_hook(Box::new(|info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        if msg != "a worker met a bug" {
+            eprintln!("  crash in {:?}: {msg}", runtime::try_self_pid());
+        }
+    }));
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    quiet_expected_crashes();
+    let node = Node::new()?;
+    println!("node {} started", node.id());
+    let started = Instant::now();
+    node.run(async {
+        let spec = SupervisorSpec::new(
+            SupervisorFlags::new(Strategy::OneForOne)
+                .intensity(5)
+                .period(Duration::from_secs(10)),
+        )
+        .child(ChildSpec::gen_server::<WordCounts>(
+            "kv",
+            (),
+            StartOptions::new().name("kv").trap_exit(),
+        ))
+        .child(ChildSpec::gen_server::<ProcessGroups>(
+            "pg",
+            (),
+            StartOptions::new().name("pg").trap_exit(),
+        ))
+        .child(ChildSpec::worker("dispatcher", dispatcher));
+        println!("starting the supervision tree");
+        supervisor::start_link(spec, supervisor::StartOptions::new().name("app_sup"))
+            .await
+            .expect("the tree starts");
+        print_children("app_sup's children:").await;
+
+        let first = run_job(text(CHUNKS / 2, 1)).await;
+        println!(
+            "job 1: {} workers counted {} words; {} crashed on a bug",
+            first.workers, first.words, first.crashed
+        );
+
+        println!("crashing kv on purpose");
+        let err = gen_server::call::<WordCounts>("kv", KvCall::Poison, CALL_TIMEOUT)
+            .await
+            .err()
+            .expect("kv crashes");
+        println!("  the call failed: {err}");
+        while runtime::whereis("kv").is_none() {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        print_children("app_sup's children after the restart:").await;
+
+        let second = run_job(text(CHUNKS / 2, 2)).await;
+        println!(
+            "job 2: {} workers counted {} words; {} crashed on a bug",
+            second.workers, second.words, second.crashed
+        );
+
+        let Ok(KvReply::Top(top)) =
+            gen_server::call::<WordCounts>("kv", KvCall::Top(5), CALL_TIMEOUT).await
+        else {
+            panic!("kv answers Top");
+        };
+        let Ok(KvReply::Len(len)) =
+            gen_server::call::<WordCounts>("kv", KvCall::Len, CALL_TIMEOUT).await
+        else {
+            panic!("kv answers Len");
+        };
+        println!("kv (since its restart) holds {len} distinct words; the top five:");
+        for (word, count) in top {
+            println!("  {word:<10} {count}");
+        }
+        let Ok(PgReply::Stats { joins, peak }) =
+            gen_server::call::<ProcessGroups>("pg", PgCall::Stats, CALL_TIMEOUT).await
+        else {
+            panic!("pg answers Stats");
+        };
+        let Ok(PgReply::Members(now)) = gen_server::call::<ProcessGroups>(
+            "pg",
+            PgCall::Members("workers".into()),
+            CALL_TIMEOUT,
+        )
+        .await
+        else {
+            panic!("pg answers Members");
+        };
+        println!(
+            "pg: {joins} joins to `workers`, at most {peak} members at once, {} now",
+            now.len()
+        );
+        println!("{} processes alive", runtime::processes().len());
+    })?;
+    println!("ran for {:.0?}; stopping the node", started.elapsed());
+    node.stop();
+    println!("node stopped");
+    Ok(())
+}
