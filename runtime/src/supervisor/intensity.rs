@@ -3,15 +3,32 @@
 //! OTP's rule: a supervisor may restart at most `intensity` children within any `period`.
 //! Each restart is recorded with the time it happens; restarts older than `period` are
 //! forgotten. The restart that makes the count in the window exceed `intensity` is refused, and
-//! the supervisor then stops all its children and exits with
-//! [`reached_max_restart_intensity`](super::reached_max_restart_intensity). So intensity 0
-//! refuses the first restart, and the OTP default (1 in 5 s) allows one restart, then refuses
-//! a second within 5 s of it.
+//! the supervisor then stops all its children and exits with [`reached_max_restart_intensity`].
+//! So intensity 0 refuses the first restart, and the OTP default (1 in 5 s) allows one restart,
+//! then refuses a second within 5 s of it.
 
 use std::collections::VecDeque;
 use std::time::Duration;
 
 use tokio::time::Instant;
+
+use crate::ExitReason;
+
+/// The text of the reason a supervisor exits with when its children needed more restarts than
+/// its intensity allows: see [`reached_max_restart_intensity`].
+pub const REACHED_MAX_RESTART_INTENSITY: &str = "reached_max_restart_intensity";
+
+/// The reason a supervisor exits with when one restart too many was needed within its period:
+/// `ExitReason::Custom("reached_max_restart_intensity")` (OTP's
+/// `{shutdown, reached_max_restart_intensity}`).
+///
+/// ```
+/// use runtime::supervisor::reached_max_restart_intensity;
+/// assert_eq!(reached_max_restart_intensity().to_string(), "reached_max_restart_intensity");
+/// ```
+pub fn reached_max_restart_intensity() -> ExitReason {
+    ExitReason::custom(REACHED_MAX_RESTART_INTENSITY)
+}
 
 /// What [`RestartIntensity::record_restart`] decides.
 #[must_use = "a refused restart must stop the supervisor"]
