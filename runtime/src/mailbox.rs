@@ -209,8 +209,9 @@ impl<F: FnMut(&Message) -> bool + Unpin> Future for ReceiveMatch<F> {
 /// Receives the first message, oldest first, that `matches` accepts, leaving the others in the
 /// mailbox in their order. Erlang's `receive Pattern -> ... end`.
 ///
-/// Dropping the future before it completes loses nothing (see the [module
-/// docs](crate::mailbox)).
+/// Dropping the future before it completes loses nothing: every message stays in the mailbox
+/// until the moment it is handed out, so a receive dropped mid-scan (inside `select!` or a
+/// timeout) loses and reorders nothing.
 ///
 /// # Panics
 /// When polled outside a process (in a plain tokio task, or a helper of
