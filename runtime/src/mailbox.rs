@@ -48,6 +48,9 @@ struct Incoming {
 #[derive(Default)]
 pub(crate) struct Saved {
     pub(crate) queue: VecDeque<Message>,
+    /// Swapped with incoming's queue to take a batch, so that neither queue gives up its
+    /// capacity (no allocation per batch).
+    spare: VecDeque<Envelope>,
     /// How many messages receives have taken out of `queue`: a receive future's scan hint is
     /// valid only while this has not changed.
     removals: u64,
@@ -109,18 +112,16 @@ impl Mailbox {
     /// Moves everything queued by senders into `saved`, acting on signals on the way.
     /// Returns whether a message was added to `saved`.
     pub(crate) fn drain_incoming(&self, process: &Process) -> bool {
-        let batch = std::mem::take(&mut lock(&self.incoming).queue);
-        if batch.is_empty() {
-            return false;
-        }
         let mut saved = lock(&self.saved);
-        let before = saved.queue.len();
-        for env in batch {
+        let Saved { queue, spare, .. } = &mut *saved;
+        std::mem::swap(&mut lock(&self.incoming).queue, spare);
+        let before = queue.len();
+        for env in spare.drain(..) {
             if let Some(msg) = process.ingest(env) {
-                saved.queue.push_back(msg);
+                queue.push_back(msg);
             }
         }
-        saved.queue.len() != before
+        queue.len() != before
     }
 
     /// One poll of a selective receive: the first message, oldest first, that `matches`
@@ -133,21 +134,26 @@ impl Mailbox {
         cx: &mut Context<'_>,
     ) -> Poll<Message> {
         let mut saved = lock(&self.saved);
-        if hint.removals != saved.removals {
-            hint.removals = saved.removals;
+        let Saved {
+            queue,
+            spare,
+            removals,
+        } = &mut *saved;
+        if hint.removals != *removals {
+            hint.removals = *removals;
             hint.checked = 0;
         }
         loop {
-            let start = hint.checked.min(saved.queue.len());
-            if let Some(offset) = saved.queue.range(start..).position(&mut *matches) {
-                let msg = saved.queue.remove(start + offset);
-                saved.removals += 1;
-                hint.removals = saved.removals;
+            let start = hint.checked.min(queue.len());
+            if let Some(offset) = queue.range(start..).position(&mut *matches) {
+                let msg = queue.remove(start + offset);
+                *removals += 1;
+                hint.removals = *removals;
                 return Poll::Ready(msg.expect("position is in range"));
             }
-            hint.checked = saved.queue.len();
+            hint.checked = queue.len();
             // Nothing saved matches: move a batch over from incoming, or wait for one.
-            let batch = {
+            {
                 let mut incoming = lock(&self.incoming);
                 if incoming.queue.is_empty() {
                     match &incoming.waker {
@@ -156,11 +162,11 @@ impl Mailbox {
                     }
                     return Poll::Pending;
                 }
-                std::mem::take(&mut incoming.queue)
-            };
-            for env in batch {
+                std::mem::swap(&mut incoming.queue, spare);
+            }
+            for env in spare.drain(..) {
                 if let Some(msg) = process.ingest(env) {
-                    saved.queue.push_back(msg);
+                    queue.push_back(msg);
                 }
             }
             if process.exit_pending() {
