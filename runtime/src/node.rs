@@ -14,7 +14,7 @@
 use std::future::Future;
 use std::ops::Deref;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 use std::{fmt, io};
 
@@ -48,6 +48,9 @@ pub(crate) struct NodeInner {
     pub(crate) timers: DeadlineWheel,
     stopping: AtomicBool,
     exited: tokio::sync::Notify,
+    /// How many `wait_until` calls are waiting: an exit notifies only when some are (tokio's
+    /// `notify_waiters` takes a lock shared by the whole node).
+    exit_waiters: AtomicUsize,
     next_ref: AtomicU64,
     shutdown_grace: Duration,
 }
@@ -63,6 +66,7 @@ impl NodeInner {
             handle,
             stopping: AtomicBool::new(false),
             exited: tokio::sync::Notify::new(),
+            exit_waiters: AtomicUsize::new(0),
             next_ref: AtomicU64::new(1),
             shutdown_grace,
         });
@@ -81,7 +85,12 @@ impl NodeInner {
     pub(crate) fn process_spawned(&self) {}
 
     pub(crate) fn process_exited(&self) {
-        self.exited.notify_waiters();
+        // Pairs with the fence in `wait_until`: either the waiter sees this exit's effects,
+        // or this sees the waiter and notifies it.
+        std::sync::atomic::fence(Ordering::SeqCst);
+        if self.exit_waiters.load(Ordering::Relaxed) != 0 {
+            self.exited.notify_waiters();
+        }
     }
 
     /// Runs `f` on the live process `pid`, on whichever node of this OS process it lives; no
@@ -113,6 +122,15 @@ impl NodeInner {
 
     /// Waits until `done` holds, re-checking after each process exit.
     pub(crate) async fn wait_until(&self, mut done: impl FnMut() -> bool) {
+        struct Waiting<'a>(&'a AtomicUsize);
+        impl Drop for Waiting<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
+        self.exit_waiters.fetch_add(1, Ordering::SeqCst);
+        std::sync::atomic::fence(Ordering::SeqCst);
+        let _waiting = Waiting(&self.exit_waiters);
         loop {
             let notified = self.exited.notified();
             tokio::pin!(notified);

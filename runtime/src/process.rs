@@ -33,7 +33,7 @@ use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::task::Waker;
 
-pub(crate) use current::{current_process_for_receive, with_current};
+pub(crate) use current::{current_process_for_receive, with_current, with_current_owner};
 pub use current::{self_pid, try_self_pid};
 pub use info::{ProcessInfo, ProcessStatus, process_info, processes};
 pub(crate) use spawn::spawn_on_node;
@@ -47,6 +47,7 @@ use crate::mailbox::{Envelope, Mailbox};
 use crate::node::NodeInner;
 use crate::registry::Name;
 use crate::signal::{Down, MonitorRef, Signal, send_exit_signal};
+use crate::timer::CallTimer;
 use crate::{Exit, ExitReason, Message, Pid};
 
 /// An exit signal is queued in incoming and has not been acted on.
@@ -75,6 +76,8 @@ pub(crate) struct Process {
     state: Mutex<State>,
     exit_reason: OnceLock<ExitReason>,
     finished: AtomicBool,
+    /// The deadline its calls re-arm, made at its first call with a timeout.
+    call_timer: OnceLock<Arc<CallTimer>>,
 }
 
 #[derive(Default)]
@@ -114,6 +117,7 @@ impl Process {
             }),
             exit_reason: OnceLock::new(),
             finished: AtomicBool::new(false),
+            call_timer: OnceLock::new(),
         }
     }
 
@@ -298,6 +302,11 @@ impl Process {
     /// Why the process ended, once it has.
     pub(crate) fn exit_reason(&self) -> Option<&ExitReason> {
         self.exit_reason.get()
+    }
+
+    /// The deadline this process's calls re-arm.
+    pub(crate) fn call_timer(&self) -> &Arc<CallTimer> {
+        self.call_timer.get_or_init(|| Arc::new(CallTimer::new()))
     }
 
     /// Whether the process has begun to end (its future is being dropped, or its exit

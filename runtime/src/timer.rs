@@ -1,15 +1,25 @@
 //! A coarse per-node deadline wheel for call timeouts.
 //!
 //! A tokio timer per call makes a request/reply round trip 1.6–3.7× slower (measured on this
-//! project's 2-core machines), so calls register their deadline here instead: one push under a
-//! per-thread shard lock, no clock read. One ticker task per node, running only while
-//! deadlines are pending, wakes every [`TICK`], stamps the deadlines registered since its last
-//! pass (so a deadline counts from no earlier than its registration: it may fire up to about
-//! two ticks late, never early), and expires the due ones. A finished call's entry is only a
-//! dead `Weak`, dropped on the next pass.
+//! project's 2-core machines), so calls register their deadline here instead, without reading
+//! a clock. One ticker task per node, running only while deadlines are pending, wakes every
+//! [`TICK`], stamps the deadlines registered since its last pass (so a deadline counts from no
+//! earlier than its registration: it may fire up to about two ticks late, never early), and
+//! expires the due ones.
+//!
+//! Two kinds of registration:
+//!
+//! - A process's calls re-arm the process's own [`CallTimer`], registered with the wheel once
+//!   and kept while the process keeps calling: arming is a few plain stores, and nothing is
+//!   allocated or freed per call.
+//! - Anything else (a call from outside a process, from a helper task, or a second call a
+//!   process makes while one is pending) pushes a one-off entry, a `Weak` to its reply slot,
+//!   under a per-thread shard lock; a finished call's entry is a dead `Weak`, dropped on the
+//!   next pass.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
+use std::task::{Context, Waker};
 use std::time::Duration;
 
 use crate::node::NodeInner;
@@ -34,7 +44,102 @@ struct Entry {
 /// See the module documentation.
 pub(crate) struct DeadlineWheel {
     shards: [Mutex<Vec<Entry>>; SHARDS],
+    timers: Mutex<Vec<TimerEntry>>,
     ticker_running: AtomicBool,
+}
+
+/// How many passes a process's timer stays registered while no call arms it.
+const IDLE_PASSES: u32 = 500;
+
+/// A process's reusable call deadline (see the module documentation). Only the process
+/// arms and disarms it; the ticker fires it.
+pub(crate) struct CallTimer {
+    /// The armed call's number, 0 when disarmed.
+    armed: AtomicU64,
+    /// The timeout of the armed call, in ticks; written before `armed`.
+    ticks: AtomicU64,
+    /// The number of the last call that expired.
+    fired: AtomicU64,
+    /// The last number handed out (written by the owner only).
+    last: AtomicU64,
+    registered: AtomicBool,
+    waker: Mutex<Option<Waker>>,
+}
+
+struct TimerEntry {
+    timer: Arc<CallTimer>,
+    seen: u64,
+    deadline: u64,
+    idle: u32,
+}
+
+impl CallTimer {
+    pub(crate) fn new() -> CallTimer {
+        CallTimer {
+            armed: AtomicU64::new(0),
+            ticks: AtomicU64::new(0),
+            fired: AtomicU64::new(0),
+            last: AtomicU64::new(0),
+            registered: AtomicBool::new(false),
+            waker: Mutex::new(None),
+        }
+    }
+
+    /// Arms the timer for a call that gives up after `after`; `None` when a call of this
+    /// process is already armed (the caller then registers a one-off entry).
+    pub(crate) fn arm(self: &Arc<Self>, node: &Arc<NodeInner>, after: Duration) -> Option<u64> {
+        if self.armed.load(Ordering::Relaxed) != 0 {
+            return None;
+        }
+        let seq = self.last.load(Ordering::Relaxed) + 1;
+        self.last.store(seq, Ordering::Relaxed);
+        self.ticks.store(ticks_of(after), Ordering::Relaxed);
+        self.armed.store(seq, Ordering::SeqCst);
+        if !self.registered.load(Ordering::SeqCst)
+            && self
+                .registered
+                .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok()
+        {
+            node.timers.register_timer(node, Arc::clone(self));
+        }
+        Some(seq)
+    }
+
+    /// Disarms call `seq` (it finished, or was dropped).
+    pub(crate) fn disarm(&self, seq: u64) {
+        let _ = self
+            .armed
+            .compare_exchange(seq, 0, Ordering::Release, Ordering::Relaxed);
+    }
+
+    /// Whether call `seq` has expired; if not, the waker is kept to be woken when it does.
+    pub(crate) fn poll_fired(&self, seq: u64, cx: &mut Context<'_>) -> bool {
+        if self.fired.load(Ordering::Acquire) == seq {
+            return true;
+        }
+        {
+            let mut waker = self.waker.lock().unwrap_or_else(|e| e.into_inner());
+            match &*waker {
+                Some(w) if w.will_wake(cx.waker()) => {}
+                _ => *waker = Some(cx.waker().clone()),
+            }
+        }
+        // The ticker stores `fired` before it takes the waker: seen here, or woken.
+        self.fired.load(Ordering::Acquire) == seq
+    }
+
+    fn fire(&self, seq: u64) {
+        self.fired.store(seq, Ordering::Release);
+        let waker = self.waker.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+}
+
+fn ticks_of(after: Duration) -> u64 {
+    u64::try_from(after.as_nanos().div_ceil(TICK.as_nanos())).unwrap_or(u64::MAX / 2)
 }
 
 static NEXT_SHARD: AtomicUsize = AtomicUsize::new(0);
@@ -51,19 +156,36 @@ impl DeadlineWheel {
     pub(crate) fn new() -> DeadlineWheel {
         DeadlineWheel {
             shards: std::array::from_fn(|_| Mutex::new(Vec::new())),
+            timers: Mutex::new(Vec::new()),
             ticker_running: AtomicBool::new(false),
         }
     }
 
     /// Expires `target` once `after` has passed.
     pub(crate) fn insert(&self, node: &Arc<NodeInner>, target: Weak<dyn Expire>, after: Duration) {
-        let ticks = after.as_nanos().div_ceil(TICK.as_nanos()) as u64;
         let shard = SHARD.with(|s| *s);
         lock(&self.shards[shard]).push(Entry {
             deadline: None,
-            ticks,
+            ticks: ticks_of(after),
             target,
         });
+        self.ensure_ticker(node);
+    }
+
+    fn register_timer(&self, node: &Arc<NodeInner>, timer: Arc<CallTimer>) {
+        self.timers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(TimerEntry {
+                timer,
+                seen: 0,
+                deadline: 0,
+                idle: 0,
+            });
+        self.ensure_ticker(node);
+    }
+
+    fn ensure_ticker(&self, node: &Arc<NodeInner>) {
         if !self.ticker_running.load(Ordering::SeqCst)
             && self
                 .ticker_running
@@ -99,11 +221,52 @@ impl DeadlineWheel {
                 t.expire();
             }
         }
+        let mut fired = Vec::new();
+        {
+            let mut timers = self.timers.lock().unwrap_or_else(|e| e.into_inner());
+            timers.retain_mut(|e| {
+                let armed = e.timer.armed.load(Ordering::Acquire);
+                if armed == 0 {
+                    e.idle += 1;
+                    if e.idle < IDLE_PASSES {
+                        return true;
+                    }
+                    // Unregister, unless a call armed it meanwhile (then keep the entry, or
+                    // drop it if that call registered a new one).
+                    e.timer.registered.store(false, Ordering::SeqCst);
+                    if e.timer.armed.load(Ordering::SeqCst) == 0 {
+                        return false;
+                    }
+                    return e
+                        .timer
+                        .registered
+                        .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
+                        .is_ok();
+                }
+                e.idle = 0;
+                if armed != e.seen {
+                    e.seen = armed;
+                    e.deadline = now + e.timer.ticks.load(Ordering::Relaxed);
+                } else if e.deadline <= now && e.timer.fired.load(Ordering::Relaxed) != armed {
+                    fired.push((Arc::clone(&e.timer), armed));
+                }
+                true
+            });
+            remaining += timers.len();
+        }
+        for (timer, seq) in fired {
+            timer.fire(seq);
+        }
         remaining
     }
 
     fn is_empty(&self) -> bool {
         self.shards.iter().all(|s| lock(s).is_empty())
+            && self
+                .timers
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .is_empty()
     }
 }
 

@@ -490,3 +490,30 @@ fn a_trapping_server_terminates_when_its_parent_exits() {
         .unwrap();
     assert_eq!(reason, ExitReason::Shutdown);
 }
+
+#[test]
+fn concurrent_timed_calls_of_one_process_each_time_out() {
+    let node = node();
+    let out = node
+        .run(async {
+            let kv = gen_server::start::<Kv>(None, StartOptions::new())
+                .await
+                .unwrap();
+            // The first call arms the process's reusable deadline, the second a one-off entry.
+            let (a, b) = tokio::join!(
+                kv.call(Req::Hang, Duration::from_millis(30)),
+                kv.call(Req::Hang, Duration::from_millis(60)),
+            );
+            // The reusable deadline is re-armed by the next call and still works.
+            let c = kv.call(Req::Hang, Duration::from_millis(10)).await;
+            let d = kv
+                .call(Req::Get("k".into()), Duration::from_millis(10_000))
+                .await;
+            (a.unwrap_err(), b.unwrap_err(), c.unwrap_err(), d.unwrap())
+        })
+        .unwrap();
+    for e in [&out.0, &out.1, &out.2] {
+        assert!(matches!(e, CallError::Timeout { .. }), "{e:?}");
+    }
+    assert_eq!(out.3, Reply::Value(None));
+}

@@ -11,8 +11,9 @@ use std::time::Duration;
 use super::GenServer;
 use super::reply::{Outcome, ReplySlot, ReplyTo};
 use crate::node::NodeInner;
-use crate::process::with_current;
+use crate::process::{with_current, with_current_owner};
 use crate::registry::Name;
+use crate::timer::{CallTimer, Expire};
 use crate::{ExitReason, Message, Pid};
 
 /// A request as it travels to the server.
@@ -213,18 +214,36 @@ pub async fn call<S: GenServer>(
         reply_to: ReplyTo::new(Arc::clone(&slot), pid),
         from: crate::try_self_pid(),
     });
+    // A process's own calls re-arm its reusable deadline; anything else registers a one-off.
+    let mut armed = None;
     let sent = NodeInner::with_process(pid, |p| {
         let queued = p.try_push_message(msg).is_ok();
         if queued && let Timeout::After(after) = timeout {
-            let weak = Arc::downgrade(&slot);
-            p.node.timers.insert(&p.node, weak, after);
+            armed = with_current_owner(|me| {
+                let timer = me?.call_timer();
+                let seq = timer.arm(&p.node, after)?;
+                Some(Armed {
+                    timer: Arc::clone(timer),
+                    seq,
+                })
+            });
+            if armed.is_none() {
+                let weak = Arc::downgrade(&slot);
+                p.node.timers.insert(&p.node, weak, after);
+            }
         }
         queued
     });
     if sent != Some(true) {
         return Err(CallError::NoProc(server));
     }
-    match (WaitReply { slot: &slot }).await {
+    let outcome = WaitReply {
+        slot: &slot,
+        armed: armed.as_ref(),
+    }
+    .await;
+    drop(armed);
+    match outcome {
         Outcome::Replied(reply) => Ok(reply),
         Outcome::NoReply => Err(CallError::NoReply(pid)),
         Outcome::Expired => Err(CallError::Timeout {
@@ -247,15 +266,38 @@ pub async fn call<S: GenServer>(
     }
 }
 
-struct WaitReply<'a, R> {
-    slot: &'a ReplySlot<R>,
+/// A call's arming of its process's [`CallTimer`]; disarms when dropped.
+struct Armed {
+    timer: Arc<CallTimer>,
+    seq: u64,
 }
 
-impl<R> Future for WaitReply<'_, R> {
+impl Drop for Armed {
+    fn drop(&mut self) {
+        self.timer.disarm(self.seq);
+    }
+}
+
+struct WaitReply<'a, R> {
+    slot: &'a ReplySlot<R>,
+    armed: Option<&'a Armed>,
+}
+
+impl<R: Send> Future for WaitReply<'_, R> {
     type Output = Outcome<R>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Outcome<R>> {
-        self.slot.poll_outcome(cx)
+        if let Poll::Ready(outcome) = self.slot.poll_outcome(cx) {
+            return Poll::Ready(outcome);
+        }
+        match self.armed {
+            Some(armed) if armed.timer.poll_fired(armed.seq, cx) => {
+                // Settle the slot so that a late reply is refused, as with a one-off entry.
+                self.slot.expire();
+                self.slot.poll_outcome(cx)
+            }
+            _ => Poll::Pending,
+        }
     }
 }
 

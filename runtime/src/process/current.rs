@@ -49,6 +49,18 @@ pub(crate) fn with_current<R>(f: impl FnOnce(Option<&Arc<Process>>) -> R) -> R {
     CURRENT.with(|c| f(c.borrow().as_ref().map(|c| &c.process)))
 }
 
+/// Runs `f` with the current process when the caller is the process itself (not a helper
+/// task acting for it).
+#[inline]
+pub(crate) fn with_current_owner<R>(f: impl FnOnce(Option<&Arc<Process>>) -> R) -> R {
+    CURRENT.with(|c| {
+        f(c.borrow()
+            .as_ref()
+            .filter(|c| !c.helper)
+            .map(|c| &c.process))
+    })
+}
+
 /// Runs `f` with the current process, for receiving.
 ///
 /// # Panics
