@@ -23,6 +23,7 @@ use std::any::Any;
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
@@ -61,6 +62,9 @@ pub(crate) struct Saved {
 pub(crate) struct Mailbox {
     incoming: Mutex<Incoming>,
     saved: Mutex<Saved>,
+    /// `saved`'s length, written by the owner under the `saved` lock: a receive with nothing
+    /// saved takes straight from incoming without that lock.
+    saved_len: AtomicUsize,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -95,13 +99,13 @@ impl Mailbox {
             std::mem::take(&mut incoming.queue)
         };
         let saved = std::mem::take(&mut lock(&self.saved).queue);
+        self.saved_len.store(0, Ordering::Relaxed);
         (incoming, saved)
     }
 
     /// Messages waiting: queued by senders and saved by the owner.
     pub(crate) fn len(&self) -> usize {
-        let saved = lock(&self.saved).queue.len();
-        saved + lock(&self.incoming).queue.len()
+        self.saved_len.load(Ordering::Relaxed) + lock(&self.incoming).queue.len()
     }
 
     /// Whether senders have queued anything the owner has not looked at yet.
@@ -121,6 +125,7 @@ impl Mailbox {
                 queue.push_back(msg);
             }
         }
+        self.saved_len.store(queue.len(), Ordering::Relaxed);
         queue.len() != before
     }
 
@@ -133,6 +138,32 @@ impl Mailbox {
         matches: &mut dyn FnMut(&Message) -> bool,
         cx: &mut Context<'_>,
     ) -> Poll<Message> {
+        if self.saved_len.load(Ordering::Relaxed) == 0 {
+            // Nothing saved: the oldest queued message is the first candidate. The matcher runs
+            // outside every lock.
+            let front = {
+                let mut incoming = lock(&self.incoming);
+                match incoming.queue.front() {
+                    None => {
+                        match &incoming.waker {
+                            Some(w) if w.will_wake(cx.waker()) => {}
+                            _ => incoming.waker = Some(cx.waker().clone()),
+                        }
+                        return Poll::Pending;
+                    }
+                    Some(Envelope::Message(_)) => incoming.queue.pop_front(),
+                    Some(Envelope::Signal(_)) => None,
+                }
+            };
+            if let Some(Envelope::Message(msg)) = front {
+                if matches(&msg) {
+                    return Poll::Ready(msg);
+                }
+                let mut saved = lock(&self.saved);
+                saved.queue.push_back(msg);
+                self.saved_len.store(saved.queue.len(), Ordering::Relaxed);
+            }
+        }
         let mut saved = lock(&self.saved);
         let Saved {
             queue,
@@ -147,6 +178,7 @@ impl Mailbox {
             let start = hint.checked.min(queue.len());
             if let Some(offset) = queue.range(start..).position(&mut *matches) {
                 let msg = queue.remove(start + offset);
+                self.saved_len.store(queue.len(), Ordering::Relaxed);
                 *removals += 1;
                 hint.removals = *removals;
                 return Poll::Ready(msg.expect("position is in range"));
@@ -169,6 +201,7 @@ impl Mailbox {
                     queue.push_back(msg);
                 }
             }
+            self.saved_len.store(queue.len(), Ordering::Relaxed);
             if process.exit_pending() {
                 // A signal ended the process: the poll wrapper acts on it when this poll
                 // returns.

@@ -358,6 +358,8 @@ impl Process {
         }
         for (monitor_ref, watcher) in monitored_by {
             NodeInner::with_process(watcher, |w| {
+                // The monitor has fired: it is no longer the watcher's.
+                w.remove_monitoring(monitor_ref);
                 w.push_message(Message::new(Down {
                     pid: self.pid,
                     reason: reason.clone(),

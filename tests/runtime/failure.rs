@@ -337,3 +337,21 @@ fn exit_self_ends_the_process_with_the_reason() {
     let err = node.run(async { panic!("kaboom") }).unwrap_err();
     assert_eq!(err, ExitReason::Panic("kaboom".into()));
 }
+
+#[test]
+fn a_fired_monitor_is_gone_from_the_watcher() {
+    let node = node();
+    let out = node
+        .run(async {
+            for _ in 0..100 {
+                let (p, _) = spawn_monitor(async {}).unwrap();
+                let _ = down_of(p).await;
+            }
+            let (p, mref) = spawn_monitor(async {}).unwrap();
+            let _ = down_of(p).await;
+            let monitors = runtime::process_info(self_pid()).unwrap().monitors.len();
+            (monitors, demonitor(mref).unwrap())
+        })
+        .unwrap();
+    assert_eq!(out, (0, false));
+}

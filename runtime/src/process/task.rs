@@ -69,15 +69,6 @@ fn reason_of_panic(payload: Box<dyn std::any::Any + Send>) -> ExitReason {
     }
 }
 
-/// At a poll boundary: the reason to end with, if a signal or a kill asks for it.
-#[inline]
-fn pending_exit() -> Option<ExitReason> {
-    with_current(|p| {
-        let p = p?;
-        if p.has_flags() { p.take_exit() } else { None }
-    })
-}
-
 impl<F> Future for ProcessTask<F>
 where
     F: Future,
@@ -90,13 +81,14 @@ where
         let Some(enter) = Enter::new(this.process, false) else {
             return Poll::Ready(());
         };
-        with_current(|p| {
-            if let Some(p) = p {
-                p.task_waker.get_or_init(|| cx.waker().clone());
-                p.status.store(STATUS_RUNNING, Ordering::Relaxed);
-            }
+        // Before the poll: keep the task's waker, mark running, act on pending signals.
+        let before = with_current(|p| {
+            let p = p?;
+            p.task_waker.get_or_init(|| cx.waker().clone());
+            p.status.store(STATUS_RUNNING, Ordering::Relaxed);
+            if p.has_flags() { p.take_exit() } else { None }
         });
-        let reason = match pending_exit() {
+        let reason = match before {
             Some(reason) => reason,
             None => {
                 let polled = catch_unwind(AssertUnwindSafe(|| {
@@ -107,16 +99,17 @@ where
                 }));
                 match polled {
                     Ok(Poll::Ready(reason)) => reason,
-                    Ok(Poll::Pending) => match pending_exit() {
-                        Some(reason) => reason,
-                        None => {
-                            with_current(|p| {
-                                if let Some(p) = p {
-                                    p.status.store(STATUS_WAITING, Ordering::Relaxed);
-                                }
-                            });
-                            return Poll::Pending;
+                    // After a pending poll: act on signals that came during it, or suspend.
+                    Ok(Poll::Pending) => match with_current(|p| {
+                        let p = p?;
+                        let exit = if p.has_flags() { p.take_exit() } else { None };
+                        if exit.is_none() {
+                            p.status.store(STATUS_WAITING, Ordering::Relaxed);
                         }
+                        exit
+                    }) {
+                        Some(reason) => reason,
+                        None => return Poll::Pending,
                     },
                     Err(payload) => reason_of_panic(payload),
                 }
