@@ -68,6 +68,14 @@ mod send;
 mod signal;
 pub mod supervisor;
 mod timer;
+pub mod trace;
+
+pub use runtime_macros::traced;
+
+#[doc(hidden)]
+pub mod __private {
+    pub use linkme;
+}
 
 pub use exit::{Exit, ExitReason, FnReturn, IntoExitReason, Never};
 pub use mailbox::{

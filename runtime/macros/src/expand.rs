@@ -1,0 +1,196 @@
+//! Code generation for `#[traced]`.
+
+use proc_macro2::TokenStream;
+use quote::{ToTokens, quote, quote_spanned};
+use syn::spanned::Spanned;
+use syn::{
+    Block, GenericArgument, ImplItem, ImplItemFn, Item, ItemImpl, PathArguments, ReturnType,
+    Signature, Type, TypeParamBound,
+};
+
+use crate::args::Args;
+
+pub(crate) fn traced(attr: TokenStream, item: TokenStream) -> syn::Result<TokenStream> {
+    let args: Args = syn::parse2(attr)?;
+    match syn::parse2::<Item>(item)? {
+        Item::Fn(mut f) => {
+            if args.skip {
+                return Ok(f.into_token_stream());
+            }
+            let name = args
+                .name
+                .map(|n| n.value())
+                .unwrap_or_else(|| f.sig.ident.to_string());
+            f.block = Box::new(wrap(&f.sig, &f.block, &name)?);
+            Ok(f.into_token_stream())
+        }
+        Item::Impl(mut imp) => {
+            let prefix = impl_prefix(&imp);
+            for item in &mut imp.items {
+                if let ImplItem::Fn(method) = item {
+                    trace_method(method, &prefix)?;
+                }
+            }
+            Ok(imp.into_token_stream())
+        }
+        other => Err(syn::Error::new(
+            other.span(),
+            "#[traced] goes on a fn, an async fn, or an impl block",
+        )),
+    }
+}
+
+/// `Type::` or `<Type as Trait>::`, the way the trace map names methods.
+fn impl_prefix(imp: &ItemImpl) -> String {
+    let ty = tidy(&imp.self_ty.to_token_stream().to_string());
+    match &imp.trait_ {
+        Some((_, path, _)) => {
+            let tr = tidy(&path.to_token_stream().to_string());
+            format!("<{ty} as {tr}>::")
+        }
+        None => format!("{ty}::"),
+    }
+}
+
+/// Removes the spaces `to_string` puts between tokens where Rust source would have none.
+fn tidy(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let chars: Vec<char> = s.chars().collect();
+    for (i, &c) in chars.iter().enumerate() {
+        if c == ' ' {
+            let prev = i.checked_sub(1).map(|j| chars[j]);
+            let next = chars.get(i + 1).copied();
+            let glue = |ch: Option<char>| {
+                matches!(
+                    ch,
+                    Some('<' | '>' | ':' | '&' | '(' | ')' | '[' | ']' | ',')
+                )
+            };
+            if glue(prev) && prev != Some(',') || glue(next) && next != Some('&') {
+                continue;
+            }
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn trace_method(method: &mut ImplItemFn, prefix: &str) -> syn::Result<()> {
+    let mut args = Args::default();
+    let mut keep = Vec::new();
+    for attr in method.attrs.drain(..) {
+        if attr.path().is_ident("traced") {
+            if let syn::Meta::List(list) = &attr.meta {
+                args = syn::parse2(list.tokens.clone())?;
+            }
+        } else {
+            keep.push(attr);
+        }
+    }
+    method.attrs = keep;
+    if args.skip {
+        return Ok(());
+    }
+    let name = args
+        .name
+        .map(|n| n.value())
+        .unwrap_or_else(|| format!("{prefix}{}", method.sig.ident));
+    method.block = wrap(&method.sig, &method.block, &name)?;
+    Ok(())
+}
+
+/// What kind of function this is, for how its body is wrapped.
+enum Shape {
+    Sync,
+    AsyncFn,
+    /// `-> impl Future<...>`
+    ImplFuture,
+    /// `-> Pin<Box<dyn Future<...> ...>>`, the shape `#[async_trait]` gives an `async fn`.
+    BoxedFuture,
+}
+
+fn shape(sig: &Signature) -> Shape {
+    if sig.asyncness.is_some() {
+        return Shape::AsyncFn;
+    }
+    let ReturnType::Type(_, ty) = &sig.output else {
+        return Shape::Sync;
+    };
+    match &**ty {
+        Type::ImplTrait(it) if it.bounds.iter().any(is_future_bound) => Shape::ImplFuture,
+        Type::Path(p) if is_pin_box_dyn_future(p) => Shape::BoxedFuture,
+        _ => Shape::Sync,
+    }
+}
+
+fn is_future_bound(bound: &TypeParamBound) -> bool {
+    matches!(bound, TypeParamBound::Trait(t) if t.path.segments.last().is_some_and(|s| s.ident == "Future"))
+}
+
+fn is_pin_box_dyn_future(p: &syn::TypePath) -> bool {
+    let Some(pin) = p.path.segments.last() else {
+        return false;
+    };
+    if pin.ident != "Pin" {
+        return false;
+    }
+    let PathArguments::AngleBracketed(args) = &pin.arguments else {
+        return false;
+    };
+    args.args.iter().any(|a| match a {
+        GenericArgument::Type(Type::Path(b)) => b.path.segments.last().is_some_and(|s| {
+            s.ident == "Box"
+                && match &s.arguments {
+                    PathArguments::AngleBracketed(inner) => inner.args.iter().any(|a| {
+                        matches!(a, GenericArgument::Type(Type::TraitObject(o)) if o.bounds.iter().any(is_future_bound))
+                    }),
+                    _ => false,
+                }
+        }),
+        _ => false,
+    })
+}
+
+/// The new body: the callsite static, then the original body inside a traced frame.
+fn wrap(sig: &Signature, block: &Block, name: &str) -> syn::Result<Block> {
+    if sig.constness.is_some() {
+        return Err(syn::Error::new(
+            sig.constness.span(),
+            "#[traced] cannot trace a const fn: it may run at compile time",
+        ));
+    }
+    let arity = u8::try_from(sig.inputs.len()).map_err(|_| {
+        syn::Error::new(
+            sig.inputs.span(),
+            "#[traced] supports at most 255 parameters",
+        )
+    })?;
+    let span = sig.ident.span();
+    let callsite = quote_spanned! {span=>
+        #[::runtime::__private::linkme::distributed_slice(::runtime::trace::CALLSITES)]
+        #[linkme(crate = ::runtime::__private::linkme)]
+        static __RUNTIME_TRACED_CALLSITE: ::runtime::trace::Callsite =
+            ::runtime::trace::Callsite::new(::core::module_path!(), #name, #arity, ::core::file!(), ::core::line!());
+    };
+    let stmts = &block.stmts;
+    let body: TokenStream = match shape(sig) {
+        Shape::Sync => quote! {
+            #callsite
+            let __runtime_traced_frame = ::runtime::trace::enter(&__RUNTIME_TRACED_CALLSITE);
+            #(#stmts)*
+        },
+        Shape::AsyncFn => quote! {
+            #callsite
+            ::runtime::trace::Traced::new(&__RUNTIME_TRACED_CALLSITE, async move { #(#stmts)* }).await
+        },
+        Shape::ImplFuture => quote! {
+            #callsite
+            ::runtime::trace::Traced::new(&__RUNTIME_TRACED_CALLSITE, { #(#stmts)* })
+        },
+        Shape::BoxedFuture => quote! {
+            #callsite
+            ::std::boxed::Box::pin(::runtime::trace::Traced::new(&__RUNTIME_TRACED_CALLSITE, { #(#stmts)* }))
+        },
+    };
+    syn::parse2(quote! { { #body } })
+}

@@ -1,0 +1,33 @@
+//! `#[traced]`: marks functions whose calls the runtime's trace machinery can count, time and
+//! charge memory to (the `runtime` crate re-exports it as `runtime::traced`; see its `trace`
+//! module for what tracing measures).
+//!
+//! The attribute registers one static callsite per function at compile time (module, function
+//! name, arity, file, line) and wraps the body so that a call enters and leaves a traced frame.
+//! It accepts:
+//!
+//! - a free `fn` or `async fn`, generic or not;
+//! - an `impl` block: every method is traced, named `Type::method` (or `<Type as
+//!   Trait>::method` in a trait impl); `#[traced(skip)]` on a method leaves it out. This is how
+//!   methods get their type's name, which an attribute on the method alone cannot see;
+//! - a `fn` returning `impl Future`: the returned future is what is traced;
+//! - a `fn` returning `Pin<Box<dyn Future ...>>`, which is what `#[async_trait]` makes of an
+//!   `async fn`: the boxed future is traced, whichever of the two attributes runs first.
+//!
+//! `#[traced(name = "...")]` overrides the function's name.
+
+#![forbid(unsafe_code)]
+
+mod args;
+mod expand;
+
+use proc_macro::TokenStream;
+
+/// Traces a function, or every method of an `impl` block. See the crate documentation.
+#[proc_macro_attribute]
+pub fn traced(attr: TokenStream, item: TokenStream) -> TokenStream {
+    match expand::traced(attr.into(), item.into()) {
+        Ok(tokens) => tokens.into(),
+        Err(err) => err.to_compile_error().into(),
+    }
+}

@@ -1,0 +1,22 @@
+//! Traced functions: static callsites, the trace map's names, and trace patterns.
+//!
+//! `#[traced]` (re-exported as [`traced`](crate::traced)) gives each function a static
+//! [`Callsite`] in the [`CALLSITES`] distributed slice, known before the function is ever
+//! called, as `code:all_loaded()` knows a BEAM module's functions. A callsite names its
+//! function as the trace map prints it, `module::path::function/arity`: methods of an `impl`
+//! block are `Type::method`, trait methods `<Type as Trait>::method`, and the arity counts
+//! `self`. A [`TracePattern`] selects callsites the way `erlang:trace_pattern` takes
+//! `{Module, Function, Arity}` with `'_'` wildcards.
+//!
+//! # Cost
+//!
+//! A traced function that no trace session wants costs one relaxed load of its callsite's
+//! session mask: [`enter`] and the first poll of [`Traced`] return at once when it is zero.
+//! The trace sessions that set the mask, and the counters they keep, are the trace machinery
+//! built on these callsites.
+
+mod callsite;
+mod pattern;
+
+pub use callsite::{CALLSITES, Callsite, Frame, Traced, callsites, enter};
+pub use pattern::{Part, TracePattern};

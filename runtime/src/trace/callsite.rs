@@ -1,0 +1,179 @@
+//! Static callsites and the frame a traced call enters.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
+
+use pin_project_lite::pin_project;
+
+/// Every traced function of the program, one [`Callsite`] each, gathered at link time.
+///
+/// A test binary links only the crates it names: a function of a crate the binary never uses
+/// is not here.
+#[linkme::distributed_slice]
+pub static CALLSITES: [Callsite];
+
+/// Every traced function linked into this binary.
+pub fn callsites() -> &'static [Callsite] {
+    &CALLSITES
+}
+
+/// One traced function: where it is and what it is called, and which trace sessions want it.
+///
+/// Made by `#[traced]`; read through [`callsites`].
+pub struct Callsite {
+    module: &'static str,
+    function: &'static str,
+    arity: u8,
+    file: &'static str,
+    line: u32,
+    /// One bit per trace session that wants this function; 0 when none does.
+    sessions: AtomicU64,
+}
+
+impl Callsite {
+    /// A callsite; `#[traced]` writes these.
+    #[doc(hidden)]
+    pub const fn new(
+        module: &'static str,
+        function: &'static str,
+        arity: u8,
+        file: &'static str,
+        line: u32,
+    ) -> Callsite {
+        Callsite {
+            module,
+            function,
+            arity,
+            file,
+            line,
+            sessions: AtomicU64::new(0),
+        }
+    }
+
+    /// The module path, as `module_path!()` gives it.
+    pub fn module(&self) -> &'static str {
+        self.module
+    }
+
+    /// The function: `name`, `Type::method` or `<Type as Trait>::method`.
+    pub fn function(&self) -> &'static str {
+        self.function
+    }
+
+    /// The number of parameters, `self` included.
+    pub fn arity(&self) -> u8 {
+        self.arity
+    }
+
+    /// The source file.
+    pub fn file(&self) -> &'static str {
+        self.file
+    }
+
+    /// The line of the function's name in its source file.
+    pub fn line(&self) -> u32 {
+        self.line
+    }
+
+    /// The callsite's dense id: its index in [`CALLSITES`].
+    pub fn id(&'static self) -> usize {
+        let base = CALLSITES.as_ptr() as usize;
+        (self as *const Callsite as usize - base) / std::mem::size_of::<Callsite>()
+    }
+
+    /// The mask of trace sessions that want this function.
+    #[inline(always)]
+    pub(crate) fn sessions(&self) -> u64 {
+        self.sessions.load(Ordering::Relaxed)
+    }
+}
+
+impl fmt::Display for Callsite {
+    /// `module::path::function/arity`, as the trace map prints it.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}::{}/{}", self.module, self.function, self.arity)
+    }
+}
+
+impl fmt::Debug for Callsite {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Callsite")
+            .field("mfa", &format_args!("{self}"))
+            .field("file", &self.file)
+            .field("line", &self.line)
+            .finish()
+    }
+}
+
+/// The frame of a traced synchronous call: entered by [`enter`], left when dropped (on unwind
+/// too).
+#[must_use = "the frame is left when this guard drops"]
+pub struct Frame {
+    entered: bool,
+}
+
+impl fmt::Debug for Frame {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Frame")
+            .field("entered", &self.entered)
+            .finish()
+    }
+}
+
+/// Enters a traced call of `callsite`; `#[traced]` calls this first in a synchronous body.
+/// One relaxed load when no trace session wants the function.
+#[inline(always)]
+pub fn enter(callsite: &'static Callsite) -> Frame {
+    Frame {
+        entered: callsite.sessions() != 0,
+    }
+}
+
+pin_project! {
+    /// A traced asynchronous call: the call is entered at its first poll and left when it
+    /// completes; `#[traced]` wraps an `async fn`'s body, or the future a function returns, in
+    /// one.
+    pub struct Traced<F> {
+        callsite: &'static Callsite,
+        // Polled at least once: a call already running when tracing starts is not a call.
+        started: bool,
+        #[pin]
+        future: F,
+    }
+}
+
+impl<F> Traced<F> {
+    /// Wraps `future` as a call of `callsite`.
+    #[inline(always)]
+    pub fn new(callsite: &'static Callsite, future: F) -> Traced<F> {
+        Traced {
+            callsite,
+            started: false,
+            future,
+        }
+    }
+}
+
+impl<F> fmt::Debug for Traced<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Traced")
+            .field("callsite", &format_args!("{}", self.callsite))
+            .field("started", &self.started)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<F: Future> Future for Traced<F> {
+    type Output = F::Output;
+
+    #[inline]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = self.project();
+        *this.started = true;
+        let _frame = enter(this.callsite);
+        this.future.poll(cx)
+    }
+}
