@@ -12,11 +12,14 @@
 //!
 //! A traced function that no trace session wants costs one relaxed load of its callsite's
 //! session mask: [`enter`] and the first poll of [`Traced`] return at once when it is zero.
-//! The trace sessions that set the mask, and the counters they keep, are the trace machinery
-//! built on these callsites.
+//! A [`TraceSession`] sets its bit in the masks of the functions its patterns match, and counts
+//! their calls.
 
 mod callsite;
 mod pattern;
+mod session;
 
 pub use callsite::{CALLSITES, Callsite, Frame, Traced, callsites, enter};
 pub use pattern::{Part, TracePattern};
+pub(crate) use session::record_call;
+pub use session::{CallCount, MAX_SESSIONS, PatternError, SessionError, TraceMap, TraceSession};

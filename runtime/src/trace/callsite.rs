@@ -89,7 +89,24 @@ impl Callsite {
     pub(crate) fn sessions(&self) -> u64 {
         self.sessions.load(Ordering::Relaxed)
     }
+
+    pub(crate) fn add_session(&self, bit: u32) {
+        self.sessions.fetch_or(1 << bit, Ordering::Relaxed);
+    }
+
+    pub(crate) fn remove_session(&self, bit: u32) {
+        self.sessions.fetch_and(!(1 << bit), Ordering::Relaxed);
+    }
 }
+
+/// Callsites are equal when they are the same static.
+impl PartialEq for Callsite {
+    fn eq(&self, other: &Callsite) -> bool {
+        std::ptr::eq(self, other)
+    }
+}
+
+impl Eq for Callsite {}
 
 impl fmt::Display for Callsite {
     /// `module::path::function/arity`, as the trace map prints it.
@@ -127,9 +144,11 @@ impl fmt::Debug for Frame {
 /// One relaxed load when no trace session wants the function.
 #[inline(always)]
 pub fn enter(callsite: &'static Callsite) -> Frame {
-    Frame {
-        entered: callsite.sessions() != 0,
+    let mask = callsite.sessions();
+    if mask != 0 {
+        super::record_call(callsite, mask);
     }
+    Frame { entered: mask != 0 }
 }
 
 pin_project! {
@@ -172,8 +191,15 @@ impl<F: Future> Future for Traced<F> {
     #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         let this = self.project();
-        *this.started = true;
-        let _frame = enter(this.callsite);
+        if !*this.started {
+            // Entered at its first poll; a call first polled before tracing started is never
+            // counted.
+            *this.started = true;
+            let mask = this.callsite.sessions();
+            if mask != 0 {
+                super::record_call(this.callsite, mask);
+            }
+        }
         this.future.poll(cx)
     }
 }

@@ -1,0 +1,420 @@
+//! Trace sessions: who wants which functions, and their call counts.
+//!
+//! A [`TraceSession`] belongs to one node and has its own patterns and counters, as OTP's trace
+//! sessions do: pausing, restarting or dropping one never touches another, and a session counts
+//! only the calls made by processes of its own node. At most [`MAX_SESSIONS`] exist at once in
+//! an OS process: each owns one bit of every callsite's session mask.
+//!
+//! # Counting calls
+//!
+//! A call of a function some session wants takes the cold path of
+//! [`enter`](super::enter): for each session in the mask that belongs to the calling process's
+//! node, it adds one to that session's counter for the function in the calling thread's own
+//! shard (a plain load and store: no other thread writes it). [`TraceSession::call_counts`]
+//! sums the shards of every thread that ever counted for the session, live or exited, without
+//! stopping anything. `pause` and `restart` never write other threads' shards: they record a
+//! snapshot and a baseline that reads are taken against, so that once `pause` returns, reads
+//! are stable.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use arc_swap::ArcSwapOption;
+
+use super::{Callsite, TracePattern, callsites};
+use crate::NodeHandle;
+use crate::process::with_current;
+
+/// How many trace sessions may exist at once in one OS process.
+pub const MAX_SESSIONS: usize = 64;
+
+static SLOTS: [ArcSwapOption<SessionState>; MAX_SESSIONS] =
+    [const { ArcSwapOption::const_empty() }; MAX_SESSIONS];
+static USED: Mutex<u64> = Mutex::new(0);
+static GENERATION: AtomicU64 = AtomicU64::new(1);
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// One thread's counters for one session.
+struct Shard {
+    counts: Box<[AtomicU64]>,
+}
+
+struct SessionState {
+    bit: u32,
+    node: u32,
+    generation: u64,
+    /// Which callsites this session traces, by callsite id.
+    traced: Mutex<Vec<bool>>,
+    /// Every thread's shard, kept after the thread exits.
+    shards: Mutex<Vec<Arc<Shard>>>,
+    counters: Mutex<CounterState>,
+}
+
+#[derive(Default)]
+struct CounterState {
+    /// Subtracted from the shard sums (what `restart` and `resume` leave behind).
+    baseline: Vec<u64>,
+    /// The counts as `pause` left them, while paused.
+    paused: Option<Vec<u64>>,
+}
+
+impl SessionState {
+    fn sums(&self) -> Vec<u64> {
+        let mut sums = vec![0u64; callsites().len()];
+        for shard in lock(&self.shards).iter() {
+            for (sum, c) in sums.iter_mut().zip(shard.counts.iter()) {
+                *sum += c.load(Ordering::Relaxed);
+            }
+        }
+        sums
+    }
+
+    fn counts(&self) -> Vec<u64> {
+        let counters = lock(&self.counters);
+        if let Some(paused) = &counters.paused {
+            return paused.clone();
+        }
+        let mut sums = self.sums();
+        for (s, b) in sums.iter_mut().zip(counters.baseline.iter()) {
+            *s -= b;
+        }
+        sums
+    }
+}
+
+/// A thread's shard for one session slot, with the session generation it was made for.
+type SlotShard = Option<(u64, Arc<Shard>)>;
+
+thread_local! {
+    /// This thread's shard for each session slot.
+    static SHARDS: RefCell<[SlotShard; MAX_SESSIONS]> =
+        const { RefCell::new([const { None }; MAX_SESSIONS]) };
+}
+
+/// The cold path of a traced call: counts it for every session in `mask` that belongs to the
+/// calling process's node.
+#[cold]
+#[inline(never)]
+pub(crate) fn record_call(callsite: &'static Callsite, mut mask: u64) {
+    let Some(node) = with_current(|p| p.map(|p| p.node.id)) else {
+        return;
+    };
+    let id = callsite.id();
+    while mask != 0 {
+        let bit = mask.trailing_zeros();
+        mask &= mask - 1;
+        let guard = SLOTS[bit as usize].load();
+        let Some(session) = guard.as_deref() else {
+            continue;
+        };
+        if session.node != node {
+            continue;
+        }
+        SHARDS.with(|shards| {
+            let mut shards = shards.borrow_mut();
+            let entry = &mut shards[bit as usize];
+            let shard = match entry {
+                Some((generation, shard)) if *generation == session.generation => shard,
+                _ => {
+                    let shard = Arc::new(Shard {
+                        counts: (0..callsites().len()).map(|_| AtomicU64::new(0)).collect(),
+                    });
+                    lock(&session.shards).push(Arc::clone(&shard));
+                    &entry.insert((session.generation, shard)).1
+                }
+            };
+            let c = &shard.counts[id];
+            c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        });
+    }
+}
+
+/// Why a session could not be opened.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SessionError {
+    /// [`MAX_SESSIONS`] sessions are open in this OS process.
+    TooManySessions {
+        /// The limit.
+        limit: usize,
+    },
+}
+
+impl fmt::Display for SessionError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SessionError::TooManySessions { limit } => write!(
+                f,
+                "cannot open a trace session: {limit} are already open in this OS process; \
+                 drop (stop) one first"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for SessionError {}
+
+/// Why a pattern could not be set or cleared; each names the pattern.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PatternError {
+    /// No traced function linked into this binary matches.
+    NoMatch {
+        /// The pattern.
+        pattern: TracePattern,
+        /// How many traced functions the binary links.
+        linked: usize,
+    },
+    /// The pattern's module has no function traced by this session.
+    NotTraced {
+        /// The pattern.
+        pattern: TracePattern,
+    },
+}
+
+impl fmt::Display for PatternError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PatternError::NoMatch { pattern, linked } => write!(
+                f,
+                "no traced function matches {pattern} (this binary links {linked} traced \
+                 functions); check the module path (`module_path!()`), the function name \
+                 (`Type::method`, `<Type as Trait>::method`) and the arity (`self` counts). A \
+                 binary links only the crates it uses: a test binary that never names a crate \
+                 has none of its functions"
+            ),
+            PatternError::NotTraced { pattern } => {
+                write!(
+                    f,
+                    "cannot clear {pattern}: this session traces nothing in that module"
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for PatternError {}
+
+/// The functions a session traces, by module: Erlang's trace map.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TraceMap {
+    /// Whether every traced function linked into the binary is traced (`{_, _, _}`).
+    pub all: bool,
+    /// Module path -> (function, arity), sorted.
+    pub modules: BTreeMap<&'static str, Vec<(&'static str, u8)>>,
+}
+
+/// How many times a function was called, as [`TraceSession::call_counts`] reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CallCount {
+    /// The function.
+    pub callsite: &'static Callsite,
+    /// Calls counted.
+    pub calls: u64,
+}
+
+/// A trace session of one node: its patterns and its call counts. Dropping it stops it: its
+/// functions are no longer traced for it and its slot is free again.
+///
+/// ```
+/// use runtime::Node;
+/// use runtime::trace::TracePattern;
+///
+/// #[runtime::traced]
+/// fn work(n: u64) -> u64 { n * 2 }
+///
+/// let node = Node::new().unwrap();
+/// let session = node.trace_session().unwrap();
+/// let matched = session.set_pattern(&TracePattern::function(module_path!(), "work")).unwrap();
+/// assert_eq!(matched, 1);
+/// node.run(async { (0..10).map(work).sum::<u64>() }).unwrap();
+/// let counts = session.call_counts();
+/// assert_eq!(counts[0].calls, 10);
+/// ```
+pub struct TraceSession {
+    state: Arc<SessionState>,
+}
+
+impl fmt::Debug for TraceSession {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TraceSession")
+            .field("slot", &self.state.bit)
+            .field("node", &self.state.node)
+            .finish_non_exhaustive()
+    }
+}
+
+impl NodeHandle {
+    /// Opens a trace session on this node: no patterns, counters at zero.
+    ///
+    /// # Errors
+    /// [`SessionError::TooManySessions`] when [`MAX_SESSIONS`] are open in this OS process.
+    pub fn trace_session(&self) -> Result<TraceSession, SessionError> {
+        let mut used = lock(&USED);
+        if *used == u64::MAX {
+            return Err(SessionError::TooManySessions {
+                limit: MAX_SESSIONS,
+            });
+        }
+        let bit = (!*used).trailing_zeros();
+        *used |= 1 << bit;
+        let state = Arc::new(SessionState {
+            bit,
+            node: self.id(),
+            generation: GENERATION.fetch_add(1, Ordering::Relaxed),
+            traced: Mutex::new(vec![false; callsites().len()]),
+            shards: Mutex::new(Vec::new()),
+            counters: Mutex::new(CounterState {
+                baseline: vec![0; callsites().len()],
+                paused: None,
+            }),
+        });
+        SLOTS[bit as usize].store(Some(Arc::clone(&state)));
+        Ok(TraceSession { state })
+    }
+}
+
+impl TraceSession {
+    /// The node this session belongs to.
+    pub fn node(&self) -> u32 {
+        self.state.node
+    }
+
+    /// Traces every function that `pattern` matches; returns how many it matched.
+    ///
+    /// # Errors
+    /// [`PatternError::NoMatch`] when no traced function in the binary matches.
+    pub fn set_pattern(&self, pattern: &TracePattern) -> Result<usize, PatternError> {
+        let mut traced = lock(&self.state.traced);
+        let mut matched = 0;
+        for cs in callsites() {
+            if pattern.matches(cs) {
+                matched += 1;
+                traced[cs.id()] = true;
+                cs.add_session(self.state.bit);
+            }
+        }
+        if matched == 0 {
+            return Err(PatternError::NoMatch {
+                pattern: pattern.clone(),
+                linked: callsites().len(),
+            });
+        }
+        Ok(matched)
+    }
+
+    /// Stops tracing the functions `pattern` matches; returns how many were traced and are
+    /// no longer. Their counts so far are kept.
+    ///
+    /// # Errors
+    /// [`PatternError::NotTraced`] when the pattern names a module in which this session traces
+    /// nothing.
+    pub fn clear_pattern(&self, pattern: &TracePattern) -> Result<usize, PatternError> {
+        let mut traced = lock(&self.state.traced);
+        if let super::Part::Exact(module) = &pattern.module
+            && !callsites()
+                .iter()
+                .any(|cs| traced[cs.id()] && cs.module() == module)
+        {
+            return Err(PatternError::NotTraced {
+                pattern: pattern.clone(),
+            });
+        }
+        let mut cleared = 0;
+        for cs in callsites() {
+            if traced[cs.id()] && pattern.matches(cs) {
+                cleared += 1;
+                traced[cs.id()] = false;
+                cs.remove_session(self.state.bit);
+            }
+        }
+        Ok(cleared)
+    }
+
+    /// The functions this session traces.
+    pub fn trace_map(&self) -> TraceMap {
+        let traced = lock(&self.state.traced);
+        let mut modules: BTreeMap<&'static str, Vec<(&'static str, u8)>> = BTreeMap::new();
+        for cs in callsites() {
+            if traced[cs.id()] {
+                modules
+                    .entry(cs.module())
+                    .or_default()
+                    .push((cs.function(), cs.arity()));
+            }
+        }
+        for functions in modules.values_mut() {
+            functions.sort_unstable();
+        }
+        TraceMap {
+            all: !callsites().is_empty() && traced.iter().all(|t| *t),
+            modules,
+        }
+    }
+
+    /// The calls counted for every function this session traces or has traced, in callsite
+    /// order, zero counts included. Never stops the processes it counts.
+    pub fn call_counts(&self) -> Vec<CallCount> {
+        let counts = self.state.counts();
+        let traced = lock(&self.state.traced);
+        callsites()
+            .iter()
+            .zip(counts)
+            .filter(|(cs, calls)| traced[cs.id()] || *calls > 0)
+            .map(|(callsite, calls)| CallCount { callsite, calls })
+            .collect()
+    }
+
+    /// Stops counting, keeping the counts; returns false if already paused. Once it returns,
+    /// [`call_counts`](TraceSession::call_counts) is stable.
+    pub fn pause(&self) -> bool {
+        let mut counters = lock(&self.state.counters);
+        if counters.paused.is_some() {
+            return false;
+        }
+        let mut now = self.state.sums();
+        for (s, b) in now.iter_mut().zip(counters.baseline.iter()) {
+            *s -= b;
+        }
+        counters.paused = Some(now);
+        true
+    }
+
+    /// Counts again after [`pause`](TraceSession::pause), keeping the counts gathered before
+    /// it; returns false if not paused.
+    #[doc(alias = "continue")]
+    pub fn resume(&self) -> bool {
+        let mut counters = lock(&self.state.counters);
+        let Some(kept) = counters.paused.take() else {
+            return false;
+        };
+        // Calls made while paused are left out: the baseline absorbs them.
+        let now = self.state.sums();
+        counters.baseline = now.iter().zip(kept.iter()).map(|(n, k)| n - k).collect();
+        true
+    }
+
+    /// Zeroes the counts and counts on (also when paused).
+    pub fn restart(&self) {
+        let mut counters = lock(&self.state.counters);
+        counters.baseline = self.state.sums();
+        counters.paused = None;
+    }
+}
+
+impl Drop for TraceSession {
+    fn drop(&mut self) {
+        let bit = self.state.bit;
+        for cs in callsites() {
+            cs.remove_session(bit);
+        }
+        SLOTS[bit as usize].store(None);
+        *lock(&USED) &= !(1u64 << bit);
+    }
+}

@@ -1,0 +1,161 @@
+//! Trace sessions: patterns, the trace map, and call counts per node and per session.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use runtime::trace::{PatternError, TracePattern};
+use runtime::{Node, receive, self_pid, send, spawn, traced};
+
+#[traced]
+fn leaf(n: u64) -> u64 {
+    n + 1
+}
+
+#[traced]
+fn branch(n: u64) -> u64 {
+    leaf(n) + leaf(n)
+}
+
+#[traced]
+async fn slow_call(polls: u32) -> u32 {
+    for _ in 0..polls {
+        tokio::task::yield_now().await;
+    }
+    polls
+}
+
+fn node() -> Node {
+    Node::builder().worker_threads(2).build().unwrap()
+}
+
+fn calls_of(session: &runtime::trace::TraceSession, function: &str) -> u64 {
+    session
+        .call_counts()
+        .iter()
+        .find(|c| c.callsite.function() == function)
+        .map_or(0, |c| c.calls)
+}
+
+#[test]
+fn set_and_clear_patterns_return_counts_and_typed_errors() {
+    let node = node();
+    let s = node.trace_session().unwrap();
+    let m = module_path!();
+    assert_eq!(s.set_pattern(&TracePattern::module(m)).unwrap(), 3);
+    assert_eq!(s.set_pattern(&TracePattern::mfa(m, "leaf", 1)).unwrap(), 1);
+    let err = s.set_pattern(&TracePattern::mfa(m, "leaf", 2)).unwrap_err();
+    assert!(matches!(err, PatternError::NoMatch { .. }));
+    assert!(err.to_string().contains("leaf"), "{err}");
+    assert!(err.to_string().contains("links only the crates"), "{err}");
+    let map = s.trace_map();
+    assert_eq!(
+        map.modules.get(m).unwrap(),
+        &vec![("branch", 1), ("leaf", 1), ("slow_call", 1)]
+    );
+    assert_eq!(
+        s.clear_pattern(&TracePattern::function(m, "leaf")).unwrap(),
+        1
+    );
+    assert_eq!(s.trace_map().modules.get(m).unwrap().len(), 2);
+    let err = s
+        .clear_pattern(&TracePattern::module("not::traced"))
+        .unwrap_err();
+    assert!(matches!(err, PatternError::NotTraced { .. }));
+    assert!(err.to_string().contains("not::traced"));
+}
+
+#[test]
+fn call_count_counts_calls_of_every_process_of_the_node_without_flags() {
+    let node = node();
+    let s = node.trace_session().unwrap();
+    s.set_pattern(&TracePattern::module(module_path!()))
+        .unwrap();
+    node.run(async {
+        let me = self_pid();
+        for _ in 0..4 {
+            spawn(async move {
+                for i in 0..25 {
+                    branch(i);
+                }
+                send(me, ());
+            })
+            .unwrap();
+        }
+        for _ in 0..4 {
+            let () = receive().await;
+        }
+    })
+    .unwrap();
+    // Calls outside any process, and on another node, are not this session's.
+    branch(1);
+    let other = self::node();
+    other.run(async { branch(2) }).unwrap();
+    assert_eq!(calls_of(&s, "branch"), 100);
+    assert_eq!(calls_of(&s, "leaf"), 200);
+}
+
+#[test]
+fn an_async_call_counts_once_and_only_if_it_started_while_traced() {
+    let node = node();
+    let s = node.trace_session().unwrap();
+    let m = module_path!();
+    let out = node
+        .run(async move {
+            // Started before its function is traced: never counted.
+            let mut running = Box::pin(slow_call(3));
+            let first = futures_poll_once(running.as_mut()).await;
+            assert!(first.is_none());
+            s.set_pattern(&TracePattern::function(m, "slow_call"))
+                .unwrap();
+            let a = running.await;
+            let b = slow_call(5).await;
+            (a + b, calls_of(&s, "slow_call"))
+        })
+        .unwrap();
+    assert_eq!(out, (8, 1));
+}
+
+/// Polls a future once.
+async fn futures_poll_once<F: std::future::Future + Unpin>(mut f: F) -> Option<F::Output> {
+    std::future::poll_fn(move |cx| {
+        std::task::Poll::Ready(match std::pin::Pin::new(&mut f).poll(cx) {
+            std::task::Poll::Ready(v) => Some(v),
+            std::task::Poll::Pending => None,
+        })
+    })
+    .await
+}
+
+#[test]
+fn sessions_are_independent_and_pause_resume_restart_behave() {
+    let node = node();
+    let a = node.trace_session().unwrap();
+    let b = node.trace_session().unwrap();
+    let m = module_path!();
+    a.set_pattern(&TracePattern::function(m, "leaf")).unwrap();
+    b.set_pattern(&TracePattern::function(m, "leaf")).unwrap();
+    let run = |n: u64| {
+        node.run(async move {
+            for i in 0..n {
+                leaf(i);
+            }
+        })
+        .unwrap()
+    };
+    run(10);
+    assert_eq!((calls_of(&a, "leaf"), calls_of(&b, "leaf")), (10, 10));
+    a.restart();
+    run(5);
+    assert_eq!((calls_of(&a, "leaf"), calls_of(&b, "leaf")), (5, 15));
+    assert!(a.pause());
+    assert!(!a.pause());
+    run(7);
+    assert_eq!((calls_of(&a, "leaf"), calls_of(&b, "leaf")), (5, 22));
+    assert!(a.resume());
+    assert!(!a.resume());
+    run(1);
+    assert_eq!((calls_of(&a, "leaf"), calls_of(&b, "leaf")), (6, 23));
+    // Dropping a session stops it without touching the other.
+    drop(a);
+    run(2);
+    assert_eq!(calls_of(&b, "leaf"), 25);
+}
