@@ -33,7 +33,9 @@ use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::task::Waker;
 
-pub(crate) use current::{current_process_for_receive, with_current, with_current_owner};
+pub(crate) use current::{
+    current_node_id, current_process_for_receive, with_current, with_current_owner,
+};
 pub use current::{self_pid, try_self_pid};
 pub use info::{ProcessInfo, ProcessStatus, process_info, processes};
 pub(crate) use spawn::spawn_on_node;

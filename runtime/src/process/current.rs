@@ -5,7 +5,7 @@
 //! A helper task of [`spawn_task`](crate::spawn_task) installs a clone of its owner's `Arc`,
 //! marked as a helper: it acts for the owner but has no mailbox of its own to receive from.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 
 use super::Process;
@@ -18,6 +18,15 @@ pub(crate) struct Current {
 
 thread_local! {
     static CURRENT: RefCell<Option<Current>> = const { RefCell::new(None) };
+    /// The node of the current process, 0 when none: read by the trace machinery on every
+    /// traced call, so kept apart from `CURRENT` in a plain `Cell`.
+    static CURRENT_NODE: Cell<u32> = const { Cell::new(0) };
+}
+
+/// The node of this thread's current process, 0 outside any process.
+#[inline(always)]
+pub(crate) fn current_node_id() -> u32 {
+    CURRENT_NODE.with(Cell::get)
 }
 
 /// Makes `current` this thread's current process until the guard drops, which puts back the
@@ -25,20 +34,27 @@ thread_local! {
 pub(crate) struct Enter<'a> {
     slot: &'a mut Option<Arc<Process>>,
     prev: Option<Current>,
+    prev_node: u32,
 }
 
 impl<'a> Enter<'a> {
     /// Moves the `Arc` out of `slot` into the thread-local; the guard moves it back.
     pub(crate) fn new(slot: &'a mut Option<Arc<Process>>, helper: bool) -> Option<Enter<'a>> {
         let process = slot.take()?;
+        let prev_node = CURRENT_NODE.with(|n| n.replace(process.node.id));
         let prev = CURRENT.with(|c| c.replace(Some(Current { process, helper })));
-        Some(Enter { slot, prev })
+        Some(Enter {
+            slot,
+            prev,
+            prev_node,
+        })
     }
 }
 
 impl Drop for Enter<'_> {
     fn drop(&mut self) {
         let mine = CURRENT.with(|c| c.replace(self.prev.take()));
+        CURRENT_NODE.with(|n| n.set(self.prev_node));
         *self.slot = mine.map(|c| c.process);
     }
 }

@@ -26,13 +26,16 @@ use arc_swap::ArcSwapOption;
 
 use super::{Callsite, TracePattern, callsites};
 use crate::NodeHandle;
-use crate::process::with_current;
+use crate::process::current_node_id;
 
 /// How many trace sessions may exist at once in one OS process.
 pub const MAX_SESSIONS: usize = 64;
 
 static SLOTS: [ArcSwapOption<SessionState>; MAX_SESSIONS] =
     [const { ArcSwapOption::const_empty() }; MAX_SESSIONS];
+/// The generation of the session in each slot, 0 when the slot is free: a thread's cached
+/// shard is valid while this matches it.
+static GENERATIONS: [AtomicU64; MAX_SESSIONS] = [const { AtomicU64::new(0) }; MAX_SESSIONS];
 static USED: Mutex<u64> = Mutex::new(0);
 static GENERATION: AtomicU64 = AtomicU64::new(1);
 
@@ -88,51 +91,64 @@ impl SessionState {
     }
 }
 
-/// A thread's shard for one session slot, with the session generation it was made for.
-type SlotShard = Option<(u64, Arc<Shard>)>;
+/// A thread's shard for one session slot: the session generation and node it was made for.
+struct SlotShard {
+    generation: u64,
+    node: u32,
+    shard: Arc<Shard>,
+}
 
 thread_local! {
     /// This thread's shard for each session slot.
-    static SHARDS: RefCell<[SlotShard; MAX_SESSIONS]> =
+    static SHARDS: RefCell<[Option<SlotShard>; MAX_SESSIONS]> =
         const { RefCell::new([const { None }; MAX_SESSIONS]) };
 }
 
-/// The cold path of a traced call: counts it for every session in `mask` that belongs to the
-/// calling process's node.
-#[cold]
+/// A traced call: counts it for every session in `mask` that belongs to the calling process's
+/// node. The common case reads only this thread's cache and one generation word per session.
 #[inline(never)]
 pub(crate) fn record_call(callsite: &'static Callsite, mut mask: u64) {
-    let Some(node) = with_current(|p| p.map(|p| p.node.id)) else {
+    let node = current_node_id();
+    if node == 0 {
         return;
-    };
-    let id = callsite.id();
-    while mask != 0 {
-        let bit = mask.trailing_zeros();
-        mask &= mask - 1;
-        let guard = SLOTS[bit as usize].load();
-        let Some(session) = guard.as_deref() else {
-            continue;
-        };
-        if session.node != node {
-            continue;
-        }
-        SHARDS.with(|shards| {
-            let mut shards = shards.borrow_mut();
-            let entry = &mut shards[bit as usize];
-            let shard = match entry {
-                Some((generation, shard)) if *generation == session.generation => shard,
-                _ => {
-                    let shard = Arc::new(Shard {
-                        counts: (0..callsites().len()).map(|_| AtomicU64::new(0)).collect(),
-                    });
-                    lock(&session.shards).push(Arc::clone(&shard));
-                    &entry.insert((session.generation, shard)).1
-                }
-            };
-            let c = &shard.counts[id];
-            c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-        });
     }
+    let id = callsite.id();
+    SHARDS.with(|shards| {
+        let mut shards = shards.borrow_mut();
+        while mask != 0 {
+            let bit = mask.trailing_zeros() as usize;
+            mask &= mask - 1;
+            let generation = GENERATIONS[bit].load(Ordering::Relaxed);
+            let entry = &mut shards[bit];
+            let cached = match entry {
+                Some(e) if e.generation == generation => e,
+                _ => match refill(bit, entry) {
+                    Some(e) => e,
+                    None => continue,
+                },
+            };
+            if cached.node == node {
+                let c = &cached.shard.counts[id];
+                c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+            }
+        }
+    });
+}
+
+/// Makes this thread's shard for the session now in slot `bit`.
+#[cold]
+fn refill(bit: usize, entry: &mut Option<SlotShard>) -> Option<&mut SlotShard> {
+    let guard = SLOTS[bit].load();
+    let session = guard.as_deref()?;
+    let shard = Arc::new(Shard {
+        counts: (0..callsites().len()).map(|_| AtomicU64::new(0)).collect(),
+    });
+    lock(&session.shards).push(Arc::clone(&shard));
+    Some(entry.insert(SlotShard {
+        generation: session.generation,
+        node: session.node,
+        shard,
+    }))
 }
 
 /// Why a session could not be opened.
@@ -275,6 +291,7 @@ impl NodeHandle {
                 paused: None,
             }),
         });
+        GENERATIONS[bit as usize].store(state.generation, Ordering::Relaxed);
         SLOTS[bit as usize].store(Some(Arc::clone(&state)));
         Ok(TraceSession { state })
     }
@@ -414,6 +431,7 @@ impl Drop for TraceSession {
         for cs in callsites() {
             cs.remove_session(bit);
         }
+        GENERATIONS[bit as usize].store(0, Ordering::Relaxed);
         SLOTS[bit as usize].store(None);
         *lock(&USED) &= !(1u64 << bit);
     }
