@@ -67,6 +67,20 @@ pub(crate) struct Mailbox {
     saved_len: AtomicUsize,
 }
 
+/// Keeps `cx`'s waker to be woken by the next push. A different waker already kept (another
+/// receive of the same process, polled under its own waker, as in `FuturesUnordered`) is woken
+/// now rather than lost: a spurious wake, never a missed one.
+fn register(incoming: &mut Incoming, cx: &Context<'_>) {
+    match &incoming.waker {
+        Some(w) if w.will_wake(cx.waker()) => {}
+        _ => {
+            if let Some(old) = incoming.waker.replace(cx.waker().clone()) {
+                old.wake();
+            }
+        }
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic while one of these short critical sections runs cannot leave the queues
     // half-updated (each is one push or pop), so a poisoned lock is still consistent.
@@ -145,10 +159,7 @@ impl Mailbox {
                 let mut incoming = lock(&self.incoming);
                 match incoming.queue.front() {
                     None => {
-                        match &incoming.waker {
-                            Some(w) if w.will_wake(cx.waker()) => {}
-                            _ => incoming.waker = Some(cx.waker().clone()),
-                        }
+                        register(&mut incoming, cx);
                         return Poll::Pending;
                     }
                     Some(Envelope::Message(_)) => incoming.queue.pop_front(),
@@ -156,12 +167,17 @@ impl Mailbox {
                 }
             };
             if let Some(Envelope::Message(msg)) = front {
-                if matches(&msg) {
+                // Held so that a panicking matcher leaves the message in the mailbox.
+                let mut held = Held {
+                    mailbox: self,
+                    msg: Some(msg),
+                };
+                if held.msg.as_ref().is_some_and(&mut *matches)
+                    && let Some(msg) = held.msg.take()
+                {
                     return Poll::Ready(msg);
                 }
-                let mut saved = lock(&self.saved);
-                saved.queue.push_back(msg);
-                self.saved_len.store(saved.queue.len(), Ordering::Relaxed);
+                drop(held);
             }
         }
         let mut saved = lock(&self.saved);
@@ -170,8 +186,10 @@ impl Mailbox {
             spare,
             removals,
         } = &mut *saved;
-        if hint.removals != *removals {
+        let here = std::ptr::from_ref(self) as usize;
+        if hint.removals != *removals || hint.mailbox != here {
             hint.removals = *removals;
+            hint.mailbox = here;
             hint.checked = 0;
         }
         loop {
@@ -188,10 +206,7 @@ impl Mailbox {
             {
                 let mut incoming = lock(&self.incoming);
                 if incoming.queue.is_empty() {
-                    match &incoming.waker {
-                        Some(w) if w.will_wake(cx.waker()) => {}
-                        _ => incoming.waker = Some(cx.waker().clone()),
-                    }
+                    register(&mut incoming, cx);
                     return Poll::Pending;
                 }
                 std::mem::swap(&mut incoming.queue, spare);
@@ -211,10 +226,32 @@ impl Mailbox {
     }
 }
 
+/// A message taken from incoming while the matcher looks at it: saved (as the oldest, which it
+/// is) unless taken out.
+struct Held<'a> {
+    mailbox: &'a Mailbox,
+    msg: Option<Message>,
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        if let Some(msg) = self.msg.take() {
+            let mut saved = lock(&self.mailbox.saved);
+            saved.queue.push_front(msg);
+            self.mailbox
+                .saved_len
+                .store(saved.queue.len(), Ordering::Relaxed);
+        }
+    }
+}
+
 #[derive(Default, Clone, Copy)]
 struct ScanHint {
     checked: usize,
     removals: u64,
+    /// The mailbox the hint is about (its address): a receive future moved to another process
+    /// starts over.
+    mailbox: usize,
 }
 
 /// The future of a selective receive; see [`receive_match`].

@@ -74,6 +74,10 @@ impl NodeInner {
         inner
     }
 
+    pub(crate) fn stopping_flag(&self) -> &AtomicBool {
+        &self.stopping
+    }
+
     pub(crate) fn is_stopping(&self) -> bool {
         self.stopping.load(Ordering::Acquire)
     }

@@ -43,7 +43,7 @@ pub use spawn::{
     SpawnError, SpawnOptions, Spawned, spawn, spawn_blocking, spawn_link, spawn_monitor, spawn_opt,
     spawn_task,
 };
-pub(crate) use table::ProcessTable;
+pub(crate) use table::{InsertError, ProcessTable};
 
 use crate::mailbox::{Envelope, Mailbox};
 use crate::node::NodeInner;
@@ -191,6 +191,7 @@ impl Process {
                     from,
                     reason,
                     via_link,
+                    to_self,
                 } => {
                     if via_link && !self.remove_link(from) {
                         return None; // unlinked since: the signal no longer applies
@@ -198,7 +199,7 @@ impl Process {
                     if self.trap_exit.load(Ordering::Relaxed) {
                         Some(Message::new(Exit { from, reason }))
                     } else {
-                        if !reason.is_normal() || from == self.pid {
+                        if !reason.is_normal() || to_self {
                             self.set_pending_exit(reason);
                         }
                         None
@@ -268,6 +269,21 @@ impl Process {
 
     pub(crate) fn add_monitoring(&self, mref: MonitorRef, target: Pid) {
         self.state().monitoring.push((mref, target));
+    }
+
+    /// Delivers the `Down` of a monitor this process holds, unless it was removed (by
+    /// `demonitor`) first. Removal and delivery happen under the same lock, so no `Down`
+    /// arrives after `demonitor` returns.
+    pub(crate) fn fire_monitor(&self, down: Down) {
+        let mut state = self.state();
+        if let Some(i) = state
+            .monitoring
+            .iter()
+            .position(|(r, _)| *r == down.monitor_ref)
+        {
+            state.monitoring.swap_remove(i);
+            self.push_message(Message::new(down));
+        }
     }
 
     pub(crate) fn remove_monitoring(&self, mref: MonitorRef) -> Option<Pid> {
@@ -350,9 +366,16 @@ impl Process {
         if let Some(name) = name {
             self.node.registry.remove_if(&name, self.pid);
         }
-        // Dropped here, inside the process: a call request among them tells its caller that
-        // the server died.
-        drop(self.mailbox.close());
+        // Dropped here, inside the process, one at a time: a call request among them tells its
+        // caller that the server died, and a message whose destructor panics does not keep
+        // the others, or the links and monitors below, from being dealt with.
+        let (incoming, saved) = self.mailbox.close();
+        for env in incoming {
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(env)));
+        }
+        for msg in saved {
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(msg)));
+        }
         for pid in links {
             NodeInner::with_process(pid, |other| {
                 send_exit_signal(other, self.pid, reason.clone(), true)
@@ -360,13 +383,11 @@ impl Process {
         }
         for (monitor_ref, watcher) in monitored_by {
             NodeInner::with_process(watcher, |w| {
-                // The monitor has fired: it is no longer the watcher's.
-                w.remove_monitoring(monitor_ref);
-                w.push_message(Message::new(Down {
+                w.fire_monitor(Down {
                     pid: self.pid,
                     reason: reason.clone(),
                     monitor_ref,
-                }))
+                })
             });
         }
         for (mref, target) in monitoring {

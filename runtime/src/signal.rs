@@ -22,6 +22,8 @@ pub(crate) enum Signal {
         reason: ExitReason,
         /// Sent because of a link (rather than by [`exit`]): ignored if the link is gone.
         via_link: bool,
+        /// Sent by the process to itself (`exit(self_pid(), Normal)` ends it).
+        to_self: bool,
     },
 }
 
@@ -75,6 +77,16 @@ impl std::error::Error for LinkError {}
 
 /// Sends an exit signal to `pid` from `from` (see the table in [`crate::exit`]).
 pub(crate) fn send_exit_signal(target: &Process, from: Pid, reason: ExitReason, via_link: bool) {
+    send_exit_signal_from(target, from, reason, via_link, false);
+}
+
+fn send_exit_signal_from(
+    target: &Process,
+    from: Pid,
+    reason: ExitReason,
+    via_link: bool,
+    to_self: bool,
+) {
     if matches!(reason, ExitReason::Kill) && !via_link {
         target.kill();
         return;
@@ -88,6 +100,7 @@ pub(crate) fn send_exit_signal(target: &Process, from: Pid, reason: ExitReason, 
         from,
         reason,
         via_link,
+        to_self,
     });
 }
 
@@ -96,10 +109,15 @@ pub(crate) fn send_exit_signal(target: &Process, from: Pid, reason: ExitReason, 
 /// reason kills a target that does not trap exits and is an [`Exit`](crate::Exit) message to
 /// one that does. A dead pid is ignored.
 ///
-/// Works from inside or outside a process (the sender is then reported as the target itself).
+/// Works from inside or outside a process. From outside, a trapping target sees the signal as
+/// coming from itself (as node shutdown sends it), but `Normal` still does not end it.
 pub fn exit(pid: Pid, reason: ExitReason) {
-    let from = crate::try_self_pid().unwrap_or(pid);
-    NodeInner::with_process(pid, |target| send_exit_signal(target, from, reason, false));
+    let me = crate::try_self_pid();
+    let from = me.unwrap_or(pid);
+    let to_self = me == Some(pid);
+    NodeInner::with_process(pid, |target| {
+        send_exit_signal_from(target, from, reason, false, to_self)
+    });
 }
 
 /// Ends the calling process at once with `reason`, Erlang's `exit(Reason)`. It unwinds the
@@ -153,11 +171,13 @@ pub fn monitor(pid: Pid) -> Result<MonitorRef, LinkError> {
 }
 
 pub(crate) fn monitor_with(me: &Arc<Process>, pid: Pid, mref: MonitorRef) {
+    // The watcher's entry first: if the target ends right after accepting the monitor, its
+    // `Down` finds the entry.
+    me.add_monitoring(mref, pid);
     let set =
         NodeInner::with_process(pid, |other| other.add_monitored_by(mref, me.pid)).unwrap_or(false);
-    if set {
-        me.add_monitoring(mref, pid);
-    } else {
+    if !set {
+        me.remove_monitoring(mref);
         me.push_message(crate::Message::new(Down {
             pid,
             reason: ExitReason::NoProc,

@@ -139,7 +139,10 @@ impl CallTimer {
 }
 
 fn ticks_of(after: Duration) -> u64 {
-    u64::try_from(after.as_nanos().div_ceil(TICK.as_nanos())).unwrap_or(u64::MAX / 2)
+    // Far enough from overflow that `now + ticks` never wraps.
+    u64::try_from(after.as_nanos().div_ceil(TICK.as_nanos()))
+        .unwrap_or(u64::MAX)
+        .min(u64::MAX / 4)
 }
 
 static NEXT_SHARD: AtomicUsize = AtomicUsize::new(0);
@@ -206,7 +209,7 @@ impl DeadlineWheel {
                 if e.target.strong_count() == 0 {
                     return false;
                 }
-                let deadline = *e.deadline.get_or_insert(now + e.ticks);
+                let deadline = *e.deadline.get_or_insert(now.saturating_add(e.ticks));
                 if deadline <= now {
                     due.push(e.target.clone());
                     false
@@ -246,7 +249,7 @@ impl DeadlineWheel {
                 e.idle = 0;
                 if armed != e.seen {
                     e.seen = armed;
-                    e.deadline = now + e.timer.ticks.load(Ordering::Relaxed);
+                    e.deadline = now.saturating_add(e.timer.ticks.load(Ordering::Relaxed));
                 } else if e.deadline <= now && e.timer.fired.load(Ordering::Relaxed) != armed {
                     fired.push((Arc::clone(&e.timer), armed));
                 }

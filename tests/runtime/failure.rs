@@ -355,3 +355,69 @@ fn a_fired_monitor_is_gone_from_the_watcher() {
         .unwrap();
     assert_eq!(out, (0, false));
 }
+
+#[test]
+fn exit_normal_from_outside_a_process_does_not_end_the_target() {
+    let node = node();
+    let (tx, rx) = mpsc::channel();
+    let pid = node
+        .spawn(async move {
+            let n: u32 = receive().await;
+            tx.send(n).unwrap();
+        })
+        .unwrap();
+    node.exit(pid, ExitReason::Normal);
+    std::thread::sleep(Duration::from_millis(50));
+    send(pid, 5u32);
+    assert_eq!(rx.recv_timeout(LONG).unwrap(), 5);
+}
+
+/// A message whose destructor panics.
+struct PanicsOnDrop;
+
+impl Drop for PanicsOnDrop {
+    fn drop(&mut self) {
+        panic!("drop of a message failed");
+    }
+}
+
+#[test]
+fn a_message_whose_drop_panics_does_not_keep_an_exiting_process_from_telling_its_monitors() {
+    let node = node();
+    let (reason, gone) = node
+        .run(async {
+            let (p, _) = spawn_monitor(async {
+                let () = receive().await;
+            })
+            .unwrap();
+            send(p, PanicsOnDrop);
+            send(p, ());
+            let reason = down_of(p).await.reason;
+            (reason, !runtime::processes().contains(&p))
+        })
+        .unwrap();
+    assert_eq!(reason, ExitReason::Normal);
+    assert!(gone);
+}
+
+#[test]
+fn a_panicking_matcher_leaves_the_message_in_the_mailbox() {
+    let node = node();
+    let got = node
+        .run(async {
+            send(self_pid(), 7u32);
+            let mut receive = std::pin::pin!(runtime::receive_where(|_: &u32| -> bool {
+                panic!("matcher failed")
+            }));
+            let polled = std::future::poll_fn(|cx| {
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    receive.as_mut().poll(cx)
+                }));
+                std::task::Poll::Ready(r.is_err())
+            })
+            .await;
+            (polled, receive_timeout::<u32>(Duration::from_secs(5)).await)
+        })
+        .unwrap();
+    assert_eq!(got, (true, Some(7)));
+}

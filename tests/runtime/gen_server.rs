@@ -517,3 +517,89 @@ fn concurrent_timed_calls_of_one_process_each_time_out() {
     }
     assert_eq!(out.3, Reply::Value(None));
 }
+
+struct Defers;
+
+#[async_trait]
+impl GenServer for Defers {
+    type Args = ();
+    type Call = u8;
+    type Reply = u8;
+    type Cast = ();
+
+    async fn init((): ()) -> Result<Self, ExitReason> {
+        Ok(Defers)
+    }
+
+    async fn handle_call(&mut self, req: u8, from: &mut Caller<u8>) -> CallReply<u8> {
+        match req {
+            // The deferred reply dies with a panicking helper task; the server lives on.
+            0 => {
+                let reply_to = from.defer().unwrap();
+                runtime::spawn_task(async move {
+                    let _held = reply_to;
+                    panic!("helper failed");
+                })
+                .unwrap();
+                CallReply::NoReply
+            }
+            // Calls itself.
+            1 => {
+                let me = self_pid();
+                let err = gen_server::call::<Defers>(me, 2, LONG).await.unwrap_err();
+                assert_eq!(err, CallError::CallingSelf(me));
+                CallReply::Reply(1)
+            }
+            n => CallReply::Reply(n),
+        }
+    }
+}
+
+#[test]
+fn a_reply_dropped_by_a_panicking_helper_is_no_reply_and_self_calls_fail_fast() {
+    let node = node();
+    let out = node
+        .run(async {
+            let s = gen_server::start::<Defers>((), StartOptions::new())
+                .await
+                .unwrap();
+            let dropped = s.call(0, Duration::from_secs(20)).await.unwrap_err();
+            let self_call = s.call(1, LONG).await.unwrap();
+            // A timeout too large for any clock behaves as no timeout.
+            let huge = s.call(7, Duration::from_secs(u64::MAX)).await.unwrap();
+            (dropped, self_call, huge, s.pid())
+        })
+        .unwrap();
+    assert_eq!(out.0, CallError::NoReply(out.3));
+    assert_eq!(out.1, 1);
+    assert_eq!(out.2, 7);
+}
+
+#[test]
+fn a_parentless_trapping_server_terminates_at_node_stop() {
+    let node = Node::builder()
+        .worker_threads(2)
+        .shutdown_grace(Duration::from_secs(20))
+        .build()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    // The observer traps exits, so the node's Shutdown does not end it before the report.
+    let observer = node
+        .spawn_opt(
+            async move {
+                let (what, reason): (&str, ExitReason) = receive().await;
+                tx.send((what, reason)).unwrap();
+            },
+            runtime::SpawnOptions::new().trap_exit(),
+        )
+        .unwrap()
+        .pid;
+    node.block_on(gen_server::start_on::<Kv>(
+        &node,
+        Some(observer),
+        StartOptions::new().trap_exit(),
+    ))
+    .unwrap();
+    node.stop();
+    assert_eq!(rx.try_recv().unwrap(), ("terminate", ExitReason::Shutdown));
+}

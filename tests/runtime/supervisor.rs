@@ -1047,3 +1047,26 @@ fn node_stop_stops_supervisors_first() {
     }
     assert_eq!(stops, [stopped("c"), stopped("b"), stopped("a")]);
 }
+
+#[test]
+fn a_start_function_that_panics_fails_the_start_without_killing_the_caller() {
+    let node = Node::new().unwrap();
+    let err = node
+        .run(async {
+            let spec = SupervisorSpec::new(SupervisorFlags::new(Strategy::OneForOne)).child(
+                ChildSpec::new("bad", || async {
+                    let config: Option<Pid> = std::hint::black_box(None);
+                    Ok::<Pid, runtime::SpawnError>(config.expect("no config"))
+                }),
+            );
+            supervisor::start_link(spec, supervisor::StartOptions::new())
+                .await
+                .unwrap_err()
+        })
+        .unwrap();
+    assert!(
+        matches!(&err, supervisor::StartError::ChildFailed { id, .. } if id == "bad"),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("no config"), "{err}");
+}

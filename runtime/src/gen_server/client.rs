@@ -114,6 +114,8 @@ pub enum CallError {
     NoReply(Pid),
     /// A name was called from outside a process, where there is no current node.
     NotInProcess(Name),
+    /// A process called itself, which could never answer (Erlang's `calling_self`).
+    CallingSelf(Pid),
 }
 
 impl fmt::Display for CallError {
@@ -140,6 +142,10 @@ impl fmt::Display for CallError {
                     "call to {server} failed: the server dropped the request without replying"
                 )
             }
+            CallError::CallingSelf(pid) => write!(
+                f,
+                "{pid} called itself: a server cannot answer its own call while making it"
+            ),
             CallError::NotInProcess(name) => write!(
                 f,
                 "cannot call `{name}` by name outside a process: call it by pid, or from a process of its node"
@@ -208,6 +214,10 @@ pub async fn call<S: GenServer>(
             Err(()) => return Err(CallError::NotInProcess(name.clone())),
         },
     };
+    if crate::try_self_pid() == Some(pid) {
+        return Err(CallError::CallingSelf(pid));
+    }
+    let started = std::time::Instant::now();
     let slot = Arc::new(ReplySlot::<S::Reply>::new());
     let msg = Message::new(CallRequest::<S::Call, S::Reply> {
         request,
@@ -220,8 +230,10 @@ pub async fn call<S: GenServer>(
         let queued = p.try_push_message(msg).is_ok();
         if queued && let Timeout::After(after) = timeout {
             armed = with_current_owner(|me| {
-                let timer = me?.call_timer();
-                let seq = timer.arm(&p.node, after)?;
+                let me = me?;
+                let timer = me.call_timer();
+                // On the caller's node: its ticker runs as long as the caller does.
+                let seq = timer.arm(&me.node, after)?;
                 Some(Armed {
                     timer: Arc::clone(timer),
                     seq,
@@ -254,10 +266,18 @@ pub async fn call<S: GenServer>(
             },
         }),
         Outcome::Died(process) => {
-            process
-                .node
-                .wait_until(|| process.exit_reason().is_some())
-                .await;
+            // The server is ending: its reason is recorded right away. Within the call's
+            // deadline, in case it survived after all (a panic it caught).
+            let ended = process.node.wait_until(|| process.exit_reason().is_some());
+            match timeout {
+                Timeout::Infinity => ended.await,
+                Timeout::After(after) => {
+                    let left = after.saturating_sub(started.elapsed());
+                    if tokio::time::timeout(left, ended).await.is_err() {
+                        return Err(CallError::Timeout { server, after });
+                    }
+                }
+            }
             Err(CallError::Exit {
                 server: pid,
                 reason: process.exit_reason().cloned().unwrap_or(ExitReason::NoProc),

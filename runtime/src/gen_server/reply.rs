@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 
 use crate::Pid;
-use crate::process::{Process, with_current};
+use crate::process::{Process, with_current_owner};
 use crate::timer::Expire;
 
 pub(crate) enum Outcome<R> {
@@ -127,7 +127,7 @@ impl<R> Drop for ReplyTo<R> {
         let Some(slot) = self.slot.take() else { return };
         // Dropped inside the server while it ends (its future or mailbox being dropped, or a
         // panic unwinding): the caller reads the exit reason from the server itself.
-        let dying = with_current(|c| {
+        let dying = with_current_owner(|c| {
             c.filter(|p| p.pid == self.server && (std::thread::panicking() || p.is_exiting()))
                 .map(Arc::clone)
         });

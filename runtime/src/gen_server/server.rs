@@ -208,7 +208,14 @@ async fn serve<S: GenServer>(mut state: S, parent: Option<Pid>) -> ExitReason {
             Err(msg) => match msg.downcast::<CastRequest<S::Cast>>() {
                 Ok(CastRequest(cast)) => state.handle_cast(cast).await,
                 Err(msg) => match msg.downcast_ref::<Exit>() {
-                    Some(exit) if Some(exit.from) == parent => Next::Stop(exit.reason.clone()),
+                    // From its parent, or from itself (how node shutdown and `exit` from outside
+                    // a process reach a server without a parent): stop.
+                    Some(exit)
+                        if Some(exit.from) == parent
+                            || Some(exit.from) == crate::try_self_pid() =>
+                    {
+                        Next::Stop(exit.reason.clone())
+                    }
                     _ => state.handle_info(msg).await,
                 },
             },

@@ -6,7 +6,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use super::task::{HelperTask, ProcessTask, run_as_helper};
-use super::{Process, with_current};
+use super::{InsertError, Process, with_current};
 use crate::Pid;
 use crate::exit::IntoExitReason;
 use crate::node::NodeInner;
@@ -144,7 +144,7 @@ where
     let initial_call = opts.initial_call.unwrap_or_else(default_initial_call::<F>);
     let process = node
         .table
-        .insert(|pid| {
+        .insert(node.stopping_flag(), |pid| {
             Arc::new(Process::new(
                 pid,
                 Arc::clone(node),
@@ -152,7 +152,10 @@ where
                 initial_call,
             ))
         })
-        .map_err(|_| SpawnError::TableFull)?;
+        .map_err(|e| match e {
+            InsertError::Full => SpawnError::TableFull,
+            InsertError::Stopping => SpawnError::NodeStopping { node: node.id },
+        })?;
     node.process_spawned();
     if let Some(name) = &opts.name
         && let Err(e) = node.registry.register(name, &process)

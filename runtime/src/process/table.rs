@@ -33,7 +33,13 @@ pub(crate) struct ProcessTable {
 
 /// Why a process could not get a slot.
 #[derive(Debug)]
-pub(crate) struct TableFull;
+pub(crate) enum InsertError {
+    /// No index left.
+    Full,
+    /// The node is stopping (checked under the table lock, so that a stop's snapshot of the
+    /// table sees every process that got in).
+    Stopping,
+}
 
 impl ProcessTable {
     pub(crate) fn new(node: u32) -> ProcessTable {
@@ -52,11 +58,15 @@ impl ProcessTable {
     /// Gives a new process a slot: `make` builds it from its pid.
     pub(crate) fn insert(
         &self,
+        stopping: &std::sync::atomic::AtomicBool,
         make: impl FnOnce(Pid) -> Arc<Process>,
-    ) -> Result<Arc<Process>, TableFull> {
+    ) -> Result<Arc<Process>, InsertError> {
         let mut indices = self.indices();
+        if stopping.load(Ordering::Acquire) {
+            return Err(InsertError::Stopping);
+        }
         let entry = indices.vacant_entry();
-        let index = u32::try_from(entry.key()).map_err(|_| TableFull)?;
+        let index = u32::try_from(entry.key()).map_err(|_| InsertError::Full)?;
         let slot = self.slots.get_or_alloc(index);
         let serial = slot.serial.load(Ordering::Relaxed).wrapping_add(1);
         slot.serial.store(serial, Ordering::Relaxed);

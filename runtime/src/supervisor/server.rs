@@ -211,7 +211,21 @@ impl Supervisor {
 
     /// Runs child `i`'s start function and records its pid.
     async fn start_child(&mut self, i: usize) -> Result<Pid, StartChildError> {
-        let started = (self.children[i].spec.start)().await;
+        // A start function that panics fails the start, as OTP turns a crash in a child's
+        // start into `{error, Reason}`; it does not take the supervisor down.
+        let start = &self.children[i].spec.start;
+        let started = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| start())) {
+            Ok(future) => match (CatchUnwind { future }).await {
+                Ok(result) => result,
+                Err(msg) => Err(StartChildError::other(format!(
+                    "the start function panicked: {msg}"
+                ))),
+            },
+            Err(payload) => Err(StartChildError::other(format!(
+                "the start function panicked: {}",
+                crate::exit::panic_message(&*payload)
+            ))),
+        };
         if let Ok(pid) = started {
             let child = &mut self.children[i];
             child.pid = Some(pid);
@@ -438,4 +452,28 @@ where
         })
     })
     .await
+}
+
+pin_project_lite::pin_project! {
+    /// Polls a future, turning a panic into the panic's message.
+    struct CatchUnwind<F> {
+        #[pin]
+        future: F,
+    }
+}
+
+impl<F: std::future::Future> std::future::Future for CatchUnwind<F> {
+    type Output = Result<F::Output, std::sync::Arc<str>>;
+
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        let future = self.project().future;
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| future.poll(cx))) {
+            Ok(std::task::Poll::Ready(out)) => std::task::Poll::Ready(Ok(out)),
+            Ok(std::task::Poll::Pending) => std::task::Poll::Pending,
+            Err(payload) => std::task::Poll::Ready(Err(crate::exit::panic_message(&*payload))),
+        }
+    }
 }
