@@ -217,7 +217,6 @@ pub async fn call<S: GenServer>(
     if crate::try_self_pid() == Some(pid) {
         return Err(CallError::CallingSelf(pid));
     }
-    let started = std::time::Instant::now();
     let slot = Arc::new(ReplySlot::<S::Reply>::new());
     let msg = Message::new(CallRequest::<S::Call, S::Reply> {
         request,
@@ -266,14 +265,15 @@ pub async fn call<S: GenServer>(
             },
         }),
         Outcome::Died(process) => {
-            // The server is ending: its reason is recorded right away. Within the call's
-            // deadline, in case it survived after all (a panic it caught).
+            // The server is ending: its reason is recorded right away. Bounded, in case it
+            // survived after all (a panic it caught).
             let ended = process.node.wait_until(|| process.exit_reason().is_some());
             match timeout {
                 Timeout::Infinity => ended.await,
+                // Bounded by the call's timeout once more (no clock is read on a call's
+                // common path to know how much of it is left).
                 Timeout::After(after) => {
-                    let left = after.saturating_sub(started.elapsed());
-                    if tokio::time::timeout(left, ended).await.is_err() {
+                    if tokio::time::timeout(after, ended).await.is_err() {
                         return Err(CallError::Timeout { server, after });
                     }
                 }
