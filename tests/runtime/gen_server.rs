@@ -603,3 +603,17 @@ fn a_parentless_trapping_server_terminates_at_node_stop() {
     node.stop();
     assert_eq!(rx.try_recv().unwrap(), ("terminate", ExitReason::Shutdown));
 }
+
+#[test]
+fn a_server_reports_its_type_as_its_initial_call() {
+    let node = node();
+    let call = node
+        .run(async {
+            let kv = gen_server::start::<Kv>(None, StartOptions::new())
+                .await
+                .unwrap();
+            runtime::process_info(kv.pid()).unwrap().initial_call
+        })
+        .unwrap();
+    assert_eq!(call, std::any::type_name::<Kv>());
+}

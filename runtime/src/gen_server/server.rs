@@ -125,10 +125,10 @@ async fn start_inner<S: GenServer>(
 ) -> Result<Server<S>, StartError> {
     let (ack_tx, ack_rx) = tokio::sync::oneshot::channel::<Result<(), ExitReason>>();
     let parent_pid = parent.map(|p| p.pid);
-    let mut spawn_opts = SpawnOptions::new().initial_call(Cow::Owned(format!(
-        "{}::init/1",
-        std::any::type_name::<S>()
-    )));
+    // The server's type is its initial call (OTP reports `{Module, init, 1}`); a static
+    // string, so a server allocates nothing for it.
+    let mut spawn_opts =
+        SpawnOptions::new().initial_call(Cow::Borrowed(std::any::type_name::<S>()));
     if let Some(name) = &opts.name {
         spawn_opts = spawn_opts.name(name.clone());
     }
