@@ -50,6 +50,7 @@ use crate::node::NodeInner;
 use crate::registry::Name;
 use crate::signal::{Down, MonitorRef, Signal, send_exit_signal};
 use crate::timer::CallTimer;
+use crate::trace::TraceFlags;
 use crate::{Exit, ExitReason, Message, Pid};
 
 /// An exit signal is queued in incoming and has not been acted on.
@@ -80,6 +81,8 @@ pub(crate) struct Process {
     finished: AtomicBool,
     /// The deadline its calls re-arm, made at its first call with a timeout.
     call_timer: OnceLock<Arc<CallTimer>>,
+    /// The trace sessions that trace it.
+    pub(crate) trace_flags: TraceFlags,
 }
 
 #[derive(Default)]
@@ -120,6 +123,7 @@ impl Process {
             exit_reason: OnceLock::new(),
             finished: AtomicBool::new(false),
             call_timer: OnceLock::new(),
+            trace_flags: TraceFlags::default(),
         }
     }
 

@@ -19,10 +19,13 @@
 //! their calls.
 
 mod callsite;
+mod flags;
 mod pattern;
 mod session;
 
 pub use callsite::{CALLSITES, Callsite, Frame, Traced, callsites, enter};
+pub use flags::{FlagError, FlagOutcome, ProcessSpec};
+pub(crate) use flags::{TraceFlags, flags_at_spawn};
 pub use pattern::{Part, TracePattern};
 pub(crate) use session::record_call;
 pub use session::{CallCount, MAX_SESSIONS, PatternError, SessionError, TraceMap, TraceSession};

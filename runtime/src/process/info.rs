@@ -47,6 +47,9 @@ pub struct ProcessInfo {
     pub monitored_by: Vec<Pid>,
     /// Whether it traps exits.
     pub trap_exit: bool,
+    /// The trace sessions that trace it: bit `n` is the session in slot `n`
+    /// ([`TraceSession::slot`](crate::trace::TraceSession::slot)).
+    pub trace_sessions: u64,
 }
 
 impl Process {
@@ -71,6 +74,7 @@ impl Process {
             monitors: state.monitoring.iter().map(|(_, p)| *p).collect(),
             monitored_by: state.monitored_by.iter().map(|(_, p)| *p).collect(),
             trap_exit: self.trap_exit.load(Ordering::Relaxed),
+            trace_sessions: self.trace_flags.traced(),
         }
     }
 }

@@ -33,6 +33,8 @@ pub struct SpawnOptions {
     monitor: bool,
     trap_exit: bool,
     initial_call: Option<Cow<'static, str>>,
+    /// Trace session slots to trace the new process for, with their `set_on_spawn`.
+    traced_by: Vec<(u32, u32, bool)>,
 }
 
 impl SpawnOptions {
@@ -63,6 +65,18 @@ impl SpawnOptions {
     /// Starts the new process trapping exits.
     pub fn trap_exit(mut self) -> SpawnOptions {
         self.trap_exit = true;
+        self
+    }
+
+    /// Traces the new process for `session` from its first poll (with `set_on_spawn`, its
+    /// children too). Ignored when spawning on another node than the session's.
+    pub fn traced_by(
+        mut self,
+        session: &crate::trace::TraceSession,
+        set_on_spawn: bool,
+    ) -> SpawnOptions {
+        self.traced_by
+            .push((session.node(), session.slot(), set_on_spawn));
         self
     }
 
@@ -165,6 +179,12 @@ where
     }
     if opts.trap_exit {
         process.set_trap_exit(true);
+    }
+    crate::trace::flags_at_spawn(node.id, parent.map(|p| &**p), &process.trace_flags);
+    for &(session_node, bit, set_on_spawn) in &opts.traced_by {
+        if session_node == node.id {
+            process.trace_flags.set_at_spawn(bit, set_on_spawn);
+        }
     }
     let mut monitor = None;
     if let Some(parent) = parent {

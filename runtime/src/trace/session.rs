@@ -25,8 +25,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use arc_swap::ArcSwapOption;
 
 use super::{Callsite, TracePattern, callsites};
-use crate::NodeHandle;
+use super::{FlagError, FlagOutcome, ProcessSpec};
 use crate::process::current_node_id;
+use crate::{NodeHandle, Pid};
 
 /// How many trace sessions may exist at once in one OS process.
 pub const MAX_SESSIONS: usize = 64;
@@ -48,7 +49,7 @@ struct Shard {
     counts: Box<[AtomicU64]>,
 }
 
-struct SessionState {
+pub(crate) struct SessionState {
     bit: u32,
     node: u32,
     generation: u64,
@@ -67,7 +68,20 @@ struct CounterState {
     paused: Option<Vec<u64>>,
 }
 
+/// The session in slot `bit`, if any.
+pub(crate) fn session_in_slot(bit: u32) -> Option<Arc<SessionState>> {
+    SLOTS[bit as usize].load_full()
+}
+
 impl SessionState {
+    pub(crate) fn bit(&self) -> u32 {
+        self.bit
+    }
+
+    pub(crate) fn node(&self) -> u32 {
+        self.node
+    }
+
     fn sums(&self) -> Vec<u64> {
         let mut sums = vec![0u64; callsites().len()];
         for shard in lock(&self.shards).iter() {
@@ -255,6 +269,7 @@ pub struct CallCount {
 /// ```
 pub struct TraceSession {
     state: Arc<SessionState>,
+    node: NodeHandle,
 }
 
 impl fmt::Debug for TraceSession {
@@ -293,7 +308,10 @@ impl NodeHandle {
         });
         GENERATIONS[bit as usize].store(state.generation, Ordering::Relaxed);
         SLOTS[bit as usize].store(Some(Arc::clone(&state)));
-        Ok(TraceSession { state })
+        Ok(TraceSession {
+            state,
+            node: self.clone(),
+        })
     }
 }
 
@@ -301,6 +319,53 @@ impl TraceSession {
     /// The node this session belongs to.
     pub fn node(&self) -> u32 {
         self.state.node
+    }
+
+    /// The session's slot: its bit in [`ProcessInfo::trace_sessions`](crate::ProcessInfo).
+    pub fn slot(&self) -> u32 {
+        self.state.bit
+    }
+
+    /// Traces the processes `spec` names for this session; with `set_on_spawn`, the processes
+    /// they spawn are traced too (and pass it on). Returns how many processes it changed and,
+    /// for a list, the items that failed, in input order.
+    ///
+    /// # Errors
+    /// For a single pid or name: [`FlagError::NoProc`] or [`FlagError::NotRegistered`].
+    pub fn enable_trace(
+        &self,
+        spec: impl Into<ProcessSpec>,
+        set_on_spawn: bool,
+    ) -> Result<FlagOutcome, FlagError> {
+        super::flags::apply(
+            &self.state,
+            &self.node.inner,
+            &spec.into(),
+            true,
+            set_on_spawn,
+        )
+    }
+
+    /// Stops tracing the processes `spec` names for this session (`New`: stops tracing new
+    /// processes).
+    ///
+    /// # Errors
+    /// As [`enable_trace`](TraceSession::enable_trace).
+    pub fn disable_trace(&self, spec: impl Into<ProcessSpec>) -> Result<FlagOutcome, FlagError> {
+        super::flags::apply(&self.state, &self.node.inner, &spec.into(), false, false)
+    }
+
+    /// Whether this session traces process `pid`.
+    pub fn is_traced(&self, pid: Pid) -> bool {
+        self.node
+            .inner
+            .table
+            .get(pid)
+            .and_then(|g| {
+                g.as_deref()
+                    .map(|p| p.trace_flags.traced() & (1 << self.state.bit) != 0)
+            })
+            .unwrap_or(false)
     }
 
     /// Traces every function that `pattern` matches; returns how many it matched.
@@ -430,6 +495,10 @@ impl Drop for TraceSession {
         let bit = self.state.bit;
         for cs in callsites() {
             cs.remove_session(bit);
+        }
+        super::flags::clear_new(bit);
+        for p in self.node.inner.table.all() {
+            p.trace_flags.clear(bit);
         }
         GENERATIONS[bit as usize].store(0, Ordering::Relaxed);
         SLOTS[bit as usize].store(None);

@@ -1,0 +1,266 @@
+//! Process trace flags: which processes a session traces.
+//!
+//! Each process carries two masks with a bit per trace session: the sessions that trace it,
+//! and those of them whose flag passes to the processes it spawns (`set_on_spawn`). A session
+//! can also ask for every process spawned on its node from now on (`New`). The flags are what
+//! the per-process trace types (call_time, call_memory) look at; call_count needs none.
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::session::{SessionState, session_in_slot};
+use crate::Pid;
+use crate::node::NodeInner;
+use crate::process::Process;
+use crate::registry::Name;
+
+/// Sessions that want every new process of their node, one bit per session slot.
+static NEW_MASK: AtomicU64 = AtomicU64::new(0);
+/// Of those, the ones that also want `set_on_spawn` on the new processes.
+static NEW_ON_SPAWN_MASK: AtomicU64 = AtomicU64::new(0);
+
+/// A process's flags: see the module documentation.
+#[derive(Default)]
+pub(crate) struct TraceFlags {
+    traced: AtomicU64,
+    on_spawn: AtomicU64,
+}
+
+impl TraceFlags {
+    pub(crate) fn traced(&self) -> u64 {
+        self.traced.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn clear(&self, bit: u32) {
+        self.set(bit, false, false);
+    }
+
+    /// Sets (or clears) session slot `bit` at spawn, from the spawn options.
+    pub(crate) fn set_at_spawn(&self, bit: u32, set_on_spawn: bool) {
+        self.set(bit, true, set_on_spawn);
+    }
+
+    fn set(&self, bit: u32, on: bool, set_on_spawn: bool) {
+        let m = 1u64 << bit;
+        if on {
+            self.traced.fetch_or(m, Ordering::Relaxed);
+            if set_on_spawn {
+                self.on_spawn.fetch_or(m, Ordering::Relaxed);
+            } else {
+                self.on_spawn.fetch_and(!m, Ordering::Relaxed);
+            }
+        } else {
+            self.traced.fetch_and(!m, Ordering::Relaxed);
+            self.on_spawn.fetch_and(!m, Ordering::Relaxed);
+        }
+    }
+}
+
+/// The flags a process spawned on `node` by `parent` starts with: what its parent passes on,
+/// and what sessions wanting new processes of the node give it.
+pub(crate) fn flags_at_spawn(node: u32, parent: Option<&Process>, child: &TraceFlags) {
+    let (mut traced, mut on_spawn) = match parent {
+        Some(p) => {
+            let pass = p.trace_flags.traced() & p.trace_flags.on_spawn.load(Ordering::Relaxed);
+            (pass, pass)
+        }
+        None => (0, 0),
+    };
+    let mut new = NEW_MASK.load(Ordering::Relaxed);
+    if new != 0 {
+        let new_on_spawn = NEW_ON_SPAWN_MASK.load(Ordering::Relaxed);
+        while new != 0 {
+            let bit = new.trailing_zeros();
+            new &= new - 1;
+            if session_in_slot(bit).is_some_and(|s| s.node() == node) {
+                traced |= 1 << bit;
+                on_spawn |= (1 << bit) & new_on_spawn;
+            }
+        }
+    }
+    if traced != 0 {
+        child.traced.store(traced, Ordering::Relaxed);
+        child.on_spawn.store(on_spawn, Ordering::Relaxed);
+    }
+}
+
+/// Which processes [`TraceSession::enable_trace`](super::TraceSession::enable_trace) and
+/// `disable_trace` act on: Erlang's `trace:process` specs, plus tprof's children.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ProcessSpec {
+    /// One process.
+    Pid(Pid),
+    /// The process registered under a name.
+    Name(Name),
+    /// Every process of the node, existing and new.
+    All,
+    /// Every process alive now.
+    Existing,
+    /// Every process spawned from now on.
+    New,
+    /// The processes this one spawned (its direct children, alive now).
+    Children(Pid),
+    /// Every live descendant of this process, by spawning parent.
+    AllChildren(Pid),
+    /// Several pids or names; failures are reported per item, in input order.
+    List(Vec<ProcessSpec>),
+}
+
+impl From<Pid> for ProcessSpec {
+    fn from(pid: Pid) -> ProcessSpec {
+        ProcessSpec::Pid(pid)
+    }
+}
+
+impl From<&str> for ProcessSpec {
+    fn from(name: &str) -> ProcessSpec {
+        ProcessSpec::Name(Arc::from(name))
+    }
+}
+
+impl fmt::Display for ProcessSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ProcessSpec::Pid(pid) => write!(f, "{pid}"),
+            ProcessSpec::Name(name) => write!(f, "`{name}`"),
+            ProcessSpec::All => f.write_str("all"),
+            ProcessSpec::Existing => f.write_str("existing"),
+            ProcessSpec::New => f.write_str("new"),
+            ProcessSpec::Children(pid) => write!(f, "children of {pid}"),
+            ProcessSpec::AllChildren(pid) => write!(f, "all children of {pid}"),
+            ProcessSpec::List(items) => write!(f, "a list of {} processes", items.len()),
+        }
+    }
+}
+
+/// Why one item of a spec could not be traced.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FlagError {
+    /// The pid names no live process of the session's node.
+    NoProc(Pid),
+    /// No process is registered under the name on the session's node.
+    NotRegistered(Name),
+    /// A list inside a list.
+    NestedList,
+}
+
+impl fmt::Display for FlagError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FlagError::NoProc(pid) => {
+                write!(f, "{pid} is not a live process of the session's node")
+            }
+            FlagError::NotRegistered(name) => {
+                write!(
+                    f,
+                    "no process is registered as `{name}` on the session's node"
+                )
+            }
+            FlagError::NestedList => f.write_str("a process list cannot contain another list"),
+        }
+    }
+}
+
+impl std::error::Error for FlagError {}
+
+/// What `enable_trace` / `disable_trace` did: how many processes they changed, and for a list,
+/// the items that failed, in input order.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FlagOutcome {
+    /// Processes whose flag was set (or cleared).
+    pub count: usize,
+    /// The items that could not be acted on, with why.
+    pub failures: Vec<(ProcessSpec, FlagError)>,
+}
+
+/// Sets or clears session `state`'s flag on the processes `spec` names.
+pub(crate) fn apply(
+    state: &SessionState,
+    node: &Arc<NodeInner>,
+    spec: &ProcessSpec,
+    on: bool,
+    set_on_spawn: bool,
+) -> Result<FlagOutcome, FlagError> {
+    let bit = state.bit();
+    let set = |p: &Process| p.trace_flags.set(bit, on, set_on_spawn);
+    let mut outcome = FlagOutcome::default();
+    match spec {
+        ProcessSpec::Pid(_) | ProcessSpec::Name(_) => {
+            outcome.count = one(node, spec, &set)?;
+        }
+        ProcessSpec::List(items) => {
+            for item in items {
+                match one(node, item, &set) {
+                    Ok(n) => outcome.count += n,
+                    Err(e) => outcome.failures.push((item.clone(), e)),
+                }
+            }
+        }
+        ProcessSpec::All | ProcessSpec::Existing | ProcessSpec::New => {
+            if !matches!(spec, ProcessSpec::New) {
+                for p in node.table.all() {
+                    set(&p);
+                    outcome.count += 1;
+                }
+            }
+            if !matches!(spec, ProcessSpec::Existing) {
+                let m = 1u64 << bit;
+                if on {
+                    NEW_MASK.fetch_or(m, Ordering::Relaxed);
+                    if set_on_spawn {
+                        NEW_ON_SPAWN_MASK.fetch_or(m, Ordering::Relaxed);
+                    } else {
+                        NEW_ON_SPAWN_MASK.fetch_and(!m, Ordering::Relaxed);
+                    }
+                } else {
+                    clear_new(bit);
+                }
+            }
+        }
+        ProcessSpec::Children(parent) | ProcessSpec::AllChildren(parent) => {
+            let all = node.table.all();
+            let mut parents = vec![*parent];
+            let mut seen = 0;
+            while seen < parents.len() {
+                let current = parents[seen];
+                seen += 1;
+                for p in all.iter().filter(|p| p.parent == Some(current)) {
+                    set(p);
+                    outcome.count += 1;
+                    if matches!(spec, ProcessSpec::AllChildren(_)) {
+                        parents.push(p.pid);
+                    }
+                }
+            }
+        }
+    }
+    Ok(outcome)
+}
+
+fn one(node: &NodeInner, spec: &ProcessSpec, set: &dyn Fn(&Process)) -> Result<usize, FlagError> {
+    let pid = match spec {
+        ProcessSpec::Pid(pid) => *pid,
+        ProcessSpec::Name(name) => node
+            .registry
+            .whereis(name)
+            .ok_or_else(|| FlagError::NotRegistered(name.clone()))?,
+        _ => return Err(FlagError::NestedList),
+    };
+    if pid.node() != node.id {
+        return Err(FlagError::NoProc(pid));
+    }
+    let guard = node.table.get(pid).ok_or(FlagError::NoProc(pid))?;
+    let process = guard.as_deref().ok_or(FlagError::NoProc(pid))?;
+    set(process);
+    Ok(1)
+}
+
+/// Forgets session slot `bit`'s wish for new processes (when it stops or disables `New`).
+pub(crate) fn clear_new(bit: u32) {
+    let m = 1u64 << bit;
+    NEW_MASK.fetch_and(!m, Ordering::Relaxed);
+    NEW_ON_SPAWN_MASK.fetch_and(!m, Ordering::Relaxed);
+}
