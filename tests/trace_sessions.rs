@@ -159,3 +159,30 @@ fn sessions_are_independent_and_pause_resume_restart_behave() {
     run(2);
     assert_eq!(calls_of(&b, "leaf"), 25);
 }
+
+#[test]
+fn the_runtime_api_is_traced_like_bifs() {
+    let node = node();
+    let s = node.trace_session().unwrap();
+    let n = s.set_pattern(&TracePattern::module("runtime")).unwrap();
+    assert!(n >= 20, "{n}");
+    assert_eq!(
+        s.set_pattern(&TracePattern::function("runtime::gen_server", "call"))
+            .unwrap(),
+        1
+    );
+    node.run(async {
+        let me = self_pid();
+        for i in 0..10u32 {
+            send(me, i);
+        }
+        for _ in 0..10 {
+            let _: u32 = receive().await;
+        }
+        spawn(async {}).unwrap();
+    })
+    .unwrap();
+    assert_eq!(calls_of(&s, "send"), 10);
+    assert_eq!(calls_of(&s, "receive"), 10);
+    assert_eq!(calls_of(&s, "spawn"), 1);
+}

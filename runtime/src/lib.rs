@@ -55,6 +55,13 @@
 //! Erlang copies a message into the receiver's heap; Rust moves it. What a process's code
 //! allocates belongs to whoever allocates it, and a message is boxed once, when sent.
 
+// The runtime's own API is traced, as BIFs are on the BEAM. `#[traced]` names `::runtime`,
+// inside this crate too; and each traced function here carries `#[allow(unsafe_code)]`,
+// because the callsite static it registers is a linkme `link_section` static, which the
+// `unsafe_code` lint flags in the crate that defines the slice (it stays quiet in crates
+// that only use the macro, `forbid(unsafe_code)` ones included).
+extern crate self as runtime;
+
 mod exit;
 pub mod gen_server;
 mod mailbox;

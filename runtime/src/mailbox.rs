@@ -19,6 +19,7 @@
 //! takes them from incoming, which the poll wrapper does at the start of a poll whenever one is
 //! pending, whether or not the process is receiving.
 
+use crate::traced;
 use std::any::Any;
 use std::collections::VecDeque;
 use std::future::Future;
@@ -303,6 +304,8 @@ pub fn receive_match<F: FnMut(&Message) -> bool + Unpin>(matches: F) -> ReceiveM
 ///
 /// # Panics
 /// When polled outside a process.
+#[allow(unsafe_code)]
+#[traced(module = "runtime")]
 pub async fn receive_any() -> Message {
     receive_match(|_| true).await
 }
@@ -325,6 +328,8 @@ pub async fn receive_any() -> Message {
 ///
 /// # Panics
 /// When polled outside a process.
+#[allow(unsafe_code)]
+#[traced(module = "runtime")]
 pub async fn receive<T: Any + Send>() -> T {
     let msg = receive_match(Message::is::<T>).await;
     match msg.downcast::<T>() {
@@ -337,6 +342,8 @@ pub async fn receive<T: Any + Send>() -> T {
 ///
 /// # Panics
 /// When polled outside a process.
+#[allow(unsafe_code)]
+#[traced(module = "runtime")]
 pub async fn receive_where<T, F>(mut matches: F) -> T
 where
     T: Any + Send,
@@ -355,6 +362,8 @@ where
 ///
 /// # Panics
 /// When polled outside a process.
+#[allow(unsafe_code)]
+#[traced(module = "runtime")]
 pub async fn receive_timeout<T: Any + Send>(timeout: Duration) -> Option<T> {
     tokio::time::timeout(timeout, receive::<T>()).await.ok()
 }
@@ -363,6 +372,8 @@ pub async fn receive_timeout<T: Any + Send>(timeout: Duration) -> Option<T> {
 ///
 /// # Panics
 /// When polled outside a process.
+#[allow(unsafe_code)]
+#[traced(module = "runtime")]
 pub async fn receive_any_timeout(timeout: Duration) -> Option<Message> {
     tokio::time::timeout(timeout, receive_any()).await.ok()
 }

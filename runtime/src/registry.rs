@@ -3,6 +3,7 @@
 //! Each node has its own name table. A process has at most one name, a name names at most one
 //! process, and a name dies with its process. Names are strings (Erlang's atoms).
 
+use crate::traced;
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, RwLock};
@@ -150,6 +151,8 @@ fn with_node<R>(f: impl FnOnce(&Arc<NodeInner>) -> R) -> Result<R, RegistryError
 /// # Errors
 /// [`RegistryError::NameTaken`], [`RegistryError::AlreadyNamed`], [`RegistryError::NoProc`],
 /// [`RegistryError::EmptyName`]; [`RegistryError::NotInProcess`] outside a process.
+#[allow(unsafe_code)]
+#[traced(module = "runtime")]
 pub fn register(name: impl Into<Name>, pid: Pid) -> Result<(), RegistryError> {
     let name = name.into();
     with_node(|node| node.register(&name, pid))?
@@ -159,17 +162,23 @@ pub fn register(name: impl Into<Name>, pid: Pid) -> Result<(), RegistryError> {
 ///
 /// # Errors
 /// [`RegistryError::NotRegistered`]; [`RegistryError::NotInProcess`] outside a process.
+#[allow(unsafe_code)]
+#[traced(module = "runtime")]
 pub fn unregister(name: &str) -> Result<(), RegistryError> {
     with_node(|node| node.registry.unregister(node, name))?
 }
 
 /// The process registered as `name` on the caller's node, Erlang's `whereis/1`; `None` when
 /// there is none, or outside a process.
+#[allow(unsafe_code)]
+#[traced(module = "runtime")]
 pub fn whereis(name: &str) -> Option<Pid> {
     with_current(|c| c.and_then(|p| p.node.registry.whereis(name)))
 }
 
 /// The names registered on the caller's node, sorted; empty outside a process.
+#[allow(unsafe_code)]
+#[traced(module = "runtime")]
 pub fn registered() -> Vec<Name> {
     with_current(|c| c.map(|p| p.node.registry.registered()).unwrap_or_default())
 }

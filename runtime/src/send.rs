@@ -1,5 +1,6 @@
 //! Sending messages.
 
+use crate::traced;
 use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
@@ -15,6 +16,8 @@ use crate::{Message, Pid};
 ///
 /// Messages from one process to another arrive in the order they were sent.
 #[inline]
+#[allow(unsafe_code)]
+#[traced(module = "runtime")]
 pub fn send<M: Any + Send>(pid: Pid, msg: M) {
     let msg = Message::new(msg);
     NodeInner::with_process(pid, move |p| p.push_message(msg));
@@ -27,6 +30,8 @@ pub fn send<M: Any + Send>(pid: Pid, msg: M) {
 /// [`SendError::NotRegistered`] when no process has that name (Erlang raises `badarg`),
 /// [`SendError::NotInProcess`] outside a process (use
 /// [`NodeHandle::send_named`](crate::NodeHandle::send_named) there). Both give the message back.
+#[allow(unsafe_code)]
+#[traced(module = "runtime")]
 pub fn send_named<M: Any + Send>(name: &str, msg: M) -> Result<(), SendError<M>> {
     match with_current(|c| c.map(|p| p.node.registry.whereis(name))) {
         None => Err(SendError::NotInProcess { msg }),

@@ -9,6 +9,7 @@
 //!   with reason `Killed` whether it traps exits or not: a flag is set and the process is
 //!   woken, and its own next poll drops its future, so destructors run inside the process.
 
+use crate::traced;
 use std::fmt;
 use std::sync::Arc;
 
@@ -111,6 +112,8 @@ fn send_exit_signal_from(
 ///
 /// Works from inside or outside a process. From outside, a trapping target sees the signal as
 /// coming from itself (as node shutdown sends it), but `Normal` still does not end it.
+#[allow(unsafe_code)]
+#[traced(module = "runtime")]
 pub fn exit(pid: Pid, reason: ExitReason) {
     let me = crate::try_self_pid();
     let from = me.unwrap_or(pid);
@@ -133,6 +136,8 @@ pub fn exit_self(reason: ExitReason) -> ! {
 ///
 /// # Errors
 /// [`LinkError::NoProc`] when `pid` is not alive, [`LinkError::NotInProcess`] outside a process.
+#[allow(unsafe_code)]
+#[traced(module = "runtime")]
 pub fn link(pid: Pid) -> Result<(), LinkError> {
     let me = current_or_err()?;
     if me.pid == pid {
@@ -151,6 +156,8 @@ pub fn link(pid: Pid) -> Result<(), LinkError> {
 ///
 /// # Errors
 /// [`LinkError::NotInProcess`] outside a process.
+#[allow(unsafe_code)]
+#[traced(module = "runtime")]
 pub fn unlink(pid: Pid) -> Result<(), LinkError> {
     let me = current_or_err()?;
     me.remove_link(pid);
@@ -163,6 +170,8 @@ pub fn unlink(pid: Pid) -> Result<(), LinkError> {
 ///
 /// # Errors
 /// [`LinkError::NotInProcess`] outside a process.
+#[allow(unsafe_code)]
+#[traced(module = "runtime")]
 pub fn monitor(pid: Pid) -> Result<MonitorRef, LinkError> {
     let me = current_or_err()?;
     let mref = me.node.next_monitor_ref();
@@ -191,6 +200,8 @@ pub(crate) fn monitor_with(me: &Arc<Process>, pid: Pid, mref: MonitorRef) {
 ///
 /// # Errors
 /// [`LinkError::NotInProcess`] outside a process.
+#[allow(unsafe_code)]
+#[traced(module = "runtime")]
 pub fn demonitor(mref: MonitorRef) -> Result<bool, LinkError> {
     let me = current_or_err()?;
     let Some(pid) = me.remove_monitoring(mref) else {
@@ -205,6 +216,8 @@ pub fn demonitor(mref: MonitorRef) -> Result<bool, LinkError> {
 ///
 /// # Errors
 /// [`LinkError::NotInProcess`] outside a process.
+#[allow(unsafe_code)]
+#[traced(module = "runtime")]
 pub fn trap_exit(on: bool) -> Result<bool, LinkError> {
     let me = current_or_err()?;
     Ok(me.set_trap_exit(on))

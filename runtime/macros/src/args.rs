@@ -3,10 +3,11 @@
 use syn::parse::{Parse, ParseStream};
 use syn::{LitStr, Token};
 
-/// `#[traced]`, `#[traced(name = "...")]` or `#[traced(skip)]`.
+/// `#[traced]`, `#[traced(name = "...")]`, `#[traced(module = "...")]` or `#[traced(skip)]`.
 #[derive(Default)]
 pub(crate) struct Args {
     pub(crate) name: Option<LitStr>,
+    pub(crate) module: Option<LitStr>,
     pub(crate) skip: bool,
 }
 
@@ -18,13 +19,16 @@ impl Parse for Args {
             if key == "name" {
                 input.parse::<Token![=]>()?;
                 args.name = Some(input.parse()?);
+            } else if key == "module" {
+                input.parse::<Token![=]>()?;
+                args.module = Some(input.parse()?);
             } else if key == "skip" {
                 args.skip = true;
             } else {
                 return Err(syn::Error::new(
                     key.span(),
                     format!(
-                        "unknown #[traced] argument `{key}`: expected `name = \"...\"` or `skip`"
+                        "unknown #[traced] argument `{key}`: expected `name = \"...\"`, `module = \"...\"` or `skip`"
                     ),
                 ));
             }

@@ -21,7 +21,7 @@ pub(crate) fn traced(attr: TokenStream, item: TokenStream) -> syn::Result<TokenS
                 .name
                 .map(|n| n.value())
                 .unwrap_or_else(|| f.sig.ident.to_string());
-            f.block = Box::new(wrap(&f.sig, &f.block, &name)?);
+            f.block = Box::new(wrap(&f.sig, &f.block, &name, args.module.as_ref())?);
             Ok(f.into_token_stream())
         }
         Item::Impl(mut imp) => {
@@ -95,7 +95,7 @@ fn trace_method(method: &mut ImplItemFn, prefix: &str) -> syn::Result<()> {
         .name
         .map(|n| n.value())
         .unwrap_or_else(|| format!("{prefix}{}", method.sig.ident));
-    method.block = wrap(&method.sig, &method.block, &name)?;
+    method.block = wrap(&method.sig, &method.block, &name, args.module.as_ref())?;
     Ok(())
 }
 
@@ -152,7 +152,12 @@ fn is_pin_box_dyn_future(p: &syn::TypePath) -> bool {
 }
 
 /// The new body: the callsite static, then the original body inside a traced frame.
-fn wrap(sig: &Signature, block: &Block, name: &str) -> syn::Result<Block> {
+fn wrap(
+    sig: &Signature,
+    block: &Block,
+    name: &str,
+    module: Option<&syn::LitStr>,
+) -> syn::Result<Block> {
     if sig.constness.is_some() {
         return Err(syn::Error::new(
             sig.constness.span(),
@@ -166,11 +171,15 @@ fn wrap(sig: &Signature, block: &Block, name: &str) -> syn::Result<Block> {
         )
     })?;
     let span = sig.ident.span();
+    let module = match module {
+        Some(m) => quote!(#m),
+        None => quote!(::core::module_path!()),
+    };
     let callsite = quote_spanned! {span=>
         #[::runtime::__private::linkme::distributed_slice(::runtime::trace::CALLSITES)]
         #[linkme(crate = ::runtime::__private::linkme)]
         static __RUNTIME_TRACED_CALLSITE: ::runtime::trace::Callsite =
-            ::runtime::trace::Callsite::new(::core::module_path!(), #name, #arity, ::core::file!(), ::core::line!());
+            ::runtime::trace::Callsite::new(#module, #name, #arity, ::core::file!(), ::core::line!());
     };
     let stmts = &block.stmts;
     let body: TokenStream = match shape(sig) {

@@ -14,7 +14,8 @@
 //! - a `fn` returning `Pin<Box<dyn Future ...>>`, which is what `#[async_trait]` makes of an
 //!   `async fn`: the boxed future is traced, whichever of the two attributes runs first.
 //!
-//! `#[traced(name = "...")]` overrides the function's name.
+//! `#[traced(name = "...")]` overrides the function's name, `#[traced(module = "...")]` the
+//! module path it is filed under.
 
 #![forbid(unsafe_code)]
 

@@ -1,5 +1,6 @@
 //! The client side: `call`, `cast`, and the typed [`Server`] handle.
 
+use crate::traced;
 use std::fmt;
 use std::future::Future;
 use std::marker::PhantomData;
@@ -199,6 +200,8 @@ fn resolve_name(name: &Name) -> Result<Option<Pid>, ()> {
 /// # Errors
 /// [`CallError::NoProc`], [`CallError::Timeout`], [`CallError::Exit`] when the server dies
 /// before replying, [`CallError::NoReply`], [`CallError::NotInProcess`].
+#[allow(unsafe_code)]
+#[traced(module = "runtime::gen_server")]
 pub async fn call<S: GenServer>(
     server: impl Into<ServerRef>,
     request: S::Call,
@@ -327,6 +330,8 @@ impl<R: Send> Future for WaitReply<'_, R> {
 /// # Errors
 /// [`CastError::NotRegistered`] for an unknown name, [`CastError::NotInProcess`] for a name
 /// outside a process.
+#[allow(unsafe_code)]
+#[traced(module = "runtime::gen_server")]
 pub fn cast<S: GenServer>(server: impl Into<ServerRef>, msg: S::Cast) -> Result<(), CastError> {
     let pid = match server.into() {
         ServerRef::Pid(pid) => pid,

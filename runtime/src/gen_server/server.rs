@@ -1,5 +1,6 @@
 //! The server side: starting a gen_server and its receive loop.
 
+use crate::traced;
 use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
@@ -81,6 +82,8 @@ impl std::error::Error for StartError {}
 /// # Errors
 /// [`StartError::AlreadyStarted`], [`StartError::Init`], [`StartError::Spawn`] (for example
 /// `NotInProcess`: use [`start_on`] outside a process).
+#[allow(unsafe_code)]
+#[traced(module = "runtime::gen_server")]
 pub async fn start<S: GenServer>(
     args: S::Args,
     opts: StartOptions,
@@ -95,6 +98,8 @@ pub async fn start<S: GenServer>(
 ///
 /// # Errors
 /// As [`start`].
+#[allow(unsafe_code)]
+#[traced(module = "runtime::gen_server")]
 pub async fn start_link<S: GenServer>(
     args: S::Args,
     opts: StartOptions,
@@ -108,6 +113,8 @@ pub async fn start_link<S: GenServer>(
 ///
 /// # Errors
 /// As [`start`].
+#[allow(unsafe_code)]
+#[traced(module = "runtime::gen_server")]
 pub async fn start_on<S: GenServer>(
     node: &NodeHandle,
     args: S::Args,

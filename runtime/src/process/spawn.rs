@@ -1,5 +1,6 @@
 //! Spawning processes and helper tasks.
 
+use crate::traced;
 use std::borrow::Cow;
 use std::fmt;
 use std::future::Future;
@@ -225,6 +226,8 @@ where
 /// # Errors
 /// [`SpawnError::NotInProcess`] outside a process (use [`NodeHandle::spawn`](crate::NodeHandle::spawn)
 /// there), [`SpawnError::NodeStopping`] while the node shuts down.
+#[allow(unsafe_code)]
+#[traced(module = "runtime")]
 pub fn spawn<F>(future: F) -> Result<Pid, SpawnError>
 where
     F: Future + Send + 'static,
@@ -237,6 +240,8 @@ where
 ///
 /// # Errors
 /// As [`spawn`].
+#[allow(unsafe_code)]
+#[traced(module = "runtime")]
 pub fn spawn_link<F>(future: F) -> Result<Pid, SpawnError>
 where
     F: Future + Send + 'static,
@@ -249,6 +254,8 @@ where
 ///
 /// # Errors
 /// As [`spawn`].
+#[allow(unsafe_code)]
+#[traced(module = "runtime")]
 pub fn spawn_monitor<F>(future: F) -> Result<(Pid, MonitorRef), SpawnError>
 where
     F: Future + Send + 'static,
@@ -264,6 +271,8 @@ where
 /// # Errors
 /// As [`spawn`], and [`SpawnError::Name`] when the name cannot be registered (then no process
 /// runs).
+#[allow(unsafe_code)]
+#[traced(module = "runtime")]
 pub fn spawn_opt<F>(future: F, opts: SpawnOptions) -> Result<Spawned, SpawnError>
 where
     F: Future + Send + 'static,
@@ -279,6 +288,8 @@ where
 ///
 /// # Errors
 /// [`SpawnError::NotInProcess`] outside a process.
+#[allow(unsafe_code)]
+#[traced(module = "runtime")]
 pub fn spawn_task<F>(future: F) -> Result<tokio::task::JoinHandle<F::Output>, SpawnError>
 where
     F: Future + Send + 'static,
@@ -294,6 +305,8 @@ where
 ///
 /// # Errors
 /// [`SpawnError::NotInProcess`] outside a process.
+#[allow(unsafe_code)]
+#[traced(module = "runtime")]
 pub fn spawn_blocking<F, R>(f: F) -> Result<tokio::task::JoinHandle<R>, SpawnError>
 where
     F: FnOnce() -> R + Send + 'static,
