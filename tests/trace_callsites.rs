@@ -98,6 +98,12 @@ impl Service for Other {
     }
 }
 
+fn blocks() -> (u32, impl Future<Output = u32>) {
+    let sync = runtime::trace::traced!("checksum", { 40 + 2 });
+    let fut = runtime::trace::traced!("fetch_block", async { 7u32 });
+    (sync, fut)
+}
+
 fn find(function: &str) -> &'static Callsite {
     callsites()
         .iter()
@@ -123,6 +129,8 @@ fn every_shape_registers_its_callsite_with_module_function_and_arity() {
         ("Store::new", 1),
         ("<Store as Service>::handle", 2),
         ("<Other as Service>::handle", 2),
+        ("checksum", 0),
+        ("fetch_block", 0),
     ];
     for (function, arity) in expected {
         let cs = find(function);
@@ -156,6 +164,8 @@ fn traced_functions_behave_as_before() {
     assert_eq!(largest(&[3, 9, 2]), Some(9));
     assert_eq!(largest::<f64>(&[]), None);
     assert_eq!(original_name(), "x");
+    let (sync, fut) = blocks();
+    assert_eq!(sync, 42);
     let store = Store::new(10);
     assert_eq!(store.get(5), 15);
     assert_eq!(store.untraced(), 10);
@@ -166,6 +176,7 @@ fn traced_functions_behave_as_before() {
         assert_eq!(fetch("7", 9).await, Ok(9));
         assert!(fetch("seven", 0).await.is_err());
         assert_eq!(later(1).await, 2);
+        assert_eq!(fut.await, 7);
         assert_eq!(store.get_async(1).await, 11);
         assert_eq!(store.handle(3).await, 30);
         assert_eq!(Other.handle(1).await, 101);
@@ -176,10 +187,10 @@ fn traced_functions_behave_as_before() {
 fn patterns_select_by_module_function_and_arity() {
     let module = module_path!();
     let count = |p: &TracePattern| callsites().iter().filter(|c| p.matches(c)).count();
-    assert_eq!(count(&TracePattern::module(module)), 11);
+    assert_eq!(count(&TracePattern::module(module)), 13);
     assert_eq!(count(&TracePattern::function(module, "add")), 1);
     assert_eq!(count(&TracePattern::mfa(module, "add", 2)), 1);
     assert_eq!(count(&TracePattern::mfa(module, "add", 3)), 0);
     assert_eq!(count(&TracePattern::module("no::such::module")), 0);
-    assert!(count(&TracePattern::all()) >= 11);
+    assert!(count(&TracePattern::all()) >= 13);
 }

@@ -24,6 +24,13 @@ mod pattern;
 mod session;
 
 pub use callsite::{CALLSITES, Callsite, Frame, Traced, callsites, enter};
+/// Traces a block as a call of its own, named by the string:
+/// `traced!("parse_header", { .. })`, or `traced!("fetch", async { .. })` for an async block.
+/// Its arity is 0.
+pub use runtime_macros::traced_block as traced;
+
+/// Whether `#[traced]` instruments code in this build (false with the feature `no-trace`).
+pub const INSTRUMENTED: bool = !cfg!(feature = "no-trace");
 pub use flags::{FlagError, FlagOutcome, ProcessSpec};
 pub(crate) use flags::{TraceFlags, flags_at_spawn};
 pub use pattern::{Part, TracePattern};

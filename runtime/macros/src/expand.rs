@@ -151,6 +151,60 @@ fn is_pin_box_dyn_future(p: &syn::TypePath) -> bool {
     })
 }
 
+/// `traced_block!("name", { .. })` / `traced_block!("name", async { .. })`.
+pub(crate) fn traced_block(input: TokenStream) -> syn::Result<TokenStream> {
+    struct BlockArgs {
+        name: syn::LitStr,
+        body: syn::Expr,
+    }
+    impl syn::parse::Parse for BlockArgs {
+        fn parse(input: syn::parse::ParseStream<'_>) -> syn::Result<BlockArgs> {
+            let name = input.parse()?;
+            input.parse::<syn::Token![,]>()?;
+            let body = input.parse()?;
+            let _ = input.parse::<Option<syn::Token![,]>>()?;
+            Ok(BlockArgs { name, body })
+        }
+    }
+    let BlockArgs { name, body } = syn::parse2(input)?;
+    if cfg!(feature = "off") {
+        return Ok(body.into_token_stream());
+    }
+    let callsite = callsite_static(
+        &quote!(::core::module_path!()),
+        &name.value(),
+        0,
+        name.span(),
+    );
+    Ok(match &body {
+        syn::Expr::Async(_) => quote! {{
+            #callsite
+            ::runtime::trace::Traced::new(&__RUNTIME_TRACED_CALLSITE, #body)
+        }},
+        _ => quote! {{
+            #callsite
+            let __runtime_traced_frame = ::runtime::trace::enter(&__RUNTIME_TRACED_CALLSITE);
+            #[allow(unused_braces)]
+            let __runtime_traced_value = #body;
+            __runtime_traced_value
+        }},
+    })
+}
+
+fn callsite_static(
+    module: &TokenStream,
+    name: &str,
+    arity: u8,
+    span: proc_macro2::Span,
+) -> TokenStream {
+    quote_spanned! {span=>
+        #[::runtime::__private::linkme::distributed_slice(::runtime::trace::CALLSITES)]
+        #[linkme(crate = ::runtime::__private::linkme)]
+        static __RUNTIME_TRACED_CALLSITE: ::runtime::trace::Callsite =
+            ::runtime::trace::Callsite::new(#module, #name, #arity, ::core::file!(), ::core::line!());
+    }
+}
+
 /// The new body: the callsite static, then the original body inside a traced frame.
 fn wrap(
     sig: &Signature,
@@ -175,12 +229,7 @@ fn wrap(
         Some(m) => quote!(#m),
         None => quote!(::core::module_path!()),
     };
-    let callsite = quote_spanned! {span=>
-        #[::runtime::__private::linkme::distributed_slice(::runtime::trace::CALLSITES)]
-        #[linkme(crate = ::runtime::__private::linkme)]
-        static __RUNTIME_TRACED_CALLSITE: ::runtime::trace::Callsite =
-            ::runtime::trace::Callsite::new(#module, #name, #arity, ::core::file!(), ::core::line!());
-    };
+    let callsite = callsite_static(&module, name, arity, span);
     let stmts = &block.stmts;
     let body: TokenStream = match shape(sig) {
         Shape::Sync => quote! {

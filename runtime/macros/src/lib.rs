@@ -14,6 +14,9 @@
 //! - a `fn` returning `Pin<Box<dyn Future ...>>`, which is what `#[async_trait]` makes of an
 //!   `async fn`: the boxed future is traced, whichever of the two attributes runs first.
 //!
+//! With the feature `off`, both macros leave the code exactly as written: no callsite, no
+//! frame (the `runtime` crate's feature `no-trace` turns it on).
+//!
 //! `#[traced(name = "...")]` overrides the function's name, `#[traced(module = "...")]` the
 //! module path it is filed under.
 
@@ -27,7 +30,21 @@ use proc_macro::TokenStream;
 /// Traces a function, or every method of an `impl` block. See the crate documentation.
 #[proc_macro_attribute]
 pub fn traced(attr: TokenStream, item: TokenStream) -> TokenStream {
+    if cfg!(feature = "off") {
+        return item;
+    }
     match expand::traced(attr.into(), item.into()) {
+        Ok(tokens) => tokens.into(),
+        Err(err) => err.to_compile_error().into(),
+    }
+}
+
+/// Traces a block as a call of its own: `traced_block!("name", { .. })`, or
+/// `traced_block!("name", async { .. })` for an async block (re-exported as
+/// `runtime::trace::traced!`).
+#[proc_macro]
+pub fn traced_block(input: TokenStream) -> TokenStream {
+    match expand::traced_block(input.into()) {
         Ok(tokens) => tokens.into(),
         Err(err) => err.to_compile_error().into(),
     }
