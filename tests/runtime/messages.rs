@@ -245,3 +245,51 @@ fn receiving_outside_a_process_panics_with_a_clear_message() {
     let msg = payload.downcast_ref::<&str>().copied().unwrap_or_default();
     assert!(msg.contains("outside a process"), "{msg}");
 }
+
+/// A waker that counts its wakes.
+struct CountingWaker(std::sync::atomic::AtomicUsize);
+
+impl std::task::Wake for CountingWaker {
+    fn wake(self: std::sync::Arc<Self>) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn two_receives_polled_with_different_wakers_both_get_woken() {
+    use std::sync::Arc;
+    use std::sync::atomic::Ordering;
+    use std::task::{Context, Poll, Waker};
+
+    let node = node();
+    let woken = node
+        .run(async {
+            // As FuturesUnordered does: each receive polled under a waker of its own.
+            let wa = Arc::new(CountingWaker(Default::default()));
+            let wb = Arc::new(CountingWaker(Default::default()));
+            let (waker_a, waker_b) = (Waker::from(Arc::clone(&wa)), Waker::from(Arc::clone(&wb)));
+            let mut a = std::pin::pin!(receive::<u8>());
+            let mut b = std::pin::pin!(receive::<u16>());
+            assert!(
+                a.as_mut()
+                    .poll(&mut Context::from_waker(&waker_a))
+                    .is_pending()
+            );
+            assert!(
+                b.as_mut()
+                    .poll(&mut Context::from_waker(&waker_b))
+                    .is_pending()
+            );
+            // B's registration must not leave A without a wake-up.
+            send(self_pid(), 1u8);
+            let a_woken = wa.0.load(Ordering::SeqCst);
+            let got = match a.as_mut().poll(&mut Context::from_waker(&waker_a)) {
+                Poll::Ready(v) => Some(v),
+                Poll::Pending => None,
+            };
+            (a_woken, got)
+        })
+        .unwrap();
+    assert!(woken.0 >= 1, "the first receive was never woken");
+    assert_eq!(woken.1, Some(1));
+}
