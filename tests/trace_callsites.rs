@@ -104,6 +104,23 @@ fn blocks() -> (u32, impl Future<Output = u32>) {
     (sync, fut)
 }
 
+// Two functions `module_path!()` cannot tell apart: each nested in a different body.
+fn first_outer() -> u32 {
+    #[traced]
+    fn helper() -> u32 {
+        1
+    }
+    helper()
+}
+
+fn second_outer() -> u32 {
+    #[traced]
+    fn helper() -> u32 {
+        2
+    }
+    helper()
+}
+
 fn find(function: &str) -> &'static Callsite {
     callsites()
         .iter()
@@ -156,6 +173,28 @@ fn every_shape_registers_its_callsite_with_module_function_and_arity() {
 }
 
 #[test]
+fn colliding_names_get_their_line_and_stay_unique() {
+    assert_eq!(first_outer() + second_outer(), 3);
+    let helpers: Vec<&'static Callsite> = callsites()
+        .iter()
+        .filter(|c| c.module() == module_path!() && c.written_name() == "helper")
+        .collect();
+    assert_eq!(helpers.len(), 2);
+    let names: Vec<String> = helpers.iter().map(|c| c.function().to_string()).collect();
+    assert_ne!(names[0], names[1]);
+    for (c, name) in helpers.iter().zip(&names) {
+        assert_eq!(name, &format!("helper@{}", c.line()));
+        assert!(
+            c.to_string().ends_with(&format!("::helper@{}/0", c.line())),
+            "{c}"
+        );
+    }
+    // A pattern names one of them exactly.
+    let one = TracePattern::function(module_path!(), names[0].clone());
+    assert_eq!(callsites().iter().filter(|c| one.matches(c)).count(), 1);
+}
+
+#[test]
 fn traced_functions_behave_as_before() {
     assert_eq!(add(2, 3), 5);
     assert_eq!(parse_twice("21"), Ok(42));
@@ -187,10 +226,10 @@ fn traced_functions_behave_as_before() {
 fn patterns_select_by_module_function_and_arity() {
     let module = module_path!();
     let count = |p: &TracePattern| callsites().iter().filter(|c| p.matches(c)).count();
-    assert_eq!(count(&TracePattern::module(module)), 13);
+    assert_eq!(count(&TracePattern::module(module)), 15);
     assert_eq!(count(&TracePattern::function(module, "add")), 1);
     assert_eq!(count(&TracePattern::mfa(module, "add", 2)), 1);
     assert_eq!(count(&TracePattern::mfa(module, "add", 3)), 0);
     assert_eq!(count(&TracePattern::module("no::such::module")), 0);
-    assert!(count(&TracePattern::all()) >= 13);
+    assert!(count(&TracePattern::all()) >= 15);
 }

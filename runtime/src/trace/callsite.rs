@@ -59,7 +59,16 @@ impl Callsite {
     }
 
     /// The function: `name`, `Type::method` or `<Type as Trait>::method`.
-    pub fn function(&self) -> &'static str {
+    ///
+    /// Names are unique within a module: where two traced functions of one module would share
+    /// a name and arity (functions nested in different function bodies, which `module_path!()`
+    /// cannot tell apart), each gets its line appended, `helper@42`.
+    pub fn function(&'static self) -> &'static str {
+        unique_names()[self.id()]
+    }
+
+    /// The name as written, without the line a collision adds.
+    pub fn written_name(&self) -> &'static str {
         self.function
     }
 
@@ -99,6 +108,29 @@ impl Callsite {
     }
 }
 
+/// Every callsite's unique function name, by id (built once, on first use).
+fn unique_names() -> &'static [&'static str] {
+    static NAMES: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
+    NAMES.get_or_init(|| {
+        let mut seen: std::collections::HashMap<(&str, &str, u8), usize> =
+            std::collections::HashMap::new();
+        for cs in CALLSITES.iter() {
+            *seen.entry((cs.module, cs.function, cs.arity)).or_default() += 1;
+        }
+        CALLSITES
+            .iter()
+            .map(|cs| {
+                if seen[&(cs.module, cs.function, cs.arity)] > 1 {
+                    // Built once per colliding function for the life of the program.
+                    &*Box::leak(format!("{}@{}", cs.function, cs.line).into_boxed_str())
+                } else {
+                    cs.function
+                }
+            })
+            .collect()
+    })
+}
+
 /// Callsites are equal when they are the same static.
 impl PartialEq for Callsite {
     fn eq(&self, other: &Callsite) -> bool {
@@ -111,7 +143,11 @@ impl Eq for Callsite {}
 impl fmt::Display for Callsite {
     /// `module::path::function/arity`, as the trace map prints it.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}::{}/{}", self.module, self.function, self.arity)
+        let function = CALLSITES
+            .iter()
+            .position(|cs| std::ptr::eq(cs, self))
+            .map_or(self.function, |id| unique_names()[id]);
+        write!(f, "{}::{}/{}", self.module, function, self.arity)
     }
 }
 

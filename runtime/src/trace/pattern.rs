@@ -93,7 +93,7 @@ impl TracePattern {
     }
 
     /// Whether the pattern selects `callsite`.
-    pub fn matches(&self, callsite: &Callsite) -> bool {
+    pub fn matches(&self, callsite: &'static Callsite) -> bool {
         self.module.matches(callsite.module())
             && self.function.matches(callsite.function())
             && self.arity.matches(&callsite.arity())
