@@ -270,13 +270,12 @@ fn a_server_that_dies_during_the_call_gives_its_exit_reason() {
                 .await
                 .unwrap();
             let pid2 = kv2.pid();
-            let caller = spawn(async move {
+            spawn(async move {
                 let err = kv2.call(Req::Hang, LONG).await.unwrap_err();
                 send(runtime::whereis("test").unwrap(), err);
             })
             .unwrap();
             runtime::register("test", self_pid()).unwrap();
-            let _ = caller;
             // Wait until the request is in hand, then kill the server.
             loop {
                 let info = runtime::process_info(pid2).unwrap();

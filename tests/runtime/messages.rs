@@ -123,7 +123,7 @@ fn a_receive_dropped_mid_scan_loses_and_reorders_nothing() {
                 () = tokio::time::sleep(Duration::from_millis(20)) => {}
             }
             // Another dropped by a timeout while new messages keep arriving.
-            let feeder = spawn(async move {
+            spawn(async move {
                 for i in 100..200u32 {
                     send(me, i);
                     tokio::task::yield_now().await;
@@ -135,7 +135,6 @@ fn a_receive_dropped_mid_scan_loses_and_reorders_nothing() {
                 receive_where(|n: &u32| *n >= 1000),
             )
             .await;
-            let _ = feeder;
             let mut order = Vec::new();
             while order.len() < 200 {
                 order.push(receive::<u32>().await);

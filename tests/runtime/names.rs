@@ -1,7 +1,5 @@
 //! Registered names.
 
-use std::time::Duration;
-
 use runtime::{
     Down, Node, RegistryError, receive, register, registered, self_pid, send, spawn, spawn_monitor,
     unregister, whereis,
@@ -133,5 +131,4 @@ fn names_are_per_node() {
     b.register("server", pb).unwrap();
     assert_ne!(a.whereis("server"), b.whereis("server"));
     assert_eq!(a.registered().len(), 1);
-    let _ = Duration::ZERO;
 }
