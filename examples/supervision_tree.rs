@@ -351,7 +351,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ))
         .child(ChildSpec::worker("dispatcher", dispatcher));
         println!("starting the supervision tree");
-        supervisor::start_link(spec, supervisor::StartOptions::new().name("app_sup"))
+        // Not linked to this short-lived driver process: the tree lives until the node stops.
+        supervisor::start(spec, supervisor::StartOptions::new().name("app_sup"))
             .await
             .expect("the tree starts");
         print_children("app_sup's children:").await;
