@@ -13,8 +13,8 @@
 //! A traced function that no trace session wants costs one relaxed load of its callsite's
 //! session mask: [`enter`] and the first poll of [`Traced`] return at once when it is zero.
 //! Measured with `cargo bench --bench traced_call` (a current-thread node, 2 cores): 0.6–0.9 ns
-//! a call over the same function untraced (2.1 ns). Counting calls for one session costs about
-//! 11 ns a call today (the per-thread shard lookup), more than the 1 ns aimed at.
+//! a call over the same function untraced (1.4–2.1 ns). Counting calls for one session costs
+//! about 7–8 ns a call today (the per-thread shard lookup), more than the 1 ns aimed at.
 //! A [`TraceSession`] sets its bit in the masks of the functions its patterns match, and counts
 //! their calls.
 

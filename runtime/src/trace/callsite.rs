@@ -31,6 +31,8 @@ pub struct Callsite {
     line: u32,
     /// One bit per trace session that wants this function; 0 when none does.
     sessions: AtomicU64,
+    /// The index in [`CALLSITES`], once computed (`u32::MAX` before).
+    id: std::sync::atomic::AtomicU32,
 }
 
 impl Callsite {
@@ -50,6 +52,7 @@ impl Callsite {
             file,
             line,
             sessions: AtomicU64::new(0),
+            id: std::sync::atomic::AtomicU32::new(u32::MAX),
         }
     }
 
@@ -88,9 +91,16 @@ impl Callsite {
     }
 
     /// The callsite's dense id: its index in [`CALLSITES`].
+    #[inline]
     pub fn id(&'static self) -> usize {
+        let id = self.id.load(Ordering::Relaxed);
+        if id != u32::MAX {
+            return id as usize;
+        }
         let base = CALLSITES.as_ptr() as usize;
-        (self as *const Callsite as usize - base) / std::mem::size_of::<Callsite>()
+        let id = (self as *const Callsite as usize - base) / std::mem::size_of::<Callsite>();
+        self.id.store(id as u32, Ordering::Relaxed);
+        id
     }
 
     /// The mask of trace sessions that want this function.

@@ -44,10 +44,8 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// One thread's counters for one session.
-struct Shard {
-    counts: Box<[AtomicU64]>,
-}
+/// One thread's counters for one session, by callsite id.
+type Shard = [AtomicU64];
 
 pub(crate) struct SessionState {
     bit: u32,
@@ -85,7 +83,7 @@ impl SessionState {
     fn sums(&self) -> Vec<u64> {
         let mut sums = vec![0u64; callsites().len()];
         for shard in lock(&self.shards).iter() {
-            for (sum, c) in sums.iter_mut().zip(shard.counts.iter()) {
+            for (sum, c) in sums.iter_mut().zip(shard.iter()) {
                 *sum += c.load(Ordering::Relaxed);
             }
         }
@@ -142,7 +140,7 @@ pub(crate) fn record_call(callsite: &'static Callsite, mut mask: u64) {
                 },
             };
             if cached.node == node {
-                let c = &cached.shard.counts[id];
+                let c = &cached.shard[id];
                 c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
             }
         }
@@ -154,9 +152,7 @@ pub(crate) fn record_call(callsite: &'static Callsite, mut mask: u64) {
 fn refill(bit: usize, entry: &mut Option<SlotShard>) -> Option<&mut SlotShard> {
     let guard = SLOTS[bit].load();
     let session = guard.as_deref()?;
-    let shard = Arc::new(Shard {
-        counts: (0..callsites().len()).map(|_| AtomicU64::new(0)).collect(),
-    });
+    let shard: Arc<Shard> = (0..callsites().len()).map(|_| AtomicU64::new(0)).collect();
     lock(&session.shards).push(Arc::clone(&shard));
     Some(entry.insert(SlotShard {
         generation: session.generation,
