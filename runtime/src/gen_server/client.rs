@@ -217,14 +217,15 @@ pub async fn call<S: GenServer>(
             Err(()) => return Err(CallError::NotInProcess(name.clone())),
         },
     };
-    if crate::try_self_pid() == Some(pid) {
+    let me = crate::try_self_pid();
+    if me == Some(pid) {
         return Err(CallError::CallingSelf(pid));
     }
     let slot = Arc::new(ReplySlot::<S::Reply>::new());
     let msg = Message::new(CallRequest::<S::Call, S::Reply> {
         request,
         reply_to: ReplyTo::new(Arc::clone(&slot), pid),
-        from: crate::try_self_pid(),
+        from: me,
     });
     // A process's own calls re-arm its reusable deadline; anything else registers a one-off.
     let mut armed = None;
