@@ -37,6 +37,12 @@ pub enum ExitReason {
     Panic(Arc<str>),
     /// An application-defined reason.
     Custom(Arc<str>),
+    /// The process's live heap went over its
+    /// [`max_heap_size`](crate::SpawnOptions::max_heap_size).
+    MaxHeapSize,
+    /// The process's mailbox went over its
+    /// [`max_message_queue_len`](crate::SpawnOptions::max_message_queue_len).
+    MaxMessageQueueLen,
 }
 
 impl ExitReason {
@@ -72,6 +78,8 @@ impl fmt::Display for ExitReason {
             ExitReason::NoProc => f.write_str("noproc"),
             ExitReason::Panic(msg) => write!(f, "panic: {msg}"),
             ExitReason::Custom(reason) => f.write_str(reason),
+            ExitReason::MaxHeapSize => f.write_str("max_heap_size"),
+            ExitReason::MaxMessageQueueLen => f.write_str("max_message_queue_len"),
         }
     }
 }

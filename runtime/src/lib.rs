@@ -64,6 +64,7 @@ extern crate self as runtime;
 
 mod exit;
 pub mod gen_server;
+pub mod heap;
 mod mailbox;
 mod message;
 mod node;
@@ -85,6 +86,7 @@ pub mod __private {
 }
 
 pub use exit::{Exit, ExitReason, FnReturn, IntoExitReason, Never};
+pub use heap::CountingAlloc;
 pub use mailbox::{
     ReceiveMatch, receive, receive_any, receive_any_timeout, receive_match, receive_timeout,
     receive_where,

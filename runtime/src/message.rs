@@ -56,6 +56,14 @@ impl Message {
     }
 }
 
+impl Message {
+    /// Moves the message's envelope into `to`'s heap account (see [`crate::heap`]).
+    #[inline]
+    pub(crate) fn move_to(&mut self, to: &'static crate::heap::Account) {
+        crate::heap::move_box(&mut self.value, to);
+    }
+}
+
 impl fmt::Debug for Message {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Message").finish_non_exhaustive()

@@ -57,6 +57,7 @@ pub(crate) struct NodeInner {
 
 impl NodeInner {
     fn new(handle: tokio::runtime::Handle, shutdown_grace: Duration) -> Arc<NodeInner> {
+        crate::heap::warm_up();
         let id = NEXT_NODE.fetch_add(1, Ordering::Relaxed);
         let inner = Arc::new(NodeInner {
             id,

@@ -29,7 +29,7 @@ mod table;
 mod task;
 
 use std::borrow::Cow;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::task::Waker;
 
@@ -45,6 +45,7 @@ pub use spawn::{
 };
 pub(crate) use table::{InsertError, ProcessTable};
 
+use crate::heap::{Account, Charging};
 use crate::mailbox::{Envelope, Mailbox};
 use crate::node::NodeInner;
 use crate::registry::Name;
@@ -83,6 +84,16 @@ pub(crate) struct Process {
     call_timer: OnceLock<Arc<CallTimer>>,
     /// The trace sessions that trace it.
     pub(crate) trace_flags: TraceFlags,
+    /// Its heap account, given back when this record is dropped.
+    pub(crate) account: &'static Account,
+    /// `max_message_queue_len`; `usize::MAX` for none.
+    max_queue_len: AtomicUsize,
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        self.account.release();
+    }
 }
 
 #[derive(Default)]
@@ -105,6 +116,7 @@ impl Process {
         node: Arc<NodeInner>,
         parent: Option<Pid>,
         initial_call: Cow<'static, str>,
+        account: &'static Account,
     ) -> Process {
         Process {
             pid,
@@ -124,6 +136,8 @@ impl Process {
             finished: AtomicBool::new(false),
             call_timer: OnceLock::new(),
             trace_flags: TraceFlags::default(),
+            account,
+            max_queue_len: AtomicUsize::new(usize::MAX),
         }
     }
 
@@ -136,17 +150,41 @@ impl Process {
     #[inline]
     pub(crate) fn push_message(&self, msg: Message) {
         // Dropped here when the mailbox is closed, as Erlang drops messages to dead pids.
-        let _ = self.mailbox.push(Envelope::Message(msg));
+        let _ = self.try_push_message(msg);
     }
 
-    /// Queues a message, giving it back when the process has exited.
+    /// Queues a message, giving it back when the process has exited. Its envelope moves to
+    /// this process's heap account, and growing the queue is charged here too.
     #[inline]
-    pub(crate) fn try_push_message(&self, msg: Message) -> Result<(), Message> {
-        match self.mailbox.push(Envelope::Message(msg)) {
-            Ok(()) => Ok(()),
+    pub(crate) fn try_push_message(&self, mut msg: Message) -> Result<(), Message> {
+        msg.move_to(self.account);
+        let pushed = {
+            let _charging = Charging::new(self.account, true);
+            self.mailbox.push(Envelope::Message(msg))
+        };
+        match pushed {
+            Ok(()) => {
+                let max = self.max_queue_len.load(Ordering::Relaxed);
+                if max != usize::MAX && self.mailbox.len() > max {
+                    self.set_pending_exit(ExitReason::MaxMessageQueueLen);
+                    self.wake();
+                }
+                Ok(())
+            }
             Err(Envelope::Message(msg)) => Err(msg),
             Err(Envelope::Signal(_)) => unreachable!("pushed a message"),
         }
+    }
+
+    /// Sets `max_message_queue_len`.
+    pub(crate) fn set_max_queue_len(&self, max: usize) {
+        self.max_queue_len.store(max, Ordering::Relaxed);
+    }
+
+    /// Whether the process went over a heap limit: its next checkpoint ends it.
+    #[inline]
+    pub(crate) fn over_heap_limit(&self) -> bool {
+        self.account.over_limit()
     }
 
     pub(crate) fn push_signal(&self, signal: Signal) {

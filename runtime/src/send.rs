@@ -19,6 +19,7 @@ use crate::{Message, Pid};
 #[allow(unsafe_code)]
 #[traced(module = "runtime")]
 pub fn send<M: Any + Send>(pid: Pid, msg: M) {
+    crate::heap::checkpoint();
     let msg = Message::new(msg);
     NodeInner::with_process(pid, move |p| p.push_message(msg));
 }

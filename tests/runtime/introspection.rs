@@ -114,3 +114,22 @@ fn the_initial_call_can_be_named_and_processes_lists_the_node() {
         std::thread::yield_now();
     }
 }
+
+#[test]
+fn heap_figures_without_the_counting_allocator_say_how_to_install_it() {
+    // This test binary does not install `CountingAlloc`.
+    assert!(!runtime::heap::installed());
+    let node = node();
+    let (info, err) = node
+        .run(async {
+            let me = self_pid();
+            (
+                process_info(me).unwrap(),
+                runtime::heap::process_heap(me).unwrap_err(),
+            )
+        })
+        .unwrap();
+    assert_eq!(info.heap, None);
+    assert_eq!(err, runtime::heap::HeapError::NotInstalled);
+    assert!(err.to_string().contains("#[global_allocator]"), "{err}");
+}

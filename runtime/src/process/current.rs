@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use super::Process;
 use crate::Pid;
+use crate::heap::Charging;
 
 pub(crate) struct Current {
     pub(crate) process: Arc<Process>,
@@ -30,23 +31,28 @@ pub(crate) fn current_node_id() -> u32 {
 }
 
 /// Makes `current` this thread's current process until the guard drops, which puts back the
-/// previous one and hands `current` back through `slot`.
+/// previous one and hands `current` back through `slot`. Meanwhile the thread's allocations are
+/// charged to it (see [`crate::heap`]).
 pub(crate) struct Enter<'a> {
     slot: &'a mut Option<Arc<Process>>,
     prev: Option<Current>,
     prev_node: u32,
+    // Dropped after `drop` below has put the previous process back.
+    _charging: Charging,
 }
 
 impl<'a> Enter<'a> {
     /// Moves the `Arc` out of `slot` into the thread-local; the guard moves it back.
     pub(crate) fn new(slot: &'a mut Option<Arc<Process>>, helper: bool) -> Option<Enter<'a>> {
         let process = slot.take()?;
+        let charging = Charging::new(process.account, helper);
         let prev_node = CURRENT_NODE.with(|n| n.replace(process.node.id));
         let prev = CURRENT.with(|c| c.replace(Some(Current { process, helper })));
         Some(Enter {
             slot,
             prev,
             prev_node,
+            _charging: charging,
         })
     }
 }

@@ -50,6 +50,9 @@ pub struct ProcessInfo {
     /// The trace sessions that trace it: bit `n` is the session in slot `n`
     /// ([`TraceSession::slot`](crate::trace::TraceSession::slot)).
     pub trace_sessions: u64,
+    /// Its heap figures; `None` unless [`CountingAlloc`](crate::CountingAlloc) is the global
+    /// allocator ([`heap::process_heap`](crate::heap::process_heap) says why).
+    pub heap: Option<crate::heap::HeapStats>,
 }
 
 impl Process {
@@ -75,6 +78,7 @@ impl Process {
             monitored_by: state.monitored_by.iter().map(|(_, p)| *p).collect(),
             trap_exit: self.trap_exit.load(Ordering::Relaxed),
             trace_sessions: self.trace_flags.traced(),
+            heap: crate::heap::installed().then(|| self.account.stats()),
         }
     }
 }

@@ -10,6 +10,7 @@ use super::task::{HelperTask, ProcessTask, run_as_helper};
 use super::{InsertError, Process, with_current};
 use crate::Pid;
 use crate::exit::IntoExitReason;
+use crate::heap::{Account, Charging};
 use crate::node::NodeInner;
 use crate::registry::{Name, RegistryError};
 use crate::signal::{MonitorRef, monitor_with};
@@ -36,6 +37,8 @@ pub struct SpawnOptions {
     initial_call: Option<Cow<'static, str>>,
     /// Trace session slots to trace the new process for, with their `set_on_spawn`.
     traced_by: Vec<(u32, u32, bool)>,
+    max_heap_size: Option<u64>,
+    max_message_queue_len: Option<usize>,
 }
 
 impl SpawnOptions {
@@ -78,6 +81,25 @@ impl SpawnOptions {
     ) -> SpawnOptions {
         self.traced_by
             .push((session.node(), session.slot(), set_on_spawn));
+        self
+    }
+
+    /// Ends the process with [`ExitReason::MaxHeapSize`] once its live heap goes over `bytes`.
+    ///
+    /// A soft limit: the allocator cannot fail or unwind, so the process ends at its next
+    /// checkpoint after going over (the end of its current poll, or a runtime call such as
+    /// `send`), as Erlang checks `max_heap_size` at its next garbage collection. Needs
+    /// [`CountingAlloc`](crate::CountingAlloc); without it the limit never triggers.
+    pub fn max_heap_size(mut self, bytes: u64) -> SpawnOptions {
+        self.max_heap_size = Some(bytes);
+        self
+    }
+
+    /// Ends the process with [`ExitReason::MaxMessageQueueLen`] once more than `len` messages
+    /// wait in its mailbox (checked as each message is queued; the process ends at its next
+    /// poll).
+    pub fn max_message_queue_len(mut self, len: usize) -> SpawnOptions {
+        self.max_message_queue_len = Some(len);
         self
     }
 
@@ -157,20 +179,26 @@ where
         return Err(SpawnError::NotInProcess);
     }
     let initial_call = opts.initial_call.unwrap_or_else(default_initial_call::<F>);
-    let process = node
-        .table
-        .insert(node.stopping_flag(), |pid| {
+    // The table's own storage is the node's, not any process's.
+    let process = crate::heap::suppressed(|| {
+        node.table.insert(node.stopping_flag(), |pid| {
+            // The new process's record and mailbox are its own (charged as "shared": the
+            // process may start running before the spawner is done).
+            let account = Account::acquire();
+            let _charging = Charging::new(account, true);
             Arc::new(Process::new(
                 pid,
                 Arc::clone(node),
                 parent.map(|p| p.pid),
                 initial_call,
+                account,
             ))
         })
-        .map_err(|e| match e {
-            InsertError::Full => SpawnError::TableFull,
-            InsertError::Stopping => SpawnError::NodeStopping { node: node.id },
-        })?;
+    })
+    .map_err(|e| match e {
+        InsertError::Full => SpawnError::TableFull,
+        InsertError::Stopping => SpawnError::NodeStopping { node: node.id },
+    })?;
     node.process_spawned();
     if let Some(name) = &opts.name
         && let Err(e) = node.registry.register(name, &process)
@@ -180,6 +208,12 @@ where
     }
     if opts.trap_exit {
         process.set_trap_exit(true);
+    }
+    if let Some(bytes) = opts.max_heap_size {
+        process.account.set_limit(bytes);
+    }
+    if let Some(len) = opts.max_message_queue_len {
+        process.set_max_queue_len(len);
     }
     crate::trace::flags_at_spawn(node.id, parent.map(|p| &**p), &process.trace_flags);
     for &(session_node, bit, set_on_spawn) in &opts.traced_by {
@@ -199,8 +233,12 @@ where
             monitor = Some(mref);
         }
     }
-    node.handle
-        .spawn(ProcessTask::new(future, Arc::clone(&process)));
+    {
+        // Its task is its own too.
+        let _charging = Charging::new(process.account, true);
+        node.handle
+            .spawn(ProcessTask::new(future, Arc::clone(&process)));
+    }
     Ok((process, monitor))
 }
 

@@ -62,6 +62,17 @@ impl<F> ProcessTask<F> {
     }
 }
 
+/// At a poll boundary: the reason to end with, from pending signals or a heap limit.
+#[inline]
+fn checkpoint(p: &Process) -> Option<ExitReason> {
+    if p.has_flags()
+        && let Some(reason) = p.take_exit()
+    {
+        return Some(reason);
+    }
+    p.over_heap_limit().then_some(ExitReason::MaxHeapSize)
+}
+
 fn reason_of_panic(payload: Box<dyn std::any::Any + Send>) -> ExitReason {
     match payload.downcast::<ExitPayload>() {
         Ok(exit) => exit.0,
@@ -86,7 +97,7 @@ where
             let p = p?;
             p.task_waker.get_or_init(|| cx.waker().clone());
             p.status.store(STATUS_RUNNING, Ordering::Relaxed);
-            if p.has_flags() { p.take_exit() } else { None }
+            checkpoint(p)
         });
         let reason = match before {
             Some(reason) => reason,
@@ -102,7 +113,7 @@ where
                     // After a pending poll: act on signals that came during it, or suspend.
                     Ok(Poll::Pending) => match with_current(|p| {
                         let p = p?;
-                        let exit = if p.has_flags() { p.take_exit() } else { None };
+                        let exit = checkpoint(p);
                         if exit.is_none() {
                             p.status.store(STATUS_WAITING, Ordering::Relaxed);
                         }

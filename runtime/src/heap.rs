@@ -1,0 +1,213 @@
+//! Per-process heaps: what each process allocated, what it still holds, and its peak.
+//!
+//! Install [`CountingAlloc`] as the global allocator and every allocation made while a process
+//! is polled is charged to that process (and, for `tprof`'s call_memory, to the innermost
+//! traced function it is in): words (8 bytes, rounded up per allocation, as tprof counts),
+//! bytes and blocks. Each block is tagged with its owner, so a free credits the owner's live
+//! bytes even when another process or thread frees it, and a free after the owner is gone is
+//! harmless.
+//!
+//! - The runtime's bookkeeping for a new process (its task, table entry and mailbox) is charged
+//!   to the new process, not to its parent.
+//! - A message's envelope (the box [`send`](crate::send) puts it in) moves to the receiver's
+//!   account when it is queued; what the message owns stays with whoever allocated it.
+//! - Growing a mailbox's queue is charged to the receiver.
+//! - Work of [`spawn_task`](crate::spawn_task) and [`spawn_blocking`](crate::spawn_blocking)
+//!   helpers is charged to the process they belong to.
+//! - Allocations outside any process, and the profiler's own, are charged to no one.
+//!
+//! ```
+//! use runtime::{Node, heap};
+//!
+//! #[global_allocator]
+//! static ALLOC: runtime::CountingAlloc = runtime::CountingAlloc::system();
+//!
+//! # fn main() {
+//! let node = Node::new().unwrap();
+//! let stats = node
+//!     .run(async {
+//!         let kept = vec![0u8; 1000];
+//!         let stats = heap::process_heap(runtime::self_pid()).unwrap();
+//!         drop(kept);
+//!         stats
+//!     })
+//!     .unwrap();
+//! assert!(stats.bytes >= 1000 && stats.live_bytes >= 1000);
+//! # }
+//! ```
+//!
+//! # Limits
+//!
+//! [`SpawnOptions::max_heap_size`](crate::SpawnOptions::max_heap_size) and
+//! [`SpawnOptions::max_message_queue_len`](crate::SpawnOptions::max_message_queue_len) are soft
+//! limits: an allocator may not fail or unwind for accounting's sake, so going over sets a flag
+//! that the process acts on at its next checkpoint (the end of its current poll, or a runtime
+//! call such as `receive`), ending with [`ExitReason::MaxHeapSize`](crate::ExitReason) or
+//! [`ExitReason::MaxMessageQueueLen`](crate::ExitReason) — as Erlang checks its limit at the
+//! next garbage collection.
+//!
+//! # Without the allocator
+//!
+//! Heap figures need [`CountingAlloc`]; without it, [`process_heap`] fails with
+//! [`HeapError::NotInstalled`], which says how to install it, instead of reporting zeros.
+
+mod account;
+mod alloc;
+
+use std::fmt;
+use std::sync::OnceLock;
+
+pub(crate) use account::{Account, Charging, current_owner_account};
+pub use alloc::CountingAlloc;
+
+use crate::Pid;
+use crate::node::NodeInner;
+
+/// One process's heap figures.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct HeapStats {
+    /// Words allocated (8 bytes each, rounded up per allocation), freed or not.
+    pub words: u64,
+    /// Bytes allocated, freed or not.
+    pub bytes: u64,
+    /// Allocations made.
+    pub blocks: u64,
+    /// Bytes it owns that are not freed yet.
+    pub live_bytes: u64,
+    /// The most live bytes it has held at once.
+    pub peak_live_bytes: u64,
+}
+
+/// Why heap figures could not be read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum HeapError {
+    /// [`CountingAlloc`] is not the global allocator of this program.
+    NotInstalled,
+    /// No such process is alive.
+    NoProc(Pid),
+}
+
+impl fmt::Display for HeapError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HeapError::NotInstalled => f.write_str(
+                "heap figures need the counting allocator, which this program does not use; \
+                 add `#[global_allocator] static ALLOC: runtime::CountingAlloc = \
+                 runtime::CountingAlloc::system();` to the binary (main.rs, or each \
+                 integration-test file)",
+            ),
+            HeapError::NoProc(pid) => write!(f, "no process {pid} is alive"),
+        }
+    }
+}
+
+impl std::error::Error for HeapError {}
+
+/// Whether [`CountingAlloc`] is this program's global allocator.
+pub fn installed() -> bool {
+    static INSTALLED: OnceLock<bool> = OnceLock::new();
+    *INSTALLED.get_or_init(|| {
+        let prev = account::set_charge(account::Charge::Probe);
+        let probe = std::hint::black_box(Box::new(0u64));
+        account::set_charge(prev);
+        let seen = alloc::PROBED.swap(0, std::sync::atomic::Ordering::Relaxed);
+        seen == &*probe as *const u64 as usize
+    })
+}
+
+/// [`HeapError::NotInstalled`] unless [`CountingAlloc`] is the global allocator.
+///
+/// # Errors
+/// [`HeapError::NotInstalled`], whose message says how to install it.
+pub fn require_installed() -> Result<(), HeapError> {
+    if installed() {
+        Ok(())
+    } else {
+        Err(HeapError::NotInstalled)
+    }
+}
+
+/// The heap figures of process `pid` (on any node of this OS process).
+///
+/// # Errors
+/// [`HeapError::NotInstalled`] without [`CountingAlloc`]; [`HeapError::NoProc`] when `pid` is
+/// not alive.
+pub fn process_heap(pid: Pid) -> Result<HeapStats, HeapError> {
+    require_installed()?;
+    NodeInner::with_process(pid, |p| p.account.stats()).ok_or(HeapError::NoProc(pid))
+}
+
+/// Makes the allocations that the standard library makes lazily, on first use, outside any
+/// process (stdout's and stderr's buffers), so that the first process to print is not charged
+/// for them; and checks once whether the allocator is installed.
+pub(crate) fn warm_up() {
+    suppressed(|| {
+        let _ = std::io::stdout();
+        let _ = std::io::stderr();
+        installed();
+    });
+}
+
+/// The checkpoint of a runtime call: a process over its `max_heap_size` ends here, unless it is
+/// already ending or unwinding.
+#[inline]
+pub(crate) fn checkpoint() {
+    if let Some(account) = current_owner_account()
+        && account.over_limit()
+    {
+        over_limit_exit();
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn over_limit_exit() {
+    if std::thread::panicking() {
+        return;
+    }
+    let running = crate::process::with_current_owner(|p| p.is_some_and(|p| !p.is_exiting()));
+    if running {
+        crate::exit_self(crate::ExitReason::MaxHeapSize);
+    }
+}
+
+/// Runs `f` with this thread's allocations charged to no one: the runtime's and the profiler's
+/// own work.
+#[inline]
+pub(crate) fn suppressed<R>(f: impl FnOnce() -> R) -> R {
+    struct Restore(account::Charge);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            account::set_charge(self.0);
+        }
+    }
+    let _restore = Restore(account::set_charge(account::Charge::None));
+    f()
+}
+
+/// Moves the block of a box into `to`'s account: its bytes leave its owner's live bytes and
+/// join `to`'s. Nothing happens without [`CountingAlloc`], or for a zero-sized value.
+pub(crate) fn move_box<T: ?Sized>(value: &mut Box<T>, to: &'static Account) {
+    let layout = std::alloc::Layout::for_value::<T>(value);
+    if layout.size() == 0 || !installed() {
+        return;
+    }
+    let Some(plan) = alloc::Plan::of(layout) else {
+        return;
+    };
+    let block = (&mut **value as *mut T).cast::<u8>();
+    let tag_ptr = plan.tag_ptr(block);
+    // SAFETY: `installed()` proved the global allocator is a `CountingAlloc`, which made the
+    // box's block with `plan` for this layout (a `Box` allocates `Layout::for_value` of its
+    // value through the global allocator), so the tag's 8 aligned bytes lie inside that
+    // block, outside the value. The `&mut Box` makes this the only access to the block: no
+    // one can free or reallocate it meanwhile.
+    #[allow(unsafe_code)]
+    unsafe {
+        let tag = account::Tag::unpack(tag_ptr.read());
+        let moved = alloc::move_charge(tag, layout.size(), to);
+        tag_ptr.write(moved.pack());
+    }
+}

@@ -1,0 +1,422 @@
+//! Per-process heaps with the counting allocator installed.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use proptest::prelude::*;
+use runtime::heap::{self, HeapStats};
+use runtime::{
+    Down, ExitReason, Node, Pid, SpawnOptions, receive, self_pid, send, spawn, spawn_blocking,
+    spawn_monitor, spawn_opt,
+};
+
+#[global_allocator]
+static ALLOC: runtime::CountingAlloc = runtime::CountingAlloc::system();
+
+fn me() -> HeapStats {
+    heap::process_heap(self_pid()).unwrap()
+}
+
+fn node() -> Node {
+    Node::builder().worker_threads(2).build().unwrap()
+}
+
+#[test]
+fn the_allocator_is_detected() {
+    assert!(heap::installed());
+    heap::require_installed().unwrap();
+    let node = node();
+    let info = node
+        .run(async { runtime::process_info(self_pid()).unwrap() })
+        .unwrap();
+    assert!(info.heap.is_some());
+}
+
+#[test]
+fn an_allocation_is_charged_exactly_to_its_process() {
+    let node = node();
+    let (before, during, after) = node
+        .run(async {
+            let before = me();
+            let v: Vec<u8> = Vec::with_capacity(1001);
+            let during = me();
+            drop(std::hint::black_box(v));
+            (before, during, me())
+        })
+        .unwrap();
+    assert_eq!(during.bytes - before.bytes, 1001);
+    assert_eq!(
+        during.words - before.words,
+        126,
+        "1001 bytes round up to 126 words"
+    );
+    assert_eq!(during.blocks - before.blocks, 1);
+    assert_eq!(during.live_bytes - before.live_bytes, 1001);
+    assert_eq!(after.live_bytes, before.live_bytes);
+    assert!(after.peak_live_bytes >= during.live_bytes);
+    assert_eq!(after.bytes, during.bytes, "a free allocates nothing");
+}
+
+#[test]
+fn growing_a_vec_counts_each_reallocation() {
+    let node = node();
+    let (before, after) = node
+        .run(async {
+            let before = me();
+            let mut v: Vec<u64> = Vec::with_capacity(4);
+            v.extend(0..4u64);
+            v.reserve_exact(4); // 32 -> 64 bytes
+            let after = me();
+            drop(std::hint::black_box(v));
+            (before, after)
+        })
+        .unwrap();
+    assert_eq!(after.blocks - before.blocks, 2);
+    assert_eq!(after.bytes - before.bytes, 32 + 64);
+    assert_eq!(after.live_bytes - before.live_bytes, 64);
+}
+
+#[repr(align(128))]
+struct Aligned([u8; 200]);
+
+#[test]
+fn over_aligned_blocks_keep_their_alignment_and_are_counted() {
+    let node = node();
+    let (before, after, aligned, capacity) = node
+        .run(async {
+            let mut blocks: Vec<Box<Aligned>> = Vec::with_capacity(10);
+            let before = me();
+            for i in 0..10u8 {
+                blocks.push(Box::new(Aligned([i; 200])));
+            }
+            let aligned = blocks.iter().enumerate().all(|(i, b)| {
+                (&**b as *const Aligned as usize).is_multiple_of(128) && b.0[199] == i as u8
+            });
+            let after = me();
+            let capacity = blocks.capacity();
+            drop(std::hint::black_box(blocks));
+            (before, after, aligned, capacity)
+        })
+        .unwrap();
+    assert!(aligned);
+    assert_eq!(capacity, 10);
+    let size = std::mem::size_of::<Aligned>() as u64;
+    assert_eq!(size, 256);
+    assert_eq!(after.blocks - before.blocks, 10);
+    assert_eq!(after.bytes - before.bytes, 10 * size);
+    assert_eq!(after.live_bytes - before.live_bytes, 10 * size);
+}
+
+#[test]
+fn over_aligned_vecs_grow_and_shrink_through_realloc() {
+    let node = node();
+    let ok = node
+        .run(async {
+            let start = me();
+            let mut v: Vec<Aligned> = Vec::new();
+            for i in 0..50u8 {
+                v.push(Aligned([i; 200]));
+            }
+            v.truncate(3);
+            v.shrink_to_fit();
+            let ok = v.iter().enumerate().all(|(i, a)| a.0[0] == i as u8)
+                && (v.as_ptr() as usize).is_multiple_of(128);
+            let live = me().live_bytes - start.live_bytes;
+            drop(v);
+            (ok, live, me().live_bytes - start.live_bytes)
+        })
+        .unwrap();
+    assert!(ok.0);
+    assert_eq!(ok.1, 3 * 256);
+    assert_eq!(ok.2, 0);
+}
+
+#[test]
+fn a_block_freed_by_another_process_credits_its_owner() {
+    let node = node();
+    let (owner_before, owner_after, freer_delta) = node
+        .run(async {
+            let me_pid = self_pid();
+            let freer = spawn(async move {
+                let data: Vec<u8> = receive().await;
+                let before = me();
+                drop(data);
+                let after = me();
+                send(
+                    me_pid,
+                    (after.live_bytes as i64) - (before.live_bytes as i64),
+                );
+            })
+            .unwrap();
+            // The owner's mailbox buffers are allocated once, on first use: warm them.
+            send(me_pid, 0i64);
+            let _: i64 = receive().await;
+            let data = vec![7u8; 4096];
+            let owner_before = me();
+            send(freer, data);
+            let freer_delta: i64 = receive().await;
+            (owner_before, me(), freer_delta)
+        })
+        .unwrap();
+    assert_eq!(freer_delta, 0, "the freer never owned the vec's buffer");
+    // The owner lost the buffer (4096 bytes); it allocated the message envelope (24 bytes, a
+    // Vec by value), which moved to the freer with the message.
+    assert_eq!(owner_before.live_bytes - owner_after.live_bytes, 4096);
+}
+
+#[test]
+fn a_queued_envelope_belongs_to_the_receiver() {
+    let node = node();
+    let (before, queued, received) = node
+        .run(async {
+            let parent = self_pid();
+            let (child, _) = spawn_monitor(async move {
+                let go: &'static str = receive().await;
+                assert_eq!(go, "go");
+                let before = me();
+                send(parent, before);
+                let _: Duration = receive().await;
+                let queued = me();
+                send(parent, queued);
+                let payload: [u64; 256] = receive().await;
+                assert_eq!(payload[255], 255);
+                send(parent, me());
+            })
+            .unwrap();
+            send(child, "go");
+            let before: HeapStats = receive().await;
+            let mut payload = [0u64; 256];
+            for (i, x) in payload.iter_mut().enumerate() {
+                *x = i as u64;
+            }
+            send(child, payload); // a 2048-byte envelope
+            send(child, Duration::ZERO);
+            let queued: HeapStats = receive().await;
+            let received: HeapStats = receive().await;
+            let _: Down = receive().await;
+            (before, queued, received)
+        })
+        .unwrap();
+    assert!(
+        queued.live_bytes >= before.live_bytes + 2048,
+        "queued: {queued:?}, before: {before:?}"
+    );
+    assert!(
+        queued.bytes - before.bytes < 2048,
+        "the receiver did not allocate the envelope"
+    );
+    assert!(received.live_bytes < queued.live_bytes - 2000);
+}
+
+#[test]
+fn a_free_after_the_owner_is_gone_is_harmless() {
+    let node = node();
+    let live = node
+        .run(async {
+            let parent = self_pid();
+            let (owner, _) = spawn_monitor(async move {
+                send(parent, vec![1u8; 10_000]);
+            })
+            .unwrap();
+            let data: Vec<u8> = receive().await;
+            let down: Down = receive().await;
+            assert_eq!(down.pid, owner);
+            let before = me();
+            drop(data);
+            (before.live_bytes, me().live_bytes)
+        })
+        .unwrap();
+    assert_eq!(live.0, live.1);
+}
+
+#[test]
+fn a_new_process_is_charged_for_its_own_bookkeeping() {
+    let node = node();
+    let (parent_growth, child) = node
+        .run(async {
+            let parent = self_pid();
+            // Warm the parent's own one-off allocations (its monitor list) first.
+            spawn_monitor(async {}).unwrap();
+            let _: Down = receive().await;
+            let mut pids: Vec<Pid> = Vec::with_capacity(100);
+            let during = me();
+            for _ in 0..100 {
+                pids.push(
+                    spawn(async move {
+                        let () = receive().await;
+                        let _ = parent;
+                    })
+                    .unwrap(),
+                );
+            }
+            let after = me();
+            let child = heap::process_heap(pids[50]).unwrap();
+            for pid in pids {
+                send(pid, ());
+            }
+            (after.bytes - during.bytes, child)
+        })
+        .unwrap();
+    assert!(
+        child.bytes >= 400,
+        "a process's record, task and mailbox are its own: {child:?}"
+    );
+    assert!(
+        parent_growth < 100 * 8,
+        "the parent paid {parent_growth} bytes for 100 spawns"
+    );
+}
+
+#[test]
+fn helpers_work_is_charged_to_their_process() {
+    let node = node();
+    let (before, after) = node
+        .run(async {
+            let before = me();
+            let handle = spawn_blocking(|| {
+                let v = vec![0u8; 50_000];
+                std::hint::black_box(v).len()
+            });
+            assert_eq!(handle.unwrap().await.unwrap(), 50_000);
+            (before, me())
+        })
+        .unwrap();
+    assert!(
+        after.bytes - before.bytes >= 50_000,
+        "{before:?} -> {after:?}"
+    );
+}
+
+#[test]
+fn max_heap_size_ends_a_process_that_keeps_allocating() {
+    let node = node();
+    let down = node
+        .run(async {
+            let (pid, _) = spawn_opt(
+                async {
+                    let mut kept: Vec<Vec<u8>> = Vec::new();
+                    loop {
+                        kept.push(vec![0u8; 64 * 1024]);
+                        tokio::task::yield_now().await;
+                    }
+                },
+                SpawnOptions::new().monitor().max_heap_size(1 << 20),
+            )
+            .map(|s| (s.pid, s.monitor))
+            .unwrap();
+            let down: Down = receive().await;
+            assert_eq!(down.pid, pid);
+            down
+        })
+        .unwrap();
+    assert_eq!(down.reason, ExitReason::MaxHeapSize);
+}
+
+#[test]
+fn max_heap_size_is_checked_at_a_runtime_call_too() {
+    let node = node();
+    let down = node
+        .run(async {
+            let me_pid = self_pid();
+            spawn_opt(
+                async move {
+                    let mut kept: Vec<Vec<u8>> = Vec::new();
+                    // Never yields: only the runtime call can end it.
+                    for _ in 0..1000 {
+                        kept.push(vec![0u8; 64 * 1024]);
+                        send(me_pid, kept.len());
+                    }
+                },
+                SpawnOptions::new().monitor().max_heap_size(1 << 20),
+            )
+            .unwrap();
+            let down: Down = receive().await;
+            let mut sent = 0;
+            while let Some(n) = runtime::receive_timeout::<usize>(Duration::ZERO).await {
+                sent = n;
+            }
+            (down, sent)
+        })
+        .unwrap();
+    assert_eq!(down.0.reason, ExitReason::MaxHeapSize);
+    assert!(
+        down.1 <= 17,
+        "ended soon after 1 MiB, at the {}th send",
+        down.1
+    );
+}
+
+#[test]
+fn max_message_queue_len_ends_a_process_whose_mailbox_overflows() {
+    let node = node();
+    let down = node
+        .run(async {
+            let spawned = spawn_opt(
+                async {
+                    let () = receive().await; // never sent
+                },
+                SpawnOptions::new().monitor().max_message_queue_len(10),
+            )
+            .unwrap();
+            for i in 0..11u32 {
+                send(spawned.pid, i);
+            }
+            let down: Down = receive().await;
+            down
+        })
+        .unwrap();
+    assert_eq!(down.reason, ExitReason::MaxMessageQueueLen);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 8, ..ProptestConfig::default() })]
+
+    /// Many processes on two workers, each allocating known sizes with yields in between (so
+    /// they move between workers): every process's figures are exact.
+    #[test]
+    fn every_process_figure_is_exact_while_processes_migrate(
+        sizes in proptest::collection::vec(proptest::collection::vec(1usize..5000, 1..20), 2..24)
+    ) {
+        let node = node();
+        let expected: Vec<[u64; 4]> = sizes
+            .iter()
+            .map(|s| {
+                let words = s.iter().map(|n| n.div_ceil(8) as u64).sum();
+                let bytes: u64 = s.iter().map(|n| *n as u64).sum();
+                [words, bytes, s.len() as u64, bytes]
+            })
+            .collect();
+        let n = sizes.len();
+        let measured = node
+            .run(async move {
+                let parent = self_pid();
+                for (i, s) in sizes.into_iter().enumerate() {
+                    spawn(async move {
+                        let mut kept: Vec<Vec<u8>> = Vec::with_capacity(s.len());
+                        let mut sum = [0u64; 4];
+                        for n in s {
+                            let before = me();
+                            kept.push(Vec::with_capacity(n));
+                            let after = me();
+                            sum[0] += after.words - before.words;
+                            sum[1] += after.bytes - before.bytes;
+                            sum[2] += after.blocks - before.blocks;
+                            sum[3] += after.live_bytes - before.live_bytes;
+                            tokio::task::yield_now().await;
+                        }
+                        send(parent, (i, sum));
+                    })
+                    .unwrap();
+                }
+                let mut measured = vec![[0u64; 4]; n];
+                for _ in 0..n {
+                    let (i, sum): (usize, [u64; 4]) = receive().await;
+                    measured[i] = sum;
+                }
+                measured
+            })
+            .unwrap();
+        prop_assert_eq!(measured, expected);
+    }
+}
