@@ -186,3 +186,16 @@ fn the_runtime_api_is_traced_like_bifs() {
     assert_eq!(calls_of(&s, "receive"), 10);
     assert_eq!(calls_of(&s, "spawn"), 1);
 }
+
+#[test]
+fn call_memory_without_the_counting_allocator_is_an_error_that_says_how_to_install_it() {
+    let node = node();
+    let err = node
+        .trace_session_with(runtime::trace::TraceTypes::CALL_MEMORY)
+        .unwrap_err();
+    assert_eq!(err, runtime::trace::SessionError::AllocatorNotInstalled);
+    assert!(err.to_string().contains("#[global_allocator]"), "{err}");
+    // call_time needs no allocator.
+    node.trace_session_with(runtime::trace::TraceTypes::CALL_TIME)
+        .unwrap();
+}

@@ -88,6 +88,8 @@ pub(crate) struct Process {
     pub(crate) account: &'static Account,
     /// `max_message_queue_len`; `usize::MAX` for none.
     max_queue_len: AtomicUsize,
+    /// Its call_time / call_memory figures, made at the first poll a session measures.
+    pub(crate) trace_data: OnceLock<crate::trace::ProcTraceRef>,
 }
 
 impl Drop for Process {
@@ -138,6 +140,7 @@ impl Process {
             trace_flags: TraceFlags::default(),
             account,
             max_queue_len: AtomicUsize::new(usize::MAX),
+            trace_data: OnceLock::new(),
         }
     }
 

@@ -17,11 +17,51 @@
 //! about 7–8 ns a call today (the per-thread shard lookup), more than the 1 ns aimed at.
 //! A [`TraceSession`] sets its bit in the masks of the functions its patterns match, and counts
 //! their calls.
+//!
+//! # Measuring processes: call_time and call_memory
+//!
+//! A session opened with [`TraceTypes::CALL_TIME`] or [`TraceTypes::CALL_MEMORY`]
+//! ([`NodeHandle::trace_session_with`](crate::NodeHandle::trace_session_with)) measures the
+//! processes it has a trace flag on ([`TraceSession::enable_trace`]), as tprof does:
+//!
+//! - time and memory go to the innermost traced function on the process's traced stack,
+//!   exclusive of traced callees and inclusive of untraced ones; recursion is never counted
+//!   twice;
+//! - time counts only while the process is polled (not while it waits in `receive`, sleeps,
+//!   or sits runnable in a queue), read from the TSC through `quanta` and kept in nanoseconds;
+//! - memory is what the process allocates ([`crate::heap`]: words, bytes, blocks), so it needs
+//!   [`CountingAlloc`](crate::CountingAlloc);
+//! - every entry is a call; an `async fn` is entered at its first poll and left when it
+//!   completes; a call already running when tracing starts is not counted;
+//! - a panic unwinding through traced frames pops them, so the counts include the calls that
+//!   panicked and the next process on that thread starts with an empty stack.
+//!
+//! [`TraceSession::measurements`] reads the figures per process (ended ones included) while
+//! processes run; [`TraceSession::pause`] makes them stable.
+//!
+//! ```
+//! use runtime::Node;
+//! use runtime::trace::{ProcessSpec, TracePattern, TraceTypes};
+//!
+//! #[runtime::traced]
+//! fn parse(line: &str) -> usize { line.split(',').count() }
+//!
+//! let node = Node::new().unwrap();
+//! let session = node.trace_session_with(TraceTypes::CALL_TIME).unwrap();
+//! session.set_pattern(&TracePattern::function(module_path!(), "parse")).unwrap();
+//! session.enable_trace(ProcessSpec::New, true).unwrap();
+//! let pid = node.run(async { parse("a,b,c"); parse("d"); runtime::self_pid() }).unwrap();
+//! let measured = session.measurements();
+//! assert_eq!(measured[0].pid, pid);
+//! assert_eq!(measured[0].functions[0].calls, 2);
+//! ```
 
 mod callsite;
 mod flags;
+mod measure;
 mod pattern;
 mod session;
+mod stack;
 
 pub use callsite::{CALLSITES, Callsite, Frame, Traced, callsites, enter};
 /// Traces a block as a call of its own, named by the string:
@@ -33,6 +73,10 @@ pub use runtime_macros::traced_block as traced;
 pub const INSTRUMENTED: bool = !cfg!(feature = "no-trace");
 pub use flags::{FlagError, FlagOutcome, ProcessSpec};
 pub(crate) use flags::{TraceFlags, flags_at_spawn};
+pub use measure::{FunctionMeasurement, ProcessMeasurement, TraceTypes};
+pub(crate) use measure::{ProcTraceRef, begin_poll, measuring};
 pub use pattern::{Part, TracePattern};
 pub(crate) use session::record_call;
 pub use session::{CallCount, MAX_SESSIONS, PatternError, SessionError, TraceMap, TraceSession};
+pub use stack::CAPACITY as STACK_CAPACITY;
+pub(crate) use stack::end_poll;

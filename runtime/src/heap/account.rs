@@ -97,6 +97,10 @@ pub(crate) struct Account {
     /// `max_heap_size` in live bytes; `u64::MAX` for none.
     limit: AtomicU64,
     over_limit: AtomicBool,
+    /// The callsite id of the traced function the process runs or is suspended in
+    /// (`u32::MAX` for none): kept here, in memory that outlives every process, so the traced
+    /// stack can write it without holding the process.
+    current_function: AtomicU32,
 }
 
 static ACCOUNTS: Segmented<Account> = Segmented::new();
@@ -156,6 +160,7 @@ impl Account {
                 field.store(0, Ordering::Relaxed);
             }
             account.limit.store(u64::MAX, Ordering::Relaxed);
+            account.current_function.store(u32::MAX, Ordering::Relaxed);
             account.over_limit.store(false, Ordering::Relaxed);
             account.slot.store(slot, Ordering::Relaxed);
             account.remote.store(
@@ -189,6 +194,18 @@ impl Account {
             slot: self.slot.load(Ordering::Relaxed),
             generation: self.generation.load(Ordering::Relaxed),
         }
+    }
+
+    /// Records the traced function the process is in (`u32::MAX`: none).
+    #[inline(always)]
+    pub(crate) fn set_current_function(&self, id: u32) {
+        self.current_function.store(id, Ordering::Relaxed);
+    }
+
+    /// The traced function the process is in, if known.
+    pub(crate) fn current_function(&self) -> Option<u32> {
+        let id = self.current_function.load(Ordering::Relaxed);
+        (id != u32::MAX).then_some(id)
     }
 
     /// Sets `max_heap_size` (live bytes).
@@ -273,7 +290,6 @@ impl Account {
     /// Words, bytes and blocks allocated while the process is polled (what call_memory
     /// measures between two points of a poll).
     #[inline(always)]
-    #[allow(dead_code, reason = "read by call_memory, which comes next")]
     pub(crate) fn owner_totals(&self) -> [u64; 3] {
         [
             self.words.load(Ordering::Relaxed),

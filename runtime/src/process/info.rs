@@ -53,6 +53,9 @@ pub struct ProcessInfo {
     /// Its heap figures; `None` unless [`CountingAlloc`](crate::CountingAlloc) is the global
     /// allocator ([`heap::process_heap`](crate::heap::process_heap) says why).
     pub heap: Option<crate::heap::HeapStats>,
+    /// The traced function it is running, or suspended in, while a session measures it
+    /// (call_time or call_memory); `None` otherwise, or outside any traced function.
+    pub current_function: Option<&'static crate::trace::Callsite>,
 }
 
 impl Process {
@@ -79,6 +82,10 @@ impl Process {
             trap_exit: self.trap_exit.load(Ordering::Relaxed),
             trace_sessions: self.trace_flags.traced(),
             heap: crate::heap::installed().then(|| self.account.stats()),
+            current_function: self
+                .account
+                .current_function()
+                .and_then(|id| crate::trace::callsites().get(id as usize)),
         }
     }
 }

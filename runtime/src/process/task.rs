@@ -19,8 +19,8 @@ use pin_project_lite::pin_project;
 
 use super::current::{Enter, with_current};
 use super::{Process, STATUS_RUNNING, STATUS_WAITING};
-use crate::ExitReason;
 use crate::exit::{ExitPayload, IntoExitReason, panic_message};
+use crate::{ExitReason, trace};
 
 pin_project! {
     /// A process's future as the tokio task runs it.
@@ -92,12 +92,21 @@ where
         let Some(enter) = Enter::new(this.process, false) else {
             return Poll::Ready(());
         };
-        // Before the poll: keep the task's waker, mark running, act on pending signals.
+        // Before the poll: keep the task's waker, mark running, act on pending signals, and
+        // start measuring it for the sessions that do.
+        let mut measured = 0;
         let before = with_current(|p| {
             let p = p?;
             p.task_waker.get_or_init(|| cx.waker().clone());
             p.status.store(STATUS_RUNNING, Ordering::Relaxed);
-            checkpoint(p)
+            let exit = checkpoint(p);
+            measured = p.trace_flags.traced() & trace::measuring();
+            if measured != 0 && exit.is_none() {
+                trace::begin_poll(p, measured);
+            } else {
+                measured = 0;
+            }
+            exit
         });
         let reason = match before {
             Some(reason) => reason,
@@ -108,6 +117,13 @@ where
                         None => Poll::Ready(ExitReason::Normal),
                     }
                 }));
+                if measured != 0 {
+                    with_current(|p| {
+                        if let Some(p) = p {
+                            trace::end_poll(p);
+                        }
+                    });
+                }
                 match polled {
                     Ok(Poll::Ready(reason)) => reason,
                     // After a pending poll: act on signals that came during it, or suspend.

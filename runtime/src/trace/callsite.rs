@@ -8,6 +8,8 @@ use std::task::{Context, Poll};
 
 use pin_project_lite::pin_project;
 
+use super::stack::FrameGuard;
+
 /// Every traced function of the program, one [`Callsite`] each, gathered at link time.
 ///
 /// A test binary links only the crates it names: a function of a crate the binary never uses
@@ -175,13 +177,13 @@ impl fmt::Debug for Callsite {
 /// too).
 #[must_use = "the frame is left when this guard drops"]
 pub struct Frame {
-    entered: bool,
+    guard: FrameGuard,
 }
 
 impl fmt::Debug for Frame {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Frame")
-            .field("entered", &self.entered)
+            .field("measured", &self.guard.pushed())
             .finish()
     }
 }
@@ -191,10 +193,45 @@ impl fmt::Debug for Frame {
 #[inline(always)]
 pub fn enter(callsite: &'static Callsite) -> Frame {
     let mask = callsite.sessions();
-    if mask != 0 {
-        super::record_call(callsite, mask);
+    if mask == 0 {
+        return Frame {
+            guard: FrameGuard::NONE,
+        };
     }
-    Frame { entered: mask != 0 }
+    enter_traced(callsite, mask)
+}
+
+/// A call some session wants: count it, and push a frame for the sessions measuring the
+/// calling process.
+#[inline(never)]
+fn enter_traced(callsite: &'static Callsite, mask: u64) -> Frame {
+    super::record_call(callsite, mask);
+    Frame {
+        guard: FrameGuard::enter(callsite.id() as u32, mask, true),
+    }
+}
+
+/// The first poll of a traced future some session wants: count the call; returns the sessions
+/// that measure it as a call of the polling process.
+#[inline(never)]
+fn enter_async(callsite: &'static Callsite, mask: u64) -> u64 {
+    super::record_call(callsite, mask);
+    mask & super::stack::active()
+}
+
+/// A poll of a measured call: its frame is on the traced stack for the length of the poll.
+#[inline(never)]
+fn poll_in_frame<F: Future>(
+    callsite: &'static Callsite,
+    sessions: u64,
+    call: bool,
+    future: Pin<&mut F>,
+    cx: &mut Context<'_>,
+) -> Poll<F::Output> {
+    let guard = FrameGuard::enter(callsite.id() as u32, sessions, call);
+    let out = future.poll(cx);
+    guard.leave(out.is_pending());
+    out
 }
 
 pin_project! {
@@ -205,6 +242,8 @@ pin_project! {
         callsite: &'static Callsite,
         // Polled at least once: a call already running when tracing starts is not a call.
         started: bool,
+        // The sessions measuring it as a call of its process, fixed at its first poll.
+        measured: u64,
         #[pin]
         future: F,
     }
@@ -217,6 +256,7 @@ impl<F> Traced<F> {
         Traced {
             callsite,
             started: false,
+            measured: 0,
             future,
         }
     }
@@ -237,14 +277,19 @@ impl<F: Future> Future for Traced<F> {
     #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         let this = self.project();
+        let mut call = false;
         if !*this.started {
             // Entered at its first poll; a call first polled before tracing started is never
             // counted.
             *this.started = true;
             let mask = this.callsite.sessions();
             if mask != 0 {
-                super::record_call(this.callsite, mask);
+                *this.measured = enter_async(this.callsite, mask);
+                call = true;
             }
+        }
+        if *this.measured != 0 {
+            return poll_in_frame(this.callsite, *this.measured, call, this.future, cx);
         }
         this.future.poll(cx)
     }

@@ -24,6 +24,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use arc_swap::ArcSwapOption;
 
+use super::measure::{ProcTraceRef, ProcessMeasurement, TraceTypes};
 use super::{Callsite, TracePattern, callsites};
 use super::{FlagError, FlagOutcome, ProcessSpec};
 use crate::process::current_node_id;
@@ -51,6 +52,9 @@ pub(crate) struct SessionState {
     bit: u32,
     node: u32,
     generation: u64,
+    types: TraceTypes,
+    /// The tables of the processes this session has measured (call_time, call_memory).
+    pub(super) measured: Mutex<Vec<ProcTraceRef>>,
     /// Which callsites this session traces, by callsite id.
     traced: Mutex<Vec<bool>>,
     /// Every thread's shard, kept after the thread exits.
@@ -66,6 +70,12 @@ struct CounterState {
     paused: Option<Vec<u64>>,
 }
 
+/// The generation of the session in slot `bit`, 0 when the slot is free.
+#[inline]
+pub(crate) fn generation_of(bit: u32) -> u64 {
+    GENERATIONS[bit as usize].load(Ordering::Relaxed)
+}
+
 /// The session in slot `bit`, if any.
 pub(crate) fn session_in_slot(bit: u32) -> Option<Arc<SessionState>> {
     SLOTS[bit as usize].load_full()
@@ -78,6 +88,14 @@ impl SessionState {
 
     pub(crate) fn node(&self) -> u32 {
         self.node
+    }
+
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    pub(crate) fn types(&self) -> TraceTypes {
+        self.types
     }
 
     fn sums(&self) -> Vec<u64> {
@@ -119,9 +137,10 @@ thread_local! {
 /// A traced call: counts it for every session in `mask` that belongs to the calling process's
 /// node. The common case reads only this thread's cache and one generation word per session.
 #[inline(never)]
-pub(crate) fn record_call(callsite: &'static Callsite, mut mask: u64) {
+pub(crate) fn record_call(callsite: &'static Callsite, mask: u64) {
+    let mut mask = mask & super::measure::counting();
     let node = current_node_id();
-    if node == 0 {
+    if node == 0 || mask == 0 {
         return;
     }
     let id = callsite.id();
@@ -152,8 +171,12 @@ pub(crate) fn record_call(callsite: &'static Callsite, mut mask: u64) {
 fn refill(bit: usize, entry: &mut Option<SlotShard>) -> Option<&mut SlotShard> {
     let guard = SLOTS[bit].load();
     let session = guard.as_deref()?;
-    let shard: Arc<Shard> = (0..callsites().len()).map(|_| AtomicU64::new(0)).collect();
-    lock(&session.shards).push(Arc::clone(&shard));
+    // The profiler's own memory: charged to no process or function.
+    let shard: Arc<Shard> = crate::heap::suppressed(|| {
+        let shard: Arc<Shard> = (0..callsites().len()).map(|_| AtomicU64::new(0)).collect();
+        lock(&session.shards).push(Arc::clone(&shard));
+        shard
+    });
     Some(entry.insert(SlotShard {
         generation: session.generation,
         node: session.node,
@@ -170,6 +193,9 @@ pub enum SessionError {
         /// The limit.
         limit: usize,
     },
+    /// call_memory was asked for, but [`CountingAlloc`](crate::CountingAlloc) is not the
+    /// global allocator.
+    AllocatorNotInstalled,
 }
 
 impl fmt::Display for SessionError {
@@ -179,6 +205,11 @@ impl fmt::Display for SessionError {
                 f,
                 "cannot open a trace session: {limit} are already open in this OS process; \
                  drop (stop) one first"
+            ),
+            SessionError::AllocatorNotInstalled => write!(
+                f,
+                "call_memory needs the counting allocator: {}",
+                crate::heap::HeapError::NotInstalled
             ),
         }
     }
@@ -278,11 +309,28 @@ impl fmt::Debug for TraceSession {
 }
 
 impl NodeHandle {
-    /// Opens a trace session on this node: no patterns, counters at zero.
+    /// Opens a call_count trace session on this node: no patterns, counters at zero.
     ///
     /// # Errors
     /// [`SessionError::TooManySessions`] when [`MAX_SESSIONS`] are open in this OS process.
     pub fn trace_session(&self) -> Result<TraceSession, SessionError> {
+        self.trace_session_with(TraceTypes::CALL_COUNT)
+    }
+
+    /// Opens a trace session on this node that measures `types`: no patterns, no process
+    /// flags, figures at zero.
+    ///
+    /// # Errors
+    /// [`SessionError::TooManySessions`] when [`MAX_SESSIONS`] are open in this OS process;
+    /// [`SessionError::AllocatorNotInstalled`] for call_memory without
+    /// [`CountingAlloc`](crate::CountingAlloc).
+    pub fn trace_session_with(&self, types: TraceTypes) -> Result<TraceSession, SessionError> {
+        if types.contains(TraceTypes::CALL_MEMORY) && !crate::heap::installed() {
+            return Err(SessionError::AllocatorNotInstalled);
+        }
+        if types.contains(TraceTypes::CALL_TIME) {
+            super::stack::clock();
+        }
         let mut used = lock(&USED);
         if *used == u64::MAX {
             return Err(SessionError::TooManySessions {
@@ -295,6 +343,8 @@ impl NodeHandle {
             bit,
             node: self.id(),
             generation: GENERATION.fetch_add(1, Ordering::Relaxed),
+            types,
+            measured: Mutex::new(Vec::new()),
             traced: Mutex::new(vec![false; callsites().len()]),
             shards: Mutex::new(Vec::new()),
             counters: Mutex::new(CounterState {
@@ -304,6 +354,7 @@ impl NodeHandle {
         });
         GENERATIONS[bit as usize].store(state.generation, Ordering::Relaxed);
         SLOTS[bit as usize].store(Some(Arc::clone(&state)));
+        super::measure::open(bit, types);
         Ok(TraceSession {
             state,
             node: self.clone(),
@@ -315,6 +366,17 @@ impl TraceSession {
     /// The node this session belongs to.
     pub fn node(&self) -> u32 {
         self.state.node
+    }
+
+    /// What this session measures.
+    pub fn types(&self) -> TraceTypes {
+        self.state.types
+    }
+
+    /// call_time and call_memory figures: per process this session has measured (alive or
+    /// not), per function it called. Never stops the processes it measures.
+    pub fn measurements(&self) -> Vec<ProcessMeasurement> {
+        crate::heap::suppressed(|| self.state.measurements())
     }
 
     /// The session's slot: its bit in [`ProcessInfo::trace_sessions`](crate::ProcessInfo).
@@ -456,6 +518,7 @@ impl TraceSession {
         if counters.paused.is_some() {
             return false;
         }
+        self.state.pause_measuring();
         let mut now = self.state.sums();
         for (s, b) in now.iter_mut().zip(counters.baseline.iter()) {
             *s -= b;
@@ -472,6 +535,7 @@ impl TraceSession {
         let Some(kept) = counters.paused.take() else {
             return false;
         };
+        self.state.resume_measuring();
         // Calls made while paused are left out: the baseline absorbs them.
         let now = self.state.sums();
         counters.baseline = now.iter().zip(kept.iter()).map(|(n, k)| n - k).collect();
@@ -483,12 +547,15 @@ impl TraceSession {
         let mut counters = lock(&self.state.counters);
         counters.baseline = self.state.sums();
         counters.paused = None;
+        self.state.clear_measurements();
+        self.state.resume_measuring();
     }
 }
 
 impl Drop for TraceSession {
     fn drop(&mut self) {
         let bit = self.state.bit;
+        super::measure::close(bit);
         for cs in callsites() {
             cs.remove_session(bit);
         }

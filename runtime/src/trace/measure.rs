@@ -1,0 +1,422 @@
+//! call_time and call_memory: per process, per function, per session.
+//!
+//! A poll of a process that some session measures gathers, on its worker thread, what each
+//! traced function took ([`super::stack`]) in a scratch table indexed by callsite; the end of
+//! the poll flushes it into the process's own table under the process's own lock, which only
+//! that flush and the readers below ever take. A process's table outlives it: the session keeps
+//! it until it is restarted or dropped, so the functions of processes that have ended still
+//! show, as in tprof.
+//!
+//! `pause` marks the session paused (under the lock of its list of tables) and then takes
+//! every table's lock once: a flush that began before has finished by then, and one that
+//! begins after sees the mark. So once `pause` returns, what
+//! [`measurements`](super::TraceSession::measurements) reads is stable.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::ops::BitOr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use super::session::{SessionState, generation_of, session_in_slot};
+use super::{Callsite, callsites};
+use crate::Pid;
+use crate::process::Process;
+
+/// Sessions that count calls (call_count).
+static COUNTING: AtomicU64 = AtomicU64::new(0);
+/// Sessions that measure time or memory and are not paused.
+static MEASURING: AtomicU64 = AtomicU64::new(0);
+/// Sessions that measure time.
+static TIMING: AtomicU64 = AtomicU64::new(0);
+/// Sessions that measure memory.
+static MEMORY: AtomicU64 = AtomicU64::new(0);
+/// Measuring sessions that are paused.
+static PAUSED: AtomicU64 = AtomicU64::new(0);
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The sessions that count calls.
+#[inline(always)]
+pub(crate) fn counting() -> u64 {
+    COUNTING.load(Ordering::Relaxed)
+}
+
+/// The sessions that measure time or memory right now.
+#[inline(always)]
+pub(crate) fn measuring() -> u64 {
+    MEASURING.load(Ordering::Relaxed)
+}
+
+/// What a trace session measures: tprof's types, any combination of them.
+///
+/// ```
+/// use runtime::trace::TraceTypes;
+///
+/// let both = TraceTypes::CALL_TIME | TraceTypes::CALL_MEMORY;
+/// assert!(both.contains(TraceTypes::CALL_TIME));
+/// assert!(!both.contains(TraceTypes::CALL_COUNT));
+/// assert_eq!(both.to_string(), "call_time+call_memory");
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TraceTypes(u8);
+
+impl TraceTypes {
+    /// Calls per function, from every process of the node; no process flags needed.
+    pub const CALL_COUNT: TraceTypes = TraceTypes(1);
+    /// Calls and time per process per function, counted only while the process is polled.
+    pub const CALL_TIME: TraceTypes = TraceTypes(2);
+    /// Calls, words, bytes and blocks allocated per process per function.
+    pub const CALL_MEMORY: TraceTypes = TraceTypes(4);
+    /// All three.
+    pub const ALL: TraceTypes = TraceTypes(7);
+
+    /// Whether every type in `other` is in `self`.
+    pub const fn contains(self, other: TraceTypes) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// Whether a type measured per process (call_time or call_memory) is in `self`.
+    pub const fn per_process(self) -> bool {
+        self.0 & 6 != 0
+    }
+}
+
+impl BitOr for TraceTypes {
+    type Output = TraceTypes;
+    fn bitor(self, rhs: TraceTypes) -> TraceTypes {
+        TraceTypes(self.0 | rhs.0)
+    }
+}
+
+impl fmt::Display for TraceTypes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names = [
+            (TraceTypes::CALL_COUNT, "call_count"),
+            (TraceTypes::CALL_TIME, "call_time"),
+            (TraceTypes::CALL_MEMORY, "call_memory"),
+        ];
+        let mut first = true;
+        for (t, name) in names {
+            if self.contains(t) {
+                if !first {
+                    f.write_str("+")?;
+                }
+                f.write_str(name)?;
+                first = false;
+            }
+        }
+        if first {
+            f.write_str("none")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for TraceTypes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "TraceTypes({self})")
+    }
+}
+
+/// Sets a new session's bits in the global masks.
+pub(crate) fn open(bit: u32, types: TraceTypes) {
+    let m = 1u64 << bit;
+    PAUSED.fetch_and(!m, Ordering::SeqCst);
+    if types.contains(TraceTypes::CALL_TIME) {
+        TIMING.fetch_or(m, Ordering::Relaxed);
+    }
+    if types.contains(TraceTypes::CALL_MEMORY) {
+        MEMORY.fetch_or(m, Ordering::Relaxed);
+    }
+    if types.per_process() {
+        MEASURING.fetch_or(m, Ordering::Relaxed);
+    }
+    if types.contains(TraceTypes::CALL_COUNT) {
+        COUNTING.fetch_or(m, Ordering::Relaxed);
+    }
+}
+
+/// Clears a stopped session's bits.
+pub(crate) fn close(bit: u32) {
+    let m = !(1u64 << bit);
+    for mask in [&COUNTING, &MEASURING, &TIMING, &MEMORY, &PAUSED] {
+        mask.fetch_and(m, Ordering::SeqCst);
+    }
+}
+
+/// Begins measuring a poll of `process` for `sessions` (those measuring it, non-zero).
+#[inline]
+pub(crate) fn begin_poll(process: &Process, sessions: u64) {
+    let timing = sessions & TIMING.load(Ordering::Relaxed) != 0;
+    let memory = sessions & MEMORY.load(Ordering::Relaxed) != 0;
+    super::stack::begin_poll(sessions, timing, memory, process.account);
+}
+
+/// One function's figures, as gathered: calls, clock ticks, words, bytes, blocks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Acc {
+    pub(crate) calls: u64,
+    pub(crate) ticks: u64,
+    pub(crate) words: u64,
+    pub(crate) bytes: u64,
+    pub(crate) blocks: u64,
+}
+
+impl Acc {
+    pub(crate) const ZERO: Acc = Acc {
+        calls: 0,
+        ticks: 0,
+        words: 0,
+        bytes: 0,
+        blocks: 0,
+    };
+
+    #[inline(always)]
+    pub(crate) fn plus(&self, o: &Acc) -> Acc {
+        Acc {
+            calls: self.calls + o.calls,
+            ticks: self.ticks + o.ticks,
+            words: self.words.wrapping_add(o.words),
+            bytes: self.bytes.wrapping_add(o.bytes),
+            blocks: self.blocks.wrapping_add(o.blocks),
+        }
+    }
+
+    #[inline(always)]
+    pub(crate) fn is_zero(&self) -> bool {
+        (self.calls | self.ticks | self.words | self.bytes | self.blocks) == 0
+    }
+}
+
+/// One thread's figures for the poll under way, by session slot and callsite id.
+#[derive(Default)]
+pub(crate) struct Scratch {
+    per_slot: Vec<Vec<Acc>>,
+    touched: Vec<(u32, u32)>,
+}
+
+impl Scratch {
+    #[inline]
+    pub(crate) fn add(&mut self, bit: u32, id: u32, acc: &Acc) {
+        let (b, i) = (bit as usize, id as usize);
+        if self.per_slot.len() <= b || self.per_slot[b].len() <= i {
+            self.grow(b);
+        }
+        let entry = &mut self.per_slot[b][i];
+        if entry.is_zero() {
+            if self.touched.len() == self.touched.capacity() {
+                crate::heap::suppressed(|| self.touched.reserve(64));
+            }
+            self.touched.push((bit, id));
+        }
+        *entry = entry.plus(acc);
+    }
+
+    #[cold]
+    fn grow(&mut self, slot: usize) {
+        crate::heap::suppressed(|| {
+            if self.per_slot.len() <= slot {
+                self.per_slot.resize_with(super::MAX_SESSIONS, Vec::new);
+            }
+            self.per_slot[slot].resize(callsites().len(), Acc::ZERO);
+        });
+    }
+
+    pub(crate) fn has_data(&self) -> bool {
+        !self.touched.is_empty()
+    }
+}
+
+/// One process's measured figures, per session.
+pub(crate) struct ProcTrace {
+    pid: Pid,
+    sessions: Vec<SessionData>,
+}
+
+struct SessionData {
+    bit: u32,
+    generation: u64,
+    functions: HashMap<u32, Acc>,
+}
+
+/// A process's tables, shared with the sessions that measure it.
+pub(crate) type ProcTraceRef = Arc<Mutex<ProcTrace>>;
+
+/// Moves a poll's scratch figures into the process's table (run with allocation suppressed).
+pub(crate) fn flush(process: &Process, scratch: &mut Scratch) {
+    let data = process.trace_data.get_or_init(|| {
+        Arc::new(Mutex::new(ProcTrace {
+            pid: process.pid,
+            sessions: Vec::new(),
+        }))
+    });
+    let mut table = lock(data);
+    let paused = PAUSED.load(Ordering::SeqCst);
+    let Scratch { per_slot, touched } = scratch;
+    for (bit, id) in touched.drain(..) {
+        let acc = std::mem::take(&mut per_slot[bit as usize][id as usize]);
+        if paused & (1 << bit) != 0 {
+            continue;
+        }
+        let generation = generation_of(bit);
+        if generation == 0 {
+            continue;
+        }
+        let index = match table
+            .sessions
+            .iter()
+            .position(|d| d.bit == bit && d.generation == generation)
+        {
+            Some(i) => i,
+            None => {
+                // A session that held this slot before is gone: its figures go with it.
+                table.sessions.retain(|d| d.bit != bit);
+                if !register(bit, generation, data) {
+                    continue;
+                }
+                table.sessions.push(SessionData {
+                    bit,
+                    generation,
+                    functions: HashMap::new(),
+                });
+                table.sessions.len() - 1
+            }
+        };
+        let entry = table.sessions[index].functions.entry(id).or_default();
+        *entry = entry.plus(&acc);
+    }
+}
+
+/// Adds a process's table to the list of session `bit`, unless the session is gone or paused.
+fn register(bit: u32, generation: u64, data: &ProcTraceRef) -> bool {
+    let Some(session) = session_in_slot(bit) else {
+        return false;
+    };
+    if session.generation() != generation {
+        return false;
+    }
+    let mut measured = lock(&session.measured);
+    if PAUSED.load(Ordering::SeqCst) & (1 << bit) != 0 {
+        return false;
+    }
+    measured.push(Arc::clone(data));
+    true
+}
+
+/// One function's figures in one process, as [`TraceSession::measurements`] reports them.
+///
+/// [`TraceSession::measurements`]: super::TraceSession::measurements
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct FunctionMeasurement {
+    /// The function.
+    pub callsite: &'static Callsite,
+    /// Calls entered while measured.
+    pub calls: u64,
+    /// Time spent in it while the process was polled, exclusive of traced callees, in
+    /// nanoseconds (call_time; 0 otherwise).
+    pub time_ns: u64,
+    /// Words allocated in it (8 bytes, rounded up per allocation; call_memory).
+    pub words: u64,
+    /// Bytes allocated in it (call_memory).
+    pub bytes: u64,
+    /// Allocations made in it (call_memory).
+    pub blocks: u64,
+}
+
+/// One process's figures, per function it called.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ProcessMeasurement {
+    /// The process (alive or not).
+    pub pid: Pid,
+    /// Its functions, in callsite order; a function called but allocating nothing is here
+    /// with zero words.
+    pub functions: Vec<FunctionMeasurement>,
+}
+
+impl SessionState {
+    /// Every table of this session, taken without holding the list's lock.
+    fn tables(&self) -> Vec<ProcTraceRef> {
+        lock(&self.measured).clone()
+    }
+
+    pub(crate) fn measurements(&self) -> Vec<ProcessMeasurement> {
+        let clock = super::stack::clock_if_set();
+        let mut out = Vec::new();
+        for data in self.tables() {
+            let table = lock(&data);
+            let Some(d) = table
+                .sessions
+                .iter()
+                .find(|d| d.bit == self.bit() && d.generation == self.generation())
+            else {
+                continue;
+            };
+            let mut functions: Vec<FunctionMeasurement> = d
+                .functions
+                .iter()
+                .filter_map(|(id, acc)| {
+                    let callsite = callsites().get(*id as usize)?;
+                    Some(FunctionMeasurement {
+                        callsite,
+                        calls: acc.calls,
+                        time_ns: match (clock, acc.ticks) {
+                            (_, 0) | (None, _) => 0,
+                            (Some(c), t) => c.delta_as_nanos(0, t),
+                        },
+                        words: acc.words,
+                        bytes: acc.bytes,
+                        blocks: acc.blocks,
+                    })
+                })
+                .collect();
+            functions.sort_by_key(|f| f.callsite.id());
+            out.push(ProcessMeasurement {
+                pid: table.pid,
+                functions,
+            });
+        }
+        out.sort_by_key(|p| p.pid);
+        out
+    }
+
+    /// Stops measuring, keeping the figures; once it returns they are stable.
+    pub(crate) fn pause_measuring(&self) {
+        let m = 1u64 << self.bit();
+        {
+            let _measured = lock(&self.measured);
+            PAUSED.fetch_or(m, Ordering::SeqCst);
+            MEASURING.fetch_and(!m, Ordering::SeqCst);
+        }
+        for data in self.tables() {
+            drop(lock(&data));
+        }
+    }
+
+    /// Measures again (after pause or restart) if the session measures anything per process.
+    pub(crate) fn resume_measuring(&self) {
+        let m = 1u64 << self.bit();
+        let _measured = lock(&self.measured);
+        PAUSED.fetch_and(!m, Ordering::SeqCst);
+        if self.types().per_process() {
+            MEASURING.fetch_or(m, Ordering::SeqCst);
+        }
+    }
+
+    /// Zeroes every process's figures for this session.
+    pub(crate) fn clear_measurements(&self) {
+        let (bit, generation) = (self.bit(), self.generation());
+        for data in self.tables() {
+            let mut table = lock(&data);
+            for d in table.sessions.iter_mut() {
+                if d.bit == bit && d.generation == generation {
+                    d.functions.clear();
+                }
+            }
+        }
+    }
+}

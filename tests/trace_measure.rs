@@ -1,0 +1,508 @@
+//! call_time and call_memory: attribution to the innermost traced function, per process.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use proptest::prelude::*;
+use runtime::gen_server::GenServer;
+use runtime::trace::{
+    FunctionMeasurement, ProcessMeasurement, ProcessSpec, TracePattern, TraceSession, TraceTypes,
+};
+use runtime::{Down, ExitReason, Node, Pid, heap, receive, self_pid, send, spawn_monitor, traced};
+
+#[global_allocator]
+static ALLOC: runtime::CountingAlloc = runtime::CountingAlloc::system();
+
+const CHUNK: usize = 800; // 100 words
+
+fn allocate(bytes: usize) -> Vec<u8> {
+    std::hint::black_box(Vec::with_capacity(bytes))
+}
+
+#[traced]
+fn outer() -> usize {
+    let a = allocate(CHUNK);
+    a.capacity() + middle()
+}
+
+/// Not traced by the pattern of the first test: its allocation is outer's.
+#[traced]
+fn middle() -> usize {
+    let a = allocate(CHUNK);
+    a.capacity() + inner()
+}
+
+#[traced]
+fn inner() -> usize {
+    allocate(CHUNK).capacity()
+}
+
+#[traced]
+fn nothing(n: u64) -> u64 {
+    n.wrapping_mul(3)
+}
+
+#[traced]
+fn recurse(depth: u32) -> usize {
+    let v = allocate(8 * depth as usize + 8);
+    if depth == 0 {
+        v.capacity()
+    } else {
+        v.capacity() + recurse(depth - 1)
+    }
+}
+
+#[traced]
+async fn sleeper() {
+    tokio::time::sleep(Duration::from_millis(100)).await;
+}
+
+#[traced]
+fn boom(depth: u32) -> u32 {
+    let _v = allocate(CHUNK);
+    if depth == 0 {
+        panic!("boom at the bottom");
+    }
+    boom(depth - 1) + 1
+}
+
+/// Returns `Pending` once, waking itself: a yield that allocates nothing.
+struct YieldOnce(bool);
+
+impl Future for YieldOnce {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.0 {
+            Poll::Ready(())
+        } else {
+            self.0 = true;
+            cx.waker().wake_by_ref();
+            Poll::Pending
+        }
+    }
+}
+
+#[traced]
+async fn allocate_across_yields(sizes: Vec<usize>) -> usize {
+    let mut kept = Vec::with_capacity(sizes.len());
+    let mut total = 0;
+    for n in sizes {
+        kept.push(allocate(n));
+        total += n;
+        YieldOnce(false).await;
+    }
+    total
+}
+
+#[traced]
+fn returns_future(n: u64) -> impl Future<Output = u64> {
+    async move {
+        let v = allocate(CHUNK);
+        v.capacity() as u64 + n
+    }
+}
+
+#[traced]
+async fn waits_for_a_message() -> u32 {
+    receive::<u32>().await
+}
+
+fn node() -> Node {
+    Node::builder().worker_threads(2).build().unwrap()
+}
+
+fn session(node: &Node, types: TraceTypes, functions: &[&str]) -> TraceSession {
+    let s = node.trace_session_with(types).unwrap();
+    for f in functions {
+        s.set_pattern(&TracePattern::function(module_path!(), *f))
+            .unwrap();
+    }
+    s.enable_trace(ProcessSpec::New, true).unwrap();
+    s
+}
+
+fn of(m: &[ProcessMeasurement], pid: Pid, function: &str) -> Option<FunctionMeasurement> {
+    m.iter()
+        .find(|p| p.pid == pid)?
+        .functions
+        .iter()
+        .find(|f| f.callsite.function() == function)
+        .copied()
+}
+
+/// Runs `f` in a new process of `node` and returns its pid once it has ended.
+fn run_in_process<F>(node: &Node, f: F) -> (Pid, ExitReason)
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    node.run(async move {
+        let (pid, _) = spawn_monitor(f).unwrap();
+        let down: Down = receive().await;
+        (pid, down.reason)
+    })
+    .unwrap()
+}
+
+#[test]
+fn an_untraced_callee_is_charged_to_its_traced_caller() {
+    let node = node();
+    let s = session(&node, TraceTypes::CALL_MEMORY, &["outer"]);
+    let (pid, _) = run_in_process(&node, async {
+        assert_eq!(outer(), 3 * CHUNK);
+    });
+    let m = s.measurements();
+    let outer = of(&m, pid, "outer").unwrap();
+    assert_eq!(outer.calls, 1);
+    assert_eq!(outer.words, 3 * 100);
+    assert_eq!(outer.bytes, 3 * CHUNK as u64);
+    assert_eq!(outer.blocks, 3);
+    assert!(of(&m, pid, "middle").is_none());
+}
+
+#[test]
+fn a_traced_callee_keeps_its_own_and_the_caller_the_rest() {
+    let node = node();
+    let s = session(&node, TraceTypes::CALL_MEMORY, &["outer", "inner"]);
+    let (pid, _) = run_in_process(&node, async {
+        outer();
+    });
+    let m = s.measurements();
+    assert_eq!(of(&m, pid, "inner").unwrap().words, 100);
+    assert_eq!(
+        of(&m, pid, "outer").unwrap().words,
+        200,
+        "its own and middle's"
+    );
+    assert_eq!(of(&m, pid, "inner").unwrap().calls, 1);
+}
+
+#[test]
+fn an_async_call_is_timed_only_while_polled() {
+    let node = node();
+    let s = session(&node, TraceTypes::CALL_TIME, &["sleeper"]);
+    let (pid, _) = run_in_process(&node, sleeper());
+    let m = s.measurements();
+    let f = of(&m, pid, "sleeper").unwrap();
+    assert_eq!(f.calls, 1);
+    assert!(
+        f.time_ns < 1_000_000,
+        "slept 100 ms but was polled {} ns",
+        f.time_ns
+    );
+}
+
+#[test]
+fn time_is_measured_while_polled() {
+    let node = node();
+    let s = session(&node, TraceTypes::CALL_TIME, &["recurse"]);
+    let (pid, _) = run_in_process(&node, async {
+        let start = std::time::Instant::now();
+        let mut n = 0;
+        while start.elapsed() < Duration::from_millis(5) {
+            n += recurse(10);
+        }
+        std::hint::black_box(n);
+    });
+    let f = of(&s.measurements(), pid, "recurse").unwrap();
+    assert!(f.calls >= 11);
+    assert!(f.time_ns > 0);
+    assert!(f.time_ns < 5_000_000_000, "{} ns", f.time_ns);
+}
+
+#[test]
+fn the_profiler_charges_a_function_that_allocates_nothing_nothing() {
+    let node = node();
+    let s = session(&node, TraceTypes::ALL, &["nothing"]);
+    let (pid, _) = run_in_process(&node, async {
+        let mut x = 0;
+        for i in 0..1000 {
+            x += nothing(i);
+        }
+        std::hint::black_box(x);
+    });
+    let f = of(&s.measurements(), pid, "nothing").unwrap();
+    assert_eq!(f.calls, 1000);
+    assert_eq!((f.words, f.bytes, f.blocks), (0, 0, 0));
+    let counts = s.call_counts();
+    assert_eq!(
+        counts
+            .iter()
+            .find(|c| c.callsite.function() == "nothing")
+            .unwrap()
+            .calls,
+        1000
+    );
+}
+
+#[test]
+fn recursion_is_never_double_counted() {
+    let node = node();
+    let s = session(&node, TraceTypes::CALL_MEMORY, &["recurse"]);
+    let (pid, total) = node
+        .run(async {
+            let before = heap::process_heap(self_pid()).unwrap();
+            recurse(20);
+            let after = heap::process_heap(self_pid()).unwrap();
+            (self_pid(), after.words - before.words)
+        })
+        .unwrap();
+    let expected: u64 = (0..=20u64).map(|d| d + 1).sum();
+    assert_eq!(total, expected);
+    let f = of(&s.measurements(), pid, "recurse").unwrap();
+    assert_eq!(f.calls, 21);
+    assert_eq!(
+        f.words, expected,
+        "the sum over functions is the process total"
+    );
+}
+
+#[test]
+fn a_panic_through_traced_frames_leaves_the_stack_and_figures_consistent() {
+    // One worker thread: the next process runs on the thread the panic unwound.
+    let node = Node::builder().current_thread().build().unwrap();
+    let s = session(&node, TraceTypes::CALL_MEMORY, &["boom", "inner"]);
+    let (boomed, reason) = run_in_process(&node, async {
+        boom(3);
+    });
+    assert_eq!(reason, ExitReason::Panic("boom at the bottom".into()));
+    let (next, _) = run_in_process(&node, async {
+        inner();
+    });
+    let m = s.measurements();
+    let b = of(&m, boomed, "boom").unwrap();
+    assert_eq!(b.calls, 4, "the panicking calls count");
+    // Plus whatever the panic hook allocated (a backtrace, the message) inside the innermost.
+    assert!(b.words >= 4 * 100);
+    let next_fns = &m.iter().find(|p| p.pid == next).unwrap().functions;
+    assert_eq!(next_fns.len(), 1, "{next_fns:?}");
+    assert_eq!(next_fns[0].callsite.function(), "inner");
+    assert_eq!(next_fns[0].words, 100);
+    assert_eq!(next_fns[0].calls, 1);
+}
+
+#[test]
+fn an_impl_future_function_is_measured_as_its_future() {
+    let node = node();
+    let s = session(&node, TraceTypes::CALL_MEMORY, &["returns_future"]);
+    let (pid, _) = run_in_process(&node, async {
+        assert_eq!(returns_future(1).await, CHUNK as u64 + 1);
+    });
+    let f = of(&s.measurements(), pid, "returns_future").unwrap();
+    assert_eq!((f.calls, f.words), (1, 100));
+}
+
+#[test]
+fn process_info_names_the_function_a_process_is_suspended_in() {
+    let node = node();
+    let s = session(&node, TraceTypes::CALL_TIME, &["waits_for_a_message"]);
+    let current = node
+        .run(async {
+            let pid = runtime::spawn(async {
+                waits_for_a_message().await;
+            })
+            .unwrap();
+            // Wait until it has been polled and suspended.
+            let mut current = None;
+            for _ in 0..1000 {
+                let info = runtime::process_info(pid).unwrap();
+                if info.current_function.is_some() {
+                    current = info.current_function;
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            send(pid, 7u32);
+            current
+        })
+        .unwrap();
+    assert_eq!(current.unwrap().function(), "waits_for_a_message");
+    drop(s);
+}
+
+#[test]
+fn a_process_without_the_flag_is_not_measured_but_is_counted() {
+    let node = node();
+    let s = node
+        .trace_session_with(TraceTypes::CALL_COUNT | TraceTypes::CALL_MEMORY)
+        .unwrap();
+    s.set_pattern(&TracePattern::function(module_path!(), "inner"))
+        .unwrap();
+    let (pid, _) = run_in_process(&node, async {
+        inner();
+    });
+    assert!(s.measurements().iter().all(|p| p.pid != pid));
+    assert_eq!(s.call_counts()[0].calls, 1);
+}
+
+#[test]
+fn pause_makes_measurements_stable_and_restart_zeroes_them() {
+    let node = node();
+    let s = session(&node, TraceTypes::CALL_MEMORY, &["inner"]);
+    let other = session(&node, TraceTypes::CALL_MEMORY, &["inner"]);
+    let stop = node
+        .spawn(async {
+            loop {
+                inner();
+                if runtime::receive_timeout::<()>(Duration::ZERO)
+                    .await
+                    .is_some()
+                {
+                    break;
+                }
+            }
+        })
+        .unwrap();
+    // Let it run a while.
+    let mut seen = 0;
+    for _ in 0..2000 {
+        seen = s.measurements().first().map_or(0, |p| p.functions[0].calls);
+        if seen > 100 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert!(seen > 100);
+    assert!(s.pause());
+    assert!(!s.pause(), "already paused");
+    let paused = s.measurements();
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(s.measurements(), paused, "stable once pause returned");
+    assert!(s.resume());
+    s.restart();
+    let after_restart = s.measurements()[0].functions.first().map_or(0, |f| f.calls);
+    let other_calls = other.measurements()[0].functions[0].calls;
+    assert!(
+        other_calls >= seen,
+        "the other session kept counting: {other_calls}"
+    );
+    assert!(after_restart < other_calls);
+    node.send(stop, ());
+}
+
+/// A counter server whose call handler allocates one chunk per call.
+struct Chunks;
+
+#[traced]
+#[async_trait::async_trait]
+impl GenServer for Chunks {
+    type Args = ();
+    type Call = u32;
+    type Reply = usize;
+    type Cast = ();
+
+    #[traced(skip)]
+    async fn init((): ()) -> Result<Self, ExitReason> {
+        Ok(Chunks)
+    }
+
+    async fn handle_call(
+        &mut self,
+        n: u32,
+        _from: &mut runtime::gen_server::Caller<usize>,
+    ) -> runtime::gen_server::CallReply<usize> {
+        let v = allocate(CHUNK * n as usize);
+        runtime::gen_server::CallReply::Reply(v.capacity())
+    }
+}
+
+#[test]
+fn an_async_trait_method_and_the_runtime_api_are_measured() {
+    let node = node();
+    let s = node.trace_session_with(TraceTypes::ALL).unwrap();
+    s.set_pattern(&TracePattern::function(
+        module_path!(),
+        "<Chunks as GenServer>::handle_call",
+    ))
+    .unwrap();
+    s.set_pattern(&TracePattern::module("runtime::gen_server"))
+        .unwrap();
+    s.enable_trace(ProcessSpec::New, true).unwrap();
+    let (client, server) = node
+        .run(async {
+            let server = runtime::gen_server::start::<Chunks>((), Default::default())
+                .await
+                .unwrap();
+            for n in 1..=3 {
+                let got = server.call(n, runtime::gen_server::Timeout::Infinity).await;
+                assert_eq!(got.unwrap(), CHUNK * n as usize);
+            }
+            (self_pid(), server.pid())
+        })
+        .unwrap();
+    let m = s.measurements();
+    let handler = of(&m, server, "<Chunks as GenServer>::handle_call").unwrap();
+    assert_eq!(handler.calls, 3);
+    assert_eq!(handler.words, 6 * 100);
+    assert_eq!(handler.blocks, 3);
+    let calls: u64 = m
+        .iter()
+        .find(|p| p.pid == client)
+        .unwrap()
+        .functions
+        .iter()
+        .filter(|f| f.callsite.module() == "runtime::gen_server")
+        .map(|f| f.calls)
+        .sum();
+    assert!(calls >= 4, "start and three calls: {calls}");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 8, ..ProptestConfig::default() })]
+
+    /// Many processes on two workers, each allocating known sizes in a traced function that
+    /// yields between allocations (so processes move between workers): every figure exact.
+    #[test]
+    fn every_process_figure_is_exact_while_processes_migrate(
+        sizes in proptest::collection::vec(proptest::collection::vec(1usize..3000, 1..12), 4..32)
+    ) {
+        let node = node();
+        let s = session(&node, TraceTypes::CALL_MEMORY, &["allocate_across_yields"]);
+        let n = sizes.len();
+        let expected: Vec<(u64, u64, u64)> = sizes
+            .iter()
+            .map(|s| {
+                (
+                    s.iter().map(|n| n.div_ceil(8) as u64).sum::<u64>(),
+                    s.iter().map(|n| *n as u64).sum(),
+                    s.len() as u64,
+                )
+            })
+            .collect();
+        let pids = node
+            .run(async move {
+                let me = self_pid();
+                let mut pids = Vec::new();
+                for s in sizes {
+                    let len = s.len();
+                    pids.push(
+                        runtime::spawn(async move {
+                            // The vec of sizes was made by the parent; the traced function's
+                            // own `kept` vec is one block more.
+                            allocate_across_yields(s).await;
+                            send(me, ());
+                        })
+                        .unwrap(),
+                    );
+                    let _ = len;
+                }
+                for _ in 0..n {
+                    let () = receive().await;
+                }
+                pids
+            })
+            .unwrap();
+        let m = s.measurements();
+        for (pid, (words, bytes, blocks)) in pids.into_iter().zip(expected) {
+            let f = of(&m, pid, "allocate_across_yields").unwrap();
+            let kept = (blocks * 24, blocks * 3); // the `kept` vec of `blocks` Vec<u8>s
+            prop_assert_eq!(f.calls, 1);
+            prop_assert_eq!(f.blocks, blocks + 1);
+            prop_assert_eq!(f.bytes, bytes + kept.0);
+            prop_assert_eq!(f.words, words + kept.1);
+        }
+    }
+}
