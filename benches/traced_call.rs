@@ -8,6 +8,16 @@
 //! - `disabled`: the same body with `#[traced]`, no session wants it (one relaxed load).
 //! - `call_count_1_session`: one session of this node traces it.
 //! - `call_count_2_sessions`: two sessions of this node trace it.
+//! - `call_time`: a call_time session traces it and the timing process (one clock read at
+//!   each entry and exit).
+//! - `call_memory`: a call_memory session traces it and the timing process (the counting
+//!   allocator is installed in this binary; the function allocates nothing).
+//! - `call_time_call_memory`: one session measuring both.
+//!
+//! A second group, `gen_server_call`, times a call round trip to a gen_server with every
+//! runtime function traced: `untraced`, `call_count` (pattern `runtime::_`, `runtime::gen_server::_`
+//! for one session) and `call_time` (the same, measuring both processes). It prints the traced
+//! calls per round trip (each costs two clock reads under call_time, plus one per poll).
 //!
 //! The overhead of a row is its time minus `untraced`'s, in ns per call. The session masks are
 //! written at run time (by `set_pattern`), so nothing is folded away at compile time.
@@ -19,7 +29,11 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use runtime::Node;
-use runtime::trace::TracePattern;
+use runtime::gen_server::{self, CallReply, Caller, GenServer, Timeout};
+use runtime::trace::{ProcessSpec, TracePattern, TraceSession, TraceTypes};
+
+#[global_allocator]
+static ALLOC: runtime::CountingAlloc = runtime::CountingAlloc::system();
 
 #[inline(never)]
 fn untraced(x: u64) -> u64 {
@@ -45,6 +59,13 @@ fn time_in_process(node: &Node, iters: u64, f: fn(u64) -> u64) -> Duration {
     .expect("the timing process ran")
 }
 
+fn measuring(node: &Node, types: TraceTypes, pattern: &TracePattern) -> TraceSession {
+    let session = node.trace_session_with(types).expect("session");
+    session.set_pattern(pattern).expect("pattern");
+    session.enable_trace(ProcessSpec::New, true).expect("flags");
+    session
+}
+
 fn bench(c: &mut Criterion) {
     let node = Node::builder().current_thread().build().expect("node");
     let pattern = TracePattern::function(module_path!(), "traced_fn");
@@ -65,8 +86,99 @@ fn bench(c: &mut Criterion) {
     group.bench_function("call_count_2_sessions", |b| {
         b.iter_custom(|iters| time_in_process(&node, iters, traced_fn))
     });
-    group.finish();
     black_box(one.call_counts().len() + two.call_counts().len());
+    drop((one, two));
+    for (row, types) in [
+        ("call_time", TraceTypes::CALL_TIME),
+        ("call_memory", TraceTypes::CALL_MEMORY),
+        (
+            "call_time_call_memory",
+            TraceTypes::CALL_TIME | TraceTypes::CALL_MEMORY,
+        ),
+    ] {
+        let session = measuring(&node, types, &pattern);
+        group.bench_function(row, |b| {
+            b.iter_custom(|iters| time_in_process(&node, iters, traced_fn))
+        });
+        black_box(session.measurements().len());
+    }
+    group.finish();
+}
+
+/// A server that answers each call with the request plus one.
+struct Echo;
+
+#[async_trait::async_trait]
+impl GenServer for Echo {
+    type Args = ();
+    type Call = u64;
+    type Reply = u64;
+    type Cast = ();
+
+    async fn init((): ()) -> Result<Self, runtime::ExitReason> {
+        Ok(Echo)
+    }
+
+    async fn handle_call(&mut self, n: u64, _from: &mut Caller<u64>) -> CallReply<u64> {
+        CallReply::Reply(n + 1)
+    }
+}
+
+fn time_calls(node: &Node, iters: u64) -> Duration {
+    node.run(async move {
+        let server = gen_server::start::<Echo>((), Default::default())
+            .await
+            .expect("server");
+        let start = Instant::now();
+        for i in 0..iters {
+            let r = server.call(i, Timeout::Infinity).await.expect("reply");
+            black_box(r);
+        }
+        let elapsed = start.elapsed();
+        runtime::exit(server.pid(), runtime::ExitReason::Kill);
+        elapsed
+    })
+    .expect("the timing process ran")
+}
+
+fn bench_gen_server(c: &mut Criterion) {
+    let node = Node::builder().current_thread().build().expect("node");
+    let patterns = [
+        TracePattern::module("runtime"),
+        TracePattern::module("runtime::gen_server"),
+    ];
+    let mut group = c.benchmark_group("gen_server_call");
+    group.bench_function("untraced", |b| {
+        b.iter_custom(|iters| time_calls(&node, iters))
+    });
+    let counting = node.trace_session().expect("session");
+    for p in &patterns {
+        counting.set_pattern(p).expect("pattern");
+    }
+    group.bench_function("call_count", |b| {
+        b.iter_custom(|iters| time_calls(&node, iters))
+    });
+    counting.restart();
+    time_calls(&node, 10_000);
+    let traced_calls: u64 = counting.call_counts().iter().map(|c| c.calls).sum();
+    eprintln!(
+        "gen_server_call: {:.1} traced calls per round trip (call_time reads the clock twice \
+         for each, plus once per measured poll)",
+        traced_calls as f64 / 10_000.0
+    );
+    drop(counting);
+    let timing = node
+        .trace_session_with(TraceTypes::CALL_TIME)
+        .expect("session");
+    for p in &patterns {
+        timing.set_pattern(p).expect("pattern");
+    }
+    timing.enable_trace(ProcessSpec::New, true).expect("flags");
+    group.bench_function("call_time", |b| {
+        b.iter_custom(|iters| time_calls(&node, iters))
+    });
+    black_box(timing.measurements().len());
+    group.finish();
 }
 
 criterion_group! {
@@ -75,6 +187,6 @@ criterion_group! {
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(2))
         .sample_size(20);
-    targets = bench
+    targets = bench, bench_gen_server
 }
 criterion_main!(benches);

@@ -450,6 +450,79 @@ fn an_async_trait_method_and_the_runtime_api_are_measured() {
     assert!(calls >= 4, "start and three calls: {calls}");
 }
 
+#[test]
+fn two_sessions_with_different_patterns_each_see_their_own_innermost_frame() {
+    let node = node();
+    let only_outer = session(&node, TraceTypes::CALL_MEMORY, &["outer"]);
+    let both = session(&node, TraceTypes::CALL_MEMORY, &["outer", "inner"]);
+    let (pid, _) = run_in_process(&node, async {
+        outer();
+    });
+    let a = only_outer.measurements();
+    let b = both.measurements();
+    assert_eq!(of(&a, pid, "outer").unwrap().words, 300);
+    assert!(of(&a, pid, "inner").is_none());
+    assert_eq!(of(&b, pid, "outer").unwrap().words, 200);
+    assert_eq!(of(&b, pid, "inner").unwrap().words, 100);
+}
+
+/// Defines a traced function per name, each allocating 8 bytes, and a list of them all.
+macro_rules! many_functions {
+    ($($name:ident)*) => {
+        mod many {
+            $(
+                #[runtime::traced]
+                pub(crate) fn $name() -> usize {
+                    super::allocate(8).capacity()
+                }
+            )*
+            pub(crate) static ALL: &[fn() -> usize] = &[$($name),*];
+        }
+    };
+}
+
+many_functions!(f000 f001 f002 f003 f004 f005 f006 f007 f008 f009 f010 f011 f012 f013 f014 f015 f016 f017 f018 f019 f020 f021 f022 f023 f024 f025 f026 f027 f028 f029 f030 f031 f032 f033 f034 f035 f036 f037 f038 f039 f040 f041 f042 f043 f044 f045 f046 f047 f048 f049 f050 f051 f052 f053 f054 f055 f056 f057 f058 f059 f060 f061 f062 f063 f064 f065 f066 f067 f068 f069 f070 f071 f072 f073 f074 f075 f076 f077 f078 f079 f080 f081 f082 f083 f084 f085 f086 f087 f088 f089 f090 f091 f092 f093 f094 f095 f096 f097 f098 f099 f100 f101 f102 f103 f104 f105 f106 f107 f108 f109 f110 f111 f112 f113 f114 f115 f116 f117 f118 f119 f120 f121 f122 f123 f124 f125 f126 f127 f128 f129 f130 f131 f132 f133 f134 f135 f136 f137 f138 f139);
+
+#[test]
+fn a_poll_touching_more_functions_than_the_touched_list_holds_loses_nothing() {
+    let node = node();
+    let s = node.trace_session_with(TraceTypes::CALL_MEMORY).unwrap();
+    s.set_pattern(&TracePattern::module(format!("{}::many", module_path!())))
+        .unwrap();
+    s.enable_trace(ProcessSpec::New, true).unwrap();
+    let (pid, _) = run_in_process(&node, async {
+        for f in many::ALL {
+            assert_eq!(f(), 8);
+        }
+    });
+    let m = s.measurements();
+    let functions = &m.iter().find(|p| p.pid == pid).unwrap().functions;
+    assert_eq!(functions.len(), many::ALL.len());
+    assert!(
+        functions
+            .iter()
+            .all(|f| f.calls == 1 && f.words == 1 && f.blocks == 1)
+    );
+}
+
+#[test]
+fn recursion_deeper_than_the_stack_is_counted_and_charged_to_the_deepest_frame_kept() {
+    assert_eq!(runtime::trace::STACK_CAPACITY, 128);
+    let node = node();
+    let s = session(&node, TraceTypes::CALL_MEMORY, &["recurse"]);
+    let (pid, total) = node
+        .run(async {
+            let before = heap::process_heap(self_pid()).unwrap();
+            recurse(300);
+            let after = heap::process_heap(self_pid()).unwrap();
+            (self_pid(), after.words - before.words)
+        })
+        .unwrap();
+    let f = of(&s.measurements(), pid, "recurse").unwrap();
+    assert_eq!(f.calls, 301);
+    assert_eq!(f.words, total);
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 8, ..ProptestConfig::default() })]
 

@@ -298,6 +298,12 @@ impl Account {
         ]
     }
 
+    /// Blocks allocated while the process is polled.
+    #[inline(always)]
+    pub(crate) fn owner_blocks(&self) -> u64 {
+        self.blocks.load(Ordering::Relaxed)
+    }
+
     /// Its figures now.
     pub(crate) fn stats(&self) -> super::HeapStats {
         let live = self.live();

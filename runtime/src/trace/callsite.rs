@@ -205,7 +205,14 @@ pub fn enter(callsite: &'static Callsite) -> Frame {
 /// calling process.
 #[inline(never)]
 fn enter_traced(callsite: &'static Callsite, mask: u64) -> Frame {
-    super::record_call(callsite, mask);
+    if mask & super::measure::counting() != 0 {
+        super::record_call(callsite, mask);
+    }
+    if mask & super::measure::measuring() == 0 {
+        return Frame {
+            guard: FrameGuard::NONE,
+        };
+    }
     Frame {
         guard: FrameGuard::enter(callsite.id() as u32, mask, true),
     }
@@ -215,7 +222,12 @@ fn enter_traced(callsite: &'static Callsite, mask: u64) -> Frame {
 /// that measure it as a call of the polling process.
 #[inline(never)]
 fn enter_async(callsite: &'static Callsite, mask: u64) -> u64 {
-    super::record_call(callsite, mask);
+    if mask & super::measure::counting() != 0 {
+        super::record_call(callsite, mask);
+    }
+    if mask & super::measure::measuring() == 0 {
+        return 0;
+    }
     mask & super::stack::active()
 }
 

@@ -166,14 +166,6 @@ pub(crate) struct Acc {
 }
 
 impl Acc {
-    pub(crate) const ZERO: Acc = Acc {
-        calls: 0,
-        ticks: 0,
-        words: 0,
-        bytes: 0,
-        blocks: 0,
-    };
-
     #[inline(always)]
     pub(crate) fn plus(&self, o: &Acc) -> Acc {
         Acc {
@@ -188,45 +180,6 @@ impl Acc {
     #[inline(always)]
     pub(crate) fn is_zero(&self) -> bool {
         (self.calls | self.ticks | self.words | self.bytes | self.blocks) == 0
-    }
-}
-
-/// One thread's figures for the poll under way, by session slot and callsite id.
-#[derive(Default)]
-pub(crate) struct Scratch {
-    per_slot: Vec<Vec<Acc>>,
-    touched: Vec<(u32, u32)>,
-}
-
-impl Scratch {
-    #[inline]
-    pub(crate) fn add(&mut self, bit: u32, id: u32, acc: &Acc) {
-        let (b, i) = (bit as usize, id as usize);
-        if self.per_slot.len() <= b || self.per_slot[b].len() <= i {
-            self.grow(b);
-        }
-        let entry = &mut self.per_slot[b][i];
-        if entry.is_zero() {
-            if self.touched.len() == self.touched.capacity() {
-                crate::heap::suppressed(|| self.touched.reserve(64));
-            }
-            self.touched.push((bit, id));
-        }
-        *entry = entry.plus(acc);
-    }
-
-    #[cold]
-    fn grow(&mut self, slot: usize) {
-        crate::heap::suppressed(|| {
-            if self.per_slot.len() <= slot {
-                self.per_slot.resize_with(super::MAX_SESSIONS, Vec::new);
-            }
-            self.per_slot[slot].resize(callsites().len(), Acc::ZERO);
-        });
-    }
-
-    pub(crate) fn has_data(&self) -> bool {
-        !self.touched.is_empty()
     }
 }
 
@@ -245,8 +198,9 @@ struct SessionData {
 /// A process's tables, shared with the sessions that measure it.
 pub(crate) type ProcTraceRef = Arc<Mutex<ProcTrace>>;
 
-/// Moves a poll's scratch figures into the process's table (run with allocation suppressed).
-pub(crate) fn flush(process: &Process, scratch: &mut Scratch) {
+/// Moves a poll's figures into the process's table (run with allocation suppressed): `drain`
+/// hands over each (session slot, callsite id, figures) the poll gathered.
+pub(crate) fn flush(process: &Process, drain: fn(&mut dyn FnMut(u32, u32, Acc))) {
     let data = process.trace_data.get_or_init(|| {
         Arc::new(Mutex::new(ProcTrace {
             pid: process.pid,
@@ -255,15 +209,13 @@ pub(crate) fn flush(process: &Process, scratch: &mut Scratch) {
     });
     let mut table = lock(data);
     let paused = PAUSED.load(Ordering::SeqCst);
-    let Scratch { per_slot, touched } = scratch;
-    for (bit, id) in touched.drain(..) {
-        let acc = std::mem::take(&mut per_slot[bit as usize][id as usize]);
-        if paused & (1 << bit) != 0 {
-            continue;
+    drain(&mut |bit, id, acc| {
+        if paused & (1 << bit) != 0 || acc.is_zero() {
+            return;
         }
         let generation = generation_of(bit);
         if generation == 0 {
-            continue;
+            return;
         }
         let index = match table
             .sessions
@@ -275,7 +227,7 @@ pub(crate) fn flush(process: &Process, scratch: &mut Scratch) {
                 // A session that held this slot before is gone: its figures go with it.
                 table.sessions.retain(|d| d.bit != bit);
                 if !register(bit, generation, data) {
-                    continue;
+                    return;
                 }
                 table.sessions.push(SessionData {
                     bit,
@@ -287,7 +239,7 @@ pub(crate) fn flush(process: &Process, scratch: &mut Scratch) {
         };
         let entry = table.sessions[index].functions.entry(id).or_default();
         *entry = entry.plus(&acc);
-    }
+    });
 }
 
 /// Adds a process's table to the list of session `bit`, unless the session is gone or paused.

@@ -6,43 +6,74 @@
 //! serves every process, costs nothing per process and never allocates. Calls nested deeper
 //! than [`CAPACITY`] are counted, and their time and memory go to the deepest frame kept.
 //!
-//! Between two events (a push, a pop, the start or end of a poll) the time that passed and
-//! the memory the process allocated are charged to the frame on top: the innermost traced call,
-//! exclusive of its traced callees and inclusive of untraced ones. A popped frame's figures are
-//! added, per session that measures it, to the thread's scratch table, which the end of the
-//! poll flushes into the process's own table ([`super::measure`]).
+//! Each thread has, per session slot it has measured for, a scratch table with one accumulator
+//! per callsite. For each session measuring the poll, the thread keeps a pointer to the
+//! accumulator of the innermost frame that session measures. Between two events (a push, a
+//! pop, the start or end of a poll) the time that passed and the memory the process allocated
+//! are added there: to the innermost traced call, exclusive of its traced callees and
+//! inclusive of untraced ones. A push points it at the callee's accumulator (and counts the
+//! call); a pop points it back. The end of the poll moves what the poll touched into the
+//! process's own table ([`super::measure`]).
 //!
 //! Only processes that a session measures (call_time or call_memory, and a trace flag) touch
 //! this stack; for every other poll the cost is two relaxed loads in the poll wrapper.
 
-use std::cell::{Cell, RefCell};
-use std::sync::OnceLock;
+use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
 
-use super::measure::{Acc, Scratch};
+use super::MAX_SESSIONS;
+use super::measure::Acc;
 use crate::heap::Account;
 
-/// Frames kept per thread; deeper calls are charged to the deepest frame kept.
+/// Frames kept per thread; deeper calls are counted and charged to the deepest frame kept.
 pub const CAPACITY: usize = 128;
 
 /// `u32::MAX`: no function.
 pub(crate) const NO_FUNCTION: u32 = u32::MAX;
 
-struct Slot {
-    id: Cell<u32>,
-    /// The sessions this frame is measured for.
-    mask: Cell<u64>,
-    acc: Cell<Acc>,
+/// How many (session, function) pairs a poll tracks before it falls back to scanning its
+/// tables at the end of the poll.
+const TOUCHED: usize = 128;
+
+/// One function's figures on one thread during a poll. Written only by its thread (a plain
+/// load and store); atomics so that the tables can be pooled between threads.
+#[derive(Default)]
+pub(crate) struct Accumulator {
+    calls: AtomicU64,
+    ticks: AtomicU64,
+    words: AtomicU64,
+    bytes: AtomicU64,
+    blocks: AtomicU64,
+    touched: AtomicBool,
 }
 
-impl Slot {
-    const fn new() -> Slot {
-        Slot {
-            id: Cell::new(NO_FUNCTION),
-            mask: Cell::new(0),
-            acc: Cell::new(Acc::ZERO),
+#[inline(always)]
+fn bump(field: &AtomicU64, n: u64) {
+    field.store(
+        field.load(Ordering::Relaxed).wrapping_add(n),
+        Ordering::Relaxed,
+    );
+}
+
+impl Accumulator {
+    /// Takes the figures, leaving zeros.
+    fn take(&self) -> Acc {
+        self.touched.store(false, Ordering::Relaxed);
+        Acc {
+            calls: self.calls.swap(0, Ordering::Relaxed),
+            ticks: self.ticks.swap(0, Ordering::Relaxed),
+            words: self.words.swap(0, Ordering::Relaxed),
+            bytes: self.bytes.swap(0, Ordering::Relaxed),
+            blocks: self.blocks.swap(0, Ordering::Relaxed),
         }
     }
 }
+
+type Table = &'static [Accumulator];
+
+/// Scratch tables of threads that exited, for the next thread that needs one (all zeros).
+static POOL: Mutex<Vec<Table>> = Mutex::new(Vec::new());
 
 struct Stack {
     depth: Cell<usize>,
@@ -60,7 +91,17 @@ struct Stack {
     last_mem: Cell<[u64; 3]>,
     /// A pending poll has recorded where the process is suspended.
     suspended: Cell<bool>,
-    slots: [Slot; CAPACITY],
+    ids: [Cell<u32>; CAPACITY],
+    masks: [Cell<u64>; CAPACITY],
+    /// This thread's scratch table per session slot.
+    tables: [Cell<Option<Table>>; MAX_SESSIONS],
+    /// Per session slot, the accumulator of the innermost frame it measures.
+    current: [Cell<Option<&'static Accumulator>>; MAX_SESSIONS],
+    /// (slot, callsite) pairs touched during this poll.
+    touched: [Cell<(u32, u32)>; TOUCHED],
+    touched_len: Cell<usize>,
+    /// More were touched than `touched` holds: scan the active tables at the end of the poll.
+    touched_overflow: Cell<bool>,
 }
 
 thread_local! {
@@ -76,10 +117,36 @@ thread_local! {
             last_ticks: Cell::new(0),
             last_mem: Cell::new([0; 3]),
             suspended: Cell::new(false),
-            slots: [const { Slot::new() }; CAPACITY],
+            ids: [const { Cell::new(NO_FUNCTION) }; CAPACITY],
+            masks: [const { Cell::new(0) }; CAPACITY],
+            tables: [const { Cell::new(None) }; MAX_SESSIONS],
+            current: [const { Cell::new(None) }; MAX_SESSIONS],
+            touched: [const { Cell::new((0, 0)) }; TOUCHED],
+            touched_len: Cell::new(0),
+            touched_overflow: Cell::new(false),
         }
     };
-    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
+    /// Gives this thread's scratch tables back to the pool when it exits (registered when the
+    /// thread takes its first table).
+    static RETURN_TABLES: ReturnTables = const { ReturnTables };
+}
+
+struct ReturnTables;
+
+impl Drop for ReturnTables {
+    fn drop(&mut self) {
+        let _ = STACK.try_with(|s| {
+            let tables: Vec<Table> = s.tables.iter().filter_map(Cell::take).collect();
+            for t in &tables {
+                for acc in t.iter() {
+                    acc.take();
+                }
+            }
+            if let Ok(mut pool) = POOL.lock() {
+                pool.extend(tables);
+            }
+        });
+    }
 }
 
 /// The TSC clock call_time reads, set up (calibrated) by the first session that measures time.
@@ -117,6 +184,12 @@ pub(crate) fn begin_poll(active: u64, timing: bool, memory: bool, account: &'sta
         // Frames never outlive a poll; start clean whatever happened before.
         s.depth.set(0);
         s.overflow.set(0);
+        let mut m = active;
+        while m != 0 {
+            let bit = m.trailing_zeros() as usize;
+            m &= m - 1;
+            s.current[bit].set(None);
+        }
         if timing {
             s.last_ticks.set(ticks());
         }
@@ -126,163 +199,217 @@ pub(crate) fn begin_poll(active: u64, timing: bool, memory: bool, account: &'sta
     });
 }
 
-/// Ends the measured poll: what the scratch table gathered goes to the process's table.
+/// Ends the measured poll: what it gathered goes to the process's table.
 pub(crate) fn end_poll(process: &crate::process::Process) {
-    STACK.with(|s| {
-        if s.depth.get() > 0 {
-            // Only when a frame guard was leaked (mem::forget): close what is open.
-            while s.depth.get() > 0 {
-                pop_frame(s, false);
-            }
+    let touched = STACK.with(|s| {
+        // Only a leaked frame guard (mem::forget) leaves frames open: close them.
+        while s.depth.get() > 0 {
+            pop_in(s, false);
         }
-        s.active.set(0);
+        s.overflow.set(0);
         s.memory.set(None);
         s.account.set(None);
+        s.touched_len.get() > 0 || s.touched_overflow.get()
     });
-    SCRATCH.with(|scratch| {
-        let mut scratch = scratch.borrow_mut();
-        if scratch.has_data() {
-            crate::heap::suppressed(|| super::measure::flush(process, &mut scratch));
-        }
-    });
+    if touched {
+        crate::heap::suppressed(|| super::measure::flush(process, drain));
+    }
+    STACK.with(|s| s.active.set(0));
 }
 
-/// Charges what passed since the last event to the frames on top, and restarts the count.
-#[inline(always)]
-fn charge(s: &Stack) {
-    let mut delta = Acc::ZERO;
-    if s.timing.get() {
-        let now = ticks();
-        delta.ticks = now.saturating_sub(s.last_ticks.get());
-        s.last_ticks.set(now);
-    }
-    if let Some(account) = s.memory.get() {
-        let now = account.owner_totals();
-        let last = s.last_mem.replace(now);
-        delta.words = now[0].wrapping_sub(last[0]);
-        delta.bytes = now[1].wrapping_sub(last[1]);
-        delta.blocks = now[2].wrapping_sub(last[2]);
-    }
-    let depth = s.depth.get();
-    if depth == 0 {
-        return;
-    }
-    let top = &s.slots[depth - 1];
-    top.acc.set(top.acc.get().plus(&delta));
-    let rest = s.active.get() & !top.mask.get();
-    if rest != 0 {
-        charge_lower(s, rest, &delta);
-    }
-}
-
-/// Sessions that do not measure the top frame: the delta goes to their own innermost frame.
-#[cold]
-fn charge_lower(s: &Stack, mut rest: u64, delta: &Acc) {
-    let depth = s.depth.get();
-    while rest != 0 {
-        let bit = rest.trailing_zeros();
-        rest &= rest - 1;
-        if let Some(slot) = s.slots[..depth]
-            .iter()
-            .rev()
-            .find(|f| f.mask.get() & (1 << bit) != 0)
-        {
-            merge(bit, slot.id.get(), delta);
-        }
-    }
-}
-
-/// Adds `acc` to the scratch table for session `bit`, function `id`.
-#[inline]
-fn merge(bit: u32, id: u32, acc: &Acc) {
-    SCRATCH.with(|scratch| scratch.borrow_mut().add(bit, id, acc));
-}
-
-/// Enters a frame of function `id` for the sessions in `mask` (measuring this process);
-/// `call` when this is the call's entry (its first poll) rather than a later poll of it.
-#[inline]
-fn push(id: u32, mask: u64, call: bool) {
+/// Hands every figure this poll gathered to `f` as (session slot, callsite id, figures), and
+/// zeroes them.
+fn drain(f: &mut dyn FnMut(u32, u32, Acc)) {
     STACK.with(|s| {
-        charge(s);
-        let depth = s.depth.get();
-        if depth == CAPACITY {
-            s.overflow.set(s.overflow.get() + 1);
-            if call {
-                let one = Acc {
-                    calls: 1,
-                    ..Acc::ZERO
-                };
-                let mut m = mask;
-                while m != 0 {
-                    let bit = m.trailing_zeros();
-                    m &= m - 1;
-                    merge(bit, id, &one);
+        if s.touched_overflow.replace(false) {
+            let mut m = s.active.get();
+            while m != 0 {
+                let bit = m.trailing_zeros();
+                m &= m - 1;
+                if let Some(table) = s.tables[bit as usize].get() {
+                    for (id, acc) in table.iter().enumerate() {
+                        if acc.touched.load(Ordering::Relaxed) {
+                            f(bit, id as u32, acc.take());
+                        }
+                    }
                 }
             }
-            return;
+        } else {
+            for i in 0..s.touched_len.get() {
+                let (bit, id) = s.touched[i].get();
+                if let Some(acc) = s.tables[bit as usize]
+                    .get()
+                    .and_then(|t| t.get(id as usize))
+                {
+                    f(bit, id, acc.take());
+                }
+            }
         }
-        let slot = &s.slots[depth];
-        slot.id.set(id);
-        slot.mask.set(mask);
-        slot.acc.set(Acc {
-            calls: u64::from(call),
-            ..Acc::ZERO
-        });
-        s.depth.set(depth + 1);
-        if let Some(account) = s.account.get() {
-            account.set_current_function(id);
-        }
+        s.touched_len.set(0);
     });
+}
+
+/// Adds what passed since the last event to the accumulators of the innermost frames.
+#[inline(always)]
+fn charge(s: &Stack) {
+    let mut dt = 0;
+    if s.timing.get() {
+        let now = ticks();
+        dt = now.saturating_sub(s.last_ticks.replace(now));
+    }
+    let mut dm = [0u64; 3];
+    if let Some(account) = s.memory.get() {
+        // Most calls allocate nothing between two events: one load tells.
+        let last = s.last_mem.get();
+        if account.owner_blocks() != last[2] {
+            let now = account.owner_totals();
+            s.last_mem.set(now);
+            dm = [
+                now[0].wrapping_sub(last[0]),
+                now[1].wrapping_sub(last[1]),
+                now[2].wrapping_sub(last[2]),
+            ];
+        }
+    }
+    let mut m = s.active.get();
+    while m != 0 {
+        let bit = m.trailing_zeros() as usize;
+        m &= m - 1;
+        if let Some(acc) = s.current[bit].get() {
+            if dt != 0 {
+                bump(&acc.ticks, dt);
+            }
+            if dm[2] != 0 {
+                bump(&acc.words, dm[0]);
+                bump(&acc.bytes, dm[1]);
+                bump(&acc.blocks, dm[2]);
+            }
+        }
+    }
+}
+
+/// The accumulator of function `id` in this thread's table for session slot `bit`, marked
+/// touched.
+#[inline(always)]
+fn acc_of(s: &Stack, bit: usize, id: u32) -> &'static Accumulator {
+    let table = match s.tables[bit].get() {
+        Some(t) => t,
+        None => new_table(s, bit),
+    };
+    let acc = &table[id as usize];
+    if !acc.touched.load(Ordering::Relaxed) {
+        touch(s, acc, bit as u32, id);
+    }
+    acc
+}
+
+#[cold]
+fn touch(s: &Stack, acc: &Accumulator, bit: u32, id: u32) {
+    acc.touched.store(true, Ordering::Relaxed);
+    let n = s.touched_len.get();
+    if n < TOUCHED {
+        s.touched[n].set((bit, id));
+        s.touched_len.set(n + 1);
+    } else {
+        s.touched_overflow.set(true);
+    }
+}
+
+#[cold]
+fn new_table(s: &Stack, bit: usize) -> Table {
+    let table = crate::heap::suppressed(|| {
+        let _ = RETURN_TABLES.try_with(|_| ());
+        let len = super::callsites().len();
+        let pooled = POOL.lock().ok().and_then(|mut pool| pool.pop());
+        pooled.unwrap_or_else(|| {
+            let fresh: Box<[Accumulator]> = (0..len).map(|_| Accumulator::default()).collect();
+            Box::leak(fresh)
+        })
+    });
+    s.tables[bit].set(Some(table));
+    table
+}
+
+/// Enters a frame of function `id` for the sessions in `mask` (measuring this poll);
+/// `call` when this is the call's entry (its first poll) rather than a later poll of it.
+#[inline(never)]
+fn push_in(s: &Stack, id: u32, mask: u64, call: bool) {
+    charge(s);
+    let depth = s.depth.get();
+    let deep = depth == CAPACITY;
+    let mut m = mask;
+    while m != 0 {
+        let bit = m.trailing_zeros() as usize;
+        m &= m - 1;
+        let acc = acc_of(s, bit, id);
+        if call {
+            bump(&acc.calls, 1);
+        }
+        if !deep {
+            s.current[bit].set(Some(acc));
+        }
+    }
+    if deep {
+        s.overflow.set(s.overflow.get() + 1);
+        return;
+    }
+    s.ids[depth].set(id);
+    s.masks[depth].set(mask);
+    s.depth.set(depth + 1);
+    if let Some(account) = s.account.get() {
+        account.set_current_function(id);
+    }
 }
 
 /// Leaves the top frame; `pending` when it is a future's poll that returned `Pending`.
-#[inline]
+#[inline(always)]
 fn pop(pending: bool) {
-    STACK.with(|s| {
-        if s.overflow.get() > 0 {
-            s.overflow.set(s.overflow.get() - 1);
-            return;
-        }
-        if s.depth.get() == 0 {
-            return; // the poll it was pushed in has ended (cannot happen through the guards)
-        }
-        charge(s);
-        let id = pop_frame(s, pending);
-        if let Some(account) = s.account.get() {
-            if pending {
-                if !s.suspended.replace(true) {
-                    account.set_current_function(id);
-                }
-            } else if !s.suspended.get() {
-                let depth = s.depth.get();
-                let parent = if depth == 0 {
-                    NO_FUNCTION
-                } else {
-                    s.slots[depth - 1].id.get()
-                };
-                account.set_current_function(parent);
-            }
-        }
-    });
+    STACK.with(|s| pop_checked(s, pending));
 }
 
-/// Removes the top frame and merges its figures; returns its function.
-#[inline]
-fn pop_frame(s: &Stack, _pending: bool) -> u32 {
+#[inline(never)]
+fn pop_checked(s: &Stack, pending: bool) {
+    if s.overflow.get() > 0 {
+        s.overflow.set(s.overflow.get() - 1);
+        return;
+    }
+    if s.depth.get() == 0 {
+        return; // its poll has ended (only after a leaked guard)
+    }
+    pop_in(s, pending);
+}
+
+#[inline(always)]
+fn pop_in(s: &Stack, pending: bool) {
+    charge(s);
     let depth = s.depth.get() - 1;
     s.depth.set(depth);
-    let slot = &s.slots[depth];
-    let acc = slot.acc.get();
-    let id = slot.id.get();
-    if !acc.is_zero() {
-        let mut mask = slot.mask.get() & s.active.get();
-        while mask != 0 {
-            let bit = mask.trailing_zeros();
-            mask &= mask - 1;
-            merge(bit, id, &acc);
+    let id = s.ids[depth].get();
+    let mut m = s.masks[depth].get() & s.active.get();
+    while m != 0 {
+        let bit = m.trailing_zeros() as usize;
+        m &= m - 1;
+        // Back to the innermost frame below that this session measures.
+        let below = (0..depth)
+            .rev()
+            .find(|&i| s.masks[i].get() & (1 << bit) != 0)
+            .and_then(|i| s.tables[bit].get().map(|t| &t[s.ids[i].get() as usize]));
+        s.current[bit].set(below);
+    }
+    if let Some(account) = s.account.get() {
+        if pending {
+            if !s.suspended.replace(true) {
+                account.set_current_function(id);
+            }
+        } else if !s.suspended.get() {
+            let parent = if depth == 0 {
+                NO_FUNCTION
+            } else {
+                s.ids[depth - 1].get()
+            };
+            account.set_current_function(parent);
         }
     }
-    id
 }
 
 /// A frame on the traced stack, popped when dropped (on unwind too) or by
@@ -296,13 +423,16 @@ impl FrameGuard {
     pub(crate) const NONE: FrameGuard = FrameGuard { pushed: false };
 
     /// Pushes a frame of `id` for the sessions of `mask` that measure this poll, if any.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn enter(id: u32, mask: u64, call: bool) -> FrameGuard {
-        let mask = mask & active();
-        if mask != 0 {
-            push(id, mask, call);
-        }
-        FrameGuard { pushed: mask != 0 }
+        let pushed = STACK.with(|s| {
+            let mask = mask & s.active.get();
+            if mask != 0 {
+                push_in(s, id, mask, call);
+            }
+            mask != 0
+        });
+        FrameGuard { pushed }
     }
 
     /// Whether a frame was pushed.
