@@ -420,3 +420,60 @@ proptest! {
         prop_assert_eq!(measured, expected);
     }
 }
+
+/// An inner allocator that records the layout it was last asked for.
+struct Recording {
+    last: std::sync::Mutex<Option<std::alloc::Layout>>,
+}
+
+// SAFETY: forwards to `System` unchanged; only records the layout.
+#[allow(unsafe_code)]
+unsafe impl std::alloc::GlobalAlloc for Recording {
+    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        *self.last.lock().unwrap() = Some(layout);
+        // SAFETY: the caller's contract is GlobalAlloc's.
+        unsafe { std::alloc::System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        *self.last.lock().unwrap() = Some(layout);
+        // SAFETY: the caller's contract is GlobalAlloc's.
+        unsafe { std::alloc::System.dealloc(ptr, layout) }
+    }
+}
+
+#[test]
+fn a_block_carries_at_most_16_bytes_of_tag_and_keeps_its_alignment() {
+    use std::alloc::{GlobalAlloc, Layout};
+    let counting = runtime::CountingAlloc::new(Recording {
+        last: std::sync::Mutex::new(None),
+    });
+    for align in [1usize, 2, 8, 16, 32, 64, 128, 4096] {
+        for size in [1usize, 8, 24, 64, 100, 512, 5000] {
+            let layout = Layout::from_size_align(size, align).unwrap();
+            // SAFETY: a non-zero-sized layout; the block is written within its size, then freed
+            // once with the same layout by the allocator that made it.
+            #[allow(unsafe_code)]
+            unsafe {
+                let p = counting.alloc(layout);
+                assert!(!p.is_null());
+                assert_eq!(p as usize % align, 0, "{layout:?}");
+                p.write_bytes(0xab, size);
+                let outer = counting.inner().last.lock().unwrap().unwrap();
+                let overhead = outer.size() - size;
+                assert!(overhead <= 16, "{layout:?}: {overhead} bytes of tag");
+                if align <= 8 {
+                    assert_eq!(overhead, 8, "{layout:?}");
+                }
+                let grown = counting.realloc(p, layout, size * 2);
+                assert_eq!(grown as usize % align, 0, "{layout:?}");
+                assert!(
+                    std::slice::from_raw_parts(grown, size)
+                        .iter()
+                        .all(|b| *b == 0xab)
+                );
+                counting.dealloc(grown, Layout::from_size_align(size * 2, align).unwrap());
+            }
+        }
+    }
+}

@@ -79,28 +79,32 @@ impl Tag {
     }
 }
 
-/// One process's heap figures.
+/// One process's heap figures. The fields the allocator touches share one cache line.
 #[derive(Default)]
+#[repr(C, align(64))]
 pub(crate) struct Account {
-    /// The generation of the process that owns it, 0 while free.
-    generation: AtomicU32,
-    slot: AtomicU32,
+    /// The packed [`Tag`] of the process that owns it; generation 0 while free.
+    tag: AtomicU64,
     words: AtomicU64,
     bytes: AtomicU64,
     blocks: AtomicU64,
     freed: AtomicU64,
     peak: AtomicU64,
-    shared_words: AtomicU64,
-    shared_bytes: AtomicU64,
-    shared_blocks: AtomicU64,
+    /// Generation bits over a 48-bit count of bytes others took from its live bytes (frees
+    /// of its blocks, minus blocks moved in and shared allocations).
     remote: AtomicU64,
     /// `max_heap_size` in live bytes; `u64::MAX` for none.
     limit: AtomicU64,
-    over_limit: AtomicBool,
+    // The second line: written rarely, or by other threads.
+    slot: AtomicU32,
     /// The callsite id of the traced function the process runs or is suspended in
     /// (`u32::MAX` for none): kept here, in memory that outlives every process, so the traced
     /// stack can write it without holding the process.
     current_function: AtomicU32,
+    shared_words: AtomicU64,
+    shared_bytes: AtomicU64,
+    shared_blocks: AtomicU64,
+    over_limit: AtomicBool,
 }
 
 static ACCOUNTS: Segmented<Account> = Segmented::new();
@@ -167,7 +171,9 @@ impl Account {
                 u64::from(generation & 0xffff) << COUNT_BITS,
                 Ordering::Release,
             );
-            account.generation.store(generation, Ordering::Release);
+            account
+                .tag
+                .store(Tag { slot, generation }.pack(), Ordering::Release);
             account
         })
     }
@@ -175,7 +181,7 @@ impl Account {
     /// Gives the account back when its process is gone: later frees of its blocks are ignored.
     pub(crate) fn release(&'static self) {
         let slot = self.slot.load(Ordering::Relaxed);
-        self.generation.store(0, Ordering::Release);
+        self.tag.store(Tag::NONE.pack(), Ordering::Release);
         // A free racing with this either landed before the store below or sees the new
         // generation bits and gives up.
         self.remote.store(0, Ordering::Release);
@@ -190,10 +196,7 @@ impl Account {
 
     #[inline(always)]
     pub(super) fn tag(&self) -> Tag {
-        Tag {
-            slot: self.slot.load(Ordering::Relaxed),
-            generation: self.generation.load(Ordering::Relaxed),
-        }
+        Tag::unpack(self.tag.load(Ordering::Relaxed))
     }
 
     /// Records the traced function the process is in (`u32::MAX`: none).
@@ -246,6 +249,8 @@ impl Account {
             .fetch_add(size.div_ceil(8), Ordering::Relaxed);
         self.shared_bytes.fetch_add(size, Ordering::Relaxed);
         self.shared_blocks.fetch_add(1, Ordering::Relaxed);
+        // Live bytes it holds without having allocated them as the owner.
+        self.adjust_remote(self.tag().generation, size.wrapping_neg());
     }
 
     /// Credits a free of one of its blocks, by the thread polling the process.
@@ -280,8 +285,7 @@ impl Account {
     /// Bytes allocated for it and not freed yet.
     #[inline(always)]
     pub(crate) fn live(&self) -> u64 {
-        let allocated =
-            self.bytes.load(Ordering::Relaxed) + self.shared_bytes.load(Ordering::Relaxed);
+        let allocated = self.bytes.load(Ordering::Relaxed);
         let taken = self.freed.load(Ordering::Relaxed) as i64
             + signed48(self.remote.load(Ordering::Relaxed) & COUNT_MASK);
         (allocated as i64 - taken).max(0) as u64

@@ -43,6 +43,11 @@ impl<A> CountingAlloc<A> {
     pub const fn new(inner: A) -> CountingAlloc<A> {
         CountingAlloc { inner }
     }
+
+    /// The allocator it counts over.
+    pub const fn inner(&self) -> &A {
+        &self.inner
+    }
 }
 
 /// The address the probe of [`installed`](super::installed) was handed.
@@ -67,7 +72,14 @@ impl Plan {
         let align = layout.align();
         if align <= 16 {
             let header = align.max(8);
-            let outer = Layout::from_size_align(layout.size().checked_add(header)?, header).ok()?;
+            if layout.size() > isize::MAX as usize - 64 {
+                return None;
+            }
+            // SAFETY: `header` is 8 or 16, a power of two, and `size + header` rounded up to
+            // it stays far below `isize::MAX` (checked just above).
+            #[allow(unsafe_code)]
+            let outer =
+                unsafe { Layout::from_size_align_unchecked(layout.size() + header, header) };
             Some(Plan {
                 outer,
                 offset: header,

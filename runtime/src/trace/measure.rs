@@ -12,7 +12,6 @@
 //! begins after sees the mark. So once `pause` returns, what
 //! [`measurements`](super::TraceSession::measurements) reads is stable.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::ops::BitOr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -192,7 +191,8 @@ pub(crate) struct ProcTrace {
 struct SessionData {
     bit: u32,
     generation: u64,
-    functions: HashMap<u32, Acc>,
+    /// Sorted by callsite id.
+    functions: Vec<(u32, Acc)>,
 }
 
 /// A process's tables, shared with the sessions that measure it.
@@ -232,13 +232,16 @@ pub(crate) fn flush(process: &Process, drain: fn(&mut dyn FnMut(u32, u32, Acc)))
                 table.sessions.push(SessionData {
                     bit,
                     generation,
-                    functions: HashMap::new(),
+                    functions: Vec::new(),
                 });
                 table.sessions.len() - 1
             }
         };
-        let entry = table.sessions[index].functions.entry(id).or_default();
-        *entry = entry.plus(&acc);
+        let functions = &mut table.sessions[index].functions;
+        match functions.binary_search_by_key(&id, |(i, _)| *i) {
+            Ok(i) => functions[i].1 = functions[i].1.plus(&acc),
+            Err(i) => functions.insert(i, (id, acc)),
+        }
     });
 }
 
@@ -308,7 +311,7 @@ impl SessionState {
             else {
                 continue;
             };
-            let mut functions: Vec<FunctionMeasurement> = d
+            let functions: Vec<FunctionMeasurement> = d
                 .functions
                 .iter()
                 .filter_map(|(id, acc)| {
@@ -326,7 +329,6 @@ impl SessionState {
                     })
                 })
                 .collect();
-            functions.sort_by_key(|f| f.callsite.id());
             out.push(ProcessMeasurement {
                 pid: table.pid,
                 functions,
