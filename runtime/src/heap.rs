@@ -56,6 +56,7 @@ mod alloc;
 
 use std::fmt;
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU8, Ordering};
 
 pub(crate) use account::{Account, Charging, current_owner_account};
 pub use alloc::CountingAlloc;
@@ -106,15 +107,32 @@ impl fmt::Display for HeapError {
 impl std::error::Error for HeapError {}
 
 /// Whether [`CountingAlloc`] is this program's global allocator.
+#[inline]
 pub fn installed() -> bool {
-    static INSTALLED: OnceLock<bool> = OnceLock::new();
-    *INSTALLED.get_or_init(|| {
+    match INSTALLED.load(Ordering::Relaxed) {
+        YES => true,
+        NO => false,
+        _ => probe(),
+    }
+}
+
+const YES: u8 = 2;
+const NO: u8 = 1;
+/// Unknown (0), [`NO`] or [`YES`].
+static INSTALLED: AtomicU8 = AtomicU8::new(0);
+
+#[cold]
+fn probe() -> bool {
+    static PROBE: OnceLock<bool> = OnceLock::new();
+    let installed = *PROBE.get_or_init(|| {
         let prev = account::set_charge(account::Charge::Probe);
         let probe = std::hint::black_box(Box::new(0u64));
         account::set_charge(prev);
-        let seen = alloc::PROBED.swap(0, std::sync::atomic::Ordering::Relaxed);
+        let seen = alloc::PROBED.swap(0, Ordering::Relaxed);
         seen == &*probe as *const u64 as usize
-    })
+    });
+    INSTALLED.store(if installed { YES } else { NO }, Ordering::Relaxed);
+    installed
 }
 
 /// [`HeapError::NotInstalled`] unless [`CountingAlloc`] is the global allocator.

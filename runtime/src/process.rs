@@ -58,6 +58,8 @@ use crate::{Exit, ExitReason, Message, Pid};
 const SIGNAL_PENDING: u8 = 1;
 /// The process must end at its next poll boundary (killed, or a signal it acted on).
 const EXIT_PENDING: u8 = 2;
+/// The process has a `max_heap_size`: each poll boundary checks it.
+const HEAP_LIMITED: u8 = 4;
 
 /// Spawned, not yet polled.
 const STATUS_NEW: u8 = 0;
@@ -160,9 +162,11 @@ impl Process {
     /// this process's heap account, and growing the queue is charged here too.
     #[inline]
     pub(crate) fn try_push_message(&self, mut msg: Message) -> Result<(), Message> {
-        msg.move_to(self.account);
-        let pushed = {
+        let pushed = if crate::heap::installed() {
+            msg.move_to(self.account);
             let _charging = Charging::new(self.account, true);
+            self.mailbox.push(Envelope::Message(msg))
+        } else {
             self.mailbox.push(Envelope::Message(msg))
         };
         match pushed {
@@ -182,12 +186,6 @@ impl Process {
     /// Sets `max_message_queue_len`.
     pub(crate) fn set_max_queue_len(&self, max: usize) {
         self.max_queue_len.store(max, Ordering::Relaxed);
-    }
-
-    /// Whether the process went over a heap limit: its next checkpoint ends it.
-    #[inline]
-    pub(crate) fn over_heap_limit(&self) -> bool {
-        self.account.over_limit()
     }
 
     pub(crate) fn push_signal(&self, signal: Signal) {
@@ -260,15 +258,28 @@ impl Process {
         self.flags.load(Ordering::Acquire) != 0
     }
 
-    /// At a poll boundary: acts on pending signals; returns the reason to exit with, if any.
+    /// At a poll boundary: acts on pending signals; returns the reason to exit with, if any
+    /// (a pending exit, or going over the heap limit).
     fn take_exit(&self) -> Option<ExitReason> {
-        if self.flags.fetch_and(!SIGNAL_PENDING, Ordering::AcqRel) & SIGNAL_PENDING != 0 {
+        let flags = self.flags.load(Ordering::Acquire);
+        if flags & SIGNAL_PENDING != 0
+            && self.flags.fetch_and(!SIGNAL_PENDING, Ordering::AcqRel) & SIGNAL_PENDING != 0
+        {
             self.mailbox.drain_incoming(self);
         }
         if self.flags.load(Ordering::Acquire) & EXIT_PENDING != 0 {
             return self.state().pending_exit.clone();
         }
+        if flags & HEAP_LIMITED != 0 && self.account.over_limit() {
+            return Some(ExitReason::MaxHeapSize);
+        }
         None
+    }
+
+    /// Sets `max_heap_size` (live bytes).
+    pub(crate) fn set_heap_limit(&self, bytes: u64) {
+        self.account.set_limit(bytes);
+        self.flags.fetch_or(HEAP_LIMITED, Ordering::Release);
     }
 
     pub(crate) fn set_trap_exit(&self, on: bool) -> bool {

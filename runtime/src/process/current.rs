@@ -38,14 +38,14 @@ pub(crate) struct Enter<'a> {
     prev: Option<Current>,
     prev_node: u32,
     // Dropped after `drop` below has put the previous process back.
-    _charging: Charging,
+    _charging: Option<Charging>,
 }
 
 impl<'a> Enter<'a> {
     /// Moves the `Arc` out of `slot` into the thread-local; the guard moves it back.
     pub(crate) fn new(slot: &'a mut Option<Arc<Process>>, helper: bool) -> Option<Enter<'a>> {
         let process = slot.take()?;
-        let charging = Charging::new(process.account, helper);
+        let charging = crate::heap::installed().then(|| Charging::new(process.account, helper));
         let prev_node = CURRENT_NODE.with(|n| n.replace(process.node.id));
         let prev = CURRENT.with(|c| c.replace(Some(Current { process, helper })));
         Some(Enter {

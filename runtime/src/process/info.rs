@@ -65,7 +65,11 @@ impl Process {
             STATUS_RUNNING => ProcessStatus::Running,
             STATUS_EXITING => ProcessStatus::Exiting,
             STATUS_NEW => ProcessStatus::Runnable,
-            _ if self.has_flags() || self.mailbox.has_incoming() => ProcessStatus::Runnable,
+            _ if self.flags.load(Ordering::Relaxed) & !super::HEAP_LIMITED != 0
+                || self.mailbox.has_incoming() =>
+            {
+                ProcessStatus::Runnable
+            }
             _ => ProcessStatus::Waiting,
         };
         let state = self.state();

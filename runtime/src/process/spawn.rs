@@ -210,7 +210,7 @@ where
         process.set_trap_exit(true);
     }
     if let Some(bytes) = opts.max_heap_size {
-        process.account.set_limit(bytes);
+        process.set_heap_limit(bytes);
     }
     if let Some(len) = opts.max_message_queue_len {
         process.set_max_queue_len(len);

@@ -63,14 +63,9 @@ impl<F> ProcessTask<F> {
 }
 
 /// At a poll boundary: the reason to end with, from pending signals or a heap limit.
-#[inline]
+#[inline(always)]
 fn checkpoint(p: &Process) -> Option<ExitReason> {
-    if p.has_flags()
-        && let Some(reason) = p.take_exit()
-    {
-        return Some(reason);
-    }
-    p.over_heap_limit().then_some(ExitReason::MaxHeapSize)
+    if p.has_flags() { p.take_exit() } else { None }
 }
 
 fn reason_of_panic(payload: Box<dyn std::any::Any + Send>) -> ExitReason {
