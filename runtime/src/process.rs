@@ -35,6 +35,7 @@ use std::task::Waker;
 
 pub(crate) use current::{
     current_node_id, current_process_for_receive, with_current, with_current_owner,
+    with_node_hidden,
 };
 pub use current::{self_pid, try_self_pid};
 pub use info::{ProcessInfo, ProcessStatus, process_info, processes};

@@ -69,6 +69,13 @@ pub use callsite::{CALLSITES, Callsite, Frame, Traced, callsites, enter};
 /// Its arity is 0.
 pub use runtime_macros::traced_block as traced;
 
+/// Runs `f` unseen by every trace session and with its allocations charged to no one: for a
+/// profiler's own work done from inside a traced process (spawning the process it profiles,
+/// say), so that it never shows in the profile.
+pub fn without_tracing<R>(f: impl FnOnce() -> R) -> R {
+    crate::heap::suppressed(|| crate::process::with_node_hidden(|| stack::with_measuring_off(f)))
+}
+
 /// Whether `#[traced]` instruments code in this build (false with the feature `no-trace`).
 pub const INSTRUMENTED: bool = !cfg!(feature = "no-trace");
 pub use flags::{FlagError, FlagOutcome, ProcessSpec};

@@ -1,1 +1,18 @@
-//! placeholder
+//! tprof for the actor runtime: OTP's process profiler, in Rust.
+//!
+//! (The manual is written below as the crate grows.)
+
+mod adhoc;
+mod format;
+mod inspect;
+mod profile;
+
+pub use adhoc::{
+    Failure, Outcome, ProcessRef, ProfileError, ProfileOptions, Report, RootSet, profile,
+    profile_async, profile_on,
+};
+pub use format::{format, format_group, format_to_string};
+pub use inspect::{
+    Aggregate, Column, Direction, GroupProfile, Inspected, Line, SortBy, inspect, sort_lines,
+};
+pub use profile::{Entry, FunctionTrace, Group, Profile, TraceType};

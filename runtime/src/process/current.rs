@@ -30,6 +30,19 @@ pub(crate) fn current_node_id() -> u32 {
     CURRENT_NODE.with(Cell::get)
 }
 
+/// Runs `f` as if outside any node for the trace machinery (its calls are counted by no
+/// session), restoring the node afterwards, on unwind too.
+pub(crate) fn with_node_hidden<R>(f: impl FnOnce() -> R) -> R {
+    struct Restore(u32);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            CURRENT_NODE.with(|n| n.set(self.0));
+        }
+    }
+    let _restore = Restore(CURRENT_NODE.with(|n| n.replace(0)));
+    f()
+}
+
 /// Makes `current` this thread's current process until the guard drops, which puts back the
 /// previous one and hands `current` back through `slot`. Meanwhile the thread's allocations are
 /// charged to it (see [`crate::heap`]).

@@ -173,6 +173,18 @@ pub(crate) fn active() -> u64 {
     STACK.with(|s| s.active.get())
 }
 
+/// Runs `f` with measuring off on this thread (restored afterwards, on unwind too).
+pub(crate) fn with_measuring_off<R>(f: impl FnOnce() -> R) -> R {
+    struct Restore(u64);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            STACK.with(|s| s.active.set(self.0));
+        }
+    }
+    let _restore = Restore(STACK.with(|s| s.active.replace(0)));
+    f()
+}
+
 /// Starts measuring a poll of a process for the sessions in `active` (non-zero).
 pub(crate) fn begin_poll(active: u64, timing: bool, memory: bool, account: &'static Account) {
     STACK.with(|s| {

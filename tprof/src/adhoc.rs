@@ -1,0 +1,441 @@
+//! Ad-hoc profiling: `profile(fun, options)` runs `fun` in a new process under its own trace
+//! session and reports what it did.
+
+use std::fmt;
+use std::future::Future;
+use std::io::{self, Write};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use runtime::trace::{PatternError, ProcessSpec, SessionError, TracePattern};
+use runtime::{ExitReason, Name, Node, NodeError, NodeHandle, Pid, SpawnError, SpawnOptions};
+
+use crate::format::format;
+use crate::inspect::{Aggregate, SortBy, inspect};
+use crate::profile::{Profile, TraceType};
+
+/// A process named in a rootset: a pid or a registered name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ProcessRef {
+    /// A pid.
+    Pid(Pid),
+    /// A registered name.
+    Name(Name),
+}
+
+impl From<Pid> for ProcessRef {
+    fn from(pid: Pid) -> ProcessRef {
+        ProcessRef::Pid(pid)
+    }
+}
+
+impl From<&str> for ProcessRef {
+    fn from(name: &str) -> ProcessRef {
+        ProcessRef::Name(name.into())
+    }
+}
+
+/// Extra processes to trace besides the profiled one (tprof's `rootset`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum RootSet {
+    /// None.
+    #[default]
+    None,
+    /// These processes (a name that is not registered is skipped, as tprof skips it).
+    Processes(Vec<ProcessRef>),
+    /// Every process of the node, existing and new.
+    All,
+    /// Every process that exists when profiling starts.
+    Existing,
+    /// Every process spawned while profiling.
+    New,
+}
+
+/// What `profile` does with the data (tprof's `report`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Report {
+    /// Print per process, sorted (the default: by percent, ascending).
+    Process(SortBy),
+    /// Print all processes together, sorted.
+    Total(SortBy),
+    /// Print nothing: the raw profile is in the [`Outcome`].
+    Return,
+}
+
+impl Default for Report {
+    fn default() -> Report {
+        Report::Process(SortBy::default())
+    }
+}
+
+/// The options of [`profile`], with tprof's defaults: call_count, no timeout, every traced
+/// function (`_, _, _`), `set_on_spawn`, no rootset, a per-process report on stdout.
+pub struct ProfileOptions {
+    trace_type: TraceType,
+    timeout: Option<Duration>,
+    patterns: Vec<TracePattern>,
+    set_on_spawn: bool,
+    rootset: RootSet,
+    report: Report,
+    device: Option<Box<dyn Write + Send>>,
+}
+
+impl Default for ProfileOptions {
+    fn default() -> ProfileOptions {
+        ProfileOptions {
+            trace_type: TraceType::CallCount,
+            timeout: None,
+            patterns: Vec::new(),
+            set_on_spawn: true,
+            rootset: RootSet::None,
+            report: Report::default(),
+            device: None,
+        }
+    }
+}
+
+impl fmt::Debug for ProfileOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ProfileOptions")
+            .field("trace_type", &self.trace_type)
+            .field("timeout", &self.timeout)
+            .field("patterns", &self.patterns)
+            .field("set_on_spawn", &self.set_on_spawn)
+            .field("rootset", &self.rootset)
+            .field("report", &self.report)
+            .field(
+                "device",
+                &self.device.as_ref().map_or("stdout", |_| "custom"),
+            )
+            .finish()
+    }
+}
+
+impl ProfileOptions {
+    /// tprof's defaults.
+    pub fn new() -> ProfileOptions {
+        ProfileOptions::default()
+    }
+
+    /// What to measure.
+    pub fn trace_type(mut self, trace_type: TraceType) -> ProfileOptions {
+        self.trace_type = trace_type;
+        self
+    }
+
+    /// Stops the profiled process (drops its future inside it) after `timeout`; the outcome
+    /// says so and the data gathered until then is returned.
+    pub fn timeout(mut self, timeout: Duration) -> ProfileOptions {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// Traces the functions `pattern` matches (may be given several times); without any, every
+    /// traced function.
+    pub fn pattern(mut self, pattern: TracePattern) -> ProfileOptions {
+        self.patterns.push(pattern);
+        self
+    }
+
+    /// Whether processes spawned by traced processes are traced too (call_time, call_memory).
+    pub fn set_on_spawn(mut self, on: bool) -> ProfileOptions {
+        self.set_on_spawn = on;
+        self
+    }
+
+    /// Extra processes to trace.
+    pub fn rootset(mut self, rootset: RootSet) -> ProfileOptions {
+        self.rootset = rootset;
+        self
+    }
+
+    /// What to print, or [`Report::Return`] to print nothing.
+    pub fn report(mut self, report: Report) -> ProfileOptions {
+        self.report = report;
+        self
+    }
+
+    /// Where to print (default stdout).
+    pub fn device(mut self, device: impl Write + Send + 'static) -> ProfileOptions {
+        self.device = Some(Box::new(device));
+        self
+    }
+}
+
+/// Why the profiled function produced no result.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Failure {
+    /// It ran past the timeout and was stopped.
+    Timeout(Duration),
+    /// It panicked; the panic message.
+    Panic(String),
+    /// Its process was ended by an exit signal or a limit.
+    Exit(ExitReason),
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Failure::Timeout(d) => write!(f, "the profiled function timed out after {d:?}"),
+            Failure::Panic(msg) => write!(f, "the profiled function panicked: {msg}"),
+            Failure::Exit(reason) => write!(f, "the profiled process exited: {reason}"),
+        }
+    }
+}
+
+impl std::error::Error for Failure {}
+
+/// What [`profile`] returns: the function's result (or why there is none) and the profile
+/// gathered, whatever happened.
+#[derive(Debug)]
+pub struct Outcome<T> {
+    /// The function's output, or why it has none.
+    pub result: Result<T, Failure>,
+    /// The raw profile (also when it was printed).
+    pub profile: Profile,
+}
+
+/// Why profiling could not run.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ProfileError {
+    /// No trace session could be opened (too many, or call_memory without the allocator).
+    Session(SessionError),
+    /// A pattern matched no traced function.
+    Pattern(PatternError),
+    /// The private node could not start.
+    Node(NodeError),
+    /// The profiled process could not be spawned.
+    Spawn(SpawnError),
+    /// Printing the report failed.
+    Io(io::Error),
+}
+
+impl fmt::Display for ProfileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ProfileError::Session(e) => write!(f, "cannot profile: {e}"),
+            ProfileError::Pattern(e) => write!(f, "cannot profile: {e}"),
+            ProfileError::Node(e) => write!(f, "cannot profile: {e}"),
+            ProfileError::Spawn(e) => write!(f, "cannot profile: {e}"),
+            ProfileError::Io(e) => write!(f, "cannot print the profile: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for ProfileError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ProfileError::Session(e) => Some(e),
+            ProfileError::Pattern(e) => Some(e),
+            ProfileError::Node(e) => Some(e),
+            ProfileError::Spawn(e) => Some(e),
+            ProfileError::Io(e) => Some(e),
+        }
+    }
+}
+
+/// Profiles `fun` on a private node made for the call (so parallel tests never see each
+/// other), blocking until it ends: tprof's `profile/2`.
+///
+/// ```
+/// use tprof::{ProfileOptions, Report, TraceType};
+///
+/// #[runtime::traced]
+/// fn double(n: u64) -> u64 { n * 2 }
+///
+/// let outcome = tprof::profile(
+///     || async { (0..10).map(double).sum::<u64>() },
+///     ProfileOptions::new()
+///         .pattern(runtime::trace::TracePattern::function(module_path!(), "double"))
+///         .report(Report::Return),
+/// )
+/// .unwrap();
+/// assert_eq!(outcome.result, Ok(90));
+/// assert_eq!(outcome.profile.function("double").unwrap().entries[0].calls, 10);
+/// ```
+///
+/// # Errors
+/// [`ProfileError`] when profiling could not run; what the function did (a panic, a timeout)
+/// is in the [`Outcome`].
+pub fn profile<F, Fut, T>(fun: F, options: ProfileOptions) -> Result<Outcome<T>, ProfileError>
+where
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: Future<Output = T> + Send + 'static,
+    T: Send + 'static,
+{
+    let node = Node::new().map_err(ProfileError::Node)?;
+    let handle = node.handle().clone();
+    node.block_on(profile_async_on(&handle, fun, options))
+}
+
+/// Profiles `fun` on `node`, blocking until it ends. Call it from outside the node's runtime.
+///
+/// # Errors
+/// As [`profile`].
+pub fn profile_on<F, Fut, T>(
+    node: &Node,
+    fun: F,
+    options: ProfileOptions,
+) -> Result<Outcome<T>, ProfileError>
+where
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: Future<Output = T> + Send + 'static,
+    T: Send + 'static,
+{
+    node.block_on(profile_async_on(node.handle(), fun, options))
+}
+
+/// Profiles `fun` on the calling process's node, from async code. Nothing the profiler does
+/// here shows in the profile.
+///
+/// # Errors
+/// As [`profile`]; outside a process, [`ProfileError::Spawn`] with
+/// [`SpawnError::NotInProcess`].
+pub async fn profile_async<F, Fut, T>(
+    fun: F,
+    options: ProfileOptions,
+) -> Result<Outcome<T>, ProfileError>
+where
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: Future<Output = T> + Send + 'static,
+    T: Send + 'static,
+{
+    let node = NodeHandle::current().ok_or(ProfileError::Spawn(SpawnError::NotInProcess))?;
+    profile_async_on(&node, fun, options).await
+}
+
+/// A future polled with every trace session looking away.
+struct Unseen<F>(Pin<Box<F>>);
+
+impl<F: Future> Future for Unseen<F> {
+    type Output = F::Output;
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let inner = self.0.as_mut();
+        runtime::trace::without_tracing(|| inner.poll(cx))
+    }
+}
+
+/// A future whose panic is caught and returned.
+struct CatchPanic<F>(Pin<Box<F>>);
+
+impl<F: Future> Future for CatchPanic<F> {
+    type Output = Result<F::Output, String>;
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let inner = self.0.as_mut();
+        match catch_unwind(AssertUnwindSafe(|| inner.poll(cx))) {
+            Ok(Poll::Pending) => Poll::Pending,
+            Ok(Poll::Ready(out)) => Poll::Ready(Ok(out)),
+            Err(payload) => {
+                let msg = payload
+                    .downcast_ref::<&str>()
+                    .map(|s| (*s).to_owned())
+                    .or_else(|| payload.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "Box<dyn Any>".to_owned());
+                Poll::Ready(Err(msg))
+            }
+        }
+    }
+}
+
+async fn profile_async_on<F, Fut, T>(
+    node: &NodeHandle,
+    fun: F,
+    mut options: ProfileOptions,
+) -> Result<Outcome<T>, ProfileError>
+where
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: Future<Output = T> + Send + 'static,
+    T: Send + 'static,
+{
+    let session = runtime::trace::without_tracing(|| {
+        node.trace_session_with(options.trace_type.session_types())
+    })
+    .map_err(ProfileError::Session)?;
+    if options.patterns.is_empty() {
+        options.patterns.push(TracePattern::all());
+    }
+    for pattern in &options.patterns {
+        session
+            .set_pattern(pattern)
+            .map_err(ProfileError::Pattern)?;
+    }
+    let on_spawn = options.set_on_spawn;
+    let rootset = match &options.rootset {
+        RootSet::None => None,
+        RootSet::All => Some(ProcessSpec::All),
+        RootSet::Existing => Some(ProcessSpec::Existing),
+        RootSet::New => Some(ProcessSpec::New),
+        RootSet::Processes(list) => Some(ProcessSpec::List(
+            list.iter()
+                .map(|p| match p {
+                    ProcessRef::Pid(pid) => ProcessSpec::Pid(*pid),
+                    ProcessRef::Name(name) => ProcessSpec::Name(name.clone()),
+                })
+                .collect(),
+        )),
+    };
+    if let Some(spec) = &rootset {
+        // Failures (a process that ended, a name not registered) are skipped, as tprof does.
+        let _ = session.enable_trace(spec.clone(), on_spawn);
+    }
+    let slot: Arc<Mutex<Option<Result<T, String>>>> = Arc::new(Mutex::new(None));
+    let out = Arc::clone(&slot);
+    let spawned = runtime::trace::without_tracing(|| {
+        node.spawn_opt(
+            async move {
+                let result = CatchPanic(Box::pin(fun())).await;
+                *out.lock().unwrap_or_else(|e| e.into_inner()) = Some(result);
+            },
+            SpawnOptions::new()
+                .traced_by(&session, on_spawn)
+                .initial_call(std::any::type_name::<F>()),
+        )
+    })
+    .map_err(ProfileError::Spawn)?;
+    let pid = spawned.pid;
+    let ended = Unseen(Box::pin(node.wait_exit(pid)));
+    let mut timed_out = None;
+    let reason = match options.timeout {
+        None => ended.await,
+        Some(limit) => match tokio::time::timeout(limit, ended).await {
+            Ok(reason) => reason,
+            Err(_) => {
+                // Its future is dropped inside it; what it gathered so far stays.
+                timed_out = Some(limit);
+                runtime::trace::without_tracing(|| node.exit(pid, ExitReason::Kill));
+                Unseen(Box::pin(node.wait_exit(pid))).await
+            }
+        },
+    };
+    if let Some(spec) = rootset {
+        let _ = session.disable_trace(spec);
+    }
+    let profile = Profile::from_session(&session, options.trace_type, &["tprof"]);
+    drop(session);
+    let taken = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
+    let result = match (taken, timed_out) {
+        (Some(Ok(value)), _) => Ok(value),
+        (Some(Err(msg)), _) => Err(Failure::Panic(msg)),
+        (None, Some(limit)) => Err(Failure::Timeout(limit)),
+        (None, None) => Err(Failure::Exit(reason.unwrap_or(ExitReason::NoProc))),
+    };
+    let sort_and_aggregate = match options.report {
+        Report::Return => None,
+        Report::Process(sort) => Some((Aggregate::Process, sort)),
+        Report::Total(sort) => Some((Aggregate::Total, sort)),
+    };
+    if let Some((aggregate, sort)) = sort_and_aggregate {
+        let inspected = inspect(&profile, aggregate, sort);
+        match options.device.as_mut() {
+            Some(device) => format(device, &inspected),
+            None => format(&mut io::stdout().lock(), &inspected),
+        }
+        .map_err(ProfileError::Io)?;
+    }
+    Ok(Outcome { result, profile })
+}

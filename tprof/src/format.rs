@@ -1,0 +1,176 @@
+//! `format`: tprof's text layout, byte for byte.
+//!
+//! Per process: a blank line, `****** Process <N.I.S>  --  PP.PP% of total *** ` (with the
+//! trailing space), a header, one row per function and a totals row. Column widths are
+//! computed from the cells as tprof computes them: the function column is as wide as the
+//! longest function (the header is cut to that width when every name is shorter, as tprof's
+//! `~.Nts` does), calls at least 5 wide, the measurement as wide as its label or the total,
+//! per call at least 8, percent at least 5. Functions print as `module::path::function/arity`.
+//! call_time prints microseconds, rounded from the nanoseconds kept in the raw data; the
+//! label is tprof's, `TIME (μs)`.
+
+use std::io::{self, Write};
+
+use crate::inspect::{GroupProfile, Inspected};
+use crate::profile::{Group, TraceType};
+
+/// The measurement column's label.
+fn label(trace_type: TraceType) -> &'static str {
+    match trace_type {
+        TraceType::CallCount => "CALLS",
+        TraceType::CallTime => "TIME (μs)",
+        TraceType::CallMemory => "WORDS",
+    }
+}
+
+fn width(s: &str) -> usize {
+    s.chars().count()
+}
+
+/// Left-aligned in exactly `w` characters (cut when longer), as `~.Nts`.
+fn cut_pad(s: &str, w: usize) -> String {
+    let mut out: String = s.chars().take(w).collect();
+    let n = width(&out);
+    out.extend(std::iter::repeat_n(' ', w - n));
+    out
+}
+
+/// Right-aligned in at least `w` characters, as `~Ns`.
+fn right(s: &str, w: usize) -> String {
+    format!("{s:>w$}")
+}
+
+/// Two decimals, ties rounded away from zero, as Erlang's `float_to_list(X, [{decimals, 2}])`
+/// prints them (Rust's `{:.2}` rounds ties to even).
+fn two_decimals(x: f64) -> String {
+    format!("{:.2}", (x * 100.0).round() / 100.0)
+}
+
+/// Nanoseconds to the microseconds tprof prints (rounded half up).
+fn micros(ns: u64) -> u64 {
+    ns.saturating_add(500) / 1000
+}
+
+/// Prints `inspected` as tprof's `format/2` does.
+///
+/// # Errors
+/// What writing to `out` returns.
+pub fn format(out: &mut dyn Write, inspected: &Inspected) -> io::Result<()> {
+    if inspected.groups.is_empty() {
+        return out.write_all(b"Trace is empty\n");
+    }
+    if let Some(all) = inspected.groups.get(&Group::All) {
+        return format_group(out, all);
+    }
+    let grand: u64 = inspected.groups.values().map(|g| g.total).sum();
+    for (group, profile) in &inspected.groups {
+        let share = if grand == 0 {
+            0.0
+        } else {
+            profile.total as f64 * 100.0 / grand as f64
+        };
+        let share = two_decimals(share);
+        write!(
+            out,
+            "\n****** Process {group}  --  {share}% of total *** \n"
+        )?;
+        format_group(out, profile)?;
+    }
+    Ok(())
+}
+
+/// Prints one group (a process, or `all`) as tprof's `format/1` of a `profile_result()`.
+///
+/// # Errors
+/// What writing to `out` returns.
+pub fn format_group(out: &mut dyn Write, group: &GroupProfile) -> io::Result<()> {
+    let names: Vec<String> = group
+        .lines
+        .iter()
+        .map(|l| format!("{}::{}/{}", l.module, l.function, l.arity))
+        .collect();
+    if group.trace_type == TraceType::CallCount {
+        let rows: Vec<[String; 3]> = group
+            .lines
+            .iter()
+            .zip(&names)
+            .map(|(l, name)| [name.clone(), l.calls.to_string(), two_decimals(l.percent)])
+            .collect();
+        let mut w = [0usize, 5, 5];
+        for row in &rows {
+            for (w, cell) in w.iter_mut().zip(row) {
+                *w = (*w).max(width(cell));
+            }
+        }
+        let line = |out: &mut dyn Write, cells: [&str; 3]| {
+            writeln!(
+                out,
+                "{}  {}  [{}]",
+                cut_pad(cells[0], w[0]),
+                right(cells[1], w[1]),
+                right(cells[2], w[2])
+            )
+        };
+        line(out, ["FUNCTION", "CALLS", "%"])?;
+        for row in &rows {
+            line(out, [&row[0], &row[1], &row[2]])?;
+        }
+        return line(out, [" ", " ", "100.0"]);
+    }
+    let time = group.trace_type == TraceType::CallTime;
+    let label = label(group.trace_type);
+    let total = if time {
+        micros(group.total)
+    } else {
+        group.total
+    };
+    let rows: Vec<[String; 5]> = group
+        .lines
+        .iter()
+        .zip(&names)
+        .map(|(l, name)| {
+            let (value, per_call) = if time {
+                (micros(l.measurement), l.per_call / 1000.0)
+            } else {
+                (l.measurement, l.per_call)
+            };
+            [
+                name.clone(),
+                l.calls.to_string(),
+                value.to_string(),
+                two_decimals(per_call),
+                two_decimals(l.percent),
+            ]
+        })
+        .collect();
+    let mut w = [0usize, 5, width(label).max(width(&total.to_string())), 8, 5];
+    for row in &rows {
+        for (w, cell) in w.iter_mut().zip(row) {
+            *w = (*w).max(width(cell));
+        }
+    }
+    let line = |out: &mut dyn Write, cells: [&str; 5]| {
+        writeln!(
+            out,
+            "{}  {}  {}  {}  [{}]",
+            cut_pad(cells[0], w[0]),
+            right(cells[1], w[1]),
+            right(cells[2], w[2]),
+            right(cells[3], w[3]),
+            right(cells[4], w[4])
+        )
+    };
+    line(out, ["FUNCTION", "CALLS", label, "PER CALL", "%"])?;
+    for row in &rows {
+        line(out, [&row[0], &row[1], &row[2], &row[3], &row[4]])?;
+    }
+    line(out, [" ", " ", &total.to_string(), " ", "100.0"])
+}
+
+/// [`format`] into a `String`.
+pub fn format_to_string(inspected: &Inspected) -> String {
+    let mut out = Vec::new();
+    // Writing to a Vec cannot fail.
+    let _ = format(&mut out, inspected);
+    String::from_utf8_lossy(&out).into_owned()
+}

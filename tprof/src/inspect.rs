@@ -1,0 +1,264 @@
+//! `inspect`: a raw profile turned into per-process (or total) lines with per-call figures and
+//! percentages, sorted by a column.
+
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+
+use crate::profile::{Group, Profile, TraceType};
+
+/// A column to sort by (tprof's `column()`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Column {
+    /// The module path.
+    Module,
+    /// The function, then its arity.
+    Function,
+    /// Calls.
+    Calls,
+    /// The measurement (calls, time or words).
+    Measurement,
+    /// The measurement per call.
+    MeasurementPerCall,
+    /// The share of the group's total.
+    #[default]
+    Percent,
+}
+
+/// Ascending or descending.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Direction {
+    /// Smallest first.
+    #[default]
+    Ascending,
+    /// Largest first: the ascending order reversed, as tprof does (ties come out in reverse).
+    Descending,
+}
+
+/// How to sort lines (tprof's `sort_by()`); the default is by percent, ascending.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct SortBy {
+    /// The column.
+    pub column: Column,
+    /// The direction.
+    pub direction: Direction,
+}
+
+impl SortBy {
+    /// Ascending by `column`.
+    pub fn ascending(column: Column) -> SortBy {
+        SortBy {
+            column,
+            direction: Direction::Ascending,
+        }
+    }
+
+    /// Descending by `column`.
+    pub fn descending(column: Column) -> SortBy {
+        SortBy {
+            column,
+            direction: Direction::Descending,
+        }
+    }
+}
+
+impl From<Column> for SortBy {
+    fn from(column: Column) -> SortBy {
+        SortBy::ascending(column)
+    }
+}
+
+/// Per process, or all processes together.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Aggregate {
+    /// One group per process (call_count has only the `all` group).
+    #[default]
+    Process,
+    /// One group for all processes.
+    Total,
+}
+
+/// One function in an inspected group (tprof's `profile_line()`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Line {
+    /// The module path.
+    pub module: &'static str,
+    /// The function.
+    pub function: &'static str,
+    /// Its arity.
+    pub arity: u8,
+    /// Calls.
+    pub calls: u64,
+    /// The measurement: calls, nanoseconds or words.
+    pub measurement: u64,
+    /// The measurement per call; 0.0 for no calls.
+    pub per_call: f64,
+    /// The share of the group's total, in percent; 0.0 when the total is 0.
+    pub percent: f64,
+}
+
+/// One group's lines and total (tprof's `profile_result()`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct GroupProfile {
+    /// What was measured.
+    pub trace_type: TraceType,
+    /// The sum of the measurement over the lines.
+    pub total: u64,
+    /// The functions, sorted.
+    pub lines: Vec<Line>,
+}
+
+/// An inspected profile: per group (a process, or `all`), its lines.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Inspected {
+    /// The groups, in pid order.
+    pub groups: BTreeMap<Group, GroupProfile>,
+}
+
+impl Inspected {
+    /// The group of `pid`.
+    pub fn process(&self, pid: runtime::Pid) -> Option<&GroupProfile> {
+        self.groups.get(&Group::Process(pid))
+    }
+
+    /// The `all` group ([`Aggregate::Total`], or call_count).
+    pub fn all(&self) -> Option<&GroupProfile> {
+        self.groups.get(&Group::All)
+    }
+}
+
+fn divide(a: f64, b: f64) -> f64 {
+    if b == 0.0 { 0.0 } else { a / b }
+}
+
+/// Keeps what tprof's `collect` keeps: call_memory lines that allocated something.
+fn shown(trace_type: TraceType, measurement: u64, calls: u64) -> bool {
+    match trace_type {
+        TraceType::CallMemory => measurement > 0,
+        TraceType::CallCount => calls > 0,
+        TraceType::CallTime => true,
+    }
+}
+
+/// tprof's `inspect(Profile, Aggregate, SortBy)`: per process (or in total), each function's
+/// calls, measurement, measurement per call and share of the group's total, sorted.
+///
+/// call_count has one group, `all`. Functions of a call_memory profile that allocated
+/// nothing are left out, as tprof's `collect` leaves them out (the raw [`Profile`] keeps
+/// them).
+///
+/// ```
+/// use tprof::{Aggregate, Column, Entry, FunctionTrace, Group, Profile, SortBy, TraceType};
+/// # #[runtime::traced] fn f() {}
+/// # let callsite = runtime::trace::callsites().iter().find(|c| c.function() == "f").unwrap();
+/// let profile = Profile {
+///     trace_type: TraceType::CallCount,
+///     functions: vec![FunctionTrace {
+///         callsite,
+///         entries: vec![Entry { group: Group::All, calls: 4, measurement: 4, bytes: 0, blocks: 0 }],
+///     }],
+/// };
+/// let inspected = tprof::inspect(&profile, Aggregate::Process, SortBy::default());
+/// let all = inspected.all().unwrap();
+/// assert_eq!(all.total, 4);
+/// assert_eq!(all.lines[0].percent, 100.0);
+/// ```
+pub fn inspect(profile: &Profile, aggregate: Aggregate, sort: SortBy) -> Inspected {
+    let trace_type = profile.trace_type;
+    let aggregate = if trace_type == TraceType::CallCount {
+        Aggregate::Total
+    } else {
+        aggregate
+    };
+    let mut groups: BTreeMap<Group, GroupProfile> = BTreeMap::new();
+    match aggregate {
+        Aggregate::Process => {
+            for f in &profile.functions {
+                for e in &f.entries {
+                    if !shown(trace_type, e.measurement, e.calls) {
+                        continue;
+                    }
+                    let group = groups.entry(e.group).or_insert_with(|| GroupProfile {
+                        trace_type,
+                        total: 0,
+                        lines: Vec::new(),
+                    });
+                    group.total += e.measurement;
+                    group.lines.push(Line {
+                        module: f.module(),
+                        function: f.function(),
+                        arity: f.arity(),
+                        calls: e.calls,
+                        measurement: e.measurement,
+                        per_call: divide(e.measurement as f64, e.calls as f64),
+                        percent: 0.0,
+                    });
+                }
+            }
+            for group in groups.values_mut() {
+                let total = group.total as f64;
+                for line in &mut group.lines {
+                    line.percent = divide(line.measurement as f64 * 100.0, total);
+                }
+            }
+        }
+        Aggregate::Total => {
+            let mut lines = Vec::new();
+            let mut total = 0;
+            for f in &profile.functions {
+                let (calls, measurement) = f
+                    .entries
+                    .iter()
+                    .filter(|e| shown(trace_type, e.measurement, e.calls))
+                    .fold((0, 0), |(c, m), e| (c + e.calls, m + e.measurement));
+                if calls == 0 && measurement == 0 {
+                    continue;
+                }
+                total += measurement;
+                lines.push(Line {
+                    module: f.module(),
+                    function: f.function(),
+                    arity: f.arity(),
+                    calls,
+                    measurement,
+                    per_call: divide(measurement as f64, calls as f64),
+                    percent: 0.0,
+                });
+            }
+            for line in &mut lines {
+                line.percent = divide(line.measurement as f64 * 100.0, total as f64);
+            }
+            if !lines.is_empty() {
+                groups.insert(
+                    Group::All,
+                    GroupProfile {
+                        trace_type,
+                        total,
+                        lines,
+                    },
+                );
+            }
+        }
+    }
+    for group in groups.values_mut() {
+        sort_lines(&mut group.lines, sort);
+    }
+    Inspected { groups }
+}
+
+/// Sorts `lines` as tprof does: a stable ascending sort, reversed for descending.
+pub fn sort_lines(lines: &mut [Line], sort: SortBy) {
+    let key = |a: &Line, b: &Line| -> Ordering {
+        match sort.column {
+            Column::Module => a.module.cmp(b.module),
+            Column::Function => (a.function, a.arity).cmp(&(b.function, b.arity)),
+            Column::Calls => a.calls.cmp(&b.calls),
+            Column::Measurement => a.measurement.cmp(&b.measurement),
+            Column::MeasurementPerCall => a.per_call.total_cmp(&b.per_call),
+            Column::Percent => a.percent.total_cmp(&b.percent),
+        }
+    };
+    lines.sort_by(key);
+    if sort.direction == Direction::Descending {
+        lines.reverse();
+    }
+}

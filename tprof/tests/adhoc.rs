@@ -1,0 +1,316 @@
+//! Ad-hoc profiling: `tprof::profile` with each trace type, patterns, set_on_spawn, rootset,
+//! timeouts, panics and reports.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use runtime::trace::TracePattern;
+use runtime::{Down, receive, spawn_monitor, traced};
+use tprof::{
+    Aggregate, Column, Failure, Group, ProfileOptions, Report, RootSet, SortBy, TraceType,
+};
+
+#[global_allocator]
+static ALLOC: runtime::CountingAlloc = runtime::CountingAlloc::system();
+
+/// Allocates `n` blocks of 10 words, and a vec of `n` words to hold them.
+#[traced]
+#[allow(clippy::vec_box)]
+fn seq_loop(n: usize) -> Vec<Box<[u64; 10]>> {
+    (0..n).map(|i| Box::new([i as u64; 10])).collect()
+}
+
+#[traced]
+async fn test_spawn() -> &'static str {
+    let (pid, _) = spawn_monitor(async {
+        seq_loop(9);
+    })
+    .unwrap();
+    let down: Down = receive().await;
+    assert_eq!(down.pid, pid);
+    seq_loop(1);
+    "done"
+}
+
+fn module() -> String {
+    module_path!().to_owned()
+}
+
+fn only_here() -> TracePattern {
+    TracePattern::module(module())
+}
+
+/// A `Write` that keeps what is written.
+#[derive(Clone, Default)]
+struct Capture(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Capture {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Capture {
+    fn text(&self) -> String {
+        String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
+    }
+}
+
+#[test]
+fn call_memory_per_process_with_exact_words() {
+    let out = Capture::default();
+    let outcome = tprof::profile(
+        test_spawn,
+        ProfileOptions::new()
+            .trace_type(TraceType::CallMemory)
+            .pattern(only_here())
+            .device(out.clone()),
+    )
+    .unwrap();
+    assert_eq!(outcome.result, Ok("done"));
+    let pids = outcome.profile.processes();
+    assert_eq!(pids.len(), 2, "the profiled process and its child");
+    let seq = outcome.profile.function("seq_loop").unwrap();
+    // Each block is 10 words; the vec holding n boxes is n words.
+    let words: Vec<u64> = seq.entries.iter().map(|e| e.measurement).collect();
+    assert!(
+        words.contains(&(9 * 10 + 9)) && words.contains(&(10 + 1)),
+        "{words:?}"
+    );
+    let text = out.text();
+    assert!(text.contains("****** Process"), "{text}");
+    assert!(text.contains("seq_loop/1"), "{text}");
+    println!("{text}");
+}
+
+#[test]
+fn call_count_counts_exact_calls_in_one_all_group() {
+    let outcome = tprof::profile(
+        || async {
+            for _ in 0..7 {
+                seq_loop(1);
+            }
+        },
+        ProfileOptions::new()
+            .pattern(TracePattern::function(module(), "seq_loop"))
+            .report(Report::Return),
+    )
+    .unwrap();
+    let f = outcome.profile.function("seq_loop").unwrap();
+    assert_eq!(f.entries.len(), 1);
+    assert_eq!(f.entries[0].group, Group::All);
+    assert_eq!(f.entries[0].calls, 7);
+    let inspected = tprof::inspect(&outcome.profile, Aggregate::Process, SortBy::default());
+    assert_eq!(inspected.groups.len(), 1);
+    assert_eq!(inspected.all().unwrap().total, 7);
+}
+
+#[test]
+fn set_on_spawn_false_profiles_one_process() {
+    let outcome = tprof::profile(
+        test_spawn,
+        ProfileOptions::new()
+            .trace_type(TraceType::CallMemory)
+            .pattern(only_here())
+            .set_on_spawn(false)
+            .report(Report::Return),
+    )
+    .unwrap();
+    assert_eq!(outcome.profile.processes().len(), 1);
+}
+
+#[test]
+fn a_timeout_stops_the_function_and_keeps_the_data() {
+    let start = std::time::Instant::now();
+    let outcome = tprof::profile(
+        || async {
+            seq_loop(3);
+            tokio::time::sleep(Duration::from_secs(60)).await;
+        },
+        ProfileOptions::new()
+            .trace_type(TraceType::CallMemory)
+            .pattern(only_here())
+            .timeout(Duration::from_millis(200))
+            .report(Report::Return),
+    )
+    .unwrap();
+    assert!(start.elapsed() < Duration::from_secs(30));
+    assert_eq!(
+        outcome.result,
+        Err(Failure::Timeout(Duration::from_millis(200)))
+    );
+    assert_eq!(
+        outcome.profile.function("seq_loop").unwrap().entries[0].calls,
+        1
+    );
+}
+
+#[test]
+fn a_panic_is_the_outcome_error_and_the_data_is_kept() {
+    let outcome = tprof::profile(
+        || async {
+            seq_loop(2);
+            panic!("profiled code failed");
+        },
+        ProfileOptions::new()
+            .trace_type(TraceType::CallMemory)
+            .pattern(only_here())
+            .report(Report::Return),
+    )
+    .unwrap();
+    assert_eq!(
+        outcome.result,
+        Err(Failure::Panic("profiled code failed".into()))
+    );
+    assert_eq!(
+        outcome.profile.function("seq_loop").unwrap().entries[0].measurement,
+        22
+    );
+}
+
+#[test]
+fn total_report_sorted_by_measurement_descending() {
+    let out = Capture::default();
+    tprof::profile(
+        test_spawn,
+        ProfileOptions::new()
+            .trace_type(TraceType::CallMemory)
+            .pattern(only_here())
+            .report(Report::Total(SortBy::descending(Column::Measurement)))
+            .device(out.clone()),
+    )
+    .unwrap();
+    let text = out.text();
+    assert!(!text.contains("****** Process"), "{text}");
+    println!("{text}");
+}
+
+/// A registered server whose call handler allocates 5 words.
+struct Store;
+
+#[traced]
+#[async_trait::async_trait]
+impl runtime::gen_server::GenServer for Store {
+    type Args = ();
+    type Call = u32;
+    type Reply = usize;
+    type Cast = ();
+
+    #[traced(skip)]
+    async fn init((): ()) -> Result<Self, runtime::ExitReason> {
+        Ok(Store)
+    }
+
+    async fn handle_call(
+        &mut self,
+        n: u32,
+        _from: &mut runtime::gen_server::Caller<usize>,
+    ) -> runtime::gen_server::CallReply<usize> {
+        let v: Vec<u64> = std::hint::black_box(vec![u64::from(n); 5]);
+        runtime::gen_server::CallReply::Reply(v.len())
+    }
+}
+
+#[test]
+fn a_rootset_name_adds_a_registered_server() {
+    let node = runtime::Node::builder().worker_threads(2).build().unwrap();
+    node.run(async {
+        runtime::gen_server::start::<Store>(
+            (),
+            runtime::gen_server::StartOptions::new().name("store"),
+        )
+        .await
+        .unwrap();
+    })
+    .unwrap();
+    let server = node.whereis("store").unwrap();
+    let outcome = tprof::profile_on(
+        &node,
+        || async {
+            runtime::gen_server::call::<Store>("store", 1, runtime::gen_server::Timeout::Infinity)
+                .await
+                .unwrap()
+        },
+        ProfileOptions::new()
+            .trace_type(TraceType::CallMemory)
+            .pattern(only_here())
+            .rootset(RootSet::Processes(vec![
+                "store".into(),
+                "not_registered".into(),
+            ]))
+            .report(Report::Return),
+    )
+    .unwrap();
+    assert_eq!(outcome.result, Ok(5));
+    let handler = outcome
+        .profile
+        .function("<Store as runtime::gen_server::GenServer>::handle_call")
+        .unwrap();
+    assert_eq!(handler.entries.len(), 1);
+    assert_eq!(handler.entries[0].group, Group::Process(server));
+    assert_eq!(handler.entries[0].measurement, 5);
+    // Without the rootset the server is not profiled.
+    let outcome = tprof::profile_on(
+        &node,
+        || async {
+            runtime::gen_server::call::<Store>("store", 1, runtime::gen_server::Timeout::Infinity)
+                .await
+                .unwrap()
+        },
+        ProfileOptions::new()
+            .trace_type(TraceType::CallMemory)
+            .pattern(only_here())
+            .report(Report::Return),
+    )
+    .unwrap();
+    assert!(!outcome.profile.processes().contains(&server));
+}
+
+#[test]
+fn the_profiler_never_shows_itself() {
+    for trace_type in [
+        TraceType::CallCount,
+        TraceType::CallTime,
+        TraceType::CallMemory,
+    ] {
+        let outcome = tprof::profile(
+            || async { 1 + 1 },
+            ProfileOptions::new()
+                .trace_type(trace_type)
+                .report(Report::Return),
+        )
+        .unwrap();
+        assert_eq!(outcome.result, Ok(2));
+        assert!(
+            outcome.profile.is_empty(),
+            "{trace_type}: {:?}",
+            outcome.profile
+        );
+    }
+}
+
+#[test]
+fn a_pattern_restricts_the_profile() {
+    let outcome = tprof::profile(
+        test_spawn,
+        ProfileOptions::new()
+            .trace_type(TraceType::CallMemory)
+            .pattern(TracePattern::function(module(), "seq_loop"))
+            .report(Report::Return),
+    )
+    .unwrap();
+    assert_eq!(outcome.profile.functions.len(), 1);
+    assert_eq!(outcome.profile.functions[0].function(), "seq_loop");
+    let err = tprof::profile(
+        || async {},
+        ProfileOptions::new().pattern(TracePattern::function(module(), "no_such_function")),
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("no_such_function"), "{err}");
+}
