@@ -167,7 +167,7 @@ pub fn format_group(out: &mut dyn Write, group: &GroupProfile) -> io::Result<()>
     line(out, [" ", " ", &total.to_string(), " ", "100.0"])
 }
 
-/// [`format`] into a `String`.
+/// [`format()`] into a `String`.
 pub fn format_to_string(inspected: &Inspected) -> String {
     let mut out = Vec::new();
     // Writing to a Vec cannot fail.
