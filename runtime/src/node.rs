@@ -473,8 +473,8 @@ impl NodeHandle {
         })
     }
 
-    /// Runs `future` in a new process and waits for it: its output, or the reason it ended
-    /// without one.
+    /// Runs `future` in a new process and waits until the process has ended: its output, or
+    /// the reason it ended without one.
     ///
     /// # Errors
     /// The process's exit reason when it ended before producing its output, or
@@ -501,7 +501,15 @@ impl NodeHandle {
             return Err(ExitReason::NoProc);
         };
         match rx.await {
-            Ok(out) => Ok(out),
+            Ok(out) => {
+                // The output is sent from inside the process's last poll: wait until the
+                // process has ended (its exit bookkeeping, and the end of that poll, done).
+                let pid = process.pid;
+                self.inner
+                    .wait_until(|| self.inner.table.get(pid).is_none())
+                    .await;
+                Ok(out)
+            }
             Err(_) => {
                 // The future was dropped before it produced its output: the reason is
                 // recorded right after.

@@ -6,6 +6,7 @@ mod adhoc;
 mod format;
 mod inspect;
 mod profile;
+mod server;
 
 pub use adhoc::{
     Failure, Outcome, ProcessRef, ProfileError, ProfileOptions, Report, RootSet, profile,
@@ -16,3 +17,4 @@ pub use inspect::{
     Aggregate, Column, Direction, GroupProfile, Inspected, Line, SortBy, inspect, sort_lines,
 };
 pub use profile::{Entry, FunctionTrace, Group, Profile, TraceType};
+pub use server::{DEFAULT_NAME, ServerError, ServerOptions, Tprof};

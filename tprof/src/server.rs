@@ -1,0 +1,400 @@
+//! Server-aided profiling: a tprof server (a gen_server of the node) that holds a trace
+//! session, takes patterns and process flags while the system runs, and hands out what it
+//! gathered.
+
+use std::fmt;
+
+use async_trait::async_trait;
+use runtime::gen_server::{
+    self, CallError, CallReply, Caller, GenServer, Server, StartError, StartOptions, Timeout,
+};
+use runtime::trace::{
+    FlagError, FlagOutcome, PatternError, ProcessSpec, SessionError, TraceMap, TracePattern,
+    TraceSession,
+};
+use runtime::{ExitReason, NodeHandle, Pid};
+
+use crate::profile::{Profile, TraceType};
+
+/// The name the default server registers.
+pub const DEFAULT_NAME: &str = "tprof";
+
+/// How to start a server: what it measures and the name it registers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServerOptions {
+    trace_type: TraceType,
+    name: String,
+}
+
+impl Default for ServerOptions {
+    fn default() -> ServerOptions {
+        ServerOptions {
+            trace_type: TraceType::CallCount,
+            name: DEFAULT_NAME.to_owned(),
+        }
+    }
+}
+
+impl ServerOptions {
+    /// call_count, registered as [`DEFAULT_NAME`].
+    pub fn new() -> ServerOptions {
+        ServerOptions::default()
+    }
+
+    /// What to measure.
+    pub fn trace_type(mut self, trace_type: TraceType) -> ServerOptions {
+        self.trace_type = trace_type;
+        self
+    }
+
+    /// Registers the server under `name` instead of the default, so it can run beside it.
+    pub fn name(mut self, name: impl Into<String>) -> ServerOptions {
+        self.name = name.into();
+        self
+    }
+}
+
+/// Why a server request failed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ServerError {
+    /// A server with that name already runs: here it is.
+    AlreadyStarted(Tprof),
+    /// The server could not start.
+    Start(StartError),
+    /// Its trace session could not be opened.
+    Session(SessionError),
+    /// `pause` while paused (tprof's `not_running`).
+    NotRunning,
+    /// `resume` while running (tprof's `not_paused`).
+    NotPaused,
+    /// A pattern matched nothing, or cleared a module not traced.
+    Pattern(PatternError),
+    /// A process to trace was not found.
+    Flags(FlagError),
+    /// The server could not be reached (it stopped, or never ran).
+    Call(CallError),
+}
+
+impl fmt::Display for ServerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ServerError::AlreadyStarted(t) => {
+                write!(
+                    f,
+                    "a tprof server named `{}` already runs as {}",
+                    t.name, t.pid
+                )
+            }
+            ServerError::Start(e) => write!(f, "cannot start the tprof server: {e}"),
+            ServerError::Session(e) => write!(f, "cannot start the tprof server: {e}"),
+            ServerError::NotRunning => f.write_str("tprof is paused already (not running)"),
+            ServerError::NotPaused => f.write_str("tprof is not paused"),
+            ServerError::Pattern(e) => write!(f, "{e}"),
+            ServerError::Flags(e) => write!(f, "{e}"),
+            ServerError::Call(e) => write!(f, "the tprof server did not answer: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for ServerError {}
+
+enum Request {
+    SetPattern(TracePattern),
+    ClearPattern(TracePattern),
+    TraceMap,
+    EnableTrace(ProcessSpec, bool),
+    DisableTrace(ProcessSpec),
+    Pause,
+    Resume,
+    Restart,
+    Collect,
+    Stop,
+}
+
+enum Reply {
+    Matched(Result<usize, PatternError>),
+    Map(TraceMap),
+    Flags(Result<FlagOutcome, FlagError>),
+    Done(Result<(), ServerError>),
+    Profile(Profile),
+}
+
+/// The server process's state.
+struct TprofServer {
+    session: TraceSession,
+    trace_type: TraceType,
+    paused: bool,
+}
+
+#[async_trait]
+impl GenServer for TprofServer {
+    type Args = TraceType;
+    type Call = Request;
+    type Reply = Reply;
+    type Cast = ();
+
+    async fn init(trace_type: TraceType) -> Result<Self, ExitReason> {
+        let node = NodeHandle::current().ok_or(ExitReason::NoProc)?;
+        let session = node
+            .trace_session_with(trace_type.session_types())
+            .map_err(|e| ExitReason::custom(e.to_string()))?;
+        Ok(TprofServer {
+            session,
+            trace_type,
+            paused: false,
+        })
+    }
+
+    async fn handle_call(
+        &mut self,
+        request: Request,
+        _from: &mut Caller<Reply>,
+    ) -> CallReply<Reply> {
+        let reply = match request {
+            Request::SetPattern(p) => Reply::Matched(self.session.set_pattern(&p)),
+            Request::ClearPattern(p) => Reply::Matched(self.session.clear_pattern(&p)),
+            Request::TraceMap => Reply::Map(self.session.trace_map()),
+            Request::EnableTrace(spec, on_spawn) => {
+                Reply::Flags(self.session.enable_trace(spec, on_spawn))
+            }
+            Request::DisableTrace(spec) => Reply::Flags(self.session.disable_trace(spec)),
+            Request::Pause => Reply::Done(if self.paused {
+                Err(ServerError::NotRunning)
+            } else {
+                self.session.pause();
+                self.paused = true;
+                Ok(())
+            }),
+            Request::Resume => Reply::Done(if self.paused {
+                self.session.resume();
+                self.paused = false;
+                Ok(())
+            } else {
+                Err(ServerError::NotPaused)
+            }),
+            Request::Restart => {
+                self.session.restart();
+                self.paused = false;
+                Reply::Done(Ok(()))
+            }
+            Request::Collect => {
+                Reply::Profile(Profile::from_session(&self.session, self.trace_type, &[]))
+            }
+            Request::Stop => return CallReply::Stop(ExitReason::Normal, Some(Reply::Done(Ok(())))),
+        };
+        CallReply::Reply(reply)
+    }
+}
+
+/// A running tprof server: tprof's server-aided API.
+///
+/// Its methods call the server (a gen_server), so they are async; from a plain thread use
+/// [`Node::block_on`](runtime::Node::block_on).
+///
+/// ```
+/// use runtime::Node;
+/// use runtime::trace::{ProcessSpec, TracePattern};
+/// use tprof::{ServerOptions, Tprof, TraceType};
+///
+/// #[runtime::traced]
+/// fn work(n: u64) -> u64 { n + 1 }
+///
+/// let node = Node::new().unwrap();
+/// let tprof = node.block_on(Tprof::start(&node, ServerOptions::new())).unwrap();
+/// node.block_on(tprof.set_pattern(TracePattern::function(module_path!(), "work"))).unwrap();
+/// node.run(async { (0..5).map(work).sum::<u64>() }).unwrap();
+/// let profile = node.block_on(tprof.collect()).unwrap();
+/// assert_eq!(profile.function("work").unwrap().entries[0].calls, 5);
+/// node.block_on(tprof.stop()).unwrap();
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Tprof {
+    pid: Pid,
+    name: String,
+}
+
+impl Tprof {
+    /// Starts a server on `node` (not linked to anything), registered under the options'
+    /// name. tprof's `start/1`.
+    ///
+    /// # Errors
+    /// [`ServerError::AlreadyStarted`] with the running server when one has that name;
+    /// [`ServerError::Start`] when it could not start (call_memory without the allocator).
+    pub async fn start(node: &NodeHandle, options: ServerOptions) -> Result<Tprof, ServerError> {
+        let started = gen_server::start_on::<TprofServer>(
+            node,
+            options.trace_type,
+            StartOptions::new().name(options.name.as_str()),
+        )
+        .await;
+        Tprof::started(started, options.name)
+    }
+
+    /// Starts a server linked to the calling process. tprof's `start_link/1`.
+    ///
+    /// # Errors
+    /// As [`Tprof::start`].
+    pub async fn start_link(options: ServerOptions) -> Result<Tprof, ServerError> {
+        let started = gen_server::start_link::<TprofServer>(
+            options.trace_type,
+            StartOptions::new().name(options.name.as_str()),
+        )
+        .await;
+        Tprof::started(started, options.name)
+    }
+
+    fn started(
+        started: Result<Server<TprofServer>, StartError>,
+        name: String,
+    ) -> Result<Tprof, ServerError> {
+        match started {
+            Ok(server) => Ok(Tprof {
+                pid: server.pid(),
+                name,
+            }),
+            Err(StartError::AlreadyStarted { pid, .. }) => {
+                Err(ServerError::AlreadyStarted(Tprof { pid, name }))
+            }
+            Err(e) => Err(ServerError::Start(e)),
+        }
+    }
+
+    /// The server registered as `name` on `node`, if one runs (the default server:
+    /// [`DEFAULT_NAME`]).
+    pub fn whereis(node: &NodeHandle, name: &str) -> Option<Tprof> {
+        node.whereis(name).map(|pid| Tprof {
+            pid,
+            name: name.to_owned(),
+        })
+    }
+
+    /// The server's process.
+    pub fn pid(&self) -> Pid {
+        self.pid
+    }
+
+    async fn call(&self, request: Request) -> Result<Reply, ServerError> {
+        gen_server::call::<TprofServer>(self.pid, request, Timeout::Infinity)
+            .await
+            .map_err(ServerError::Call)
+    }
+
+    async fn done(&self, request: Request) -> Result<(), ServerError> {
+        match self.call(request).await? {
+            Reply::Done(done) => done,
+            _ => unreachable!("the server answers this request with Done"),
+        }
+    }
+
+    /// Traces the functions `pattern` matches; returns how many it matched.
+    ///
+    /// # Errors
+    /// [`ServerError::Pattern`] when it matches nothing.
+    pub async fn set_pattern(&self, pattern: TracePattern) -> Result<usize, ServerError> {
+        match self.call(Request::SetPattern(pattern)).await? {
+            Reply::Matched(r) => r.map_err(ServerError::Pattern),
+            _ => unreachable!("the server answers set_pattern with Matched"),
+        }
+    }
+
+    /// Stops tracing the functions `pattern` matches; returns how many.
+    ///
+    /// # Errors
+    /// [`ServerError::Pattern`] when the module is not traced.
+    pub async fn clear_pattern(&self, pattern: TracePattern) -> Result<usize, ServerError> {
+        match self.call(Request::ClearPattern(pattern)).await? {
+            Reply::Matched(r) => r.map_err(ServerError::Pattern),
+            _ => unreachable!("the server answers clear_pattern with Matched"),
+        }
+    }
+
+    /// The traced functions by module.
+    ///
+    /// # Errors
+    /// [`ServerError::Call`] when the server is gone.
+    pub async fn get_trace_map(&self) -> Result<TraceMap, ServerError> {
+        match self.call(Request::TraceMap).await? {
+            Reply::Map(m) => Ok(m),
+            _ => unreachable!("the server answers get_trace_map with Map"),
+        }
+    }
+
+    /// Traces the processes `spec` names (call_time, call_memory); with `set_on_spawn`, their
+    /// children too. Returns the count, and for lists the failures in input order.
+    ///
+    /// # Errors
+    /// [`ServerError::Flags`] for a single pid or name that is not alive.
+    pub async fn enable_trace(
+        &self,
+        spec: impl Into<ProcessSpec>,
+        set_on_spawn: bool,
+    ) -> Result<FlagOutcome, ServerError> {
+        match self
+            .call(Request::EnableTrace(spec.into(), set_on_spawn))
+            .await?
+        {
+            Reply::Flags(r) => r.map_err(ServerError::Flags),
+            _ => unreachable!("the server answers enable_trace with Flags"),
+        }
+    }
+
+    /// Stops tracing the processes `spec` names; what they gathered is kept.
+    ///
+    /// # Errors
+    /// As [`Tprof::enable_trace`].
+    pub async fn disable_trace(
+        &self,
+        spec: impl Into<ProcessSpec>,
+    ) -> Result<FlagOutcome, ServerError> {
+        match self.call(Request::DisableTrace(spec.into())).await? {
+            Reply::Flags(r) => r.map_err(ServerError::Flags),
+            _ => unreachable!("the server answers disable_trace with Flags"),
+        }
+    }
+
+    /// Stops gathering, keeping the data; once it returns, [`Tprof::collect`] is stable.
+    ///
+    /// # Errors
+    /// [`ServerError::NotRunning`] when already paused.
+    pub async fn pause(&self) -> Result<(), ServerError> {
+        self.done(Request::Pause).await
+    }
+
+    /// Gathers again after [`Tprof::pause`], keeping the data (tprof's `continue`).
+    ///
+    /// # Errors
+    /// [`ServerError::NotPaused`] when not paused.
+    #[doc(alias = "continue")]
+    pub async fn resume(&self) -> Result<(), ServerError> {
+        self.done(Request::Resume).await
+    }
+
+    /// Clears the data and gathers (also after a pause).
+    ///
+    /// # Errors
+    /// [`ServerError::Call`] when the server is gone.
+    pub async fn restart(&self) -> Result<(), ServerError> {
+        self.done(Request::Restart).await
+    }
+
+    /// What the server gathered so far, as a raw profile. Never stops the processes.
+    ///
+    /// # Errors
+    /// [`ServerError::Call`] when the server is gone.
+    pub async fn collect(&self) -> Result<Profile, ServerError> {
+        match self.call(Request::Collect).await? {
+            Reply::Profile(p) => Ok(p),
+            _ => unreachable!("the server answers collect with Profile"),
+        }
+    }
+
+    /// Stops the server: its session ends, tracing it enabled is switched off and its data
+    /// is dropped.
+    ///
+    /// # Errors
+    /// [`ServerError::Call`] when the server is gone already.
+    pub async fn stop(&self) -> Result<(), ServerError> {
+        self.done(Request::Stop).await
+    }
+}

@@ -1,0 +1,260 @@
+//! Server-aided profiling: start, patterns, process flags, pause / resume / restart, collect.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use runtime::trace::{ProcessSpec, TracePattern};
+use runtime::{Node, Pid, receive, traced};
+use tprof::{ProfileOptions, Report, ServerError, ServerOptions, Tprof, TraceType};
+
+#[global_allocator]
+static ALLOC: runtime::CountingAlloc = runtime::CountingAlloc::system();
+
+/// Allocates `n` words.
+#[traced]
+fn work(n: usize) -> usize {
+    std::hint::black_box(Vec::<u64>::with_capacity(n)).capacity()
+}
+
+#[traced]
+fn other() -> u32 {
+    7
+}
+
+fn node() -> Node {
+    Node::builder().worker_threads(2).build().unwrap()
+}
+
+fn here() -> TracePattern {
+    TracePattern::module(module_path!())
+}
+
+/// Spawns a process that calls `work(n)` `times` times, and waits for it to end.
+fn run_work(node: &Node, times: usize, n: usize) -> Pid {
+    node.run(async move {
+        for _ in 0..times {
+            work(n);
+        }
+        runtime::self_pid()
+    })
+    .unwrap()
+}
+
+#[test]
+fn one_default_server_per_node_and_named_ones_beside_it() {
+    let node = node();
+    let first = node
+        .block_on(Tprof::start(&node, ServerOptions::new()))
+        .unwrap();
+    let second = node.block_on(Tprof::start(&node, ServerOptions::new()));
+    match second {
+        Err(ServerError::AlreadyStarted(running)) => assert_eq!(running, first),
+        other => panic!("expected AlreadyStarted, got {other:?}"),
+    }
+    assert_eq!(
+        Tprof::whereis(&node, tprof::DEFAULT_NAME),
+        Some(first.clone())
+    );
+    let named = node
+        .block_on(Tprof::start(&node, ServerOptions::new().name("mine")))
+        .unwrap();
+    assert_ne!(named.pid(), first.pid());
+    node.block_on(first.stop()).unwrap();
+    assert!(matches!(
+        node.block_on(first.collect()),
+        Err(ServerError::Call(_))
+    ));
+    // The named one still runs.
+    node.block_on(named.set_pattern(here())).unwrap();
+}
+
+#[test]
+fn patterns_and_the_trace_map() {
+    let node = node();
+    let t = node
+        .block_on(Tprof::start(&node, ServerOptions::new()))
+        .unwrap();
+    assert_eq!(node.block_on(t.set_pattern(here())).unwrap(), 2);
+    let map = node.block_on(t.get_trace_map()).unwrap();
+    assert_eq!(map.modules[module_path!()], vec![("other", 0), ("work", 1)]);
+    assert_eq!(
+        node.block_on(t.clear_pattern(TracePattern::function(module_path!(), "other")))
+            .unwrap(),
+        1
+    );
+    let err = node
+        .block_on(t.set_pattern(TracePattern::function(module_path!(), "nope")))
+        .unwrap_err();
+    assert!(matches!(err, ServerError::Pattern(_)), "{err}");
+    let err = node
+        .block_on(t.clear_pattern(TracePattern::module("not::traced")))
+        .unwrap_err();
+    assert!(matches!(err, ServerError::Pattern(_)), "{err}");
+}
+
+#[test]
+fn enable_trace_counts_and_failures_in_input_order() {
+    let node = node();
+    let t = node
+        .block_on(Tprof::start(
+            &node,
+            ServerOptions::new().trace_type(TraceType::CallMemory),
+        ))
+        .unwrap();
+    let alive = node
+        .spawn(async {
+            let () = receive().await;
+        })
+        .unwrap();
+    node.register("alive", alive).unwrap();
+    let dead = run_work(&node, 0, 0);
+    let outcome = node
+        .block_on(t.enable_trace(
+            ProcessSpec::List(vec![
+                ProcessSpec::Pid(dead),
+                ProcessSpec::Name("alive".into()),
+                ProcessSpec::Name("nobody".into()),
+            ]),
+            true,
+        ))
+        .unwrap();
+    assert_eq!(outcome.count, 1);
+    assert_eq!(outcome.failures.len(), 2);
+    assert_eq!(outcome.failures[0].0, ProcessSpec::Pid(dead));
+    assert_eq!(outcome.failures[1].0, ProcessSpec::Name("nobody".into()));
+    node.send(alive, ());
+}
+
+#[test]
+fn pause_keeps_collect_unchanged_and_restart_then_the_same_work_equals_the_first() {
+    let node = node();
+    let t = node
+        .block_on(Tprof::start(
+            &node,
+            ServerOptions::new().trace_type(TraceType::CallMemory),
+        ))
+        .unwrap();
+    node.block_on(t.set_pattern(here())).unwrap();
+    node.block_on(t.enable_trace(ProcessSpec::New, true))
+        .unwrap();
+    run_work(&node, 3, 10);
+    let first = node.block_on(t.collect()).unwrap();
+    let f = first.function("work").unwrap();
+    assert_eq!((f.entries[0].calls, f.entries[0].measurement), (3, 30));
+
+    node.block_on(t.pause()).unwrap();
+    assert!(matches!(
+        node.block_on(t.pause()),
+        Err(ServerError::NotRunning)
+    ));
+    run_work(&node, 5, 10);
+    assert_eq!(
+        node.block_on(t.collect()).unwrap(),
+        first,
+        "paused: unchanged"
+    );
+    node.block_on(t.resume()).unwrap();
+    assert!(matches!(
+        node.block_on(t.resume()),
+        Err(ServerError::NotPaused)
+    ));
+
+    node.block_on(t.restart()).unwrap();
+    assert!(
+        node.block_on(t.collect())
+            .unwrap()
+            .functions
+            .iter()
+            .all(|f| f.entries.iter().all(|e| e.calls == 0))
+    );
+    let pid = run_work(&node, 3, 10);
+    let again = node.block_on(t.collect()).unwrap();
+    let f = again.function("work").unwrap();
+    let e = f
+        .entries
+        .iter()
+        .find(|e| e.group == tprof::Group::Process(pid))
+        .unwrap();
+    assert_eq!(
+        (e.calls, e.measurement),
+        (3, 30),
+        "the same work, the same figures"
+    );
+}
+
+#[test]
+fn an_ad_hoc_run_during_a_server_run_leaves_its_data_alone() {
+    let node = node();
+    let t = node
+        .block_on(Tprof::start(&node, ServerOptions::new()))
+        .unwrap();
+    // Sessions are independent but may overlap, as in OTP: a call both trace counts in both.
+    // Here the server traces `work` and the ad-hoc run `other`.
+    node.block_on(t.set_pattern(TracePattern::function(module_path!(), "work")))
+        .unwrap();
+    run_work(&node, 4, 1);
+    let before = node.block_on(t.collect()).unwrap();
+    assert_eq!(before.function("work").unwrap().entries[0].calls, 4);
+    let adhoc = tprof::profile_on(
+        &node,
+        || async {
+            for _ in 0..10 {
+                other();
+            }
+        },
+        ProfileOptions::new().pattern(here()).report(Report::Return),
+    )
+    .unwrap();
+    assert_eq!(
+        adhoc.profile.function("other").unwrap().entries[0].calls,
+        10
+    );
+    assert!(adhoc.profile.function("work").is_none());
+    let after = node.block_on(t.collect()).unwrap();
+    assert_eq!(
+        after, before,
+        "the server's session saw nothing of the ad-hoc run"
+    );
+}
+
+#[test]
+fn collect_reads_while_processes_run() {
+    let node = node();
+    let t = node
+        .block_on(Tprof::start(
+            &node,
+            ServerOptions::new().trace_type(TraceType::CallTime),
+        ))
+        .unwrap();
+    node.block_on(t.set_pattern(here())).unwrap();
+    node.block_on(t.enable_trace(ProcessSpec::New, true))
+        .unwrap();
+    let busy = node
+        .spawn(async {
+            loop {
+                work(1);
+                if runtime::receive_timeout::<()>(Duration::ZERO)
+                    .await
+                    .is_some()
+                {
+                    break;
+                }
+            }
+        })
+        .unwrap();
+    let mut calls = 0;
+    for _ in 0..2000 {
+        calls = node
+            .block_on(t.collect())
+            .unwrap()
+            .function("work")
+            .map_or(0, |f| f.entries[0].calls);
+        if calls >= 50 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert!(calls >= 50, "{calls}");
+    node.send(busy, ());
+}
