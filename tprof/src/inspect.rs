@@ -163,7 +163,21 @@ fn shown(trace_type: TraceType, measurement: u64, calls: u64) -> bool {
 /// assert_eq!(all.lines[0].percent, 100.0);
 /// ```
 pub fn inspect(profile: &Profile, aggregate: Aggregate, sort: SortBy) -> Inspected {
+    inspect_impl(profile, aggregate, sort, false)
+}
+
+/// [`inspect`], keeping the functions that allocated nothing (for tables and assertions).
+pub(crate) fn inspect_keeping_zeros(
+    profile: &Profile,
+    aggregate: Aggregate,
+    sort: SortBy,
+) -> Inspected {
+    inspect_impl(profile, aggregate, sort, true)
+}
+
+fn inspect_impl(profile: &Profile, aggregate: Aggregate, sort: SortBy, zeros: bool) -> Inspected {
     let trace_type = profile.trace_type;
+    let shown = |t, m, c| zeros || shown(t, m, c);
     let aggregate = if trace_type == TraceType::CallCount {
         Aggregate::Total
     } else {

@@ -314,3 +314,34 @@ fn a_pattern_restricts_the_profile() {
     .unwrap_err();
     assert!(err.to_string().contains("no_such_function"), "{err}");
 }
+
+#[test]
+fn the_rich_report_lists_processes_and_their_functions_with_bytes_and_blocks() {
+    let outcome = tprof::profile(
+        test_spawn,
+        ProfileOptions::new()
+            .trace_type(TraceType::CallMemory)
+            .pattern(only_here())
+            .report(Report::Return),
+    )
+    .unwrap();
+    let text = tprof::rich_report(&outcome.profile);
+    assert!(text.starts_with("call_memory profile\n"), "{text}");
+    for pid in outcome.profile.processes() {
+        assert!(text.contains(&pid.to_string()), "{text}");
+    }
+    assert!(text.contains("adhoc::seq_loop/1"), "{text}");
+    assert!(
+        text.contains("bytes/call") && text.contains("blocks/call"),
+        "{text}"
+    );
+    assert!(text.contains("live heap (bytes)"), "{text}");
+    assert!(
+        text.contains("(ended)"),
+        "the profiled processes have ended: {text}"
+    );
+    assert_eq!(
+        tprof::rich_report(&tprof::Profile::empty(TraceType::CallTime)),
+        "Trace is empty\n"
+    );
+}

@@ -1,0 +1,152 @@
+//! Allocation assertions in tests: what each function of an actor allocates, per call, checked
+//! on a multi-thread node while other tests run in parallel.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use async_trait::async_trait;
+use runtime::gen_server::{self, CallReply, Caller, GenServer, StartOptions, Timeout};
+use runtime::{ExitReason, traced};
+
+#[global_allocator]
+static ALLOC: runtime::CountingAlloc = runtime::CountingAlloc::system();
+
+/// A counter server: `Add` must not allocate; `Snapshot` builds a report.
+struct Counter {
+    total: u64,
+    history: Vec<u64>,
+}
+
+enum Req {
+    Add(u64),
+    Snapshot,
+}
+
+enum Reply {
+    Total(u64),
+    Report(String),
+}
+
+#[traced]
+#[async_trait]
+impl GenServer for Counter {
+    type Args = ();
+    type Call = Req;
+    type Reply = Reply;
+    type Cast = ();
+
+    #[traced(skip)]
+    async fn init((): ()) -> Result<Self, ExitReason> {
+        Ok(Counter {
+            total: 0,
+            history: Vec::with_capacity(64),
+        })
+    }
+
+    async fn handle_call(&mut self, req: Req, _from: &mut Caller<Reply>) -> CallReply<Reply> {
+        match req {
+            Req::Add(n) => CallReply::Reply(Reply::Total(self.add(n))),
+            Req::Snapshot => CallReply::Reply(Reply::Report(self.report())),
+        }
+    }
+}
+
+#[traced]
+impl Counter {
+    /// Adds without allocating: the history has room for 64 entries.
+    fn add(&mut self, n: u64) -> u64 {
+        self.total += n;
+        self.history.push(n);
+        self.total
+    }
+
+    /// One allocation: the report string, sized up front.
+    fn report(&self) -> String {
+        use std::fmt::Write;
+        let mut s = String::with_capacity(64);
+        let _ = write!(s, "total={} after {} adds", self.total, self.history.len());
+        s
+    }
+}
+
+async fn drive() -> String {
+    let server = gen_server::start::<Counter>((), StartOptions::new())
+        .await
+        .unwrap();
+    for n in 1..=10 {
+        server.call(Req::Add(n), Timeout::Infinity).await.unwrap();
+    }
+    match server.call(Req::Snapshot, Timeout::Infinity).await.unwrap() {
+        Reply::Report(s) => s,
+        Reply::Total(n) => unreachable!("a snapshot answers a report, not {n}"),
+    }
+}
+
+#[test]
+fn the_hot_path_allocates_nothing_and_the_report_once() {
+    let report = tprof::allocations(drive);
+    assert_eq!(report.result.as_deref(), Ok("total=55 after 10 adds"));
+    report
+        .function("Counter::add")
+        .calls(10)
+        .allocates_nothing();
+    report
+        .function("Counter::report")
+        .calls(1)
+        .blocks(1)
+        .bytes(64)
+        .words(8);
+    // The handler itself allocates nothing either: add and report are traced apart.
+    report
+        .function("<Counter as GenServer>::handle_call")
+        .calls(11)
+        .allocates_nothing();
+}
+
+#[test]
+fn checks_narrow_to_one_process() {
+    let report = tprof::allocations(drive);
+    let f = report.profile.function("Counter::add").unwrap();
+    let server = match f.entries[0].group {
+        tprof::Group::Process(pid) => pid,
+        tprof::Group::All => unreachable!("call_memory is per process"),
+    };
+    report.function("Counter::add").in_process(server).calls(10);
+    assert_eq!(report.in_process(server, "Counter::report").blocks, 1);
+    assert_eq!(
+        report.process(server).blocks,
+        1,
+        "one block in all the server's traced code"
+    );
+}
+
+#[test]
+fn a_failed_assertion_prints_the_table_of_the_processes_involved() {
+    let report = tprof::allocations(drive);
+    let failure = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        report.function("Counter::report").allocates_nothing();
+    }))
+    .unwrap_err();
+    let msg = failure.downcast_ref::<String>().unwrap();
+    assert!(msg.contains("expected no allocation"), "{msg}");
+    assert!(msg.contains("1 call: 1 block, 64 bytes, 8 words"), "{msg}");
+    assert!(
+        msg.contains("Counter::report/1"),
+        "the table is printed: {msg}"
+    );
+    assert!(msg.contains("bytes/call"), "{msg}");
+    assert!(
+        msg.contains("Counter::add/2"),
+        "functions that allocated nothing are listed: {msg}"
+    );
+}
+
+#[test]
+fn a_function_never_called_is_an_error_that_says_why() {
+    let report = tprof::allocations(|| async {});
+    let failure = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _ = report.function("Counter::add");
+    }))
+    .unwrap_err();
+    let msg = failure.downcast_ref::<String>().unwrap();
+    assert!(msg.contains("never called"), "{msg}");
+}

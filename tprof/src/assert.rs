@@ -1,0 +1,299 @@
+//! Allocation reports and assertions for tests: run code under call_memory, then assert on a
+//! function's calls, words, bytes and blocks — in one process or across all of them — with
+//! the table of the processes involved printed when an assertion fails.
+
+use std::fmt;
+use std::future::Future;
+
+use runtime::Pid;
+
+use crate::adhoc::{Failure, ProfileOptions, Report, profile};
+use crate::profile::{Group, Profile, TraceType};
+use crate::table::function_table;
+
+/// What a function allocated: calls, words, bytes and blocks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Allocated {
+    /// Calls.
+    pub calls: u64,
+    /// Words (8 bytes, rounded up per allocation).
+    pub words: u64,
+    /// Bytes.
+    pub bytes: u64,
+    /// Allocations.
+    pub blocks: u64,
+}
+
+impl fmt::Display for Allocated {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} call{}: {} block{}, {} bytes, {} words",
+            self.calls,
+            if self.calls == 1 { "" } else { "s" },
+            self.blocks,
+            if self.blocks == 1 { "" } else { "s" },
+            self.bytes,
+            self.words
+        )
+    }
+}
+
+/// What code allocated, per process and function, as [`allocations`] measured it.
+#[derive(Debug)]
+pub struct Allocations<T> {
+    /// The code's output, or why there is none.
+    pub result: Result<T, Failure>,
+    /// The call_memory profile (functions that allocated nothing included).
+    pub profile: Profile,
+}
+
+/// Runs `fun` in a process of a private multi-thread node under call_memory, tracing every
+/// traced function in it and in the processes it spawns, and returns what each allocated.
+/// Tests that run in parallel never see each other's figures.
+///
+/// ```
+/// #[global_allocator]
+/// static ALLOC: runtime::CountingAlloc = runtime::CountingAlloc::system();
+///
+/// #[runtime::traced]
+/// fn checksum(data: &[u8]) -> u32 { data.iter().map(|b| u32::from(*b)).sum() }
+///
+/// #[runtime::traced]
+/// fn frame(data: &[u8]) -> Vec<u8> { let mut v = Vec::with_capacity(data.len() + 4); v.extend(data); v }
+///
+/// # fn main() {
+/// let report = tprof::allocations(|| async {
+///     let payload = b"hello".to_vec();
+///     frame(&payload);
+///     checksum(&payload)
+/// });
+/// report.function("checksum").allocates_nothing();
+/// report.function("frame").calls(1).blocks(1).bytes(9);
+/// # }
+/// ```
+///
+/// # Panics
+/// When profiling cannot run: most often because [`CountingAlloc`](runtime::CountingAlloc) is
+/// not the test binary's global allocator (the message says how to install it).
+#[track_caller]
+pub fn allocations<F, Fut, T>(fun: F) -> Allocations<T>
+where
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: Future<Output = T> + Send + 'static,
+    T: Send + 'static,
+{
+    allocations_with(ProfileOptions::new(), fun)
+}
+
+/// [`allocations`] with options (patterns, rootset, set_on_spawn, timeout); the type is
+/// always call_memory and nothing is printed.
+///
+/// # Panics
+/// As [`allocations`].
+#[track_caller]
+pub fn allocations_with<F, Fut, T>(options: ProfileOptions, fun: F) -> Allocations<T>
+where
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: Future<Output = T> + Send + 'static,
+    T: Send + 'static,
+{
+    let options = options
+        .trace_type(TraceType::CallMemory)
+        .report(Report::Return);
+    match profile(fun, options) {
+        Ok(outcome) => Allocations {
+            result: outcome.result,
+            profile: outcome.profile,
+        },
+        Err(e) => panic!("tprof::allocations could not run: {e}"),
+    }
+}
+
+impl<T> Allocations<T> {
+    /// Checks on the function named `name` (`name`, `Type::method` or
+    /// `<Type as Trait>::method`, as the trace map prints it), summed over every process.
+    ///
+    /// # Panics
+    /// When the function was never called under measurement.
+    #[track_caller]
+    #[must_use = "a check does nothing until one of its assertions is called"]
+    pub fn function(&self, name: &str) -> FunctionCheck<'_> {
+        let Some(f) = self.profile.function(name) else {
+            panic!(
+                "`{name}` was never called in a measured process: is it #[traced], and did the \
+                 code call it?\n{}",
+                self.table()
+            );
+        };
+        let pids = f
+            .entries
+            .iter()
+            .filter_map(|e| match e.group {
+                Group::Process(pid) => Some(pid),
+                Group::All => None,
+            })
+            .collect();
+        FunctionCheck {
+            name: name.to_owned(),
+            figures: sum(self
+                .profile
+                .function(name)
+                .into_iter()
+                .flat_map(|f| f.entries.iter())),
+            pids,
+            profile: &self.profile,
+        }
+    }
+
+    /// What the function named `name` allocated in process `pid` (zero when it made no call
+    /// there).
+    pub fn in_process(&self, pid: Pid, name: &str) -> Allocated {
+        sum(self
+            .profile
+            .function(name)
+            .into_iter()
+            .flat_map(|f| f.entries.iter())
+            .filter(|e| e.group == Group::Process(pid)))
+    }
+
+    /// Everything process `pid` allocated in traced functions.
+    pub fn process(&self, pid: Pid) -> Allocated {
+        sum(self
+            .profile
+            .functions
+            .iter()
+            .flat_map(|f| f.entries.iter())
+            .filter(|e| e.group == Group::Process(pid)))
+    }
+
+    /// The per-function tables of every process measured.
+    pub fn table(&self) -> String {
+        let sort = crate::SortBy::descending(crate::Column::Measurement);
+        let mut out = String::new();
+        for pid in self.profile.processes() {
+            out.push_str(&format!(
+                "process {pid}:\n{}\n",
+                function_table(&self.profile, Group::Process(pid), sort)
+            ));
+        }
+        if out.is_empty() {
+            out.push_str("(no measured process called a traced function)\n");
+        }
+        out
+    }
+}
+
+fn sum<'a>(entries: impl Iterator<Item = &'a crate::Entry>) -> Allocated {
+    entries.fold(Allocated::default(), |a, e| Allocated {
+        calls: a.calls + e.calls,
+        words: a.words + e.measurement,
+        bytes: a.bytes + e.bytes,
+        blocks: a.blocks + e.blocks,
+    })
+}
+
+/// Assertions on one function's allocations; each returns the check for chaining and, when
+/// it fails, panics with what was measured and the tables of the processes that called it.
+#[derive(Debug)]
+pub struct FunctionCheck<'a> {
+    name: String,
+    figures: Allocated,
+    pids: Vec<Pid>,
+    profile: &'a Profile,
+}
+
+impl FunctionCheck<'_> {
+    /// The figures checked.
+    pub fn figures(&self) -> Allocated {
+        self.figures
+    }
+
+    /// Narrows the check to process `pid`.
+    #[must_use = "a check does nothing until one of its assertions is called"]
+    pub fn in_process(mut self, pid: Pid) -> Self {
+        self.figures = sum(self
+            .profile
+            .function(&self.name)
+            .into_iter()
+            .flat_map(|f| f.entries.iter())
+            .filter(|e| e.group == Group::Process(pid)));
+        self.pids = vec![pid];
+        self
+    }
+
+    #[track_caller]
+    fn check(self, ok: bool, expected: fmt::Arguments<'_>) -> Self {
+        if !ok {
+            let sort = crate::SortBy::descending(crate::Column::Measurement);
+            let mut tables = String::new();
+            for pid in &self.pids {
+                tables.push_str(&format!(
+                    "process {pid}:\n{}\n",
+                    function_table(self.profile, Group::Process(*pid), sort)
+                ));
+            }
+            panic!(
+                "allocation assertion failed for `{}`: expected {expected}, measured {}\n{tables}",
+                self.name, self.figures
+            );
+        }
+        self
+    }
+
+    /// It made no allocation at all.
+    #[track_caller]
+    pub fn allocates_nothing(self) -> Self {
+        let ok = self.figures.blocks == 0;
+        self.check(ok, format_args!("no allocation"))
+    }
+
+    /// It was called exactly `n` times.
+    #[track_caller]
+    pub fn calls(self, n: u64) -> Self {
+        let ok = self.figures.calls == n;
+        self.check(ok, format_args!("{n} calls"))
+    }
+
+    /// It allocated exactly `n` words.
+    #[track_caller]
+    pub fn words(self, n: u64) -> Self {
+        let ok = self.figures.words == n;
+        self.check(ok, format_args!("{n} words"))
+    }
+
+    /// It allocated exactly `n` bytes.
+    #[track_caller]
+    pub fn bytes(self, n: u64) -> Self {
+        let ok = self.figures.bytes == n;
+        self.check(ok, format_args!("{n} bytes"))
+    }
+
+    /// It made exactly `n` allocations.
+    #[track_caller]
+    pub fn blocks(self, n: u64) -> Self {
+        let ok = self.figures.blocks == n;
+        self.check(ok, format_args!("{n} blocks"))
+    }
+
+    /// It made exactly `n` allocations per call, on average.
+    #[track_caller]
+    pub fn blocks_per_call(self, n: u64) -> Self {
+        let ok = self.figures.blocks == n * self.figures.calls;
+        self.check(ok, format_args!("{n} blocks per call"))
+    }
+
+    /// It allocated at most `n` bytes per call, on average.
+    #[track_caller]
+    pub fn at_most_bytes_per_call(self, n: u64) -> Self {
+        let ok = self.figures.bytes <= n * self.figures.calls;
+        self.check(ok, format_args!("at most {n} bytes per call"))
+    }
+
+    /// It allocated at most `n` words per call, on average.
+    #[track_caller]
+    pub fn at_most_words_per_call(self, n: u64) -> Self {
+        let ok = self.figures.words <= n * self.figures.calls;
+        self.check(ok, format_args!("at most {n} words per call"))
+    }
+}
