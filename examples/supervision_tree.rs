@@ -14,8 +14,10 @@
 //! makes its worker panic. Half-way, the demo crashes `kv` on purpose: its supervisor restarts
 //! it and the service goes on. At the end the node stops the tree in reverse start order.
 //!
-//! Run it with `cargo run --release --example supervision_tree`. Later, `tprof` profiles this
-//! same workload.
+//! Run it with `cargo run --release --example supervision_tree`. It runs the workload three
+//! times, each on a fresh node under `tprof::profile` with one trace type (call_count,
+//! call_time, call_memory), and prints tprof's reports: every traced function of this example
+//! and of the runtime's API in total, then the registered processes one by one.
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
@@ -23,7 +25,15 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use runtime::gen_server::{self, CallReply, Caller, GenServer, Next, StartOptions};
 use runtime::supervisor::{self, ChildSpec, Strategy, SupervisorFlags, SupervisorSpec};
-use runtime::{Down, ExitReason, Message, Node, Pid, receive, self_pid, send, spawn_monitor};
+use runtime::trace::TracePattern;
+use runtime::{
+    Down, ExitReason, Message, Node, Pid, receive, self_pid, send, spawn_monitor, traced,
+};
+use tprof::{Aggregate, Column, Group, Inspected, ProfileOptions, Report, SortBy, TraceType};
+
+/// Every allocation is charged to the process (and traced function) that makes it.
+#[global_allocator]
+static ALLOC: runtime::CountingAlloc = runtime::CountingAlloc::system();
 
 const CALL_TIMEOUT: Duration = Duration::from_secs(5);
 const CHUNKS: usize = 4_000;
@@ -52,6 +62,7 @@ enum KvReply {
     Len(usize),
 }
 
+#[traced]
 #[async_trait]
 impl GenServer for WordCounts {
     type Args = ();
@@ -116,6 +127,7 @@ enum PgReply {
     Stats { joins: u64, peak: usize },
 }
 
+#[traced]
 #[async_trait]
 impl GenServer for ProcessGroups {
     type Args = ();
@@ -180,6 +192,7 @@ struct JobReport {
     words: usize,
 }
 
+#[traced]
 async fn dispatcher() {
     runtime::register("dispatcher", self_pid()).expect("the name is free");
     loop {
@@ -209,6 +222,7 @@ async fn dispatcher() {
 }
 
 /// One short-lived worker: joins `workers`, counts its chunk, adds the counts to `kv`.
+#[traced]
 async fn count_chunk(chunk: Vec<String>) {
     let join = PgCall::Join("workers".into(), self_pid());
     gen_server::call::<ProcessGroups>("pg", join, CALL_TIMEOUT)
@@ -292,6 +306,7 @@ fn text(chunks: usize, seed: u64) -> Vec<Vec<String>> {
         .collect()
 }
 
+#[traced]
 async fn run_job(chunks: Vec<Vec<String>>) -> JobReport {
     let job = Job {
         chunks,
@@ -301,7 +316,10 @@ async fn run_job(chunks: Vec<Vec<String>>) -> JobReport {
     receive().await
 }
 
-async fn print_children(title: &str) {
+async fn print_children(verbose: bool, title: &str) {
+    if !verbose {
+        return;
+    }
     println!("{title}");
     let children = supervisor::which_children("app_sup", CALL_TIMEOUT)
         .await
@@ -328,94 +346,147 @@ fn quiet_expected_crashes() {
     }));
 }
 
+/// The workload: start the tree, run a job, crash kv, run another job, print what kv and pg
+/// hold. With `verbose`, it tells what happens as it goes.
+async fn story(verbose: bool) {
+    macro_rules! say {
+        ($($arg:tt)*) => { if verbose { println!($($arg)*); } };
+    }
+    let spec = SupervisorSpec::new(
+        SupervisorFlags::new(Strategy::OneForOne)
+            .intensity(5)
+            .period(Duration::from_secs(10)),
+    )
+    .child(ChildSpec::gen_server::<WordCounts>(
+        "kv",
+        (),
+        StartOptions::new().name("kv").trap_exit(),
+    ))
+    .child(ChildSpec::gen_server::<ProcessGroups>(
+        "pg",
+        (),
+        StartOptions::new().name("pg").trap_exit(),
+    ))
+    .child(ChildSpec::worker("dispatcher", dispatcher));
+    say!("starting the supervision tree");
+    // Not linked to this short-lived driver process: the tree lives until the node stops.
+    supervisor::start(spec, supervisor::StartOptions::new().name("app_sup"))
+        .await
+        .expect("the tree starts");
+    print_children(verbose, "app_sup's children:").await;
+
+    let first = run_job(text(CHUNKS / 2, 1)).await;
+    say!(
+        "job 1: {} workers counted {} words; {} crashed on a bug",
+        first.workers,
+        first.words,
+        first.crashed
+    );
+
+    say!("crashing kv on purpose");
+    let err = gen_server::call::<WordCounts>("kv", KvCall::Poison, CALL_TIMEOUT)
+        .await
+        .err()
+        .expect("kv crashes");
+    say!("  the call failed: {err}");
+    while runtime::whereis("kv").is_none() {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    print_children(verbose, "app_sup's children after the restart:").await;
+
+    let second = run_job(text(CHUNKS / 2, 2)).await;
+    say!(
+        "job 2: {} workers counted {} words; {} crashed on a bug",
+        second.workers,
+        second.words,
+        second.crashed
+    );
+
+    let Ok(KvReply::Top(top)) =
+        gen_server::call::<WordCounts>("kv", KvCall::Top(5), CALL_TIMEOUT).await
+    else {
+        panic!("kv answers Top");
+    };
+    let Ok(KvReply::Len(len)) =
+        gen_server::call::<WordCounts>("kv", KvCall::Len, CALL_TIMEOUT).await
+    else {
+        panic!("kv answers Len");
+    };
+    say!("kv (since its restart) holds {len} distinct words; the top five:");
+    for (word, count) in top {
+        say!("  {word:<10} {count}");
+    }
+    let Ok(PgReply::Stats { joins, peak }) =
+        gen_server::call::<ProcessGroups>("pg", PgCall::Stats, CALL_TIMEOUT).await
+    else {
+        panic!("pg answers Stats");
+    };
+    let Ok(PgReply::Members(now)) =
+        gen_server::call::<ProcessGroups>("pg", PgCall::Members("workers".into()), CALL_TIMEOUT)
+            .await
+    else {
+        panic!("pg answers Members");
+    };
+    say!(
+        "pg: {joins} joins to `workers`, at most {peak} members at once, {} now",
+        now.len()
+    );
+    say!("{} processes alive", runtime::processes().len());
+}
+
+/// Keeps the groups of registered processes (the tree's servers), named in the headers.
+fn registered_only(inspected: &Inspected) -> Inspected {
+    let mut kept = Inspected::default();
+    for (group, profile) in &inspected.groups {
+        if let Group::Process(pid) = group
+            && runtime::process_info(*pid).is_some_and(|i| i.registered_name.is_some())
+        {
+            kept.groups.insert(*group, profile.clone());
+        }
+    }
+    kept
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     quiet_expected_crashes();
-    let node = Node::new()?;
-    println!("node {} started", node.id());
-    let started = Instant::now();
-    node.run(async {
-        let spec = SupervisorSpec::new(
-            SupervisorFlags::new(Strategy::OneForOne)
-                .intensity(5)
-                .period(Duration::from_secs(10)),
-        )
-        .child(ChildSpec::gen_server::<WordCounts>(
-            "kv",
-            (),
-            StartOptions::new().name("kv").trap_exit(),
-        ))
-        .child(ChildSpec::gen_server::<ProcessGroups>(
-            "pg",
-            (),
-            StartOptions::new().name("pg").trap_exit(),
-        ))
-        .child(ChildSpec::worker("dispatcher", dispatcher));
-        println!("starting the supervision tree");
-        // Not linked to this short-lived driver process: the tree lives until the node stops.
-        supervisor::start(spec, supervisor::StartOptions::new().name("app_sup"))
-            .await
-            .expect("the tree starts");
-        print_children("app_sup's children:").await;
-
-        let first = run_job(text(CHUNKS / 2, 1)).await;
+    let patterns = [
+        TracePattern::module(module_path!()),
+        TracePattern::module("runtime"),
+        TracePattern::module("runtime::gen_server"),
+    ];
+    for (i, trace_type) in [
+        TraceType::CallCount,
+        TraceType::CallTime,
+        TraceType::CallMemory,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let node = Node::new()?;
         println!(
-            "job 1: {} workers counted {} words; {} crashed on a bug",
-            first.workers, first.words, first.crashed
+            "\n==== {trace_type}: the workload on node {} ====",
+            node.id()
         );
-
-        println!("crashing kv on purpose");
-        let err = gen_server::call::<WordCounts>("kv", KvCall::Poison, CALL_TIMEOUT)
-            .await
-            .err()
-            .expect("kv crashes");
-        println!("  the call failed: {err}");
-        while runtime::whereis("kv").is_none() {
-            tokio::time::sleep(Duration::from_millis(1)).await;
+        let started = Instant::now();
+        let mut options = ProfileOptions::new()
+            .trace_type(trace_type)
+            .report(Report::Return);
+        for p in &patterns {
+            options = options.pattern(p.clone());
         }
-        print_children("app_sup's children after the restart:").await;
-
-        let second = run_job(text(CHUNKS / 2, 2)).await;
-        println!(
-            "job 2: {} workers counted {} words; {} crashed on a bug",
-            second.workers, second.words, second.crashed
-        );
-
-        let Ok(KvReply::Top(top)) =
-            gen_server::call::<WordCounts>("kv", KvCall::Top(5), CALL_TIMEOUT).await
-        else {
-            panic!("kv answers Top");
-        };
-        let Ok(KvReply::Len(len)) =
-            gen_server::call::<WordCounts>("kv", KvCall::Len, CALL_TIMEOUT).await
-        else {
-            panic!("kv answers Len");
-        };
-        println!("kv (since its restart) holds {len} distinct words; the top five:");
-        for (word, count) in top {
-            println!("  {word:<10} {count}");
+        let outcome = tprof::profile_on(&node, move || story(i == 0), options)?;
+        outcome.result?;
+        println!("ran for {:.0?}", started.elapsed());
+        let by_measurement = SortBy::descending(Column::Measurement);
+        println!("\n-- {trace_type}, all processes together:");
+        let total = tprof::inspect(&outcome.profile, Aggregate::Total, by_measurement);
+        tprof::format(&mut std::io::stdout(), &total)?;
+        if trace_type != TraceType::CallCount {
+            println!("\n-- {trace_type}, the registered processes:");
+            let each = tprof::inspect(&outcome.profile, Aggregate::Process, by_measurement);
+            tprof::format(&mut std::io::stdout(), &registered_only(&each))?;
         }
-        let Ok(PgReply::Stats { joins, peak }) =
-            gen_server::call::<ProcessGroups>("pg", PgCall::Stats, CALL_TIMEOUT).await
-        else {
-            panic!("pg answers Stats");
-        };
-        let Ok(PgReply::Members(now)) = gen_server::call::<ProcessGroups>(
-            "pg",
-            PgCall::Members("workers".into()),
-            CALL_TIMEOUT,
-        )
-        .await
-        else {
-            panic!("pg answers Members");
-        };
-        println!(
-            "pg: {joins} joins to `workers`, at most {peak} members at once, {} now",
-            now.len()
-        );
-        println!("{} processes alive", runtime::processes().len());
-    })?;
-    println!("ran for {:.0?}; stopping the node", started.elapsed());
-    node.stop();
-    println!("node stopped");
+        node.stop();
+    }
     Ok(())
 }

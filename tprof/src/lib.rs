@@ -1,6 +1,145 @@
 //! tprof for the actor runtime: OTP's process profiler, in Rust.
 //!
-//! (The manual is written below as the crate grows.)
+//! `tprof` measures the processes of a [`runtime`] node the way OTP's `tprof` measures BEAM
+//! processes: **calls** per function (call_count), **time** per process and function, counted
+//! only while the process is polled (call_time), and **memory** allocated per process and
+//! function — words, bytes and blocks (call_memory). It runs ad hoc around one call, or as a
+//! server you start on a live system, and prints tprof's own report layout, richer tables, or
+//! hands you the raw data; in tests it asserts what a function allocates.
+//!
+//! # Set-up
+//!
+//! Mark the functions to measure with `#[runtime::traced]` (on a `fn`, an `async fn`, an `impl`
+//! block, an `async-trait` impl). The runtime's own API (spawn, send, receive, call, ...) is
+//! traced already, as BIFs are on the BEAM. For call_memory and heap figures, install the
+//! counting allocator in the binary (or in each integration-test file) — one line:
+//!
+//! ```
+//! #[global_allocator]
+//! static ALLOC: runtime::CountingAlloc = runtime::CountingAlloc::system();
+//! # fn main() {}
+//! ```
+//!
+//! Without it, call_memory fails with an error that says exactly that.
+//!
+//! # Ad hoc
+//!
+//! [`profile`] runs an async function in a new process of a private node, profiles it (and the
+//! processes it spawns, `set_on_spawn`), and prints per process, as `tprof:profile/2` does:
+//!
+//! ```
+//! use runtime::trace::TracePattern;
+//! use tprof::{ProfileOptions, Report, TraceType};
+//!
+//! #[global_allocator]
+//! static ALLOC: runtime::CountingAlloc = runtime::CountingAlloc::system();
+//!
+//! #[runtime::traced(module = "example")]
+//! fn seq(n: u64) -> Vec<u64> {
+//!     (1..=n).collect()
+//! }
+//!
+//! # fn main() {
+//! let outcome = tprof::profile(
+//!     || async { seq(16).len() },
+//!     ProfileOptions::new()
+//!         .trace_type(TraceType::CallMemory)
+//!         .pattern(TracePattern::function("example", "seq"))
+//!         .report(Report::Return), // leave it out to print the report on stdout
+//! )
+//! .unwrap();
+//! assert_eq!(outcome.result, Ok(16));
+//! let text = tprof::format_to_string(&tprof::inspect(
+//!     &outcome.profile,
+//!     tprof::Aggregate::Process,
+//!     tprof::SortBy::default(),
+//! ));
+//! assert_eq!(text, concat!(
+//!     "\n",
+//!     "****** Process <1.0.1>  --  100.00% of total *** \n",
+//!     "FUNCTION        CALLS  WORDS  PER CALL  [     %]\n",
+//!     "example::seq/1      1     16     16.00  [100.00]\n",
+//!     "                          16            [ 100.0]\n",
+//! ));
+//! # }
+//! ```
+//!
+//! The options are tprof's, with its defaults ([`ProfileOptions`]): `type` (call_count),
+//! `timeout` (none; on expiry the process is stopped, the outcome says [`Failure::Timeout`] and
+//! the data gathered so far is returned), `pattern` (every traced function), `set_on_spawn`
+//! (true), `rootset` (extra processes — a registered server the code calls, say — or all,
+//! existing, new), `report` (per process or total, with a sort, or [`Report::Return`]) and
+//! `device` (any `io::Write`). A panic in the function comes back as [`Failure::Panic`], with
+//! the data. [`profile_on`] profiles on a node you already have, [`profile_async`] from inside a
+//! process. Nothing the profiler itself does shows in the profile.
+//!
+//! # Server-aided
+//!
+//! On a running system, start a server ([`Tprof::start`]; one default server per node, named
+//! servers beside it), give it patterns and processes, and collect while the system works:
+//!
+//! ```
+//! use runtime::Node;
+//! use runtime::trace::{ProcessSpec, TracePattern};
+//! use tprof::{ServerOptions, Tprof, TraceType};
+//!
+//! #[runtime::traced]
+//! fn handle(request: u32) -> u32 { request * 2 }
+//!
+//! let node = Node::new().unwrap();
+//! let tprof = node
+//!     .block_on(Tprof::start(&node, ServerOptions::new().trace_type(TraceType::CallTime)))
+//!     .unwrap();
+//! node.block_on(tprof.set_pattern(TracePattern::module(module_path!()))).unwrap();
+//! node.block_on(tprof.enable_trace(ProcessSpec::New, true)).unwrap();
+//! let pid = node.run(async { (0..100).map(handle).sum::<u32>(); runtime::self_pid() }).unwrap();
+//! node.block_on(tprof.pause()).unwrap(); // from here on, collect is stable
+//! let profile = node.block_on(tprof.collect()).unwrap();
+//! let calls = &profile.function("handle").unwrap().entries[0];
+//! assert_eq!((calls.group, calls.calls), (tprof::Group::Process(pid), 100));
+//! node.block_on(tprof.stop()).unwrap();
+//! ```
+//!
+//! `set_pattern` / `clear_pattern` return how many functions they matched; `get_trace_map`,
+//! `enable_trace` / `disable_trace` (a pid, a name, all, existing, new, children, all
+//! children, a list: a count, and the failures in input order), `pause` (an error when paused),
+//! `resume` (an error when running), `restart` and `collect` are tprof's. Each server and each
+//! ad-hoc run is its own trace session: stopping or restarting one never touches another (if
+//! their patterns overlap, both count the same calls, as in OTP).
+//!
+//! # Reports
+//!
+//! [`inspect`] turns a raw [`Profile`] into lines per process (or in total) with calls, the
+//! measurement, per call and percent, sorted by any column; [`format()`] prints them in tprof's
+//! layout, byte for byte (call_time in microseconds, rounded from the nanoseconds the raw data
+//! keeps). [`rich_report`] prints comfy-table tables instead: a per-process summary (name,
+//! calls, measurement, bytes, blocks, live heap) and each process's functions with bytes and
+//! blocks per call.
+//!
+//! # Testing what allocates
+//!
+//! The most common allocation question in Rust — "does this handler allocate?" — is one call
+//! of [`allocations`] and one assertion. It runs on a private multi-thread node, so tests in
+//! parallel never see each other, and a failed check prints the table of the processes that
+//! called the function:
+//!
+//! ```
+//! #[global_allocator]
+//! static ALLOC: runtime::CountingAlloc = runtime::CountingAlloc::system();
+//!
+//! #[runtime::traced]
+//! fn parse(line: &str) -> Vec<&str> { line.split(',').collect() }
+//!
+//! #[runtime::traced]
+//! fn sum(fields: &[&str]) -> u64 { fields.iter().filter_map(|f| f.parse::<u64>().ok()).sum() }
+//!
+//! # fn main() {
+//! let report = tprof::allocations(|| async { sum(&parse("1,2,3")) });
+//! assert_eq!(report.result, Ok(6));
+//! report.function("sum").calls(1).allocates_nothing();
+//! report.function("parse").calls(1).blocks_per_call(1);
+//! # }
+//! ```
 
 mod adhoc;
 mod assert;
