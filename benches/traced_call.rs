@@ -10,6 +10,7 @@
 //! - `call_count_2_sessions`: two sessions of this node trace it.
 //! - `call_time`: a call_time session traces it and the timing process (one clock read at
 //!   each entry and exit).
+//! - `call_time_histograms`: call_time, also recording each call's duration (opt-in).
 //! - `call_memory`: a call_memory session traces it and the timing process (the counting
 //!   allocator is installed in this binary; the function allocates nothing).
 //! - `call_time_call_memory`: one session measuring both.
@@ -90,6 +91,7 @@ fn bench(c: &mut Criterion) {
     drop((one, two));
     for (row, types) in [
         ("call_time", TraceTypes::CALL_TIME),
+        ("call_time_histograms", TraceTypes::CALL_TIME_HISTOGRAMS),
         ("call_memory", TraceTypes::CALL_MEMORY),
         (
             "call_time_call_memory",

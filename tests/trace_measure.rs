@@ -466,6 +466,52 @@ fn two_sessions_with_different_patterns_each_see_their_own_innermost_frame() {
     assert_eq!(of(&b, pid, "inner").unwrap().words, 100);
 }
 
+#[test]
+fn call_time_histograms_give_per_call_percentiles_of_polled_time() {
+    let node = node();
+    let s = node
+        .trace_session_with(TraceTypes::CALL_TIME_HISTOGRAMS)
+        .unwrap();
+    for f in ["recurse", "sleeper"] {
+        s.set_pattern(&TracePattern::function(module_path!(), f))
+            .unwrap();
+    }
+    s.enable_trace(ProcessSpec::New, true).unwrap();
+    run_in_process(&node, async {
+        for _ in 0..50 {
+            recurse(0);
+        }
+        sleeper().await;
+        sleeper().await;
+    });
+    let p = s.call_time_percentiles();
+    let r = p
+        .iter()
+        .find(|c| c.callsite.function() == "recurse")
+        .unwrap();
+    assert_eq!(r.calls, 50);
+    assert!(r.p50_ns <= r.p90_ns && r.p90_ns <= r.p99_ns);
+    assert!(r.p99_ns <= r.max_ns && r.max_ns > 0);
+    let z = p
+        .iter()
+        .find(|c| c.callsite.function() == "sleeper")
+        .unwrap();
+    assert_eq!(z.calls, 2);
+    assert!(
+        z.max_ns < 50_000_000,
+        "a call is measured while polled: {} ns for a 100 ms sleep",
+        z.max_ns
+    );
+    // Without the option there are none.
+    let plain = session(&node, TraceTypes::CALL_TIME, &["recurse"]);
+    run_in_process(&node, async {
+        recurse(0);
+    });
+    assert!(plain.call_time_percentiles().is_empty());
+    s.restart();
+    assert!(s.call_time_percentiles().iter().all(|c| c.calls == 0));
+}
+
 /// Defines a traced function per name, each allocating 8 bytes, and a list of them all.
 macro_rules! many_functions {
     ($($name:ident)*) => {

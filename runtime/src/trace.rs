@@ -80,7 +80,7 @@ pub fn without_tracing<R>(f: impl FnOnce() -> R) -> R {
 pub const INSTRUMENTED: bool = !cfg!(feature = "no-trace");
 pub use flags::{FlagError, FlagOutcome, ProcessSpec};
 pub(crate) use flags::{TraceFlags, flags_at_spawn};
-pub use measure::{FunctionMeasurement, ProcessMeasurement, TraceTypes};
+pub use measure::{CallPercentiles, FunctionMeasurement, ProcessMeasurement, TraceTypes};
 pub(crate) use measure::{ProcTraceRef, begin_poll, measuring};
 pub use pattern::{Part, TracePattern};
 pub(crate) use session::record_call;

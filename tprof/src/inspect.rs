@@ -150,13 +150,13 @@ fn shown(trace_type: TraceType, measurement: u64, calls: u64) -> bool {
 /// use tprof::{Aggregate, Column, Entry, FunctionTrace, Group, Profile, SortBy, TraceType};
 /// # #[runtime::traced] fn f() {}
 /// # let callsite = runtime::trace::callsites().iter().find(|c| c.function() == "f").unwrap();
-/// let profile = Profile {
-///     trace_type: TraceType::CallCount,
-///     functions: vec![FunctionTrace {
+/// let profile = Profile::new(
+///     TraceType::CallCount,
+///     vec![FunctionTrace {
 ///         callsite,
 ///         entries: vec![Entry { group: Group::All, calls: 4, measurement: 4, bytes: 0, blocks: 0 }],
 ///     }],
-/// };
+/// );
 /// let inspected = tprof::inspect(&profile, Aggregate::Process, SortBy::default());
 /// let all = inspected.all().unwrap();
 /// assert_eq!(all.total, 4);

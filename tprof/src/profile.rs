@@ -20,10 +20,12 @@ pub enum TraceType {
 }
 
 impl TraceType {
-    /// The trace session types that gather this.
-    pub fn session_types(self) -> TraceTypes {
+    /// The trace session types that gather this; with `percentiles`, call_time also records
+    /// each call's duration in a histogram.
+    pub fn session_types(self, percentiles: bool) -> TraceTypes {
         match self {
             TraceType::CallCount => TraceTypes::CALL_COUNT,
+            TraceType::CallTime if percentiles => TraceTypes::CALL_TIME_HISTOGRAMS,
             TraceType::CallTime => TraceTypes::CALL_TIME,
             TraceType::CallMemory => TraceTypes::CALL_MEMORY,
         }
@@ -116,14 +118,23 @@ pub struct Profile {
     pub trace_type: TraceType,
     /// The functions, in callsite order.
     pub functions: Vec<FunctionTrace>,
+    /// Per function, the distribution of call durations over every process (call_time with
+    /// [`ProfileOptions::percentiles`](crate::ProfileOptions::percentiles); empty otherwise).
+    pub percentiles: Vec<runtime::trace::CallPercentiles>,
 }
 
 impl Profile {
     /// An empty profile of `trace_type`.
     pub fn empty(trace_type: TraceType) -> Profile {
+        Profile::new(trace_type, Vec::new())
+    }
+
+    /// A profile of `trace_type` with these functions (and no percentiles).
+    pub fn new(trace_type: TraceType, functions: Vec<FunctionTrace>) -> Profile {
         Profile {
             trace_type,
-            functions: Vec::new(),
+            functions,
+            percentiles: Vec::new(),
         }
     }
 
@@ -199,9 +210,19 @@ impl Profile {
                 functions = by_id.into_values().collect();
             }
         }
+        let percentiles = if trace_type == TraceType::CallTime {
+            session
+                .call_time_percentiles()
+                .into_iter()
+                .filter(|p| p.calls > 0 && !excluded(p.callsite))
+                .collect()
+        } else {
+            Vec::new()
+        };
         Profile {
             trace_type,
             functions,
+            percentiles,
         }
     }
 

@@ -24,6 +24,7 @@ pub const DEFAULT_NAME: &str = "tprof";
 pub struct ServerOptions {
     trace_type: TraceType,
     name: String,
+    percentiles: bool,
 }
 
 impl Default for ServerOptions {
@@ -31,6 +32,7 @@ impl Default for ServerOptions {
         ServerOptions {
             trace_type: TraceType::CallCount,
             name: DEFAULT_NAME.to_owned(),
+            percentiles: false,
         }
     }
 }
@@ -44,6 +46,13 @@ impl ServerOptions {
     /// What to measure.
     pub fn trace_type(mut self, trace_type: TraceType) -> ServerOptions {
         self.trace_type = trace_type;
+        self
+    }
+
+    /// With call_time, also records each call's duration (p50 / p90 / p99 / max per function
+    /// in [`Profile::percentiles`]).
+    pub fn percentiles(mut self, on: bool) -> ServerOptions {
+        self.percentiles = on;
         self
     }
 
@@ -129,15 +138,15 @@ struct TprofServer {
 
 #[async_trait]
 impl GenServer for TprofServer {
-    type Args = TraceType;
+    type Args = (TraceType, bool);
     type Call = Request;
     type Reply = Reply;
     type Cast = ();
 
-    async fn init(trace_type: TraceType) -> Result<Self, ExitReason> {
+    async fn init((trace_type, percentiles): (TraceType, bool)) -> Result<Self, ExitReason> {
         let node = NodeHandle::current().ok_or(ExitReason::NoProc)?;
         let session = node
-            .trace_session_with(trace_type.session_types())
+            .trace_session_with(trace_type.session_types(percentiles))
             .map_err(|e| ExitReason::custom(e.to_string()))?;
         Ok(TprofServer {
             session,
@@ -224,7 +233,7 @@ impl Tprof {
     pub async fn start(node: &NodeHandle, options: ServerOptions) -> Result<Tprof, ServerError> {
         let started = gen_server::start_on::<TprofServer>(
             node,
-            options.trace_type,
+            (options.trace_type, options.percentiles),
             StartOptions::new().name(options.name.as_str()),
         )
         .await;
@@ -237,7 +246,7 @@ impl Tprof {
     /// As [`Tprof::start`].
     pub async fn start_link(options: ServerOptions) -> Result<Tprof, ServerError> {
         let started = gen_server::start_link::<TprofServer>(
-            options.trace_type,
+            (options.trace_type, options.percentiles),
             StartOptions::new().name(options.name.as_str()),
         )
         .await;

@@ -98,6 +98,11 @@ pub fn function_table(profile: &Profile, group: Group, sort: SortBy) -> Table {
     if memory {
         header.extend(["bytes", "bytes/call", "blocks", "blocks/call"]);
     }
+    // Percentiles are per function over all processes: shown in the `all` table.
+    let percentiles = time && group == Group::All && !profile.percentiles.is_empty();
+    if percentiles {
+        header.extend(["p50 (μs)", "p90 (μs)", "p99 (μs)", "max (μs)"]);
+    }
     let mut table = new_table(&header);
     let inspected = inspect_keeping_zeros(profile, aggregate, sort);
     let Some(lines) = inspected.groups.get(&group) else {
@@ -148,6 +153,18 @@ pub fn function_table(profile: &Profile, group: Group, sort: SortBy) -> Table {
                 per(blocks),
             ]);
         }
+        if percentiles {
+            let found = profile.percentiles.iter().find(|p| {
+                p.callsite.module() == line.module
+                    && p.callsite.function() == line.function
+                    && p.callsite.arity() == line.arity
+            });
+            let us = |ns: u64| format!("{:.2}", ns as f64 / 1000.0);
+            match found {
+                Some(p) => row.extend([us(p.p50_ns), us(p.p90_ns), us(p.p99_ns), us(p.max_ns)]),
+                None => row.extend(std::iter::repeat_n("-".to_owned(), 4)),
+            }
+        }
         table.add_row(row);
     }
     table
@@ -165,7 +182,7 @@ pub fn rich_report(profile: &Profile) -> String {
         profile.trace_type,
         process_summary(profile)
     );
-    let groups: Vec<Group> = if profile.trace_type == TraceType::CallCount {
+    let mut groups: Vec<Group> = if profile.trace_type == TraceType::CallCount {
         vec![Group::All]
     } else {
         profile
@@ -174,6 +191,9 @@ pub fn rich_report(profile: &Profile) -> String {
             .map(Group::Process)
             .collect()
     };
+    if !profile.percentiles.is_empty() {
+        groups.insert(0, Group::All);
+    }
     for group in groups {
         out.push_str(&format!(
             "\n{group}\n{}\n",

@@ -345,3 +345,38 @@ fn the_rich_report_lists_processes_and_their_functions_with_bytes_and_blocks() {
         "Trace is empty\n"
     );
 }
+
+#[traced]
+fn spin(rounds: u64) -> u64 {
+    (0..rounds).fold(0u64, |a, i| {
+        a.wrapping_mul(31).wrapping_add(std::hint::black_box(i))
+    })
+}
+
+#[test]
+fn percentiles_are_opt_in_and_show_in_the_rich_report() {
+    let run = |percentiles: bool| {
+        tprof::profile(
+            || async {
+                for i in 0..200 {
+                    spin(i % 50);
+                }
+            },
+            ProfileOptions::new()
+                .trace_type(TraceType::CallTime)
+                .pattern(TracePattern::function(module(), "spin"))
+                .percentiles(percentiles)
+                .report(Report::Return),
+        )
+        .unwrap()
+        .profile
+    };
+    assert!(run(false).percentiles.is_empty());
+    let profile = run(true);
+    let p = &profile.percentiles[0];
+    assert_eq!(p.calls, 200);
+    assert!(p.p50_ns <= p.p90_ns && p.p90_ns <= p.p99_ns && p.p99_ns <= p.max_ns);
+    let text = tprof::rich_report(&profile);
+    assert!(text.contains("p99 (μs)"), "{text}");
+    assert!(text.contains("adhoc::spin/1"), "{text}");
+}

@@ -47,9 +47,9 @@ fn entry(group: Group, calls: u64, measurement: u64) -> Entry {
 fn memory_profile() -> Profile {
     let a = Group::Process(pid("<0.176.0>"));
     let b = Group::Process(pid("<0.177.0>"));
-    Profile {
-        trace_type: TraceType::CallMemory,
-        functions: vec![
+    Profile::new(
+        TraceType::CallMemory,
+        vec![
             FunctionTrace {
                 callsite: cs("spawn_monitor"),
                 entries: vec![entry(a, 1, 2)],
@@ -71,7 +71,7 @@ fn memory_profile() -> Profile {
                 entries: vec![entry(b, 9, 64), entry(a, 3, 0)],
             },
         ],
-    }
+    )
 }
 
 #[test]
@@ -119,13 +119,13 @@ format::spawn_monitor/1      1      2      2.00  [ 2.15]
 
 #[test]
 fn a_single_function_widens_percent_and_cuts_nothing() {
-    let p = Profile {
-        trace_type: TraceType::CallMemory,
-        functions: vec![FunctionTrace {
+    let p = Profile::new(
+        TraceType::CallMemory,
+        vec![FunctionTrace {
             callsite: cs("seq_loop"),
             entries: vec![entry(Group::Process(pid("<0.92.0>")), 5, 32)],
         }],
-    };
+    );
     let expected = "
 ****** Process <0.92.0>  --  100.00% of total *** 
 FUNCTION            CALLS  WORDS  PER CALL  [     %]
@@ -140,9 +140,9 @@ format::seq_loop/3      5     32      6.40  [100.00]
 
 #[test]
 fn call_count_has_one_group_and_no_value_columns() {
-    let p = Profile {
-        trace_type: TraceType::CallCount,
-        functions: vec![
+    let p = Profile::new(
+        TraceType::CallCount,
+        vec![
             FunctionTrace {
                 callsite: cs("f"),
                 entries: vec![entry(Group::All, 3, 3)],
@@ -152,7 +152,7 @@ fn call_count_has_one_group_and_no_value_columns() {
                 entries: vec![entry(Group::All, 1, 1)],
             },
         ],
-    };
+    );
     let expected = "\
 FUNCTION         CALLS  [    %]
 format::apply/2      1  [25.00]
@@ -191,9 +191,9 @@ fn a_function_column_narrower_than_its_header_cuts_the_header_as_tprof_does() {
 
 #[test]
 fn call_time_prints_microseconds_rounded_from_nanoseconds() {
-    let p = Profile {
-        trace_type: TraceType::CallTime,
-        functions: vec![
+    let p = Profile::new(
+        TraceType::CallTime,
+        vec![
             FunctionTrace {
                 callsite: cs("f"),
                 entries: vec![entry(Group::Process(pid("<0.1.0>")), 2, 1_499)],
@@ -203,7 +203,7 @@ fn call_time_prints_microseconds_rounded_from_nanoseconds() {
                 entries: vec![entry(Group::Process(pid("<0.1.0>")), 4, 1_000_500)],
             },
         ],
-    };
+    );
     let expected = "
 ****** Process <0.1.0>  --  100.00% of total *** 
 FUNCTION         CALLS  TIME (μs)  PER CALL  [    %]
@@ -232,13 +232,13 @@ fn an_empty_profile_prints_trace_is_empty() {
 #[test]
 fn zero_divisors_give_zero_and_zero_word_functions_are_left_out() {
     let g = Group::Process(pid("<0.1.0>"));
-    let p = Profile {
-        trace_type: TraceType::CallTime,
-        functions: vec![FunctionTrace {
+    let p = Profile::new(
+        TraceType::CallTime,
+        vec![FunctionTrace {
             callsite: cs("f"),
             entries: vec![entry(g, 0, 0)],
         }],
-    };
+    );
     let line = &inspect(&p, Aggregate::Process, SortBy::default()).groups[&g].lines[0];
     assert_eq!((line.per_call, line.percent), (0.0, 0.0));
     let memory = memory_profile();

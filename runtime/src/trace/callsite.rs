@@ -214,7 +214,7 @@ fn enter_traced(callsite: &'static Callsite, mask: u64) -> Frame {
         };
     }
     Frame {
-        guard: FrameGuard::enter(callsite.id() as u32, mask, true),
+        guard: FrameGuard::enter(callsite.id() as u32, mask, true, 0),
     }
 }
 
@@ -237,12 +237,13 @@ fn poll_in_frame<F: Future>(
     callsite: &'static Callsite,
     sessions: u64,
     call: bool,
+    polled: &mut u64,
     future: Pin<&mut F>,
     cx: &mut Context<'_>,
 ) -> Poll<F::Output> {
-    let guard = FrameGuard::enter(callsite.id() as u32, sessions, call);
+    let guard = FrameGuard::enter(callsite.id() as u32, sessions, call, *polled);
     let out = future.poll(cx);
-    guard.leave(out.is_pending());
+    *polled = guard.leave(out.is_pending());
     out
 }
 
@@ -256,6 +257,8 @@ pin_project! {
         started: bool,
         // The sessions measuring it as a call of its process, fixed at its first poll.
         measured: u64,
+        // Clock ticks it has been polled for, while measured (for call durations).
+        polled: u64,
         #[pin]
         future: F,
     }
@@ -269,6 +272,7 @@ impl<F> Traced<F> {
             callsite,
             started: false,
             measured: 0,
+            polled: 0,
             future,
         }
     }
@@ -301,7 +305,14 @@ impl<F: Future> Future for Traced<F> {
             }
         }
         if *this.measured != 0 {
-            return poll_in_frame(this.callsite, *this.measured, call, this.future, cx);
+            return poll_in_frame(
+                this.callsite,
+                *this.measured,
+                call,
+                this.polled,
+                this.future,
+                cx,
+            );
         }
         this.future.poll(cx)
     }

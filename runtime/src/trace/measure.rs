@@ -32,6 +32,8 @@ static TIMING: AtomicU64 = AtomicU64::new(0);
 static MEMORY: AtomicU64 = AtomicU64::new(0);
 /// Measuring sessions that are paused.
 static PAUSED: AtomicU64 = AtomicU64::new(0);
+/// Sessions that record call-duration histograms.
+static HISTOGRAMS: AtomicU64 = AtomicU64::new(0);
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -71,6 +73,11 @@ impl TraceTypes {
     pub const CALL_MEMORY: TraceTypes = TraceTypes(4);
     /// All three.
     pub const ALL: TraceTypes = TraceTypes(7);
+    /// call_time, and the distribution of each function's call durations (polled time, from
+    /// entry to return, callees included) in an hdrhistogram: opt-in, since recording each call
+    /// costs a few nanoseconds more. Read with
+    /// [`TraceSession::call_time_percentiles`](super::TraceSession::call_time_percentiles).
+    pub const CALL_TIME_HISTOGRAMS: TraceTypes = TraceTypes(2 | 8);
 
     /// Whether every type in `other` is in `self`.
     pub const fn contains(self, other: TraceTypes) -> bool {
@@ -96,6 +103,7 @@ impl fmt::Display for TraceTypes {
             (TraceTypes::CALL_COUNT, "call_count"),
             (TraceTypes::CALL_TIME, "call_time"),
             (TraceTypes::CALL_MEMORY, "call_memory"),
+            (TraceTypes(8), "histograms"),
         ];
         let mut first = true;
         for (t, name) in names {
@@ -136,12 +144,22 @@ pub(crate) fn open(bit: u32, types: TraceTypes) {
     if types.contains(TraceTypes::CALL_COUNT) {
         COUNTING.fetch_or(m, Ordering::Relaxed);
     }
+    if types.contains(TraceTypes::CALL_TIME_HISTOGRAMS) {
+        HISTOGRAMS.fetch_or(m, Ordering::Relaxed);
+    }
 }
 
 /// Clears a stopped session's bits.
 pub(crate) fn close(bit: u32) {
     let m = !(1u64 << bit);
-    for mask in [&COUNTING, &MEASURING, &TIMING, &MEMORY, &PAUSED] {
+    for mask in [
+        &COUNTING,
+        &MEASURING,
+        &TIMING,
+        &MEMORY,
+        &PAUSED,
+        &HISTOGRAMS,
+    ] {
         mask.fetch_and(m, Ordering::SeqCst);
     }
 }
@@ -151,7 +169,8 @@ pub(crate) fn close(bit: u32) {
 pub(crate) fn begin_poll(process: &Process, sessions: u64) {
     let timing = sessions & TIMING.load(Ordering::Relaxed) != 0;
     let memory = sessions & MEMORY.load(Ordering::Relaxed) != 0;
-    super::stack::begin_poll(sessions, timing, memory, process.account);
+    let histograms = sessions & HISTOGRAMS.load(Ordering::Relaxed);
+    super::stack::begin_poll(sessions, timing, memory, histograms, process.account);
 }
 
 /// One function's figures, as gathered: calls, clock ticks, words, bytes, blocks.
@@ -243,6 +262,67 @@ pub(crate) fn flush(process: &Process, drain: fn(&mut dyn FnMut(u32, u32, Acc)))
             Err(i) => functions.insert(i, (id, acc)),
         }
     });
+}
+
+/// Records call durations (session slot, callsite id, clock ticks) into their sessions'
+/// histograms (run with allocation suppressed).
+pub(crate) fn record_durations(samples: &mut Vec<(u32, u32, u64)>) {
+    let paused = PAUSED.load(Ordering::SeqCst);
+    let Some(clock) = super::stack::clock_if_set() else {
+        samples.clear();
+        return;
+    };
+    samples.sort_unstable_by_key(|s| s.0);
+    let mut rest = &samples[..];
+    while let Some(&(bit, _, _)) = rest.first() {
+        let n = rest.iter().take_while(|s| s.0 == bit).count();
+        let (these, next) = rest.split_at(n);
+        rest = next;
+        if paused & (1 << bit) != 0 {
+            continue;
+        }
+        let Some(session) = session_in_slot(bit) else {
+            continue;
+        };
+        let mut histograms = lock(&session.histograms);
+        if histograms.len() < callsites().len() {
+            histograms.resize_with(callsites().len(), || None);
+        }
+        for &(_, id, ticks) in these {
+            if let Some(slot) = histograms.get_mut(id as usize) {
+                let h = slot.get_or_insert_with(new_histogram);
+                h.saturating_record(clock.delta_as_nanos(0, ticks).max(1));
+            }
+        }
+    }
+    samples.clear();
+}
+
+/// An auto-resizing histogram with two significant digits.
+fn new_histogram() -> hdrhistogram::Histogram<u64> {
+    hdrhistogram::Histogram::new(2)
+        .unwrap_or_else(|_| unreachable!("2 significant digits is valid"))
+}
+
+/// The distribution of one function's call durations, as
+/// [`TraceSession::call_time_percentiles`](super::TraceSession::call_time_percentiles)
+/// reports it: polled time from entry to return, callees included, in nanoseconds (to two
+/// significant digits).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CallPercentiles {
+    /// The function.
+    pub callsite: &'static Callsite,
+    /// Calls recorded (calls that returned while measured).
+    pub calls: u64,
+    /// Median.
+    pub p50_ns: u64,
+    /// 90th percentile.
+    pub p90_ns: u64,
+    /// 99th percentile.
+    pub p99_ns: u64,
+    /// The longest.
+    pub max_ns: u64,
 }
 
 /// Adds a process's table to the list of session `bit`, unless the session is gone or paused.
@@ -361,8 +441,32 @@ impl SessionState {
         }
     }
 
+    /// Per function, the distribution of call durations recorded so far.
+    pub(crate) fn percentiles(&self) -> Vec<CallPercentiles> {
+        let histograms = lock(&self.histograms);
+        histograms
+            .iter()
+            .enumerate()
+            .filter_map(|(id, h)| {
+                let h = h.as_ref()?;
+                let callsite = callsites().get(id)?;
+                Some(CallPercentiles {
+                    callsite,
+                    calls: h.len(),
+                    p50_ns: h.value_at_quantile(0.5),
+                    p90_ns: h.value_at_quantile(0.9),
+                    p99_ns: h.value_at_quantile(0.99),
+                    max_ns: h.max(),
+                })
+            })
+            .collect()
+    }
+
     /// Zeroes every process's figures for this session.
     pub(crate) fn clear_measurements(&self) {
+        for h in lock(&self.histograms).iter_mut().flatten() {
+            h.reset();
+        }
         let (bit, generation) = (self.bit(), self.generation());
         for data in self.tables() {
             let mut table = lock(&data);

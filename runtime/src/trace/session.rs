@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use arc_swap::ArcSwapOption;
 
-use super::measure::{ProcTraceRef, ProcessMeasurement, TraceTypes};
+use super::measure::{CallPercentiles, ProcTraceRef, ProcessMeasurement, TraceTypes};
 use super::{Callsite, TracePattern, callsites};
 use super::{FlagError, FlagOutcome, ProcessSpec};
 use crate::process::current_node_id;
@@ -55,6 +55,8 @@ pub(crate) struct SessionState {
     types: TraceTypes,
     /// The tables of the processes this session has measured (call_time, call_memory).
     pub(super) measured: Mutex<Vec<ProcTraceRef>>,
+    /// Per callsite, the distribution of call durations (with call-time histograms).
+    pub(super) histograms: Mutex<Vec<Option<hdrhistogram::Histogram<u64>>>>,
     /// Which callsites this session traces, by callsite id.
     traced: Mutex<Vec<bool>>,
     /// Every thread's shard, kept after the thread exits.
@@ -345,6 +347,7 @@ impl NodeHandle {
             generation: GENERATION.fetch_add(1, Ordering::Relaxed),
             types,
             measured: Mutex::new(Vec::new()),
+            histograms: Mutex::new(Vec::new()),
             traced: Mutex::new(vec![false; callsites().len()]),
             shards: Mutex::new(Vec::new()),
             counters: Mutex::new(CounterState {
@@ -377,6 +380,12 @@ impl TraceSession {
     /// not), per function it called. Never stops the processes it measures.
     pub fn measurements(&self) -> Vec<ProcessMeasurement> {
         crate::heap::suppressed(|| self.state.measurements())
+    }
+
+    /// With [`TraceTypes::CALL_TIME_HISTOGRAMS`]: per function called, the distribution of
+    /// its call durations (p50, p90, p99, max), over every measured process; empty otherwise.
+    pub fn call_time_percentiles(&self) -> Vec<CallPercentiles> {
+        crate::heap::suppressed(|| self.state.percentiles())
     }
 
     /// The session's slot: its bit in [`ProcessInfo::trace_sessions`](crate::ProcessInfo).

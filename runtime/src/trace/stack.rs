@@ -18,7 +18,7 @@
 //! Only processes that a session measures (call_time or call_memory, and a trace flag) touch
 //! this stack; for every other poll the cost is two relaxed loads in the poll wrapper.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 
@@ -83,6 +83,8 @@ struct Stack {
     active: Cell<u64>,
     /// Whether one of them measures time.
     timing: Cell<bool>,
+    /// Those that record call-duration histograms.
+    histograms: Cell<u64>,
     /// The process's account, when one of them measures memory.
     memory: Cell<Option<&'static Account>>,
     /// The process's account, to record its current function in.
@@ -93,6 +95,9 @@ struct Stack {
     suspended: Cell<bool>,
     ids: [Cell<u32>; CAPACITY],
     masks: [Cell<u64>; CAPACITY],
+    /// When each frame's call started, in polled clock ticks (its earlier polls' time
+    /// subtracted), for call durations.
+    starts: [Cell<u64>; CAPACITY],
     /// This thread's scratch table per session slot.
     tables: [Cell<Option<Table>>; MAX_SESSIONS],
     /// Per session slot, the accumulator of the innermost frame it measures.
@@ -112,6 +117,7 @@ thread_local! {
             overflow: Cell::new(0),
             active: Cell::new(0),
             timing: Cell::new(false),
+            histograms: Cell::new(0),
             memory: Cell::new(None),
             account: Cell::new(None),
             last_ticks: Cell::new(0),
@@ -119,6 +125,7 @@ thread_local! {
             suspended: Cell::new(false),
             ids: [const { Cell::new(NO_FUNCTION) }; CAPACITY],
             masks: [const { Cell::new(0) }; CAPACITY],
+            starts: [const { Cell::new(0) }; CAPACITY],
             tables: [const { Cell::new(None) }; MAX_SESSIONS],
             current: [const { Cell::new(None) }; MAX_SESSIONS],
             touched: [const { Cell::new((0, 0)) }; TOUCHED],
@@ -129,6 +136,8 @@ thread_local! {
     /// Gives this thread's scratch tables back to the pool when it exits (registered when the
     /// thread takes its first table).
     static RETURN_TABLES: ReturnTables = const { ReturnTables };
+    /// Call durations recorded during this poll: (session slot, callsite id, clock ticks).
+    static SAMPLES: RefCell<Vec<(u32, u32, u64)>> = const { RefCell::new(Vec::new()) };
 }
 
 struct ReturnTables;
@@ -186,10 +195,18 @@ pub(crate) fn with_measuring_off<R>(f: impl FnOnce() -> R) -> R {
 }
 
 /// Starts measuring a poll of a process for the sessions in `active` (non-zero).
-pub(crate) fn begin_poll(active: u64, timing: bool, memory: bool, account: &'static Account) {
+pub(crate) fn begin_poll(
+    active: u64,
+    timing: bool,
+    memory: bool,
+    histograms: u64,
+    account: &'static Account,
+) {
     STACK.with(|s| {
         s.active.set(active);
         s.timing.set(timing);
+        s.histograms
+            .set(if timing { histograms & active } else { 0 });
         s.memory.set(memory.then_some(account));
         s.account.set(Some(account));
         s.suspended.set(false);
@@ -226,6 +243,12 @@ pub(crate) fn end_poll(process: &crate::process::Process) {
     if touched {
         crate::heap::suppressed(|| super::measure::flush(process, drain));
     }
+    SAMPLES.with(|samples| {
+        let mut samples = samples.borrow_mut();
+        if !samples.is_empty() {
+            crate::heap::suppressed(|| super::measure::record_durations(&mut samples));
+        }
+    });
     STACK.with(|s| s.active.set(0));
 }
 
@@ -261,12 +284,14 @@ fn drain(f: &mut dyn FnMut(u32, u32, Acc)) {
     });
 }
 
-/// Adds what passed since the last event to the accumulators of the innermost frames.
+/// Adds what passed since the last event to the accumulators of the innermost frames;
+/// returns the clock now (0 when no session measures time).
 #[inline(always)]
-fn charge(s: &Stack) {
+fn charge(s: &Stack) -> u64 {
     let mut dt = 0;
+    let mut now = 0;
     if s.timing.get() {
-        let now = ticks();
+        now = ticks();
         dt = now.saturating_sub(s.last_ticks.replace(now));
     }
     let mut dm = [0u64; 3];
@@ -298,6 +323,7 @@ fn charge(s: &Stack) {
             }
         }
     }
+    now
 }
 
 /// The accumulator of function `id` in this thread's table for session slot `bit`, marked
@@ -344,9 +370,10 @@ fn new_table(s: &Stack, bit: usize) -> Table {
 
 /// Enters a frame of function `id` for the sessions in `mask` (measuring this poll);
 /// `call` when this is the call's entry (its first poll) rather than a later poll of it.
+/// `prior`: the clock ticks the call was polled for before this poll.
 #[inline(never)]
-fn push_in(s: &Stack, id: u32, mask: u64, call: bool) {
-    charge(s);
+fn push_in(s: &Stack, id: u32, mask: u64, call: bool, prior: u64) {
+    let now = charge(s);
     let depth = s.depth.get();
     let deep = depth == CAPACITY;
     let mut m = mask;
@@ -367,6 +394,7 @@ fn push_in(s: &Stack, id: u32, mask: u64, call: bool) {
     }
     s.ids[depth].set(id);
     s.masks[depth].set(mask);
+    s.starts[depth].set(now.wrapping_sub(prior));
     s.depth.set(depth + 1);
     if let Some(account) = s.account.get() {
         account.set_current_function(id);
@@ -374,29 +402,35 @@ fn push_in(s: &Stack, id: u32, mask: u64, call: bool) {
 }
 
 /// Leaves the top frame; `pending` when it is a future's poll that returned `Pending`.
+/// Returns the ticks the call has been polled for so far (0 when time is not measured).
 #[inline(always)]
-fn pop(pending: bool) {
-    STACK.with(|s| pop_checked(s, pending));
+fn pop(pending: bool) -> u64 {
+    STACK.with(|s| pop_checked(s, pending))
 }
 
 #[inline(never)]
-fn pop_checked(s: &Stack, pending: bool) {
+fn pop_checked(s: &Stack, pending: bool) -> u64 {
     if s.overflow.get() > 0 {
         s.overflow.set(s.overflow.get() - 1);
-        return;
+        return 0;
     }
     if s.depth.get() == 0 {
-        return; // its poll has ended (only after a leaked guard)
+        return 0; // its poll has ended (only after a leaked guard)
     }
-    pop_in(s, pending);
+    pop_in(s, pending)
 }
 
 #[inline(always)]
-fn pop_in(s: &Stack, pending: bool) {
-    charge(s);
+fn pop_in(s: &Stack, pending: bool) -> u64 {
+    let now = charge(s);
     let depth = s.depth.get() - 1;
     s.depth.set(depth);
     let id = s.ids[depth].get();
+    let polled = now.wrapping_sub(s.starts[depth].get());
+    let record = s.histograms.get() & s.masks[depth].get();
+    if record != 0 && !pending {
+        record_duration(record, id, polled);
+    }
     let mut m = s.masks[depth].get() & s.active.get();
     while m != 0 {
         let bit = m.trailing_zeros() as usize;
@@ -422,7 +456,32 @@ fn pop_in(s: &Stack, pending: bool) {
             account.set_current_function(parent);
         }
     }
+    polled
 }
+
+/// Keeps a finished call's duration for the sessions in `mask`, until the end of the poll.
+#[cold]
+fn record_duration(mut mask: u64, id: u32, ticks: u64) {
+    SAMPLES.with(|samples| {
+        let mut samples = samples.borrow_mut();
+        while mask != 0 {
+            let bit = mask.trailing_zeros();
+            mask &= mask - 1;
+            if samples.len() == samples.capacity() {
+                if samples.len() >= MAX_SAMPLES {
+                    // A long poll: hand them over now rather than grow without bound.
+                    crate::heap::suppressed(|| super::measure::record_durations(&mut samples));
+                } else {
+                    crate::heap::suppressed(|| samples.reserve(64));
+                }
+            }
+            samples.push((bit, id, ticks));
+        }
+    });
+}
+
+/// Call durations kept per thread before they go to their histograms mid-poll.
+const MAX_SAMPLES: usize = 4096;
 
 /// A frame on the traced stack, popped when dropped (on unwind too) or by
 /// [`FrameGuard::leave`].
@@ -434,13 +493,14 @@ impl FrameGuard {
     /// No frame.
     pub(crate) const NONE: FrameGuard = FrameGuard { pushed: false };
 
-    /// Pushes a frame of `id` for the sessions of `mask` that measure this poll, if any.
+    /// Pushes a frame of `id` for the sessions of `mask` that measure this poll, if any;
+    /// `prior`: the clock ticks the call was polled for before (a future's earlier polls).
     #[inline(always)]
-    pub(crate) fn enter(id: u32, mask: u64, call: bool) -> FrameGuard {
+    pub(crate) fn enter(id: u32, mask: u64, call: bool, prior: u64) -> FrameGuard {
         let pushed = STACK.with(|s| {
             let mask = mask & s.active.get();
             if mask != 0 {
-                push_in(s, id, mask, call);
+                push_in(s, id, mask, call, prior);
             }
             mask != 0
         });
@@ -453,13 +513,15 @@ impl FrameGuard {
         self.pushed
     }
 
-    /// Pops the frame after a poll returned (`pending` when it returned `Pending`).
+    /// Pops the frame after a poll returned (`pending` when it returned `Pending`); returns
+    /// the clock ticks the call has been polled for so far.
     #[inline]
-    pub(crate) fn leave(mut self, pending: bool) {
+    pub(crate) fn leave(mut self, pending: bool) -> u64 {
         if self.pushed {
             self.pushed = false;
-            pop(pending);
+            return pop(pending);
         }
+        0
     }
 }
 
