@@ -4,7 +4,6 @@
 use std::fmt;
 use std::future::Future;
 use std::io::{self, Write};
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
@@ -331,28 +330,6 @@ impl<F: Future> Future for Unseen<F> {
     }
 }
 
-/// A future whose panic is caught and returned.
-struct CatchPanic<F>(Pin<Box<F>>);
-
-impl<F: Future> Future for CatchPanic<F> {
-    type Output = Result<F::Output, String>;
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let inner = self.0.as_mut();
-        match catch_unwind(AssertUnwindSafe(|| inner.poll(cx))) {
-            Ok(Poll::Pending) => Poll::Pending,
-            Ok(Poll::Ready(out)) => Poll::Ready(Ok(out)),
-            Err(payload) => {
-                let msg = payload
-                    .downcast_ref::<&str>()
-                    .map(|s| (*s).to_owned())
-                    .or_else(|| payload.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "Box<dyn Any>".to_owned());
-                Poll::Ready(Err(msg))
-            }
-        }
-    }
-}
-
 async fn profile_async_on<F, Fut, T>(
     node: &NodeHandle,
     fun: F,
@@ -394,12 +371,13 @@ where
         // Failures (a process that ended, a name not registered) are skipped, as tprof does.
         let _ = session.enable_trace(spec.clone(), on_spawn);
     }
-    let slot: Arc<Mutex<Option<Result<T, String>>>> = Arc::new(Mutex::new(None));
+    let slot: Arc<Mutex<Option<T>>> = Arc::new(Mutex::new(None));
     let out = Arc::clone(&slot);
     let spawned = runtime::trace::without_tracing(|| {
         node.spawn_opt(
             async move {
-                let result = CatchPanic(Box::pin(fun())).await;
+                // A panic or an exit ends the process: its exit reason says which.
+                let result = fun().await;
                 *out.lock().unwrap_or_else(|e| e.into_inner()) = Some(result);
             },
             SpawnOptions::new()
@@ -429,11 +407,11 @@ where
     let profile = Profile::from_session(&session, options.trace_type, &["tprof"]);
     drop(session);
     let taken = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
-    let result = match (taken, timed_out) {
-        (Some(Ok(value)), _) => Ok(value),
-        (Some(Err(msg)), _) => Err(Failure::Panic(msg)),
-        (None, Some(limit)) => Err(Failure::Timeout(limit)),
-        (None, None) => Err(Failure::Exit(reason.unwrap_or(ExitReason::NoProc))),
+    let result = match (taken, timed_out, reason) {
+        (Some(value), _, _) => Ok(value),
+        (None, Some(limit), _) => Err(Failure::Timeout(limit)),
+        (None, None, Some(ExitReason::Panic(msg))) => Err(Failure::Panic(msg.to_string())),
+        (None, None, reason) => Err(Failure::Exit(reason.unwrap_or(ExitReason::NoProc))),
     };
     let sort_and_aggregate = match options.report {
         Report::Return => None,

@@ -6,8 +6,9 @@
 //! longest function (the header is cut to that width when every name is shorter, as tprof's
 //! `~.Nts` does), calls at least 5 wide, the measurement as wide as its label or the total,
 //! per call at least 8, percent at least 5. Functions print as `module::path::function/arity`.
-//! call_time prints microseconds, rounded from the nanoseconds kept in the raw data; the
-//! label is tprof's, `TIME (μs)`.
+//! call_time prints whole microseconds, each function's rounded from the nanoseconds kept in
+//! the raw data, and derives its total, per-call and percent columns from them as tprof does;
+//! the label is tprof's, `TIME (μs)`.
 
 use std::io::{self, Write};
 
@@ -62,12 +63,13 @@ pub fn format(out: &mut dyn Write, inspected: &Inspected) -> io::Result<()> {
     if let Some(all) = inspected.groups.get(&Group::All) {
         return format_group(out, all);
     }
-    let grand: u64 = inspected.groups.values().map(|g| g.total).sum();
+    let grand: u64 = inspected.groups.values().map(printed_total).sum();
     for (group, profile) in &inspected.groups {
+        let total = printed_total(profile);
         let share = if grand == 0 {
             0.0
         } else {
-            profile.total as f64 * 100.0 / grand as f64
+            total as f64 * 100.0 / grand as f64
         };
         let share = two_decimals(share);
         write!(
@@ -79,7 +81,36 @@ pub fn format(out: &mut dyn Write, inspected: &Inspected) -> io::Result<()> {
     Ok(())
 }
 
+/// The measurement of each line as printed: microseconds for call_time (each function's total
+/// rounded, as tprof's call_time data is in whole microseconds), the value itself otherwise.
+fn printed_values(group: &GroupProfile) -> Vec<u64> {
+    group
+        .lines
+        .iter()
+        .map(|l| {
+            if group.trace_type == TraceType::CallTime {
+                micros(l.measurement)
+            } else {
+                l.measurement
+            }
+        })
+        .collect()
+}
+
+/// The group's total as printed: the sum of its printed values.
+fn printed_total(group: &GroupProfile) -> u64 {
+    if group.trace_type == TraceType::CallTime {
+        printed_values(group).iter().sum()
+    } else {
+        group.total
+    }
+}
+
 /// Prints one group (a process, or `all`) as tprof's `format/1` of a `profile_result()`.
+///
+/// For call_time, as in tprof, the printed figures all follow from whole microseconds: each
+/// function's time rounded to them, the total their sum, per call and percent computed from
+/// them.
 ///
 /// # Errors
 /// What writing to `out` returns.
@@ -119,27 +150,35 @@ pub fn format_group(out: &mut dyn Write, group: &GroupProfile) -> io::Result<()>
     }
     let time = group.trace_type == TraceType::CallTime;
     let label = label(group.trace_type);
-    let total = if time {
-        micros(group.total)
-    } else {
-        group.total
-    };
+    let values = printed_values(group);
+    let total = printed_total(group);
     let rows: Vec<[String; 5]> = group
         .lines
         .iter()
         .zip(&names)
-        .map(|(l, name)| {
-            let (value, per_call) = if time {
-                (micros(l.measurement), l.per_call / 1000.0)
+        .zip(&values)
+        .map(|((l, name), &value)| {
+            let (per_call, percent) = if time {
+                let per_call = if l.calls == 0 {
+                    0.0
+                } else {
+                    value as f64 / l.calls as f64
+                };
+                let percent = if total == 0 {
+                    0.0
+                } else {
+                    value as f64 * 100.0 / total as f64
+                };
+                (per_call, percent)
             } else {
-                (l.measurement, l.per_call)
+                (l.per_call, l.percent)
             };
             [
                 name.clone(),
                 l.calls.to_string(),
                 value.to_string(),
                 two_decimals(per_call),
-                two_decimals(l.percent),
+                two_decimals(percent),
             ]
         })
         .collect();

@@ -380,3 +380,26 @@ fn percentiles_are_opt_in_and_show_in_the_rich_report() {
     assert!(text.contains("p99 (μs)"), "{text}");
     assert!(text.contains("adhoc::spin/1"), "{text}");
 }
+
+#[test]
+fn an_exit_is_the_outcome_error_with_its_reason() {
+    let outcome = tprof::profile(
+        || async {
+            seq_loop(1);
+            runtime::exit_self(runtime::ExitReason::custom("bye"))
+        },
+        ProfileOptions::new()
+            .trace_type(TraceType::CallMemory)
+            .pattern(only_here())
+            .report(Report::Return),
+    )
+    .unwrap();
+    assert_eq!(
+        outcome.result,
+        Err(Failure::Exit(runtime::ExitReason::custom("bye")))
+    );
+    assert_eq!(
+        outcome.profile.function("seq_loop").unwrap().entries[0].calls,
+        1
+    );
+}

@@ -207,8 +207,8 @@ fn call_time_prints_microseconds_rounded_from_nanoseconds() {
     let expected = "
 ****** Process <0.1.0>  --  100.00% of total *** 
 FUNCTION         CALLS  TIME (μs)  PER CALL  [    %]
-format::f/0          2          1      0.75  [ 0.15]
-format::apply/2      4       1001    250.13  [99.85]
+format::f/0          2          1      0.50  [ 0.10]
+format::apply/2      4       1001    250.25  [99.90]
                              1002            [100.0]
 ";
     assert_eq!(
@@ -291,4 +291,34 @@ fn sorting_by_any_column_either_way() {
             }
         }
     }
+}
+
+#[test]
+fn call_time_totals_per_call_and_percent_follow_from_the_printed_microseconds() {
+    let g = Group::Process(pid("<0.1.0>"));
+    let p = Profile::new(
+        TraceType::CallTime,
+        vec![
+            FunctionTrace {
+                callsite: cs("f"),
+                entries: vec![entry(g, 1, 1_400)],
+            },
+            FunctionTrace {
+                callsite: cs("apply"),
+                entries: vec![entry(g, 1, 1_400)],
+            },
+        ],
+    );
+    // Each rounds to 1 us: the total is their sum, 2 (not 2.8 rounded to 3), per call 1.00.
+    let expected = "
+****** Process <0.1.0>  --  100.00% of total *** 
+FUNCTION         CALLS  TIME (μs)  PER CALL  [    %]
+format::f/0          1          1      1.00  [50.00]
+format::apply/2      1          1      1.00  [50.00]
+                                2            [100.0]
+";
+    assert_eq!(
+        format_to_string(&inspect(&p, Aggregate::Process, SortBy::default())),
+        expected
+    );
 }
