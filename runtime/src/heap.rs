@@ -217,7 +217,10 @@ pub(crate) fn move_box<T: ?Sized>(value: &mut Box<T>, to: &'static Account) {
     };
     let block = (&mut **value as *mut T).cast::<u8>();
     let tag_ptr = plan.tag_ptr(block);
-    // SAFETY: `installed()` proved the global allocator is a `CountingAlloc`, which made the
+    // SAFETY: `installed()` proved the global allocator is a `CountingAlloc` (its probe's box
+    // came back with the address a `CountingAlloc` handed out; a global allocator that sent
+    // only some sizes through one would defeat this, which no allocator wrapper does), which
+    // made the
     // box's block with `plan` for this layout (a `Box` allocates `Layout::for_value` of its
     // value through the global allocator), so the tag's 8 aligned bytes lie inside that
     // block, outside the value. The `&mut Box` makes this the only access to the block: no

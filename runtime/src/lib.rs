@@ -92,7 +92,7 @@ pub use mailbox::{
     receive_where,
 };
 pub use message::Message;
-pub use node::{DEFAULT_SHUTDOWN_GRACE, Node, NodeBuilder, NodeError, NodeHandle};
+pub use node::{DEFAULT_SHUTDOWN_GRACE, ExitWatch, Node, NodeBuilder, NodeError, NodeHandle};
 pub use pid::{ParsePidError, Pid};
 pub use process::{
     ProcessInfo, ProcessStatus, SpawnError, SpawnOptions, Spawned, process_info, processes,

@@ -53,6 +53,9 @@ pub(crate) struct NodeInner {
     exit_waiters: AtomicUsize,
     next_ref: AtomicU64,
     shutdown_grace: Duration,
+    /// The slots of the trace sessions open on this node: a process flag whose session is not
+    /// here (dropped, or another node's session in a reused slot) counts for nothing.
+    pub(crate) trace_sessions: AtomicU64,
 }
 
 impl NodeInner {
@@ -70,6 +73,7 @@ impl NodeInner {
             exit_waiters: AtomicUsize::new(0),
             next_ref: AtomicU64::new(1),
             shutdown_grace,
+            trace_sessions: AtomicU64::new(0),
         });
         DIRECTORY.get_or_alloc(id).store(Some(Arc::clone(&inner)));
         inner
@@ -404,6 +408,39 @@ impl Drop for Node {
     }
 }
 
+/// Why a process spawned with [`NodeHandle::spawn_watched`] ended, once it has.
+pub struct ExitWatch {
+    process: Arc<Process>,
+    node: NodeHandle,
+}
+
+impl fmt::Debug for ExitWatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ExitWatch")
+            .field("pid", &self.process.pid)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ExitWatch {
+    /// The watched process.
+    pub fn pid(&self) -> Pid {
+        self.process.pid
+    }
+
+    /// Waits until the process has ended and its exit bookkeeping is done; returns why it
+    /// ended. Not a process operation: it works from any async code.
+    pub async fn wait(&self) -> ExitReason {
+        let pid = self.process.pid;
+        let inner = &self.node.inner;
+        inner.wait_until(|| inner.table.get(pid).is_none()).await;
+        self.process
+            .exit_reason()
+            .cloned()
+            .unwrap_or(ExitReason::Normal)
+    }
+}
+
 /// A cheap, cloneable reference to a [`Node`], for spawning, sending and introspection from
 /// outside its processes (inside them, the free functions do the same on the current node).
 #[derive(Clone)]
@@ -473,6 +510,35 @@ impl NodeHandle {
         })
     }
 
+    /// Spawns a process as [`spawn_opt`](NodeHandle::spawn_opt) does and returns, with its pid,
+    /// an [`ExitWatch`] that tells why it ended, however early that is: a monitor for code
+    /// outside any process.
+    ///
+    /// # Errors
+    /// As [`spawn_opt`](NodeHandle::spawn_opt).
+    pub fn spawn_watched<F>(
+        &self,
+        future: F,
+        opts: SpawnOptions,
+    ) -> Result<(Pid, ExitWatch), SpawnError>
+    where
+        F: Future + Send + 'static,
+        F::Output: IntoExitReason,
+    {
+        let parent = with_current(|c| {
+            c.filter(|p| Arc::ptr_eq(&p.node, &self.inner))
+                .map(Arc::clone)
+        });
+        let (process, _) = spawn_on_node(&self.inner, parent.as_ref(), future, opts)?;
+        Ok((
+            process.pid,
+            ExitWatch {
+                process,
+                node: self.clone(),
+            },
+        ))
+    }
+
     /// Runs `future` in a new process and waits until the process has ended: its output, or
     /// the reason it ended without one.
     ///
@@ -523,8 +589,9 @@ impl NodeHandle {
 
     /// Waits until process `pid` of this node has ended and its exit bookkeeping is done
     /// (links and monitors told, slot freed); returns why it ended, or `None` when no such
-    /// process is alive. Not a process operation: it works from outside any process and is
-    /// seen by no trace session.
+    /// process is alive (it may have ended already: [`spawn_watched`](NodeHandle::spawn_watched)
+    /// never misses an exit). Not a process operation: it works from outside any process and
+    /// is seen by no trace session.
     pub async fn wait_exit(&self, pid: Pid) -> Option<ExitReason> {
         let process = self
             .inner

@@ -129,7 +129,8 @@ impl ProfileOptions {
     }
 
     /// Stops the profiled process (drops its future inside it) after `timeout`; the outcome
-    /// says so and the data gathered until then is returned.
+    /// says so and the data gathered until then is returned. A process is stopped at its next
+    /// poll boundary: code that never yields cannot be stopped, and `profile` waits for it.
     pub fn timeout(mut self, timeout: Duration) -> ProfileOptions {
         self.timeout = Some(timeout);
         self
@@ -373,8 +374,8 @@ where
     }
     let slot: Arc<Mutex<Option<T>>> = Arc::new(Mutex::new(None));
     let out = Arc::clone(&slot);
-    let spawned = runtime::trace::without_tracing(|| {
-        node.spawn_opt(
+    let (pid, watch) = runtime::trace::without_tracing(|| {
+        node.spawn_watched(
             async move {
                 // A panic or an exit ends the process: its exit reason says which.
                 let result = fun().await;
@@ -386,18 +387,16 @@ where
         )
     })
     .map_err(ProfileError::Spawn)?;
-    let pid = spawned.pid;
-    let ended = Unseen(Box::pin(node.wait_exit(pid)));
     let mut timed_out = None;
     let reason = match options.timeout {
-        None => ended.await,
-        Some(limit) => match tokio::time::timeout(limit, ended).await {
+        None => Unseen(Box::pin(watch.wait())).await,
+        Some(limit) => match tokio::time::timeout(limit, Unseen(Box::pin(watch.wait()))).await {
             Ok(reason) => reason,
             Err(_) => {
                 // Its future is dropped inside it; what it gathered so far stays.
                 timed_out = Some(limit);
                 runtime::trace::without_tracing(|| node.exit(pid, ExitReason::Kill));
-                Unseen(Box::pin(node.wait_exit(pid))).await
+                Unseen(Box::pin(watch.wait())).await
             }
         },
     };
@@ -410,8 +409,8 @@ where
     let result = match (taken, timed_out, reason) {
         (Some(value), _, _) => Ok(value),
         (None, Some(limit), _) => Err(Failure::Timeout(limit)),
-        (None, None, Some(ExitReason::Panic(msg))) => Err(Failure::Panic(msg.to_string())),
-        (None, None, reason) => Err(Failure::Exit(reason.unwrap_or(ExitReason::NoProc))),
+        (None, None, ExitReason::Panic(msg)) => Err(Failure::Panic(msg.to_string())),
+        (None, None, reason) => Err(Failure::Exit(reason)),
     };
     let sort_and_aggregate = match options.report {
         Report::Return => None,

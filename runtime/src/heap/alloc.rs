@@ -138,7 +138,12 @@ pub(super) fn credit(tag: Tag, size: usize) {
 #[inline(never)]
 fn credit_remote(tag: Tag, size: usize) {
     if let Some(account) = account_at(tag.slot) {
-        account.adjust_remote(tag.generation, size as u64);
+        // The full 32-bit generation first: the 16 bits packed with the remote count repeat
+        // after 65,536 reuses of a slot. The compare-and-swap on those 16 bits then only has
+        // to cover the moment the owner is released.
+        if account.tag() == tag {
+            account.adjust_remote(tag.generation, size as u64);
+        }
     }
 }
 
@@ -265,4 +270,41 @@ unsafe fn finish_alloc(plan: Plan, base: *mut u8, size: usize) -> *mut u8 {
     // SAFETY: the tag's place lies inside the inner block and is 8-aligned (see the impl).
     unsafe { plan.tag_ptr(block).write(tag.pack()) };
     block
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_free_of_a_block_whose_owner_is_gone_never_reaches_the_slots_next_owner() {
+        let old = Account::acquire();
+        let old_tag = old.tag();
+        old.release();
+        // Reuse the slot until its generation matches the old one in the 16 bits packed with
+        // the remote count.
+        let mut found = None;
+        for _ in 0..200_000 {
+            let next = Account::acquire();
+            let tag = next.tag();
+            if tag.slot == old_tag.slot
+                && tag.generation & 0xffff == old_tag.generation & 0xffff
+                && tag.generation != old_tag.generation
+            {
+                found = Some(next);
+                break;
+            }
+            next.release();
+        }
+        let next = found.expect("the slot came back with the same low 16 bits of generation");
+        next.charge_shared(10_000);
+        let live = next.live();
+        credit(old_tag, 4096);
+        assert_eq!(
+            next.live(),
+            live,
+            "the old block's free was credited to the new owner"
+        );
+        next.release();
+    }
 }

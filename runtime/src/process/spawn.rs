@@ -215,7 +215,7 @@ where
     if let Some(len) = opts.max_message_queue_len {
         process.set_max_queue_len(len);
     }
-    crate::trace::flags_at_spawn(node.id, parent.map(|p| &**p), &process.trace_flags);
+    crate::trace::flags_at_spawn(node, parent.map(|p| &**p), &process.trace_flags);
     for &(session_node, bit, set_on_spawn) in &opts.traced_by {
         if session_node == node.id {
             process.trace_flags.set_at_spawn(bit, set_on_spawn);

@@ -96,6 +96,10 @@ where
             p.status.store(STATUS_RUNNING, Ordering::Relaxed);
             let exit = checkpoint(p);
             measured = p.trace_flags.traced() & trace::measuring();
+            if measured != 0 {
+                // Only sessions open on this process's node (a flag may outlive its session).
+                measured &= p.node.trace_sessions.load(Ordering::Relaxed);
+            }
             if measured != 0 && exit.is_none() {
                 trace::begin_poll(p, measured);
             } else {

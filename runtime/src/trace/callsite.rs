@@ -175,9 +175,28 @@ impl fmt::Debug for Callsite {
 
 /// The frame of a traced synchronous call: entered by [`enter`], left when dropped (on unwind
 /// too).
+///
+/// Not `Send`: a frame belongs to the poll that entered it, so it cannot be held across an
+/// `.await` in a process (a `traced!` block that awaits must be an `async` block, which is
+/// traced as a future instead):
+///
+/// ```compile_fail
+/// fn spawnable<F: std::future::Future + Send>(_: F) {}
+/// spawnable(async {
+///     runtime::trace::traced!("waits", { std::future::ready(()).await });
+/// });
+/// ```
+///
+/// ```
+/// fn spawnable<F: std::future::Future + Send>(_: F) {}
+/// spawnable(async {
+///     runtime::trace::traced!("waits", async { std::future::ready(()).await }).await;
+/// });
+/// ```
 #[must_use = "the frame is left when this guard drops"]
 pub struct Frame {
     guard: FrameGuard,
+    _not_send: std::marker::PhantomData<*const ()>,
 }
 
 impl fmt::Debug for Frame {
@@ -196,6 +215,7 @@ pub fn enter(callsite: &'static Callsite) -> Frame {
     if mask == 0 {
         return Frame {
             guard: FrameGuard::NONE,
+            _not_send: std::marker::PhantomData,
         };
     }
     enter_traced(callsite, mask)
@@ -211,10 +231,12 @@ fn enter_traced(callsite: &'static Callsite, mask: u64) -> Frame {
     if mask & super::measure::measuring() == 0 {
         return Frame {
             guard: FrameGuard::NONE,
+            _not_send: std::marker::PhantomData,
         };
     }
     Frame {
         guard: FrameGuard::enter(callsite.id() as u32, mask, true, 0),
+        _not_send: std::marker::PhantomData,
     }
 }
 

@@ -59,10 +59,15 @@ impl TraceFlags {
 
 /// The flags a process spawned on `node` by `parent` starts with: what its parent passes on,
 /// and what sessions wanting new processes of the node give it.
-pub(crate) fn flags_at_spawn(node: u32, parent: Option<&Process>, child: &TraceFlags) {
+pub(crate) fn flags_at_spawn(node: &NodeInner, parent: Option<&Process>, child: &TraceFlags) {
+    // Only bits of sessions still open on the node pass on: a parent may keep a dropped
+    // session's bit for a moment.
+    let open = node.trace_sessions.load(Ordering::SeqCst);
+    let node = node.id;
     let (mut traced, mut on_spawn) = match parent {
         Some(p) => {
-            let pass = p.trace_flags.traced() & p.trace_flags.on_spawn.load(Ordering::Relaxed);
+            let pass =
+                p.trace_flags.traced() & p.trace_flags.on_spawn.load(Ordering::Relaxed) & open;
             (pass, pass)
         }
         None => (0, 0),

@@ -245,7 +245,7 @@ pub(crate) fn flush(process: &Process, drain: fn(&mut dyn FnMut(u32, u32, Acc)))
             None => {
                 // A session that held this slot before is gone: its figures go with it.
                 table.sessions.retain(|d| d.bit != bit);
-                if !register(bit, generation, data) {
+                if !register(bit, generation, data, process.node.id) {
                     return;
                 }
                 table.sessions.push(SessionData {
@@ -326,11 +326,11 @@ pub struct CallPercentiles {
 }
 
 /// Adds a process's table to the list of session `bit`, unless the session is gone or paused.
-fn register(bit: u32, generation: u64, data: &ProcTraceRef) -> bool {
+fn register(bit: u32, generation: u64, data: &ProcTraceRef, node: u32) -> bool {
     let Some(session) = session_in_slot(bit) else {
         return false;
     };
-    if session.generation() != generation {
+    if session.generation() != generation || session.node() != node {
         return false;
     }
     let mut measured = lock(&session.measured);

@@ -357,6 +357,14 @@ impl NodeHandle {
         });
         GENERATIONS[bit as usize].store(state.generation, Ordering::Relaxed);
         SLOTS[bit as usize].store(Some(Arc::clone(&state)));
+        // A flag a dropped session of this node left on a process (one spawned while the
+        // session was being dropped) must not count for this one.
+        for p in self.inner.table.all() {
+            p.trace_flags.clear(bit);
+        }
+        self.inner
+            .trace_sessions
+            .fetch_or(1 << bit, Ordering::SeqCst);
         super::measure::open(bit, types);
         Ok(TraceSession {
             state,
@@ -564,6 +572,11 @@ impl TraceSession {
 impl Drop for TraceSession {
     fn drop(&mut self) {
         let bit = self.state.bit;
+        // First: from now on no process of the node passes this bit on or is measured for it.
+        self.node
+            .inner
+            .trace_sessions
+            .fetch_and(!(1 << bit), Ordering::SeqCst);
         super::measure::close(bit);
         for cs in callsites() {
             cs.remove_session(bit);
