@@ -477,3 +477,22 @@ fn a_block_carries_at_most_16_bytes_of_tag_and_keeps_its_alignment() {
         }
     }
 }
+
+#[test]
+fn first_use_allocations_of_timers_and_stdout_are_warmed_at_node_start() {
+    let node = node();
+    let (sleep, print) = node
+        .run(async {
+            let before = me();
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            let after_sleep = me();
+            let _ = std::io::Write::flush(&mut std::io::stdout());
+            let after_print = me();
+            (
+                after_sleep.blocks - before.blocks,
+                after_print.blocks - after_sleep.blocks,
+            )
+        })
+        .unwrap();
+    assert_eq!((sleep, print), (0, 0));
+}
