@@ -199,3 +199,51 @@ fn call_memory_without_the_counting_allocator_is_an_error_that_says_how_to_insta
     node.trace_session_with(runtime::trace::TraceTypes::CALL_TIME)
         .unwrap();
 }
+
+#[test]
+fn counts_stay_exact_across_sessions_reusing_a_slot_and_threads_that_exit() {
+    // One worker thread: its cached shard must not count for the next session in the slot.
+    let single = Node::builder().current_thread().build().unwrap();
+    let m = module_path!();
+    let mut last_slot = None;
+    for round in 1..=4u64 {
+        let s = single.trace_session().unwrap();
+        s.set_pattern(&TracePattern::function(m, "leaf")).unwrap();
+        if let Some(slot) = last_slot {
+            assert_eq!(s.slot(), slot, "the freed slot is reused");
+        }
+        last_slot = Some(s.slot());
+        single
+            .run(async move {
+                for i in 0..100 * round {
+                    leaf(i);
+                }
+            })
+            .unwrap();
+        assert_eq!(calls_of(&s, "leaf"), 100 * round, "round {round}");
+    }
+    // Threads that counted and then exited keep their counts in the session.
+    let s = {
+        let short_lived = node();
+        let s = short_lived.trace_session().unwrap();
+        s.set_pattern(&TracePattern::function(m, "leaf")).unwrap();
+        short_lived
+            .run(async {
+                for _ in 0..8 {
+                    runtime::spawn_monitor(async {
+                        for i in 0..1000 {
+                            leaf(i);
+                        }
+                    })
+                    .unwrap();
+                }
+                for _ in 0..8 {
+                    let _: runtime::Down = receive().await;
+                }
+            })
+            .unwrap();
+        short_lived.stop();
+        s
+    };
+    assert_eq!(calls_of(&s, "leaf"), 8000);
+}

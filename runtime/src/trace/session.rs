@@ -16,7 +16,7 @@
 //! snapshot and a baseline that reads are taken against, so that once `pause` returns, reads
 //! are stable.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -130,29 +130,94 @@ struct SlotShard {
     shard: Arc<Shard>,
 }
 
+/// This thread's shards, one per session slot. Dropping them (at thread exit) first forgets
+/// the [`FAST`] pointer into one of them.
+struct Shards([Option<SlotShard>; MAX_SESSIONS]);
+
+impl Drop for Shards {
+    fn drop(&mut self) {
+        FAST.with(|f| f.set(Fast::NONE));
+    }
+}
+
 thread_local! {
     /// This thread's shard for each session slot.
-    static SHARDS: RefCell<[Option<SlotShard>; MAX_SESSIONS]> =
-        const { RefCell::new([const { None }; MAX_SESSIONS]) };
+    static SHARDS: RefCell<Shards> =
+        const { RefCell::new(Shards([const { None }; MAX_SESSIONS])) };
+    /// The shard the last call counted into, when one session alone counted it: the common
+    /// case takes one comparison and one increment from here.
+    static FAST: Cell<Fast> = const { Cell::new(Fast::NONE) };
+}
+
+/// A copy of one [`SHARDS`] entry: the counting mask it serves (one bit), the session's
+/// generation and node, and its counters.
+#[derive(Clone, Copy)]
+struct Fast {
+    mask: u64,
+    generation: u64,
+    node: u32,
+    counters: *const AtomicU64,
+    len: usize,
+}
+
+impl Fast {
+    const NONE: Fast = Fast {
+        mask: 0,
+        generation: 0,
+        node: 0,
+        counters: std::ptr::null(),
+        len: 0,
+    };
 }
 
 /// A traced call: counts it for every session in `mask` that belongs to the calling process's
-/// node. The common case reads only this thread's cache and one generation word per session.
-#[inline(never)]
+/// node. The common case (one session counts the function) reads this thread's [`FAST`] entry,
+/// the session's generation and the thread's node.
+#[inline(always)]
 pub(crate) fn record_call(callsite: &'static Callsite, mask: u64) {
-    let mut mask = mask & super::measure::counting();
-    let node = current_node_id();
-    if node == 0 || mask == 0 {
+    let mask = mask & super::measure::counting();
+    if mask == 0 {
         return;
     }
+    let fast = FAST.with(Cell::get);
+    if mask == fast.mask
+        && GENERATIONS[mask.trailing_zeros() as usize].load(Ordering::Relaxed) == fast.generation
+        && current_node_id() == fast.node
+    {
+        let id = callsite.id();
+        if id < fast.len {
+            // SAFETY: `fast` was copied from this thread's `SHARDS` entry for this slot, whose
+            // `Arc<Shard>` of `len` counters it points into; that entry is replaced only in
+            // `record_call_slow`, which rewrites `FAST` before this thread can read it again,
+            // and when `SHARDS` is dropped (thread exit) `Shards::drop` resets `FAST` before the
+            // `Arc`s go. So the `Arc` is alive, and `id < len` keeps the index inside it.
+            // Counters are atomics: the session's readers on other threads may load them.
+            #[allow(unsafe_code)]
+            let c = unsafe { &*fast.counters.add(id) };
+            c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+            return;
+        }
+    }
+    record_call_slow(callsite, mask);
+}
+
+#[cold]
+fn record_call_slow(callsite: &'static Callsite, mut mask: u64) {
+    let node = current_node_id();
+    if node == 0 {
+        return;
+    }
+    let single = mask.count_ones() == 1;
     let id = callsite.id();
-    SHARDS.with(|shards| {
+    // Fails only while this thread's destructors run: such a call is not counted.
+    let _ = SHARDS.try_with(|shards| {
         let mut shards = shards.borrow_mut();
+        let mut fast = Fast::NONE;
         while mask != 0 {
             let bit = mask.trailing_zeros() as usize;
             mask &= mask - 1;
             let generation = GENERATIONS[bit].load(Ordering::Relaxed);
-            let entry = &mut shards[bit];
+            let entry = &mut shards.0[bit];
             let cached = match entry {
                 Some(e) if e.generation == generation => e,
                 _ => match refill(bit, entry) {
@@ -163,8 +228,18 @@ pub(crate) fn record_call(callsite: &'static Callsite, mask: u64) {
             if cached.node == node {
                 let c = &cached.shard[id];
                 c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+                if single {
+                    fast = Fast {
+                        mask: 1 << bit,
+                        generation: cached.generation,
+                        node,
+                        counters: cached.shard.as_ptr(),
+                        len: cached.shard.len(),
+                    };
+                }
             }
         }
+        FAST.with(|f| f.set(fast));
     });
 }
 
