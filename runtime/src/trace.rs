@@ -85,7 +85,7 @@ pub(crate) use flags::{TraceFlags, flags_at_spawn};
 pub use measure::{CallPercentiles, FunctionMeasurement, ProcessMeasurement, TraceTypes};
 pub(crate) use measure::{ProcTraceRef, begin_poll, measuring};
 pub use pattern::{Part, TracePattern};
-pub(crate) use session::record_call;
 pub use session::{CallCount, MAX_SESSIONS, PatternError, SessionError, TraceMap, TraceSession};
+pub(crate) use session::{generation_of, record_call};
 pub use stack::CAPACITY as STACK_CAPACITY;
 pub(crate) use stack::end_poll;

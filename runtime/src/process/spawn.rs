@@ -35,8 +35,8 @@ pub struct SpawnOptions {
     monitor: bool,
     trap_exit: bool,
     initial_call: Option<Cow<'static, str>>,
-    /// Trace session slots to trace the new process for, with their `set_on_spawn`.
-    traced_by: Vec<(u32, u32, bool)>,
+    /// Trace sessions to trace the new process for: node, slot, generation, `set_on_spawn`.
+    traced_by: Vec<(u32, u32, u64, bool)>,
     max_heap_size: Option<u64>,
     max_message_queue_len: Option<usize>,
 }
@@ -79,8 +79,12 @@ impl SpawnOptions {
         session: &crate::trace::TraceSession,
         set_on_spawn: bool,
     ) -> SpawnOptions {
-        self.traced_by
-            .push((session.node(), session.slot(), set_on_spawn));
+        self.traced_by.push((
+            session.node(),
+            session.slot(),
+            session.generation(),
+            set_on_spawn,
+        ));
         self
     }
 
@@ -216,8 +220,9 @@ where
         process.set_max_queue_len(len);
     }
     crate::trace::flags_at_spawn(node, parent.map(|p| &**p), &process.trace_flags);
-    for &(session_node, bit, set_on_spawn) in &opts.traced_by {
-        if session_node == node.id {
+    for &(session_node, bit, generation, set_on_spawn) in &opts.traced_by {
+        // The session still open (options can outlive it, and its slot be taken by another).
+        if session_node == node.id && crate::trace::generation_of(bit) == generation {
             process.trace_flags.set_at_spawn(bit, set_on_spawn);
         }
     }

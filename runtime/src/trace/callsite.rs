@@ -265,7 +265,9 @@ fn poll_in_frame<F: Future>(
 ) -> Poll<F::Output> {
     let guard = FrameGuard::enter(callsite.id() as u32, sessions, call, *polled);
     let out = future.poll(cx);
-    *polled = guard.leave(out.is_pending());
+    if let Some(so_far) = guard.leave(out.is_pending()) {
+        *polled = so_far;
+    }
     out
 }
 

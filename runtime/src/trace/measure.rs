@@ -217,9 +217,13 @@ struct SessionData {
 /// A process's tables, shared with the sessions that measure it.
 pub(crate) type ProcTraceRef = Arc<Mutex<ProcTrace>>;
 
+/// Hands a poll's figures to a visitor as (session slot, session generation, callsite id,
+/// figures).
+pub(crate) type Drain = fn(&mut dyn FnMut(u32, u64, u32, Acc));
+
 /// Moves a poll's figures into the process's table (run with allocation suppressed): `drain`
 /// hands over each (session slot, callsite id, figures) the poll gathered.
-pub(crate) fn flush(process: &Process, drain: fn(&mut dyn FnMut(u32, u32, Acc))) {
+pub(crate) fn flush(process: &Process, drain: Drain) {
     let data = process.trace_data.get_or_init(|| {
         Arc::new(Mutex::new(ProcTrace {
             pid: process.pid,
@@ -228,12 +232,12 @@ pub(crate) fn flush(process: &Process, drain: fn(&mut dyn FnMut(u32, u32, Acc)))
     });
     let mut table = lock(data);
     let paused = PAUSED.load(Ordering::SeqCst);
-    drain(&mut |bit, id, acc| {
+    drain(&mut |bit, generation, id, acc| {
         if paused & (1 << bit) != 0 || acc.is_zero() {
             return;
         }
-        let generation = generation_of(bit);
-        if generation == 0 {
+        // Only the session that was measuring when the poll began, if it still is.
+        if generation == 0 || generation != generation_of(bit) {
             return;
         }
         let index = match table
@@ -266,32 +270,38 @@ pub(crate) fn flush(process: &Process, drain: fn(&mut dyn FnMut(u32, u32, Acc)))
 
 /// Records call durations (session slot, callsite id, clock ticks) into their sessions'
 /// histograms (run with allocation suppressed).
-pub(crate) fn record_durations(samples: &mut Vec<(u32, u32, u64)>) {
-    let paused = PAUSED.load(Ordering::SeqCst);
+pub(crate) fn record_durations(samples: &mut Vec<(u32, u64, u32, u64)>) {
     let Some(clock) = super::stack::clock_if_set() else {
         samples.clear();
         return;
     };
     samples.sort_unstable_by_key(|s| s.0);
     let mut rest = &samples[..];
-    while let Some(&(bit, _, _)) = rest.first() {
+    while let Some(&(bit, _, _, _)) = rest.first() {
         let n = rest.iter().take_while(|s| s.0 == bit).count();
         let (these, next) = rest.split_at(n);
         rest = next;
-        if paused & (1 << bit) != 0 {
-            continue;
-        }
         let Some(session) = session_in_slot(bit) else {
             continue;
         };
         let mut histograms = lock(&session.histograms);
+        // Under the lock `pause` takes once: after it returns, nothing more lands.
+        if PAUSED.load(Ordering::SeqCst) & (1 << bit) != 0 {
+            continue;
+        }
         if histograms.len() < callsites().len() {
             histograms.resize_with(callsites().len(), || None);
         }
-        for &(_, id, ticks) in these {
+        for &(_, generation, id, ticks) in these {
+            // Only the session that was measuring when the call was timed.
+            if generation != session.generation() {
+                continue;
+            }
             if let Some(slot) = histograms.get_mut(id as usize) {
                 let h = slot.get_or_insert_with(new_histogram);
-                h.saturating_record(clock.delta_as_nanos(0, ticks).max(1));
+                // `record` grows the histogram to the value (`saturating_record` would clamp
+                // it to the range so far); it fails only past i64::MAX / 2 nanoseconds.
+                let _ = h.record(clock.delta_as_nanos(0, ticks).max(1));
             }
         }
     }
@@ -429,6 +439,8 @@ impl SessionState {
         for data in self.tables() {
             drop(lock(&data));
         }
+        // A batch of call durations being recorded finishes before this returns.
+        drop(lock(&self.histograms));
     }
 
     /// Measures again (after pause or restart) if the session measures anything per process.

@@ -187,11 +187,14 @@ pub(crate) fn record_call(callsite: &'static Callsite, mask: u64) {
         let id = callsite.id();
         if id < fast.len {
             // SAFETY: `fast` was copied from this thread's `SHARDS` entry for this slot, whose
-            // `Arc<Shard>` of `len` counters it points into; that entry is replaced only in
-            // `record_call_slow`, which rewrites `FAST` before this thread can read it again,
-            // and when `SHARDS` is dropped (thread exit) `Shards::drop` resets `FAST` before the
-            // `Arc`s go. So the `Arc` is alive, and `id < len` keeps the index inside it.
-            // Counters are atomics: the session's readers on other threads may load them.
+            // `Arc<Shard>` of `len` counters it points into. That entry is replaced only by
+            // `record_call_slow`, and only after this thread saw `GENERATIONS[bit]` differ from
+            // the entry's generation; generations are never reused and this thread cannot read
+            // an older value again, so a `fast` whose entry was replaced never passes the check
+            // above (and the slow path resets `FAST` before it touches `SHARDS`). At thread exit
+            // `Shards::drop` resets `FAST` before the `Arc`s go. So the `Arc` is alive, and
+            // `id < len` keeps the index inside it. Counters are atomics: the session's readers
+            // on other threads may load them.
             #[allow(unsafe_code)]
             let c = unsafe { &*fast.counters.add(id) };
             c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
@@ -207,6 +210,7 @@ fn record_call_slow(callsite: &'static Callsite, mut mask: u64) {
     if node == 0 {
         return;
     }
+    FAST.with(|f| f.set(Fast::NONE));
     let single = mask.count_ones() == 1;
     let id = callsite.id();
     // Fails only while this thread's destructors run: such a call is not counted.
@@ -452,6 +456,11 @@ impl TraceSession {
     /// The node this session belongs to.
     pub fn node(&self) -> u32 {
         self.state.node
+    }
+
+    /// The session's generation: unique among every session of the OS process.
+    pub(crate) fn generation(&self) -> u64 {
+        self.state.generation
     }
 
     /// What this session measures.

@@ -100,6 +100,9 @@ struct Stack {
     starts: [Cell<u64>; CAPACITY],
     /// This thread's scratch table per session slot.
     tables: [Cell<Option<Table>>; MAX_SESSIONS],
+    /// The generation of the session in each active slot when the poll began: what the poll
+    /// gathered goes to that session only, even if the slot changes hands meanwhile.
+    generations: [Cell<u64>; MAX_SESSIONS],
     /// Per session slot, the accumulator of the innermost frame it measures.
     current: [Cell<Option<&'static Accumulator>>; MAX_SESSIONS],
     /// (slot, callsite) pairs touched during this poll.
@@ -127,6 +130,7 @@ thread_local! {
             masks: [const { Cell::new(0) }; CAPACITY],
             starts: [const { Cell::new(0) }; CAPACITY],
             tables: [const { Cell::new(None) }; MAX_SESSIONS],
+            generations: [const { Cell::new(0) }; MAX_SESSIONS],
             current: [const { Cell::new(None) }; MAX_SESSIONS],
             touched: [const { Cell::new((0, 0)) }; TOUCHED],
             touched_len: Cell::new(0),
@@ -136,8 +140,9 @@ thread_local! {
     /// Gives this thread's scratch tables back to the pool when it exits (registered when the
     /// thread takes its first table).
     static RETURN_TABLES: ReturnTables = const { ReturnTables };
-    /// Call durations recorded during this poll: (session slot, callsite id, clock ticks).
-    static SAMPLES: RefCell<Vec<(u32, u32, u64)>> = const { RefCell::new(Vec::new()) };
+    /// Call durations recorded during this poll: (session slot, its generation, callsite id,
+    /// clock ticks).
+    static SAMPLES: RefCell<Vec<(u32, u64, u32, u64)>> = const { RefCell::new(Vec::new()) };
 }
 
 struct ReturnTables;
@@ -218,6 +223,7 @@ pub(crate) fn begin_poll(
             let bit = m.trailing_zeros() as usize;
             m &= m - 1;
             s.current[bit].set(None);
+            s.generations[bit].set(super::session::generation_of(bit as u32));
         }
         if timing {
             s.last_ticks.set(ticks());
@@ -252,9 +258,9 @@ pub(crate) fn end_poll(process: &crate::process::Process) {
     STACK.with(|s| s.active.set(0));
 }
 
-/// Hands every figure this poll gathered to `f` as (session slot, callsite id, figures), and
-/// zeroes them.
-fn drain(f: &mut dyn FnMut(u32, u32, Acc)) {
+/// Hands every figure this poll gathered to `f` as (session slot, the session's generation when
+/// the poll began, callsite id, figures), and zeroes them.
+fn drain(f: &mut dyn FnMut(u32, u64, u32, Acc)) {
     STACK.with(|s| {
         if s.touched_overflow.replace(false) {
             let mut m = s.active.get();
@@ -264,7 +270,12 @@ fn drain(f: &mut dyn FnMut(u32, u32, Acc)) {
                 if let Some(table) = s.tables[bit as usize].get() {
                     for (id, acc) in table.iter().enumerate() {
                         if acc.touched.load(Ordering::Relaxed) {
-                            f(bit, id as u32, acc.take());
+                            f(
+                                bit,
+                                s.generations[bit as usize].get(),
+                                id as u32,
+                                acc.take(),
+                            );
                         }
                     }
                 }
@@ -276,7 +287,7 @@ fn drain(f: &mut dyn FnMut(u32, u32, Acc)) {
                     .get()
                     .and_then(|t| t.get(id as usize))
                 {
-                    f(bit, id, acc.take());
+                    f(bit, s.generations[bit as usize].get(), id, acc.take());
                 }
             }
         }
@@ -402,22 +413,23 @@ fn push_in(s: &Stack, id: u32, mask: u64, call: bool, prior: u64) {
 }
 
 /// Leaves the top frame; `pending` when it is a future's poll that returned `Pending`.
-/// Returns the ticks the call has been polled for so far (0 when time is not measured).
+/// Returns the ticks the call has been polled for so far (0 when time is not measured), or
+/// `None` when the frame was not kept (deeper than the stack).
 #[inline(always)]
-fn pop(pending: bool) -> u64 {
+fn pop(pending: bool) -> Option<u64> {
     STACK.with(|s| pop_checked(s, pending))
 }
 
 #[inline(never)]
-fn pop_checked(s: &Stack, pending: bool) -> u64 {
+fn pop_checked(s: &Stack, pending: bool) -> Option<u64> {
     if s.overflow.get() > 0 {
         s.overflow.set(s.overflow.get() - 1);
-        return 0;
+        return None;
     }
     if s.depth.get() == 0 {
-        return 0; // its poll has ended (only after a leaked guard)
+        return None; // its poll has ended (only after a leaked guard)
     }
-    pop_in(s, pending)
+    Some(pop_in(s, pending))
 }
 
 #[inline(always)]
@@ -429,7 +441,7 @@ fn pop_in(s: &Stack, pending: bool) -> u64 {
     let polled = now.wrapping_sub(s.starts[depth].get());
     let record = s.histograms.get() & s.masks[depth].get();
     if record != 0 && !pending {
-        record_duration(record, id, polled);
+        record_duration(s, record, id, polled);
     }
     let mut m = s.masks[depth].get() & s.active.get();
     while m != 0 {
@@ -461,7 +473,7 @@ fn pop_in(s: &Stack, pending: bool) -> u64 {
 
 /// Keeps a finished call's duration for the sessions in `mask`, until the end of the poll.
 #[cold]
-fn record_duration(mut mask: u64, id: u32, ticks: u64) {
+fn record_duration(s: &Stack, mut mask: u64, id: u32, ticks: u64) {
     SAMPLES.with(|samples| {
         let mut samples = samples.borrow_mut();
         while mask != 0 {
@@ -475,7 +487,7 @@ fn record_duration(mut mask: u64, id: u32, ticks: u64) {
                     crate::heap::suppressed(|| samples.reserve(64));
                 }
             }
-            samples.push((bit, id, ticks));
+            samples.push((bit, s.generations[bit as usize].get(), id, ticks));
         }
     });
 }
@@ -514,14 +526,15 @@ impl FrameGuard {
     }
 
     /// Pops the frame after a poll returned (`pending` when it returned `Pending`); returns
-    /// the clock ticks the call has been polled for so far.
+    /// the clock ticks the call has been polled for so far, or `None` when this poll kept no
+    /// frame for it (not measured, or deeper than the stack): the caller keeps what it had.
     #[inline]
-    pub(crate) fn leave(mut self, pending: bool) -> u64 {
+    pub(crate) fn leave(mut self, pending: bool) -> Option<u64> {
         if self.pushed {
             self.pushed = false;
             return pop(pending);
         }
-        0
+        None
     }
 }
 
