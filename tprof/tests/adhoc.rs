@@ -403,3 +403,41 @@ fn an_exit_is_the_outcome_error_with_its_reason() {
         1
     );
 }
+
+#[test]
+fn the_async_form_profiles_on_the_callers_node_and_never_shows_the_caller() {
+    let node = runtime::Node::builder().worker_threads(2).build().unwrap();
+    let (caller, outcome) = node
+        .run(async {
+            let outcome = tprof::profile_async(
+                test_spawn,
+                ProfileOptions::new()
+                    .trace_type(TraceType::CallMemory)
+                    .pattern(only_here())
+                    .report(Report::Return),
+            )
+            .await
+            .unwrap();
+            (runtime::self_pid(), outcome)
+        })
+        .unwrap();
+    assert_eq!(outcome.result, Ok("done"));
+    let pids = outcome.profile.processes();
+    assert_eq!(pids.len(), 2);
+    assert!(
+        pids.iter().all(|p| p.node() == node.id()),
+        "on the caller's node"
+    );
+    assert!(
+        !pids.contains(&caller),
+        "the calling process is not profiled"
+    );
+    // From outside any process there is no caller's node.
+    let err = node
+        .block_on(tprof::profile_async(|| async {}, ProfileOptions::new()))
+        .unwrap_err();
+    assert!(matches!(
+        err,
+        tprof::ProfileError::Spawn(runtime::SpawnError::NotInProcess)
+    ));
+}

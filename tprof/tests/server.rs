@@ -258,3 +258,29 @@ fn collect_reads_while_processes_run() {
     assert!(calls >= 50, "{calls}");
     node.send(busy, ());
 }
+
+#[test]
+fn start_link_ties_the_server_to_its_caller() {
+    let node = node();
+    let ended = node.run(async {
+        Tprof::start_link(ServerOptions::new().name("linked"))
+            .await
+            .unwrap();
+        runtime::exit_self(runtime::ExitReason::custom("caller failed"))
+    });
+    assert_eq!(
+        ended.unwrap_err(),
+        runtime::ExitReason::custom("caller failed")
+    );
+    // The link takes the server down with its caller, and frees its name.
+    let start = std::time::Instant::now();
+    while Tprof::whereis(&node, "linked").is_some() {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the server outlived its caller"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    node.block_on(Tprof::start(&node, ServerOptions::new().name("linked")))
+        .unwrap();
+}
