@@ -147,7 +147,12 @@ pub fn link(pid: Pid) -> Result<(), LinkError> {
     if !linked {
         return Err(LinkError::NoProc(pid));
     }
-    me.add_link(pid);
+    if !me.add_link(pid) {
+        // A helper task acting for a process that has ended: no link may outlive it on one
+        // side only.
+        NodeInner::with_process(pid, |other| other.remove_link(me.pid));
+        return Err(LinkError::NoProc(me.pid));
+    }
     Ok(())
 }
 

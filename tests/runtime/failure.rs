@@ -421,3 +421,69 @@ fn a_panicking_matcher_leaves_the_message_in_the_mailbox() {
         .unwrap();
     assert_eq!(got, (true, Some(7)));
 }
+
+#[test]
+fn a_helper_of_an_ended_process_cannot_leave_a_one_sided_link() {
+    let node = node();
+    let (target, helper_result) = node
+        .run(async {
+            let target = spawn(async {
+                let () = receive().await;
+            })
+            .unwrap();
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            let (gate_tx, gate_rx) = tokio::sync::oneshot::channel::<()>();
+            let (owner, _) = spawn_monitor(async move {
+                // The helper outlives its process and links only after the process ended.
+                runtime::spawn_task(async move {
+                    let _ = gate_rx.await;
+                    let _ = tx.send(runtime::link(target));
+                })
+                .unwrap();
+            })
+            .unwrap();
+            let down: Down = receive().await;
+            assert_eq!(down.pid, owner);
+            gate_tx.send(()).unwrap();
+            (target, rx.await.unwrap())
+        })
+        .unwrap();
+    assert!(
+        matches!(helper_result, Err(LinkError::NoProc(_))),
+        "{helper_result:?}"
+    );
+    assert!(
+        node.process_info(target).unwrap().links.is_empty(),
+        "the target keeps no link to a process that has ended"
+    );
+    node.send(target, ());
+}
+
+#[test]
+fn a_message_owning_another_nodes_runtime_is_dropped_cleanly_at_exit() {
+    let outer = node();
+    let inner = Node::builder().current_thread().build().unwrap();
+    let (inner_pid, watch) = inner
+        .spawn_watched(
+            async {
+                let () = receive().await;
+            },
+            runtime::SpawnOptions::new(),
+        )
+        .unwrap();
+    // Drive the inner node once so its process is set up.
+    inner.block_on(async { tokio::task::yield_now().await });
+    let holder = outer
+        .spawn(async {
+            let () = receive().await; // never sent: the node below stays queued
+        })
+        .unwrap();
+    outer.send(holder, inner);
+    outer.exit(holder, ExitReason::Kill);
+    // Dropping the queued node (as the holder ends) drops its runtime and, with it, the task
+    // of its process, which ends as killed, inside the holder's exit.
+    let reason = outer
+        .block_on(async { tokio::time::timeout(Duration::from_secs(60), watch.wait()).await })
+        .expect("the inner process ended");
+    assert_eq!(reason, ExitReason::Killed, "{inner_pid}");
+}

@@ -44,11 +44,11 @@ pin_project! {
                 }
             });
             let _ = catch_unwind(AssertUnwindSafe(|| this.future.set(None)));
-            with_current(|p| {
-                if let Some(p) = p {
-                    p.finish(ExitReason::Killed);
-                }
-            });
+            // Not under the thread-local's borrow: the mailbox's messages are dropped in
+            // there, and one may own a task of another process (a node's runtime, say).
+            if let Some(p) = with_current(|p| p.cloned()) {
+                p.finish(ExitReason::Killed);
+            }
         }
     }
 }
@@ -149,11 +149,10 @@ where
             }
         });
         let _ = catch_unwind(AssertUnwindSafe(|| this.future.set(None)));
-        with_current(|p| {
-            if let Some(p) = p {
-                p.finish(reason);
-            }
-        });
+        // Not under the thread-local's borrow (see the drop above).
+        if let Some(p) = with_current(|p| p.cloned()) {
+            p.finish(reason);
+        }
         drop(enter);
         Poll::Ready(())
     }
