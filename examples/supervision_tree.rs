@@ -194,7 +194,6 @@ struct JobReport {
 
 #[traced]
 async fn dispatcher() {
-    runtime::register("dispatcher", self_pid()).expect("the name is free");
     loop {
         let job: Job = receive().await;
         let mut report = JobReport::default();
@@ -367,7 +366,16 @@ async fn story(verbose: bool) {
         (),
         StartOptions::new().name("pg").trap_exit(),
     ))
-    .child(ChildSpec::worker("dispatcher", dispatcher));
+    // Registered as it is spawned, so a job can be sent the moment the tree is up.
+    .child(ChildSpec::new("dispatcher", || {
+        std::future::ready(
+            runtime::spawn_opt(
+                dispatcher(),
+                runtime::SpawnOptions::new().link().name("dispatcher"),
+            )
+            .map(|s| s.pid),
+        )
+    }));
     say!("starting the supervision tree");
     // Not linked to this short-lived driver process: the tree lives until the node stops.
     supervisor::start(spec, supervisor::StartOptions::new().name("app_sup"))
