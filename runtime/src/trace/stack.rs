@@ -98,6 +98,9 @@ struct Stack {
     /// When each frame's call started, in polled clock ticks (its earlier polls' time
     /// subtracted), for call durations.
     starts: [Cell<u64>; CAPACITY],
+    /// For a frame measured for one session: that session's accumulator before the frame was
+    /// pushed (the innermost frame below it), to point back to when it pops.
+    parents: [Cell<Option<&'static Accumulator>>; CAPACITY],
     /// This thread's scratch table per session slot.
     tables: [Cell<Option<Table>>; MAX_SESSIONS],
     /// The generation of the session in each active slot when the poll began: what the poll
@@ -129,6 +132,7 @@ thread_local! {
             ids: [const { Cell::new(NO_FUNCTION) }; CAPACITY],
             masks: [const { Cell::new(0) }; CAPACITY],
             starts: [const { Cell::new(0) }; CAPACITY],
+            parents: [const { Cell::new(None) }; CAPACITY],
             tables: [const { Cell::new(None) }; MAX_SESSIONS],
             generations: [const { Cell::new(0) }; MAX_SESSIONS],
             current: [const { Cell::new(None) }; MAX_SESSIONS],
@@ -387,16 +391,28 @@ fn push_in(s: &Stack, id: u32, mask: u64, call: bool, prior: u64) {
     let now = charge(s);
     let depth = s.depth.get();
     let deep = depth == CAPACITY;
-    let mut m = mask;
-    while m != 0 {
-        let bit = m.trailing_zeros() as usize;
-        m &= m - 1;
+    if mask.is_power_of_two() {
+        // The common case: one session measures this frame.
+        let bit = mask.trailing_zeros() as usize;
         let acc = acc_of(s, bit, id);
         if call {
             bump(&acc.calls, 1);
         }
         if !deep {
-            s.current[bit].set(Some(acc));
+            s.parents[depth].set(s.current[bit].replace(Some(acc)));
+        }
+    } else {
+        let mut m = mask;
+        while m != 0 {
+            let bit = m.trailing_zeros() as usize;
+            m &= m - 1;
+            let acc = acc_of(s, bit, id);
+            if call {
+                bump(&acc.calls, 1);
+            }
+            if !deep {
+                s.current[bit].set(Some(acc));
+            }
         }
     }
     if deep {
@@ -443,16 +459,23 @@ fn pop_in(s: &Stack, pending: bool) -> u64 {
     if record != 0 && !pending {
         record_duration(s, record, id, polled);
     }
-    let mut m = s.masks[depth].get() & s.active.get();
-    while m != 0 {
-        let bit = m.trailing_zeros() as usize;
-        m &= m - 1;
-        // Back to the innermost frame below that this session measures.
-        let below = (0..depth)
-            .rev()
-            .find(|&i| s.masks[i].get() & (1 << bit) != 0)
-            .and_then(|i| s.tables[bit].get().map(|t| &t[s.ids[i].get() as usize]));
-        s.current[bit].set(below);
+    let mask = s.masks[depth].get();
+    if mask.is_power_of_two() {
+        // Back to the accumulator that was current when the frame was pushed.
+        let bit = mask.trailing_zeros() as usize;
+        s.current[bit].set(s.parents[depth].get());
+    } else {
+        let mut m = mask & s.active.get();
+        while m != 0 {
+            let bit = m.trailing_zeros() as usize;
+            m &= m - 1;
+            // Back to the innermost frame below that this session measures.
+            let below = (0..depth)
+                .rev()
+                .find(|&i| s.masks[i].get() & (1 << bit) != 0)
+                .and_then(|i| s.tables[bit].get().map(|t| &t[s.ids[i].get() as usize]));
+            s.current[bit].set(below);
+        }
     }
     if let Some(account) = s.account.get() {
         if pending {
