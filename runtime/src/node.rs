@@ -587,23 +587,6 @@ impl NodeHandle {
         }
     }
 
-    /// Waits until process `pid` of this node has ended and its exit bookkeeping is done
-    /// (links and monitors told, slot freed); returns why it ended, or `None` when no such
-    /// process is alive (it may have ended already: [`spawn_watched`](NodeHandle::spawn_watched)
-    /// never misses an exit). Not a process operation: it works from outside any process and
-    /// is seen by no trace session.
-    pub async fn wait_exit(&self, pid: Pid) -> Option<ExitReason> {
-        let process = self
-            .inner
-            .table
-            .get(pid)
-            .and_then(|g| g.as_ref().map(Arc::clone))?;
-        self.inner
-            .wait_until(|| self.inner.table.get(pid).is_none())
-            .await;
-        Some(process.exit_reason().cloned().unwrap_or(ExitReason::Normal))
-    }
-
     /// Sends `msg` to `pid` (on any node); a dead pid drops it, as in Erlang.
     pub fn send<M: std::any::Any + Send>(&self, pid: Pid, msg: M) {
         crate::send(pid, msg);
