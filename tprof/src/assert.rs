@@ -171,7 +171,7 @@ impl<T> Allocations<T> {
     pub fn table(&self) -> String {
         let sort = crate::SortBy::descending(crate::Column::Measurement);
         let mut out = String::new();
-        for pid in self.profile.processes() {
+        for pid in self.profile.pids() {
             out.push_str(&format!(
                 "process {pid}:\n{}\n",
                 function_table(&self.profile, Group::Process(pid), sort)

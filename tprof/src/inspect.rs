@@ -81,9 +81,9 @@ pub enum Aggregate {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Line {
     /// The module path.
-    pub module: &'static str,
+    pub module: String,
     /// The function.
-    pub function: &'static str,
+    pub function: String,
     /// Its arity.
     pub arity: u8,
     /// Calls.
@@ -153,7 +153,7 @@ fn shown(trace_type: TraceType, measurement: u64, calls: u64) -> bool {
 /// let profile = Profile::new(
 ///     TraceType::CallCount,
 ///     vec![FunctionTrace {
-///         callsite,
+///         function: callsite.into(),
 ///         entries: vec![Entry { group: Group::All, calls: 4, measurement: 4, bytes: 0, blocks: 0 }],
 ///     }],
 /// );
@@ -198,8 +198,8 @@ fn inspect_impl(profile: &Profile, aggregate: Aggregate, sort: SortBy, zeros: bo
                     });
                     group.total += e.measurement;
                     group.lines.push(Line {
-                        module: f.module(),
-                        function: f.function(),
+                        module: f.module().to_owned(),
+                        function: f.function().to_owned(),
                         arity: f.arity(),
                         calls: e.calls,
                         measurement: e.measurement,
@@ -229,8 +229,8 @@ fn inspect_impl(profile: &Profile, aggregate: Aggregate, sort: SortBy, zeros: bo
                 }
                 total += measurement;
                 lines.push(Line {
-                    module: f.module(),
-                    function: f.function(),
+                    module: f.module().to_owned(),
+                    function: f.function().to_owned(),
                     arity: f.arity(),
                     calls,
                     measurement,
@@ -263,8 +263,8 @@ fn inspect_impl(profile: &Profile, aggregate: Aggregate, sort: SortBy, zeros: bo
 pub fn sort_lines(lines: &mut [Line], sort: SortBy) {
     let key = |a: &Line, b: &Line| -> Ordering {
         match sort.column {
-            Column::Module => a.module.cmp(b.module),
-            Column::Function => (a.function, a.arity).cmp(&(b.function, b.arity)),
+            Column::Module => a.module.cmp(&b.module),
+            Column::Function => (&a.function, a.arity).cmp(&(&b.function, b.arity)),
             Column::Calls => a.calls.cmp(&b.calls),
             Column::Measurement => a.measurement.cmp(&b.measurement),
             Column::MeasurementPerCall => a.per_call.total_cmp(&b.per_call),

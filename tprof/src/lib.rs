@@ -143,6 +143,7 @@
 
 mod adhoc;
 mod assert;
+pub mod export;
 mod format;
 mod inspect;
 mod profile;
@@ -159,6 +160,9 @@ pub use format::{format, format_group, format_to_string};
 pub use inspect::{
     Aggregate, Column, Direction, GroupProfile, Inspected, Line, SortBy, inspect, sort_lines,
 };
-pub use profile::{Entry, FunctionTrace, Group, Profile, TraceType};
+pub use profile::{
+    CallTree, Entry, Function, FunctionTrace, Group, Meta, PathEntry, PathNode, Percentiles,
+    ProcessRecord, Profile, Run, TraceType,
+};
 pub use server::{DEFAULT_NAME, ServerError, ServerOptions, Tprof};
 pub use table::{function_table, process_summary, rich_report};

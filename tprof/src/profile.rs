@@ -1,13 +1,22 @@
-//! The raw profile: what a trace session gathered, per function, per process (tprof's
-//! `{Type, [trace_info()]}`).
+//! The profile: what a trace session gathered, per function, per process (tprof's
+//! `{Type, [trace_info()]}`), and per call path in call-tree mode, with the processes' names
+//! and where the run came from.
+//!
+//! A [`Profile`] is plain data: it holds no handle into the runtime, so it can be written to an
+//! archive, read back by another program, merged with others and exported. Every report and
+//! every export reads this one model.
 
 use std::fmt;
 
 use runtime::Pid;
 use runtime::trace::{Callsite, TraceSession, TraceTypes};
+use serde::{Deserialize, Serialize};
 
 /// What to measure: tprof's `trace_type()`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
 pub enum TraceType {
     /// Calls per function, across every process of the node (no per-process figures).
     #[default]
@@ -48,7 +57,10 @@ impl fmt::Display for TraceType {
 }
 
 /// Whose figures an [`Entry`] holds: one process, or every process (call_count).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+///
+/// In JSON: `"all"`, or the pid as it prints (`"<1.5.0>"`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(into = "String", try_from = "String")]
 pub enum Group {
     /// All processes together (tprof's `all`).
     All,
@@ -65,8 +77,59 @@ impl fmt::Display for Group {
     }
 }
 
+impl From<Group> for String {
+    fn from(group: Group) -> String {
+        group.to_string()
+    }
+}
+
+impl TryFrom<String> for Group {
+    type Error = runtime::ParsePidError;
+    fn try_from(s: String) -> Result<Group, Self::Error> {
+        if s == "all" {
+            Ok(Group::All)
+        } else {
+            s.parse().map(Group::Process)
+        }
+    }
+}
+
+/// A traced function, as plain data: what a [`Callsite`] says about it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Function {
+    /// The module path (`module_path!()`, or the one given to `#[traced(module = ..)]`).
+    pub module: String,
+    /// The function's name (`name`, `Type::method`, `<Type as Trait>::method`).
+    pub name: String,
+    /// The number of parameters, `self` included.
+    pub arity: u8,
+    /// The source file it is defined in.
+    pub file: String,
+    /// The line it is defined on.
+    pub line: u32,
+}
+
+impl Function {
+    /// `module::name/arity`, as tprof's reports name it.
+    pub fn mfa(&self) -> String {
+        format!("{}::{}/{}", self.module, self.name, self.arity)
+    }
+}
+
+impl From<&'static Callsite> for Function {
+    fn from(cs: &'static Callsite) -> Function {
+        Function {
+            module: cs.module().to_owned(),
+            name: cs.function().to_owned(),
+            arity: cs.arity(),
+            file: cs.file().to_owned(),
+            line: cs.line(),
+        }
+    }
+}
+
 /// One function's figures for one process (or all of them).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Entry {
     /// The process, or [`Group::All`] for call_count.
     pub group: Group,
@@ -81,28 +144,168 @@ pub struct Entry {
 }
 
 /// One traced function and its figures per process (tprof's `trace_info()`).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FunctionTrace {
     /// The function.
-    pub callsite: &'static Callsite,
+    pub function: Function,
     /// Its figures, one entry per process that called it, in pid order.
     pub entries: Vec<Entry>,
 }
 
 impl FunctionTrace {
     /// The module path.
-    pub fn module(&self) -> &'static str {
-        self.callsite.module()
+    pub fn module(&self) -> &str {
+        &self.function.module
     }
 
     /// The function's name (`name`, `Type::method`, `<Type as Trait>::method`).
-    pub fn function(&self) -> &'static str {
-        self.callsite.function()
+    pub fn function(&self) -> &str {
+        &self.function.name
     }
 
     /// The number of parameters, `self` included.
     pub fn arity(&self) -> u8 {
-        self.callsite.arity()
+        self.function.arity
+    }
+}
+
+/// The distribution of one function's call durations over every process (call_time with
+/// percentiles): polled time from entry to return, callees included, to two significant
+/// digits.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Percentiles {
+    /// The function.
+    pub function: Function,
+    /// Calls recorded.
+    pub calls: u64,
+    /// Median, in nanoseconds.
+    pub p50_ns: u64,
+    /// 90th percentile, in nanoseconds.
+    pub p90_ns: u64,
+    /// 99th percentile, in nanoseconds.
+    pub p99_ns: u64,
+    /// Longest, in nanoseconds.
+    pub max_ns: u64,
+}
+
+/// A process that has figures in a profile.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessRecord {
+    /// Its pid (after [`merge`](crate::archive::merge), renumbered apart from other runs').
+    #[serde(with = "pid_text")]
+    pub pid: Pid,
+    /// Its registered name, if it had one when the profile was taken.
+    pub name: Option<String>,
+    /// What it was spawned to run ([`runtime::SpawnOptions::initial_call`]).
+    pub initial_call: String,
+    /// The run it belongs to: an index into [`Meta::runs`].
+    pub run: u32,
+}
+
+impl ProcessRecord {
+    /// How reports name it: its registered name, else its pid.
+    pub fn label(&self) -> String {
+        match &self.name {
+            Some(name) => name.clone(),
+            None => self.pid.to_string(),
+        }
+    }
+}
+
+/// One node of a call tree: a call path, as its last function and the path it was called on.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PathNode {
+    /// The path it extends (an index into [`CallTree::nodes`], always smaller than its own);
+    /// `None` for a path of one function.
+    pub parent: Option<u32>,
+    /// The function called last on this path: an index into [`Profile::function_table`].
+    pub function: u32,
+}
+
+/// One call path's figures in one process: exclusive of the traced calls below it, like the
+/// flat table's, so the flat figure of a function is the sum over the paths that end in it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PathEntry {
+    /// The process.
+    pub group: Group,
+    /// The path: an index into [`CallTree::nodes`].
+    pub node: u32,
+    /// Calls made on this path.
+    pub calls: u64,
+    /// Nanoseconds (call_time) or words (call_memory).
+    pub measurement: u64,
+    /// Bytes allocated (call_memory).
+    pub bytes: u64,
+    /// Allocations made (call_memory).
+    pub blocks: u64,
+}
+
+/// Call-tree mode's data: the traced call paths seen, and per process the figures of each.
+/// Empty unless the profile was taken with
+/// [`ProfileOptions::call_tree`](crate::ProfileOptions::call_tree).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallTree {
+    /// The paths; a parent always comes before its children.
+    pub nodes: Vec<PathNode>,
+    /// Figures per process per path, by process then path.
+    pub entries: Vec<PathEntry>,
+}
+
+impl CallTree {
+    /// The functions on path `node`, outermost first (indices into
+    /// [`Profile::function_table`]).
+    pub fn stack(&self, node: u32) -> Vec<u32> {
+        let mut out = Vec::new();
+        let mut at = Some(node);
+        while let Some(n) = at {
+            let Some(p) = self.nodes.get(n as usize) else {
+                break;
+            };
+            out.push(p.function);
+            at = p.parent.filter(|&q| q < n);
+        }
+        out.reverse();
+        out
+    }
+
+    /// Whether there is no path.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+}
+
+/// One profiling run: a program, the nodes it ran, when and for how long.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Run {
+    /// The program and its arguments, or what the profile was taken of.
+    pub program: String,
+    /// When the run started, in milliseconds since the Unix epoch (0 when unknown).
+    pub started_unix_ms: u64,
+    /// How long profiling ran, in nanoseconds (0 when unknown).
+    pub duration_ns: u64,
+    /// The nodes its processes ran on.
+    pub nodes: Vec<u32>,
+}
+
+/// Where a profile's data came from.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Meta {
+    /// The runs it holds: one, or several after a merge.
+    pub runs: Vec<Run>,
+}
+
+/// Serde for a pid as the text it prints as.
+mod pid_text {
+    use runtime::Pid;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(pid: &Pid, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(pid)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Pid, D::Error> {
+        let text = String::deserialize(d)?;
+        text.parse().map_err(serde::de::Error::custom)
     }
 }
 
@@ -112,7 +315,7 @@ impl FunctionTrace {
 /// leaves them out, as tprof does.
 ///
 /// [`inspect`]: crate::inspect()
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Profile {
     /// What was measured.
     pub trace_type: TraceType,
@@ -120,7 +323,21 @@ pub struct Profile {
     pub functions: Vec<FunctionTrace>,
     /// Per function, the distribution of call durations over every process (call_time with
     /// [`ProfileOptions::percentiles`](crate::ProfileOptions::percentiles); empty otherwise).
-    pub percentiles: Vec<runtime::trace::CallPercentiles>,
+    #[serde(default)]
+    pub percentiles: Vec<Percentiles>,
+    /// The processes that have figures, in pid order, with their names.
+    #[serde(default)]
+    pub processes: Vec<ProcessRecord>,
+    /// Every function a call path names (paths refer to it by index); the functions of
+    /// [`functions`](Profile::functions) need not be here.
+    #[serde(default)]
+    pub function_table: Vec<Function>,
+    /// Call-tree mode's paths and their figures (empty otherwise).
+    #[serde(default)]
+    pub call_tree: CallTree,
+    /// Where the data came from.
+    #[serde(default)]
+    pub meta: Meta,
 }
 
 impl Profile {
@@ -135,6 +352,10 @@ impl Profile {
             trace_type,
             functions,
             percentiles: Vec::new(),
+            processes: Vec::new(),
+            function_table: Vec::new(),
+            call_tree: CallTree::default(),
+            meta: Meta::default(),
         }
     }
 
@@ -160,7 +381,7 @@ impl Profile {
                 for c in session.call_counts() {
                     if c.calls > 0 && !excluded(c.callsite) {
                         functions.push(FunctionTrace {
-                            callsite: c.callsite,
+                            function: Function::from(c.callsite),
                             entries: vec![Entry {
                                 group: Group::All,
                                 calls: c.calls,
@@ -194,7 +415,7 @@ impl Profile {
                         by_id
                             .entry(f.callsite.id())
                             .or_insert_with(|| FunctionTrace {
-                                callsite: f.callsite,
+                                function: Function::from(f.callsite),
                                 entries: Vec::new(),
                             })
                             .entries
@@ -215,15 +436,31 @@ impl Profile {
                 .call_time_percentiles()
                 .into_iter()
                 .filter(|p| p.calls > 0 && !excluded(p.callsite))
+                .map(|p| Percentiles {
+                    function: Function::from(p.callsite),
+                    calls: p.calls,
+                    p50_ns: p.p50_ns,
+                    p90_ns: p.p90_ns,
+                    p99_ns: p.p99_ns,
+                    max_ns: p.max_ns,
+                })
                 .collect()
         } else {
             Vec::new()
         };
-        Profile {
-            trace_type,
-            functions,
-            percentiles,
-        }
+        let mut profile = Profile::new(trace_type, functions);
+        profile.percentiles = percentiles;
+        profile.processes = profile
+            .pids()
+            .into_iter()
+            .map(|pid| ProcessRecord {
+                pid,
+                name: None,
+                initial_call: String::new(),
+                run: 0,
+            })
+            .collect();
+        profile
     }
 
     /// The figures of the function named `function` (as [`Callsite::function`] gives it), in
@@ -233,7 +470,7 @@ impl Profile {
     }
 
     /// The processes that have figures, in pid order.
-    pub fn processes(&self) -> Vec<Pid> {
+    pub fn pids(&self) -> Vec<Pid> {
         let mut pids: Vec<Pid> = self
             .functions
             .iter()
@@ -246,6 +483,19 @@ impl Profile {
         pids.sort_unstable();
         pids.dedup();
         pids
+    }
+
+    /// The name `group` goes by in reports and exports: the process's registered name, else
+    /// its pid; `all processes` for [`Group::All`].
+    pub fn group_label(&self, group: Group) -> String {
+        match group {
+            Group::All => "all processes".to_owned(),
+            Group::Process(pid) => self
+                .processes
+                .iter()
+                .find(|p| p.pid == pid)
+                .map_or_else(|| pid.to_string(), ProcessRecord::label),
+        }
     }
 
     /// The sum of every entry's measurement.

@@ -155,9 +155,9 @@ pub fn function_table(profile: &Profile, group: Group, sort: SortBy) -> Table {
         }
         if percentiles {
             let found = profile.percentiles.iter().find(|p| {
-                p.callsite.module() == line.module
-                    && p.callsite.function() == line.function
-                    && p.callsite.arity() == line.arity
+                p.function.module == line.module
+                    && p.function.name == line.function
+                    && p.function.arity == line.arity
             });
             let us = |ns: u64| format!("{:.2}", ns as f64 / 1000.0);
             match found {
@@ -185,11 +185,7 @@ pub fn rich_report(profile: &Profile) -> String {
     let mut groups: Vec<Group> = if profile.trace_type == TraceType::CallCount {
         vec![Group::All]
     } else {
-        profile
-            .processes()
-            .into_iter()
-            .map(Group::Process)
-            .collect()
+        profile.pids().into_iter().map(Group::Process).collect()
     };
     if !profile.percentiles.is_empty() {
         groups.insert(0, Group::All);

@@ -74,7 +74,7 @@ fn call_memory_per_process_with_exact_words() {
     )
     .unwrap();
     assert_eq!(outcome.result, Ok("done"));
-    let pids = outcome.profile.processes();
+    let pids = outcome.profile.pids();
     assert_eq!(pids.len(), 2, "the profiled process and its child");
     let seq = outcome.profile.function("seq_loop").unwrap();
     // Each block is 10 words; the vec holding n boxes is n words.
@@ -122,7 +122,7 @@ fn set_on_spawn_false_profiles_one_process() {
             .report(Report::Return),
     )
     .unwrap();
-    assert_eq!(outcome.profile.processes().len(), 1);
+    assert_eq!(outcome.profile.pids().len(), 1);
 }
 
 #[test]
@@ -269,7 +269,7 @@ fn a_rootset_name_adds_a_registered_server() {
             .report(Report::Return),
     )
     .unwrap();
-    assert!(!outcome.profile.processes().contains(&server));
+    assert!(!outcome.profile.pids().contains(&server));
 }
 
 #[test]
@@ -327,7 +327,7 @@ fn the_rich_report_lists_processes_and_their_functions_with_bytes_and_blocks() {
     .unwrap();
     let text = tprof::rich_report(&outcome.profile);
     assert!(text.starts_with("call_memory profile\n"), "{text}");
-    for pid in outcome.profile.processes() {
+    for pid in outcome.profile.pids() {
         assert!(text.contains(&pid.to_string()), "{text}");
     }
     assert!(text.contains("adhoc::seq_loop/1"), "{text}");
@@ -422,7 +422,7 @@ fn the_async_form_profiles_on_the_callers_node_and_never_shows_the_caller() {
         })
         .unwrap();
     assert_eq!(outcome.result, Ok("done"));
-    let pids = outcome.profile.processes();
+    let pids = outcome.profile.pids();
     assert_eq!(pids.len(), 2);
     assert!(
         pids.iter().all(|p| p.node() == node.id()),

@@ -51,23 +51,23 @@ fn memory_profile() -> Profile {
         TraceType::CallMemory,
         vec![
             FunctionTrace {
-                callsite: cs("spawn_monitor"),
+                function: cs("spawn_monitor").into(),
                 entries: vec![entry(a, 1, 2)],
             },
             FunctionTrace {
-                callsite: cs("spawn_opt"),
+                function: cs("spawn_opt").into(),
                 entries: vec![entry(a, 1, 6)],
             },
             FunctionTrace {
-                callsite: cs("test_spawn"),
+                function: cs("test_spawn").into(),
                 entries: vec![entry(a, 1, 14)],
             },
             FunctionTrace {
-                callsite: cs("apply"),
+                function: cs("apply").into(),
                 entries: vec![entry(b, 1, 7)],
             },
             FunctionTrace {
-                callsite: cs("seq_loop"),
+                function: cs("seq_loop").into(),
                 entries: vec![entry(b, 9, 64), entry(a, 3, 0)],
             },
         ],
@@ -122,7 +122,7 @@ fn a_single_function_widens_percent_and_cuts_nothing() {
     let p = Profile::new(
         TraceType::CallMemory,
         vec![FunctionTrace {
-            callsite: cs("seq_loop"),
+            function: cs("seq_loop").into(),
             entries: vec![entry(Group::Process(pid("<0.92.0>")), 5, 32)],
         }],
     );
@@ -144,11 +144,11 @@ fn call_count_has_one_group_and_no_value_columns() {
         TraceType::CallCount,
         vec![
             FunctionTrace {
-                callsite: cs("f"),
+                function: cs("f").into(),
                 entries: vec![entry(Group::All, 3, 3)],
             },
             FunctionTrace {
-                callsite: cs("apply"),
+                function: cs("apply").into(),
                 entries: vec![entry(Group::All, 1, 1)],
             },
         ],
@@ -172,8 +172,8 @@ fn a_function_column_narrower_than_its_header_cuts_the_header_as_tprof_does() {
         trace_type: TraceType::CallCount,
         total: 1,
         lines: vec![tprof::Line {
-            module: "m",
-            function: "f",
+            module: "m".to_owned(),
+            function: "f".to_owned(),
             arity: 0,
             calls: 1,
             measurement: 1,
@@ -195,11 +195,11 @@ fn call_time_prints_microseconds_rounded_from_nanoseconds() {
         TraceType::CallTime,
         vec![
             FunctionTrace {
-                callsite: cs("f"),
+                function: cs("f").into(),
                 entries: vec![entry(Group::Process(pid("<0.1.0>")), 2, 1_499)],
             },
             FunctionTrace {
-                callsite: cs("apply"),
+                function: cs("apply").into(),
                 entries: vec![entry(Group::Process(pid("<0.1.0>")), 4, 1_000_500)],
             },
         ],
@@ -235,7 +235,7 @@ fn zero_divisors_give_zero_and_zero_word_functions_are_left_out() {
     let p = Profile::new(
         TraceType::CallTime,
         vec![FunctionTrace {
-            callsite: cs("f"),
+            function: cs("f").into(),
             entries: vec![entry(g, 0, 0)],
         }],
     );
@@ -275,9 +275,9 @@ fn sorting_by_any_column_either_way() {
             let lines = &inspected.all().unwrap().lines;
             for w in lines.windows(2) {
                 let ord = match column {
-                    Column::Module => w[0].module.cmp(w[1].module),
+                    Column::Module => w[0].module.cmp(&w[1].module),
                     Column::Function => {
-                        (w[0].function, w[0].arity).cmp(&(w[1].function, w[1].arity))
+                        (&w[0].function, w[0].arity).cmp(&(&w[1].function, w[1].arity))
                     }
                     Column::Calls => w[0].calls.cmp(&w[1].calls),
                     Column::Measurement => w[0].measurement.cmp(&w[1].measurement),
@@ -300,11 +300,11 @@ fn call_time_totals_per_call_and_percent_follow_from_the_printed_microseconds() 
         TraceType::CallTime,
         vec![
             FunctionTrace {
-                callsite: cs("f"),
+                function: cs("f").into(),
                 entries: vec![entry(g, 1, 1_400)],
             },
             FunctionTrace {
-                callsite: cs("apply"),
+                function: cs("apply").into(),
                 entries: vec![entry(g, 1, 1_400)],
             },
         ],

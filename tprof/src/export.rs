@@ -1,0 +1,193 @@
+//! Exports: a [`Profile`] written in the formats the viewers people use read.
+//!
+//! Every export reads the one [`Profile`] model. Each format is one module under `export/`:
+//!
+//! | [`Format`] | what it writes | read by |
+//! | --- | --- | --- |
+//! | `pretty` | tprof's text report, per process | people |
+//! | `json` | the [`Profile`] itself (serde; the schema is the model's field names) | scripts, [`Profile`]'s `Deserialize` |
+//! | `speedscope` | speedscope's file format, one profile per process | <https://speedscope.app> |
+//! | `chrome` | Chrome trace-event JSON, one track per process | Perfetto, `chrome://tracing` |
+//! | `pprof` | gzipped `profile.proto` | `go tool pprof` |
+//! | `folded` | folded stacks, one line per path | flamegraph.pl, inferno |
+//! | `svg` | a flame graph | any browser |
+//! | `html` | a self-contained viewer: flame graph with zoom and search, per-process tables | any browser, offline |
+//!
+//! A profile without call paths (taken without call-tree mode) exports each function as a
+//! stack of one frame.
+
+use std::fmt;
+use std::io::{self, Write};
+use std::str::FromStr;
+
+use crate::{Aggregate, Profile, SortBy, TraceType};
+
+mod json;
+mod stacks;
+
+pub use stacks::{Stack, stacks};
+
+/// An export format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Format {
+    /// tprof's text report ([`format`](crate::format())), per process.
+    Pretty,
+    /// The profile as JSON.
+    Json,
+}
+
+impl Format {
+    /// Every format, in the order `--help` lists them.
+    pub const ALL: &'static [Format] = &[Format::Pretty, Format::Json];
+
+    /// Its name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Pretty => "pretty",
+            Format::Json => "json",
+        }
+    }
+
+    /// The file extension a file of this format usually has.
+    pub fn extension(self) -> &'static str {
+        match self {
+            Format::Pretty => "txt",
+            Format::Json => "json",
+        }
+    }
+}
+
+impl fmt::Display for Format {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A format name that is not one of [`Format::ALL`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FormatError {
+    /// What was asked for.
+    pub input: String,
+}
+
+impl fmt::Display for FormatError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "unknown format `{}`: expected one of ", self.input)?;
+        for (i, format) in Format::ALL.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            f.write_str(format.name())?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for FormatError {}
+
+impl FromStr for Format {
+    type Err = FormatError;
+
+    fn from_str(s: &str) -> Result<Format, FormatError> {
+        Format::ALL
+            .iter()
+            .copied()
+            .find(|f| f.name().eq_ignore_ascii_case(s.trim()))
+            .ok_or_else(|| FormatError {
+                input: s.to_owned(),
+            })
+    }
+}
+
+/// Why an export failed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ExportError {
+    /// Writing failed.
+    Io(io::Error),
+    /// The profile cannot be shown in this format (the message says why).
+    Unsupported {
+        /// The format.
+        format: Format,
+        /// Why.
+        reason: String,
+    },
+}
+
+impl fmt::Display for ExportError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ExportError::Io(e) => write!(f, "cannot write the export: {e}"),
+            ExportError::Unsupported { format, reason } => {
+                write!(f, "cannot export as {format}: {reason}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ExportError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ExportError::Io(e) => Some(e),
+            ExportError::Unsupported { .. } => None,
+        }
+    }
+}
+
+impl From<io::Error> for ExportError {
+    fn from(e: io::Error) -> ExportError {
+        ExportError::Io(e)
+    }
+}
+
+impl From<serde_json::Error> for ExportError {
+    fn from(e: serde_json::Error) -> ExportError {
+        ExportError::Io(e.into())
+    }
+}
+
+/// Writes `profile` to `out` in `format`.
+///
+/// # Errors
+///
+/// [`ExportError::Io`] when writing fails.
+///
+/// # Examples
+///
+/// ```
+/// use tprof::export::{self, Format};
+/// use tprof::{Profile, TraceType};
+///
+/// let mut out = Vec::new();
+/// export::write(Format::Pretty, &Profile::empty(TraceType::CallTime), &mut out).unwrap();
+/// assert_eq!(out, b"Trace is empty\n");
+/// ```
+pub fn write(format: Format, profile: &Profile, out: &mut dyn Write) -> Result<(), ExportError> {
+    match format {
+        Format::Pretty => pretty(profile, out),
+        Format::Json => json::write(profile, out),
+    }
+}
+
+/// Writes `profile` to a string in `format` (for the text formats).
+///
+/// # Errors
+///
+/// As [`write`].
+pub fn to_string(format: Format, profile: &Profile) -> Result<String, ExportError> {
+    let mut out = Vec::new();
+    write(format, profile, &mut out)?;
+    Ok(String::from_utf8_lossy(&out).into_owned())
+}
+
+/// tprof's report, per process (call_count: for all).
+fn pretty(profile: &Profile, out: &mut dyn Write) -> Result<(), ExportError> {
+    let aggregate = if profile.trace_type == TraceType::CallCount {
+        Aggregate::Total
+    } else {
+        Aggregate::Process
+    };
+    let inspected = crate::inspect(profile, aggregate, SortBy::default());
+    crate::format(out, &inspected)?;
+    Ok(())
+}

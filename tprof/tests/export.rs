@@ -1,0 +1,74 @@
+//! Exports read back: each format parsed by a real parser where one exists as a crate.
+
+use runtime::trace::TracePattern;
+use tprof::export::{self, Format};
+use tprof::{Profile, ProfileOptions, Report, TraceType};
+
+#[global_allocator]
+static ALLOC: runtime::CountingAlloc = runtime::CountingAlloc::system();
+
+#[runtime::traced(module = "export_test")]
+fn leaf(n: u64) -> Vec<u64> {
+    (0..n).collect()
+}
+
+#[runtime::traced(module = "export_test")]
+fn branch(n: u64) -> usize {
+    leaf(n).len() + leaf(n * 2).len()
+}
+
+/// A real profile of `trace_type`: a process calling `branch` three times.
+fn real_profile(trace_type: TraceType) -> Profile {
+    let outcome = tprof::profile(
+        || async {
+            let mut total = 0;
+            for _ in 0..3 {
+                total += branch(8);
+            }
+            total
+        },
+        ProfileOptions::new()
+            .trace_type(trace_type)
+            .pattern(TracePattern::module("export_test"))
+            .report(Report::Return),
+    )
+    .expect("the profiled function runs");
+    assert_eq!(outcome.result, Ok(72));
+    outcome.profile
+}
+
+#[test]
+fn format_names_parse_and_unknown_ones_list_the_choices() {
+    for &f in Format::ALL {
+        assert_eq!(f.name().parse::<Format>().unwrap(), f);
+    }
+    let err = "flame".parse::<Format>().unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("unknown format `flame`"), "{text}");
+    assert!(text.contains("pretty") && text.contains("json"), "{text}");
+}
+
+#[test]
+fn json_reads_back_as_the_same_profile() {
+    for t in [
+        TraceType::CallCount,
+        TraceType::CallTime,
+        TraceType::CallMemory,
+    ] {
+        let profile = real_profile(t);
+        assert!(!profile.is_empty());
+        let text = export::to_string(Format::Json, &profile).unwrap();
+        let back: Profile = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, profile, "{t}");
+    }
+}
+
+#[test]
+fn pretty_is_the_tprof_report() {
+    let profile = real_profile(TraceType::CallCount);
+    let text = export::to_string(Format::Pretty, &profile).unwrap();
+    let leaf = text.lines().find(|l| l.contains("leaf/1")).unwrap();
+    let fields: Vec<&str> = leaf.split_whitespace().collect();
+    assert_eq!(fields[0], "export_test::leaf/1");
+    assert_eq!(fields[1], "6", "{text}");
+}
