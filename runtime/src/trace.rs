@@ -64,6 +64,7 @@ mod measure;
 mod pattern;
 mod session;
 mod stack;
+mod tree;
 
 pub use callsite::{CALLSITES, Callsite, Frame, Traced, callsites, enter};
 /// Traces a block as a call of its own, named by the string:
@@ -82,7 +83,10 @@ pub fn without_tracing<R>(f: impl FnOnce() -> R) -> R {
 pub const INSTRUMENTED: bool = !cfg!(feature = "no-trace");
 pub use flags::{FlagError, FlagOutcome, ProcessSpec};
 pub(crate) use flags::{TraceFlags, flags_at_spawn};
-pub use measure::{CallPercentiles, FunctionMeasurement, ProcessMeasurement, TraceTypes};
+pub use measure::{
+    CallPath, CallPercentiles, CallTreeMeasurement, FunctionMeasurement, PathMeasurement,
+    ProcessCallTree, ProcessMeasurement, TraceTypes,
+};
 pub(crate) use measure::{ProcTraceRef, begin_poll, measuring};
 pub use pattern::{Part, TracePattern};
 pub use session::{CallCount, MAX_SESSIONS, PatternError, SessionError, TraceMap, TraceSession};

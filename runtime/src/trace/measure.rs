@@ -34,6 +34,8 @@ static MEMORY: AtomicU64 = AtomicU64::new(0);
 static PAUSED: AtomicU64 = AtomicU64::new(0);
 /// Sessions that record call-duration histograms.
 static HISTOGRAMS: AtomicU64 = AtomicU64::new(0);
+/// Sessions in call-tree mode.
+static TREES: AtomicU64 = AtomicU64::new(0);
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -78,6 +80,14 @@ impl TraceTypes {
     /// costs a few nanoseconds more. Read with
     /// [`TraceSession::call_time_percentiles`](super::TraceSession::call_time_percentiles).
     pub const CALL_TIME_HISTOGRAMS: TraceTypes = TraceTypes(2 | 8);
+    /// Call-tree mode: per process, the figures of each traced call path (the functions
+    /// called, outermost first) rather than of each function; combine it with
+    /// [`CALL_TIME`](Self::CALL_TIME) or [`CALL_MEMORY`](Self::CALL_MEMORY) (alone it counts
+    /// calls per path). [`TraceSession::measurements`](super::TraceSession::measurements)
+    /// still gives the flat figures — the sum over the paths that end in each function — and
+    /// [`TraceSession::call_tree`](super::TraceSession::call_tree) gives the paths. Costs a
+    /// hash lookup per traced call more than the flat mode.
+    pub const CALL_TREE: TraceTypes = TraceTypes(16);
 
     /// Whether every type in `other` is in `self`.
     pub const fn contains(self, other: TraceTypes) -> bool {
@@ -86,7 +96,7 @@ impl TraceTypes {
 
     /// Whether a type measured per process (call_time or call_memory) is in `self`.
     pub const fn per_process(self) -> bool {
-        self.0 & 6 != 0
+        self.0 & (2 | 4 | 16) != 0
     }
 }
 
@@ -104,6 +114,7 @@ impl fmt::Display for TraceTypes {
             (TraceTypes::CALL_TIME, "call_time"),
             (TraceTypes::CALL_MEMORY, "call_memory"),
             (TraceTypes(8), "histograms"),
+            (TraceTypes::CALL_TREE, "call_tree"),
         ];
         let mut first = true;
         for (t, name) in names {
@@ -147,6 +158,11 @@ pub(crate) fn open(bit: u32, types: TraceTypes) {
     if types.contains(TraceTypes::CALL_TIME_HISTOGRAMS) {
         HISTOGRAMS.fetch_or(m, Ordering::Relaxed);
     }
+    if types.contains(TraceTypes::CALL_TREE) {
+        TREES.fetch_or(m, Ordering::Relaxed);
+    } else {
+        TREES.fetch_and(!m, Ordering::Relaxed);
+    }
 }
 
 /// Clears a stopped session's bits.
@@ -159,6 +175,7 @@ pub(crate) fn close(bit: u32) {
         &MEMORY,
         &PAUSED,
         &HISTOGRAMS,
+        &TREES,
     ] {
         mask.fetch_and(m, Ordering::SeqCst);
     }
@@ -170,7 +187,23 @@ pub(crate) fn begin_poll(process: &Process, sessions: u64) {
     let timing = sessions & TIMING.load(Ordering::Relaxed) != 0;
     let memory = sessions & MEMORY.load(Ordering::Relaxed) != 0;
     let histograms = sessions & HISTOGRAMS.load(Ordering::Relaxed);
-    super::stack::begin_poll(sessions, timing, memory, histograms, process.account);
+    let trees = TREES.load(Ordering::Relaxed);
+    super::stack::begin_poll(sessions, trees, timing, memory, histograms, process.account);
+}
+
+/// Figures in nanoseconds, as a [`PathMeasurement`] (`path` left 0).
+fn measured(clock: Option<&quanta::Clock>, acc: &Acc) -> PathMeasurement {
+    PathMeasurement {
+        path: 0,
+        calls: acc.calls,
+        time_ns: match (clock, acc.ticks) {
+            (_, 0) | (None, _) => 0,
+            (Some(c), t) => c.delta_as_nanos(0, t),
+        },
+        words: acc.words,
+        bytes: acc.bytes,
+        blocks: acc.blocks,
+    }
 }
 
 /// One function's figures, as gathered: calls, clock ticks, words, bytes, blocks.
@@ -383,49 +416,176 @@ pub struct ProcessMeasurement {
     pub functions: Vec<FunctionMeasurement>,
 }
 
+/// One traced call path: the function called last, and the path it was called on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CallPath {
+    /// The path this one extends (an index into [`CallTreeMeasurement::paths`], always
+    /// smaller than this path's own); `None` for an outermost call.
+    pub parent: Option<u32>,
+    /// The function called.
+    pub callsite: &'static Callsite,
+}
+
+/// One call path's figures in one process, exclusive of the traced calls below it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PathMeasurement {
+    /// The path: an index into [`CallTreeMeasurement::paths`].
+    pub path: u32,
+    /// Calls made on this path.
+    pub calls: u64,
+    /// Nanoseconds spent on it while polled (call_time).
+    pub time_ns: u64,
+    /// Words allocated on it (call_memory).
+    pub words: u64,
+    /// Bytes allocated on it (call_memory).
+    pub bytes: u64,
+    /// Allocations made on it (call_memory).
+    pub blocks: u64,
+}
+
+/// One process's call tree: the figures of each path it ran.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ProcessCallTree {
+    /// The process.
+    pub pid: Pid,
+    /// Its paths' figures, by path id.
+    pub paths: Vec<PathMeasurement>,
+}
+
+/// What a session in call-tree mode gathered
+/// ([`TraceSession::call_tree`](super::TraceSession::call_tree)).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CallTreeMeasurement {
+    /// Every path the session saw; a path's parent comes before it.
+    pub paths: Vec<CallPath>,
+    /// Per process measured, in pid order, its paths' figures.
+    pub processes: Vec<ProcessCallTree>,
+}
+
+impl CallTreeMeasurement {
+    /// The functions on path `path`, outermost first.
+    pub fn stack(&self, path: u32) -> Vec<&'static Callsite> {
+        let mut out = Vec::new();
+        let mut at = Some(path);
+        while let Some(p) = at.and_then(|p| self.paths.get(p as usize).map(|n| (p, n))) {
+            out.push(p.1.callsite);
+            at = p.1.parent.filter(|&q| q < p.0);
+        }
+        out.reverse();
+        out
+    }
+}
+
 impl SessionState {
     /// Every table of this session, taken without holding the list's lock.
     fn tables(&self) -> Vec<ProcTraceRef> {
         lock(&self.measured).clone()
     }
 
-    pub(crate) fn measurements(&self) -> Vec<ProcessMeasurement> {
-        let clock = super::stack::clock_if_set();
+    /// Per process, its (callsite or path id, figures) for this session, in pid order.
+    fn figures(&self) -> Vec<(Pid, Vec<(u32, Acc)>)> {
         let mut out = Vec::new();
         for data in self.tables() {
             let table = lock(&data);
-            let Some(d) = table
+            if let Some(d) = table
                 .sessions
                 .iter()
                 .find(|d| d.bit == self.bit() && d.generation == self.generation())
-            else {
-                continue;
-            };
-            let functions: Vec<FunctionMeasurement> = d
-                .functions
-                .iter()
-                .filter_map(|(id, acc)| {
-                    let callsite = callsites().get(*id as usize)?;
-                    Some(FunctionMeasurement {
-                        callsite,
-                        calls: acc.calls,
-                        time_ns: match (clock, acc.ticks) {
-                            (_, 0) | (None, _) => 0,
-                            (Some(c), t) => c.delta_as_nanos(0, t),
-                        },
-                        words: acc.words,
-                        bytes: acc.bytes,
-                        blocks: acc.blocks,
-                    })
-                })
-                .collect();
-            out.push(ProcessMeasurement {
-                pid: table.pid,
-                functions,
-            });
+            {
+                out.push((table.pid, d.functions.clone()));
+            }
         }
-        out.sort_by_key(|p| p.pid);
+        out.sort_by_key(|p| p.0);
         out
+    }
+
+    pub(crate) fn measurements(&self) -> Vec<ProcessMeasurement> {
+        let clock = super::stack::clock_if_set();
+        let tree = self.types().contains(TraceTypes::CALL_TREE);
+        // In call-tree mode the ids are paths: sum them by their last function.
+        let path_callsites: Vec<u32> = if tree {
+            self.paths().nodes.iter().map(|&(_, cs)| cs).collect()
+        } else {
+            Vec::new()
+        };
+        self.figures()
+            .into_iter()
+            .map(|(pid, figures)| {
+                let figures = if tree {
+                    let mut by_callsite: Vec<(u32, Acc)> = figures
+                        .iter()
+                        .filter_map(|&(path, acc)| Some((*path_callsites.get(path as usize)?, acc)))
+                        .collect();
+                    by_callsite.sort_by_key(|f| f.0);
+                    by_callsite.dedup_by(|later, first| {
+                        if later.0 == first.0 {
+                            first.1 = first.1.plus(&later.1);
+                            true
+                        } else {
+                            false
+                        }
+                    });
+                    by_callsite
+                } else {
+                    figures
+                };
+                let functions = figures
+                    .iter()
+                    .filter_map(|(id, acc)| {
+                        let callsite = callsites().get(*id as usize)?;
+                        let m = measured(clock, acc);
+                        Some(FunctionMeasurement {
+                            callsite,
+                            calls: m.calls,
+                            time_ns: m.time_ns,
+                            words: m.words,
+                            bytes: m.bytes,
+                            blocks: m.blocks,
+                        })
+                    })
+                    .collect();
+                ProcessMeasurement { pid, functions }
+            })
+            .collect()
+    }
+
+    /// Call-tree mode's paths, and per process the figures of each.
+    pub(crate) fn call_tree(&self) -> CallTreeMeasurement {
+        let clock = super::stack::clock_if_set();
+        let paths = self
+            .paths()
+            .nodes
+            .iter()
+            .filter_map(|&(parent, cs)| {
+                Some(CallPath {
+                    parent: (parent != super::tree::ROOT).then_some(parent),
+                    callsite: callsites().get(cs as usize)?,
+                })
+            })
+            .collect();
+        let processes = if self.types().contains(TraceTypes::CALL_TREE) {
+            self.figures()
+                .into_iter()
+                .map(|(pid, figures)| ProcessCallTree {
+                    pid,
+                    paths: figures
+                        .iter()
+                        .map(|(path, acc)| {
+                            let mut m = measured(clock, acc);
+                            m.path = *path;
+                            m
+                        })
+                        .collect(),
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        CallTreeMeasurement { paths, processes }
     }
 
     /// Stops measuring, keeping the figures; once it returns they are stable.

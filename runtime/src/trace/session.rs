@@ -24,7 +24,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use arc_swap::ArcSwapOption;
 
-use super::measure::{CallPercentiles, ProcTraceRef, ProcessMeasurement, TraceTypes};
+use super::measure::{
+    CallPercentiles, CallTreeMeasurement, ProcTraceRef, ProcessMeasurement, TraceTypes,
+};
 use super::{Callsite, TracePattern, callsites};
 use super::{FlagError, FlagOutcome, ProcessSpec};
 use crate::process::current_node_id;
@@ -62,6 +64,8 @@ pub(crate) struct SessionState {
     /// Every thread's shard, kept after the thread exits.
     shards: Mutex<Vec<Arc<Shard>>>,
     counters: Mutex<CounterState>,
+    /// Call-tree mode's interned paths.
+    paths: Mutex<super::tree::PathTable>,
 }
 
 #[derive(Default)]
@@ -98,6 +102,11 @@ impl SessionState {
 
     pub(crate) fn types(&self) -> TraceTypes {
         self.types
+    }
+
+    /// Call-tree mode's paths.
+    pub(crate) fn paths(&self) -> MutexGuard<'_, super::tree::PathTable> {
+        lock(&self.paths)
     }
 
     fn sums(&self) -> Vec<u64> {
@@ -433,6 +442,7 @@ impl NodeHandle {
                 baseline: vec![0; callsites().len()],
                 paused: None,
             }),
+            paths: Mutex::new(super::tree::PathTable::default()),
         });
         GENERATIONS[bit as usize].store(state.generation, Ordering::Relaxed);
         SLOTS[bit as usize].store(Some(Arc::clone(&state)));
@@ -472,6 +482,14 @@ impl TraceSession {
     /// not), per function it called. Never stops the processes it measures.
     pub fn measurements(&self) -> Vec<ProcessMeasurement> {
         crate::heap::suppressed(|| self.state.measurements())
+    }
+
+    /// In call-tree mode ([`TraceTypes::CALL_TREE`]): every traced call path seen, and per
+    /// process measured the figures of each path, exclusive of the traced calls below it
+    /// (summed by last function, they are [`measurements`](Self::measurements)). Empty in
+    /// the other modes.
+    pub fn call_tree(&self) -> CallTreeMeasurement {
+        crate::heap::suppressed(|| self.state.call_tree())
     }
 
     /// With [`TraceTypes::CALL_TIME_HISTOGRAMS`]: per function called, the distribution of

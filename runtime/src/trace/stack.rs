@@ -24,6 +24,7 @@ use std::sync::{Mutex, OnceLock};
 
 use super::MAX_SESSIONS;
 use super::measure::Acc;
+use super::tree;
 use crate::heap::Account;
 
 /// Frames kept per thread; deeper calls are counted and charged to the deepest frame kept.
@@ -57,8 +58,13 @@ fn bump(field: &AtomicU64, n: u64) {
 }
 
 impl Accumulator {
+    /// Whether the current poll has touched it.
+    pub(crate) fn is_touched(&self) -> bool {
+        self.touched.load(Ordering::Relaxed)
+    }
+
     /// Takes the figures, leaving zeros.
-    fn take(&self) -> Acc {
+    pub(crate) fn take(&self) -> Acc {
         self.touched.store(false, Ordering::Relaxed);
         Acc {
             calls: self.calls.swap(0, Ordering::Relaxed),
@@ -81,6 +87,10 @@ struct Stack {
     overflow: Cell<usize>,
     /// The sessions measuring the process being polled; 0 between polls.
     active: Cell<u64>,
+    /// Those of them in call-tree mode.
+    tree: Cell<u64>,
+    /// Per call-tree session slot, the path of the innermost frame it measures.
+    paths: [Cell<u32>; MAX_SESSIONS],
     /// Whether one of them measures time.
     timing: Cell<bool>,
     /// Those that record call-duration histograms.
@@ -122,6 +132,8 @@ thread_local! {
             depth: Cell::new(0),
             overflow: Cell::new(0),
             active: Cell::new(0),
+            tree: Cell::new(0),
+            paths: [const { Cell::new(tree::ROOT) }; MAX_SESSIONS],
             timing: Cell::new(false),
             histograms: Cell::new(0),
             memory: Cell::new(None),
@@ -206,6 +218,7 @@ pub(crate) fn with_measuring_off<R>(f: impl FnOnce() -> R) -> R {
 /// Starts measuring a poll of a process for the sessions in `active` (non-zero).
 pub(crate) fn begin_poll(
     active: u64,
+    trees: u64,
     timing: bool,
     memory: bool,
     histograms: u64,
@@ -213,6 +226,7 @@ pub(crate) fn begin_poll(
 ) {
     STACK.with(|s| {
         s.active.set(active);
+        s.tree.set(trees & active);
         s.timing.set(timing);
         s.histograms
             .set(if timing { histograms & active } else { 0 });
@@ -227,7 +241,12 @@ pub(crate) fn begin_poll(
             let bit = m.trailing_zeros() as usize;
             m &= m - 1;
             s.current[bit].set(None);
-            s.generations[bit].set(super::session::generation_of(bit as u32));
+            let generation = super::session::generation_of(bit as u32);
+            s.generations[bit].set(generation);
+            if trees & (1 << bit) != 0 {
+                s.paths[bit].set(tree::ROOT);
+                tree::begin_poll(bit, generation);
+            }
         }
         if timing {
             s.last_ticks.set(ticks());
@@ -259,7 +278,10 @@ pub(crate) fn end_poll(process: &crate::process::Process) {
             crate::heap::suppressed(|| super::measure::record_durations(&mut samples));
         }
     });
-    STACK.with(|s| s.active.set(0));
+    STACK.with(|s| {
+        s.active.set(0);
+        s.tree.set(0);
+    });
 }
 
 /// Hands every figure this poll gathered to `f` as (session slot, the session's generation when
@@ -271,7 +293,12 @@ fn drain(f: &mut dyn FnMut(u32, u64, u32, Acc)) {
             while m != 0 {
                 let bit = m.trailing_zeros();
                 m &= m - 1;
-                if let Some(table) = s.tables[bit as usize].get() {
+                let generation = s.generations[bit as usize].get();
+                if s.tree.get() & (1 << bit) != 0 {
+                    tree::for_each_touched(bit as usize, &mut |path, acc| {
+                        f(bit, generation, path, acc.take());
+                    });
+                } else if let Some(table) = s.tables[bit as usize].get() {
                     for (id, acc) in table.iter().enumerate() {
                         if acc.touched.load(Ordering::Relaxed) {
                             f(
@@ -287,10 +314,14 @@ fn drain(f: &mut dyn FnMut(u32, u64, u32, Acc)) {
         } else {
             for i in 0..s.touched_len.get() {
                 let (bit, id) = s.touched[i].get();
-                if let Some(acc) = s.tables[bit as usize]
-                    .get()
-                    .and_then(|t| t.get(id as usize))
-                {
+                let acc = if s.tree.get() & (1 << bit) != 0 {
+                    tree::accumulator(bit as usize, id)
+                } else {
+                    s.tables[bit as usize]
+                        .get()
+                        .and_then(|t| t.get(id as usize))
+                };
+                if let Some(acc) = acc {
                     f(bit, s.generations[bit as usize].get(), id, acc.take());
                 }
             }
@@ -391,7 +422,10 @@ fn push_in(s: &Stack, id: u32, mask: u64, call: bool, prior: u64) {
     let now = charge(s);
     let depth = s.depth.get();
     let deep = depth == CAPACITY;
-    if mask.is_power_of_two() {
+    let trees = mask & s.tree.get();
+    if trees != 0 {
+        push_tree(s, id, mask, trees, call, deep);
+    } else if mask.is_power_of_two() {
         // The common case: one session measures this frame.
         let bit = mask.trailing_zeros() as usize;
         let acc = acc_of(s, bit, id);
@@ -428,6 +462,35 @@ fn push_in(s: &Stack, id: u32, mask: u64, call: bool, prior: u64) {
     }
 }
 
+/// [`push_in`] for a frame that a session in call-tree mode measures: each such session
+/// measures it into the accumulator of its path.
+#[cold]
+fn push_tree(s: &Stack, id: u32, mask: u64, trees: u64, call: bool, deep: bool) {
+    let mut m = mask;
+    while m != 0 {
+        let bit = m.trailing_zeros() as usize;
+        m &= m - 1;
+        let acc = if trees & (1 << bit) != 0 {
+            let (path, acc) = tree::enter(bit, s.paths[bit].get(), id);
+            if !acc.touched.load(Ordering::Relaxed) {
+                touch(s, acc, bit as u32, path);
+            }
+            if !deep {
+                s.paths[bit].set(path);
+            }
+            acc
+        } else {
+            acc_of(s, bit, id)
+        };
+        if call {
+            bump(&acc.calls, 1);
+        }
+        if !deep {
+            s.current[bit].set(Some(acc));
+        }
+    }
+}
+
 /// Leaves the top frame; `pending` when it is a future's poll that returned `Pending`.
 /// Returns the ticks the call has been polled for so far (0 when time is not measured), or
 /// `None` when the frame was not kept (deeper than the stack).
@@ -460,7 +523,8 @@ fn pop_in(s: &Stack, pending: bool) -> u64 {
         record_duration(s, record, id, polled);
     }
     let mask = s.masks[depth].get();
-    if mask.is_power_of_two() {
+    let trees = mask & s.tree.get();
+    if trees == 0 && mask.is_power_of_two() {
         // Back to the accumulator that was current when the frame was pushed.
         let bit = mask.trailing_zeros() as usize;
         s.current[bit].set(s.parents[depth].get());
@@ -469,6 +533,13 @@ fn pop_in(s: &Stack, pending: bool) -> u64 {
         while m != 0 {
             let bit = m.trailing_zeros() as usize;
             m &= m - 1;
+            if trees & (1 << bit) != 0 {
+                // Back to the path this one extends.
+                let (parent, acc) = tree::leave(bit, s.paths[bit].get());
+                s.paths[bit].set(parent);
+                s.current[bit].set(if parent == tree::ROOT { None } else { acc });
+                continue;
+            }
             // Back to the innermost frame below that this session measures.
             let below = (0..depth)
                 .rev()

@@ -1,0 +1,149 @@
+//! Call-tree mode ([`TraceTypes::CALL_TREE`](super::TraceTypes::CALL_TREE)): figures per call
+//! path instead of per function.
+//!
+//! A session in call-tree mode interns each path it sees — (the path it extends, the callsite
+//! called) — into a dense id in its [`PathTable`], and measures every frame into the
+//! accumulator of its path rather than of its function: the traced stack, the touched list and
+//! the flush of [`super::stack`] and [`super::measure`] are the same, with path ids where a
+//! function session has callsite ids. The flat figures are the sum over paths by their last
+//! function, computed when read, so the two views always agree.
+//!
+//! Each thread keeps, per session slot, a cache of the paths it has seen (so a push takes no
+//! lock once a path is known), the parent of each, and one accumulator per path. The
+//! accumulators are leaked and reused by the next session in the slot: like the per-callsite
+//! tables, they cost memory per thread, here per path ever seen.
+//!
+//! Cost: a frame push and pop in call-tree mode add one hash lookup and a few loads to the
+//! function mode's; `benches/traced_call.rs` has the row.
+
+use rustc_hash::{FxBuildHasher, FxHashMap};
+use std::cell::RefCell;
+
+use super::MAX_SESSIONS;
+use super::stack::{Accumulator, NO_FUNCTION};
+
+/// No path: the root, above the outermost frame.
+pub(crate) const ROOT: u32 = NO_FUNCTION;
+
+/// A session's interned call paths.
+#[derive(Default)]
+pub(crate) struct PathTable {
+    ids: FxHashMap<(u32, u32), u32>,
+    /// Per path: (the path it extends or [`ROOT`], callsite id).
+    pub(crate) nodes: Vec<(u32, u32)>,
+}
+
+impl PathTable {
+    /// The id of the path that extends `parent` with a call of `callsite`.
+    pub(crate) fn intern(&mut self, parent: u32, callsite: u32) -> u32 {
+        let next = self.nodes.len() as u32;
+        let id = *self.ids.entry((parent, callsite)).or_insert(next);
+        if id == next {
+            self.nodes.push((parent, callsite));
+        }
+        id
+    }
+}
+
+/// One thread's view of one slot's call tree.
+struct Scratch {
+    /// The session whose paths `cache` and `parents` hold.
+    generation: u64,
+    cache: FxHashMap<(u32, u32), u32>,
+    /// Per path id known here: the path it extends.
+    parents: Vec<u32>,
+    /// Per path id: its accumulator (kept across sessions, zeroed when drained).
+    accs: Vec<&'static Accumulator>,
+}
+
+impl Scratch {
+    const fn new() -> Scratch {
+        Scratch {
+            generation: 0,
+            cache: FxHashMap::with_hasher(FxBuildHasher),
+            parents: Vec::new(),
+            accs: Vec::new(),
+        }
+    }
+}
+
+thread_local! {
+    static SCRATCH: [RefCell<Scratch>; MAX_SESSIONS] =
+        const { [const { RefCell::new(Scratch::new()) }; MAX_SESSIONS] };
+}
+
+/// Starts a poll measured by the call-tree session in slot `bit`, of `generation`.
+pub(crate) fn begin_poll(bit: usize, generation: u64) {
+    SCRATCH.with(|s| {
+        let mut s = s[bit].borrow_mut();
+        if s.generation != generation {
+            crate::heap::suppressed(|| {
+                s.cache.clear();
+                s.parents.clear();
+            });
+            s.generation = generation;
+        }
+    });
+}
+
+/// The path extending `parent` with a call of `callsite` in slot `bit`'s session, and its
+/// accumulator on this thread. Interns the path in the session's table the first time this
+/// thread sees it.
+pub(crate) fn enter(bit: usize, parent: u32, callsite: u32) -> (u32, &'static Accumulator) {
+    SCRATCH.with(|s| {
+        let mut s = s[bit].borrow_mut();
+        let path = match s.cache.get(&(parent, callsite)) {
+            Some(&p) => p,
+            None => crate::heap::suppressed(|| learn(&mut s, bit, parent, callsite)),
+        };
+        (path, s.accs[path as usize])
+    })
+}
+
+#[cold]
+fn learn(s: &mut Scratch, bit: usize, parent: u32, callsite: u32) -> u32 {
+    let path = match super::session::session_in_slot(bit as u32) {
+        Some(session) if session.generation() == s.generation => {
+            session.paths().intern(parent, callsite)
+        }
+        // The session is gone: any id will do, its figures are dropped at the flush.
+        _ => s.parents.len() as u32,
+    };
+    s.cache.insert((parent, callsite), path);
+    let at = path as usize;
+    if s.parents.len() <= at {
+        s.parents.resize(at + 1, ROOT);
+    }
+    s.parents[at] = parent;
+    while s.accs.len() <= at {
+        s.accs.push(Box::leak(Box::default()));
+    }
+    path
+}
+
+/// The path `path` extends (on this thread, in slot `bit`), and its accumulator (`None` at
+/// the root).
+pub(crate) fn leave(bit: usize, path: u32) -> (u32, Option<&'static Accumulator>) {
+    SCRATCH.with(|s| {
+        let s = s[bit].borrow();
+        let parent = s.parents.get(path as usize).copied().unwrap_or(ROOT);
+        (parent, s.accs.get(parent as usize).copied())
+    })
+}
+
+/// The accumulator of `path` in slot `bit` on this thread.
+pub(crate) fn accumulator(bit: usize, path: u32) -> Option<&'static Accumulator> {
+    SCRATCH.with(|s| s[bit].borrow().accs.get(path as usize).copied())
+}
+
+/// Hands every touched accumulator of slot `bit` to `f` as (path, accumulator).
+pub(crate) fn for_each_touched(bit: usize, f: &mut dyn FnMut(u32, &'static Accumulator)) {
+    SCRATCH.with(|s| {
+        let s = s[bit].borrow();
+        for (path, acc) in s.accs.iter().enumerate() {
+            if acc.is_touched() {
+                f(path as u32, acc);
+            }
+        }
+    });
+}
