@@ -421,6 +421,7 @@ impl Process {
             )
         };
         if let Some(name) = name {
+            crate::heap::suppressed(|| crate::trace::remember_name(self, &name));
             self.node.registry.remove_if(&name, self.pid);
         }
         // Dropped here, inside the process, one at a time: a call request among them tells its

@@ -87,7 +87,7 @@ pub use measure::{
     CallPath, CallPercentiles, CallTreeMeasurement, FunctionMeasurement, PathMeasurement,
     ProcessCallTree, ProcessMeasurement, TraceTypes,
 };
-pub(crate) use measure::{ProcTraceRef, begin_poll, measuring};
+pub(crate) use measure::{ProcTraceRef, begin_poll, measuring, remember_name};
 pub use pattern::{Part, TracePattern};
 pub use session::{CallCount, MAX_SESSIONS, PatternError, SessionError, TraceMap, TraceSession};
 pub(crate) use session::{generation_of, record_call};

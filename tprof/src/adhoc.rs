@@ -81,6 +81,7 @@ pub struct ProfileOptions {
     report: Report,
     device: Option<Box<dyn Write + Send>>,
     percentiles: bool,
+    call_tree: bool,
 }
 
 impl Default for ProfileOptions {
@@ -94,6 +95,7 @@ impl Default for ProfileOptions {
             report: Report::default(),
             device: None,
             percentiles: false,
+            call_tree: false,
         }
     }
 }
@@ -108,6 +110,7 @@ impl fmt::Debug for ProfileOptions {
             .field("rootset", &self.rootset)
             .field("report", &self.report)
             .field("percentiles", &self.percentiles)
+            .field("call_tree", &self.call_tree)
             .field(
                 "device",
                 &self.device.as_ref().map_or("stdout", |_| "custom"),
@@ -166,6 +169,14 @@ impl ProfileOptions {
     /// Off by default: it costs a few nanoseconds per call more.
     pub fn percentiles(mut self, on: bool) -> ProfileOptions {
         self.percentiles = on;
+        self
+    }
+
+    /// With call_time or call_memory, also measures per traced call path
+    /// ([`Profile::call_tree`]): what the stack-shaped exports (flame graphs, speedscope,
+    /// pprof) draw. Off by default: it costs a hash lookup per traced call more.
+    pub fn call_tree(mut self, on: bool) -> ProfileOptions {
+        self.call_tree = on;
         self
     }
 
@@ -341,10 +352,14 @@ where
     Fut: Future<Output = T> + Send + 'static,
     T: Send + 'static,
 {
-    let session = runtime::trace::without_tracing(|| {
-        node.trace_session_with(options.trace_type.session_types(options.percentiles))
-    })
-    .map_err(ProfileError::Session)?;
+    let mut types = options.trace_type.session_types(options.percentiles);
+    if options.call_tree && options.trace_type != TraceType::CallCount {
+        types = types | runtime::trace::TraceTypes::CALL_TREE;
+    }
+    let started = std::time::SystemTime::now();
+    let clock = std::time::Instant::now();
+    let session = runtime::trace::without_tracing(|| node.trace_session_with(types))
+        .map_err(ProfileError::Session)?;
     if options.patterns.is_empty() {
         options.patterns.push(TracePattern::all());
     }
@@ -403,8 +418,20 @@ where
     if let Some(spec) = rootset {
         let _ = session.disable_trace(spec);
     }
-    let profile = Profile::from_session(&session, options.trace_type, &["tprof"]);
+    let mut profile = Profile::from_session(&session, options.trace_type, &["tprof"]);
     drop(session);
+    profile.name_live_processes();
+    if let Some(p) = profile.processes.iter_mut().find(|p| p.pid == pid) {
+        p.initial_call = std::any::type_name::<F>().to_owned();
+    }
+    profile.meta.runs.push(crate::Run {
+        program: std::env::args().next().unwrap_or_default(),
+        started_unix_ms: started
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64),
+        duration_ns: clock.elapsed().as_nanos() as u64,
+        nodes: vec![node.id()],
+    });
     let taken = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
     let result = match (taken, timed_out, reason) {
         (Some(value), _, _) => Ok(value),

@@ -191,7 +191,7 @@ pub struct Percentiles {
 /// A process that has figures in a profile.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProcessRecord {
-    /// Its pid (after [`merge`](crate::archive::merge), renumbered apart from other runs').
+    /// Its pid (after a merge, renumbered apart from the pids of other runs).
     #[serde(with = "pid_text")]
     pub pid: Pid,
     /// Its registered name, if it had one when the profile was taken.
@@ -450,17 +450,80 @@ impl Profile {
         };
         let mut profile = Profile::new(trace_type, functions);
         profile.percentiles = percentiles;
+        if trace_type != TraceType::CallCount && session.types().contains(TraceTypes::CALL_TREE) {
+            profile.call_tree_from(session, &excluded);
+        }
+        let known = if trace_type == TraceType::CallCount {
+            Vec::new()
+        } else {
+            session.measurements()
+        };
         profile.processes = profile
             .pids()
             .into_iter()
-            .map(|pid| ProcessRecord {
-                pid,
-                name: None,
-                initial_call: String::new(),
-                run: 0,
+            .map(|pid| {
+                let seen = known.iter().find(|p| p.pid == pid);
+                ProcessRecord {
+                    pid,
+                    name: seen.and_then(|p| p.registered_name.as_deref().map(str::to_owned)),
+                    initial_call: seen.map(|p| p.initial_call.to_string()).unwrap_or_default(),
+                    run: 0,
+                }
             })
             .collect();
         profile
+    }
+
+    /// Reads `session`'s call tree into [`call_tree`](Profile::call_tree) and
+    /// [`function_table`](Profile::function_table), leaving out paths that end in an
+    /// `excluded` function.
+    fn call_tree_from(&mut self, session: &TraceSession, excluded: &dyn Fn(&Callsite) -> bool) {
+        let measured = session.call_tree();
+        let mut table: std::collections::HashMap<usize, u32> = std::collections::HashMap::new();
+        let mut nodes = Vec::with_capacity(measured.paths.len());
+        for path in &measured.paths {
+            let next = self.function_table.len() as u32;
+            let function = *table.entry(path.callsite.id()).or_insert_with(|| {
+                self.function_table.push(Function::from(path.callsite));
+                next
+            });
+            nodes.push(PathNode {
+                parent: path.parent,
+                function,
+            });
+        }
+        let memory = self.trace_type == TraceType::CallMemory;
+        let mut entries = Vec::new();
+        for process in &measured.processes {
+            for m in &process.paths {
+                let Some(path) = measured.paths.get(m.path as usize) else {
+                    continue;
+                };
+                if excluded(path.callsite) || (m.calls == 0 && m.time_ns == 0 && m.words == 0) {
+                    continue;
+                }
+                entries.push(PathEntry {
+                    group: Group::Process(process.pid),
+                    node: m.path,
+                    calls: m.calls,
+                    measurement: if memory { m.words } else { m.time_ns },
+                    bytes: if memory { m.bytes } else { 0 },
+                    blocks: if memory { m.blocks } else { 0 },
+                });
+            }
+        }
+        self.call_tree = CallTree { nodes, entries };
+    }
+
+    /// Fills in the names of the processes still alive (those that ended carry the name they
+    /// had when they ended).
+    pub fn name_live_processes(&mut self) {
+        for p in &mut self.processes {
+            if let Some(info) = runtime::process_info(p.pid) {
+                p.name = info.registered_name.map(|n| n.to_string());
+                p.initial_call = info.initial_call.to_string();
+            }
+        }
     }
 
     /// The figures of the function named `function` (as [`Callsite::function`] gives it), in

@@ -10,7 +10,7 @@ use runtime::gen_server::{
 };
 use runtime::trace::{
     FlagError, FlagOutcome, PatternError, ProcessSpec, SessionError, TraceMap, TracePattern,
-    TraceSession,
+    TraceSession, TraceTypes,
 };
 use runtime::{ExitReason, NodeHandle, Pid};
 
@@ -25,6 +25,7 @@ pub struct ServerOptions {
     trace_type: TraceType,
     name: String,
     percentiles: bool,
+    call_tree: bool,
 }
 
 impl Default for ServerOptions {
@@ -33,6 +34,7 @@ impl Default for ServerOptions {
             trace_type: TraceType::CallCount,
             name: DEFAULT_NAME.to_owned(),
             percentiles: false,
+            call_tree: false,
         }
     }
 }
@@ -56,10 +58,28 @@ impl ServerOptions {
         self
     }
 
+    /// With call_time or call_memory, also measures per traced call path
+    /// ([`Profile::call_tree`]), for the stack-shaped exports.
+    pub fn call_tree(mut self, on: bool) -> ServerOptions {
+        self.call_tree = on;
+        self
+    }
+
     /// Registers the server under `name` instead of the default, so it can run beside it.
     pub fn name(mut self, name: impl Into<String>) -> ServerOptions {
         self.name = name.into();
         self
+    }
+}
+
+impl ServerOptions {
+    fn session_types(&self) -> TraceTypes {
+        let types = self.trace_type.session_types(self.percentiles);
+        if self.call_tree && self.trace_type != TraceType::CallCount {
+            types | TraceTypes::CALL_TREE
+        } else {
+            types
+        }
     }
 }
 
@@ -138,15 +158,15 @@ struct TprofServer {
 
 #[async_trait]
 impl GenServer for TprofServer {
-    type Args = (TraceType, bool);
+    type Args = (TraceType, TraceTypes);
     type Call = Request;
     type Reply = Reply;
     type Cast = ();
 
-    async fn init((trace_type, percentiles): (TraceType, bool)) -> Result<Self, ExitReason> {
+    async fn init((trace_type, types): (TraceType, TraceTypes)) -> Result<Self, ExitReason> {
         let node = NodeHandle::current().ok_or(ExitReason::NoProc)?;
         let session = node
-            .trace_session_with(trace_type.session_types(percentiles))
+            .trace_session_with(types)
             .map_err(|e| ExitReason::custom(e.to_string()))?;
         Ok(TprofServer {
             session,
@@ -188,7 +208,9 @@ impl GenServer for TprofServer {
                 Reply::Done(Ok(()))
             }
             Request::Collect => {
-                Reply::Profile(Profile::from_session(&self.session, self.trace_type, &[]))
+                let mut profile = Profile::from_session(&self.session, self.trace_type, &[]);
+                profile.name_live_processes();
+                Reply::Profile(profile)
             }
             Request::Stop => return CallReply::Stop(ExitReason::Normal, Some(Reply::Done(Ok(())))),
         };
@@ -233,7 +255,7 @@ impl Tprof {
     pub async fn start(node: &NodeHandle, options: ServerOptions) -> Result<Tprof, ServerError> {
         let started = gen_server::start_on::<TprofServer>(
             node,
-            (options.trace_type, options.percentiles),
+            (options.trace_type, options.session_types()),
             StartOptions::new().name(options.name.as_str()),
         )
         .await;
@@ -246,7 +268,7 @@ impl Tprof {
     /// As [`Tprof::start`].
     pub async fn start_link(options: ServerOptions) -> Result<Tprof, ServerError> {
         let started = gen_server::start_link::<TprofServer>(
-            (options.trace_type, options.percentiles),
+            (options.trace_type, options.session_types()),
             StartOptions::new().name(options.name.as_str()),
         )
         .await;

@@ -72,3 +72,55 @@ fn pretty_is_the_tprof_report() {
     assert_eq!(fields[0], "export_test::leaf/1");
     assert_eq!(fields[1], "6", "{text}");
 }
+
+#[test]
+fn call_tree_mode_gives_paths_that_sum_to_the_flat_figures() {
+    let outcome = tprof::profile(
+        || async {
+            runtime::register("export_worker", runtime::self_pid()).unwrap();
+            let mut total = 0;
+            for _ in 0..3 {
+                total += branch(8);
+            }
+            total
+        },
+        ProfileOptions::new()
+            .trace_type(TraceType::CallMemory)
+            .call_tree(true)
+            .pattern(TracePattern::module("export_test"))
+            .report(Report::Return),
+    )
+    .unwrap();
+    let profile = outcome.profile;
+    assert_eq!(profile.call_tree.nodes.len(), 2, "{:?}", profile.call_tree);
+    let stacks = export::stacks(&profile);
+    let names: Vec<String> = stacks
+        .iter()
+        .map(|s| {
+            s.frames
+                .iter()
+                .map(|f| f.name.as_str())
+                .collect::<Vec<_>>()
+                .join(";")
+        })
+        .collect();
+    assert_eq!(names, ["branch", "branch;leaf"]);
+    // branch allocates nothing of its own; leaf 8 + 16 words per branch call.
+    assert_eq!((stacks[0].calls, stacks[0].measurement), (3, 0));
+    assert_eq!((stacks[1].calls, stacks[1].measurement), (6, 3 * 24));
+    let leaf = profile.function("leaf").unwrap();
+    assert_eq!(leaf.entries[0].measurement, 72);
+    assert_eq!(leaf.entries[0].calls, 6);
+    // The process had ended when the profile was read: it keeps the name it had then.
+    let process = &profile.processes[0];
+    assert_eq!(process.name.as_deref(), Some("export_worker"));
+    assert_eq!(
+        profile.group_label(tprof::Group::Process(process.pid)),
+        "export_worker"
+    );
+    assert!(
+        process.initial_call.contains("call_tree_mode"),
+        "{process:?}"
+    );
+    assert_eq!(profile.meta.runs.len(), 1);
+}

@@ -237,7 +237,19 @@ impl Acc {
 /// One process's measured figures, per session.
 pub(crate) struct ProcTrace {
     pid: Pid,
+    /// What the process was spawned to run.
+    initial_call: std::borrow::Cow<'static, str>,
+    /// The name it was registered under when it ended.
+    name: Option<crate::Name>,
     sessions: Vec<SessionData>,
+}
+
+/// Keeps the name `process` was registered under as it ends, so that reports of its figures
+/// can still name it.
+pub(crate) fn remember_name(process: &Process, name: &crate::Name) {
+    if let Some(data) = process.trace_data.get() {
+        lock(data).name = Some(name.clone());
+    }
 }
 
 struct SessionData {
@@ -260,6 +272,8 @@ pub(crate) fn flush(process: &Process, drain: Drain) {
     let data = process.trace_data.get_or_init(|| {
         Arc::new(Mutex::new(ProcTrace {
             pid: process.pid,
+            initial_call: process.initial_call.clone(),
+            name: None,
             sessions: Vec::new(),
         }))
     });
@@ -411,6 +425,11 @@ pub struct FunctionMeasurement {
 pub struct ProcessMeasurement {
     /// The process (alive or not).
     pub pid: Pid,
+    /// What it was spawned to run ([`SpawnOptions::initial_call`](crate::SpawnOptions::initial_call)).
+    pub initial_call: std::borrow::Cow<'static, str>,
+    /// The name it was registered under when it ended (`None` while it runs: ask
+    /// [`process_info`](crate::process_info) then).
+    pub registered_name: Option<crate::Name>,
     /// Its functions, in callsite order; a function called but allocating nothing is here
     /// with zero words.
     pub functions: Vec<FunctionMeasurement>,
@@ -487,7 +506,7 @@ impl SessionState {
     }
 
     /// Per process, its (callsite or path id, figures) for this session, in pid order.
-    fn figures(&self) -> Vec<(Pid, Vec<(u32, Acc)>)> {
+    fn figures(&self) -> Vec<(ProcessMeasurement, Vec<(u32, Acc)>)> {
         let mut out = Vec::new();
         for data in self.tables() {
             let table = lock(&data);
@@ -496,10 +515,16 @@ impl SessionState {
                 .iter()
                 .find(|d| d.bit == self.bit() && d.generation == self.generation())
             {
-                out.push((table.pid, d.functions.clone()));
+                let process = ProcessMeasurement {
+                    pid: table.pid,
+                    initial_call: table.initial_call.clone(),
+                    registered_name: table.name.clone(),
+                    functions: Vec::new(),
+                };
+                out.push((process, d.functions.clone()));
             }
         }
-        out.sort_by_key(|p| p.0);
+        out.sort_by_key(|p| p.0.pid);
         out
     }
 
@@ -514,7 +539,7 @@ impl SessionState {
         };
         self.figures()
             .into_iter()
-            .map(|(pid, figures)| {
+            .map(|(mut process, figures)| {
                 let figures = if tree {
                     let mut by_callsite: Vec<(u32, Acc)> = figures
                         .iter()
@@ -533,7 +558,7 @@ impl SessionState {
                 } else {
                     figures
                 };
-                let functions = figures
+                process.functions = figures
                     .iter()
                     .filter_map(|(id, acc)| {
                         let callsite = callsites().get(*id as usize)?;
@@ -548,7 +573,7 @@ impl SessionState {
                         })
                     })
                     .collect();
-                ProcessMeasurement { pid, functions }
+                process
             })
             .collect()
     }
@@ -570,8 +595,8 @@ impl SessionState {
         let processes = if self.types().contains(TraceTypes::CALL_TREE) {
             self.figures()
                 .into_iter()
-                .map(|(pid, figures)| ProcessCallTree {
-                    pid,
+                .map(|(process, figures)| ProcessCallTree {
+                    pid: process.pid,
                     paths: figures
                         .iter()
                         .map(|(path, acc)| {
