@@ -56,6 +56,8 @@ pub(crate) struct NodeInner {
     /// The slots of the trace sessions open on this node: a process flag whose session is not
     /// here (dropped, or another node's session in a reused slot) counts for nothing.
     pub(crate) trace_sessions: AtomicU64,
+    /// Profiling switched on from the environment, until the node stops.
+    env_run: std::sync::Mutex<Option<crate::trace::env_run::EnvRun>>,
 }
 
 impl NodeInner {
@@ -74,6 +76,7 @@ impl NodeInner {
             next_ref: AtomicU64::new(1),
             shutdown_grace,
             trace_sessions: AtomicU64::new(0),
+            env_run: std::sync::Mutex::new(None),
         });
         DIRECTORY.get_or_alloc(id).store(Some(Arc::clone(&inner)));
         inner
@@ -184,7 +187,33 @@ impl NodeInner {
             p.kill();
         }
         self.wait_until(|| self.table.len() == 0).await;
+        self.finish_env_run();
     }
+
+    /// Writes the profile the environment asked for, once.
+    fn finish_env_run(&self) {
+        let run = self
+            .env_run
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(run) = run {
+            run.finish();
+        }
+    }
+}
+
+/// Starts what the environment asks of a new node (profiling, for `tprof run`).
+fn started(handle: NodeHandle) -> NodeHandle {
+    if std::env::var_os(crate::trace::env_run::ENV_TYPE).is_some() {
+        let run = crate::trace::env_run::start(&handle);
+        *handle
+            .inner
+            .env_run
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = run;
+    }
+    handle
 }
 
 /// Why a node could not start.
@@ -263,7 +292,7 @@ impl NodeBuilder {
             .map_err(NodeError::Runtime)?;
         let inner = NodeInner::new(runtime.handle().clone(), self.shutdown_grace);
         Ok(Node {
-            handle: NodeHandle { inner },
+            handle: started(NodeHandle { inner }),
             runtime: Some(runtime),
         })
     }
@@ -334,9 +363,9 @@ impl Node {
     /// ```
     pub fn start_on(handle: tokio::runtime::Handle) -> Node {
         Node {
-            handle: NodeHandle {
+            handle: started(NodeHandle {
                 inner: NodeInner::new(handle, DEFAULT_SHUTDOWN_GRACE),
-            },
+            }),
             runtime: None,
         }
     }
@@ -395,6 +424,7 @@ impl Deref for Node {
 impl Drop for Node {
     fn drop(&mut self) {
         let inner = &self.handle.inner;
+        inner.finish_env_run();
         inner.stopping.store(true, Ordering::Release);
         for p in inner.table.all() {
             p.kill();

@@ -59,10 +59,12 @@
 //! ```
 
 mod callsite;
+pub mod env_run;
 mod flags;
 mod measure;
 mod pattern;
 mod session;
+mod snapshot;
 mod stack;
 mod tree;
 
@@ -91,5 +93,9 @@ pub(crate) use measure::{ProcTraceRef, begin_poll, measuring, remember_name};
 pub use pattern::{Part, TracePattern};
 pub use session::{CallCount, MAX_SESSIONS, PatternError, SessionError, TraceMap, TraceSession};
 pub(crate) use session::{generation_of, record_call};
+pub use snapshot::{
+    Snapshot, SnapshotFigures, SnapshotFunction, SnapshotPath, SnapshotPercentiles,
+    SnapshotProcess, SnapshotTypes,
+};
 pub use stack::CAPACITY as STACK_CAPACITY;
 pub(crate) use stack::end_poll;

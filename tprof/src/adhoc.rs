@@ -420,18 +420,17 @@ where
     }
     let mut profile = Profile::from_session(&session, options.trace_type, &["tprof"]);
     drop(session);
-    profile.name_live_processes();
     if let Some(p) = profile.processes.iter_mut().find(|p| p.pid == pid) {
         p.initial_call = std::any::type_name::<F>().to_owned();
     }
-    profile.meta.runs.push(crate::Run {
+    profile.meta.runs = vec![crate::Run {
         program: std::env::args().next().unwrap_or_default(),
         started_unix_ms: started
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64),
         duration_ns: clock.elapsed().as_nanos() as u64,
         nodes: vec![node.id()],
-    });
+    }];
     let taken = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
     let result = match (taken, timed_out, reason) {
         (Some(value), _, _) => Ok(value),

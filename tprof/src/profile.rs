@@ -9,7 +9,9 @@
 use std::fmt;
 
 use runtime::Pid;
-use runtime::trace::{Callsite, TraceSession, TraceTypes};
+use std::collections::HashMap;
+
+use runtime::trace::{Callsite, Snapshot, TraceSession, TraceTypes};
 use serde::{Deserialize, Serialize};
 
 /// What to measure: tprof's `trace_type()`.
@@ -294,6 +296,227 @@ pub struct Meta {
     pub runs: Vec<Run>,
 }
 
+/// Builds a profile from snapshots ([`Profile::from_snapshots`]).
+struct Builder<'a> {
+    trace_type: TraceType,
+    exclude: &'a [&'a str],
+    functions: Vec<FunctionTrace>,
+    by_function: HashMap<Function, usize>,
+    processes: Vec<ProcessRecord>,
+    percentiles: Vec<Percentiles>,
+    function_table: Vec<Function>,
+    table_index: HashMap<Function, u32>,
+    nodes: Vec<PathNode>,
+    node_index: HashMap<(Option<u32>, u32), u32>,
+    path_entries: Vec<PathEntry>,
+}
+
+impl Builder<'_> {
+    fn excluded(&self, module: &str) -> bool {
+        self.exclude.iter().any(|m| {
+            module == *m
+                || module
+                    .strip_prefix(m)
+                    .is_some_and(|rest| rest.starts_with("::"))
+        })
+    }
+
+    /// The function `id` of `snapshot`, and whether it is left out.
+    fn function(&self, snapshot: &Snapshot, id: u32) -> Option<(Function, bool)> {
+        let f = snapshot.functions.get(id as usize)?;
+        Some((
+            Function {
+                module: f.module.clone(),
+                name: f.name.clone(),
+                arity: f.arity,
+                file: f.file.clone(),
+                line: f.line,
+            },
+            self.excluded(&f.module),
+        ))
+    }
+
+    fn entry(&mut self, function: Function, entry: Entry) {
+        let at = match self.by_function.get(&function) {
+            Some(&i) => i,
+            None => {
+                self.functions.push(FunctionTrace {
+                    function: function.clone(),
+                    entries: Vec::new(),
+                });
+                self.by_function.insert(function, self.functions.len() - 1);
+                self.functions.len() - 1
+            }
+        };
+        let entries = &mut self.functions[at].entries;
+        match entries.iter_mut().find(|e| e.group == entry.group) {
+            Some(e) => {
+                e.calls += entry.calls;
+                e.measurement += entry.measurement;
+                e.bytes += entry.bytes;
+                e.blocks += entry.blocks;
+            }
+            None => entries.push(entry),
+        }
+    }
+
+    fn add(&mut self, snapshot: &Snapshot) {
+        let memory = self.trace_type == TraceType::CallMemory;
+        if self.trace_type == TraceType::CallCount {
+            for &(id, calls) in &snapshot.call_counts {
+                if let Some((function, false)) = self.function(snapshot, id).filter(|_| calls > 0) {
+                    let entry = Entry {
+                        group: Group::All,
+                        calls,
+                        measurement: calls,
+                        bytes: 0,
+                        blocks: 0,
+                    };
+                    self.entry(function, entry);
+                }
+            }
+            return;
+        }
+        for process in &snapshot.processes {
+            let Ok(pid) = process.pid.parse::<Pid>() else {
+                continue;
+            };
+            let mut seen = false;
+            for f in &process.functions {
+                if f.calls == 0 && f.time_ns == 0 && f.words == 0 {
+                    continue;
+                }
+                let Some((function, false)) = self.function(snapshot, f.id) else {
+                    continue;
+                };
+                seen = true;
+                let entry = Entry {
+                    group: Group::Process(pid),
+                    calls: f.calls,
+                    measurement: if memory { f.words } else { f.time_ns },
+                    bytes: if memory { f.bytes } else { 0 },
+                    blocks: if memory { f.blocks } else { 0 },
+                };
+                self.entry(function, entry);
+            }
+            if seen {
+                self.processes.push(ProcessRecord {
+                    pid,
+                    name: process.registered_name.clone(),
+                    initial_call: process.initial_call.clone(),
+                    run: 0,
+                });
+            }
+        }
+        if self.trace_type == TraceType::CallTime {
+            for p in snapshot.percentiles.iter().filter(|p| p.calls > 0) {
+                if let Some((function, false)) = self.function(snapshot, p.function) {
+                    self.percentiles.push(Percentiles {
+                        function,
+                        calls: p.calls,
+                        p50_ns: p.p50_ns,
+                        p90_ns: p.p90_ns,
+                        p99_ns: p.p99_ns,
+                        max_ns: p.max_ns,
+                    });
+                }
+            }
+        }
+        if snapshot.types.call_tree {
+            self.add_tree(snapshot);
+        }
+    }
+
+    /// Unites `snapshot`'s call paths with those so far and adds its processes' figures.
+    fn add_tree(&mut self, snapshot: &Snapshot) {
+        let memory = self.trace_type == TraceType::CallMemory;
+        // Per path of the snapshot: its node here, and whether its function is left out.
+        let mut here: Vec<Option<(u32, bool)>> = Vec::with_capacity(snapshot.paths.len());
+        for path in &snapshot.paths {
+            let Some((function, excluded)) = self.function(snapshot, path.function) else {
+                here.push(None);
+                continue;
+            };
+            let next = self.function_table.len() as u32;
+            let f = *self.table_index.entry(function.clone()).or_insert(next);
+            if f == next {
+                self.function_table.push(function);
+            }
+            let parent = match path.parent {
+                None => None,
+                Some(p) => match here.get(p as usize) {
+                    Some(Some((node, _))) => Some(*node),
+                    _ => {
+                        here.push(None); // a parent after its child: not a path
+                        continue;
+                    }
+                },
+            };
+            let next = self.nodes.len() as u32;
+            let node = *self.node_index.entry((parent, f)).or_insert(next);
+            if node == next {
+                self.nodes.push(PathNode {
+                    parent,
+                    function: f,
+                });
+            }
+            here.push(Some((node, excluded)));
+        }
+        for process in &snapshot.processes {
+            let Ok(pid) = process.pid.parse::<Pid>() else {
+                continue;
+            };
+            for m in &process.paths {
+                let Some(Some((node, false))) = here.get(m.id as usize).copied() else {
+                    continue;
+                };
+                if m.calls == 0 && m.time_ns == 0 && m.words == 0 {
+                    continue;
+                }
+                self.path_entries.push(PathEntry {
+                    group: Group::Process(pid),
+                    node,
+                    calls: m.calls,
+                    measurement: if memory { m.words } else { m.time_ns },
+                    bytes: if memory { m.bytes } else { 0 },
+                    blocks: if memory { m.blocks } else { 0 },
+                });
+            }
+        }
+    }
+
+    fn finish(mut self, snapshots: &[Snapshot]) -> Profile {
+        // Source order: file, then line.
+        self.functions.sort_by(|a, b| {
+            (&a.function.file, a.function.line, &a.function.name).cmp(&(
+                &b.function.file,
+                b.function.line,
+                &b.function.name,
+            ))
+        });
+        for f in &mut self.functions {
+            f.entries.sort_by_key(|e| e.group);
+        }
+        self.processes.sort_by_key(|p| p.pid);
+        self.path_entries.sort_by_key(|e| (e.group, e.node));
+        let mut profile = Profile::new(self.trace_type, self.functions);
+        profile.percentiles = self.percentiles;
+        profile.processes = self.processes;
+        profile.function_table = self.function_table;
+        profile.call_tree = CallTree {
+            nodes: self.nodes,
+            entries: self.path_entries,
+        };
+        profile.meta.runs.push(Run {
+            program: String::new(),
+            started_unix_ms: 0,
+            duration_ns: 0,
+            nodes: snapshots.iter().map(|s| s.node).collect(),
+        });
+        profile
+    }
+}
+
 /// Serde for a pid as the text it prints as.
 mod pid_text {
     use runtime::Pid;
@@ -319,7 +542,7 @@ mod pid_text {
 pub struct Profile {
     /// What was measured.
     pub trace_type: TraceType,
-    /// The functions, in callsite order.
+    /// The functions: in source order (file, then line) when read from a session.
     pub functions: Vec<FunctionTrace>,
     /// Per function, the distribution of call durations over every process (call_time with
     /// [`ProfileOptions::percentiles`](crate::ProfileOptions::percentiles); empty otherwise).
@@ -366,164 +589,41 @@ impl Profile {
         trace_type: TraceType,
         exclude: &[&str],
     ) -> Profile {
-        let excluded = |cs: &Callsite| {
-            exclude.iter().any(|m| {
-                cs.module() == *m
-                    || cs
-                        .module()
-                        .strip_prefix(m)
-                        .is_some_and(|rest| rest.starts_with("::"))
-            })
-        };
-        let mut functions: Vec<FunctionTrace> = Vec::new();
-        match trace_type {
-            TraceType::CallCount => {
-                for c in session.call_counts() {
-                    if c.calls > 0 && !excluded(c.callsite) {
-                        functions.push(FunctionTrace {
-                            function: Function::from(c.callsite),
-                            entries: vec![Entry {
-                                group: Group::All,
-                                calls: c.calls,
-                                measurement: c.calls,
-                                bytes: 0,
-                                blocks: 0,
-                            }],
-                        });
-                    }
-                }
-            }
-            TraceType::CallTime | TraceType::CallMemory => {
-                let mut by_id: std::collections::BTreeMap<usize, FunctionTrace> =
-                    std::collections::BTreeMap::new();
-                for process in session.measurements() {
-                    for f in &process.functions {
-                        if excluded(f.callsite) || (f.calls == 0 && f.time_ns == 0 && f.words == 0)
-                        {
-                            continue;
-                        }
-                        let measurement = if trace_type == TraceType::CallTime {
-                            f.time_ns
-                        } else {
-                            f.words
-                        };
-                        let (bytes, blocks) = if trace_type == TraceType::CallMemory {
-                            (f.bytes, f.blocks)
-                        } else {
-                            (0, 0)
-                        };
-                        by_id
-                            .entry(f.callsite.id())
-                            .or_insert_with(|| FunctionTrace {
-                                function: Function::from(f.callsite),
-                                entries: Vec::new(),
-                            })
-                            .entries
-                            .push(Entry {
-                                group: Group::Process(process.pid),
-                                calls: f.calls,
-                                measurement,
-                                bytes,
-                                blocks,
-                            });
-                    }
-                }
-                functions = by_id.into_values().collect();
-            }
-        }
-        let percentiles = if trace_type == TraceType::CallTime {
-            session
-                .call_time_percentiles()
-                .into_iter()
-                .filter(|p| p.calls > 0 && !excluded(p.callsite))
-                .map(|p| Percentiles {
-                    function: Function::from(p.callsite),
-                    calls: p.calls,
-                    p50_ns: p.p50_ns,
-                    p90_ns: p.p90_ns,
-                    p99_ns: p.p99_ns,
-                    max_ns: p.max_ns,
-                })
-                .collect()
-        } else {
-            Vec::new()
-        };
-        let mut profile = Profile::new(trace_type, functions);
-        profile.percentiles = percentiles;
-        if trace_type != TraceType::CallCount && session.types().contains(TraceTypes::CALL_TREE) {
-            profile.call_tree_from(session, &excluded);
-        }
-        let known = if trace_type == TraceType::CallCount {
-            Vec::new()
-        } else {
-            session.measurements()
-        };
-        profile.processes = profile
-            .pids()
-            .into_iter()
-            .map(|pid| {
-                let seen = known.iter().find(|p| p.pid == pid);
-                ProcessRecord {
-                    pid,
-                    name: seen.and_then(|p| p.registered_name.as_deref().map(str::to_owned)),
-                    initial_call: seen.map(|p| p.initial_call.to_string()).unwrap_or_default(),
-                    run: 0,
-                }
-            })
-            .collect();
-        profile
+        Profile::from_snapshot(&session.snapshot(), trace_type, exclude)
     }
 
-    /// Reads `session`'s call tree into [`call_tree`](Profile::call_tree) and
-    /// [`function_table`](Profile::function_table), leaving out paths that end in an
-    /// `excluded` function.
-    fn call_tree_from(&mut self, session: &TraceSession, excluded: &dyn Fn(&Callsite) -> bool) {
-        let measured = session.call_tree();
-        let mut table: std::collections::HashMap<usize, u32> = std::collections::HashMap::new();
-        let mut nodes = Vec::with_capacity(measured.paths.len());
-        for path in &measured.paths {
-            let next = self.function_table.len() as u32;
-            let function = *table.entry(path.callsite.id()).or_insert_with(|| {
-                self.function_table.push(Function::from(path.callsite));
-                next
-            });
-            nodes.push(PathNode {
-                parent: path.parent,
-                function,
-            });
-        }
-        let memory = self.trace_type == TraceType::CallMemory;
-        let mut entries = Vec::new();
-        for process in &measured.processes {
-            for m in &process.paths {
-                let Some(path) = measured.paths.get(m.path as usize) else {
-                    continue;
-                };
-                if excluded(path.callsite) || (m.calls == 0 && m.time_ns == 0 && m.words == 0) {
-                    continue;
-                }
-                entries.push(PathEntry {
-                    group: Group::Process(process.pid),
-                    node: m.path,
-                    calls: m.calls,
-                    measurement: if memory { m.words } else { m.time_ns },
-                    bytes: if memory { m.bytes } else { 0 },
-                    blocks: if memory { m.blocks } else { 0 },
-                });
-            }
-        }
-        self.call_tree = CallTree { nodes, entries };
+    /// Reads a session's [`Snapshot`] (taken here, or written by a profiled program as it
+    /// stopped) as a `trace_type` profile, leaving out functions of the modules in `exclude`
+    /// (and their submodules). Pids that do not parse are left out.
+    pub fn from_snapshot(snapshot: &Snapshot, trace_type: TraceType, exclude: &[&str]) -> Profile {
+        Profile::from_snapshots(std::slice::from_ref(snapshot), trace_type, exclude)
     }
 
-    /// Fills in the names of the processes still alive (those that ended carry the name they
-    /// had when they ended).
-    pub fn name_live_processes(&mut self) {
-        for p in &mut self.processes {
-            if let Some(info) = runtime::process_info(p.pid) {
-                p.name = info.registered_name.map(|n| n.to_string());
-                p.initial_call = info.initial_call.to_string();
-            }
+    /// [`from_snapshot`](Profile::from_snapshot) for the sessions of several nodes of one
+    /// run: their processes side by side (pids of different nodes differ), their call counts
+    /// summed, their call paths united.
+    pub fn from_snapshots(
+        snapshots: &[Snapshot],
+        trace_type: TraceType,
+        exclude: &[&str],
+    ) -> Profile {
+        let mut builder = Builder {
+            trace_type,
+            exclude,
+            functions: Vec::new(),
+            by_function: HashMap::new(),
+            processes: Vec::new(),
+            percentiles: Vec::new(),
+            function_table: Vec::new(),
+            table_index: HashMap::new(),
+            nodes: Vec::new(),
+            node_index: HashMap::new(),
+            path_entries: Vec::new(),
+        };
+        for snapshot in snapshots {
+            builder.add(snapshot);
         }
+        builder.finish(snapshots)
     }
 
     /// The figures of the function named `function` (as [`Callsite::function`] gives it), in

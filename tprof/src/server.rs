@@ -208,9 +208,7 @@ impl GenServer for TprofServer {
                 Reply::Done(Ok(()))
             }
             Request::Collect => {
-                let mut profile = Profile::from_session(&self.session, self.trace_type, &[]);
-                profile.name_live_processes();
-                Reply::Profile(profile)
+                Reply::Profile(Profile::from_session(&self.session, self.trace_type, &[]))
             }
             Request::Stop => return CallReply::Stop(ExitReason::Normal, Some(Reply::Done(Ok(())))),
         };

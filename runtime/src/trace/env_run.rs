@@ -1,0 +1,145 @@
+//! Profiling switched on from the environment, with no change to the program: what
+//! `tprof run` uses.
+//!
+//! When [`ENV_TYPE`] is set as a node starts, the node opens a trace session of that type
+//! (call_count, call_time or call_memory), traces every function of every process it will run,
+//! and when it stops — [`NodeHandle::shutdown`](crate::NodeHandle::shutdown),
+//! [`Node::stop`](crate::Node::stop) or dropping the [`Node`](crate::Node) — writes what the
+//! session gathered as a [`RunFile`] (JSON) into the folder [`ENV_DIR`] names, one file per
+//! node. A program that ends with `std::process::exit` before its node stops writes nothing.
+//!
+//! | variable | value |
+//! | --- | --- |
+//! | `TPROF_RUN` | `call_count`, `call_time` or `call_memory` |
+//! | `TPROF_RUN_DIR` | the folder to write into (default: the current folder) |
+//! | `TPROF_RUN_CALL_TREE` | `1`: call-tree mode too (call_time, call_memory) |
+//! | `TPROF_RUN_PERCENTILES` | `1`: call-duration histograms too (call_time) |
+//!
+//! A wrong value is reported on stderr and the program runs unprofiled: profiling never stops
+//! a program from running.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+use super::{ProcessSpec, Snapshot, TracePattern, TraceSession, TraceTypes};
+use crate::NodeHandle;
+
+/// The trace type to measure: `call_count`, `call_time` or `call_memory`.
+pub const ENV_TYPE: &str = "TPROF_RUN";
+/// The folder the node writes its [`RunFile`] into.
+pub const ENV_DIR: &str = "TPROF_RUN_DIR";
+/// `1` for call-tree mode.
+pub const ENV_CALL_TREE: &str = "TPROF_RUN_CALL_TREE";
+/// `1` for call-duration histograms.
+pub const ENV_PERCENTILES: &str = "TPROF_RUN_PERCENTILES";
+
+/// The version of [`RunFile`] this runtime writes.
+pub const RUN_FILE_VERSION: u32 = 1;
+
+/// What one node of a program profiled from the environment wrote as it stopped.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunFile {
+    /// [`RUN_FILE_VERSION`] when written.
+    pub version: u32,
+    /// The trace type asked for (the value of [`ENV_TYPE`]).
+    pub trace_type: String,
+    /// The program's command line.
+    pub program: Vec<String>,
+    /// The OS process id.
+    pub os_pid: u32,
+    /// When the node started, in milliseconds since the Unix epoch.
+    pub started_unix_ms: u64,
+    /// How long the node ran, in nanoseconds.
+    pub duration_ns: u64,
+    /// What the session gathered.
+    pub snapshot: Snapshot,
+}
+
+/// A node's profiling from the environment, until it stops.
+pub(crate) struct EnvRun {
+    session: TraceSession,
+    trace_type: String,
+    dir: PathBuf,
+    started: SystemTime,
+    clock: Instant,
+}
+
+/// Starts profiling `node` if the environment asks for it.
+pub(crate) fn start(node: &NodeHandle) -> Option<EnvRun> {
+    let trace_type = std::env::var(ENV_TYPE).ok()?;
+    let flag = |name: &str| std::env::var(name).is_ok_and(|v| v == "1");
+    let mut types = match trace_type.as_str() {
+        "call_count" => TraceTypes::CALL_COUNT,
+        "call_time" if flag(ENV_PERCENTILES) => TraceTypes::CALL_TIME_HISTOGRAMS,
+        "call_time" => TraceTypes::CALL_TIME,
+        "call_memory" => TraceTypes::CALL_MEMORY,
+        other => {
+            eprintln!(
+                "tprof: {ENV_TYPE}={other} is not a trace type (call_count, call_time or \
+                 call_memory); node {} runs unprofiled",
+                node.id()
+            );
+            return None;
+        }
+    };
+    if flag(ENV_CALL_TREE) && trace_type != "call_count" {
+        types = types | TraceTypes::CALL_TREE;
+    }
+    let session = match node.trace_session_with(types) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("tprof: cannot profile node {}: {e}", node.id());
+            return None;
+        }
+    };
+    if let Err(e) = session.set_pattern(&TracePattern::all()) {
+        eprintln!("tprof: node {} has no traced function: {e}", node.id());
+    }
+    let _ = session.enable_trace(ProcessSpec::New, true);
+    Some(EnvRun {
+        session,
+        trace_type,
+        dir: std::env::var_os(ENV_DIR).map_or_else(|| PathBuf::from("."), PathBuf::from),
+        started: SystemTime::now(),
+        clock: Instant::now(),
+    })
+}
+
+impl EnvRun {
+    /// Writes what the session gathered into the run folder (errors go to stderr).
+    pub(crate) fn finish(self) {
+        let run = RunFile {
+            version: RUN_FILE_VERSION,
+            trace_type: self.trace_type,
+            program: std::env::args().collect(),
+            os_pid: std::process::id(),
+            started_unix_ms: self
+                .started
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64),
+            duration_ns: self.clock.elapsed().as_nanos() as u64,
+            snapshot: self.session.snapshot(),
+        };
+        let node = run.snapshot.node;
+        let name = format!("tprof-run-{}-node{node}.json", run.os_pid);
+        let path = self.dir.join(&name);
+        let partial = self.dir.join(format!(".{name}.partial"));
+        let written = crate::heap::suppressed(|| {
+            std::fs::File::create(&partial)
+                .and_then(|mut f| {
+                    serde_json::to_writer(&mut f, &run)?;
+                    f.flush()
+                })
+                .and_then(|()| std::fs::rename(&partial, &path))
+        });
+        if let Err(e) = written {
+            eprintln!(
+                "tprof: cannot write the profile of node {node} to {}: {e}",
+                path.display()
+            );
+        }
+    }
+}

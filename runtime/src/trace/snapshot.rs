@@ -1,0 +1,250 @@
+//! A trace session's data as plain values: what `tprof` reads, in the same process
+//! ([`TraceSession::snapshot`]) or from a file a profiled program wrote as it stopped
+//! ([`super::env_run`]).
+//!
+//! Functions are given once, in [`Snapshot::functions`], and referred to by index, so that a
+//! snapshot needs none of the program's static callsites to be read: another program (the
+//! `tprof` command) can read it.
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::{Callsite, TraceSession, TraceTypes};
+
+/// A traced function, as plain data.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct SnapshotFunction {
+    /// Its module path.
+    pub module: String,
+    /// Its name (`name`, `Type::method`, `<Type as Trait>::method`).
+    pub name: String,
+    /// Its parameters, `self` included.
+    pub arity: u8,
+    /// The file it is defined in.
+    pub file: String,
+    /// The line it is defined on.
+    pub line: u32,
+}
+
+/// Figures of one function (or one call path) in one process.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotFigures {
+    /// The function (an index into [`Snapshot::functions`]), or the path (an index into
+    /// [`Snapshot::paths`]).
+    pub id: u32,
+    /// Calls.
+    pub calls: u64,
+    /// Nanoseconds while polled (call_time).
+    pub time_ns: u64,
+    /// Words allocated (call_memory).
+    pub words: u64,
+    /// Bytes allocated (call_memory).
+    pub bytes: u64,
+    /// Allocations (call_memory).
+    pub blocks: u64,
+}
+
+/// One measured process.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotProcess {
+    /// Its pid, as it prints (`<1.5.0>`).
+    pub pid: String,
+    /// What it was spawned to run.
+    pub initial_call: String,
+    /// Its registered name (now, or when it ended).
+    pub registered_name: Option<String>,
+    /// Per function it called.
+    pub functions: Vec<SnapshotFigures>,
+    /// Per call path it ran (call-tree mode).
+    pub paths: Vec<SnapshotFigures>,
+}
+
+/// One call path: the path it extends and the function called last.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotPath {
+    /// The path it extends (smaller than its own index), `None` for an outermost call.
+    pub parent: Option<u32>,
+    /// The function (an index into [`Snapshot::functions`]).
+    pub function: u32,
+}
+
+/// One function's call-duration distribution (call_time with histograms).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotPercentiles {
+    /// The function (an index into [`Snapshot::functions`]).
+    pub function: u32,
+    /// Calls recorded.
+    pub calls: u64,
+    /// Median, ns.
+    pub p50_ns: u64,
+    /// 90th percentile, ns.
+    pub p90_ns: u64,
+    /// 99th percentile, ns.
+    pub p99_ns: u64,
+    /// Longest, ns.
+    pub max_ns: u64,
+}
+
+/// Everything a trace session gathered, as plain data.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Snapshot {
+    /// What the session measures.
+    pub types: SnapshotTypes,
+    /// The node it belongs to.
+    pub node: u32,
+    /// The functions the rest refers to.
+    pub functions: Vec<SnapshotFunction>,
+    /// call_count: calls per function, every process of the node together (ids into
+    /// `functions`).
+    pub call_counts: Vec<(u32, u64)>,
+    /// call_time, call_memory: per process measured, in pid order.
+    pub processes: Vec<SnapshotProcess>,
+    /// Call-tree mode: the paths seen; a parent comes before its children.
+    pub paths: Vec<SnapshotPath>,
+    /// call_time with histograms: per function.
+    pub percentiles: Vec<SnapshotPercentiles>,
+}
+
+/// What a session measured: its [`TraceTypes`], as plain data.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotTypes {
+    /// call_count.
+    pub call_count: bool,
+    /// call_time.
+    pub call_time: bool,
+    /// call_memory.
+    pub call_memory: bool,
+    /// Call-tree mode.
+    pub call_tree: bool,
+}
+
+impl From<TraceTypes> for SnapshotTypes {
+    fn from(t: TraceTypes) -> SnapshotTypes {
+        SnapshotTypes {
+            call_count: t.contains(TraceTypes::CALL_COUNT),
+            call_time: t.contains(TraceTypes::CALL_TIME),
+            call_memory: t.contains(TraceTypes::CALL_MEMORY),
+            call_tree: t.contains(TraceTypes::CALL_TREE),
+        }
+    }
+}
+
+/// Interns callsites into a snapshot's function list.
+#[derive(Default)]
+struct Functions {
+    ids: HashMap<usize, u32>,
+    list: Vec<SnapshotFunction>,
+}
+
+impl Functions {
+    fn id(&mut self, cs: &'static Callsite) -> u32 {
+        let next = self.list.len() as u32;
+        *self.ids.entry(cs.id()).or_insert_with(|| {
+            self.list.push(SnapshotFunction {
+                module: cs.module().to_owned(),
+                name: cs.function().to_owned(),
+                arity: cs.arity(),
+                file: cs.file().to_owned(),
+                line: cs.line(),
+            });
+            next
+        })
+    }
+}
+
+impl TraceSession {
+    /// Everything this session has gathered, as plain data (processes still running are
+    /// named as they are now). Never stops the processes it measures.
+    pub fn snapshot(&self) -> Snapshot {
+        crate::heap::suppressed(|| {
+            let mut functions = Functions::default();
+            let types = self.types();
+            let call_counts = if types.contains(TraceTypes::CALL_COUNT) {
+                self.call_counts()
+                    .into_iter()
+                    .filter(|c| c.calls > 0)
+                    .map(|c| (functions.id(c.callsite), c.calls))
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            let tree = self.call_tree();
+            let paths = tree
+                .paths
+                .iter()
+                .map(|p| SnapshotPath {
+                    parent: p.parent,
+                    function: functions.id(p.callsite),
+                })
+                .collect();
+            let mut processes: Vec<SnapshotProcess> = self
+                .measurements()
+                .into_iter()
+                .map(|p| {
+                    let live_name = crate::process_info(p.pid)
+                        .and_then(|info| info.registered_name)
+                        .map(|n| n.to_string());
+                    SnapshotProcess {
+                        pid: p.pid.to_string(),
+                        initial_call: p.initial_call.to_string(),
+                        registered_name: live_name
+                            .or_else(|| p.registered_name.map(|n| n.to_string())),
+                        functions: p
+                            .functions
+                            .iter()
+                            .map(|f| SnapshotFigures {
+                                id: functions.id(f.callsite),
+                                calls: f.calls,
+                                time_ns: f.time_ns,
+                                words: f.words,
+                                bytes: f.bytes,
+                                blocks: f.blocks,
+                            })
+                            .collect(),
+                        paths: tree
+                            .processes
+                            .iter()
+                            .find(|t| t.pid == p.pid)
+                            .map(|t| {
+                                t.paths
+                                    .iter()
+                                    .map(|m| SnapshotFigures {
+                                        id: m.path,
+                                        calls: m.calls,
+                                        time_ns: m.time_ns,
+                                        words: m.words,
+                                        bytes: m.bytes,
+                                        blocks: m.blocks,
+                                    })
+                                    .collect()
+                            })
+                            .unwrap_or_default(),
+                    }
+                })
+                .collect();
+            processes.sort_by_key(|p| p.pid.parse::<crate::Pid>().ok());
+            let percentiles = self
+                .call_time_percentiles()
+                .into_iter()
+                .map(|p| SnapshotPercentiles {
+                    function: functions.id(p.callsite),
+                    calls: p.calls,
+                    p50_ns: p.p50_ns,
+                    p90_ns: p.p90_ns,
+                    p99_ns: p.p99_ns,
+                    max_ns: p.max_ns,
+                })
+                .collect();
+            Snapshot {
+                types: types.into(),
+                node: self.node(),
+                functions: functions.list,
+                call_counts,
+                processes,
+                paths,
+                percentiles,
+            }
+        })
+    }
+}
