@@ -23,7 +23,9 @@ use std::str::FromStr;
 use crate::{Aggregate, Profile, SortBy, TraceType};
 
 mod json;
+pub mod pprof;
 mod stacks;
+mod weight;
 
 pub use stacks::{Stack, stacks};
 
@@ -34,25 +36,30 @@ pub enum Format {
     Pretty,
     /// The profile as JSON.
     Json,
+    /// Gzipped `profile.proto`, for `go tool pprof`: a sample per process and call path,
+    /// labelled `process` and `pid` (the messages: [`pprof`]).
+    Pprof,
 }
 
 impl Format {
     /// Every format, in the order `--help` lists them.
-    pub const ALL: &'static [Format] = &[Format::Pretty, Format::Json];
+    pub const ALL: &'static [Format] = &[Format::Pretty, Format::Json, Format::Pprof];
 
     /// Its name on the command line.
     pub fn name(self) -> &'static str {
         match self {
             Format::Pretty => "pretty",
             Format::Json => "json",
+            Format::Pprof => "pprof",
         }
     }
 
-    /// The file extension a file of this format usually has.
+    /// The file extension a file of this format usually has (without the leading dot).
     pub fn extension(self) -> &'static str {
         match self {
             Format::Pretty => "txt",
             Format::Json => "json",
+            Format::Pprof => "pb.gz",
         }
     }
 }
@@ -166,14 +173,16 @@ pub fn write(format: Format, profile: &Profile, out: &mut dyn Write) -> Result<(
     match format {
         Format::Pretty => pretty(profile, out),
         Format::Json => json::write(profile, out),
+        Format::Pprof => pprof::write(profile, out),
     }
 }
 
-/// Writes `profile` to a string in `format` (for the text formats).
+/// Writes `profile` to a string in `format` (for the text formats: every format but `pprof`,
+/// which is gzip data).
 ///
 /// # Errors
 ///
-/// As [`write`].
+/// As [`write()`].
 pub fn to_string(format: Format, profile: &Profile) -> Result<String, ExportError> {
     let mut out = Vec::new();
     write(format, profile, &mut out)?;
