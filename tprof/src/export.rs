@@ -22,6 +22,7 @@ use std::str::FromStr;
 
 use crate::{Aggregate, Profile, SortBy, TraceType};
 
+mod folded;
 mod json;
 pub mod pprof;
 mod stacks;
@@ -39,11 +40,15 @@ pub enum Format {
     /// Gzipped `profile.proto`, for `go tool pprof`: a sample per process and call path,
     /// labelled `process` and `pid` (the messages: [`pprof`]).
     Pprof,
+    /// Folded stacks, for flamegraph.pl and inferno: one line per process and call path, the
+    /// process as the root frame, valued in calls, nanoseconds or bytes (call_memory).
+    Folded,
 }
 
 impl Format {
     /// Every format, in the order `--help` lists them.
-    pub const ALL: &'static [Format] = &[Format::Pretty, Format::Json, Format::Pprof];
+    pub const ALL: &'static [Format] =
+        &[Format::Pretty, Format::Json, Format::Pprof, Format::Folded];
 
     /// Its name on the command line.
     pub fn name(self) -> &'static str {
@@ -51,6 +56,7 @@ impl Format {
             Format::Pretty => "pretty",
             Format::Json => "json",
             Format::Pprof => "pprof",
+            Format::Folded => "folded",
         }
     }
 
@@ -60,6 +66,7 @@ impl Format {
             Format::Pretty => "txt",
             Format::Json => "json",
             Format::Pprof => "pb.gz",
+            Format::Folded => "folded",
         }
     }
 }
@@ -174,6 +181,7 @@ pub fn write(format: Format, profile: &Profile, out: &mut dyn Write) -> Result<(
         Format::Pretty => pretty(profile, out),
         Format::Json => json::write(profile, out),
         Format::Pprof => pprof::write(profile, out),
+        Format::Folded => folded::write(profile, out),
     }
 }
 

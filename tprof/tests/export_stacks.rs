@@ -1,5 +1,5 @@
-//! The stack-shaped exports (pprof) read back by real parsers —
-//! prost — and checked against the profile they came from: a real
+//! The stack-shaped exports (folded, pprof) read back by real parsers —
+//! line splitting, prost — and checked against the profile they came from: a real
 //! flat profile from `tprof::profile`, and a call-tree profile built by hand (the runtime does
 //! not produce call paths yet).
 //!
@@ -323,6 +323,10 @@ fn name(f: &Function) -> String {
     format!("{}::{}", f.module, f.name)
 }
 
+fn export_text(format: Format, profile: &Profile) -> String {
+    export::to_string(format, profile).unwrap()
+}
+
 fn profiles() -> Vec<(String, Profile)> {
     let mut out: Vec<(String, Profile)> = TYPES
         .iter()
@@ -336,7 +340,10 @@ fn profiles() -> Vec<(String, Profile)> {
 }
 
 /// The formats this file tests: the format, its name and its extension.
-const FORMATS: [(Format, &str, &str); 1] = [(Format::Pprof, "pprof", "pb.gz")];
+const FORMATS: [(Format, &str, &str); 2] = [
+    (Format::Pprof, "pprof", "pb.gz"),
+    (Format::Folded, "folded", "folded"),
+];
 
 #[test]
 fn the_new_formats_have_names_and_extensions() {
@@ -362,6 +369,76 @@ fn the_hand_built_profile_is_what_the_tests_think() {
     );
     // The flat figures agree with the paths.
     assert_eq!(profile.total(), 875 + 155);
+}
+
+// ---- folded
+
+/// Folded lines as (frames, value); panics on a line that is not `frames VALUE`.
+fn parse_folded(text: &str) -> Vec<(Vec<String>, u64)> {
+    text.lines()
+        .map(|line| {
+            let (stack, value) = line.rsplit_once(' ').expect("a space before the value");
+            assert!(!stack.contains(char::is_whitespace), "{line:?}");
+            let value: u64 = value.parse().expect("an integer value");
+            assert!(value > 0, "{line:?}");
+            (stack.split(';').map(str::to_owned).collect(), value)
+        })
+        .collect()
+}
+
+#[test]
+fn folded_lines_sum_to_each_process_total() {
+    for (what, profile) in profiles() {
+        let text = export_text(Format::Folded, &profile);
+        assert!(text.ends_with('\n'), "{what}");
+        let lines = parse_folded(&text);
+        let mut totals: BTreeMap<String, u64> = BTreeMap::new();
+        for (frames, value) in &lines {
+            // The process is the root frame; spaces in it became `_`.
+            *totals.entry(frames[0].replace('_', " ")).or_insert(0) += value;
+        }
+        assert_eq!(totals, expected_totals(&profile), "{what}\n{text}");
+        // One line per path that weighs something, its frames the path's.
+        let mut want: Vec<Vec<String>> = expected_paths(&profile)
+            .into_iter()
+            .filter(|p| weight(profile.trace_type, p.measurement, p.bytes) > 0)
+            .map(|p| {
+                std::iter::once(p.label.replace(' ', "_"))
+                    .chain(p.frames.iter().map(|f| name(f).replace(' ', "_")))
+                    .collect()
+            })
+            .collect();
+        let mut got: Vec<Vec<String>> = lines.into_iter().map(|(f, _)| f).collect();
+        want.sort();
+        got.sort();
+        assert_eq!(got, want, "{what}");
+    }
+}
+
+#[test]
+fn folded_tree_lines_are_exact() {
+    let text = export_text(Format::Folded, &tree_profile(TraceType::CallTime));
+    let mut lines: Vec<&str> = text.lines().collect();
+    lines.sort_unstable();
+    assert_eq!(
+        lines,
+        [
+            "<0.6.1>;app::log 55",
+            "<0.6.1>;app::main;app::handle 70",
+            "<0.6.1>;app::main;app::handle;app::parse::<Parser_as_Iterator>::next 30",
+            "dispatcher;app::main 100",
+            "dispatcher;app::main;app::handle 300",
+            "dispatcher;app::main;app::handle;app::log 25",
+            "dispatcher;app::main;app::handle;app::parse::<Parser_as_Iterator>::next 450",
+        ],
+        "the path with 0 ns (main>log) is left out"
+    );
+    // call_memory weighs bytes, not words.
+    let text = export_text(Format::Folded, &tree_profile(TraceType::CallMemory));
+    assert!(
+        text.lines().any(|l| l == "dispatcher;app::main 793"),
+        "{text}"
+    );
 }
 
 // ---- pprof
