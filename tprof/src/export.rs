@@ -25,6 +25,7 @@ use crate::{Aggregate, Profile, SortBy, TraceType};
 mod folded;
 mod json;
 pub mod pprof;
+mod speedscope;
 mod stacks;
 mod weight;
 
@@ -37,6 +38,9 @@ pub enum Format {
     Pretty,
     /// The profile as JSON.
     Json,
+    /// speedscope's file format: one sampled profile per process, each call path weighing
+    /// its own calls (unit `none`), nanoseconds, or bytes (call_memory).
+    Speedscope,
     /// Gzipped `profile.proto`, for `go tool pprof`: a sample per process and call path,
     /// labelled `process` and `pid` (the messages: [`pprof`]).
     Pprof,
@@ -47,14 +51,20 @@ pub enum Format {
 
 impl Format {
     /// Every format, in the order `--help` lists them.
-    pub const ALL: &'static [Format] =
-        &[Format::Pretty, Format::Json, Format::Pprof, Format::Folded];
+    pub const ALL: &'static [Format] = &[
+        Format::Pretty,
+        Format::Json,
+        Format::Speedscope,
+        Format::Pprof,
+        Format::Folded,
+    ];
 
     /// Its name on the command line.
     pub fn name(self) -> &'static str {
         match self {
             Format::Pretty => "pretty",
             Format::Json => "json",
+            Format::Speedscope => "speedscope",
             Format::Pprof => "pprof",
             Format::Folded => "folded",
         }
@@ -65,6 +75,7 @@ impl Format {
         match self {
             Format::Pretty => "txt",
             Format::Json => "json",
+            Format::Speedscope => "speedscope.json",
             Format::Pprof => "pb.gz",
             Format::Folded => "folded",
         }
@@ -180,6 +191,7 @@ pub fn write(format: Format, profile: &Profile, out: &mut dyn Write) -> Result<(
     match format {
         Format::Pretty => pretty(profile, out),
         Format::Json => json::write(profile, out),
+        Format::Speedscope => speedscope::write(profile, out),
         Format::Pprof => pprof::write(profile, out),
         Format::Folded => folded::write(profile, out),
     }

@@ -1,5 +1,5 @@
-//! The stack-shaped exports (folded, pprof) read back by real parsers —
-//! line splitting, prost — and checked against the profile they came from: a real
+//! The stack-shaped exports (folded, speedscope, pprof) read back by real parsers —
+//! line splitting, serde_json, prost — and checked against the profile they came from: a real
 //! flat profile from `tprof::profile`, and a call-tree profile built by hand (the runtime does
 //! not produce call paths yet).
 //!
@@ -14,6 +14,7 @@ use std::io::Read;
 use prost::Message;
 use runtime::trace::TracePattern;
 use runtime::{Down, Pid, receive, spawn_monitor};
+use serde_json::Value;
 use tprof::export::{self, Format, pprof};
 use tprof::{
     CallTree, Entry, Function, FunctionTrace, Group, PathEntry, PathNode, ProcessRecord, Profile,
@@ -340,7 +341,8 @@ fn profiles() -> Vec<(String, Profile)> {
 }
 
 /// The formats this file tests: the format, its name and its extension.
-const FORMATS: [(Format, &str, &str); 2] = [
+const FORMATS: [(Format, &str, &str); 3] = [
+    (Format::Speedscope, "speedscope", "speedscope.json"),
     (Format::Pprof, "pprof", "pb.gz"),
     (Format::Folded, "folded", "folded"),
 ];
@@ -438,6 +440,117 @@ fn folded_tree_lines_are_exact() {
     assert!(
         text.lines().any(|l| l == "dispatcher;app::main 793"),
         "{text}"
+    );
+}
+
+// ---- speedscope
+
+#[test]
+fn speedscope_frames_samples_and_weights_agree_with_the_profile() {
+    for (what, profile) in profiles() {
+        let text = export_text(Format::Speedscope, &profile);
+        let file: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(
+            file["$schema"],
+            "https://www.speedscope.app/file-format-schema.json"
+        );
+        let frames = file["shared"]["frames"].as_array().unwrap();
+        let unit = match profile.trace_type {
+            TraceType::CallCount => "none",
+            TraceType::CallTime => "nanoseconds",
+            TraceType::CallMemory => "bytes",
+        };
+        // Per process label: the stacks (as frame names) and their weights.
+        let mut got: BTreeMap<String, Vec<(Vec<String>, u64)>> = BTreeMap::new();
+        let mut totals = BTreeMap::new();
+        for p in file["profiles"].as_array().unwrap() {
+            assert_eq!(p["type"], "sampled", "{what}");
+            assert_eq!(p["unit"], unit, "{what}");
+            assert_eq!(p["startValue"], 0, "{what}");
+            let samples = p["samples"].as_array().unwrap();
+            let weights = p["weights"].as_array().unwrap();
+            assert_eq!(samples.len(), weights.len(), "{what}");
+            let label = p["name"].as_str().unwrap().to_owned();
+            let mut sum = 0;
+            for (sample, weight) in samples.iter().zip(weights) {
+                let weight = weight.as_u64().unwrap();
+                assert!(weight > 0, "{what}");
+                sum += weight;
+                let names = sample
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|i| {
+                        let frame = &frames[i.as_u64().unwrap() as usize];
+                        frame["name"].as_str().unwrap().to_owned()
+                    })
+                    .collect();
+                got.entry(label.clone()).or_default().push((names, weight));
+            }
+            assert_eq!(p["endValue"].as_u64().unwrap(), sum, "{what}");
+            assert!(
+                totals.insert(label, sum).is_none(),
+                "one profile per process"
+            );
+        }
+        assert_eq!(totals, expected_totals(&profile), "{what}");
+        let mut want: BTreeMap<String, Vec<(Vec<String>, u64)>> = BTreeMap::new();
+        for p in expected_paths(&profile) {
+            let w = weight(profile.trace_type, p.measurement, p.bytes);
+            if w > 0 {
+                want.entry(p.label)
+                    .or_default()
+                    .push((p.frames.iter().map(name).collect(), w));
+            }
+        }
+        for v in got.values_mut().chain(want.values_mut()) {
+            v.sort();
+        }
+        assert_eq!(got, want, "{what}");
+        // Each frame once, with the function's file and line.
+        let all: Vec<&Function> = profile
+            .functions
+            .iter()
+            .map(|f| &f.function)
+            .chain(&profile.function_table)
+            .collect();
+        let mut names: Vec<&str> = Vec::new();
+        for frame in frames {
+            let n = frame["name"].as_str().unwrap();
+            let f = all.iter().find(|f| name(f) == n).unwrap();
+            assert_eq!(frame["file"], f.file.as_str(), "{what}");
+            assert_eq!(frame["line"], f.line, "{what}");
+            names.push(n);
+        }
+        let count = names.len();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), count, "{what}: a frame twice");
+    }
+}
+
+#[test]
+fn speedscope_names_profiles_by_registered_name() {
+    let text = export_text(Format::Speedscope, &tree_profile(TraceType::CallTime));
+    let file: Value = serde_json::from_str(&text).unwrap();
+    let names: Vec<&str> = file["profiles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["dispatcher", "<0.6.1>"],
+        "pid order, names where registered"
+    );
+    assert!(
+        file["shared"]["frames"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["name"] == "app::parse::<Parser as Iterator>::next"),
+        "JSON needs no escaping of the name"
     );
 }
 

@@ -1,9 +1,10 @@
-//! What the stack-shaped exports (folded) count for a stack, and the name a frame
+//! What the stack-shaped exports (folded, speedscope) count for a stack, and the name a frame
 //! goes by in every stack-shaped export.
 //!
 //! A stack weighs its measurement — calls (call_count) or nanoseconds (call_time) — except in
 //! call_memory, where it weighs **bytes** rather than the words tprof's reports count: flame
-//! graph users read memory in bytes. Bytes are what was asked of the allocator; words are bytes rounded up to 8 per
+//! graph and speedscope users read memory in bytes, and speedscope has a `bytes` unit but no
+//! words. Bytes are what was asked of the allocator; words are bytes rounded up to 8 per
 //! allocation, so the two can differ slightly.
 
 use super::Stack;
@@ -14,6 +15,15 @@ pub(super) fn weight(trace_type: TraceType, stack: &Stack<'_>) -> u64 {
     match trace_type {
         TraceType::CallCount | TraceType::CallTime => stack.measurement,
         TraceType::CallMemory => stack.bytes,
+    }
+}
+
+/// speedscope's unit for [`weight`]: `none` (calls), `nanoseconds` or `bytes`.
+pub(super) fn speedscope_unit(trace_type: TraceType) -> &'static str {
+    match trace_type {
+        TraceType::CallCount => "none",
+        TraceType::CallTime => "nanoseconds",
+        TraceType::CallMemory => "bytes",
     }
 }
 
