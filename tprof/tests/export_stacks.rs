@@ -1,4 +1,4 @@
-//! The stack-shaped exports (folded, speedscope, pprof) read back by real parsers —
+//! The stack-shaped exports (folded, speedscope, chrome, pprof) read back by real parsers —
 //! line splitting, serde_json, prost — and checked against the profile they came from: a real
 //! flat profile from `tprof::profile`, and a call-tree profile built by hand (the runtime does
 //! not produce call paths yet).
@@ -341,8 +341,9 @@ fn profiles() -> Vec<(String, Profile)> {
 }
 
 /// The formats this file tests: the format, its name and its extension.
-const FORMATS: [(Format, &str, &str); 3] = [
+const FORMATS: [(Format, &str, &str); 4] = [
     (Format::Speedscope, "speedscope", "speedscope.json"),
+    (Format::Chrome, "chrome", "trace.json"),
     (Format::Pprof, "pprof", "pb.gz"),
     (Format::Folded, "folded", "folded"),
 ];
@@ -552,6 +553,181 @@ fn speedscope_names_profiles_by_registered_name() {
             .any(|f| f["name"] == "app::parse::<Parser as Iterator>::next"),
         "JSON needs no escaping of the name"
     );
+}
+
+// ---- chrome
+
+/// One complete event, read back.
+#[derive(Debug, Clone)]
+struct Slice {
+    name: String,
+    ts: f64,
+    dur: f64,
+    calls: u64,
+    measurement: u64,
+    inclusive: u64,
+    path: String,
+}
+
+/// The chrome trace's process names (by pid) and its X events (by pid).
+fn parse_chrome(text: &str) -> (HashMap<u64, String>, BTreeMap<u64, Vec<Slice>>) {
+    let file: Value = serde_json::from_str(text).unwrap();
+    assert_eq!(file["displayTimeUnit"], "ns");
+    let mut names = HashMap::new();
+    let mut slices: BTreeMap<u64, Vec<Slice>> = BTreeMap::new();
+    for e in file["traceEvents"].as_array().unwrap() {
+        let pid = e["pid"].as_u64().unwrap();
+        assert_eq!(e["tid"].as_u64().unwrap(), pid, "one thread per process");
+        match e["ph"].as_str().unwrap() {
+            "M" => {
+                if e["name"] == "process_name" {
+                    let name = e["args"]["name"].as_str().unwrap().to_owned();
+                    assert!(names.insert(pid, name).is_none(), "one name per process");
+                }
+            }
+            "X" => {
+                let args = &e["args"];
+                slices.entry(pid).or_default().push(Slice {
+                    name: e["name"].as_str().unwrap().to_owned(),
+                    ts: e["ts"].as_f64().unwrap(),
+                    dur: e["dur"].as_f64().unwrap(),
+                    calls: args["calls"].as_u64().unwrap(),
+                    measurement: args["measurement"].as_u64().unwrap(),
+                    inclusive: args["inclusive"].as_u64().unwrap(),
+                    path: args["path"].as_str().unwrap().to_owned(),
+                });
+            }
+            other => panic!("unexpected event {other}"),
+        }
+    }
+    (names, slices)
+}
+
+#[test]
+fn chrome_children_lie_within_their_parents() {
+    for (what, profile) in profiles() {
+        let text = export_text(Format::Chrome, &profile);
+        let (names, slices) = parse_chrome(&text);
+        let us_per_unit = if profile.trace_type == TraceType::CallTime {
+            1e-3
+        } else {
+            1.0
+        };
+        let mut totals = BTreeMap::new();
+        for (pid, slices) in &slices {
+            let label = names.get(pid).expect("process_name for every track");
+            let by_path: HashMap<&str, &Slice> =
+                slices.iter().map(|s| (s.path.as_str(), s)).collect();
+            assert_eq!(by_path.len(), slices.len(), "{what}: a path twice");
+            let mut roots_end = 0.0f64;
+            let mut total = 0;
+            for s in slices {
+                assert!(s.dur > 0.0, "{what}: {s:?}");
+                // The duration is the inclusive figure (to the rounding of doubles near ts).
+                let want = s.inclusive as f64 * us_per_unit;
+                let rounding = 4.0 * f64::EPSILON * (s.ts + s.dur).max(want);
+                assert!((s.dur - want).abs() <= rounding, "{what}: {s:?}");
+                let children: Vec<&Slice> = slices
+                    .iter()
+                    .filter(|c| {
+                        c.path
+                            .strip_suffix(c.name.as_str())
+                            .and_then(|p| p.strip_suffix(';'))
+                            == Some(s.path.as_str())
+                    })
+                    .collect();
+                let below: u64 = children.iter().map(|c| c.inclusive).sum();
+                assert_eq!(s.inclusive, s.measurement + below, "{what}: {s:?}");
+                // Every child lies within its parent (as a reader adds ts and dur).
+                for c in &children {
+                    assert!(
+                        c.ts >= s.ts && c.ts + c.dur <= s.ts + s.dur,
+                        "{what}: {c:?} is not within {s:?}"
+                    );
+                }
+                // Siblings do not overlap.
+                let mut spans: Vec<(f64, f64)> =
+                    children.iter().map(|c| (c.ts, c.ts + c.dur)).collect();
+                spans.sort_by(|a, b| a.0.total_cmp(&b.0));
+                assert!(
+                    spans.windows(2).all(|w| w[0].1 <= w[1].0),
+                    "{what}: {spans:?}"
+                );
+                match s.path.strip_suffix(&s.name) {
+                    Some("") => {
+                        // A root: roots are laid side by side from 0.
+                        assert!(s.ts >= roots_end, "{what}: {s:?}");
+                        roots_end = s.ts + s.dur;
+                        total += s.inclusive;
+                    }
+                    Some(parent) => {
+                        let parent = parent.strip_suffix(';').unwrap();
+                        assert!(by_path.contains_key(parent), "{what}: {s:?} has no parent");
+                    }
+                    None => panic!("{what}: the path does not end in the name: {s:?}"),
+                }
+            }
+            totals.insert(label.clone(), total);
+        }
+        // call_memory lays out words (the measurement); the other exports weigh bytes.
+        let mut want: BTreeMap<String, u64> = BTreeMap::new();
+        for p in expected_paths(&profile) {
+            *want.entry(p.label).or_insert(0) += p.measurement;
+        }
+        want.retain(|_, v| *v > 0);
+        assert_eq!(totals, want, "{what}");
+        // Each path's own figures are the profile's.
+        for p in expected_paths(&profile) {
+            let path = p.frames.iter().map(name).collect::<Vec<_>>().join(";");
+            let pid = names
+                .iter()
+                .find(|(_, n)| **n == p.label)
+                .map(|(pid, _)| pid);
+            let found = pid
+                .and_then(|pid| slices.get(pid))
+                .and_then(|s| s.iter().find(|s| s.path == path));
+            match found {
+                Some(s) => {
+                    assert_eq!((s.calls, s.measurement), (p.calls, p.measurement), "{what}");
+                }
+                None => assert_eq!(p.measurement, 0, "{what}: {p:?} is missing"),
+            }
+        }
+    }
+}
+
+#[test]
+fn chrome_names_tracks_by_registered_name() {
+    let profile = tree_profile(TraceType::CallMemory);
+    let text = export_text(Format::Chrome, &profile);
+    let (names, slices) = parse_chrome(&text);
+    let mut tracks: Vec<(&u64, &String)> = names.iter().collect();
+    tracks.sort();
+    assert_eq!(
+        tracks,
+        [(&1, &"dispatcher".to_owned()), (&2, &"<0.6.1>".to_owned())]
+    );
+    // The worker's handle has no figures of its own under main, which still frames it: main
+    // spans handle (70 words) and next below it (30 words).
+    let worker = &slices[&2];
+    let main = worker.iter().find(|s| s.path == "app::main").unwrap();
+    assert_eq!((main.calls, main.measurement, main.inclusive), (0, 0, 100));
+    let file: Value = serde_json::from_str(&text).unwrap();
+    let thread = file["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "thread_name")
+        .unwrap();
+    assert_eq!(thread["args"]["name"], "words allocated (1 µs = 1 word)");
+    let x = file["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["ph"] == "X" && e["args"]["path"] == "app::main" && e["pid"] == 1)
+        .unwrap();
+    assert_eq!(x["args"]["bytes"], 793);
+    assert_eq!(x["args"]["blocks"], 1);
 }
 
 // ---- pprof
