@@ -22,8 +22,13 @@ use std::str::FromStr;
 
 use crate::{Aggregate, Profile, SortBy, TraceType};
 
+mod chrome;
+mod folded;
 mod json;
+pub mod pprof;
+mod speedscope;
 mod stacks;
+mod weight;
 
 pub use stacks::{Stack, stacks};
 
@@ -34,25 +39,56 @@ pub enum Format {
     Pretty,
     /// The profile as JSON.
     Json,
+    /// speedscope's file format: one sampled profile per process, each call path weighing
+    /// its own calls (unit `none`), nanoseconds, or bytes (call_memory).
+    Speedscope,
+    /// Chrome trace-event JSON, for Perfetto and `chrome://tracing`: one track per process,
+    /// the call tree as nested slices whose durations are the inclusive figures — polled time
+    /// for call_time; for call_count and call_memory, 1 µs per call or per word allocated.
+    Chrome,
+    /// Gzipped `profile.proto`, for `go tool pprof`: a sample per process and call path,
+    /// labelled `process` and `pid` (the messages: [`pprof`]).
+    Pprof,
+    /// Folded stacks, for flamegraph.pl and inferno: one line per process and call path, the
+    /// process as the root frame, valued in calls, nanoseconds or bytes (call_memory).
+    Folded,
 }
 
 impl Format {
     /// Every format, in the order `--help` lists them.
-    pub const ALL: &'static [Format] = &[Format::Pretty, Format::Json];
+    pub const ALL: &'static [Format] = &[
+        Format::Pretty,
+        Format::Json,
+        Format::Speedscope,
+        Format::Chrome,
+        Format::Pprof,
+        Format::Folded,
+    ];
 
     /// Its name on the command line.
     pub fn name(self) -> &'static str {
         match self {
             Format::Pretty => "pretty",
             Format::Json => "json",
+            Format::Speedscope => "speedscope",
+            Format::Chrome => "chrome",
+            Format::Pprof => "pprof",
+            Format::Folded => "folded",
         }
     }
 
-    /// The file extension a file of this format usually has.
+    /// The file extension a file of this format usually has (without the leading dot).
+    ///
+    /// Chrome traces are `trace.json`, not `chrome.json`: speedscope opens `*.chrome.json`
+    /// with its importer of DevTools recordings, which rejects plain trace events.
     pub fn extension(self) -> &'static str {
         match self {
             Format::Pretty => "txt",
             Format::Json => "json",
+            Format::Speedscope => "speedscope.json",
+            Format::Chrome => "trace.json",
+            Format::Pprof => "pb.gz",
+            Format::Folded => "folded",
         }
     }
 }
@@ -166,10 +202,15 @@ pub fn write(format: Format, profile: &Profile, out: &mut dyn Write) -> Result<(
     match format {
         Format::Pretty => pretty(profile, out),
         Format::Json => json::write(profile, out),
+        Format::Speedscope => speedscope::write(profile, out),
+        Format::Chrome => chrome::write(profile, out),
+        Format::Pprof => pprof::write(profile, out),
+        Format::Folded => folded::write(profile, out),
     }
 }
 
-/// Writes `profile` to a string in `format` (for the text formats).
+/// Writes `profile` to a string in `format` (for the text formats: every format but `pprof`,
+/// which is gzip data).
 ///
 /// # Errors
 ///

@@ -1,0 +1,373 @@
+//! `chrome`: Chrome's trace-event JSON (the "Trace Event Format"), opened by Perfetto
+//! (<https://ui.perfetto.dev>), `chrome://tracing` and speedscope.
+//!
+//! Name the file `*.trace.json` (or just `*.json`): speedscope sends `*.chrome.json` to its
+//! importer of DevTools recordings, which rejects plain trace events.
+//!
+//! # Mapping
+//!
+//! `{"traceEvents": [...], "displayTimeUnit": "ns", "otherData": {...}}`, with one track per
+//! process:
+//!
+//! - Each process (in pid order; for call_count, the one group of all processes) gets a small
+//!   `pid` of its own, 1, 2, 3, ..., with one thread whose `tid` is that same number.
+//!   Metadata events (`"ph": "M"`) name them: `process_name` is the process's registered name,
+//!   else its pid ([`Profile::group_label`]), `thread_name` says what the durations measure,
+//!   and `process_sort_index` keeps pid order.
+//! - Each call path is a complete event (`"ph": "X"`, category `tprof`) named `module::name`,
+//!   with `ts` and `dur` in microseconds (floats). Its duration is inclusive: its own
+//!   (exclusive) figure plus its children's durations. The children are laid one after
+//!   another from the parent's start, and the parent's own figure after them, so each child
+//!   lies within its parent and a track reads as a flame chart (not a timeline: the calls did
+//!   not happen in this order or at these times). The paths that start a process's tree are
+//!   laid one after another from 0. A profile without call paths gives one event per
+//!   function, side by side.
+//! - Durations: call_time lays out the polled **nanoseconds** (shown as time, as measured).
+//!   call_count and call_memory have no time, so they lay out their measurement, **1 µs per
+//!   call** or **1 µs per word** (8 bytes) allocated: a slice of 16 µs is 16 calls or 16 words.
+//!   The thread's name says which (`calls (1 µs = 1 call)`, `words allocated (1 µs = 1 word)`),
+//!   and `otherData.duration_unit` too.
+//! - `args` of each event: `calls` (made on that path), `measurement` (its own figure, in
+//!   `unit`), `inclusive` (with the paths below it), `unit` (`ns`, `calls` or `words`) and
+//!   `path` (the functions from the root, `;`-separated); call_memory adds `bytes` and
+//!   `blocks` (its own).
+//! - A path whose inclusive figure is 0 (a call_memory function that allocated nothing, with
+//!   nothing allocating below it) has no width and is left out, as in a flame graph: a slice
+//!   of no width would not nest unambiguously.
+
+use std::io::Write;
+
+use serde::Serialize;
+
+use super::weight::frame_name;
+use super::{ExportError, Stack, stacks};
+use crate::{Function, Group, Profile, TraceType};
+
+/// The whole file.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct TraceFile {
+    trace_events: Vec<Event>,
+    display_time_unit: &'static str,
+    other_data: OtherData,
+}
+
+/// What the file says about itself (shown by `chrome://tracing`'s metadata view).
+#[derive(Debug, Serialize)]
+struct OtherData {
+    exporter: String,
+    trace_type: &'static str,
+    duration_unit: &'static str,
+}
+
+/// One trace event.
+#[derive(Debug, Serialize)]
+struct Event {
+    name: String,
+    ph: &'static str,
+    pid: u32,
+    tid: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cat: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ts: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dur: Option<f64>,
+    args: Args,
+}
+
+/// An event's `args`.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+enum Args {
+    /// `process_name`, `thread_name`.
+    Name { name: String },
+    /// `process_sort_index`.
+    SortIndex { sort_index: u32 },
+    /// A path's figures.
+    Slice(SliceArgs),
+}
+
+/// A path's figures, on its event.
+#[derive(Debug, Serialize)]
+struct SliceArgs {
+    calls: u64,
+    measurement: u64,
+    inclusive: u64,
+    unit: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    blocks: Option<u64>,
+    path: String,
+}
+
+/// One node of a process's call tree, built from its stacks.
+#[derive(Debug)]
+struct Node<'a> {
+    function: &'a Function,
+    calls: u64,
+    own: u64,
+    bytes: u64,
+    blocks: u64,
+    /// Own figure plus the children's inclusive ones.
+    inclusive: u64,
+    children: Vec<usize>,
+}
+
+/// One process's call tree: its nodes (a child always after its parent) and its roots.
+#[derive(Debug, Default)]
+struct Tree<'a> {
+    nodes: Vec<Node<'a>>,
+    roots: Vec<usize>,
+}
+
+impl<'a> Tree<'a> {
+    /// Adds `stack`'s figures at its path, creating the path's nodes as needed.
+    fn add(&mut self, stack: &Stack<'a>) {
+        let mut at: Option<usize> = None;
+        for &function in &stack.frames {
+            let siblings = match at {
+                Some(parent) => &self.nodes[parent].children,
+                None => &self.roots,
+            };
+            let found = siblings
+                .iter()
+                .copied()
+                .find(|&i| self.nodes[i].function == function);
+            let index = match found {
+                Some(i) => i,
+                None => {
+                    let i = self.nodes.len();
+                    self.nodes.push(Node {
+                        function,
+                        calls: 0,
+                        own: 0,
+                        bytes: 0,
+                        blocks: 0,
+                        inclusive: 0,
+                        children: Vec::new(),
+                    });
+                    match at {
+                        Some(parent) => self.nodes[parent].children.push(i),
+                        None => self.roots.push(i),
+                    }
+                    i
+                }
+            };
+            at = Some(index);
+        }
+        if let Some(i) = at {
+            let node = &mut self.nodes[i];
+            node.calls = node.calls.saturating_add(stack.calls);
+            node.own = node.own.saturating_add(stack.measurement);
+            node.bytes = node.bytes.saturating_add(stack.bytes);
+            node.blocks = node.blocks.saturating_add(stack.blocks);
+        }
+    }
+
+    /// Sets every node's inclusive figure (children come after their parent, so a pass
+    /// from the back sees every child before its parent).
+    fn sum(&mut self) {
+        for i in (0..self.nodes.len()).rev() {
+            let below = self.nodes[i]
+                .children
+                .iter()
+                .fold(0u64, |sum, &c| sum.saturating_add(self.nodes[c].inclusive));
+            self.nodes[i].inclusive = self.nodes[i].own.saturating_add(below);
+        }
+    }
+}
+
+/// How a trace type's figures become durations.
+#[derive(Clone, Copy, Debug)]
+struct Scale {
+    /// Microseconds per unit of the measurement.
+    us_per_unit: f64,
+    /// The unit's name in `args`.
+    unit: &'static str,
+    /// The thread's name: what its durations are.
+    thread_name: &'static str,
+    /// `otherData.duration_unit`.
+    duration_unit: &'static str,
+}
+
+impl Scale {
+    fn of(trace_type: TraceType) -> Scale {
+        match trace_type {
+            TraceType::CallTime => Scale {
+                us_per_unit: 1e-3,
+                unit: "ns",
+                thread_name: "polled time",
+                duration_unit: "durations are polled time",
+            },
+            TraceType::CallCount => Scale {
+                us_per_unit: 1.0,
+                unit: "calls",
+                thread_name: "calls (1 µs = 1 call)",
+                duration_unit: "1 µs of duration = 1 call",
+            },
+            TraceType::CallMemory => Scale {
+                us_per_unit: 1.0,
+                unit: "words",
+                thread_name: "words allocated (1 µs = 1 word)",
+                duration_unit: "1 µs of duration = 1 word (8 bytes) allocated",
+            },
+        }
+    }
+
+    /// `units` in microseconds.
+    fn us(self, units: u64) -> f64 {
+        // Microseconds are exact for call_count and call_memory; for call_time, `ns / 1000`
+        // is the nearest double, as a reader parsing `ns / 1000` in decimal would get.
+        if self.us_per_unit == 1.0 {
+            units as f64
+        } else {
+            units as f64 / 1000.0
+        }
+    }
+}
+
+/// Writes `profile` as Chrome trace-event JSON.
+pub(super) fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), ExportError> {
+    let scale = Scale::of(profile.trace_type);
+    let memory = profile.trace_type == TraceType::CallMemory;
+    // The trees, one per process, in the order `stacks` gives them (by process).
+    let mut trees: Vec<(Group, Tree<'_>)> = Vec::new();
+    for stack in stacks(profile) {
+        if trees.last().is_none_or(|(group, _)| *group != stack.group) {
+            trees.push((stack.group, Tree::default()));
+        }
+        if let Some((_, tree)) = trees.last_mut() {
+            tree.add(&stack);
+        }
+    }
+    let mut events = Vec::new();
+    for (n, (group, mut tree)) in trees.into_iter().enumerate() {
+        let id = u32::try_from(n + 1).unwrap_or(u32::MAX);
+        let meta = |name: &str, args: Args| Event {
+            name: name.to_owned(),
+            ph: "M",
+            pid: id,
+            tid: id,
+            cat: None,
+            ts: None,
+            dur: None,
+            args,
+        };
+        events.push(meta(
+            "process_name",
+            Args::Name {
+                name: profile.group_label(group),
+            },
+        ));
+        events.push(meta(
+            "process_sort_index",
+            Args::SortIndex { sort_index: id },
+        ));
+        events.push(meta(
+            "thread_name",
+            Args::Name {
+                name: scale.thread_name.to_owned(),
+            },
+        ));
+        tree.sum();
+        // Depth first, parents before children: (node, start in units, the path to it, the
+        // end of the parent's event as written, which the node's must not pass).
+        let mut todo: Vec<(usize, u64, String, f64)> = Vec::new();
+        let mut start = 0u64;
+        for &root in &tree.roots {
+            todo.push((root, start, String::new(), f64::INFINITY));
+            start = start.saturating_add(tree.nodes[root].inclusive);
+        }
+        todo.reverse();
+        while let Some((i, start, parent_path, cap)) = todo.pop() {
+            let node = &tree.nodes[i];
+            if node.inclusive == 0 {
+                continue;
+            }
+            let name = frame_name(node.function);
+            let path = if parent_path.is_empty() {
+                name.clone()
+            } else {
+                format!("{parent_path};{name}")
+            };
+            let (ts, dur) = interval(scale, start, start.saturating_add(node.inclusive), cap);
+            events.push(Event {
+                name,
+                ph: "X",
+                pid: id,
+                tid: id,
+                cat: Some("tprof"),
+                ts: Some(ts),
+                dur: Some(dur),
+                args: Args::Slice(SliceArgs {
+                    calls: node.calls,
+                    measurement: node.own,
+                    inclusive: node.inclusive,
+                    unit: scale.unit,
+                    bytes: memory.then_some(node.bytes),
+                    blocks: memory.then_some(node.blocks),
+                    path: path.clone(),
+                }),
+            });
+            let mut child_start = start;
+            let mut children = Vec::new();
+            for &c in &node.children {
+                children.push((c, child_start, path.clone(), ts + dur));
+                child_start = child_start.saturating_add(tree.nodes[c].inclusive);
+            }
+            todo.extend(children.into_iter().rev());
+        }
+    }
+    let file = TraceFile {
+        trace_events: events,
+        display_time_unit: "ns",
+        other_data: OtherData {
+            exporter: format!("tprof {}", env!("CARGO_PKG_VERSION")),
+            trace_type: profile.trace_type.name(),
+            duration_unit: scale.duration_unit,
+        },
+    };
+    serde_json::to_writer(&mut *out, &file)?;
+    out.write_all(b"\n")?;
+    Ok(())
+}
+
+/// The `ts` and `dur` of an event from `start` to `end` (in units), such that `ts + dur`, as
+/// a reader computes it in doubles, is neither past `end` nor past `cap` (the end of the
+/// parent's event as written): microseconds that are not whole are not exact in binary, and a
+/// child ending with its parent must not end a rounding error after it.
+fn interval(scale: Scale, start: u64, end: u64, cap: f64) -> (f64, f64) {
+    let ts = scale.us(start);
+    let limit = scale.us(end).min(cap);
+    let mut dur = (limit - ts).max(0.0);
+    while dur > 0.0 && ts + dur > limit {
+        dur = dur.next_down();
+    }
+    (ts, dur)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Scale, interval};
+    use crate::TraceType;
+
+    #[test]
+    fn a_child_ending_with_its_parent_does_not_end_after_it() {
+        let scale = Scale::of(TraceType::CallTime);
+        for parent_start in 0..300u64 {
+            for len in 1..40u64 {
+                let (pts, pdur) = interval(scale, parent_start, parent_start + 3 * len, f64::MAX);
+                let parent_end = pts + pdur;
+                let child = parent_start + len;
+                let (cts, cdur) = interval(scale, child, parent_start + 3 * len, parent_end);
+                assert!(
+                    cts >= pts && cts + cdur <= parent_end,
+                    "{parent_start} {len}"
+                );
+                assert!(cdur > 0.0);
+            }
+        }
+    }
+}

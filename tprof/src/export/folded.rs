@@ -1,0 +1,88 @@
+//! `folded`: folded stacks ("collapsed" stacks), the input of flamegraph.pl, inferno and
+//! speedscope's collapsed-stack importer.
+//!
+//! # Mapping
+//!
+//! One line per process and call path, from [`stacks()`]:
+//!
+//! ```text
+//! worker;app::handle;app::parse 1200
+//! ```
+//!
+//! - The first frame is the process: its registered name, else its pid
+//!   ([`Profile::group_label`]); `all_processes` for call_count, which has no per-process
+//!   figures. Flame graphs thus split by process at their root.
+//! - Then the path's functions, outermost first, each `module::name`. A profile without call
+//!   paths gives each function as a path of one.
+//! - The value is the path's own (exclusive) figure: calls (call_count), nanoseconds
+//!   (call_time) or **bytes** (call_memory, not words: see the `weight` module). A line whose
+//!   value is 0 is left out; every value is a positive integer, so a path's figure is the sum
+//!   of its lines' values and a process's total is the sum over its lines.
+//! - Frame names are made safe for the format: `;` (the frame separator) becomes `,`, and
+//!   whitespace and control characters (a space separates the value; a newline ends the line)
+//!   become `_`, so `<Parser as Iterator>::next` is written `<Parser_as_Iterator>::next`.
+//!
+//! An empty profile writes nothing.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+
+use super::weight::{frame_name, weight};
+use super::{ExportError, stacks};
+use crate::{Group, Profile};
+
+/// Writes `profile` as folded stacks.
+pub(super) fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), ExportError> {
+    let mut labels: BTreeMap<Group, String> = BTreeMap::new();
+    let mut text = String::new();
+    for stack in stacks(profile) {
+        let value = weight(profile.trace_type, &stack);
+        if value == 0 {
+            continue;
+        }
+        let label = labels
+            .entry(stack.group)
+            .or_insert_with(|| frame_text(&profile.group_label(stack.group)));
+        text.push_str(label);
+        for function in &stack.frames {
+            text.push(';');
+            text.push_str(&frame_text(&frame_name(function)));
+        }
+        text.push(' ');
+        text.push_str(&value.to_string());
+        text.push('\n');
+    }
+    out.write_all(text.as_bytes())?;
+    Ok(())
+}
+
+/// `name` made safe as one frame of a folded line (see the module docs); never empty.
+fn frame_text(name: &str) -> String {
+    let text: String = name
+        .chars()
+        .map(|c| match c {
+            ';' => ',',
+            c if c.is_whitespace() || c.is_control() => '_',
+            c => c,
+        })
+        .collect();
+    if text.is_empty() {
+        "_".to_owned()
+    } else {
+        text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::frame_text;
+
+    #[test]
+    fn frame_names_lose_separators_and_whitespace() {
+        assert_eq!(frame_text("m::<T as Tr>::f"), "m::<T_as_Tr>::f");
+        assert_eq!(frame_text("<[u8; 4] as A>::b"), "<[u8,_4]_as_A>::b");
+        assert_eq!(frame_text("a\nb\tc\r"), "a_b_c_");
+        assert_eq!(frame_text(""), "_");
+        assert_eq!(frame_text("<1.5.0>"), "<1.5.0>");
+    }
+}

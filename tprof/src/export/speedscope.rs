@@ -1,0 +1,143 @@
+//! `speedscope`: speedscope's own file format
+//! (<https://www.speedscope.app/file-format-schema.json>), opened by dropping the file on
+//! <https://speedscope.app> or with the `speedscope` command.
+//!
+//! # Mapping
+//!
+//! - `shared.frames`: every function on some path, once: `name` is `module::name`, `file` and
+//!   `line` where it is defined (left out when unknown).
+//! - `profiles`: one `"sampled"` profile per process, named by its registered name, else its
+//!   pid ([`Profile::group_label`]; `all processes` for call_count), in pid order. Its
+//!   `samples` are the process's call paths (from [`stacks()`]) as frame indices,
+//!   outermost first as speedscope wants them; `weights` the path's own (exclusive) figure:
+//!   calls (unit `none`, call_count), nanoseconds (`nanoseconds`, call_time) or bytes
+//!   (`bytes`, call_memory; not words: see the `weight` module). Paths weighing 0 are left
+//!   out. `startValue` is 0 and `endValue` the sum of the weights, the process's total.
+//!   A profile without call paths gives each function as a path of one.
+//! - `name` says what was measured (and of which program, when the profile knows),
+//!   `exporter` is `tprof` and its version, `activeProfileIndex` 0: the first process.
+//!
+//! A process whose paths all weigh 0 has no profile, so an empty trace gives an empty
+//! `profiles` list (which speedscope refuses to open: there is nothing to show).
+
+use std::collections::HashMap;
+use std::io::Write;
+
+use serde::Serialize;
+
+use super::weight::{frame_name, speedscope_unit, weight};
+use super::{ExportError, stacks};
+use crate::{Function, Group, Profile};
+
+/// The `$schema` every speedscope file names.
+const SCHEMA: &str = "https://www.speedscope.app/file-format-schema.json";
+
+/// A speedscope file.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct File {
+    #[serde(rename = "$schema")]
+    schema: &'static str,
+    shared: Shared,
+    profiles: Vec<SampledProfile>,
+    name: String,
+    active_profile_index: usize,
+    exporter: String,
+}
+
+/// What the profiles share: the frames.
+#[derive(Debug, Serialize)]
+struct Shared {
+    frames: Vec<Frame>,
+}
+
+/// One frame: a function.
+#[derive(Debug, Serialize)]
+struct Frame {
+    name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    file: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    line: Option<u32>,
+}
+
+/// One process's paths.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct SampledProfile {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    name: String,
+    unit: &'static str,
+    start_value: u64,
+    end_value: u64,
+    samples: Vec<Vec<usize>>,
+    weights: Vec<u64>,
+}
+
+/// Writes `profile` as a speedscope file.
+pub(super) fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), ExportError> {
+    let unit = speedscope_unit(profile.trace_type);
+    let mut frames: Vec<Frame> = Vec::new();
+    let mut frame_index: HashMap<&Function, usize> = HashMap::new();
+    let mut profiles: Vec<(Group, SampledProfile)> = Vec::new();
+    for stack in stacks(profile) {
+        let value = weight(profile.trace_type, &stack);
+        if value == 0 {
+            continue;
+        }
+        let sample: Vec<usize> = stack
+            .frames
+            .iter()
+            .map(|&function| {
+                *frame_index.entry(function).or_insert_with(|| {
+                    frames.push(Frame {
+                        name: frame_name(function),
+                        file: Some(function.file.clone()).filter(|f| !f.is_empty()),
+                        line: Some(function.line).filter(|&l| l > 0),
+                    });
+                    frames.len() - 1
+                })
+            })
+            .collect();
+        // `stacks` gives the stacks by process, so a new process starts a new profile.
+        if profiles
+            .last()
+            .is_none_or(|(group, _)| *group != stack.group)
+        {
+            profiles.push((
+                stack.group,
+                SampledProfile {
+                    kind: "sampled",
+                    name: profile.group_label(stack.group),
+                    unit,
+                    start_value: 0,
+                    end_value: 0,
+                    samples: Vec::new(),
+                    weights: Vec::new(),
+                },
+            ));
+        }
+        if let Some((_, p)) = profiles.last_mut() {
+            p.samples.push(sample);
+            p.weights.push(value);
+            p.end_value = p.end_value.saturating_add(value);
+        }
+    }
+    let mut name = format!("tprof {}", profile.trace_type);
+    if let Some(run) = profile.meta.runs.first().filter(|r| !r.program.is_empty()) {
+        name.push_str(" of ");
+        name.push_str(&run.program);
+    }
+    let file = File {
+        schema: SCHEMA,
+        shared: Shared { frames },
+        profiles: profiles.into_iter().map(|(_, p)| p).collect(),
+        name,
+        active_profile_index: 0,
+        exporter: format!("tprof {}", env!("CARGO_PKG_VERSION")),
+    };
+    serde_json::to_writer(&mut *out, &file)?;
+    out.write_all(b"\n")?;
+    Ok(())
+}
