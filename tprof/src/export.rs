@@ -22,6 +22,7 @@ use std::str::FromStr;
 
 use crate::{Aggregate, Profile, SortBy, TraceType};
 
+mod flamegraph;
 mod json;
 mod stacks;
 
@@ -34,17 +35,20 @@ pub enum Format {
     Pretty,
     /// The profile as JSON.
     Json,
+    /// A flame graph of every process, as SVG (drawn by inferno).
+    Svg,
 }
 
 impl Format {
     /// Every format, in the order `--help` lists them.
-    pub const ALL: &'static [Format] = &[Format::Pretty, Format::Json];
+    pub const ALL: &'static [Format] = &[Format::Pretty, Format::Json, Format::Svg];
 
     /// Its name on the command line.
     pub fn name(self) -> &'static str {
         match self {
             Format::Pretty => "pretty",
             Format::Json => "json",
+            Format::Svg => "svg",
         }
     }
 
@@ -53,6 +57,7 @@ impl Format {
         match self {
             Format::Pretty => "txt",
             Format::Json => "json",
+            Format::Svg => "svg",
         }
     }
 }
@@ -150,7 +155,8 @@ impl From<serde_json::Error> for ExportError {
 ///
 /// # Errors
 ///
-/// [`ExportError::Io`] when writing fails.
+/// [`ExportError::Io`] when writing fails; [`ExportError::Unsupported`] for an `svg` of a
+/// profile in which nothing was measured.
 ///
 /// # Examples
 ///
@@ -166,6 +172,7 @@ pub fn write(format: Format, profile: &Profile, out: &mut dyn Write) -> Result<(
     match format {
         Format::Pretty => pretty(profile, out),
         Format::Json => json::write(profile, out),
+        Format::Svg => flamegraph::write(profile, out),
     }
 }
 
