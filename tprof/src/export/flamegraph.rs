@@ -2,7 +2,7 @@
 //!
 //! The root frame (`all`) is the whole profile; above it, one frame per process (its
 //! [label](Profile::group_label): the registered name, else the pid; `all processes` for
-//! call_count), and above each process its call paths as [`stacks`](super::stacks) gives them
+//! call_count), and above each process its call paths as [`stacks()`] gives them
 //! (a flat profile: one frame per function). A frame is as wide as the measurement of its
 //! path and everything called on it; the title names the trace type and the unit.
 //!
