@@ -23,6 +23,7 @@ use std::str::FromStr;
 use crate::{Aggregate, Profile, SortBy, TraceType};
 
 mod flamegraph;
+mod html;
 mod json;
 mod stacks;
 
@@ -37,11 +38,14 @@ pub enum Format {
     Json,
     /// A flame graph of every process, as SVG (drawn by inferno).
     Svg,
+    /// One self-contained HTML page: a flame graph with zoom and search, and per-process
+    /// tables; it needs no network.
+    Html,
 }
 
 impl Format {
     /// Every format, in the order `--help` lists them.
-    pub const ALL: &'static [Format] = &[Format::Pretty, Format::Json, Format::Svg];
+    pub const ALL: &'static [Format] = &[Format::Pretty, Format::Json, Format::Svg, Format::Html];
 
     /// Its name on the command line.
     pub fn name(self) -> &'static str {
@@ -49,6 +53,7 @@ impl Format {
             Format::Pretty => "pretty",
             Format::Json => "json",
             Format::Svg => "svg",
+            Format::Html => "html",
         }
     }
 
@@ -58,6 +63,7 @@ impl Format {
             Format::Pretty => "txt",
             Format::Json => "json",
             Format::Svg => "svg",
+            Format::Html => "html",
         }
     }
 }
@@ -173,6 +179,7 @@ pub fn write(format: Format, profile: &Profile, out: &mut dyn Write) -> Result<(
         Format::Pretty => pretty(profile, out),
         Format::Json => json::write(profile, out),
         Format::Svg => flamegraph::write(profile, out),
+        Format::Html => html::write(profile, out),
     }
 }
 

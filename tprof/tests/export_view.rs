@@ -1,4 +1,5 @@
-//! The viewing exports read back: `svg` (a flame graph, parsed as XML), from real flat
+//! The viewing exports read back: `svg` (a flame graph, parsed as XML) and `html` (a
+//! self-contained page: its embedded JSON parsed, its references checked), from real flat
 //! profiles and from hand-built call-tree profiles.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -9,6 +10,7 @@ use quick_xml::XmlVersion;
 use quick_xml::events::Event;
 use runtime::trace::TracePattern;
 use runtime::{Down, Pid, receive, spawn_monitor};
+use serde_json::Value;
 use tprof::export::{self, ExportError, Format, stacks};
 use tprof::{
     CallTree, Entry, Function, FunctionTrace, Group, Meta, PathEntry, PathNode, ProcessRecord,
@@ -404,9 +406,250 @@ fn svg_of_nothing_measured_is_refused() {
     );
 }
 
+// ---------------------------------------------------------------- html
+
+/// The JSON embedded in the page.
+fn embedded(html: &str) -> Value {
+    let open = "<script type=\"application/json\" id=\"tprof-data\">";
+    let start = html.find(open).expect("the data element") + open.len();
+    let end = start + html[start..].find("</script>").expect("its end");
+    serde_json::from_str(&html[start..end]).expect("the embedded data is JSON")
+}
+
+/// Checks that the page loads nothing: no URL, no external script, style sheet or image in
+/// its markup, and that the data element holds no markup at all.
+fn check_self_contained(html: &str) {
+    let open = "<script type=\"application/json\" id=\"tprof-data\">";
+    let start = html.find(open).expect("the data element") + open.len();
+    let end = start + html[start..].find("</script>").expect("its end");
+    let data = &html[start..end];
+    assert!(
+        !data.contains('<') && !data.contains('>'),
+        "the data is escaped"
+    );
+    let lower = format!("{}{}", &html[..start], &html[end..]).to_ascii_lowercase();
+    assert!(!lower.contains("http://") && !lower.contains("https://"));
+    assert!(!lower.contains("<script src") && !lower.contains(" src="));
+    assert!(!lower.contains(" href=") && !lower.contains("<link"));
+    assert!(!lower.contains("url(") && !lower.contains("@import"));
+    // Exactly two scripts: the data and the viewer, both inline.
+    assert_eq!(lower.matches("<script").count(), 2);
+    assert_eq!(lower.matches("</script").count(), 2);
+    assert!(lower.contains("<script>\n"));
+    assert!(html.contains("content=\"default-src 'none';"), "the CSP");
+}
+
+/// Checks the page's data against `profile`: every stack, every flat row, the totals.
+fn check_data(profile: &Profile, html: &str) -> Value {
+    let data = embedded(html);
+    assert_eq!(data["trace_type"], profile.trace_type.name());
+    assert_eq!(data["call_tree"], !profile.call_tree.is_empty());
+    let functions = data["functions"].as_array().unwrap();
+    let processes = data["processes"].as_array().unwrap();
+    let mfa = |i: &Value| {
+        functions[i.as_u64().unwrap() as usize]["mfa"]
+            .as_str()
+            .unwrap()
+    };
+    let label = |i: &Value| {
+        processes[i.as_u64().unwrap() as usize]["label"]
+            .as_str()
+            .unwrap()
+    };
+
+    // The stacks, as the export module gives them.
+    let expected: Vec<(String, Vec<String>, u64, u64)> = stacks(profile)
+        .iter()
+        .map(|s| {
+            (
+                profile.group_label(s.group),
+                s.frames.iter().map(|f| f.mfa()).collect(),
+                s.calls,
+                s.measurement,
+            )
+        })
+        .collect();
+    let got: Vec<(String, Vec<String>, u64, u64)> = data["stacks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                label(&s["process"]).to_owned(),
+                s["frames"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|f| mfa(f).to_owned())
+                    .collect(),
+                s["calls"].as_u64().unwrap(),
+                s["value"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(got, expected);
+    let total: u64 = expected.iter().map(|s| s.3).sum();
+    assert_eq!(data["total"], total);
+
+    // The flat rows: every entry of every function.
+    let mut rows: Vec<(String, String, u64, u64, u64, u64)> = data["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                label(&r["process"]).to_owned(),
+                mfa(&r["function"]).to_owned(),
+                r["calls"].as_u64().unwrap(),
+                r["value"].as_u64().unwrap(),
+                r["bytes"].as_u64().unwrap(),
+                r["blocks"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let mut flat: Vec<(String, String, u64, u64, u64, u64)> = profile
+        .functions
+        .iter()
+        .flat_map(|f| {
+            f.entries.iter().map(|e| {
+                (
+                    profile.group_label(e.group),
+                    f.function.mfa(),
+                    e.calls,
+                    e.measurement,
+                    e.bytes,
+                    e.blocks,
+                )
+            })
+        })
+        .collect();
+    rows.sort();
+    flat.sort();
+    assert_eq!(rows, flat);
+    assert_eq!(rows.iter().map(|r| r.3).sum::<u64>(), profile.total());
+    data
+}
+
 #[test]
-fn svg_is_a_format() {
-    assert_eq!("svg".parse::<Format>().unwrap(), Format::Svg);
-    assert_eq!(Format::Svg.extension(), "svg");
-    assert!(Format::ALL.contains(&Format::Svg));
+fn html_of_real_profiles_is_self_contained_and_carries_the_data() {
+    for t in [
+        TraceType::CallCount,
+        TraceType::CallTime,
+        TraceType::CallMemory,
+    ] {
+        let profile = real_profile(t);
+        let html = export::to_string(Format::Html, &profile).unwrap();
+        check_self_contained(&html);
+        let data = check_data(&profile, &html);
+        // Flat: one frame per function, so the stacks' total is the profile's.
+        assert_eq!(data["total"], profile.total());
+        assert!(html.contains(&format!("<title>{t} profile (")), "{t}");
+        let processes = data["processes"].as_array().unwrap();
+        if t == TraceType::CallCount {
+            assert_eq!(processes.len(), 1);
+            assert_eq!(processes[0]["id"], "all");
+        } else {
+            assert_eq!(processes.len(), 2, "the child is profiled too");
+        }
+        assert_eq!(
+            data["percentiles"].as_array().unwrap().is_empty(),
+            t != TraceType::CallTime
+        );
+        if t == TraceType::CallMemory {
+            assert!(
+                data["rows"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|r| r["bytes"].as_u64() > Some(0))
+            );
+        }
+    }
+}
+
+#[test]
+fn html_of_a_call_tree_carries_the_paths() {
+    let profile = plain_tree();
+    let html = export::to_string(Format::Html, &profile).unwrap();
+    check_self_contained(&html);
+    let data = check_data(&profile, &html);
+    assert_eq!(data["total"], 750);
+    assert_eq!(data["unit"], "ns");
+    assert_eq!(data["runs"][0]["program"], "app --input big.txt");
+    let worker = &data["processes"][0];
+    assert_eq!(
+        (&worker["label"], &worker["id"], &worker["initial_call"]),
+        (&"worker".into(), &"<1.0.1>".into(), &"app::worker/0".into())
+    );
+    assert!(
+        html.contains("<title>call_time profile (ns) — app --input big.txt (1.500 ms)</title>")
+    );
+    // The deepest path is there whole, outermost first.
+    let deepest = data["stacks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["frames"].as_array().unwrap().len() == 3)
+        .expect("main → render → write");
+    assert_eq!(deepest["value"], 200);
+    assert_eq!(deepest["calls"], 4);
+}
+
+#[test]
+fn html_rows_come_from_the_paths_when_there_are_no_flat_figures() {
+    let mut profile = plain_tree();
+    profile.functions.clear();
+    let html = export::to_string(Format::Html, &profile).unwrap();
+    let data = embedded(&html);
+    let rows = data["rows"].as_array().unwrap();
+    let parse: Vec<u64> = rows
+        .iter()
+        .filter(|r| data["functions"][r["function"].as_u64().unwrap() as usize]["name"] == "parse")
+        .map(|r| r["value"].as_u64().unwrap())
+        .collect();
+    assert_eq!(parse, [300, 70]);
+    assert_eq!(
+        rows.iter()
+            .map(|r| r["value"].as_u64().unwrap())
+            .sum::<u64>(),
+        750
+    );
+}
+
+#[test]
+fn html_text_from_the_profile_cannot_break_out() {
+    let mut profile = call_tree_profile([HOSTILE, "parse", "render", "write"]);
+    profile.processes[0].name = Some("<img src=x onerror=alert(1)>".to_owned());
+    profile.meta.runs[0].program = "</title><script>alert(2)</script>".to_owned();
+    let html = export::to_string(Format::Html, &profile).unwrap();
+    check_self_contained(&html);
+    assert!(!html.contains("alert(1)</script>") && !html.contains("<img"));
+    assert!(html.contains(
+        "<title>call_time profile (ns) — &lt;/title&gt;&lt;script&gt;alert(2)&lt;/script&gt; (1.500 ms)</title>"
+    ));
+    let data = check_data(&profile, &html);
+    assert_eq!(data["functions"][0]["name"], HOSTILE);
+    assert_eq!(
+        data["processes"][0]["label"],
+        "<img src=x onerror=alert(1)>"
+    );
+}
+
+#[test]
+fn html_of_an_empty_profile_still_opens() {
+    let html = export::to_string(Format::Html, &Profile::empty(TraceType::CallMemory)).unwrap();
+    check_self_contained(&html);
+    let data = embedded(&html);
+    assert_eq!(data["total"], 0);
+    assert!(data["stacks"].as_array().unwrap().is_empty());
+    assert_eq!(data["unit"], "words");
+}
+
+#[test]
+fn svg_and_html_are_formats() {
+    for (name, format, ext) in [("svg", Format::Svg, "svg"), ("html", Format::Html, "html")] {
+        assert_eq!(name.parse::<Format>().unwrap(), format);
+        assert_eq!(format.extension(), ext);
+        assert!(Format::ALL.contains(&format));
+    }
 }
