@@ -24,6 +24,8 @@ use crate::{Aggregate, Profile, SortBy, TraceType};
 
 mod chrome;
 mod folded;
+mod flamegraph;
+mod html;
 mod json;
 pub mod pprof;
 mod speedscope;
@@ -52,6 +54,11 @@ pub enum Format {
     /// Folded stacks, for flamegraph.pl and inferno: one line per process and call path, the
     /// process as the root frame, valued in calls, nanoseconds or bytes (call_memory).
     Folded,
+    /// A flame graph of every process, as SVG (drawn by inferno).
+    Svg,
+    /// One self-contained HTML page: a flame graph with zoom and search, and per-process
+    /// tables; it needs no network.
+    Html,
 }
 
 impl Format {
@@ -63,6 +70,8 @@ impl Format {
         Format::Chrome,
         Format::Pprof,
         Format::Folded,
+        Format::Svg,
+        Format::Html,
     ];
 
     /// Its name on the command line.
@@ -74,6 +83,8 @@ impl Format {
             Format::Chrome => "chrome",
             Format::Pprof => "pprof",
             Format::Folded => "folded",
+            Format::Svg => "svg",
+            Format::Html => "html",
         }
     }
 
@@ -89,6 +100,8 @@ impl Format {
             Format::Chrome => "trace.json",
             Format::Pprof => "pb.gz",
             Format::Folded => "folded",
+            Format::Svg => "svg",
+            Format::Html => "html",
         }
     }
 }
@@ -186,7 +199,8 @@ impl From<serde_json::Error> for ExportError {
 ///
 /// # Errors
 ///
-/// [`ExportError::Io`] when writing fails.
+/// [`ExportError::Io`] when writing fails; [`ExportError::Unsupported`] for an `svg` of a
+/// profile in which nothing was measured.
 ///
 /// # Examples
 ///
@@ -206,6 +220,8 @@ pub fn write(format: Format, profile: &Profile, out: &mut dyn Write) -> Result<(
         Format::Chrome => chrome::write(profile, out),
         Format::Pprof => pprof::write(profile, out),
         Format::Folded => folded::write(profile, out),
+        Format::Svg => flamegraph::write(profile, out),
+        Format::Html => html::write(profile, out),
     }
 }
 

@@ -1,0 +1,146 @@
+//! `svg`: a flame graph of every process, drawn by [`inferno`] from folded lines.
+//!
+//! The root frame (`all`) is the whole profile; above it, one frame per process (its
+//! [label](Profile::group_label): the registered name, else the pid; `all processes` for
+//! call_count), and above each process its call paths as [`stacks()`] gives them
+//! (a flat profile: one frame per function). A frame is as wide as the measurement of its
+//! path and everything called on it; the title names the trace type and the unit.
+//!
+//! Frame names are `module::name/arity`. The folded format inferno reads separates frames
+//! with `;` and the count with a space, so names are made safe first: `;` becomes `；`
+//! (U+FF1B), a space becomes a no-break space (U+00A0, drawn the same), and other control
+//! characters (a newline, a tab) become their Rust escape (`\n`). Paths whose measurement is
+//! 0 take no width and are left out.
+
+use std::fmt::Write as _;
+use std::io::Write;
+
+use inferno::flamegraph::{self, Options};
+
+use super::{ExportError, Format, stacks};
+use crate::{Profile, TraceType};
+
+/// The unit of the measurement, as a flame graph counts it.
+pub(super) fn unit(trace_type: TraceType) -> &'static str {
+    match trace_type {
+        TraceType::CallCount => "calls",
+        TraceType::CallTime => "ns",
+        TraceType::CallMemory => "words",
+    }
+}
+
+/// `name` made safe as one frame of a folded line (see the module docs).
+pub(super) fn frame_name(name: &str) -> String {
+    if name.is_empty() {
+        return "(unnamed)".to_owned();
+    }
+    let mut out = String::with_capacity(name.len());
+    for c in name.chars() {
+        match c {
+            ';' => out.push('\u{FF1B}'),
+            ' ' => out.push('\u{A0}'),
+            c if c.is_control() => out.extend(c.escape_default()),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A duration in nanoseconds, in the largest unit that keeps it at least 1.
+pub(super) fn duration(ns: u64) -> String {
+    let ns = ns as f64;
+    if ns >= 1e9 {
+        format!("{:.3} s", ns / 1e9)
+    } else if ns >= 1e6 {
+        format!("{:.3} ms", ns / 1e6)
+    } else if ns >= 1e3 {
+        format!("{:.3} µs", ns / 1e3)
+    } else {
+        format!("{ns} ns")
+    }
+}
+
+/// The folded lines of `profile`: per process, each path with a measurement, process first.
+pub(super) fn folded_lines(profile: &Profile) -> Vec<String> {
+    let mut lines = Vec::new();
+    for stack in stacks(profile) {
+        if stack.measurement == 0 {
+            continue;
+        }
+        let mut line = frame_name(&profile.group_label(stack.group));
+        for f in &stack.frames {
+            line.push(';');
+            line.push_str(&frame_name(&f.mfa()));
+        }
+        // Writing to a String cannot fail.
+        let _ = write!(line, " {}", stack.measurement);
+        lines.push(line);
+    }
+    lines
+}
+
+/// What the runs were, for the subtitle: each program and how long it ran.
+fn runs(profile: &Profile) -> Option<String> {
+    let runs: Vec<String> = profile
+        .meta
+        .runs
+        .iter()
+        .filter(|r| !r.program.is_empty() || r.duration_ns > 0)
+        .map(|r| match (r.program.is_empty(), r.duration_ns) {
+            (false, 0) => r.program.clone(),
+            (true, d) => duration(d),
+            (false, d) => format!("{} ({})", r.program, duration(d)),
+        })
+        .collect();
+    (!runs.is_empty()).then(|| runs.join("; "))
+}
+
+/// Writes the flame graph of `profile` as SVG.
+///
+/// # Errors
+///
+/// [`ExportError::Unsupported`] when nothing was measured (no path has a measurement above
+/// 0: there is nothing to give a width), [`ExportError::Io`] when writing fails.
+pub(super) fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), ExportError> {
+    let lines = folded_lines(profile);
+    if lines.is_empty() {
+        return Err(ExportError::Unsupported {
+            format: Format::Svg,
+            reason: "nothing was measured: a flame graph needs a measurement above 0".to_owned(),
+        });
+    }
+    let unit = unit(profile.trace_type);
+    let mut options = Options::default();
+    options.title = format!("{} flame graph ({unit})", profile.trace_type);
+    options.subtitle = runs(profile);
+    options.count_name = unit.to_owned();
+    // inferno's default palette (hot), and the same name gets the same colour in every export.
+    options.hash = true;
+    options.deterministic = true;
+    // Every path that was measured is drawn (and found by the search), however narrow.
+    options.min_width = 0.0;
+    flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), out)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frame_names_cannot_split_a_folded_line() {
+        assert_eq!(frame_name("a;b c\nd"), "a\u{FF1B}b\u{A0}c\\nd");
+        assert_eq!(frame_name("<T as Tr>::f/1"), "<T\u{A0}as\u{A0}Tr>::f/1");
+        assert_eq!(frame_name(""), "(unnamed)");
+        let odd = frame_name("x 12");
+        assert!(!odd.contains(' ') && !odd.contains(';'), "{odd}");
+    }
+
+    #[test]
+    fn durations_pick_a_unit() {
+        assert_eq!(duration(12), "12 ns");
+        assert_eq!(duration(1_500), "1.500 µs");
+        assert_eq!(duration(2_000_000), "2.000 ms");
+        assert_eq!(duration(3_250_000_000), "3.250 s");
+    }
+}

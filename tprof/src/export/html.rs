@@ -1,0 +1,358 @@
+//! `html`: one self-contained page to explore a profile in a browser, offline.
+//!
+//! The page holds everything it shows: the data as JSON in a
+//! `<script type="application/json" id="tprof-data">` element, and a viewer written for this
+//! crate (`html/viewer.js`, `html/viewer.css`, included in the binary). It loads nothing: no
+//! script, style sheet, font or image from a file or the network, and its Content Security
+//! Policy forbids any such load. The viewer draws:
+//!
+//! - an icicle graph (a flame graph with the root on top) of every process or of one: click a
+//!   frame to zoom into it, `Esc` or *Reset* to zoom out; hover a frame for its function,
+//!   `file:line`, process, calls and value (inclusive and its own), with its share of the
+//!   total;
+//! - a search box: the frames whose function (or process) contains the text are highlighted,
+//!   and the share of the total they cover is shown;
+//! - per process, the table of its functions (calls, measurement, per call, %, and bytes and
+//!   blocks for call_memory), sorted by clicking a column's header; call_time with
+//!   percentiles also gets the table of call durations.
+//!
+//! # The embedded JSON
+//!
+//! An object with `version` (1), `trace_type`, `unit` (`calls`, `ns` or `words`),
+//! `call_tree` (whether the stacks are call paths or one function each), `runs` (the
+//! profile's [`Run`]s), `functions` (each `module`, `name`, `arity`, `file`,
+//! `line`, `mfa`), `processes` (each `id` — the pid, or `all` —, `label`, `name`,
+//! `initial_call`, `run`), `stacks` (each `process` and `frames`, indices into the lists
+//! above, outermost frame first, with `calls`, `value`, `bytes`, `blocks`, exclusive of the
+//! frames above it: [`stacks()`] of the profile), `rows` (the flat figures per
+//! process and function, same fields), `percentiles` and `total` (the sum of the stacks'
+//! values). Every `<`, `>` and `&` in it is written as a `\u` escape, so no text in the
+//! profile (a function named `</script>`, say) can end the element early.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::Write;
+
+use serde::Serialize;
+
+use super::flamegraph::{duration, unit};
+use super::{ExportError, stacks};
+use crate::{Function, Group, Profile, Run, TraceType};
+
+/// The viewer's script.
+const VIEWER_JS: &str = include_str!("html/viewer.js");
+/// The viewer's style sheet.
+const VIEWER_CSS: &str = include_str!("html/viewer.css");
+
+/// What the page may do: run its own inline script and style, show `data:` images, and load
+/// nothing else.
+const CSP: &str = "default-src 'none'; script-src 'unsafe-inline'; \
+                   style-src 'unsafe-inline'; img-src data:";
+
+/// The page's markup around the viewer; the script fills it in.
+const BODY: &str = r#"<header>
+  <h1 id="title">tprof</h1>
+  <p id="summary"></p>
+</header>
+<section id="controls" aria-label="view">
+  <label>Process <select id="process"></select></label>
+  <button type="button" id="zoom-out" title="Zoom out one level">&#8593; Zoom out</button>
+  <button type="button" id="reset" title="Show everything (Esc)">Reset zoom</button>
+  <span id="zoomed"></span>
+  <span class="spacer"></span>
+  <input type="search" id="search" placeholder="Search functions (/)" aria-label="Search functions" autocomplete="off">
+  <span id="matched"></span>
+</section>
+<section id="graph-box" aria-label="flame graph">
+  <div id="graph" role="tree"></div>
+  <div id="detail" aria-live="polite"></div>
+</section>
+<div id="tooltip" role="tooltip" hidden></div>
+<section id="tables" aria-label="tables"></section>
+<noscript><p>This viewer needs JavaScript. The data is in the element <code>tprof-data</code>
+of this file, as JSON.</p></noscript>
+"#;
+
+/// A function as the viewer names it.
+#[derive(Serialize)]
+struct FunctionView<'a> {
+    #[serde(flatten)]
+    function: &'a Function,
+    mfa: String,
+}
+
+/// A process (or `all`) as the viewer names it.
+#[derive(Serialize)]
+struct ProcessView {
+    id: String,
+    label: String,
+    name: Option<String>,
+    initial_call: String,
+    run: Option<u32>,
+}
+
+/// One stack, or one flat row: indices into the function and process lists, and figures.
+#[derive(Serialize)]
+struct Figures {
+    process: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    frames: Option<Vec<usize>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    function: Option<usize>,
+    calls: u64,
+    value: u64,
+    bytes: u64,
+    blocks: u64,
+}
+
+/// One function's call durations over every process.
+#[derive(Serialize)]
+struct PercentilesView {
+    function: usize,
+    calls: u64,
+    p50_ns: u64,
+    p90_ns: u64,
+    p99_ns: u64,
+    max_ns: u64,
+}
+
+/// Everything the viewer reads.
+#[derive(Serialize)]
+struct ViewData<'a> {
+    version: u32,
+    trace_type: TraceType,
+    unit: &'static str,
+    call_tree: bool,
+    runs: &'a [Run],
+    functions: Vec<FunctionView<'a>>,
+    processes: Vec<ProcessView>,
+    stacks: Vec<Figures>,
+    rows: Vec<Figures>,
+    percentiles: Vec<PercentilesView>,
+    total: u64,
+}
+
+/// Gives each distinct function one index.
+#[derive(Default)]
+struct Functions<'a> {
+    list: Vec<FunctionView<'a>>,
+    index: HashMap<&'a Function, usize>,
+}
+
+impl<'a> Functions<'a> {
+    fn of(&mut self, f: &'a Function) -> usize {
+        *self.index.entry(f).or_insert_with(|| {
+            self.list.push(FunctionView {
+                function: f,
+                mfa: f.mfa(),
+            });
+            self.list.len() - 1
+        })
+    }
+}
+
+/// The viewer's data for `profile`.
+fn view_data(profile: &Profile) -> ViewData<'_> {
+    let mut functions = Functions::default();
+    let stacks = stacks(profile);
+    // The groups, in order, that have a stack or a flat row.
+    let mut groups: BTreeMap<Group, usize> = BTreeMap::new();
+    for s in &stacks {
+        groups.insert(s.group, 0);
+    }
+    for f in &profile.functions {
+        for e in &f.entries {
+            groups.insert(e.group, 0);
+        }
+    }
+    let mut processes = Vec::new();
+    for (i, (group, index)) in groups.iter_mut().enumerate() {
+        *index = i;
+        let record = match group {
+            Group::Process(pid) => profile.processes.iter().find(|p| p.pid == *pid),
+            Group::All => None,
+        };
+        processes.push(ProcessView {
+            id: group.to_string(),
+            label: profile.group_label(*group),
+            name: record.and_then(|r| r.name.clone()),
+            initial_call: record.map(|r| r.initial_call.clone()).unwrap_or_default(),
+            run: record.map(|r| r.run),
+        });
+    }
+    let stack_views: Vec<Figures> = stacks
+        .iter()
+        .map(|s| Figures {
+            process: groups[&s.group],
+            frames: Some(s.frames.iter().map(|f| functions.of(f)).collect()),
+            function: None,
+            calls: s.calls,
+            value: s.measurement,
+            bytes: s.bytes,
+            blocks: s.blocks,
+        })
+        .collect();
+    let mut rows = Vec::new();
+    if profile.functions.is_empty() {
+        // No flat figures: each function's are the sum over the paths that end in it.
+        let mut sums: BTreeMap<(usize, usize), [u64; 4]> = BTreeMap::new();
+        for s in &stacks {
+            if let Some(last) = s.frames.last() {
+                let sum = sums
+                    .entry((groups[&s.group], functions.of(last)))
+                    .or_default();
+                sum[0] += s.calls;
+                sum[1] += s.measurement;
+                sum[2] += s.bytes;
+                sum[3] += s.blocks;
+            }
+        }
+        for ((process, function), [calls, value, bytes, blocks]) in sums {
+            rows.push(Figures {
+                process,
+                frames: None,
+                function: Some(function),
+                calls,
+                value,
+                bytes,
+                blocks,
+            });
+        }
+    } else {
+        for f in &profile.functions {
+            for e in &f.entries {
+                rows.push(Figures {
+                    process: groups[&e.group],
+                    frames: None,
+                    function: Some(functions.of(&f.function)),
+                    calls: e.calls,
+                    value: e.measurement,
+                    bytes: e.bytes,
+                    blocks: e.blocks,
+                });
+            }
+        }
+    }
+    let percentiles = profile
+        .percentiles
+        .iter()
+        .map(|p| PercentilesView {
+            function: functions.of(&p.function),
+            calls: p.calls,
+            p50_ns: p.p50_ns,
+            p90_ns: p.p90_ns,
+            p99_ns: p.p99_ns,
+            max_ns: p.max_ns,
+        })
+        .collect();
+    let total = stack_views.iter().map(|s| s.value).sum();
+    ViewData {
+        version: 1,
+        trace_type: profile.trace_type,
+        unit: unit(profile.trace_type),
+        call_tree: !profile.call_tree.is_empty(),
+        runs: &profile.meta.runs,
+        functions: functions.list,
+        processes,
+        stacks: stack_views,
+        rows,
+        percentiles,
+        total,
+    }
+}
+
+/// `text` safe inside an HTML element or a quoted attribute.
+fn escape_html(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '&' => out.push_str("&amp;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// `json` safe inside a `<script>` element: `<`, `>` and `&` as `\u` escapes. They can only
+/// occur inside JSON strings, where the escapes read back as the same characters.
+fn escape_script(json: &str) -> String {
+    let mut out = String::with_capacity(json.len());
+    for c in json.chars() {
+        match c {
+            '<' => out.push_str("\\u003c"),
+            '>' => out.push_str("\\u003e"),
+            '&' => out.push_str("\\u0026"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// The page's title: the trace type, the unit and what ran.
+fn title(profile: &Profile) -> String {
+    let mut title = format!(
+        "{} profile ({})",
+        profile.trace_type,
+        unit(profile.trace_type)
+    );
+    for run in &profile.meta.runs {
+        if !run.program.is_empty() {
+            title.push_str(" — ");
+            title.push_str(&run.program);
+        }
+        if run.duration_ns > 0 {
+            title.push_str(&format!(" ({})", duration(run.duration_ns)));
+        }
+    }
+    title
+}
+
+/// Writes the viewer page for `profile`.
+pub(super) fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), ExportError> {
+    let json = escape_script(&serde_json::to_string(&view_data(profile))?);
+    write!(
+        out,
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <meta http-equiv=\"Content-Security-Policy\" content=\"{CSP}\">\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <meta name=\"generator\" content=\"tprof\">\n\
+         <title>{}</title>\n<style>\n{VIEWER_CSS}</style>\n</head>\n<body>\n{BODY}\
+         <script type=\"application/json\" id=\"tprof-data\">{json}</script>\n\
+         <script>\n{VIEWER_JS}</script>\n</body>\n</html>\n",
+        escape_html(&title(profile)),
+    )?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_viewer_files_cannot_end_their_own_elements() {
+        assert!(!VIEWER_JS.to_ascii_lowercase().contains("</script"));
+        assert!(!VIEWER_CSS.to_ascii_lowercase().contains("</style"));
+        assert!(!VIEWER_JS.contains("http://") && !VIEWER_JS.contains("https://"));
+        assert!(!VIEWER_CSS.contains("url(") && !VIEWER_CSS.contains("@import"));
+    }
+
+    #[test]
+    fn escapes_read_back_as_the_text() {
+        let text = "</script><!-- & \"x\" 'y'";
+        let json = serde_json::to_string(text).expect("a string serializes");
+        let escaped = escape_script(&json);
+        assert!(
+            !escaped.contains('<') && !escaped.contains('>'),
+            "{escaped}"
+        );
+        let back: String = serde_json::from_str(&escaped).expect("still JSON");
+        assert_eq!(back, text);
+        assert_eq!(
+            escape_html(text),
+            "&lt;/script&gt;&lt;!-- &amp; &quot;x&quot; &#39;y&#39;"
+        );
+    }
+}

@@ -1,0 +1,512 @@
+// tprof's profile viewer: an icicle graph with zoom and search, and per-process tables,
+// drawn from the JSON in #tprof-data. Written for tprof; it loads nothing. Text from the
+// profile only ever reaches the page through textContent and attribute values.
+'use strict';
+(function () {
+  const data = JSON.parse(document.getElementById('tprof-data').textContent);
+  const $ = (id) => document.getElementById(id);
+  const TIME = data.trace_type === 'call_time';
+  const MEMORY = data.trace_type === 'call_memory';
+  const ROW = 20;        // px per graph row
+  const MIN_PX = 0.35;   // frames narrower than this are not drawn
+  const LABEL_PX = 28;   // frames narrower than this get no text
+
+  const KIND = {
+    call_count: 'calls per function, every process together',
+    call_time: 'time per function, counted while its process is polled',
+    call_memory: 'memory allocated per function: words, bytes and blocks',
+  };
+  const MEASURE = { call_count: 'calls', call_time: 'time', call_memory: 'words' };
+  const FACT = { call_count: 'count', call_time: 'time', call_memory: 'allocated' };
+
+  // ---- formatting
+  function int(n) {
+    return String(Math.round(n)).replace(/\B(?=(\d{3})+(?!\d))/g, ',');
+  }
+  function fixed(n, digits) {
+    const s = n.toFixed(digits);
+    const dot = s.indexOf('.');
+    return dot < 0 ? int(Number(s)) : int(Math.trunc(Number(s))) + s.slice(dot);
+  }
+  function dur(ns) {
+    if (ns >= 1e9) return fixed(ns / 1e9, 3) + ' s';
+    if (ns >= 1e6) return fixed(ns / 1e6, 3) + ' ms';
+    if (ns >= 1e3) return fixed(ns / 1e3, 3) + ' µs';
+    return int(ns) + ' ns';
+  }
+  function value(v) {
+    return TIME ? dur(v) : int(v) + ' ' + data.unit;
+  }
+  function percent(part, whole) {
+    if (!(whole > 0)) return '0%';
+    const p = (100 * part) / whole;
+    return (p >= 10 || p === 0 ? p.toFixed(1) : p.toFixed(2)) + '%';
+  }
+  function el(tag, attrs, ...children) {
+    const e = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v === undefined || v === null || v === false) continue;
+      if (k === 'class') e.className = v;
+      else if (k === 'text') e.textContent = v;
+      else if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
+      else e.setAttribute(k, v);
+    }
+    for (const c of children) {
+      if (c === null || c === undefined || c === false) continue;
+      e.append(typeof c === 'string' ? document.createTextNode(c) : c);
+    }
+    return e;
+  }
+
+  // ---- colours: a warm hue per function (the standard library's in green), from its name
+  function hash(s) {
+    let h = 2166136261;
+    for (let i = 0; i < s.length; i++) {
+      h ^= s.charCodeAt(i);
+      h = Math.imul(h, 16777619);
+    }
+    return h >>> 0;
+  }
+  const colours = new Map();
+  function colour(fn) {
+    let c = colours.get(fn);
+    if (c === undefined) {
+      const f = data.functions[fn];
+      const std = /^(std|core|alloc)(::|$)/.test(f.module);
+      const h = hash(f.mfa);
+      const hue = std ? 80 + (h % 30) : h % 48;
+      const sat = 62 + ((h >>> 8) % 24);
+      const light = 58 + ((h >>> 16) % 14);
+      c = 'hsl(' + hue + ' ' + sat + '% ' + light + '%)';
+      colours.set(fn, c);
+    }
+    return c;
+  }
+
+  // ---- the tree: root, then processes, then the call paths
+  let nodes = [];
+  let root = null;
+  let zoom = null;
+  let process = -1; // -1: every process
+  let term = '';
+
+  function node(kind, name, fn, proc, parent) {
+    const n = {
+      id: nodes.length, kind, name, fn, proc, parent, children: new Map(), list: [],
+      depth: parent ? parent.depth + 1 : 0, self: 0, total: 0, calls: 0, bytes: 0, blocks: 0,
+      match: false,
+    };
+    nodes.push(n);
+    return n;
+  }
+  function child(parent, key, make) {
+    let c = parent.children.get(key);
+    if (!c) {
+      c = make();
+      parent.children.set(key, c);
+    }
+    return c;
+  }
+  function build() {
+    nodes = [];
+    if (process >= 0) {
+      root = node('process', data.processes[process].label, -1, process, null);
+    } else {
+      root = node('root', 'all', -1, -1, null);
+    }
+    for (const s of data.stacks) {
+      if (process >= 0 && s.process !== process) continue;
+      let n = root;
+      if (process < 0) {
+        const p = s.process;
+        n = child(n, 'p' + p, () => node('process', data.processes[p].label, -1, p, root));
+      }
+      for (const f of s.frames) {
+        const parent = n;
+        n = child(n, f, () => node('fn', data.functions[f].mfa, f, s.process, parent));
+      }
+      n.self += s.value;
+      n.calls += s.calls;
+      n.bytes += s.bytes;
+      n.blocks += s.blocks;
+    }
+    // totals, children largest first (nodes come after their parent: walk backwards)
+    for (let i = nodes.length - 1; i >= 0; i--) {
+      const n = nodes[i];
+      n.list = Array.from(n.children.values());
+      n.list.sort((a, b) => b.total - a.total || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+      n.total = n.self + n.list.reduce((sum, c) => sum + c.total, 0);
+    }
+    zoom = root;
+  }
+
+  // ---- search
+  function applySearch() {
+    const box = $('graph');
+    let matched = 0;
+    let count = 0;
+    for (const n of nodes) {
+      n.match = false;
+    }
+    if (term) {
+      for (const n of nodes) {
+        if (n.kind === 'root') continue;
+        const f = n.fn >= 0 ? data.functions[n.fn] : null;
+        const text = (n.name + ' ' + (f ? f.file : data.processes[n.proc].id)).toLowerCase();
+        if (text.includes(term)) {
+          n.match = true;
+          count++;
+          let covered = false;
+          for (let a = n.parent; a; a = a.parent) {
+            if (a.match) { covered = true; break; }
+          }
+          // nodes come after their ancestors, so an ancestor's match is already known
+          if (!covered) matched += n.total;
+        }
+      }
+    }
+    box.classList.toggle('searching', term !== '');
+    $('matched').textContent = term
+      ? count === 0
+        ? 'no match'
+        : count + (count === 1 ? ' frame matches: ' : ' frames match: ') + percent(matched, root.total) +
+          ' of the total (' + value(matched) + ')'
+      : '';
+    $('matched').dataset.share = term ? String(root.total > 0 ? matched / root.total : 0) : '';
+  }
+
+  // ---- drawing
+  function label(n) {
+    if (n.kind === 'root') return 'all (' + data.processes.length + ' process' + (data.processes.length === 1 ? '' : 'es') + ')';
+    if (n.kind === 'process') {
+      const p = data.processes[n.proc];
+      return p.label === p.id || p.id === 'all' ? p.label : p.label + ' ' + p.id;
+    }
+    return n.name;
+  }
+  function render() {
+    const box = $('graph');
+    const width = box.clientWidth;
+    box.textContent = '';
+    $('zoom-out').disabled = zoom === root;
+    $('reset').disabled = zoom === root;
+    $('zoomed').textContent = zoom === root ? '' : 'Zoomed into ' + label(zoom) + ' (' + percent(zoom.total, root.total) + ')';
+    if (root.total === 0) {
+      box.append(el('div', { class: 'empty', text: data.stacks.length === 0 ? 'Trace is empty: no function was called.' : 'Nothing was measured: every value is 0.' }));
+      box.style.height = '';
+      detail(null);
+      return;
+    }
+    const frag = document.createDocumentFragment();
+    let deepest = 0;
+    const place = (n, x, w, ancestor) => {
+      deepest = Math.max(deepest, n.depth);
+      const classes = ['frame', n.kind];
+      if (ancestor) classes.push('ancestor');
+      if (n.match) classes.push('match');
+      if (w < LABEL_PX) classes.push('narrow');
+      const e = el('div', {
+        class: classes.join(' '), 'data-node': n.id, role: 'treeitem', 'aria-label': n.name,
+        text: w < LABEL_PX ? '' : label(n),
+      });
+      e.style.left = x + 'px';
+      e.style.width = Math.max(w - 1, 0.5) + 'px';
+      e.style.top = n.depth * ROW + 'px';
+      if (n.kind === 'fn') e.style.setProperty('--c', colour(n.fn));
+      frag.append(e);
+    };
+    for (let a = zoom.parent; a; a = a.parent) place(a, 0, width, true);
+    const layout = (n, x, w) => {
+      place(n, x, w, false);
+      let cx = x;
+      for (const c of n.list) {
+        const cw = n.total > 0 ? (w * c.total) / n.total : 0;
+        if (cw >= MIN_PX) layout(c, cx, cw);
+        cx += cw;
+      }
+    };
+    layout(zoom, 0, width);
+    box.style.height = (deepest + 1) * ROW + 'px';
+    box.append(frag);
+    detail(null);
+  }
+
+  // ---- details of a frame: the tooltip and the line under the graph
+  function facts(n) {
+    const rows = [];
+    const f = n.fn >= 0 ? data.functions[n.fn] : null;
+    if (f) {
+      rows.push(['file', f.file + ':' + f.line]);
+      if (process < 0 || data.processes.length > 1) rows.push(['process', label({ kind: 'process', proc: n.proc })]);
+      rows.push(['calls', int(n.calls) + (data.call_tree ? ' on this path' : '')]);
+    } else if (n.kind === 'process') {
+      const p = data.processes[n.proc];
+      if (p.initial_call) rows.push(['initial call', p.initial_call]);
+      if (p.run !== null && p.run !== undefined && data.runs.length > 1) rows.push(['run', String(p.run)]);
+    }
+    rows.push([FACT[data.trace_type], value(n.total) + (f && n.list.length ? ' with callees' : '')]);
+    if (f && n.list.length) rows.push(['own', value(n.self)]);
+    if (MEMORY && f) {
+      rows.push(['bytes', int(n.bytes) + ' (' + int(n.blocks) + ' block' + (n.blocks === 1 ? '' : 's') + ')']);
+    }
+    rows.push(['share', percent(n.total, root.total) + ' of the total' +
+      (zoom !== root && zoom !== n && isUnder(n, zoom) ? ', ' + percent(n.total, zoom.total) + ' of the zoomed frame' : '')]);
+    return rows;
+  }
+  function isUnder(n, a) {
+    for (let x = n; x; x = x.parent) if (x === a) return true;
+    return false;
+  }
+  function detail(n) {
+    const d = $('detail');
+    d.textContent = '';
+    const shown = n || zoom;
+    if (!shown || root.total === 0) return;
+    d.append(el('b', { text: label(shown) }));
+    for (const [k, v] of facts(shown)) d.append('  ·  ' + k + ' ' + v);
+    if (!n) d.append('  ·  click a frame to zoom in');
+  }
+  function tooltip(n, ev) {
+    const t = $('tooltip');
+    if (!n) {
+      t.hidden = true;
+      return;
+    }
+    t.textContent = '';
+    t.append(el('div', { class: 'name', text: label(n) }));
+    const table = el('table');
+    for (const [k, v] of facts(n)) table.append(el('tr', {}, el('td', { text: k }), el('td', { class: 'num', text: v })));
+    t.append(table);
+    t.hidden = false;
+    const pad = 14;
+    const r = t.getBoundingClientRect();
+    let x = ev.clientX + pad;
+    let y = ev.clientY + pad;
+    if (x + r.width > window.innerWidth - 4) x = Math.max(4, ev.clientX - r.width - pad);
+    if (y + r.height > window.innerHeight - 4) y = Math.max(4, ev.clientY - r.height - pad);
+    t.style.left = x + 'px';
+    t.style.top = y + 'px';
+  }
+  function frameAt(ev) {
+    const e = ev.target.closest ? ev.target.closest('.frame') : null;
+    return e ? nodes[Number(e.dataset.node)] : null;
+  }
+
+  // ---- tables
+  const sort = { key: data.trace_type === 'call_count' ? 'calls' : 'value', dir: -1 };
+  function columns() {
+    const cols = [{ key: 'name', title: 'function' }, { key: 'calls', title: 'calls' }];
+    // call_count measures calls: its value is the calls column, and per call is always 1
+    if (data.trace_type !== 'call_count') {
+      cols.push({ key: 'value', title: TIME ? 'time (µs)' : MEASURE[data.trace_type] },
+        { key: 'per', title: 'per call' + (TIME ? ' (µs)' : '') });
+    }
+    cols.push({ key: 'pct', title: '%' });
+    if (MEMORY) cols.push({ key: 'bytes', title: 'bytes' }, { key: 'blocks', title: 'blocks' });
+    return cols;
+  }
+  function cell(key, r) {
+    switch (key) {
+      case 'calls': return int(r.calls);
+      case 'value': return TIME ? fixed(r.value / 1000, 1) : int(r.value);
+      case 'per': return fixed(TIME ? r.per / 1000 : r.per, 2);
+      case 'pct': return r.pct.toFixed(2);
+      case 'bytes': return int(r.bytes);
+      case 'blocks': return int(r.blocks);
+      default: return '';
+    }
+  }
+  function sorted(rows) {
+    const k = sort.key;
+    return rows.slice().sort((a, b) => {
+      const x = a[k];
+      const y = b[k];
+      const c = typeof x === 'string' ? x.localeCompare(y) : x - y;
+      return c * sort.dir || a.name.localeCompare(b.name);
+    });
+  }
+  function tables() {
+    const box = $('tables');
+    box.textContent = '';
+    const procs = process >= 0 ? [process] : data.processes.map((_, i) => i);
+    const all = data.rows.reduce((s, r) => s + r.value, 0);
+    box.append(el('h2', { text: data.processes.length === 1 && procs.length === 1 && data.processes[0].id === 'all' ? 'Functions' : 'Functions per process' }));
+    if (data.rows.length === 0) {
+      box.append(el('p', { text: 'No function was called.' }));
+    }
+    for (const p of procs) {
+      const mine = data.rows.filter((r) => r.process === p);
+      if (!mine.length) continue;
+      const total = mine.reduce((s, r) => s + r.value, 0);
+      const rows = mine.map((r) => {
+        const f = data.functions[r.function];
+        return {
+          name: f.mfa, fn: r.function, calls: r.calls, value: r.value, bytes: r.bytes, blocks: r.blocks,
+          per: r.calls > 0 ? r.value / r.calls : 0, pct: total > 0 ? (100 * r.value) / total : 0,
+        };
+      });
+      const info = data.processes[p];
+      const head = el('h3', {}, label({ kind: 'process', proc: p }),
+        el('span', { class: 'sub', text: (info.initial_call ? ' — ' + info.initial_call : '') + ' — ' + value(total) + (all > 0 && data.processes.length > 1 ? ', ' + percent(total, all) + ' of all' : '') }));
+      box.append(el('section', { 'data-process': info.id }, head, table(columns(), sorted(rows), total)));
+    }
+    if (data.percentiles.length && process < 0) {
+      box.append(el('h2', { text: 'Call durations, every process (callees included)' }));
+      const cols = ['function', 'calls', 'p50 (µs)', 'p90 (µs)', 'p99 (µs)', 'max (µs)'];
+      const t = el('table', { class: 'functions percentiles' },
+        el('thead', {}, el('tr', {}, ...cols.map((c) => el('th', { text: c })))));
+      const body = el('tbody');
+      for (const q of data.percentiles) {
+        const us = (ns) => fixed(ns / 1000, 2);
+        body.append(el('tr', {}, el('td', { class: 'fn', text: data.functions[q.function].mfa }),
+          el('td', { text: int(q.calls) }), el('td', { text: us(q.p50_ns) }), el('td', { text: us(q.p90_ns) }),
+          el('td', { text: us(q.p99_ns) }), el('td', { text: us(q.max_ns) })));
+      }
+      t.append(body);
+      box.append(t);
+    }
+  }
+  function table(cols, rows, total) {
+    const head = el('tr');
+    for (const c of cols) {
+      const th = el('th', { class: 'sortable', 'data-key': c.key, scope: 'col', text: c.title, title: 'Sort by ' + c.title });
+      if (sort.key === c.key) th.setAttribute('aria-sort', sort.dir > 0 ? 'ascending' : 'descending');
+      head.append(th);
+    }
+    const body = el('tbody');
+    const widest = rows.reduce((m, r) => Math.max(m, r.pct), 0);
+    for (const r of rows) {
+      const f = data.functions[r.fn];
+      const tr = el('tr', {}, el('td', {},
+        el('span', { class: 'fn', 'data-fn': r.fn, title: 'Search the graph for this function', text: r.name }),
+        el('span', { class: 'loc', text: f.file + ':' + f.line })));
+      for (const c of cols.slice(1)) {
+        const td = el('td', { text: cell(c.key, r) });
+        if (c.key === 'pct' && widest > 0) td.prepend(el('span', { class: 'bar', style: 'width:' + Math.round((36 * r.pct) / widest) + 'px' }));
+        tr.append(td);
+      }
+      body.append(tr);
+    }
+    const sums = rows.reduce((s, r) => ({ calls: s.calls + r.calls, bytes: s.bytes + r.bytes, blocks: s.blocks + r.blocks }), { calls: 0, bytes: 0, blocks: 0 });
+    const foot = el('tr', {}, el('td', { text: 'total' }));
+    for (const c of cols.slice(1)) {
+      const r = { calls: sums.calls, value: total, per: 0, pct: 100, bytes: sums.bytes, blocks: sums.blocks };
+      foot.append(el('td', { text: c.key === 'per' ? '' : cell(c.key, r) }));
+    }
+    return el('table', { class: 'functions' }, el('thead', {}, head), body, el('tfoot', {}, foot));
+  }
+
+  // ---- header
+  function header() {
+    const title = $('title');
+    title.textContent = 'tprof — ' + data.trace_type + ' profile ';
+    title.append(el('span', { class: 'unit', text: '(' + data.unit + ')' }));
+    const s = $('summary');
+    s.textContent = '';
+    const together = data.processes.length === 1 && data.processes[0].id === 'all';
+    s.append(KIND[data.trace_type] + '. Total ', el('b', { text: value(data.total) }),
+      together ? '' : ' in ', together ? '' : el('b', { text: String(data.processes.length) }),
+      together ? '' : ' process' + (data.processes.length === 1 ? '' : 'es'),
+      ', ', el('b', { text: String(data.functions.length) }), ' function' + (data.functions.length === 1 ? '' : 's'),
+      data.call_tree ? ', by call path.' : ', flat (one frame per function).');
+    if (data.runs.length) {
+      const list = el('ul', { class: 'runs' });
+      data.runs.forEach((r, i) => {
+        const parts = [];
+        if (r.duration_ns > 0) parts.push('ran ' + dur(r.duration_ns));
+        if (r.started_unix_ms > 0) parts.push('started ' + new Date(r.started_unix_ms).toISOString().replace('T', ' ').replace(/\.\d+Z$/, ' UTC'));
+        if (r.nodes && r.nodes.length) parts.push('node' + (r.nodes.length === 1 ? ' ' : 's ') + r.nodes.join(', '));
+        list.append(el('li', {}, data.runs.length > 1 ? 'Run ' + i + ': ' : 'Run: ',
+          el('code', { text: r.program || '(unnamed)' }), parts.length ? ' — ' + parts.join(', ') : ''));
+      });
+      s.append(list);
+    }
+    const sel = $('process');
+    sel.textContent = '';
+    const totals = data.processes.map(() => 0);
+    for (const st of data.stacks) totals[st.process] += st.value;
+    if (data.processes.length > 1) {
+      sel.append(el('option', { value: '-1', text: 'All ' + data.processes.length + ' processes' }));
+    }
+    data.processes.forEach((p, i) => {
+      sel.append(el('option', { value: String(i), text: label({ kind: 'process', proc: i }) + ' — ' + percent(totals[i], data.total) }));
+    });
+    sel.disabled = data.processes.length <= 1;
+    if (data.processes.length === 0) sel.append(el('option', { value: '-1', text: 'none' }));
+    if (data.processes.length === 1) process = 0;
+    sel.value = String(process);
+  }
+
+  // ---- events
+  function setProcess(p) {
+    process = p;
+    build();
+    applySearch();
+    render();
+    tables();
+  }
+  function zoomTo(n) {
+    zoom = n || root;
+    $('tooltip').hidden = true;
+    render();
+  }
+  function setSearch(text) {
+    $('search').value = text;
+    term = text.trim().toLowerCase();
+    applySearch();
+    render();
+  }
+  const graph = $('graph');
+  graph.addEventListener('click', (ev) => {
+    const n = frameAt(ev);
+    if (n) zoomTo(n);
+  });
+  graph.addEventListener('mousemove', (ev) => {
+    const n = frameAt(ev);
+    tooltip(n, ev);
+    detail(n);
+  });
+  graph.addEventListener('mouseleave', () => {
+    tooltip(null);
+    detail(null);
+  });
+  $('reset').addEventListener('click', () => zoomTo(root));
+  $('zoom-out').addEventListener('click', () => zoomTo(zoom.parent));
+  $('process').addEventListener('change', (ev) => setProcess(Number(ev.target.value)));
+  $('search').addEventListener('input', (ev) => setSearch(ev.target.value));
+  $('tables').addEventListener('click', (ev) => {
+    const th = ev.target.closest('th.sortable');
+    if (th) {
+      const key = th.dataset.key;
+      if (sort.key === key) sort.dir = -sort.dir;
+      else {
+        sort.key = key;
+        sort.dir = key === 'name' ? 1 : -1;
+      }
+      tables();
+      return;
+    }
+    const fn = ev.target.closest('.fn[data-fn]');
+    if (fn) {
+      setSearch(data.functions[Number(fn.dataset.fn)].mfa);
+      $('graph-box').scrollIntoView({ block: 'nearest' });
+    }
+  });
+  document.addEventListener('keydown', (ev) => {
+    if (ev.key === 'Escape') {
+      if (document.activeElement === $('search') && $('search').value) setSearch('');
+      else zoomTo(root);
+    } else if (ev.key === '/' && document.activeElement !== $('search')) {
+      ev.preventDefault();
+      $('search').focus();
+    }
+  });
+  let pending = 0;
+  window.addEventListener('resize', () => {
+    cancelAnimationFrame(pending);
+    pending = requestAnimationFrame(render);
+  });
+
+  header();
+  setProcess(process);
+})();

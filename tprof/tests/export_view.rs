@@ -1,0 +1,655 @@
+//! The viewing exports read back: `svg` (a flame graph, parsed as XML) and `html` (a
+//! self-contained page: its embedded JSON parsed, its references checked), from real flat
+//! profiles and from hand-built call-tree profiles.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+
+use quick_xml::XmlVersion;
+use quick_xml::events::Event;
+use runtime::trace::TracePattern;
+use runtime::{Down, Pid, receive, spawn_monitor};
+use serde_json::Value;
+use tprof::export::{self, ExportError, Format, stacks};
+use tprof::{
+    CallTree, Entry, Function, FunctionTrace, Group, Meta, PathEntry, PathNode, ProcessRecord,
+    Profile, ProfileOptions, Report, Run, TraceType,
+};
+
+#[global_allocator]
+static ALLOC: runtime::CountingAlloc = runtime::CountingAlloc::system();
+
+#[runtime::traced(module = "export_view_test")]
+fn leaf(n: u64) -> Vec<u64> {
+    (0..n).collect()
+}
+
+#[runtime::traced(module = "export_view_test")]
+fn branch(n: u64) -> usize {
+    leaf(n).len() + leaf(n * 2).len()
+}
+
+#[runtime::traced(module = "export_view_test")]
+async fn two_processes() -> usize {
+    let (pid, _) = spawn_monitor(async {
+        branch(4);
+    })
+    .unwrap();
+    let down: Down = receive().await;
+    assert_eq!(down.pid, pid);
+    let mut total = 0;
+    for _ in 0..3 {
+        total += branch(8);
+    }
+    total
+}
+
+/// A real (flat) profile of `trace_type`: a process calling `branch` three times, and a child
+/// of it calling it once.
+fn real_profile(trace_type: TraceType) -> Profile {
+    let outcome = tprof::profile(
+        two_processes,
+        ProfileOptions::new()
+            .trace_type(trace_type)
+            .percentiles(trace_type == TraceType::CallTime)
+            .pattern(TracePattern::module("export_view_test"))
+            .report(Report::Return),
+    )
+    .expect("the profiled function runs");
+    assert_eq!(outcome.result, Ok(72));
+    assert!(!outcome.profile.is_empty());
+    outcome.profile
+}
+
+fn function(module: &str, name: &str, arity: u8, line: u32) -> Function {
+    Function {
+        module: module.to_owned(),
+        name: name.to_owned(),
+        arity,
+        file: format!("src/{}.rs", module.replace("::", "/")),
+        line,
+    }
+}
+
+fn pid(text: &str) -> Pid {
+    text.parse().unwrap()
+}
+
+/// A call_time profile with call paths, built by hand, and its flat figures to match.
+///
+/// `worker` (`<1.0.1>`): main 100 ns; main → parse 300; main → render 50;
+/// main → render → `<Vec<u8> as Write>::write` 200. `<1.0.2>` (no name): parse 70; main 30.
+/// `names` replaces the functions' names (in table order), for the escaping tests.
+fn call_tree_profile(names: [&str; 4]) -> Profile {
+    let table = vec![
+        function("app", names[0], 0, 10),
+        function("app::parse", names[1], 1, 20),
+        function("app::render", names[2], 2, 30),
+        function("std::io", names[3], 2, 40),
+    ];
+    let (w, other) = (pid("<1.0.1>"), pid("<1.0.2>"));
+    let node = |parent, function| PathNode { parent, function };
+    let path = |group, node, calls, measurement| PathEntry {
+        group: Group::Process(group),
+        node,
+        calls,
+        measurement,
+        bytes: 0,
+        blocks: 0,
+    };
+    let call_tree = CallTree {
+        nodes: vec![
+            node(None, 0),
+            node(Some(0), 1),
+            node(Some(0), 2),
+            node(Some(2), 3),
+            node(None, 1),
+        ],
+        entries: vec![
+            path(w, 0, 1, 100),
+            path(w, 1, 2, 300),
+            path(w, 2, 1, 50),
+            path(w, 3, 4, 200),
+            path(other, 0, 1, 30),
+            path(other, 4, 1, 70),
+        ],
+    };
+    let entry = |group, calls, measurement| Entry {
+        group: Group::Process(group),
+        calls,
+        measurement,
+        bytes: 0,
+        blocks: 0,
+    };
+    let functions = vec![
+        FunctionTrace {
+            function: table[0].clone(),
+            entries: vec![entry(w, 1, 100), entry(other, 1, 30)],
+        },
+        FunctionTrace {
+            function: table[1].clone(),
+            entries: vec![entry(w, 2, 300), entry(other, 1, 70)],
+        },
+        FunctionTrace {
+            function: table[2].clone(),
+            entries: vec![entry(w, 1, 50)],
+        },
+        FunctionTrace {
+            function: table[3].clone(),
+            entries: vec![entry(w, 4, 200)],
+        },
+    ];
+    let mut profile = Profile::new(TraceType::CallTime, functions);
+    profile.processes = vec![
+        ProcessRecord {
+            pid: w,
+            name: Some("worker".to_owned()),
+            initial_call: "app::worker/0".to_owned(),
+            run: 0,
+        },
+        ProcessRecord {
+            pid: other,
+            name: None,
+            initial_call: "app::helper/0".to_owned(),
+            run: 0,
+        },
+    ];
+    profile.function_table = table;
+    profile.call_tree = call_tree;
+    profile.meta = Meta {
+        runs: vec![Run {
+            program: "app --input big.txt".to_owned(),
+            started_unix_ms: 1_760_000_000_000,
+            duration_ns: 1_500_000,
+            nodes: vec![1],
+        }],
+    };
+    profile
+}
+
+fn plain_tree() -> Profile {
+    call_tree_profile(["main", "parse", "render", "<Vec<u8> as Write>::write"])
+}
+
+const HOSTILE: &str = "</script><script>alert(1)</script>";
+
+// ---------------------------------------------------------------- svg
+
+/// One frame of an inferno SVG: the name in its title, its width in units and in percent.
+#[derive(Debug)]
+struct Frame {
+    title: String,
+    name: String,
+    units: u64,
+    width_pct: f64,
+}
+
+/// The SVG's frames, read with an XML parser; and the `total_samples` of the frames box.
+fn svg_frames(svg: &str) -> (Vec<Frame>, u64) {
+    let mut reader = quick_xml::Reader::from_str(svg);
+    let mut frames = Vec::new();
+    let mut total = None;
+    let mut in_g = false;
+    let mut in_title = false;
+    let mut title = String::new();
+    loop {
+        match reader.read_event().expect("the SVG is well-formed XML") {
+            Event::Eof => break,
+            Event::Start(e) if e.name().as_ref() == b"svg" => {
+                if let Some(a) = e.try_get_attribute("total_samples").unwrap() {
+                    total = Some(
+                        a.normalized_value(XmlVersion::Implicit1_0)
+                            .unwrap()
+                            .parse()
+                            .unwrap(),
+                    );
+                }
+            }
+            Event::Start(e) if e.name().as_ref() == b"g" => {
+                in_g = true;
+                title.clear();
+            }
+            Event::End(e) if e.name().as_ref() == b"g" => in_g = false,
+            Event::Start(e) if in_g && e.name().as_ref() == b"title" => in_title = true,
+            Event::End(e) if e.name().as_ref() == b"title" => in_title = false,
+            Event::Text(t) if in_title => title.push_str(&t.decode().unwrap()),
+            Event::GeneralRef(r) if in_title => {
+                let name = r.decode().unwrap();
+                let c = match name.as_ref() {
+                    "lt" => "<",
+                    "gt" => ">",
+                    "amp" => "&",
+                    "quot" => "\"",
+                    "apos" => "'",
+                    other => panic!("unexpected entity &{other};"),
+                };
+                title.push_str(c);
+            }
+            Event::Empty(e) if in_g && e.name().as_ref() == b"rect" => {
+                let attr = |name: &str| {
+                    e.try_get_attribute(name)
+                        .unwrap()
+                        .unwrap_or_else(|| panic!("a frame's rect has {name}"))
+                        .normalized_value(XmlVersion::Implicit1_0)
+                        .unwrap()
+                        .into_owned()
+                };
+                let units: u64 = attr("fg:w").parse().unwrap();
+                let width_pct: f64 = attr("width").trim_end_matches('%').parse().unwrap();
+                let (name, _) = title
+                    .rsplit_once(" (")
+                    .expect("title is `name (n unit, p%)`");
+                frames.push(Frame {
+                    title: title.clone(),
+                    name: name.to_owned(),
+                    units,
+                    width_pct,
+                });
+            }
+            _ => {}
+        }
+    }
+    (frames, total.expect("the frames box has total_samples"))
+}
+
+/// What the svg export promises to do to a name (see `export::flamegraph`).
+fn folded_name(name: &str) -> String {
+    name.chars()
+        .map(|c| match c {
+            ';' => "\u{FF1B}".to_owned(),
+            ' ' => "\u{A0}".to_owned(),
+            c if c.is_control() => c.escape_default().to_string(),
+            c => c.to_string(),
+        })
+        .collect()
+}
+
+/// Checks the flame graph of `profile`: every measured function and every process is a
+/// frame, the root spans the total, and every width is proportional to its value.
+fn check_svg(profile: &Profile, unit: &str) -> Vec<Frame> {
+    let svg = export::to_string(Format::Svg, profile).unwrap();
+    let (frames, total) = svg_frames(&svg);
+    let sum: u64 = stacks(profile).iter().map(|s| s.measurement).sum();
+    assert!(sum > 0);
+    assert_eq!(total, sum);
+    let title = format!("{} flame graph ({unit})", profile.trace_type);
+    assert!(svg.contains(&title), "the title names trace type and unit");
+
+    let root = frames
+        .iter()
+        .find(|f| f.name == "all")
+        .expect("a root frame");
+    assert_eq!(root.units, sum);
+    assert!((root.width_pct - 100.0).abs() < 1e-3, "{root:?}");
+    assert!(
+        root.title.contains(&format!(" {unit}, 100%")),
+        "{}",
+        root.title
+    );
+    for f in &frames {
+        let expected = f.units as f64 * 100.0 / sum as f64;
+        assert!((f.width_pct - expected).abs() < 1e-3, "{f:?} vs {expected}");
+    }
+
+    // Each process: a frame as wide as its stacks.
+    let mut per_group: BTreeMap<Group, u64> = BTreeMap::new();
+    for s in stacks(profile) {
+        *per_group.entry(s.group).or_default() += s.measurement;
+    }
+    for (group, value) in per_group {
+        let label = folded_name(&profile.group_label(group));
+        let frame = frames.iter().find(|f| f.name == label);
+        let frame = frame.unwrap_or_else(|| panic!("no frame for process {label}"));
+        assert_eq!(frame.units, value, "{label}");
+    }
+    // Each function with a measurement: at least one frame; one without: none.
+    let mut measured: BTreeMap<String, u64> = BTreeMap::new();
+    for s in stacks(profile) {
+        let last = s.frames.last().unwrap();
+        *measured.entry(last.mfa()).or_default() += s.measurement;
+    }
+    for (mfa, value) in measured {
+        let found = frames.iter().any(|f| f.name == folded_name(&mfa));
+        assert_eq!(found, value > 0, "{mfa}: {value}");
+    }
+    frames
+}
+
+#[test]
+fn svg_of_real_profiles_has_every_function_and_process() {
+    for (t, unit) in [
+        (TraceType::CallCount, "calls"),
+        (TraceType::CallTime, "ns"),
+        (TraceType::CallMemory, "words"),
+    ] {
+        let profile = real_profile(t);
+        let frames = check_svg(&profile, unit);
+        let leaf = frames
+            .iter()
+            .find(|f| f.name == "export_view_test::leaf/1")
+            .expect("leaf is drawn");
+        if t == TraceType::CallCount {
+            // One group for all processes: 4 calls of branch, 8 of leaf.
+            assert!(frames.iter().any(|f| f.name == "all\u{A0}processes"));
+            assert_eq!(leaf.units, 8);
+        }
+        if t == TraceType::CallMemory {
+            // The child's leaf(4) + leaf(8) is 12 words; as a Vec may round up, at least 12.
+            let leaves: u64 = frames
+                .iter()
+                .filter(|f| f.name == "export_view_test::leaf/1")
+                .map(|f| f.units)
+                .sum();
+            assert!(leaves >= 12 + 3 * 24, "{leaves}");
+        }
+    }
+}
+
+#[test]
+fn svg_of_a_call_tree_nests_paths_with_inclusive_widths() {
+    let profile = plain_tree();
+    let frames = check_svg(&profile, "ns");
+    let width = |name: &str| -> Vec<u64> {
+        let mut w: Vec<u64> = frames
+            .iter()
+            .filter(|f| f.name == name)
+            .map(|f| f.units)
+            .collect();
+        w.sort_unstable();
+        w
+    };
+    assert_eq!(width("all"), [750]);
+    assert_eq!(width("worker"), [650]);
+    assert_eq!(width("<1.0.2>"), [100]);
+    // main: in worker 100 + 300 + 50 + 200 below it; in <1.0.2> 30.
+    assert_eq!(width("app::main/0"), [30, 650]);
+    assert_eq!(width("app::render::render/2"), [250]);
+    assert_eq!(width("app::parse::parse/1"), [70, 300]);
+    assert_eq!(
+        width("std::io::<Vec<u8>\u{A0}as\u{A0}Write>::write/2"),
+        [200]
+    );
+    let svg = export::to_string(Format::Svg, &profile).unwrap();
+    assert!(svg.contains("app --input big.txt (1.500 ms)"), "the run");
+}
+
+#[test]
+fn svg_names_cannot_split_frames() {
+    let profile = call_tree_profile(["a;b", "x 12", "line\nbreak", HOSTILE]);
+    let frames = check_svg(&profile, "ns");
+    assert!(frames.iter().any(|f| f.name == "app::a\u{FF1B}b/0"));
+    assert!(frames.iter().any(|f| f.name == "app::parse::x\u{A0}12/1"));
+    assert!(
+        frames
+            .iter()
+            .any(|f| f.name == "app::render::line\\nbreak/2")
+    );
+    let hostile = folded_name(&format!("std::io::{HOSTILE}/2"));
+    assert!(frames.iter().any(|f| f.name == hostile));
+    // Still exactly the tree: 4 function frames in worker, 2 in <1.0.2>, 2 processes, 1 root.
+    assert_eq!(frames.len(), 9, "{frames:#?}");
+}
+
+#[test]
+fn svg_of_nothing_measured_is_refused() {
+    let err = export::to_string(Format::Svg, &Profile::empty(TraceType::CallTime)).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ExportError::Unsupported {
+                format: Format::Svg,
+                ..
+            }
+        ),
+        "{err}"
+    );
+}
+
+// ---------------------------------------------------------------- html
+
+/// The JSON embedded in the page.
+fn embedded(html: &str) -> Value {
+    let open = "<script type=\"application/json\" id=\"tprof-data\">";
+    let start = html.find(open).expect("the data element") + open.len();
+    let end = start + html[start..].find("</script>").expect("its end");
+    serde_json::from_str(&html[start..end]).expect("the embedded data is JSON")
+}
+
+/// Checks that the page loads nothing: no URL, no external script, style sheet or image in
+/// its markup, and that the data element holds no markup at all.
+fn check_self_contained(html: &str) {
+    let open = "<script type=\"application/json\" id=\"tprof-data\">";
+    let start = html.find(open).expect("the data element") + open.len();
+    let end = start + html[start..].find("</script>").expect("its end");
+    let data = &html[start..end];
+    assert!(
+        !data.contains('<') && !data.contains('>'),
+        "the data is escaped"
+    );
+    let lower = format!("{}{}", &html[..start], &html[end..]).to_ascii_lowercase();
+    assert!(!lower.contains("http://") && !lower.contains("https://"));
+    assert!(!lower.contains("<script src") && !lower.contains(" src="));
+    assert!(!lower.contains(" href=") && !lower.contains("<link"));
+    assert!(!lower.contains("url(") && !lower.contains("@import"));
+    // Exactly two scripts: the data and the viewer, both inline.
+    assert_eq!(lower.matches("<script").count(), 2);
+    assert_eq!(lower.matches("</script").count(), 2);
+    assert!(lower.contains("<script>\n"));
+    assert!(html.contains("content=\"default-src 'none';"), "the CSP");
+}
+
+/// Checks the page's data against `profile`: every stack, every flat row, the totals.
+fn check_data(profile: &Profile, html: &str) -> Value {
+    let data = embedded(html);
+    assert_eq!(data["trace_type"], profile.trace_type.name());
+    assert_eq!(data["call_tree"], !profile.call_tree.is_empty());
+    let functions = data["functions"].as_array().unwrap();
+    let processes = data["processes"].as_array().unwrap();
+    let mfa = |i: &Value| {
+        functions[i.as_u64().unwrap() as usize]["mfa"]
+            .as_str()
+            .unwrap()
+    };
+    let label = |i: &Value| {
+        processes[i.as_u64().unwrap() as usize]["label"]
+            .as_str()
+            .unwrap()
+    };
+
+    // The stacks, as the export module gives them.
+    let expected: Vec<(String, Vec<String>, u64, u64)> = stacks(profile)
+        .iter()
+        .map(|s| {
+            (
+                profile.group_label(s.group),
+                s.frames.iter().map(|f| f.mfa()).collect(),
+                s.calls,
+                s.measurement,
+            )
+        })
+        .collect();
+    let got: Vec<(String, Vec<String>, u64, u64)> = data["stacks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                label(&s["process"]).to_owned(),
+                s["frames"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|f| mfa(f).to_owned())
+                    .collect(),
+                s["calls"].as_u64().unwrap(),
+                s["value"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(got, expected);
+    let total: u64 = expected.iter().map(|s| s.3).sum();
+    assert_eq!(data["total"], total);
+
+    // The flat rows: every entry of every function.
+    let mut rows: Vec<(String, String, u64, u64, u64, u64)> = data["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                label(&r["process"]).to_owned(),
+                mfa(&r["function"]).to_owned(),
+                r["calls"].as_u64().unwrap(),
+                r["value"].as_u64().unwrap(),
+                r["bytes"].as_u64().unwrap(),
+                r["blocks"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let mut flat: Vec<(String, String, u64, u64, u64, u64)> = profile
+        .functions
+        .iter()
+        .flat_map(|f| {
+            f.entries.iter().map(|e| {
+                (
+                    profile.group_label(e.group),
+                    f.function.mfa(),
+                    e.calls,
+                    e.measurement,
+                    e.bytes,
+                    e.blocks,
+                )
+            })
+        })
+        .collect();
+    rows.sort();
+    flat.sort();
+    assert_eq!(rows, flat);
+    assert_eq!(rows.iter().map(|r| r.3).sum::<u64>(), profile.total());
+    data
+}
+
+#[test]
+fn html_of_real_profiles_is_self_contained_and_carries_the_data() {
+    for t in [
+        TraceType::CallCount,
+        TraceType::CallTime,
+        TraceType::CallMemory,
+    ] {
+        let profile = real_profile(t);
+        let html = export::to_string(Format::Html, &profile).unwrap();
+        check_self_contained(&html);
+        let data = check_data(&profile, &html);
+        // Flat: one frame per function, so the stacks' total is the profile's.
+        assert_eq!(data["total"], profile.total());
+        assert!(html.contains(&format!("<title>{t} profile (")), "{t}");
+        let processes = data["processes"].as_array().unwrap();
+        if t == TraceType::CallCount {
+            assert_eq!(processes.len(), 1);
+            assert_eq!(processes[0]["id"], "all");
+        } else {
+            assert_eq!(processes.len(), 2, "the child is profiled too");
+        }
+        assert_eq!(
+            data["percentiles"].as_array().unwrap().is_empty(),
+            t != TraceType::CallTime
+        );
+        if t == TraceType::CallMemory {
+            assert!(
+                data["rows"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|r| r["bytes"].as_u64() > Some(0))
+            );
+        }
+    }
+}
+
+#[test]
+fn html_of_a_call_tree_carries_the_paths() {
+    let profile = plain_tree();
+    let html = export::to_string(Format::Html, &profile).unwrap();
+    check_self_contained(&html);
+    let data = check_data(&profile, &html);
+    assert_eq!(data["total"], 750);
+    assert_eq!(data["unit"], "ns");
+    assert_eq!(data["runs"][0]["program"], "app --input big.txt");
+    let worker = &data["processes"][0];
+    assert_eq!(
+        (&worker["label"], &worker["id"], &worker["initial_call"]),
+        (&"worker".into(), &"<1.0.1>".into(), &"app::worker/0".into())
+    );
+    assert!(
+        html.contains("<title>call_time profile (ns) — app --input big.txt (1.500 ms)</title>")
+    );
+    // The deepest path is there whole, outermost first.
+    let deepest = data["stacks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["frames"].as_array().unwrap().len() == 3)
+        .expect("main → render → write");
+    assert_eq!(deepest["value"], 200);
+    assert_eq!(deepest["calls"], 4);
+}
+
+#[test]
+fn html_rows_come_from_the_paths_when_there_are_no_flat_figures() {
+    let mut profile = plain_tree();
+    profile.functions.clear();
+    let html = export::to_string(Format::Html, &profile).unwrap();
+    let data = embedded(&html);
+    let rows = data["rows"].as_array().unwrap();
+    let parse: Vec<u64> = rows
+        .iter()
+        .filter(|r| data["functions"][r["function"].as_u64().unwrap() as usize]["name"] == "parse")
+        .map(|r| r["value"].as_u64().unwrap())
+        .collect();
+    assert_eq!(parse, [300, 70]);
+    assert_eq!(
+        rows.iter()
+            .map(|r| r["value"].as_u64().unwrap())
+            .sum::<u64>(),
+        750
+    );
+}
+
+#[test]
+fn html_text_from_the_profile_cannot_break_out() {
+    let mut profile = call_tree_profile([HOSTILE, "parse", "render", "write"]);
+    profile.processes[0].name = Some("<img src=x onerror=alert(1)>".to_owned());
+    profile.meta.runs[0].program = "</title><script>alert(2)</script>".to_owned();
+    let html = export::to_string(Format::Html, &profile).unwrap();
+    check_self_contained(&html);
+    assert!(!html.contains("alert(1)</script>") && !html.contains("<img"));
+    assert!(html.contains(
+        "<title>call_time profile (ns) — &lt;/title&gt;&lt;script&gt;alert(2)&lt;/script&gt; (1.500 ms)</title>"
+    ));
+    let data = check_data(&profile, &html);
+    assert_eq!(data["functions"][0]["name"], HOSTILE);
+    assert_eq!(
+        data["processes"][0]["label"],
+        "<img src=x onerror=alert(1)>"
+    );
+}
+
+#[test]
+fn html_of_an_empty_profile_still_opens() {
+    let html = export::to_string(Format::Html, &Profile::empty(TraceType::CallMemory)).unwrap();
+    check_self_contained(&html);
+    let data = embedded(&html);
+    assert_eq!(data["total"], 0);
+    assert!(data["stacks"].as_array().unwrap().is_empty());
+    assert_eq!(data["unit"], "words");
+}
+
+#[test]
+fn svg_and_html_are_formats() {
+    for (name, format, ext) in [("svg", Format::Svg, "svg"), ("html", Format::Html, "html")] {
+        assert_eq!(name.parse::<Format>().unwrap(), format);
+        assert_eq!(format.extension(), ext);
+        assert!(Format::ALL.contains(&format));
+    }
+}
