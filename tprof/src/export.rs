@@ -173,7 +173,7 @@ pub fn write(format: Format, profile: &Profile, out: &mut dyn Write) -> Result<(
 ///
 /// # Errors
 ///
-/// As [`write`].
+/// As [`write()`].
 pub fn to_string(format: Format, profile: &Profile) -> Result<String, ExportError> {
     let mut out = Vec::new();
     write(format, profile, &mut out)?;

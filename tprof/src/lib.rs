@@ -142,6 +142,7 @@
 //! ```
 
 mod adhoc;
+pub mod archive;
 mod assert;
 pub mod export;
 mod format;
