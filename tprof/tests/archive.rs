@@ -1,8 +1,13 @@
-//! Merging the runs of several profiles.
+//! The `.tprof` archive: profiles read back exactly, damage of every kind reported (never a
+//! panic), sections of later versions skipped, the files of each version still read, and
+//! merging the runs of several profiles.
 
+use std::path::{Path, PathBuf};
+
+use proptest::prelude::*;
 use runtime::Pid;
 use runtime::trace::TracePattern;
-use tprof::archive::{self, MergeError, Merger};
+use tprof::archive::{self, ArchiveError, MergeError, Merger};
 use tprof::{
     CallTree, Entry, Function, FunctionTrace, Group, Meta, PathEntry, PathNode, Percentiles,
     ProcessRecord, Profile, ProfileOptions, Report, Run, TraceType,
@@ -20,6 +25,12 @@ fn leaf(n: u64) -> Vec<u64> {
 fn branch(n: u64) -> usize {
     leaf(n).len() + leaf(n * 2).len()
 }
+
+const TYPES: [TraceType; 3] = [
+    TraceType::CallCount,
+    TraceType::CallTime,
+    TraceType::CallMemory,
+];
 
 /// A real profile of `trace_type` (call_time with percentiles): a process calling `branch`
 /// three times.
@@ -41,6 +52,16 @@ fn real_profile(trace_type: TraceType) -> Profile {
     .expect("the profiled function runs");
     assert_eq!(outcome.result, Ok(72));
     outcome.profile
+}
+
+fn bytes_of(profile: &Profile) -> Vec<u8> {
+    let mut out = Vec::new();
+    archive::write(profile, &mut out).expect("writing to a Vec succeeds");
+    out
+}
+
+fn read_bytes(bytes: &[u8]) -> Result<Profile, ArchiveError> {
+    archive::read(&mut &bytes[..])
 }
 
 fn function(module: &str, name: &str, arity: u8, file: &str, line: u32) -> Function {
@@ -83,8 +104,9 @@ fn path_entry(group: Group, node: u32, calls: u64, measurement: u64) -> PathEntr
     }
 }
 
-/// A profile with every part of the model, two runs, unicode names, and the largest values
-/// the fields take.
+/// The fixed profile the fixtures hold: every part of the model, two runs, unicode names,
+/// and the largest values the fields take. Never change it without keeping the form the
+/// older fixtures hold (see "Adding a fixture" in `tprof::archive`).
 fn fixture_profile() -> Profile {
     let p1 = Pid::from_parts(1, 0, 1);
     let p2 = Pid::from_parts(1, 2, 0);
@@ -190,6 +212,391 @@ fn fixture_profile() -> Profile {
     }
 }
 
+fn fixture_path(version: u16) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../tests/data/v{version}.tprof"))
+}
+
+/// The sections of an archive, END left out: (tag, payload). Panics on a bad frame.
+fn sections(bytes: &[u8]) -> Vec<(u64, Vec<u8>)> {
+    assert!(bytes.starts_with(archive::MAGIC));
+    let mut rest = &bytes[archive::MAGIC.len() + 2..];
+    let mut out = Vec::new();
+    loop {
+        let header = rest;
+        let tag = leb128::read::unsigned(&mut rest).expect("a section tag");
+        let len = leb128::read::unsigned(&mut rest).expect("a section length") as usize;
+        let framed = header.len() - rest.len() + len;
+        let crc = u32::from_le_bytes(rest[len..len + 4].try_into().expect("4 bytes"));
+        assert_eq!(crc, crc32fast::hash(&header[..framed]), "section {tag}");
+        if tag == 0 {
+            assert_eq!(rest.len(), len + 4, "END is last");
+            return out;
+        }
+        out.push((tag, rest[..len].to_vec()));
+        rest = &rest[len + 4..];
+    }
+}
+
+/// An archive of these sections, each with its checksum, and END with the whole's.
+fn frame(sections: &[(u64, Vec<u8>)]) -> Vec<u8> {
+    let mut out = archive::MAGIC.to_vec();
+    out.extend_from_slice(&archive::VERSION.to_le_bytes());
+    let section = |out: &mut Vec<u8>, tag: u64, payload: &[u8]| {
+        let start = out.len();
+        leb128::write::unsigned(out, tag).expect("writing to a Vec succeeds");
+        leb128::write::unsigned(out, payload.len() as u64).expect("writing to a Vec succeeds");
+        out.extend_from_slice(payload);
+        let crc = crc32fast::hash(&out[start..]);
+        out.extend_from_slice(&crc.to_le_bytes());
+    };
+    for (tag, payload) in sections {
+        section(&mut out, *tag, payload);
+    }
+    let whole = crc32fast::hash(&out);
+    section(&mut out, 0, &whole.to_le_bytes());
+    out
+}
+
+// --- Round trips ---
+
+#[test]
+fn real_profiles_of_each_type_read_back_equal() {
+    for t in TYPES {
+        let profile = real_profile(t);
+        assert!(!profile.is_empty(), "{t}");
+        assert_eq!(profile.percentiles.is_empty(), t != TraceType::CallTime);
+        let back = read_bytes(&bytes_of(&profile)).unwrap();
+        assert_eq!(back, profile, "{t}");
+    }
+}
+
+#[test]
+fn empty_profiles_read_back_equal() {
+    for t in TYPES {
+        let profile = Profile::empty(t);
+        assert_eq!(read_bytes(&bytes_of(&profile)).unwrap(), profile);
+    }
+}
+
+#[test]
+fn a_hand_built_profile_reads_back_equal_with_each_string_stored_once() {
+    let profile = fixture_profile();
+    let bytes = bytes_of(&profile);
+    assert_eq!(read_bytes(&bytes).unwrap(), profile);
+    // "src/app.rs" is the file of two functions, and the module "app" of two: once each.
+    let count = |needle: &[u8]| bytes.windows(needle.len()).filter(|w| *w == needle).count();
+    assert_eq!(count(b"src/app.rs"), 1);
+    assert_eq!(count("ünïcødé::модуль".as_bytes()), 1);
+    assert_eq!(
+        count(b"app::worker/1"),
+        1,
+        "the initial call of three processes"
+    );
+}
+
+#[test]
+fn a_reader_that_hands_out_one_byte_at_a_time_reads_the_same() {
+    struct Trickle<'a>(&'a [u8]);
+    impl std::io::Read for Trickle<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let Some((&first, rest)) = self.0.split_first() else {
+                return Ok(0);
+            };
+            if buf.is_empty() {
+                return Ok(0);
+            }
+            buf[0] = first;
+            self.0 = rest;
+            Ok(1)
+        }
+    }
+    let profile = fixture_profile();
+    let bytes = bytes_of(&profile);
+    assert_eq!(archive::read(&mut Trickle(&bytes)).unwrap(), profile);
+}
+
+#[test]
+fn reading_stops_after_the_end_section() {
+    let profile = fixture_profile();
+    let mut bytes = bytes_of(&profile);
+    let len = bytes.len();
+    bytes.extend_from_slice(b"and what follows");
+    let mut input = &bytes[..];
+    assert_eq!(archive::read(&mut input).unwrap(), profile);
+    assert_eq!(input, b"and what follows");
+    assert_eq!(bytes.len() - input.len(), len);
+}
+
+#[test]
+fn a_large_profile_is_written_in_several_sections_per_table() {
+    let functions: Vec<FunctionTrace> = (0..20_000u32)
+        .map(|i| FunctionTrace {
+            function: function("big", &format!("f{i}"), 1, "src/big.rs", i),
+            entries: vec![entry(Group::Process(Pid::from_parts(1, i, 0)), 1, 1_000)],
+        })
+        .collect();
+    let profile = Profile::new(TraceType::CallTime, functions);
+    let bytes = bytes_of(&profile);
+    let tags: Vec<u64> = sections(&bytes).iter().map(|(tag, _)| *tag).collect();
+    let count = |tag| tags.iter().filter(|&&t| t == tag).count();
+    assert!(count(2) > 1, "STRINGS: {tags:?}");
+    assert!(count(3) > 1, "FUNCTIONS: {tags:?}");
+    assert!(
+        tags.is_sorted(),
+        "tables come in order, each whole: {tags:?}"
+    );
+    assert!(sections(&bytes).iter().all(|(_, p)| p.len() < 80 << 10));
+    assert_eq!(read_bytes(&bytes).unwrap(), profile);
+}
+
+// --- Files ---
+
+#[test]
+fn files_read_back_and_errors_name_the_file() {
+    let dir = std::env::temp_dir().join(format!("tprof-archive-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("run.tprof");
+    let profile = fixture_profile();
+    archive::write_file(&profile, &path).unwrap();
+    assert_eq!(archive::read_file(&path).unwrap(), profile);
+
+    let missing = dir.join("missing.tprof");
+    let err = archive::read_file(&missing).unwrap_err();
+    assert!(matches!(&err, ArchiveError::File { path, source }
+        if path == &missing && matches!(**source, ArchiveError::Io(_))));
+    assert!(err.to_string().contains("missing.tprof"), "{err}");
+
+    let text = dir.join("profile.json");
+    std::fs::write(&text, "{\"trace_type\": \"call_time\"}").unwrap();
+    let err = archive::read_file(&text).unwrap_err();
+    let message = err.to_string();
+    assert!(message.contains("profile.json"), "{message}");
+    assert!(message.contains("not a .tprof archive"), "{message}");
+
+    let cut = dir.join("cut.tprof");
+    let bytes = bytes_of(&profile);
+    std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
+    let err = archive::read_file(&cut).unwrap_err();
+    assert!(err.offset().is_some_and(|at| at <= bytes.len() as u64 / 2));
+    assert!(err.to_string().contains("cut.tprof"), "{err}");
+
+    let err = archive::write_file(&profile, &dir.join("no-such-dir/x.tprof")).unwrap_err();
+    assert!(err.to_string().contains("no-such-dir"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+// --- Damage ---
+
+#[test]
+fn every_truncation_is_truncated_or_corrupt_with_an_offset_within_it() {
+    for bytes in [
+        bytes_of(&fixture_profile()),
+        bytes_of(&real_profile(TraceType::CallMemory)),
+    ] {
+        for len in 0..bytes.len() {
+            let err = read_bytes(&bytes[..len]).unwrap_err();
+            match &err {
+                ArchiveError::Truncated { at, .. } | ArchiveError::Corrupt { at, .. } => {
+                    assert!(*at <= len as u64, "{len}: {err}");
+                }
+                other => panic!("a cut at {len} gives {other:?}"),
+            }
+        }
+        assert!(read_bytes(&bytes).is_ok());
+    }
+}
+
+#[test]
+fn every_changed_byte_is_caught() {
+    let profile = fixture_profile();
+    let bytes = bytes_of(&profile);
+    for i in 0..bytes.len() {
+        for mask in [0x01, 0x80, 0xff] {
+            let mut damaged = bytes.clone();
+            damaged[i] ^= mask;
+            let result = read_bytes(&damaged);
+            assert!(result.is_err(), "byte {i} ^ {mask:#x} went unnoticed");
+            if let Some(at) = result.unwrap_err().offset() {
+                assert!(at <= bytes.len() as u64);
+            }
+        }
+    }
+}
+
+#[test]
+fn a_damaged_section_is_reported_at_its_offset() {
+    let bytes = bytes_of(&fixture_profile());
+    // The META section starts right after the header; damage its payload.
+    let meta_at = archive::MAGIC.len() + 2;
+    let mut damaged = bytes.clone();
+    damaged[meta_at + 2] ^= 1;
+    let err = read_bytes(&damaged).unwrap_err();
+    assert!(
+        matches!(&err, ArchiveError::Corrupt { at, what } if *at == meta_at as u64 && what.contains("META")),
+        "{err}"
+    );
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "the archive is damaged at byte {meta_at}: the checksum of the META section \
+             (bytes {meta_at} to {}) does not match: the section is damaged",
+            meta_at + 3
+        )
+    );
+}
+
+#[test]
+fn other_files_and_other_versions_are_refused_with_what_to_do() {
+    let err = read_bytes(b"{\"trace_type\": \"call_time\"}").unwrap_err();
+    assert!(
+        matches!(&err, ArchiveError::NotAnArchive { found } if found.starts_with(b"{\"")),
+        "{err:?}"
+    );
+    assert!(err.to_string().starts_with("not a .tprof archive"), "{err}");
+
+    let mut bytes = bytes_of(&fixture_profile());
+    let at = archive::MAGIC.len();
+    bytes[at..at + 2].copy_from_slice(&(archive::VERSION + 1).to_le_bytes());
+    let err = read_bytes(&bytes).unwrap_err();
+    assert!(matches!(
+        err,
+        ArchiveError::UnsupportedVersion { version, newest }
+            if version == archive::VERSION + 1 && newest == archive::VERSION
+    ));
+    assert!(err.to_string().contains("newer tprof"), "{err}");
+
+    bytes[at..at + 2].copy_from_slice(&0u16.to_le_bytes());
+    let err = read_bytes(&bytes).unwrap_err();
+    assert!(err.to_string().contains("damaged"), "{err}");
+
+    let err = read_bytes(b"").unwrap_err();
+    assert!(
+        matches!(err, ArchiveError::Truncated { at: 0, .. }),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn lengths_and_counts_are_not_trusted() {
+    let mut header = archive::MAGIC.to_vec();
+    header.extend_from_slice(&archive::VERSION.to_le_bytes());
+
+    // A STRINGS section that says it is 2^62 bytes long: refused before reading it.
+    let mut bytes = header.clone();
+    bytes.push(2);
+    leb128::write::unsigned(&mut bytes, 1 << 62).unwrap();
+    let err = read_bytes(&bytes).unwrap_err();
+    assert!(
+        matches!(&err, ArchiveError::Corrupt { at, what } if *at == header.len() as u64 && what.contains("length")),
+        "{err}"
+    );
+
+    // A section of unknown kind that long is skipped as it streams: the input ends first.
+    let mut bytes = header.clone();
+    bytes.push(99);
+    leb128::write::unsigned(&mut bytes, 1 << 62).unwrap();
+    bytes.extend_from_slice(&[0; 100]);
+    let err = read_bytes(&bytes).unwrap_err();
+    assert!(
+        matches!(err, ArchiveError::Truncated { at, .. } if at == bytes.len() as u64),
+        "{err}"
+    );
+
+    // A string of 2^40 bytes, and a trace of 2^60 entries, in sections with good checksums.
+    let mut meta = Vec::new();
+    leb128::write::unsigned(&mut meta, 1).unwrap();
+    let mut strings = Vec::new();
+    leb128::write::unsigned(&mut strings, 1 << 40).unwrap();
+    strings.extend_from_slice(b"abc");
+    let err = read_bytes(&frame(&[(1, meta.clone()), (2, strings)])).unwrap_err();
+    assert!(
+        matches!(&err, ArchiveError::Corrupt { what, .. } if what.contains("runs past the end")),
+        "{err}"
+    );
+
+    let mut strings = Vec::new();
+    for s in ["m", "f", "src/f.rs"] {
+        leb128::write::unsigned(&mut strings, s.len() as u64).unwrap();
+        strings.extend_from_slice(s.as_bytes());
+    }
+    let functions = vec![0, 1, 3, 2, 9];
+    let mut traces = vec![0];
+    leb128::write::unsigned(&mut traces, 1 << 60).unwrap();
+    let err = read_bytes(&frame(&[
+        (1, meta),
+        (2, strings),
+        (3, functions),
+        (7, traces),
+    ]))
+    .unwrap_err();
+    assert!(
+        matches!(&err, ArchiveError::Corrupt { what, .. } if what.contains("entries more than")),
+        "{err}"
+    );
+}
+
+#[test]
+fn references_must_point_at_what_came_before() {
+    let mut meta = Vec::new();
+    leb128::write::unsigned(&mut meta, 0).unwrap();
+    // A function whose module is string 5 where there is none.
+    let err = read_bytes(&frame(&[(1, meta.clone()), (3, vec![5, 0, 0, 0, 0])])).unwrap_err();
+    assert!(
+        matches!(&err, ArchiveError::Corrupt { what, .. } if what.contains("string 5")),
+        "{err}"
+    );
+    // No META at all.
+    let err = read_bytes(&frame(&[])).unwrap_err();
+    assert!(err.to_string().contains("no META"), "{err}");
+    // Two of them.
+    let err = read_bytes(&frame(&[(1, meta.clone()), (1, meta)])).unwrap_err();
+    assert!(err.to_string().contains("a second trace type"), "{err}");
+}
+
+#[test]
+fn sections_of_unknown_kinds_are_skipped() {
+    let profile = fixture_profile();
+    let mut parts = sections(&bytes_of(&profile));
+    // One at the very start (a two-byte tag), one before END, one empty in the middle.
+    parts.insert(0, (300, b"samples of a sampling mode".to_vec()));
+    parts.insert(3, (13, Vec::new()));
+    parts.push((12, vec![0xff; 100_000]));
+    let bytes = frame(&parts);
+    assert_eq!(read_bytes(&bytes).unwrap(), profile);
+
+    // Skipped, but checked: damage in one is still caught.
+    let mut damaged = bytes.clone();
+    let at = bytes.len() - 50_000;
+    damaged[at] ^= 1;
+    let err = read_bytes(&damaged).unwrap_err();
+    assert!(
+        matches!(&err, ArchiveError::Corrupt { what, .. } if what.contains("unknown (tag 12)")),
+        "{err}"
+    );
+}
+
+// --- Fixtures: the files each version wrote still read ---
+
+#[test]
+fn the_v1_fixture_reads_as_the_fixture_profile() {
+    let profile = archive::read_file(&fixture_path(1)).unwrap();
+    assert_eq!(profile, fixture_profile());
+}
+
+#[test]
+fn the_writer_writes_the_newest_fixture_byte_for_byte() {
+    let fixture = std::fs::read(fixture_path(archive::VERSION)).unwrap();
+    assert_eq!(bytes_of(&fixture_profile()), fixture);
+}
+
+/// Writes the fixture of the current version: run it once when the version is bumped (see
+/// "Adding a fixture" in `tprof::archive`).
+#[test]
+#[ignore = "writes tests/data/v<VERSION>.tprof; run by hand when the version is bumped"]
+fn write_fixture() {
+    archive::write_file(&fixture_profile(), &fixture_path(archive::VERSION)).unwrap();
+}
+
 // --- Merging ---
 
 /// `profile` as a program that ran it alone would have it: its processes on node 1.
@@ -250,6 +657,9 @@ fn two_call_time_runs_keep_their_processes_apart() {
         };
         assert_eq!(p.calls, calls(&a) + calls(&b), "{p:?}");
     }
+
+    // The merged profile archives like any other.
+    assert_eq!(read_bytes(&bytes_of(&merged)).unwrap(), merged);
 }
 
 #[test]
@@ -494,4 +904,267 @@ fn inconsistent_inputs_are_refused_naming_what_is_wrong() {
         err.to_string().starts_with("cannot merge input 2:"),
         "{err}"
     );
+}
+
+// --- Properties ---
+
+fn text() -> impl Strategy<Value = String> {
+    prop_oneof![
+        prop::sample::select(vec!["app", "", "src/app.rs", "ünï", "🚀"]).prop_map(str::to_owned),
+        any::<String>(),
+    ]
+}
+
+fn pid() -> impl Strategy<Value = Pid> {
+    (
+        prop_oneof![0..3u32, any::<u32>()],
+        prop_oneof![0..3u32, any::<u32>()],
+        any::<u32>(),
+    )
+        .prop_map(|(n, i, s)| Pid::from_parts(n, i, s))
+}
+
+fn group() -> impl Strategy<Value = Group> {
+    prop_oneof![Just(Group::All), pid().prop_map(Group::Process)]
+}
+
+fn a_function() -> impl Strategy<Value = Function> {
+    (text(), text(), any::<u8>(), text(), any::<u32>()).prop_map(
+        |(module, name, arity, file, line)| Function {
+            module,
+            name,
+            arity,
+            file,
+            line,
+        },
+    )
+}
+
+fn figures() -> impl Strategy<Value = (u64, u64, u64, u64)> {
+    let n = || prop_oneof![0..1000u64, any::<u64>()];
+    (n(), n(), n(), n())
+}
+
+fn profile() -> impl Strategy<Value = Profile> {
+    let trace_type = prop::sample::select(TYPES.to_vec());
+    let entry =
+        (group(), figures()).prop_map(|(group, (calls, measurement, bytes, blocks))| Entry {
+            group,
+            calls,
+            measurement,
+            bytes,
+            blocks,
+        });
+    let trace = (a_function(), prop::collection::vec(entry, 0..4))
+        .prop_map(|(function, entries)| FunctionTrace { function, entries });
+    let percentiles = (a_function(), figures(), any::<u64>()).prop_map(
+        |(function, (calls, p50_ns, p90_ns, p99_ns), max_ns)| Percentiles {
+            function,
+            calls,
+            p50_ns,
+            p90_ns,
+            p99_ns,
+            max_ns,
+        },
+    );
+    let process = (pid(), prop::option::of(text()), text(), any::<u32>()).prop_map(
+        |(pid, name, initial_call, run)| ProcessRecord {
+            pid,
+            name,
+            initial_call,
+            run,
+        },
+    );
+    let node = (prop::option::of(any::<u32>()), any::<u32>())
+        .prop_map(|(parent, function)| PathNode { parent, function });
+    let path_entry = (group(), any::<u32>(), figures()).prop_map(
+        |(group, node, (calls, measurement, bytes, blocks))| PathEntry {
+            group,
+            node,
+            calls,
+            measurement,
+            bytes,
+            blocks,
+        },
+    );
+    let run = (
+        text(),
+        any::<u64>(),
+        any::<u64>(),
+        prop::collection::vec(any::<u32>(), 0..3),
+    )
+        .prop_map(|(program, started_unix_ms, duration_ns, nodes)| Run {
+            program,
+            started_unix_ms,
+            duration_ns,
+            nodes,
+        });
+    (
+        trace_type,
+        prop::collection::vec(trace, 0..4),
+        prop::collection::vec(percentiles, 0..3),
+        prop::collection::vec(process, 0..4),
+        prop::collection::vec(a_function(), 0..4),
+        prop::collection::vec(node, 0..4),
+        prop::collection::vec(path_entry, 0..4),
+        prop::collection::vec(run, 0..3),
+    )
+        .prop_map(
+            |(
+                trace_type,
+                functions,
+                percentiles,
+                processes,
+                function_table,
+                nodes,
+                entries,
+                runs,
+            )| {
+                Profile {
+                    trace_type,
+                    functions,
+                    percentiles,
+                    processes,
+                    function_table,
+                    call_tree: CallTree { nodes, entries },
+                    meta: Meta { runs },
+                }
+            },
+        )
+}
+
+/// `p` made consistent enough to merge (processes of its runs, call paths of its function
+/// table, parents before children), with figures small enough that sums do not saturate.
+fn consistent(mut p: Profile) -> Profile {
+    let runs = p.meta.runs.len().max(1) as u32;
+    for r in &mut p.processes {
+        r.run %= runs;
+    }
+    let table = p.function_table.len() as u32;
+    if table == 0 {
+        p.call_tree.nodes.clear();
+    }
+    for (i, n) in p.call_tree.nodes.iter_mut().enumerate() {
+        n.parent = n.parent.filter(|_| i > 0).map(|q| q % i as u32);
+        n.function %= table.max(1);
+    }
+    let nodes = p.call_tree.nodes.len() as u32;
+    if nodes == 0 {
+        p.call_tree.entries.clear();
+    }
+    for e in &mut p.call_tree.entries {
+        e.node %= nodes.max(1);
+        e.measurement %= 1 << 40;
+    }
+    for f in &mut p.functions {
+        for e in &mut f.entries {
+            e.measurement %= 1 << 40;
+        }
+    }
+    p
+}
+
+/// The sum of the measurements of the flat entries and of the call-path entries.
+fn measured(p: &Profile) -> (u128, u128) {
+    let flat = p.functions.iter().flat_map(|f| &f.entries);
+    (
+        flat.map(|e| u128::from(e.measurement)).sum(),
+        p.call_tree
+            .entries
+            .iter()
+            .map(|e| u128::from(e.measurement))
+            .sum(),
+    )
+}
+
+/// Every node number `p` names.
+fn node_numbers(p: &Profile) -> std::collections::BTreeSet<u32> {
+    let flat = p
+        .functions
+        .iter()
+        .flat_map(|f| f.entries.iter().map(|e| e.group));
+    let tree = p.call_tree.entries.iter().map(|e| e.group);
+    flat.chain(tree)
+        .filter_map(|g| match g {
+            Group::Process(pid) => Some(pid.node()),
+            Group::All => None,
+        })
+        .chain(p.processes.iter().map(|r| r.pid.node()))
+        .chain(p.meta.runs.iter().flat_map(|r| r.nodes.iter().copied()))
+        .collect()
+}
+
+proptest! {
+    #[test]
+    fn merging_two_arbitrary_profiles_keeps_every_figure_and_every_run_apart(
+        a in profile(),
+        b in profile(),
+    ) {
+        let a = consistent(a);
+        let b = Profile { trace_type: a.trace_type, ..consistent(b) };
+        let merged = archive::merge(&[a.clone(), b.clone()]).unwrap();
+        let (fa, ta) = measured(&a);
+        let (fb, tb) = measured(&b);
+        prop_assert_eq!(measured(&merged), (fa + fb, ta + tb));
+        let runs_a = a.meta.runs.len().max(1);
+        prop_assert_eq!(merged.meta.runs.len(), runs_a + b.meta.runs.len().max(1));
+        prop_assert_eq!(merged.processes.len(), a.processes.len() + b.processes.len());
+        let of_a = node_numbers(&a);
+        for r in merged.processes.iter().filter(|r| r.run as usize >= runs_a) {
+            prop_assert!(!of_a.contains(&r.pid.node()), "{:?} collides with {:?}", r, of_a);
+        }
+        for run in &merged.meta.runs[runs_a..] {
+            prop_assert!(run.nodes.iter().all(|n| !of_a.contains(n)));
+        }
+        let tree = &merged.call_tree;
+        for (i, n) in tree.nodes.iter().enumerate() {
+            prop_assert!(n.parent.is_none_or(|q| (q as usize) < i));
+            prop_assert!((n.function as usize) < merged.function_table.len());
+        }
+        prop_assert!(tree.entries.iter().all(|e| (e.node as usize) < tree.nodes.len()));
+        prop_assert_eq!(read_bytes(&bytes_of(&merged)).unwrap(), merged);
+    }
+
+    #[test]
+    fn arbitrary_profiles_read_back_equal(profile in profile()) {
+        let bytes = bytes_of(&profile);
+        prop_assert_eq!(read_bytes(&bytes).unwrap(), profile);
+    }
+
+    #[test]
+    fn random_bytes_after_the_magic_are_an_error(
+        rest in prop::collection::vec(any::<u8>(), 0..600),
+        with_version in any::<bool>(),
+    ) {
+        let mut bytes = archive::MAGIC.to_vec();
+        if with_version {
+            bytes.extend_from_slice(&archive::VERSION.to_le_bytes());
+        }
+        bytes.extend_from_slice(&rest);
+        let err = read_bytes(&bytes).unwrap_err();
+        if let Some(at) = err.offset() {
+            prop_assert!(at <= bytes.len() as u64);
+        }
+    }
+
+    /// Damage behind good checksums (what a buggy writer would make) reaches the decoder:
+    /// it answers, with an offset inside the input when it refuses, and never panics.
+    #[test]
+    fn damage_behind_good_checksums_never_panics(
+        changes in prop::collection::vec((any::<prop::sample::Index>(), any::<prop::sample::Index>(), any::<u8>()), 1..6),
+    ) {
+        let mut parts = sections(&bytes_of(&fixture_profile()));
+        for (section, byte, value) in changes {
+            let payload = &mut section.get_mut(&mut parts).1;
+            if !payload.is_empty() {
+                *byte.get_mut(payload.as_mut_slice()) = value;
+            }
+        }
+        let bytes = frame(&parts);
+        if let Err(err) = read_bytes(&bytes)
+            && let Some(at) = err.offset()
+        {
+            prop_assert!(at <= bytes.len() as u64, "{}", err);
+        }
+    }
 }
