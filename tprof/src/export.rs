@@ -23,8 +23,8 @@ use std::str::FromStr;
 use crate::{Aggregate, Profile, SortBy, TraceType};
 
 mod chrome;
-mod folded;
 mod flamegraph;
+mod folded;
 mod html;
 mod json;
 pub mod pprof;

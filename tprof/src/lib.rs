@@ -116,6 +116,13 @@
 //! calls, measurement, bytes, blocks, live heap) and each process's functions with bytes and
 //! blocks per call.
 //!
+//! # Archives
+//!
+//! [`archive::write`] saves a [`Profile`] in a compact, versioned, checksummed `.tprof` file
+//! that [`archive::read`] reads back exactly, on another machine or with a later tprof;
+//! [`archive::merge`] combines the profiles of several runs into one, keeping their processes
+//! apart.
+//!
 //! # Testing what allocates
 //!
 //! The most common allocation question in Rust — "does this handler allocate?" — is one call
@@ -142,6 +149,7 @@
 //! ```
 
 mod adhoc;
+pub mod archive;
 mod assert;
 pub mod export;
 mod format;

@@ -244,7 +244,7 @@ pub struct PathEntry {
 
 /// Call-tree mode's data: the traced call paths seen, and per process the figures of each.
 /// Empty unless the profile was taken with
-/// [`ProfileOptions::call_tree`](crate::ProfileOptions::call_tree).
+/// `ProfileOptions::call_tree` (call-tree mode).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CallTree {
     /// The paths; a parent always comes before its children.

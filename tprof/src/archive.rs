@@ -1,0 +1,445 @@
+//! The `.tprof` archive: a [`Profile`] in a compact, versioned, checksummed binary file, read
+//! back exactly, and [`merge`] to combine the profiles of several runs.
+//!
+//! ```
+//! use tprof::{Profile, TraceType, archive};
+//!
+//! let profile = Profile::empty(TraceType::CallTime);
+//! let mut bytes = Vec::new();
+//! archive::write(&profile, &mut bytes).unwrap();
+//! assert!(bytes.starts_with(archive::MAGIC));
+//! assert_eq!(archive::read(&mut bytes.as_slice()).unwrap(), profile);
+//! ```
+//!
+//! # Byte layout (version 1)
+//!
+//! An archive is a header and a sequence of sections; the last section is END.
+//!
+//! | bytes | field |
+//! | --- | --- |
+//! | 10 | the magic, [`MAGIC`]: `89 54 50 52 4F 46 0D 0A 1A 0A` (`\x89TPROF\r\n\x1a\n`; the high byte and the line ends catch a file mangled as text) |
+//! | 2 | the format version, a little-endian `u16` ([`VERSION`]) |
+//! | … | sections |
+//!
+//! Every section is framed the same way:
+//!
+//! | bytes | field |
+//! | --- | --- |
+//! | varint | tag (the table below) |
+//! | varint | payload length `n`, in bytes |
+//! | `n` | payload |
+//! | 4 | CRC-32 (IEEE) of the tag, length and payload bytes, little-endian |
+//!
+//! A *varint* is an unsigned LEB128 integer (7 bits a byte, low bits first). A payload is a
+//! sequence of records back to back, with no count: the records run to the end of the payload.
+//! A table may span several consecutive sections of its tag (the writer starts a new one after
+//! about 64 KiB), whose records append. A record only refers to records read before it.
+//!
+//! | tag | section | each record | refers to |
+//! | --- | --- | --- | --- |
+//! | 0 | END | the CRC-32 of every byte of the archive before this section's tag, 4 bytes little-endian (the only record; payload length 4) | |
+//! | 1 | META | the trace type: varint 0 call_count, 1 call_time, 2 call_memory (exactly one META, one record) | |
+//! | 2 | STRINGS | varint byte length, UTF-8 bytes: each distinct string once | |
+//! | 3 | FUNCTIONS | module, name (string indices), arity, file (string index), line | STRINGS |
+//! | 4 | FUNCTION_TABLE | a function index: [`Profile::function_table`], in order | FUNCTIONS |
+//! | 5 | RUNS | program (string index), started_unix_ms, duration_ns, node count, nodes | STRINGS |
+//! | 6 | PROCESSES | pid (*group*, below), name (0 none, `i + 1` string `i`), initial_call (string index), run | STRINGS |
+//! | 7 | TRACES | a function index, its entry count: [`Profile::functions`], in order | FUNCTIONS |
+//! | 8 | ENTRIES | group, calls, measurement, bytes, blocks: the entries of the TRACES, in order (the first trace's `count` entries, then the next trace's, …) | TRACES |
+//! | 9 | PERCENTILES | a function index, calls, p50_ns, p90_ns, p99_ns, max_ns | FUNCTIONS |
+//! | 10 | TREE_NODES | parent (0 none, `i + 1` node `i`), function (an index into the function table) | |
+//! | 11 | TREE_ENTRIES | group, node, calls, measurement, bytes, blocks | |
+//!
+//! Every number is a varint; a *string index* is an index into the STRINGS read so far, a
+//! *function index* one into the FUNCTIONS read so far. A *group* is one varint `g`: 0 for
+//! [`Group::All`](crate::Group::All), else a pid, `g - 1` being its node and two more varints
+//! its index and serial. Tree nodes and tree entries are stored as the model holds them: the
+//! archive does not check that a parent comes before its child, nor that a function or node
+//! index is in range (the model's readers look them up with `get`).
+//!
+//! The writer writes the sections in the order of the table (META first, END last) and leaves
+//! out a table that has no record; a table that is absent is empty.
+//!
+//! ## Reading, and the compatibility rule
+//!
+//! [`read`] reads the sections as they come, checks each one's CRC before it decodes it, and
+//! stops after END (it never reads past it). It holds at most one section's payload at a time;
+//! a known section longer than 16 MiB is refused as corrupt without reading it, so a damaged
+//! length never makes it allocate more than the input holds.
+//!
+//! **A reader skips every section whose tag it does not know** (it checks the CRC and goes
+//! on). So a later version can add data in new sections without a format break: version 1
+//! readers read a newer file that only adds sections, and ignore what they cannot show. Tags
+//! 12 to 15 are kept for the data planned next — samples of a sampling mode, allocation
+//! samples, per-process runnable wait and per-message queue wait. A change that old readers
+//! must not ignore — a field's meaning changes, a record gains a field, data without which the
+//! rest would be misread — bumps [`VERSION`], and old readers refuse the file with
+//! [`ArchiveError::UnsupportedVersion`].
+//!
+//! ## Version history
+//!
+//! | version | change |
+//! | --- | --- |
+//! | 1 | The first format: the sections above. |
+//!
+//! ## Adding a fixture when the version is bumped
+//!
+//! `tests/data/v<N>.tprof` (at the workspace root) holds the bytes a version-`N` writer wrote
+//! for the fixed profile `fixture_profile()` of `tprof/tests/archive.rs`, and a test reads each
+//! fixture and compares it with that profile, so a change that breaks old files fails. When
+//! you bump [`VERSION`]:
+//!
+//! 1. add a line to the version history above;
+//! 2. extend `fixture_profile()` with the new data if you like (the old fixtures must still
+//!    read as the profile *without* it: give their tests the old form);
+//! 3. run `cargo test -p tprof --test archive -- --ignored write_fixture` to write
+//!    `tests/data/v<VERSION>.tprof`, and commit it beside the older ones;
+//! 4. add a test that reads the new fixture, keep the ones for the older versions, and point
+//!    the test that compares the writer's bytes with the newest fixture at the new file.
+//!
+//! # Merging
+//!
+//! [`merge`] (or a [`Merger`], one input at a time) combines profiles of one trace type, each
+//! holding one run or several, into one that holds all their runs; see [`merge`] for what is
+//! summed and what is kept apart.
+
+use std::fmt;
+use std::fs::File;
+use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+
+use crate::{Profile, TraceType};
+
+mod decode;
+mod encode;
+mod merge;
+
+pub use merge::{Merger, merge};
+
+/// The bytes every archive starts with.
+pub const MAGIC: &[u8] = b"\x89TPROF\r\n\x1a\n";
+
+/// The format version [`write()`] writes; [`read`] reads versions 1 to this one.
+pub const VERSION: u16 = 1;
+
+/// The longest payload of a known section a reader accepts, in bytes.
+const MAX_SECTION_LEN: u64 = 16 << 20;
+
+/// The payload size after which the writer starts a new section of the same table.
+const CHUNK: usize = 64 << 10;
+
+/// Section tags.
+mod tag {
+    pub(super) const END: u64 = 0;
+    pub(super) const META: u64 = 1;
+    pub(super) const STRINGS: u64 = 2;
+    pub(super) const FUNCTIONS: u64 = 3;
+    pub(super) const FUNCTION_TABLE: u64 = 4;
+    pub(super) const RUNS: u64 = 5;
+    pub(super) const PROCESSES: u64 = 6;
+    pub(super) const TRACES: u64 = 7;
+    pub(super) const ENTRIES: u64 = 8;
+    pub(super) const PERCENTILES: u64 = 9;
+    pub(super) const TREE_NODES: u64 = 10;
+    pub(super) const TREE_ENTRIES: u64 = 11;
+
+    /// The name of a known section, for messages.
+    pub(super) fn name(tag: u64) -> Option<&'static str> {
+        Some(match tag {
+            END => "END",
+            META => "META",
+            STRINGS => "STRINGS",
+            FUNCTIONS => "FUNCTIONS",
+            FUNCTION_TABLE => "FUNCTION_TABLE",
+            RUNS => "RUNS",
+            PROCESSES => "PROCESSES",
+            TRACES => "TRACES",
+            ENTRIES => "ENTRIES",
+            PERCENTILES => "PERCENTILES",
+            TREE_NODES => "TREE_NODES",
+            TREE_ENTRIES => "TREE_ENTRIES",
+            _ => return None,
+        })
+    }
+}
+
+/// The code of a trace type in META.
+fn trace_type_code(t: TraceType) -> u64 {
+    match t {
+        TraceType::CallCount => 0,
+        TraceType::CallTime => 1,
+        TraceType::CallMemory => 2,
+    }
+}
+
+/// Why an archive could not be written or read.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ArchiveError {
+    /// The input does not start with [`MAGIC`]: it is some other kind of file.
+    NotAnArchive {
+        /// The bytes it starts with (at most as many as [`MAGIC`] has).
+        found: Vec<u8>,
+    },
+    /// The archive is of a format version this reader does not know.
+    UnsupportedVersion {
+        /// The version the archive says it is.
+        version: u16,
+        /// The newest version this reader reads ([`VERSION`]).
+        newest: u16,
+    },
+    /// The input ends before the archive does.
+    Truncated {
+        /// The offset, in bytes from the start, where the input ends.
+        at: u64,
+        /// What should have come there.
+        expected: &'static str,
+    },
+    /// The archive is damaged: a checksum does not match, or what is there makes no sense.
+    Corrupt {
+        /// The offset, in bytes from the start, of the bad byte, or of the section whose
+        /// checksum does not match.
+        at: u64,
+        /// What is wrong.
+        what: String,
+    },
+    /// The profile holds a record too large for a section (a string of more than 16 MiB).
+    TooLarge {
+        /// What is too large.
+        what: String,
+        /// Its size in bytes.
+        len: u64,
+    },
+    /// Reading or writing failed.
+    Io(io::Error),
+    /// [`read_file`] or [`write_file`] failed on this file.
+    File {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: Box<ArchiveError>,
+    },
+}
+
+impl ArchiveError {
+    /// The offset in the archive the error is about, for [`Truncated`](Self::Truncated) and
+    /// [`Corrupt`](Self::Corrupt) (also inside [`File`](Self::File)).
+    pub fn offset(&self) -> Option<u64> {
+        match self {
+            ArchiveError::Truncated { at, .. } | ArchiveError::Corrupt { at, .. } => Some(*at),
+            ArchiveError::File { source, .. } => source.offset(),
+            _ => None,
+        }
+    }
+
+    /// A [`File`](Self::File) error naming `path`.
+    fn in_file(self, path: &Path) -> ArchiveError {
+        ArchiveError::File {
+            path: path.to_owned(),
+            source: Box::new(self),
+        }
+    }
+}
+
+impl fmt::Display for ArchiveError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ArchiveError::NotAnArchive { found } => write!(
+                f,
+                "not a .tprof archive: it starts with `{}`, where an archive starts with `{}`",
+                found.escape_ascii(),
+                MAGIC.escape_ascii()
+            ),
+            ArchiveError::UnsupportedVersion { version, newest } if version > newest => write!(
+                f,
+                "the archive is in format version {version}, and this tprof reads versions 1 \
+                 to {newest}: read it with a newer tprof"
+            ),
+            ArchiveError::UnsupportedVersion { version, .. } => write!(
+                f,
+                "the archive says it is in format version {version}, which no tprof writes \
+                 (versions start at 1): the file is damaged"
+            ),
+            ArchiveError::Truncated { at, expected } => write!(
+                f,
+                "the archive is cut short: it ends at byte {at}, where {expected} should \
+                 follow (was it written completely?)"
+            ),
+            ArchiveError::Corrupt { at, what } => {
+                write!(f, "the archive is damaged at byte {at}: {what}")
+            }
+            ArchiveError::TooLarge { what, len } => write!(
+                f,
+                "cannot archive the profile: {what} takes {len} bytes, more than the \
+                 {MAX_SECTION_LEN} a section can hold"
+            ),
+            ArchiveError::Io(e) => write!(f, "input/output error: {e}"),
+            ArchiveError::File { path, source } => write!(f, "{}: {source}", path.display()),
+        }
+    }
+}
+
+impl std::error::Error for ArchiveError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ArchiveError::Io(e) => Some(e),
+            ArchiveError::File { source, .. } => Some(source.as_ref()),
+            _ => None,
+        }
+    }
+}
+
+impl From<io::Error> for ArchiveError {
+    fn from(e: io::Error) -> ArchiveError {
+        ArchiveError::Io(e)
+    }
+}
+
+/// Why profiles could not be merged.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MergeError {
+    /// There was no profile to merge.
+    Empty,
+    /// The profiles are not all of one trace type.
+    MixedTypes {
+        /// The trace type of the first profile.
+        first: TraceType,
+        /// The other trace type.
+        other: TraceType,
+        /// The index, from 0, of the first profile of the other type.
+        index: usize,
+    },
+    /// A profile contradicts itself, so it cannot be merged: a process of a run it does not
+    /// have, a call path of a function it does not list, and so on.
+    Inconsistent {
+        /// The index, from 0, of the profile.
+        index: usize,
+        /// What is wrong.
+        what: String,
+    },
+}
+
+impl fmt::Display for MergeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MergeError::Empty => f.write_str("nothing to merge: give at least one profile"),
+            MergeError::MixedTypes {
+                first,
+                other,
+                index,
+            } => write!(
+                f,
+                "input {} is a {other} profile, but input 1 is {first}: only profiles of one \
+                 trace type can be merged",
+                index + 1
+            ),
+            MergeError::Inconsistent { index, what } => {
+                write!(f, "cannot merge input {}: {what}", index + 1)
+            }
+        }
+    }
+}
+
+impl std::error::Error for MergeError {}
+
+/// Writes `profile` to `out` as an archive of version [`VERSION`].
+///
+/// It writes as it goes, one section (at most about 64 KiB) at a time; pass a buffered writer
+/// for a file.
+///
+/// # Errors
+///
+/// [`ArchiveError::Io`] when writing fails, [`ArchiveError::TooLarge`] for a string of more
+/// than 16 MiB.
+///
+/// # Examples
+///
+/// ```
+/// use tprof::archive;
+/// use tprof::{Entry, Function, FunctionTrace, Group, Profile, TraceType};
+///
+/// let profile = Profile::new(
+///     TraceType::CallCount,
+///     vec![FunctionTrace {
+///         function: Function {
+///             module: "app".into(),
+///             name: "handle".into(),
+///             arity: 1,
+///             file: "src/app.rs".into(),
+///             line: 12,
+///         },
+///         entries: vec![Entry { group: Group::All, calls: 3, measurement: 3, bytes: 0, blocks: 0 }],
+///     }],
+/// );
+/// let mut bytes = Vec::new();
+/// archive::write(&profile, &mut bytes).unwrap();
+/// assert_eq!(&bytes[..archive::MAGIC.len()], archive::MAGIC);
+/// assert_eq!(archive::read(&mut bytes.as_slice()).unwrap(), profile);
+/// ```
+pub fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), ArchiveError> {
+    encode::write(profile, out)
+}
+
+/// Reads an archive from `input`, up to and including its END section.
+///
+/// It reads the sections as they come, holding one section's payload at a time, and checks
+/// each section's checksum and then the whole archive's. It does not buffer: pass a buffered
+/// reader for a file. It never panics, whatever the input.
+///
+/// # Errors
+///
+/// [`ArchiveError::NotAnArchive`] when the input is not an archive,
+/// [`ArchiveError::UnsupportedVersion`] when it is of a newer version,
+/// [`ArchiveError::Truncated`] when it ends early, [`ArchiveError::Corrupt`] (with the offset)
+/// when it is damaged, [`ArchiveError::Io`] when reading fails.
+///
+/// # Examples
+///
+/// ```
+/// use tprof::{Profile, TraceType, archive};
+///
+/// let mut bytes = Vec::new();
+/// archive::write(&Profile::empty(TraceType::CallMemory), &mut bytes).unwrap();
+/// let profile = archive::read(&mut bytes.as_slice()).unwrap();
+/// assert_eq!(profile.trace_type, TraceType::CallMemory);
+///
+/// // A damaged archive is an error that says where.
+/// let last = bytes.len() - 1;
+/// bytes[last] ^= 1;
+/// let err = archive::read(&mut bytes.as_slice()).unwrap_err();
+/// assert!(err.to_string().starts_with("the archive is damaged at byte"), "{err}");
+///
+/// let err = archive::read(&mut &b"{\"trace_type\": \"call_time\"}"[..]).unwrap_err();
+/// assert!(err.to_string().starts_with("not a .tprof archive"), "{err}");
+/// ```
+pub fn read(input: &mut dyn Read) -> Result<Profile, ArchiveError> {
+    decode::read(input)
+}
+
+/// Reads the archive in the file at `path`.
+///
+/// # Errors
+///
+/// As [`read`], and when the file cannot be opened; each error is an
+/// [`ArchiveError::File`] that names the file.
+pub fn read_file(path: &Path) -> Result<Profile, ArchiveError> {
+    let file = File::open(path).map_err(|e| ArchiveError::Io(e).in_file(path))?;
+    read(&mut BufReader::new(file)).map_err(|e| e.in_file(path))
+}
+
+/// Writes `profile` as an archive to the file at `path`, replacing the file if there is one.
+///
+/// # Errors
+///
+/// As [`write()`], and when the file cannot be created; each error is an
+/// [`ArchiveError::File`] that names the file.
+pub fn write_file(profile: &Profile, path: &Path) -> Result<(), ArchiveError> {
+    let run = || -> Result<(), ArchiveError> {
+        let mut out = BufWriter::new(File::create(path)?);
+        write(profile, &mut out)?;
+        out.flush()?;
+        Ok(())
+    };
+    run().map_err(|e| e.in_file(path))
+}

@@ -1,0 +1,583 @@
+//! Reading an archive: the header, then section by section, each checked against its CRC
+//! before its records are decoded into the profile being built.
+//!
+//! Nothing here trusts a number it reads: a count is never used to reserve memory (each record
+//! takes at least one byte of a payload that is already in memory), an index is looked up with
+//! `get`, and every arithmetic step on a read value is checked.
+
+use std::fmt;
+use std::io::{self, Read};
+
+use crc32fast::Hasher;
+use runtime::Pid;
+
+use super::{ArchiveError, MAGIC, MAX_SECTION_LEN, VERSION, tag};
+use crate::{
+    CallTree, Entry, Function, FunctionTrace, Group, Meta, PathEntry, PathNode, Percentiles,
+    ProcessRecord, Profile, Run, TraceType,
+};
+
+/// The input, with its offset and the checksums of what was read.
+struct Input<'r> {
+    inner: &'r mut dyn Read,
+    /// Bytes read so far.
+    at: u64,
+    /// CRC of every byte read.
+    file_crc: Hasher,
+    /// CRC of the bytes read since the current section began.
+    section_crc: Hasher,
+}
+
+impl Read for Input<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?.min(buf.len());
+        let got = buf.get(..n).unwrap_or_default();
+        self.file_crc.update(got);
+        self.section_crc.update(got);
+        self.at += n as u64;
+        Ok(n)
+    }
+}
+
+/// An error of reading at `at`: the input ended there, or reading failed.
+fn cut(e: io::Error, at: u64, expected: &'static str) -> ArchiveError {
+    if e.kind() == io::ErrorKind::UnexpectedEof {
+        ArchiveError::Truncated { at, expected }
+    } else {
+        ArchiveError::Io(e)
+    }
+}
+
+impl Input<'_> {
+    /// Reads a varint from the input itself (a section's tag or length).
+    fn varint(&mut self, expected: &'static str) -> Result<u64, ArchiveError> {
+        let start = self.at;
+        match leb128::read::unsigned(self) {
+            Ok(v) => Ok(v),
+            Err(leb128::read::Error::IoError(e)) => Err(cut(e, self.at, expected)),
+            Err(leb128::read::Error::Overflow) => Err(ArchiveError::Corrupt {
+                at: start,
+                what: format!("{expected} does not fit in 64 bits"),
+            }),
+        }
+    }
+
+    /// Reads the CRC that ends the section `name` that began at `start`, and checks it.
+    fn check_crc(&mut self, start: u64, name: &str) -> Result<(), ArchiveError> {
+        let computed = std::mem::replace(&mut self.section_crc, Hasher::new()).finalize();
+        let end = self.at;
+        let mut stored = [0; 4];
+        self.read_exact(&mut stored)
+            .map_err(|e| cut(e, self.at, "a section's checksum"))?;
+        if u32::from_le_bytes(stored) != computed {
+            return Err(ArchiveError::Corrupt {
+                at: start,
+                what: format!(
+                    "the checksum of the {name} section (bytes {start} to {end}) does not \
+                     match: the section is damaged"
+                ),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// What should follow where the payload of a section of `tag` ends early.
+fn rest_of(tag: u64) -> &'static str {
+    match tag {
+        tag::END => "the rest of the END section",
+        tag::META => "the rest of the META section",
+        tag::STRINGS => "the rest of a STRINGS section",
+        tag::FUNCTIONS => "the rest of a FUNCTIONS section",
+        tag::FUNCTION_TABLE => "the rest of a FUNCTION_TABLE section",
+        tag::RUNS => "the rest of a RUNS section",
+        tag::PROCESSES => "the rest of a PROCESSES section",
+        tag::TRACES => "the rest of a TRACES section",
+        tag::ENTRIES => "the rest of an ENTRIES section",
+        tag::PERCENTILES => "the rest of a PERCENTILES section",
+        tag::TREE_NODES => "the rest of a TREE_NODES section",
+        tag::TREE_ENTRIES => "the rest of a TREE_ENTRIES section",
+        _ => "the rest of a section of a kind this tprof does not know",
+    }
+}
+
+/// Reads an archive: see the layout in [`super`].
+pub(super) fn read(input: &mut dyn Read) -> Result<Profile, ArchiveError> {
+    let mut input = Input {
+        inner: input,
+        at: 0,
+        file_crc: Hasher::new(),
+        section_crc: Hasher::new(),
+    };
+    let mut magic = Vec::with_capacity(MAGIC.len());
+    (&mut input)
+        .take(MAGIC.len() as u64)
+        .read_to_end(&mut magic)?;
+    if !MAGIC.starts_with(&magic) {
+        return Err(ArchiveError::NotAnArchive { found: magic });
+    }
+    if magic.len() < MAGIC.len() {
+        return Err(ArchiveError::Truncated {
+            at: input.at,
+            expected: "the .tprof magic number",
+        });
+    }
+    let mut version = [0; 2];
+    input
+        .read_exact(&mut version)
+        .map_err(|e| cut(e, input.at, "the format version"))?;
+    let version = u16::from_le_bytes(version);
+    if version == 0 || version > VERSION {
+        return Err(ArchiveError::UnsupportedVersion {
+            version,
+            newest: VERSION,
+        });
+    }
+
+    let mut state = State::default();
+    let mut payload = Vec::new();
+    loop {
+        let start = input.at;
+        let crc_before = input.file_crc.clone().finalize();
+        input.section_crc = Hasher::new();
+        let tag = input.varint("the next section")?;
+        let len = input.varint("a section's length")?;
+        let Some(name) = tag::name(tag) else {
+            // A section of a later version: skip it, the compatibility rule.
+            let skipped = io::copy(&mut (&mut input).take(len), &mut io::sink())?;
+            if skipped < len {
+                return Err(ArchiveError::Truncated {
+                    at: input.at,
+                    expected: rest_of(tag),
+                });
+            }
+            input.check_crc(start, &format!("unknown (tag {tag})"))?;
+            continue;
+        };
+        if len > MAX_SECTION_LEN {
+            return Err(ArchiveError::Corrupt {
+                at: start,
+                what: format!(
+                    "the {name} section says it holds {len} bytes, more than the \
+                     {MAX_SECTION_LEN} a section may: its length is damaged"
+                ),
+            });
+        }
+        payload.clear();
+        (&mut input).take(len).read_to_end(&mut payload)?;
+        if (payload.len() as u64) < len {
+            return Err(ArchiveError::Truncated {
+                at: input.at,
+                expected: rest_of(tag),
+            });
+        }
+        let payload_at = input.at - len;
+        input.check_crc(start, name)?;
+        let mut p = Payload {
+            bytes: &payload,
+            pos: 0,
+            at: payload_at,
+            section: name,
+        };
+        if tag == tag::END {
+            let stored =
+                <[u8; 4]>::try_from(payload.as_slice()).map_err(|_| ArchiveError::Corrupt {
+                    at: start,
+                    what: format!("the END section holds {len} bytes instead of 4"),
+                })?;
+            if u32::from_le_bytes(stored) != crc_before {
+                return Err(ArchiveError::Corrupt {
+                    at: start,
+                    what: "the checksum of the whole archive does not match: a section was \
+                           lost, added or damaged"
+                        .to_owned(),
+                });
+            }
+            return state.finish(start);
+        }
+        while !p.is_empty() {
+            state.record(tag, &mut p)?;
+        }
+    }
+}
+
+/// A section's payload being decoded.
+struct Payload<'b> {
+    bytes: &'b [u8],
+    pos: usize,
+    /// The offset of `bytes[0]` in the archive.
+    at: u64,
+    /// The section's name.
+    section: &'static str,
+}
+
+impl Payload<'_> {
+    fn is_empty(&self) -> bool {
+        self.pos >= self.bytes.len()
+    }
+
+    /// The offset of the next byte in the archive.
+    fn offset(&self) -> u64 {
+        self.at + self.pos as u64
+    }
+
+    fn corrupt(&self, at: u64, what: impl fmt::Display) -> ArchiveError {
+        ArchiveError::Corrupt {
+            at,
+            what: format!("{what} in the {} section", self.section),
+        }
+    }
+
+    fn varint(&mut self, what: &str) -> Result<u64, ArchiveError> {
+        let start = self.offset();
+        let mut rest = self.bytes.get(self.pos..).unwrap_or_default();
+        match leb128::read::unsigned(&mut rest) {
+            Ok(v) => {
+                self.pos = self.bytes.len() - rest.len();
+                Ok(v)
+            }
+            Err(leb128::read::Error::Overflow) => {
+                Err(self.corrupt(start, format_args!("{what} does not fit in 64 bits")))
+            }
+            Err(leb128::read::Error::IoError(_)) => Err(self.corrupt(
+                start,
+                format_args!("{what} runs past the end of the records"),
+            )),
+        }
+    }
+
+    fn u32(&mut self, what: &str) -> Result<u32, ArchiveError> {
+        let start = self.offset();
+        let v = self.varint(what)?;
+        u32::try_from(v)
+            .map_err(|_| self.corrupt(start, format_args!("{what} is {v}, more than 32 bits")))
+    }
+
+    fn u8(&mut self, what: &str) -> Result<u8, ArchiveError> {
+        let start = self.offset();
+        let v = self.varint(what)?;
+        u8::try_from(v)
+            .map_err(|_| self.corrupt(start, format_args!("{what} is {v}, more than 8 bits")))
+    }
+
+    /// An index into `table`, which holds the records (`of`) read so far: the record.
+    fn lookup<'t, T>(
+        &mut self,
+        what: &str,
+        table: &'t [T],
+        of: &str,
+    ) -> Result<&'t T, ArchiveError> {
+        let start = self.offset();
+        let v = self.varint(what)?;
+        usize::try_from(v)
+            .ok()
+            .and_then(|i| table.get(i))
+            .ok_or_else(|| {
+                self.corrupt(
+                    start,
+                    format_args!(
+                        "{what} is {of} {v}, but only {} come before it",
+                        table.len()
+                    ),
+                )
+            })
+    }
+
+    /// A string index: the string.
+    fn string(&mut self, what: &str, strings: &[String]) -> Result<String, ArchiveError> {
+        self.lookup(what, strings, "string").cloned()
+    }
+
+    /// 0 for none, else a string index + 1: the string.
+    fn optional_string(
+        &mut self,
+        what: &str,
+        strings: &[String],
+    ) -> Result<Option<String>, ArchiveError> {
+        let start = self.offset();
+        match self.varint(what)? {
+            0 => Ok(None),
+            v => usize::try_from(v - 1)
+                .ok()
+                .and_then(|i| strings.get(i))
+                .cloned()
+                .map(Some)
+                .ok_or_else(|| {
+                    self.corrupt(
+                        start,
+                        format_args!(
+                            "{what} is string {}, but only {} come before it",
+                            v - 1,
+                            strings.len()
+                        ),
+                    )
+                }),
+        }
+    }
+
+    /// A function index: the function.
+    fn function(&mut self, what: &str, functions: &[Function]) -> Result<Function, ArchiveError> {
+        self.lookup(what, functions, "function").cloned()
+    }
+
+    /// A group: 0 for all, else a pid.
+    fn group(&mut self, what: &str) -> Result<Group, ArchiveError> {
+        let start = self.offset();
+        let g = self.varint(what)?;
+        if g == 0 {
+            return Ok(Group::All);
+        }
+        let node = u32::try_from(g - 1).map_err(|_| {
+            self.corrupt(
+                start,
+                format_args!("{what} names node {}, more than 32 bits", g - 1),
+            )
+        })?;
+        let index = self.u32("a pid's index")?;
+        let serial = self.u32("a pid's serial")?;
+        Ok(Group::Process(Pid::from_parts(node, index, serial)))
+    }
+
+    /// A record's calls, measurement, bytes and blocks.
+    fn figures(&mut self) -> Result<[u64; 4], ArchiveError> {
+        Ok([
+            self.varint("calls")?,
+            self.varint("a measurement")?,
+            self.varint("bytes")?,
+            self.varint("blocks")?,
+        ])
+    }
+}
+
+/// The profile being read.
+#[derive(Default)]
+struct State {
+    trace_type: Option<TraceType>,
+    strings: Vec<String>,
+    functions: Vec<Function>,
+    function_table: Vec<Function>,
+    runs: Vec<Run>,
+    processes: Vec<ProcessRecord>,
+    traces: Vec<FunctionTrace>,
+    /// The number of entries each trace announced.
+    counts: Vec<u64>,
+    /// The trace the next entry goes to (those before are full).
+    filling: usize,
+    percentiles: Vec<Percentiles>,
+    nodes: Vec<PathNode>,
+    tree_entries: Vec<PathEntry>,
+}
+
+impl State {
+    /// Decodes one record of a section of `tag` (a known tag other than END).
+    fn record(&mut self, tag: u64, p: &mut Payload<'_>) -> Result<(), ArchiveError> {
+        let start = p.offset();
+        match tag {
+            tag::META => {
+                if self.trace_type.is_some() {
+                    return Err(p.corrupt(start, "a second trace type"));
+                }
+                let code = p.varint("the trace type")?;
+                self.trace_type = Some(match code {
+                    0 => TraceType::CallCount,
+                    1 => TraceType::CallTime,
+                    2 => TraceType::CallMemory,
+                    _ => {
+                        return Err(
+                            p.corrupt(start, format_args!("an unknown trace type, {code},"))
+                        );
+                    }
+                });
+            }
+            tag::STRINGS => {
+                let len = p.varint("a string's length")?;
+                let (all, pos) = (p.bytes, p.pos);
+                let bytes = usize::try_from(len)
+                    .ok()
+                    .and_then(|len| all.get(pos..pos.checked_add(len)?))
+                    .ok_or_else(|| {
+                        p.corrupt(
+                            start,
+                            format_args!(
+                                "a string of {len} bytes runs past the end of the records"
+                            ),
+                        )
+                    })?;
+                let at = p.offset();
+                let s = std::str::from_utf8(bytes).map_err(|e| {
+                    p.corrupt(at + e.valid_up_to() as u64, "a string that is not UTF-8")
+                })?;
+                self.strings.push(s.to_owned());
+                p.pos += bytes.len();
+            }
+            tag::FUNCTIONS => {
+                let module = p.string("a function's module", &self.strings)?;
+                let name = p.string("a function's name", &self.strings)?;
+                let arity = p.u8("a function's arity")?;
+                let file = p.string("a function's file", &self.strings)?;
+                let line = p.u32("a function's line")?;
+                self.functions.push(Function {
+                    module,
+                    name,
+                    arity,
+                    file,
+                    line,
+                });
+            }
+            tag::FUNCTION_TABLE => {
+                let f = p.function("a function table entry", &self.functions)?;
+                self.function_table.push(f);
+            }
+            tag::RUNS => {
+                let program = p.string("a run's program", &self.strings)?;
+                let started_unix_ms = p.varint("a run's start")?;
+                let duration_ns = p.varint("a run's duration")?;
+                let count = p.varint("a run's node count")?;
+                let mut nodes = Vec::new();
+                for _ in 0..count {
+                    nodes.push(p.u32("a run's node")?);
+                }
+                self.runs.push(Run {
+                    program,
+                    started_unix_ms,
+                    duration_ns,
+                    nodes,
+                });
+            }
+            tag::PROCESSES => {
+                let Group::Process(pid) = p.group("a process's pid")? else {
+                    return Err(p.corrupt(start, "a process without a pid"));
+                };
+                let name = p.optional_string("a process's name", &self.strings)?;
+                let initial_call = p.string("a process's initial call", &self.strings)?;
+                let run = p.u32("a process's run")?;
+                self.processes.push(ProcessRecord {
+                    pid,
+                    name,
+                    initial_call,
+                    run,
+                });
+            }
+            tag::TRACES => {
+                let function = p.function("a trace's function", &self.functions)?;
+                let count = p.varint("a trace's entry count")?;
+                self.traces.push(FunctionTrace {
+                    function,
+                    entries: Vec::new(),
+                });
+                self.counts.push(count);
+            }
+            tag::ENTRIES => {
+                let group = p.group("an entry's group")?;
+                let [calls, measurement, bytes, blocks] = p.figures()?;
+                loop {
+                    let (Some(trace), Some(&count)) = (
+                        self.traces.get_mut(self.filling),
+                        self.counts.get(self.filling),
+                    ) else {
+                        return Err(p.corrupt(
+                            start,
+                            format_args!(
+                                "an entry beyond the {} that the TRACES sections announce",
+                                self.counts.iter().fold(0u64, |a, &c| a.saturating_add(c))
+                            ),
+                        ));
+                    };
+                    if (trace.entries.len() as u64) < count {
+                        trace.entries.push(Entry {
+                            group,
+                            calls,
+                            measurement,
+                            bytes,
+                            blocks,
+                        });
+                        break;
+                    }
+                    self.filling += 1;
+                }
+            }
+            tag::PERCENTILES => {
+                let function = p.function("a percentile's function", &self.functions)?;
+                let calls = p.varint("calls")?;
+                let p50_ns = p.varint("p50")?;
+                let p90_ns = p.varint("p90")?;
+                let p99_ns = p.varint("p99")?;
+                let max_ns = p.varint("max")?;
+                self.percentiles.push(Percentiles {
+                    function,
+                    calls,
+                    p50_ns,
+                    p90_ns,
+                    p99_ns,
+                    max_ns,
+                });
+            }
+            tag::TREE_NODES => {
+                let parent = match p.varint("a path's parent")? {
+                    0 => None,
+                    v => Some(u32::try_from(v - 1).map_err(|_| {
+                        p.corrupt(
+                            start,
+                            format_args!("a path's parent is {}, more than 32 bits", v - 1),
+                        )
+                    })?),
+                };
+                let function = p.u32("a path's function")?;
+                self.nodes.push(PathNode { parent, function });
+            }
+            tag::TREE_ENTRIES => {
+                let group = p.group("a path entry's group")?;
+                let node = p.u32("a path entry's node")?;
+                let [calls, measurement, bytes, blocks] = p.figures()?;
+                self.tree_entries.push(PathEntry {
+                    group,
+                    node,
+                    calls,
+                    measurement,
+                    bytes,
+                    blocks,
+                });
+            }
+            _ => return Err(p.corrupt(start, format_args!("a record of unknown kind {tag}"))),
+        }
+        Ok(())
+    }
+
+    /// The profile, once END (at `end`) is read.
+    fn finish(self, end: u64) -> Result<Profile, ArchiveError> {
+        let Some(trace_type) = self.trace_type else {
+            return Err(ArchiveError::Corrupt {
+                at: end,
+                what: "the archive has no META section".to_owned(),
+            });
+        };
+        let missing = self
+            .traces
+            .iter()
+            .zip(&self.counts)
+            .fold(0u64, |sum, (t, &c)| {
+                sum.saturating_add(c.saturating_sub(t.entries.len() as u64))
+            });
+        if missing > 0 {
+            return Err(ArchiveError::Corrupt {
+                at: end,
+                what: format!(
+                    "the TRACES sections announce {missing} entries more than the ENTRIES \
+                     sections hold"
+                ),
+            });
+        }
+        Ok(Profile {
+            trace_type,
+            functions: self.traces,
+            percentiles: self.percentiles,
+            processes: self.processes,
+            function_table: self.function_table,
+            call_tree: CallTree {
+                nodes: self.nodes,
+                entries: self.tree_entries,
+            },
+            meta: Meta { runs: self.runs },
+        })
+    }
+}

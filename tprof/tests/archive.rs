@@ -1,0 +1,1173 @@
+//! The `.tprof` archive: profiles read back exactly, damage of every kind reported (never a
+//! panic), sections of later versions skipped, the files of each version still read, and
+//! merging the runs of several profiles.
+
+use std::path::{Path, PathBuf};
+
+use proptest::prelude::*;
+use runtime::Pid;
+use runtime::trace::TracePattern;
+use tprof::archive::{self, ArchiveError, MergeError, Merger};
+use tprof::{
+    CallTree, Entry, Function, FunctionTrace, Group, Meta, PathEntry, PathNode, Percentiles,
+    ProcessRecord, Profile, ProfileOptions, Report, Run, TraceType,
+};
+
+#[global_allocator]
+static ALLOC: runtime::CountingAlloc = runtime::CountingAlloc::system();
+
+#[runtime::traced(module = "archive_test")]
+fn leaf(n: u64) -> Vec<u64> {
+    (0..n).collect()
+}
+
+#[runtime::traced(module = "archive_test")]
+fn branch(n: u64) -> usize {
+    leaf(n).len() + leaf(n * 2).len()
+}
+
+const TYPES: [TraceType; 3] = [
+    TraceType::CallCount,
+    TraceType::CallTime,
+    TraceType::CallMemory,
+];
+
+/// A real profile of `trace_type` (call_time with percentiles): a process calling `branch`
+/// three times.
+fn real_profile(trace_type: TraceType) -> Profile {
+    let outcome = tprof::profile(
+        || async {
+            let mut total = 0;
+            for _ in 0..3 {
+                total += branch(8);
+            }
+            total
+        },
+        ProfileOptions::new()
+            .trace_type(trace_type)
+            .percentiles(trace_type == TraceType::CallTime)
+            .pattern(TracePattern::module("archive_test"))
+            .report(Report::Return),
+    )
+    .expect("the profiled function runs");
+    assert_eq!(outcome.result, Ok(72));
+    outcome.profile
+}
+
+fn bytes_of(profile: &Profile) -> Vec<u8> {
+    let mut out = Vec::new();
+    archive::write(profile, &mut out).expect("writing to a Vec succeeds");
+    out
+}
+
+fn read_bytes(bytes: &[u8]) -> Result<Profile, ArchiveError> {
+    archive::read(&mut &bytes[..])
+}
+
+fn function(module: &str, name: &str, arity: u8, file: &str, line: u32) -> Function {
+    Function {
+        module: module.to_owned(),
+        name: name.to_owned(),
+        arity,
+        file: file.to_owned(),
+        line,
+    }
+}
+
+fn entry(group: Group, calls: u64, measurement: u64) -> Entry {
+    Entry {
+        group,
+        calls,
+        measurement,
+        bytes: 0,
+        blocks: 0,
+    }
+}
+
+fn process(pid: Pid, name: Option<&str>, run: u32) -> ProcessRecord {
+    ProcessRecord {
+        pid,
+        name: name.map(str::to_owned),
+        initial_call: "app::worker/1".to_owned(),
+        run,
+    }
+}
+
+fn path_entry(group: Group, node: u32, calls: u64, measurement: u64) -> PathEntry {
+    PathEntry {
+        group,
+        node,
+        calls,
+        measurement,
+        bytes: 0,
+        blocks: 0,
+    }
+}
+
+/// The fixed profile the fixtures hold: every part of the model, two runs, unicode names,
+/// and the largest values the fields take. Never change it without keeping the form the
+/// older fixtures hold (see "Adding a fixture" in `tprof::archive`).
+fn fixture_profile() -> Profile {
+    let p1 = Pid::from_parts(1, 0, 1);
+    let p2 = Pid::from_parts(1, 2, 0);
+    let p3 = Pid::from_parts(2, 1, 3);
+    let parse = function("app::parse", "parse", 1, "src/parse.rs", 10);
+    let handle = function("app", "<Handler as Service>::call", 2, "src/app.rs", 42);
+    let unicode = function(
+        "ünïcødé::модуль",
+        "método_🚀",
+        255,
+        "src/日本語.rs",
+        u32::MAX,
+    );
+    let only_in_tree = function("app", "helper", 0, "src/app.rs", 7);
+    Profile {
+        trace_type: TraceType::CallTime,
+        functions: vec![
+            FunctionTrace {
+                function: handle.clone(),
+                entries: vec![
+                    entry(Group::Process(p1), 3, 3_000),
+                    entry(Group::Process(p3), 1, 900),
+                ],
+            },
+            FunctionTrace {
+                function: parse.clone(),
+                entries: vec![
+                    entry(Group::Process(p1), 7, 70),
+                    entry(Group::Process(p2), 1, u64::MAX),
+                ],
+            },
+            FunctionTrace {
+                function: unicode.clone(),
+                entries: vec![entry(Group::Process(p2), 0, 0)],
+            },
+        ],
+        percentiles: vec![
+            Percentiles {
+                function: handle.clone(),
+                calls: 4,
+                p50_ns: 700,
+                p90_ns: 900,
+                p99_ns: 990,
+                max_ns: 1_000,
+            },
+            Percentiles {
+                function: parse.clone(),
+                calls: 8,
+                p50_ns: 9,
+                p90_ns: 10,
+                p99_ns: 11,
+                max_ns: u64::MAX,
+            },
+        ],
+        processes: vec![
+            process(p1, Some("worker"), 0),
+            process(p2, None, 0),
+            process(p3, Some("日本語の名前"), 1),
+        ],
+        function_table: vec![handle, parse, only_in_tree, unicode],
+        call_tree: CallTree {
+            nodes: vec![
+                PathNode {
+                    parent: None,
+                    function: 0,
+                },
+                PathNode {
+                    parent: Some(0),
+                    function: 1,
+                },
+                PathNode {
+                    parent: Some(1),
+                    function: 2,
+                },
+                PathNode {
+                    parent: None,
+                    function: 3,
+                },
+            ],
+            entries: vec![
+                path_entry(Group::Process(p1), 0, 3, 2_930),
+                path_entry(Group::Process(p1), 1, 7, 60),
+                path_entry(Group::Process(p1), 2, 7, 10),
+                path_entry(Group::Process(p2), 3, 1, 5),
+            ],
+        },
+        meta: Meta {
+            runs: vec![
+                Run {
+                    program: "demo --jobs 4".to_owned(),
+                    started_unix_ms: 1_700_000_000_000,
+                    duration_ns: 1_234_567_890,
+                    nodes: vec![1],
+                },
+                Run {
+                    program: "ünïcødé run".to_owned(),
+                    started_unix_ms: 0,
+                    duration_ns: 0,
+                    nodes: vec![2, u32::MAX],
+                },
+            ],
+        },
+    }
+}
+
+fn fixture_path(version: u16) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../tests/data/v{version}.tprof"))
+}
+
+/// The sections of an archive, END left out: (tag, payload). Panics on a bad frame.
+fn sections(bytes: &[u8]) -> Vec<(u64, Vec<u8>)> {
+    assert!(bytes.starts_with(archive::MAGIC));
+    let mut rest = &bytes[archive::MAGIC.len() + 2..];
+    let mut out = Vec::new();
+    loop {
+        let header = rest;
+        let tag = leb128::read::unsigned(&mut rest).expect("a section tag");
+        let len = leb128::read::unsigned(&mut rest).expect("a section length") as usize;
+        let framed = header.len() - rest.len() + len;
+        let crc = u32::from_le_bytes(rest[len..len + 4].try_into().expect("4 bytes"));
+        assert_eq!(crc, crc32fast::hash(&header[..framed]), "section {tag}");
+        if tag == 0 {
+            assert_eq!(rest.len(), len + 4, "END is last");
+            return out;
+        }
+        out.push((tag, rest[..len].to_vec()));
+        rest = &rest[len + 4..];
+    }
+}
+
+/// An archive of these sections, each with its checksum, and END with the whole's.
+fn frame(sections: &[(u64, Vec<u8>)]) -> Vec<u8> {
+    let mut out = archive::MAGIC.to_vec();
+    out.extend_from_slice(&archive::VERSION.to_le_bytes());
+    let section = |out: &mut Vec<u8>, tag: u64, payload: &[u8]| {
+        let start = out.len();
+        leb128::write::unsigned(out, tag).expect("writing to a Vec succeeds");
+        leb128::write::unsigned(out, payload.len() as u64).expect("writing to a Vec succeeds");
+        out.extend_from_slice(payload);
+        let crc = crc32fast::hash(&out[start..]);
+        out.extend_from_slice(&crc.to_le_bytes());
+    };
+    for (tag, payload) in sections {
+        section(&mut out, *tag, payload);
+    }
+    let whole = crc32fast::hash(&out);
+    section(&mut out, 0, &whole.to_le_bytes());
+    out
+}
+
+// --- Round trips ---
+
+#[test]
+fn real_profiles_of_each_type_read_back_equal() {
+    for t in TYPES {
+        let profile = real_profile(t);
+        assert!(!profile.is_empty(), "{t}");
+        assert_eq!(profile.percentiles.is_empty(), t != TraceType::CallTime);
+        let back = read_bytes(&bytes_of(&profile)).unwrap();
+        assert_eq!(back, profile, "{t}");
+    }
+}
+
+#[test]
+fn empty_profiles_read_back_equal() {
+    for t in TYPES {
+        let profile = Profile::empty(t);
+        assert_eq!(read_bytes(&bytes_of(&profile)).unwrap(), profile);
+    }
+}
+
+#[test]
+fn a_hand_built_profile_reads_back_equal_with_each_string_stored_once() {
+    let profile = fixture_profile();
+    let bytes = bytes_of(&profile);
+    assert_eq!(read_bytes(&bytes).unwrap(), profile);
+    // "src/app.rs" is the file of two functions, and the module "app" of two: once each.
+    let count = |needle: &[u8]| bytes.windows(needle.len()).filter(|w| *w == needle).count();
+    assert_eq!(count(b"src/app.rs"), 1);
+    assert_eq!(count("ünïcødé::модуль".as_bytes()), 1);
+    assert_eq!(
+        count(b"app::worker/1"),
+        1,
+        "the initial call of three processes"
+    );
+}
+
+#[test]
+fn a_reader_that_hands_out_one_byte_at_a_time_reads_the_same() {
+    struct Trickle<'a>(&'a [u8]);
+    impl std::io::Read for Trickle<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let Some((&first, rest)) = self.0.split_first() else {
+                return Ok(0);
+            };
+            if buf.is_empty() {
+                return Ok(0);
+            }
+            buf[0] = first;
+            self.0 = rest;
+            Ok(1)
+        }
+    }
+    let profile = fixture_profile();
+    let bytes = bytes_of(&profile);
+    assert_eq!(archive::read(&mut Trickle(&bytes)).unwrap(), profile);
+}
+
+#[test]
+fn reading_stops_after_the_end_section() {
+    let profile = fixture_profile();
+    let mut bytes = bytes_of(&profile);
+    let len = bytes.len();
+    bytes.extend_from_slice(b"and what follows");
+    let mut input = &bytes[..];
+    assert_eq!(archive::read(&mut input).unwrap(), profile);
+    assert_eq!(input, b"and what follows");
+    assert_eq!(bytes.len() - input.len(), len);
+}
+
+#[test]
+fn a_large_profile_is_written_in_several_sections_per_table() {
+    let functions: Vec<FunctionTrace> = (0..20_000u32)
+        .map(|i| FunctionTrace {
+            function: function("big", &format!("f{i}"), 1, "src/big.rs", i),
+            entries: vec![entry(Group::Process(Pid::from_parts(1, i, 0)), 1, 1_000)],
+        })
+        .collect();
+    let profile = Profile::new(TraceType::CallTime, functions);
+    let bytes = bytes_of(&profile);
+    let tags: Vec<u64> = sections(&bytes).iter().map(|(tag, _)| *tag).collect();
+    let count = |tag| tags.iter().filter(|&&t| t == tag).count();
+    assert!(count(2) > 1, "STRINGS: {tags:?}");
+    assert!(count(3) > 1, "FUNCTIONS: {tags:?}");
+    assert!(
+        tags.is_sorted(),
+        "tables come in order, each whole: {tags:?}"
+    );
+    assert!(sections(&bytes).iter().all(|(_, p)| p.len() < 80 << 10));
+    assert_eq!(read_bytes(&bytes).unwrap(), profile);
+}
+
+// --- Files ---
+
+#[test]
+fn files_read_back_and_errors_name_the_file() {
+    let dir = std::env::temp_dir().join(format!("tprof-archive-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("run.tprof");
+    let profile = fixture_profile();
+    archive::write_file(&profile, &path).unwrap();
+    assert_eq!(archive::read_file(&path).unwrap(), profile);
+
+    let missing = dir.join("missing.tprof");
+    let err = archive::read_file(&missing).unwrap_err();
+    assert!(matches!(&err, ArchiveError::File { path, source }
+        if path == &missing && matches!(**source, ArchiveError::Io(_))));
+    assert!(err.to_string().contains("missing.tprof"), "{err}");
+
+    let text = dir.join("profile.json");
+    std::fs::write(&text, "{\"trace_type\": \"call_time\"}").unwrap();
+    let err = archive::read_file(&text).unwrap_err();
+    let message = err.to_string();
+    assert!(message.contains("profile.json"), "{message}");
+    assert!(message.contains("not a .tprof archive"), "{message}");
+
+    let cut = dir.join("cut.tprof");
+    let bytes = bytes_of(&profile);
+    std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
+    let err = archive::read_file(&cut).unwrap_err();
+    assert!(err.offset().is_some_and(|at| at <= bytes.len() as u64 / 2));
+    assert!(err.to_string().contains("cut.tprof"), "{err}");
+
+    let err = archive::write_file(&profile, &dir.join("no-such-dir/x.tprof")).unwrap_err();
+    assert!(err.to_string().contains("no-such-dir"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+// --- Damage ---
+
+#[test]
+fn every_truncation_is_truncated_or_corrupt_with_an_offset_within_it() {
+    for bytes in [
+        bytes_of(&fixture_profile()),
+        bytes_of(&real_profile(TraceType::CallMemory)),
+    ] {
+        for len in 0..bytes.len() {
+            let err = read_bytes(&bytes[..len]).unwrap_err();
+            match &err {
+                ArchiveError::Truncated { at, .. } | ArchiveError::Corrupt { at, .. } => {
+                    assert!(*at <= len as u64, "{len}: {err}");
+                }
+                other => panic!("a cut at {len} gives {other:?}"),
+            }
+        }
+        assert!(read_bytes(&bytes).is_ok());
+    }
+}
+
+#[test]
+fn every_changed_byte_is_caught() {
+    let profile = fixture_profile();
+    let bytes = bytes_of(&profile);
+    for i in 0..bytes.len() {
+        for mask in [0x01, 0x80, 0xff] {
+            let mut damaged = bytes.clone();
+            damaged[i] ^= mask;
+            let result = read_bytes(&damaged);
+            assert!(result.is_err(), "byte {i} ^ {mask:#x} went unnoticed");
+            if let Some(at) = result.unwrap_err().offset() {
+                assert!(at <= bytes.len() as u64);
+            }
+        }
+    }
+}
+
+#[test]
+fn a_damaged_section_is_reported_at_its_offset() {
+    let bytes = bytes_of(&fixture_profile());
+    // The META section starts right after the header; damage its payload.
+    let meta_at = archive::MAGIC.len() + 2;
+    let mut damaged = bytes.clone();
+    damaged[meta_at + 2] ^= 1;
+    let err = read_bytes(&damaged).unwrap_err();
+    assert!(
+        matches!(&err, ArchiveError::Corrupt { at, what } if *at == meta_at as u64 && what.contains("META")),
+        "{err}"
+    );
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "the archive is damaged at byte {meta_at}: the checksum of the META section \
+             (bytes {meta_at} to {}) does not match: the section is damaged",
+            meta_at + 3
+        )
+    );
+}
+
+#[test]
+fn other_files_and_other_versions_are_refused_with_what_to_do() {
+    let err = read_bytes(b"{\"trace_type\": \"call_time\"}").unwrap_err();
+    assert!(
+        matches!(&err, ArchiveError::NotAnArchive { found } if found.starts_with(b"{\"")),
+        "{err:?}"
+    );
+    assert!(err.to_string().starts_with("not a .tprof archive"), "{err}");
+
+    let mut bytes = bytes_of(&fixture_profile());
+    let at = archive::MAGIC.len();
+    bytes[at..at + 2].copy_from_slice(&(archive::VERSION + 1).to_le_bytes());
+    let err = read_bytes(&bytes).unwrap_err();
+    assert!(matches!(
+        err,
+        ArchiveError::UnsupportedVersion { version, newest }
+            if version == archive::VERSION + 1 && newest == archive::VERSION
+    ));
+    assert!(err.to_string().contains("newer tprof"), "{err}");
+
+    bytes[at..at + 2].copy_from_slice(&0u16.to_le_bytes());
+    let err = read_bytes(&bytes).unwrap_err();
+    assert!(err.to_string().contains("damaged"), "{err}");
+
+    let err = read_bytes(b"").unwrap_err();
+    assert!(
+        matches!(err, ArchiveError::Truncated { at: 0, .. }),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn lengths_and_counts_are_not_trusted() {
+    let mut header = archive::MAGIC.to_vec();
+    header.extend_from_slice(&archive::VERSION.to_le_bytes());
+
+    // A STRINGS section that says it is 2^62 bytes long: refused before reading it.
+    let mut bytes = header.clone();
+    bytes.push(2);
+    leb128::write::unsigned(&mut bytes, 1 << 62).unwrap();
+    let err = read_bytes(&bytes).unwrap_err();
+    assert!(
+        matches!(&err, ArchiveError::Corrupt { at, what } if *at == header.len() as u64 && what.contains("length")),
+        "{err}"
+    );
+
+    // A section of unknown kind that long is skipped as it streams: the input ends first.
+    let mut bytes = header.clone();
+    bytes.push(99);
+    leb128::write::unsigned(&mut bytes, 1 << 62).unwrap();
+    bytes.extend_from_slice(&[0; 100]);
+    let err = read_bytes(&bytes).unwrap_err();
+    assert!(
+        matches!(err, ArchiveError::Truncated { at, .. } if at == bytes.len() as u64),
+        "{err}"
+    );
+
+    // A string of 2^40 bytes, and a trace of 2^60 entries, in sections with good checksums.
+    let mut meta = Vec::new();
+    leb128::write::unsigned(&mut meta, 1).unwrap();
+    let mut strings = Vec::new();
+    leb128::write::unsigned(&mut strings, 1 << 40).unwrap();
+    strings.extend_from_slice(b"abc");
+    let err = read_bytes(&frame(&[(1, meta.clone()), (2, strings)])).unwrap_err();
+    assert!(
+        matches!(&err, ArchiveError::Corrupt { what, .. } if what.contains("runs past the end")),
+        "{err}"
+    );
+
+    let mut strings = Vec::new();
+    for s in ["m", "f", "src/f.rs"] {
+        leb128::write::unsigned(&mut strings, s.len() as u64).unwrap();
+        strings.extend_from_slice(s.as_bytes());
+    }
+    let functions = vec![0, 1, 3, 2, 9];
+    let mut traces = vec![0];
+    leb128::write::unsigned(&mut traces, 1 << 60).unwrap();
+    let err = read_bytes(&frame(&[
+        (1, meta),
+        (2, strings),
+        (3, functions),
+        (7, traces),
+    ]))
+    .unwrap_err();
+    assert!(
+        matches!(&err, ArchiveError::Corrupt { what, .. } if what.contains("entries more than")),
+        "{err}"
+    );
+}
+
+#[test]
+fn references_must_point_at_what_came_before() {
+    let mut meta = Vec::new();
+    leb128::write::unsigned(&mut meta, 0).unwrap();
+    // A function whose module is string 5 where there is none.
+    let err = read_bytes(&frame(&[(1, meta.clone()), (3, vec![5, 0, 0, 0, 0])])).unwrap_err();
+    assert!(
+        matches!(&err, ArchiveError::Corrupt { what, .. } if what.contains("string 5")),
+        "{err}"
+    );
+    // No META at all.
+    let err = read_bytes(&frame(&[])).unwrap_err();
+    assert!(err.to_string().contains("no META"), "{err}");
+    // Two of them.
+    let err = read_bytes(&frame(&[(1, meta.clone()), (1, meta)])).unwrap_err();
+    assert!(err.to_string().contains("a second trace type"), "{err}");
+}
+
+#[test]
+fn sections_of_unknown_kinds_are_skipped() {
+    let profile = fixture_profile();
+    let mut parts = sections(&bytes_of(&profile));
+    // One at the very start (a two-byte tag), one before END, one empty in the middle.
+    parts.insert(0, (300, b"samples of a sampling mode".to_vec()));
+    parts.insert(3, (13, Vec::new()));
+    parts.push((12, vec![0xff; 100_000]));
+    let bytes = frame(&parts);
+    assert_eq!(read_bytes(&bytes).unwrap(), profile);
+
+    // Skipped, but checked: damage in one is still caught.
+    let mut damaged = bytes.clone();
+    let at = bytes.len() - 50_000;
+    damaged[at] ^= 1;
+    let err = read_bytes(&damaged).unwrap_err();
+    assert!(
+        matches!(&err, ArchiveError::Corrupt { what, .. } if what.contains("unknown (tag 12)")),
+        "{err}"
+    );
+}
+
+// --- Fixtures: the files each version wrote still read ---
+
+#[test]
+fn the_v1_fixture_reads_as_the_fixture_profile() {
+    let profile = archive::read_file(&fixture_path(1)).unwrap();
+    assert_eq!(profile, fixture_profile());
+}
+
+#[test]
+fn the_writer_writes_the_newest_fixture_byte_for_byte() {
+    let fixture = std::fs::read(fixture_path(archive::VERSION)).unwrap();
+    assert_eq!(bytes_of(&fixture_profile()), fixture);
+}
+
+/// Writes the fixture of the current version: run it once when the version is bumped (see
+/// "Adding a fixture" in `tprof::archive`).
+#[test]
+#[ignore = "writes tests/data/v<VERSION>.tprof; run by hand when the version is bumped"]
+fn write_fixture() {
+    archive::write_file(&fixture_profile(), &fixture_path(archive::VERSION)).unwrap();
+}
+
+// --- Merging ---
+
+/// `profile` as a program that ran it alone would have it: its processes on node 1.
+fn as_run_alone(mut profile: Profile) -> Profile {
+    let alone = |pid: Pid| Pid::from_parts(1, pid.index(), pid.serial());
+    for f in &mut profile.functions {
+        for e in &mut f.entries {
+            if let Group::Process(pid) = e.group {
+                e.group = Group::Process(alone(pid));
+            }
+        }
+    }
+    for p in &mut profile.processes {
+        p.pid = alone(p.pid);
+    }
+    for run in &mut profile.meta.runs {
+        run.nodes = vec![1];
+    }
+    profile
+}
+
+#[test]
+fn two_call_time_runs_keep_their_processes_apart() {
+    let a = as_run_alone(real_profile(TraceType::CallTime));
+    let b = as_run_alone(real_profile(TraceType::CallTime));
+    assert_eq!(a.pids(), b.pids(), "the runs' pids overlap");
+    let merged = archive::merge(&[a.clone(), b.clone()]).unwrap();
+
+    assert_eq!(merged.meta.runs.len(), 2);
+    assert_eq!(
+        merged.processes.len(),
+        a.processes.len() + b.processes.len()
+    );
+    let runs: Vec<u32> = merged.processes.iter().map(|p| p.run).collect();
+    assert!(runs.contains(&0) && runs.contains(&1), "{runs:?}");
+    let pids = merged.pids();
+    assert_eq!(pids.len(), a.pids().len() + b.pids().len(), "{pids:?}");
+    for p in &merged.processes {
+        assert_eq!(merged.meta.runs[p.run as usize].nodes, vec![p.pid.node()]);
+    }
+    assert_eq!(
+        merged.meta.runs[0].nodes,
+        vec![1],
+        "the first run keeps its node"
+    );
+    assert_ne!(merged.meta.runs[1].nodes, vec![1]);
+
+    // Each process's figures are its run's own.
+    let leaf = merged.function("leaf").unwrap();
+    assert_eq!(leaf.entries.len(), 2);
+    assert!(leaf.entries.iter().all(|e| e.calls == 6), "{leaf:?}");
+    assert_eq!(merged.total(), a.total() + b.total());
+    assert_eq!(merged.percentiles.len(), a.percentiles.len());
+    for p in &merged.percentiles {
+        let calls = |profile: &Profile| {
+            let q = profile
+                .percentiles
+                .iter()
+                .find(|q| q.function == p.function);
+            q.unwrap().calls
+        };
+        assert_eq!(p.calls, calls(&a) + calls(&b), "{p:?}");
+    }
+
+    // The merged profile archives like any other.
+    assert_eq!(read_bytes(&bytes_of(&merged)).unwrap(), merged);
+}
+
+#[test]
+fn call_count_sums_per_function_across_runs() {
+    let a = real_profile(TraceType::CallCount);
+    let b = real_profile(TraceType::CallCount);
+    let merged = archive::merge(&[a, b]).unwrap();
+    let calls = |name| {
+        let f = merged.function(name).unwrap();
+        assert_eq!(f.entries.len(), 1);
+        assert_eq!(f.entries[0].group, Group::All);
+        f.entries[0].calls
+    };
+    assert_eq!(calls("leaf"), 12);
+    assert_eq!(calls("branch"), 6);
+    assert_eq!(merged.meta.runs.len(), 2);
+}
+
+#[test]
+fn mixed_trace_types_are_an_error_naming_both() {
+    let count = Profile::empty(TraceType::CallCount);
+    let time = Profile::empty(TraceType::CallTime);
+    let err = archive::merge(&[count.clone(), count.clone(), time]).unwrap_err();
+    assert_eq!(
+        err,
+        MergeError::MixedTypes {
+            first: TraceType::CallCount,
+            other: TraceType::CallTime,
+            index: 2
+        }
+    );
+    let text = err.to_string();
+    assert!(
+        text.contains("call_count") && text.contains("call_time"),
+        "{text}"
+    );
+    assert!(text.contains("input 3"), "{text}");
+    assert_eq!(archive::merge(&[]).unwrap_err(), MergeError::Empty);
+}
+
+/// A call-time profile of one run, on node 1, with a call tree of `paths` (each a list of
+/// function names, outermost first) in which process `<1.0.1>` spent `ns` on each.
+fn tree_profile(table: &[&str], paths: &[&[&str]], ns: u64) -> Profile {
+    let pid = Pid::from_parts(1, 0, 1);
+    let function_table: Vec<Function> = table
+        .iter()
+        .map(|name| function("app", name, 0, "src/app.rs", 1))
+        .collect();
+    let mut nodes: Vec<PathNode> = Vec::new();
+    let mut entries = Vec::new();
+    for path in paths {
+        let mut parent = None;
+        for name in *path {
+            let f = table
+                .iter()
+                .position(|n| n == name)
+                .expect("a path names functions of the table") as u32;
+            let at = match nodes
+                .iter()
+                .position(|n| n.parent == parent && n.function == f)
+            {
+                Some(at) => at,
+                None => {
+                    nodes.push(PathNode {
+                        parent,
+                        function: f,
+                    });
+                    nodes.len() - 1
+                }
+            };
+            parent = Some(at as u32);
+        }
+        entries.push(path_entry(
+            Group::Process(pid),
+            parent.expect("a path is not empty"),
+            1,
+            ns,
+        ));
+    }
+    let mut profile = Profile::empty(TraceType::CallTime);
+    profile.function_table = function_table;
+    profile.call_tree = CallTree { nodes, entries };
+    profile.processes = vec![process(pid, None, 0)];
+    profile
+}
+
+/// A call path as its functions' names, with its entries' (pid, ns).
+type NamedPath = (Vec<String>, Vec<(Pid, u64)>);
+
+/// Each path of `profile` as names, with its entries' (pid, ns).
+fn paths(profile: &Profile) -> Vec<NamedPath> {
+    let tree = &profile.call_tree;
+    (0..tree.nodes.len() as u32)
+        .map(|node| {
+            let names = tree
+                .stack(node)
+                .into_iter()
+                .map(|f| profile.function_table[f as usize].name.clone())
+                .collect();
+            let figures = tree
+                .entries
+                .iter()
+                .filter(|e| e.node == node)
+                .map(|e| match e.group {
+                    Group::Process(pid) => (pid, e.measurement),
+                    Group::All => panic!("call_time has no `all`"),
+                })
+                .collect();
+            (names, figures)
+        })
+        .collect()
+}
+
+#[test]
+fn call_paths_that_runs_share_are_one_node() {
+    let a = tree_profile(&["main", "parse"], &[&["main", "parse"]], 10);
+    let b = tree_profile(
+        &["parse", "main", "write"],
+        &[&["main", "parse"], &["main", "write"]],
+        20,
+    );
+    let merged = archive::merge(&[a, b]).unwrap();
+    let names: Vec<&str> = merged
+        .function_table
+        .iter()
+        .map(|f| f.name.as_str())
+        .collect();
+    assert_eq!(names, ["main", "parse", "write"]);
+    let first = Pid::from_parts(1, 0, 1);
+    let second = merged.processes[1].pid;
+    assert_ne!(first, second);
+    assert_eq!(
+        paths(&merged),
+        vec![
+            (vec!["main".to_owned()], vec![]),
+            (
+                vec!["main".to_owned(), "parse".to_owned()],
+                vec![(first, 10), (second, 20)]
+            ),
+            (
+                vec!["main".to_owned(), "write".to_owned()],
+                vec![(second, 20)]
+            ),
+        ]
+    );
+    // Parents come before their children, and entries by process then path.
+    let tree = &merged.call_tree;
+    assert!(
+        tree.nodes
+            .iter()
+            .enumerate()
+            .all(|(i, n)| n.parent.is_none_or(|p| (p as usize) < i))
+    );
+    assert!(tree.entries.is_sorted_by_key(|e| (e.group, e.node)));
+}
+
+#[test]
+fn percentiles_after_a_merge_are_a_calls_weighted_choice() {
+    let f = function("app", "handle", 1, "src/app.rs", 3);
+    let with = |calls, p50_ns, p90_ns, p99_ns, max_ns| {
+        let mut p = Profile::empty(TraceType::CallTime);
+        p.percentiles = vec![Percentiles {
+            function: f.clone(),
+            calls,
+            p50_ns,
+            p90_ns,
+            p99_ns,
+            max_ns,
+        }];
+        p
+    };
+    let merged = archive::merge(&[with(100, 10, 20, 30, 40), with(300, 50, 60, 70, 90)]).unwrap();
+    assert_eq!(merged.percentiles.len(), 1);
+    let p = &merged.percentiles[0];
+    assert_eq!((p.calls, p.max_ns), (400, 90));
+    assert_eq!((p.p50_ns, p.p90_ns, p.p99_ns), (50, 60, 70));
+
+    let merged = archive::merge(&[with(900, 10, 20, 30, 40), with(100, 50, 60, 70, 90)]).unwrap();
+    let p = &merged.percentiles[0];
+    assert_eq!(
+        (p.calls, p.p50_ns, p.p90_ns, p.p99_ns, p.max_ns),
+        (1000, 10, 20, 70, 90)
+    );
+}
+
+#[test]
+fn merging_one_profile_returns_it_unchanged() {
+    let profile = fixture_profile();
+    assert_eq!(
+        archive::merge(std::slice::from_ref(&profile)).unwrap(),
+        profile
+    );
+    assert_eq!(Merger::new(profile.clone()).finish(), profile);
+}
+
+#[test]
+fn a_merger_adds_one_input_at_a_time_and_goes_on_after_a_refused_one() {
+    let input = |node: u32| {
+        let mut p = fixture_profile();
+        p.meta.runs.truncate(1);
+        p.processes.retain(|r| r.run == 0);
+        let pid = Pid::from_parts(node, 0, 1);
+        p.processes[0].pid = pid;
+        p
+    };
+    let all = [input(1), input(1), input(7)];
+    let mut merger = Merger::new(all[0].clone());
+    merger.add(all[1].clone()).unwrap();
+    let mut bad = input(1);
+    bad.processes[0].run = 4;
+    let err = merger.add(bad).unwrap_err();
+    assert!(
+        matches!(&err, MergeError::Inconsistent { index: 2, what } if what.contains("run 4")),
+        "{err}"
+    );
+    assert!(merger.add(Profile::empty(TraceType::CallMemory)).is_err());
+    merger.add(all[2].clone()).unwrap();
+    assert_eq!(merger.inputs(), 3);
+    let merged = merger.finish();
+    assert_eq!(merged, archive::merge(&all).unwrap());
+    assert_eq!(merged.meta.runs.len(), 3);
+    // Three runs, each on its own nodes: the first keeps 1 (and 2, which its pids name).
+    let nodes: Vec<&Vec<u32>> = merged.meta.runs.iter().map(|r| &r.nodes).collect();
+    assert_eq!(nodes[0], &vec![1, 2]);
+    let mut every: Vec<u32> = nodes.iter().flat_map(|n| n.iter().copied()).collect();
+    let len = every.len();
+    every.sort_unstable();
+    every.dedup();
+    assert_eq!(every.len(), len, "no node is in two runs: {nodes:?}");
+}
+
+#[test]
+fn inconsistent_inputs_are_refused_naming_what_is_wrong() {
+    let mut p = fixture_profile();
+    p.call_tree.nodes[1].function = 99;
+    let err = archive::merge(&[fixture_profile(), p]).unwrap_err();
+    assert!(
+        matches!(&err, MergeError::Inconsistent { index: 1, what } if what.contains("function 99")),
+        "{err}"
+    );
+    assert!(
+        err.to_string().starts_with("cannot merge input 2:"),
+        "{err}"
+    );
+}
+
+// --- Properties ---
+
+fn text() -> impl Strategy<Value = String> {
+    prop_oneof![
+        prop::sample::select(vec!["app", "", "src/app.rs", "ünï", "🚀"]).prop_map(str::to_owned),
+        any::<String>(),
+    ]
+}
+
+fn pid() -> impl Strategy<Value = Pid> {
+    (
+        prop_oneof![0..3u32, any::<u32>()],
+        prop_oneof![0..3u32, any::<u32>()],
+        any::<u32>(),
+    )
+        .prop_map(|(n, i, s)| Pid::from_parts(n, i, s))
+}
+
+fn group() -> impl Strategy<Value = Group> {
+    prop_oneof![Just(Group::All), pid().prop_map(Group::Process)]
+}
+
+fn a_function() -> impl Strategy<Value = Function> {
+    (text(), text(), any::<u8>(), text(), any::<u32>()).prop_map(
+        |(module, name, arity, file, line)| Function {
+            module,
+            name,
+            arity,
+            file,
+            line,
+        },
+    )
+}
+
+fn figures() -> impl Strategy<Value = (u64, u64, u64, u64)> {
+    let n = || prop_oneof![0..1000u64, any::<u64>()];
+    (n(), n(), n(), n())
+}
+
+fn profile() -> impl Strategy<Value = Profile> {
+    let trace_type = prop::sample::select(TYPES.to_vec());
+    let entry =
+        (group(), figures()).prop_map(|(group, (calls, measurement, bytes, blocks))| Entry {
+            group,
+            calls,
+            measurement,
+            bytes,
+            blocks,
+        });
+    let trace = (a_function(), prop::collection::vec(entry, 0..4))
+        .prop_map(|(function, entries)| FunctionTrace { function, entries });
+    let percentiles = (a_function(), figures(), any::<u64>()).prop_map(
+        |(function, (calls, p50_ns, p90_ns, p99_ns), max_ns)| Percentiles {
+            function,
+            calls,
+            p50_ns,
+            p90_ns,
+            p99_ns,
+            max_ns,
+        },
+    );
+    let process = (pid(), prop::option::of(text()), text(), any::<u32>()).prop_map(
+        |(pid, name, initial_call, run)| ProcessRecord {
+            pid,
+            name,
+            initial_call,
+            run,
+        },
+    );
+    let node = (prop::option::of(any::<u32>()), any::<u32>())
+        .prop_map(|(parent, function)| PathNode { parent, function });
+    let path_entry = (group(), any::<u32>(), figures()).prop_map(
+        |(group, node, (calls, measurement, bytes, blocks))| PathEntry {
+            group,
+            node,
+            calls,
+            measurement,
+            bytes,
+            blocks,
+        },
+    );
+    let run = (
+        text(),
+        any::<u64>(),
+        any::<u64>(),
+        prop::collection::vec(any::<u32>(), 0..3),
+    )
+        .prop_map(|(program, started_unix_ms, duration_ns, nodes)| Run {
+            program,
+            started_unix_ms,
+            duration_ns,
+            nodes,
+        });
+    (
+        trace_type,
+        prop::collection::vec(trace, 0..4),
+        prop::collection::vec(percentiles, 0..3),
+        prop::collection::vec(process, 0..4),
+        prop::collection::vec(a_function(), 0..4),
+        prop::collection::vec(node, 0..4),
+        prop::collection::vec(path_entry, 0..4),
+        prop::collection::vec(run, 0..3),
+    )
+        .prop_map(
+            |(
+                trace_type,
+                functions,
+                percentiles,
+                processes,
+                function_table,
+                nodes,
+                entries,
+                runs,
+            )| {
+                Profile {
+                    trace_type,
+                    functions,
+                    percentiles,
+                    processes,
+                    function_table,
+                    call_tree: CallTree { nodes, entries },
+                    meta: Meta { runs },
+                }
+            },
+        )
+}
+
+/// `p` made consistent enough to merge (processes of its runs, call paths of its function
+/// table, parents before children), with figures small enough that sums do not saturate.
+fn consistent(mut p: Profile) -> Profile {
+    let runs = p.meta.runs.len().max(1) as u32;
+    for r in &mut p.processes {
+        r.run %= runs;
+    }
+    let table = p.function_table.len() as u32;
+    if table == 0 {
+        p.call_tree.nodes.clear();
+    }
+    for (i, n) in p.call_tree.nodes.iter_mut().enumerate() {
+        n.parent = n.parent.filter(|_| i > 0).map(|q| q % i as u32);
+        n.function %= table.max(1);
+    }
+    let nodes = p.call_tree.nodes.len() as u32;
+    if nodes == 0 {
+        p.call_tree.entries.clear();
+    }
+    for e in &mut p.call_tree.entries {
+        e.node %= nodes.max(1);
+        e.measurement %= 1 << 40;
+    }
+    for f in &mut p.functions {
+        for e in &mut f.entries {
+            e.measurement %= 1 << 40;
+        }
+    }
+    p
+}
+
+/// The sum of the measurements of the flat entries and of the call-path entries.
+fn measured(p: &Profile) -> (u128, u128) {
+    let flat = p.functions.iter().flat_map(|f| &f.entries);
+    (
+        flat.map(|e| u128::from(e.measurement)).sum(),
+        p.call_tree
+            .entries
+            .iter()
+            .map(|e| u128::from(e.measurement))
+            .sum(),
+    )
+}
+
+/// Every node number `p` names.
+fn node_numbers(p: &Profile) -> std::collections::BTreeSet<u32> {
+    let flat = p
+        .functions
+        .iter()
+        .flat_map(|f| f.entries.iter().map(|e| e.group));
+    let tree = p.call_tree.entries.iter().map(|e| e.group);
+    flat.chain(tree)
+        .filter_map(|g| match g {
+            Group::Process(pid) => Some(pid.node()),
+            Group::All => None,
+        })
+        .chain(p.processes.iter().map(|r| r.pid.node()))
+        .chain(p.meta.runs.iter().flat_map(|r| r.nodes.iter().copied()))
+        .collect()
+}
+
+proptest! {
+    #[test]
+    fn merging_two_arbitrary_profiles_keeps_every_figure_and_every_run_apart(
+        a in profile(),
+        b in profile(),
+    ) {
+        let a = consistent(a);
+        let b = Profile { trace_type: a.trace_type, ..consistent(b) };
+        let merged = archive::merge(&[a.clone(), b.clone()]).unwrap();
+        let (fa, ta) = measured(&a);
+        let (fb, tb) = measured(&b);
+        prop_assert_eq!(measured(&merged), (fa + fb, ta + tb));
+        let runs_a = a.meta.runs.len().max(1);
+        prop_assert_eq!(merged.meta.runs.len(), runs_a + b.meta.runs.len().max(1));
+        prop_assert_eq!(merged.processes.len(), a.processes.len() + b.processes.len());
+        let of_a = node_numbers(&a);
+        for r in merged.processes.iter().filter(|r| r.run as usize >= runs_a) {
+            prop_assert!(!of_a.contains(&r.pid.node()), "{:?} collides with {:?}", r, of_a);
+        }
+        for run in &merged.meta.runs[runs_a..] {
+            prop_assert!(run.nodes.iter().all(|n| !of_a.contains(n)));
+        }
+        let tree = &merged.call_tree;
+        for (i, n) in tree.nodes.iter().enumerate() {
+            prop_assert!(n.parent.is_none_or(|q| (q as usize) < i));
+            prop_assert!((n.function as usize) < merged.function_table.len());
+        }
+        prop_assert!(tree.entries.iter().all(|e| (e.node as usize) < tree.nodes.len()));
+        prop_assert_eq!(read_bytes(&bytes_of(&merged)).unwrap(), merged);
+    }
+
+    #[test]
+    fn arbitrary_profiles_read_back_equal(profile in profile()) {
+        let bytes = bytes_of(&profile);
+        prop_assert_eq!(read_bytes(&bytes).unwrap(), profile);
+    }
+
+    #[test]
+    fn random_bytes_after_the_magic_are_an_error(
+        rest in prop::collection::vec(any::<u8>(), 0..600),
+        with_version in any::<bool>(),
+    ) {
+        let mut bytes = archive::MAGIC.to_vec();
+        if with_version {
+            bytes.extend_from_slice(&archive::VERSION.to_le_bytes());
+        }
+        bytes.extend_from_slice(&rest);
+        let err = read_bytes(&bytes).unwrap_err();
+        if let Some(at) = err.offset() {
+            prop_assert!(at <= bytes.len() as u64);
+        }
+    }
+
+    /// Damage behind good checksums (what a buggy writer would make) reaches the decoder:
+    /// it answers, with an offset inside the input when it refuses, and never panics.
+    #[test]
+    fn damage_behind_good_checksums_never_panics(
+        changes in prop::collection::vec((any::<prop::sample::Index>(), any::<prop::sample::Index>(), any::<u8>()), 1..6),
+    ) {
+        let mut parts = sections(&bytes_of(&fixture_profile()));
+        for (section, byte, value) in changes {
+            let payload = &mut section.get_mut(&mut parts).1;
+            if !payload.is_empty() {
+                *byte.get_mut(payload.as_mut_slice()) = value;
+            }
+        }
+        let bytes = frame(&parts);
+        if let Err(err) = read_bytes(&bytes)
+            && let Some(at) = err.offset()
+        {
+            prop_assert!(at <= bytes.len() as u64, "{}", err);
+        }
+    }
+}
