@@ -151,6 +151,7 @@
 mod adhoc;
 pub mod archive;
 mod assert;
+pub mod command;
 pub mod export;
 mod format;
 mod inspect;
@@ -170,7 +171,7 @@ pub use inspect::{
 };
 pub use profile::{
     CallTree, Entry, Function, FunctionTrace, Group, Meta, PathEntry, PathNode, Percentiles,
-    ProcessRecord, Profile, Run, TraceType,
+    ProcessRecord, Profile, Run, TraceType, TraceTypeError,
 };
 pub use server::{DEFAULT_NAME, ServerError, ServerOptions, Tprof};
 pub use table::{function_table, process_summary, rich_report};

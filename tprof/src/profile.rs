@@ -52,6 +52,42 @@ impl TraceType {
     }
 }
 
+/// A trace type name that is not `call_count`, `call_time` or `call_memory`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TraceTypeError {
+    /// What was given.
+    pub input: String,
+}
+
+impl fmt::Display for TraceTypeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "unknown trace type `{}`: expected call_count, call_time or call_memory",
+            self.input
+        )
+    }
+}
+
+impl std::error::Error for TraceTypeError {}
+
+impl std::str::FromStr for TraceType {
+    type Err = TraceTypeError;
+
+    fn from_str(s: &str) -> Result<TraceType, TraceTypeError> {
+        [
+            TraceType::CallCount,
+            TraceType::CallTime,
+            TraceType::CallMemory,
+        ]
+        .into_iter()
+        .find(|t| t.name() == s.trim())
+        .ok_or_else(|| TraceTypeError {
+            input: s.to_owned(),
+        })
+    }
+}
+
 impl fmt::Display for TraceType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())

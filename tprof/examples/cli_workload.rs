@@ -1,0 +1,80 @@
+//! A small actor program with no profiling code in it: a registered `summer` process parses
+//! and sums the lines other processes send it. `tprof run` profiles it from the outside:
+//!
+//! ```text
+//! cargo build --example cli_workload -p tprof
+//! cargo run -p tprof -- run --type call_memory -- target/debug/examples/cli_workload
+//! ```
+//!
+//! Arguments: `--fail` ends with exit code 3 (after its node stopped); `--two-nodes` runs a
+//! second node beside the first.
+
+use std::process::ExitCode;
+
+use runtime::{Node, Pid, receive, register, self_pid, send, traced};
+
+#[global_allocator]
+static ALLOC: runtime::CountingAlloc = runtime::CountingAlloc::system();
+
+#[traced]
+fn parse(line: &str) -> Vec<u64> {
+    line.split(',')
+        .filter_map(|n| n.trim().parse().ok())
+        .collect()
+}
+
+#[traced]
+fn sum(numbers: &[u64]) -> u64 {
+    numbers.iter().sum()
+}
+
+#[traced]
+async fn summer() {
+    loop {
+        let (from, line): (Pid, String) = receive().await;
+        if line.is_empty() {
+            return;
+        }
+        send(from, sum(&parse(&line)));
+    }
+}
+
+#[traced]
+async fn client(lines: u64) -> u64 {
+    let me = self_pid();
+    let summer = runtime::whereis("summer").expect("summer is registered");
+    let mut total = 0;
+    for i in 0..lines {
+        send(summer, (me, format!("{i}, {}, {}", i * 2, i * 3)));
+        total += receive::<u64>().await;
+    }
+    total
+}
+
+fn workload(node: &Node) -> u64 {
+    node.run(async {
+        let summer = runtime::spawn(summer()).expect("spawn the summer");
+        register("summer", summer).expect("register the summer");
+        let total = client(100).await;
+        send(summer, (self_pid(), String::new()));
+        total
+    })
+    .expect("the workload runs")
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().collect();
+    let node = Node::new().expect("start a node");
+    let mut total = workload(&node);
+    if args.iter().any(|a| a == "--two-nodes") {
+        let second = Node::new().expect("start a second node");
+        total += workload(&second);
+        second.stop();
+    }
+    node.stop();
+    println!("total {total}");
+    if args.iter().any(|a| a == "--fail") {
+        return ExitCode::from(3);
+    }
+    ExitCode::SUCCESS
+}

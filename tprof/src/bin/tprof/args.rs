@@ -1,0 +1,86 @@
+//! The command line: `tprof run | report | merge | view`.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+use tprof::TraceType;
+use tprof::export::Format;
+
+/// tprof: profile the processes of programs built on the actor runtime, and turn profiles into
+/// reports, flame graphs and the files speedscope, Perfetto and `go tool pprof` read.
+#[derive(Debug, Parser)]
+#[command(name = "tprof", version, about, long_about = None)]
+pub(crate) struct Args {
+    #[command(subcommand)]
+    pub(crate) command: Cmd,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Cmd {
+    /// Run a program built on the runtime with profiling on (no code change), and write its
+    /// profile: a .tprof archive, or an export with --format.
+    ///
+    /// Exit code: the program's own when it fails (its profile is written all the same).
+    Run {
+        /// What to measure: call_count, call_time or call_memory (which needs the program
+        /// to install runtime::CountingAlloc).
+        #[arg(long = "type", short = 't', default_value = "call_count", value_parser = parse_type)]
+        trace_type: TraceType,
+        /// Only per-function figures: no call paths (flame graphs show one frame per function).
+        #[arg(long)]
+        flat: bool,
+        /// With call_time, record call durations for p50/p90/p99/max.
+        #[arg(long)]
+        percentiles: bool,
+        /// Where to write (default: PROGRAM.tprof; standard output for --format).
+        #[arg(long, short = 'o')]
+        out: Option<PathBuf>,
+        /// Write this export instead of an archive: pretty, json, speedscope, chrome, pprof,
+        /// folded, svg or html.
+        #[arg(long, short = 'f', value_parser = parse_format)]
+        format: Option<Format>,
+        /// The program, then its arguments (after `--`).
+        #[arg(required = true, num_args = 1.., trailing_var_arg = true, allow_hyphen_values = true)]
+        command: Vec<OsString>,
+    },
+    /// Write a profile file (.tprof, or a json export) in another format.
+    Report {
+        /// pretty, json, speedscope, chrome, pprof, folded, svg or html.
+        #[arg(long, short = 'f', default_value = "pretty", value_parser = parse_format)]
+        format: Format,
+        /// Where to write (default: standard output).
+        #[arg(long, short = 'o')]
+        out: Option<PathBuf>,
+        /// The profile file.
+        file: PathBuf,
+    },
+    /// Merge profile files of one trace type into one archive; the processes of each run
+    /// stay apart.
+    Merge {
+        /// The archive to write.
+        #[arg(long, short = 'o', required = true)]
+        out: PathBuf,
+        /// The profile files.
+        #[arg(required = true, num_args = 1..)]
+        inputs: Vec<PathBuf>,
+    },
+    /// Write the HTML viewer of a profile file and open it in the browser (or print its path
+    /// when there is none).
+    View {
+        /// Where to write the page (default: a file in the temporary folder).
+        #[arg(long, short = 'o')]
+        out: Option<PathBuf>,
+        /// The profile file.
+        file: PathBuf,
+    },
+}
+
+fn parse_format(s: &str) -> Result<Format, String> {
+    s.parse()
+        .map_err(|e: tprof::export::FormatError| e.to_string())
+}
+
+fn parse_type(s: &str) -> Result<TraceType, String> {
+    s.parse().map_err(|e: tprof::TraceTypeError| e.to_string())
+}

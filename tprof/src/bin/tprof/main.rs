@@ -1,0 +1,112 @@
+//! The `tprof` command: a thin wrapper around [`tprof::command`].
+//!
+//! Exit codes: 0 success; 2 bad usage; 3 bad input (a file that is not a profile, or is
+//! damaged); 4 a program that cannot be run or wrote no profile, or an output that cannot be
+//! written; for `run`, the program's own exit code when it failed.
+
+mod args;
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+
+use clap::Parser;
+use indicatif::{ProgressBar, ProgressStyle};
+use tprof::command::{self, CommandError, RunOptions};
+
+use args::{Args, Cmd};
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    match execute(args.command) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("tprof: {e}");
+            ExitCode::from(e.exit_code() as u8)
+        }
+    }
+}
+
+fn execute(command: Cmd) -> Result<ExitCode, CommandError> {
+    match command {
+        Cmd::Run {
+            trace_type,
+            flat,
+            percentiles,
+            out,
+            format,
+            command: mut argv,
+        } => {
+            let program = argv.remove(0);
+            let options = RunOptions {
+                trace_type,
+                call_tree: !flat,
+                percentiles,
+                out,
+                format,
+                ..RunOptions::new(program, argv)
+            };
+            let outcome = command::run(&options)?;
+            if let Some(path) = &outcome.written {
+                eprintln!(
+                    "tprof: {trace_type} profile ({} functions) written to {}",
+                    outcome.profile.functions.len(),
+                    path.display()
+                );
+            }
+            Ok(match outcome.status.code() {
+                Some(0) => ExitCode::SUCCESS,
+                Some(code) => ExitCode::from(code.clamp(1, 255) as u8),
+                None => ExitCode::FAILURE, // killed by a signal
+            })
+        }
+        Cmd::Report { format, out, file } => {
+            command::report(&file, format, out.as_deref())?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Merge { out, inputs } => {
+            let bar = progress_bar(&inputs);
+            let merged = command::merge(&inputs, &out, &mut |i, path| {
+                if let Some(bar) = &bar {
+                    bar.set_position(i as u64);
+                    bar.set_message(path.display().to_string());
+                }
+            });
+            if let Some(bar) = &bar {
+                bar.finish_and_clear();
+            }
+            let merged = merged?;
+            eprintln!(
+                "tprof: {} run(s) merged into {}",
+                merged.meta.runs.len(),
+                out.display()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::View { out, file } => {
+            let (page, opened) = command::view(&file, out.as_deref())?;
+            if opened {
+                eprintln!("tprof: opened {}", page.display());
+            } else {
+                println!("{}", page.display());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// A progress bar over the inputs, on a terminal and for big inputs (over 8 MiB in all).
+fn progress_bar(inputs: &[std::path::PathBuf]) -> Option<ProgressBar> {
+    let bytes: u64 = inputs
+        .iter()
+        .filter_map(|p| std::fs::metadata(p).ok())
+        .map(|m| m.len())
+        .sum();
+    if !std::io::stderr().is_terminal() || bytes < 8 << 20 {
+        return None;
+    }
+    let bar = ProgressBar::new(inputs.len() as u64);
+    if let Ok(style) = ProgressStyle::with_template("merging {pos}/{len} {wide_bar} {msg}") {
+        bar.set_style(style);
+    }
+    Some(bar)
+}

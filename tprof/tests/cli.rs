@@ -1,0 +1,372 @@
+//! The `tprof` command end to end: `run` profiles a real program built on the runtime (the
+//! `cli_workload` example, which `cargo test` builds), and `report`, `merge` and `view` read
+//! what it wrote.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use prost::Message;
+use tprof::{Group, Profile, TraceType};
+
+const TPROF: &str = env!("CARGO_BIN_EXE_tprof");
+
+/// The example program, built beside the tprof binary.
+fn workload() -> PathBuf {
+    let bin = Path::new(TPROF);
+    let path = bin
+        .parent()
+        .unwrap()
+        .join("examples")
+        .join(format!("cli_workload{}", std::env::consts::EXE_SUFFIX));
+    if !path.exists() {
+        // Run alone (`cargo test --test cli`), cargo builds no example: build it.
+        let status = Command::new(env!("CARGO"))
+            .args(["build", "-p", "tprof", "--example", "cli_workload"])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+    assert!(path.exists(), "{}", path.display());
+    path
+}
+
+/// A fresh folder for one test.
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("tprof-cli-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn tprof(dir: &Path, args: &[&str]) -> Output {
+    Command::new(TPROF)
+        .current_dir(dir)
+        .args(args)
+        .env_remove("BROWSER")
+        .output()
+        .unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// `tprof run --type TYPE -o OUT -- workload ARGS`, which must succeed.
+fn run(dir: &Path, trace_type: &str, out: &str, args: &[&str]) -> Profile {
+    let program = workload();
+    let mut argv = vec!["run", "--type", trace_type, "-o", out, "--"];
+    argv.push(program.to_str().unwrap());
+    argv.extend_from_slice(args);
+    let o = tprof(dir, &argv);
+    assert!(
+        o.status.success(),
+        "{}\n{}",
+        text(&o.stdout),
+        text(&o.stderr)
+    );
+    assert!(
+        text(&o.stdout).contains("total 29700"),
+        "{}",
+        text(&o.stdout)
+    );
+    tprof::archive::read_file(&dir.join(out)).unwrap()
+}
+
+#[test]
+fn run_writes_an_archive_with_every_process_and_call_path() {
+    let dir = scratch("run");
+    let profile = run(&dir, "call_memory", "mem.tprof", &[]);
+    assert_eq!(profile.trace_type, TraceType::CallMemory);
+    // The summer parsed 100 lines: 100 calls, each a Vec of 3 u64 (+ growth) in one process
+    // registered as `summer`.
+    let parse = profile.function("parse").unwrap();
+    assert_eq!(parse.entries.len(), 1);
+    let entry = parse.entries[0];
+    assert_eq!(entry.calls, 100);
+    assert!(entry.measurement >= 300, "{entry:?}");
+    let Group::Process(summer) = entry.group else {
+        panic!("per process")
+    };
+    assert_eq!(profile.group_label(entry.group), "summer");
+    assert!(
+        profile
+            .processes
+            .iter()
+            .any(|p| p.pid == summer && p.initial_call.contains("summer"))
+    );
+    // Call paths: parse called from summer, send from client.
+    let stacks: Vec<String> = tprof::export::stacks(&profile)
+        .iter()
+        .map(|s| {
+            s.frames
+                .iter()
+                .map(|f| f.name.as_str())
+                .collect::<Vec<_>>()
+                .join(";")
+        })
+        .collect();
+    assert!(stacks.contains(&"summer;parse".to_owned()), "{stacks:?}");
+    assert!(stacks.contains(&"client;send".to_owned()), "{stacks:?}");
+    let run = &profile.meta.runs[0];
+    assert!(run.program.contains("cli_workload"), "{run:?}");
+    assert!(run.duration_ns > 0 && run.started_unix_ms > 0);
+}
+
+#[test]
+fn run_reads_every_node_and_keeps_the_program_exit_code() {
+    let dir = scratch("nodes");
+    let program = workload();
+    let o = tprof(
+        &dir,
+        &[
+            "run",
+            "-t",
+            "call_count",
+            "-o",
+            "count.tprof",
+            "--",
+            program.to_str().unwrap(),
+            "--two-nodes",
+            "--fail",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o.stderr));
+    let profile = tprof::archive::read_file(&dir.join("count.tprof")).unwrap();
+    assert_eq!(profile.meta.runs.len(), 1);
+    assert_eq!(profile.meta.runs[0].nodes.len(), 2);
+    // Both nodes' calls counted together: 2 × 100 lines.
+    assert_eq!(profile.function("parse").unwrap().entries[0].calls, 200);
+    assert_eq!(profile.function("client").unwrap().entries[0].calls, 2);
+}
+
+#[test]
+fn run_with_a_format_writes_the_export_to_stdout() {
+    let dir = scratch("format");
+    let program = workload();
+    let o = tprof(
+        &dir,
+        &[
+            "run",
+            "--type",
+            "call_time",
+            "--format",
+            "folded",
+            "--",
+            program.to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let stdout = text(&o.stdout);
+    let folded: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.contains(';') && l.rsplit_once(' ').is_some())
+        .collect();
+    assert!(
+        folded
+            .iter()
+            .any(|l| l.starts_with("summer;") && l.contains("cli_workload::parse")),
+        "{stdout}"
+    );
+    for line in folded {
+        let (_, value) = line.rsplit_once(' ').unwrap();
+        assert!(value.parse::<u64>().unwrap() > 0, "{line}");
+    }
+}
+
+#[test]
+fn report_writes_every_format_and_each_reads_back() {
+    let dir = scratch("report");
+    let profile = run(&dir, "call_time", "time.tprof", &[]);
+    let report = |format: &str| -> Vec<u8> {
+        let out = format!("out.{format}");
+        let o = tprof(&dir, &["report", "-f", format, "-o", &out, "time.tprof"]);
+        assert!(o.status.success(), "{format}: {}", text(&o.stderr));
+        std::fs::read(dir.join(out)).unwrap()
+    };
+    // pretty: the tprof report of the summer process.
+    let o = tprof(&dir, &["report", "time.tprof"]);
+    assert!(o.status.success());
+    let pretty = text(&o.stdout);
+    assert!(pretty.contains("cli_workload::parse/1"), "{pretty}");
+    assert!(pretty.contains("TIME (μs)"), "{pretty}");
+    // json: the same profile.
+    let back: Profile = serde_json::from_slice(&report("json")).unwrap();
+    assert_eq!(back, profile);
+    // speedscope and chrome: JSON with a profile / a track per process.
+    let speedscope: serde_json::Value = serde_json::from_slice(&report("speedscope")).unwrap();
+    assert_eq!(
+        speedscope["profiles"].as_array().unwrap().len(),
+        profile.pids().len()
+    );
+    let chrome: serde_json::Value = serde_json::from_slice(&report("chrome")).unwrap();
+    assert!(
+        chrome["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["name"] == "process_name" && e["args"]["name"] == "summer")
+    );
+    // pprof: gzipped protobuf with a time sample type.
+    let mut raw = Vec::new();
+    flate2::read::GzDecoder::new(report("pprof").as_slice())
+        .read_to_end(&mut raw)
+        .unwrap();
+    let pprof = tprof::export::pprof::Profile::decode(raw.as_slice()).unwrap();
+    let types: Vec<&str> = pprof
+        .sample_type
+        .iter()
+        .map(|t| pprof.string_table[t.r#type as usize].as_str())
+        .collect();
+    assert!(types.contains(&"time"), "{types:?}");
+    // svg and html: documents naming the functions.
+    assert!(text(&report("svg")).contains("cli_workload::parse"));
+    let html = text(&report("html"));
+    assert!(html.starts_with("<!DOCTYPE html>") || html.starts_with("<!doctype html>"));
+    assert!(html.contains("cli_workload::parse") || html.contains("parse"));
+}
+
+#[test]
+fn merge_keeps_runs_apart_and_refuses_mixed_types() {
+    let dir = scratch("merge");
+    let a = run(&dir, "call_memory", "a.tprof", &[]);
+    let b = run(&dir, "call_memory", "b.tprof", &[]);
+    let o = tprof(&dir, &["merge", "-o", "ab.tprof", "a.tprof", "b.tprof"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let merged = tprof::archive::read_file(&dir.join("ab.tprof")).unwrap();
+    assert_eq!(merged.meta.runs.len(), 2);
+    assert_eq!(merged.pids().len(), a.pids().len() + b.pids().len());
+    let calls = |p: &Profile| -> u64 {
+        p.function("parse")
+            .unwrap()
+            .entries
+            .iter()
+            .map(|e| e.calls)
+            .sum()
+    };
+    assert_eq!(calls(&merged), calls(&a) + calls(&b));
+
+    run(&dir, "call_count", "c.tprof", &[]);
+    let o = tprof(&dir, &["merge", "-o", "bad.tprof", "a.tprof", "c.tprof"]);
+    assert_eq!(o.status.code(), Some(3));
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("c.tprof") && err.contains("call_count") && err.contains("call_memory"),
+        "{err}"
+    );
+    assert!(!dir.join("bad.tprof").exists());
+}
+
+#[test]
+fn bad_input_names_the_file_and_the_offset_and_exits_3() {
+    let dir = scratch("bad");
+    run(&dir, "call_time", "good.tprof", &[]);
+    let good = std::fs::read(dir.join("good.tprof")).unwrap();
+    std::fs::write(dir.join("cut.tprof"), &good[..good.len() / 2]).unwrap();
+    let o = tprof(&dir, &["report", "cut.tprof"]);
+    assert_eq!(o.status.code(), Some(3));
+    let err = text(&o.stderr);
+    assert!(err.contains("cut.tprof") && err.contains("byte"), "{err}");
+
+    let mut flipped = good.clone();
+    let at = good.len() / 3;
+    flipped[at] ^= 0x40;
+    std::fs::write(dir.join("flipped.tprof"), &flipped).unwrap();
+    let o = tprof(&dir, &["report", "flipped.tprof"]);
+    assert_eq!(o.status.code(), Some(3));
+    assert!(text(&o.stderr).contains("flipped.tprof"));
+
+    std::fs::write(dir.join("notes.txt"), "just text").unwrap();
+    let o = tprof(&dir, &["report", "notes.txt"]);
+    assert_eq!(o.status.code(), Some(3));
+    assert!(text(&o.stderr).contains("not a .tprof archive"));
+
+    let o = tprof(&dir, &["report", "missing.tprof"]);
+    assert_eq!(o.status.code(), Some(3));
+    assert!(text(&o.stderr).contains("missing.tprof"));
+}
+
+#[test]
+fn bad_usage_exits_2_and_says_what_is_expected() {
+    let dir = scratch("usage");
+    let o = tprof(&dir, &["report", "-f", "flame", "x.tprof"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("expected one of pretty, json"));
+    let o = tprof(&dir, &["run", "--type", "call_speed", "--", "true"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("call_count, call_time or call_memory"));
+    let o = tprof(&dir, &["merge", "a.tprof"]);
+    assert_eq!(o.status.code(), Some(2), "--out is required");
+    let o = tprof(&dir, &["frobnicate"]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn a_program_that_cannot_run_or_wrote_no_profile_exits_4() {
+    let dir = scratch("program");
+    let o = tprof(&dir, &["run", "--", "/nonexistent/program"]);
+    assert_eq!(o.status.code(), Some(4));
+    assert!(text(&o.stderr).contains("/nonexistent/program"));
+    // A program that starts no node writes nothing.
+    let o = tprof(&dir, &["run", "--", "true"]);
+    assert_eq!(o.status.code(), Some(4));
+    assert!(
+        text(&o.stderr).contains("wrote no profile"),
+        "{}",
+        text(&o.stderr)
+    );
+}
+
+#[test]
+fn view_writes_the_page_and_prints_its_path_without_a_browser() {
+    let dir = scratch("view");
+    run(&dir, "call_memory", "m.tprof", &[]);
+    // No $BROWSER, and no opener on an empty PATH: the path is printed.
+    let o = Command::new(TPROF)
+        .current_dir(&dir)
+        .args(["view", "-o", "page.html", "m.tprof"])
+        .env_remove("BROWSER")
+        .env("PATH", "")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert_eq!(text(&o.stdout).trim(), "page.html");
+    let page = std::fs::read_to_string(dir.join("page.html")).unwrap();
+    assert!(page.contains("cli_workload::parse") || page.contains("parse"));
+    // With a browser, it is opened with the page.
+    let o = Command::new(TPROF)
+        .current_dir(&dir)
+        .args(["view", "-o", "page2.html", "m.tprof"])
+        .env("BROWSER", "true")
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    assert!(
+        text(&o.stderr).contains("opened page2.html"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert!(dir.join("page2.html").exists());
+}
+
+#[test]
+fn a_wrong_environment_leaves_the_program_running_unprofiled() {
+    let dir = scratch("env");
+    let o = Command::new(workload())
+        .current_dir(&dir)
+        .env("TPROF_RUN", "call_speed")
+        .env("TPROF_RUN_DIR", &dir)
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    assert!(text(&o.stdout).contains("total 29700"));
+    assert!(
+        text(&o.stderr).contains("TPROF_RUN=call_speed is not a trace type"),
+        "{}",
+        text(&o.stderr)
+    );
+    let written = std::fs::read_dir(&dir).unwrap().count();
+    assert_eq!(written, 0);
+}
