@@ -116,12 +116,78 @@
 //! calls, measurement, bytes, blocks, live heap) and each process's functions with bytes and
 //! blocks per call.
 //!
+//! # Call trees and exports
+//!
+//! tprof's tables are flat. With [`ProfileOptions::call_tree`] (or
+//! [`ServerOptions::call_tree`]), call_time and call_memory are also measured per traced call
+//! path — `summer → parse`, `client → send` — in [`Profile::call_tree`]; the flat table is the
+//! sum of the paths that end in each function. [`export::write`] writes any profile in the
+//! formats people open profiles with ([`export::Format`]): `pretty` (tprof's report), `json`,
+//! `speedscope`, `chrome` (Perfetto), `pprof` (`go tool pprof`), `folded`, `svg` (a flame
+//! graph) and `html` (a self-contained viewer with a zoomable, searchable flame graph and the
+//! per-process tables). A profile without call paths draws each function as one frame.
+//!
+//! ```
+//! use runtime::trace::TracePattern;
+//! use tprof::export::{self, Format};
+//! use tprof::{ProfileOptions, Report, TraceType};
+//!
+//! #[global_allocator]
+//! static ALLOC: runtime::CountingAlloc = runtime::CountingAlloc::system();
+//!
+//! #[runtime::traced(module = "example")]
+//! fn leaf() -> Vec<u64> {
+//!     vec![0; 4]
+//! }
+//!
+//! #[runtime::traced(module = "example")]
+//! fn branch() -> usize {
+//!     leaf().len() + leaf().len()
+//! }
+//!
+//! # fn main() {
+//! let outcome = tprof::profile(
+//!     || async { branch() },
+//!     ProfileOptions::new()
+//!         .trace_type(TraceType::CallMemory)
+//!         .call_tree(true)
+//!         .pattern(TracePattern::module("example"))
+//!         .report(Report::Return),
+//! )
+//! .unwrap();
+//! let folded = export::to_string(Format::Folded, &outcome.profile).unwrap();
+//! // The process, then the path; valued in bytes: two calls of leaf, 32 bytes each.
+//! assert!(folded.ends_with(";example::branch;example::leaf 64\n"), "{folded}");
+//! # }
+//! ```
+//!
 //! # Archives
 //!
 //! [`archive::write`] saves a [`Profile`] in a compact, versioned, checksummed `.tprof` file
 //! that [`archive::read`] reads back exactly, on another machine or with a later tprof;
 //! [`archive::merge`] combines the profiles of several runs into one, keeping their processes
 //! apart.
+//!
+//! # The `tprof` command
+//!
+//! `cargo install --path tprof` installs it. It profiles any program built on the runtime
+//! without a change to its code — the runtime reads the environment as a node starts and
+//! writes what it gathered as the node stops ([`runtime::trace::env_run`]) — and turns
+//! profile files into any export:
+//!
+//! ```text
+//! tprof run --type call_time -- ./my_service --port 8080   # writes my_service.tprof
+//! tprof run -t call_memory -f pprof -o mem.pb.gz -- ./my_service
+//! tprof report --format speedscope -o time.speedscope.json my_service.tprof
+//! tprof merge -o all.tprof monday.tprof tuesday.tprof
+//! tprof view my_service.tprof                              # the HTML viewer, in a browser
+//! ```
+//!
+//! `run` measures call paths too (`--flat` turns that off); call_memory needs the program to
+//! install [`runtime::CountingAlloc`]. Exit codes: 2 bad usage, 3 a file that is not a profile
+//! or is damaged (the message names the file and the byte), 4 a program that cannot run or
+//! wrote no profile; `run` passes on the program's own exit code when it fails, after writing
+//! its profile. The library side is [`command`].
 //!
 //! # Testing what allocates
 //!
