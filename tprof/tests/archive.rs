@@ -4,55 +4,22 @@
 
 use std::path::{Path, PathBuf};
 
+mod common;
+
+use common::{Real, TYPES, entry, function, function_in, path_entry, process, real_profile};
 use proptest::prelude::*;
 use runtime::Pid;
-use runtime::trace::TracePattern;
 use tprof::archive::{self, ArchiveError, MergeError, Merger};
 use tprof::{
     CallTree, Entry, Function, FunctionTrace, Group, Meta, PathEntry, PathNode, Percentiles,
-    ProcessRecord, Profile, ProfileOptions, Report, Run, TraceType,
+    ProcessRecord, Profile, Run, TraceType,
 };
 
-#[global_allocator]
-static ALLOC: runtime::CountingAlloc = runtime::CountingAlloc::system();
-
-#[runtime::traced(module = "archive_test")]
-fn leaf(n: u64) -> Vec<u64> {
-    (0..n).collect()
-}
-
-#[runtime::traced(module = "archive_test")]
-fn branch(n: u64) -> usize {
-    leaf(n).len() + leaf(n * 2).len()
-}
-
-const TYPES: [TraceType; 3] = [
-    TraceType::CallCount,
-    TraceType::CallTime,
-    TraceType::CallMemory,
-];
-
-/// A real profile of `trace_type` (call_time with percentiles): a process calling `branch`
-/// three times.
-fn real_profile(trace_type: TraceType) -> Profile {
-    let outcome = tprof::profile(
-        || async {
-            let mut total = 0;
-            for _ in 0..3 {
-                total += branch(8);
-            }
-            total
-        },
-        ProfileOptions::new()
-            .trace_type(trace_type)
-            .percentiles(trace_type == TraceType::CallTime)
-            .pattern(TracePattern::module("archive_test"))
-            .report(Report::Return),
-    )
-    .expect("the profiled function runs");
-    assert_eq!(outcome.result, Ok(72));
-    outcome.profile
-}
+/// The real profiles of this file: call_time with percentiles.
+const REAL: Real = Real {
+    percentiles: true,
+    ..Real::FLAT
+};
 
 fn bytes_of(profile: &Profile) -> Vec<u8> {
     let mut out = Vec::new();
@@ -64,45 +31,8 @@ fn read_bytes(bytes: &[u8]) -> Result<Profile, ArchiveError> {
     archive::read(&mut &bytes[..])
 }
 
-fn function(module: &str, name: &str, arity: u8, file: &str, line: u32) -> Function {
-    Function {
-        module: module.to_owned(),
-        name: name.to_owned(),
-        arity,
-        file: file.to_owned(),
-        line,
-    }
-}
-
-fn entry(group: Group, calls: u64, measurement: u64) -> Entry {
-    Entry {
-        group,
-        calls,
-        measurement,
-        bytes: 0,
-        blocks: 0,
-    }
-}
-
-fn process(pid: Pid, name: Option<&str>, run: u32) -> ProcessRecord {
-    ProcessRecord {
-        pid,
-        name: name.map(str::to_owned),
-        initial_call: "app::worker/1".to_owned(),
-        run,
-    }
-}
-
-fn path_entry(group: Group, node: u32, calls: u64, measurement: u64) -> PathEntry {
-    PathEntry {
-        group,
-        node,
-        calls,
-        measurement,
-        bytes: 0,
-        blocks: 0,
-    }
-}
+/// The initial call of the processes of the hand-built profiles.
+const WORKER_CALL: &str = "app::worker/1";
 
 /// The fixed profile the fixtures hold: every part of the model, two runs, unicode names,
 /// and the largest values the fields take. Never change it without keeping the form the
@@ -111,16 +41,16 @@ fn fixture_profile() -> Profile {
     let p1 = Pid::from_parts(1, 0, 1);
     let p2 = Pid::from_parts(1, 2, 0);
     let p3 = Pid::from_parts(2, 1, 3);
-    let parse = function("app::parse", "parse", 1, "src/parse.rs", 10);
-    let handle = function("app", "<Handler as Service>::call", 2, "src/app.rs", 42);
-    let unicode = function(
+    let parse = function_in("src/parse.rs", "app::parse", "parse", 1, 10);
+    let handle = function("app", "<Handler as Service>::call", 2, 42);
+    let unicode = function_in(
+        "src/日本語.rs",
         "ünïcødé::модуль",
         "método_🚀",
         255,
-        "src/日本語.rs",
         u32::MAX,
     );
-    let only_in_tree = function("app", "helper", 0, "src/app.rs", 7);
+    let only_in_tree = function("app", "helper", 0, 7);
     Profile {
         trace_type: TraceType::CallTime,
         functions: vec![
@@ -162,9 +92,9 @@ fn fixture_profile() -> Profile {
             },
         ],
         processes: vec![
-            process(p1, Some("worker"), 0),
-            process(p2, None, 0),
-            process(p3, Some("日本語の名前"), 1),
+            process(p1, Some("worker"), WORKER_CALL, 0),
+            process(p2, None, WORKER_CALL, 0),
+            process(p3, Some("日本語の名前"), WORKER_CALL, 1),
         ],
         function_table: vec![handle, parse, only_in_tree, unicode],
         call_tree: CallTree {
@@ -262,7 +192,7 @@ fn frame(sections: &[(u64, Vec<u8>)]) -> Vec<u8> {
 #[test]
 fn real_profiles_of_each_type_read_back_equal() {
     for t in TYPES {
-        let profile = real_profile(t);
+        let profile = real_profile(t, REAL);
         assert!(!profile.is_empty(), "{t}");
         assert_eq!(profile.percentiles.is_empty(), t != TraceType::CallTime);
         let back = read_bytes(&bytes_of(&profile)).unwrap();
@@ -331,7 +261,7 @@ fn reading_stops_after_the_end_section() {
 fn a_large_profile_is_written_in_several_sections_per_table() {
     let functions: Vec<FunctionTrace> = (0..20_000u32)
         .map(|i| FunctionTrace {
-            function: function("big", &format!("f{i}"), 1, "src/big.rs", i),
+            function: function("big", &format!("f{i}"), 1, i),
             entries: vec![entry(Group::Process(Pid::from_parts(1, i, 0)), 1, 1_000)],
         })
         .collect();
@@ -391,7 +321,7 @@ fn files_read_back_and_errors_name_the_file() {
 fn every_truncation_is_truncated_or_corrupt_with_an_offset_within_it() {
     for bytes in [
         bytes_of(&fixture_profile()),
-        bytes_of(&real_profile(TraceType::CallMemory)),
+        bytes_of(&real_profile(TraceType::CallMemory, REAL)),
     ] {
         for len in 0..bytes.len() {
             let err = read_bytes(&bytes[..len]).unwrap_err();
@@ -620,8 +550,8 @@ fn as_run_alone(mut profile: Profile) -> Profile {
 
 #[test]
 fn two_call_time_runs_keep_their_processes_apart() {
-    let a = as_run_alone(real_profile(TraceType::CallTime));
-    let b = as_run_alone(real_profile(TraceType::CallTime));
+    let a = as_run_alone(real_profile(TraceType::CallTime, REAL));
+    let b = as_run_alone(real_profile(TraceType::CallTime, REAL));
     assert_eq!(a.pids(), b.pids(), "the runs' pids overlap");
     let merged = archive::merge(&[a.clone(), b.clone()]).unwrap();
 
@@ -667,8 +597,8 @@ fn two_call_time_runs_keep_their_processes_apart() {
 
 #[test]
 fn call_count_sums_per_function_across_runs() {
-    let a = real_profile(TraceType::CallCount);
-    let b = real_profile(TraceType::CallCount);
+    let a = real_profile(TraceType::CallCount, REAL);
+    let b = real_profile(TraceType::CallCount, REAL);
     let merged = archive::merge(&[a, b]).unwrap();
     let calls = |name| {
         let f = merged.function(name).unwrap();
@@ -709,7 +639,7 @@ fn tree_profile(table: &[&str], paths: &[&[&str]], ns: u64) -> Profile {
     let pid = Pid::from_parts(1, 0, 1);
     let function_table: Vec<Function> = table
         .iter()
-        .map(|name| function("app", name, 0, "src/app.rs", 1))
+        .map(|name| function("app", name, 0, 1))
         .collect();
     let mut nodes: Vec<PathNode> = Vec::new();
     let mut entries = Vec::new();
@@ -745,7 +675,7 @@ fn tree_profile(table: &[&str], paths: &[&[&str]], ns: u64) -> Profile {
     let mut profile = Profile::empty(TraceType::CallTime);
     profile.function_table = function_table;
     profile.call_tree = CallTree { nodes, entries };
-    profile.processes = vec![process(pid, None, 0)];
+    profile.processes = vec![process(pid, None, WORKER_CALL, 0)];
     profile
 }
 
@@ -821,7 +751,7 @@ fn call_paths_that_runs_share_are_one_node() {
 
 #[test]
 fn percentiles_after_a_merge_are_a_calls_weighted_choice() {
-    let f = function("app", "handle", 1, "src/app.rs", 3);
+    let f = function("app", "handle", 1, 3);
     let with = |calls, p50_ns, p90_ns, p99_ns, max_ns| {
         let mut p = Profile::empty(TraceType::CallTime);
         p.percentiles = vec![Percentiles {

@@ -8,6 +8,9 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+mod common;
+
+use common::stack_names;
 use prost::Message;
 use tprof::{Group, Profile, TraceType};
 
@@ -98,16 +101,7 @@ fn run_writes_an_archive_with_every_process_and_call_path() {
             .any(|p| p.pid == summer && p.initial_call.contains("summer"))
     );
     // Call paths: parse called from summer, send from client.
-    let stacks: Vec<String> = tprof::export::stacks(&profile)
-        .iter()
-        .map(|s| {
-            s.frames
-                .iter()
-                .map(|f| f.name.as_str())
-                .collect::<Vec<_>>()
-                .join(";")
-        })
-        .collect();
+    let stacks = stack_names(&profile);
     assert!(stacks.contains(&"summer;parse".to_owned()), "{stacks:?}");
     assert!(stacks.contains(&"client;send".to_owned()), "{stacks:?}");
     let run = &profile.meta.runs[0];

@@ -1,41 +1,10 @@
 //! Exports read back: each format parsed by a real parser where one exists as a crate.
 
-use runtime::trace::TracePattern;
+mod common;
+
+use common::{Real, TYPES, real_profile, stack_names};
 use tprof::export::{self, Format};
-use tprof::{Profile, ProfileOptions, Report, TraceType};
-
-#[global_allocator]
-static ALLOC: runtime::CountingAlloc = runtime::CountingAlloc::system();
-
-#[runtime::traced(module = "export_test")]
-fn leaf(n: u64) -> Vec<u64> {
-    (0..n).collect()
-}
-
-#[runtime::traced(module = "export_test")]
-fn branch(n: u64) -> usize {
-    leaf(n).len() + leaf(n * 2).len()
-}
-
-/// A real profile of `trace_type`: a process calling `branch` three times.
-fn real_profile(trace_type: TraceType) -> Profile {
-    let outcome = tprof::profile(
-        || async {
-            let mut total = 0;
-            for _ in 0..3 {
-                total += branch(8);
-            }
-            total
-        },
-        ProfileOptions::new()
-            .trace_type(trace_type)
-            .pattern(TracePattern::module("export_test"))
-            .report(Report::Return),
-    )
-    .expect("the profiled function runs");
-    assert_eq!(outcome.result, Ok(72));
-    outcome.profile
-}
+use tprof::{Profile, TraceType};
 
 #[test]
 fn format_names_parse_and_unknown_ones_list_the_choices() {
@@ -50,12 +19,8 @@ fn format_names_parse_and_unknown_ones_list_the_choices() {
 
 #[test]
 fn json_reads_back_as_the_same_profile() {
-    for t in [
-        TraceType::CallCount,
-        TraceType::CallTime,
-        TraceType::CallMemory,
-    ] {
-        let profile = real_profile(t);
+    for t in TYPES {
+        let profile = real_profile(t, Real::FLAT);
         assert!(!profile.is_empty());
         let text = export::to_string(Format::Json, &profile).unwrap();
         let back: Profile = serde_json::from_str(&text).unwrap();
@@ -65,11 +30,11 @@ fn json_reads_back_as_the_same_profile() {
 
 #[test]
 fn pretty_is_the_tprof_report() {
-    let profile = real_profile(TraceType::CallCount);
+    let profile = real_profile(TraceType::CallCount, Real::FLAT);
     let text = export::to_string(Format::Pretty, &profile).unwrap();
     let leaf = text.lines().find(|l| l.contains("leaf/1")).unwrap();
     let fields: Vec<&str> = leaf.split_whitespace().collect();
-    assert_eq!(fields[0], "export_test::leaf/1");
+    assert_eq!(fields[0], "fixture::leaf/1");
     assert_eq!(fields[1], "6", "{text}");
 }
 
@@ -78,33 +43,21 @@ fn call_tree_mode_gives_paths_that_sum_to_the_flat_figures() {
     let outcome = tprof::profile(
         || async {
             runtime::register("export_worker", runtime::self_pid()).unwrap();
-            let mut total = 0;
-            for _ in 0..3 {
-                total += branch(8);
-            }
-            total
+            common::branches()
         },
-        ProfileOptions::new()
-            .trace_type(TraceType::CallMemory)
-            .call_tree(true)
-            .pattern(TracePattern::module("export_test"))
-            .report(Report::Return),
+        common::options(
+            TraceType::CallMemory,
+            Real {
+                call_tree: true,
+                ..Real::FLAT
+            },
+        ),
     )
     .unwrap();
     let profile = outcome.profile;
     assert_eq!(profile.call_tree.nodes.len(), 2, "{:?}", profile.call_tree);
     let stacks = export::stacks(&profile);
-    let names: Vec<String> = stacks
-        .iter()
-        .map(|s| {
-            s.frames
-                .iter()
-                .map(|f| f.name.as_str())
-                .collect::<Vec<_>>()
-                .join(";")
-        })
-        .collect();
-    assert_eq!(names, ["branch", "branch;leaf"]);
+    assert_eq!(stack_names(&profile), ["branch", "branch;leaf"]);
     // branch allocates nothing of its own; leaf 8 + 16 words per branch call.
     assert_eq!((stacks[0].calls, stacks[0].measurement), (3, 0));
     assert_eq!((stacks[1].calls, stacks[1].measurement), (6, 3 * 24));

@@ -11,76 +11,23 @@
 use std::collections::{BTreeMap, HashMap};
 use std::io::Read;
 
+mod common;
+
+use common::{Real, TYPES, function, path_entry, process, real_profile};
 use prost::Message;
-use runtime::trace::TracePattern;
-use runtime::{Down, Pid, receive, spawn_monitor};
+use runtime::Pid;
 use serde_json::Value;
 use tprof::export::{self, Format, pprof};
 use tprof::{
-    CallTree, Entry, Function, FunctionTrace, Group, PathEntry, PathNode, ProcessRecord, Profile,
-    ProfileOptions, Report, TraceType,
+    CallTree, Entry, Function, FunctionTrace, Group, PathEntry, PathNode, Profile, TraceType,
 };
 
-#[global_allocator]
-static ALLOC: runtime::CountingAlloc = runtime::CountingAlloc::system();
-
-#[runtime::traced(module = "export_stacks")]
-fn leaf(n: u64) -> Vec<u64> {
-    (0..n).collect()
-}
-
-#[runtime::traced(module = "export_stacks")]
-fn branch(n: u64) -> usize {
-    leaf(n).len() + leaf(n * 2).len()
-}
-
-const TYPES: [TraceType; 3] = [
-    TraceType::CallCount,
-    TraceType::CallTime,
-    TraceType::CallMemory,
-];
-
-/// A real profile of `trace_type`: a process calling `branch` three times, and a child of it
-/// calling `leaf` once.
-fn real_profile(trace_type: TraceType) -> Profile {
-    let outcome = tprof::profile(
-        || async {
-            let mut total = 0;
-            for _ in 0..3 {
-                total += branch(8);
-            }
-            let (child, _) = spawn_monitor(async {
-                leaf(5);
-            })
-            .unwrap();
-            let down: Down = receive().await;
-            assert_eq!(down.pid, child);
-            total
-        },
-        ProfileOptions::new()
-            .trace_type(trace_type)
-            .pattern(TracePattern::module("export_stacks"))
-            .report(Report::Return),
-    )
-    .expect("the profiled function runs");
-    assert_eq!(outcome.result, Ok(72));
-    let profile = outcome.profile;
-    assert!(!profile.is_empty());
-    if trace_type != TraceType::CallCount {
-        assert_eq!(profile.pids().len(), 2, "the process and its child");
-    }
-    profile
-}
-
-fn function(module: &str, name: &str, arity: u8, line: u32) -> Function {
-    Function {
-        module: module.to_owned(),
-        name: name.to_owned(),
-        arity,
-        file: format!("src/{}.rs", module.replace("::", "/")),
-        line,
-    }
-}
+/// The real profiles of this file: a process calling `branch` three times, and a child of it
+/// calling it once.
+const REAL: Real = Real {
+    child: true,
+    ..Real::FLAT
+};
 
 /// The registered process of [`tree_profile`].
 const DISPATCHER: Pid = Pid::from_parts(0, 5, 0);
@@ -126,10 +73,6 @@ fn tree_profile(trace_type: TraceType) -> Profile {
     let entries: Vec<PathEntry> = figures
         .iter()
         .map(|&(group, node, calls, measurement)| PathEntry {
-            group,
-            node,
-            calls,
-            measurement,
             // Bytes are not always words * 8: 7 bytes less per call, where anything was
             // allocated.
             bytes: if memory && measurement > 0 {
@@ -138,6 +81,7 @@ fn tree_profile(trace_type: TraceType) -> Profile {
                 0
             },
             blocks: if memory { calls } else { 0 },
+            ..path_entry(group, node, calls, measurement)
         })
         .collect();
     // The flat figures: per function, the sum over the paths that end in it.
@@ -145,13 +89,9 @@ fn tree_profile(trace_type: TraceType) -> Profile {
     let mut flat: BTreeMap<(u32, Group), Entry> = BTreeMap::new();
     for e in &call_tree.entries {
         let f = call_tree.nodes[e.node as usize].function;
-        let entry = flat.entry((f, e.group)).or_insert(Entry {
-            group: e.group,
-            calls: 0,
-            measurement: 0,
-            bytes: 0,
-            blocks: 0,
-        });
+        let entry = flat
+            .entry((f, e.group))
+            .or_insert(common::entry(e.group, 0, 0));
         entry.calls += e.calls;
         entry.measurement += e.measurement;
         entry.bytes += e.bytes;
@@ -171,18 +111,8 @@ fn tree_profile(trace_type: TraceType) -> Profile {
     profile.function_table = function_table;
     profile.call_tree = call_tree;
     profile.processes = vec![
-        ProcessRecord {
-            pid: DISPATCHER,
-            name: Some("dispatcher".to_owned()),
-            initial_call: "app::dispatch".to_owned(),
-            run: 0,
-        },
-        ProcessRecord {
-            pid: WORKER,
-            name: None,
-            initial_call: "app::work".to_owned(),
-            run: 0,
-        },
+        process(DISPATCHER, Some("dispatcher"), "app::dispatch", 0),
+        process(WORKER, None, "app::work", 0),
     ];
     profile
 }
@@ -234,12 +164,9 @@ fn big_tree_profile(trace_type: TraceType) -> Profile {
             let calls = 1 + next(50);
             let memory = trace_type == TraceType::CallMemory;
             entries.push(PathEntry {
-                group,
-                node,
-                calls,
-                measurement,
                 bytes: if memory { measurement * 8 } else { 0 },
                 blocks: if memory { calls } else { 0 },
+                ..path_entry(group, node, calls, measurement)
             });
         }
     }
@@ -331,7 +258,7 @@ fn export_text(format: Format, profile: &Profile) -> String {
 fn profiles() -> Vec<(String, Profile)> {
     let mut out: Vec<(String, Profile)> = TYPES
         .iter()
-        .map(|&t| (format!("real {t}"), real_profile(t)))
+        .map(|&t| (format!("real {t}"), real_profile(t, REAL)))
         .collect();
     for t in [TraceType::CallTime, TraceType::CallMemory] {
         out.push((format!("tree {t}"), tree_profile(t)));
@@ -930,7 +857,7 @@ fn write_sample_files() {
     ));
     named.push(("big-time".to_owned(), big_tree_profile(TraceType::CallTime)));
     for t in TYPES {
-        named.push((format!("real-{t}"), real_profile(t)));
+        named.push((format!("real-{t}"), real_profile(t, REAL)));
     }
     for (name, profile) in &named {
         for (f, _, _) in FORMATS {

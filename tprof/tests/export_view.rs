@@ -6,75 +6,22 @@
 
 use std::collections::BTreeMap;
 
+mod common;
+
+use common::{Real, TYPES, function, path_entry, pid, process, real_profile};
 use quick_xml::XmlVersion;
 use quick_xml::events::Event;
-use runtime::trace::TracePattern;
-use runtime::{Down, Pid, receive, spawn_monitor};
 use serde_json::Value;
 use tprof::export::{self, ExportError, Format, stacks};
-use tprof::{
-    CallTree, Entry, Function, FunctionTrace, Group, Meta, PathEntry, PathNode, ProcessRecord,
-    Profile, ProfileOptions, Report, Run, TraceType,
+use tprof::{CallTree, FunctionTrace, Group, Meta, PathNode, Profile, Run, TraceType};
+
+/// The real (flat) profiles of this file: a process calling `branch` three times, and a child
+/// of it calling it once; call_time with percentiles.
+const REAL: Real = Real {
+    percentiles: true,
+    child: true,
+    ..Real::FLAT
 };
-
-#[global_allocator]
-static ALLOC: runtime::CountingAlloc = runtime::CountingAlloc::system();
-
-#[runtime::traced(module = "export_view_test")]
-fn leaf(n: u64) -> Vec<u64> {
-    (0..n).collect()
-}
-
-#[runtime::traced(module = "export_view_test")]
-fn branch(n: u64) -> usize {
-    leaf(n).len() + leaf(n * 2).len()
-}
-
-#[runtime::traced(module = "export_view_test")]
-async fn two_processes() -> usize {
-    let (pid, _) = spawn_monitor(async {
-        branch(4);
-    })
-    .unwrap();
-    let down: Down = receive().await;
-    assert_eq!(down.pid, pid);
-    let mut total = 0;
-    for _ in 0..3 {
-        total += branch(8);
-    }
-    total
-}
-
-/// A real (flat) profile of `trace_type`: a process calling `branch` three times, and a child
-/// of it calling it once.
-fn real_profile(trace_type: TraceType) -> Profile {
-    let outcome = tprof::profile(
-        two_processes,
-        ProfileOptions::new()
-            .trace_type(trace_type)
-            .percentiles(trace_type == TraceType::CallTime)
-            .pattern(TracePattern::module("export_view_test"))
-            .report(Report::Return),
-    )
-    .expect("the profiled function runs");
-    assert_eq!(outcome.result, Ok(72));
-    assert!(!outcome.profile.is_empty());
-    outcome.profile
-}
-
-fn function(module: &str, name: &str, arity: u8, line: u32) -> Function {
-    Function {
-        module: module.to_owned(),
-        name: name.to_owned(),
-        arity,
-        file: format!("src/{}.rs", module.replace("::", "/")),
-        line,
-    }
-}
-
-fn pid(text: &str) -> Pid {
-    text.parse().unwrap()
-}
 
 /// A call_time profile with call paths, built by hand, and its flat figures to match.
 ///
@@ -90,14 +37,8 @@ fn call_tree_profile(names: [&str; 4]) -> Profile {
     ];
     let (w, other) = (pid("<1.0.1>"), pid("<1.0.2>"));
     let node = |parent, function| PathNode { parent, function };
-    let path = |group, node, calls, measurement| PathEntry {
-        group: Group::Process(group),
-        node,
-        calls,
-        measurement,
-        bytes: 0,
-        blocks: 0,
-    };
+    let path =
+        |pid, node, calls, measurement| path_entry(Group::Process(pid), node, calls, measurement);
     let call_tree = CallTree {
         nodes: vec![
             node(None, 0),
@@ -115,13 +56,7 @@ fn call_tree_profile(names: [&str; 4]) -> Profile {
             path(other, 4, 1, 70),
         ],
     };
-    let entry = |group, calls, measurement| Entry {
-        group: Group::Process(group),
-        calls,
-        measurement,
-        bytes: 0,
-        blocks: 0,
-    };
+    let entry = |pid, calls, measurement| common::entry(Group::Process(pid), calls, measurement);
     let functions = vec![
         FunctionTrace {
             function: table[0].clone(),
@@ -142,18 +77,8 @@ fn call_tree_profile(names: [&str; 4]) -> Profile {
     ];
     let mut profile = Profile::new(TraceType::CallTime, functions);
     profile.processes = vec![
-        ProcessRecord {
-            pid: w,
-            name: Some("worker".to_owned()),
-            initial_call: "app::worker/0".to_owned(),
-            run: 0,
-        },
-        ProcessRecord {
-            pid: other,
-            name: None,
-            initial_call: "app::helper/0".to_owned(),
-            run: 0,
-        },
+        process(w, Some("worker"), "app::worker/0", 0),
+        process(other, None, "app::helper/0", 0),
     ];
     profile.function_table = table;
     profile.call_tree = call_tree;
@@ -323,11 +248,11 @@ fn svg_of_real_profiles_has_every_function_and_process() {
         (TraceType::CallTime, "ns"),
         (TraceType::CallMemory, "words"),
     ] {
-        let profile = real_profile(t);
+        let profile = real_profile(t, REAL);
         let frames = check_svg(&profile, unit);
         let leaf = frames
             .iter()
-            .find(|f| f.name == "export_view_test::leaf/1")
+            .find(|f| f.name == "fixture::leaf/1")
             .expect("leaf is drawn");
         if t == TraceType::CallCount {
             // One group for all processes: 4 calls of branch, 8 of leaf.
@@ -338,7 +263,7 @@ fn svg_of_real_profiles_has_every_function_and_process() {
             // The child's leaf(4) + leaf(8) is 12 words; as a Vec may round up, at least 12.
             let leaves: u64 = frames
                 .iter()
-                .filter(|f| f.name == "export_view_test::leaf/1")
+                .filter(|f| f.name == "fixture::leaf/1")
                 .map(|f| f.units)
                 .sum();
             assert!(leaves >= 12 + 3 * 24, "{leaves}");
@@ -532,12 +457,8 @@ fn check_data(profile: &Profile, html: &str) -> Value {
 
 #[test]
 fn html_of_real_profiles_is_self_contained_and_carries_the_data() {
-    for t in [
-        TraceType::CallCount,
-        TraceType::CallTime,
-        TraceType::CallMemory,
-    ] {
-        let profile = real_profile(t);
+    for t in TYPES {
+        let profile = real_profile(t, REAL);
         let html = export::to_string(Format::Html, &profile).unwrap();
         check_self_contained(&html);
         let data = check_data(&profile, &html);

@@ -2,10 +2,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
+use common::{entry, pid};
 use runtime::trace::{Callsite, callsites};
-use runtime::{Pid, traced};
+use runtime::traced;
 use tprof::{
-    Aggregate, Column, Direction, Entry, FunctionTrace, Group, Profile, SortBy, TraceType,
+    Aggregate, Column, Direction, FunctionTrace, Group, Profile, SortBy, TraceType,
     format_to_string, inspect,
 };
 
@@ -27,20 +30,6 @@ fn cs(name: &str) -> &'static Callsite {
         .iter()
         .find(|c| c.module() == "format" && c.function() == name)
         .unwrap()
-}
-
-fn pid(s: &str) -> Pid {
-    s.parse().unwrap()
-}
-
-fn entry(group: Group, calls: u64, measurement: u64) -> Entry {
-    Entry {
-        group,
-        calls,
-        measurement,
-        bytes: 0,
-        blocks: 0,
-    }
 }
 
 /// tprof's `test:test_spawn/0` example, as call_memory.

@@ -1,0 +1,182 @@
+//! What tprof's integration tests share: a traced workload to take real profiles of, and the
+//! parts of hand-built profiles.
+//!
+//! Each test file is a crate of its own and includes this module with `mod common;`; none uses
+//! all of it.
+
+#![allow(dead_code)]
+
+use runtime::trace::TracePattern;
+use runtime::{Down, Pid, receive, spawn_monitor};
+use tprof::{
+    Entry, Function, Group, PathEntry, ProcessRecord, Profile, ProfileOptions, Report, TraceType,
+};
+
+/// Counts what each process allocates, for call_memory profiles.
+#[global_allocator]
+static ALLOC: runtime::CountingAlloc = runtime::CountingAlloc::system();
+
+/// The module of the traced workload: [`leaf`], [`branch`] and [`two_processes`].
+pub(crate) const MODULE: &str = "fixture";
+
+/// The three trace types.
+pub(crate) const TYPES: [TraceType; 3] = [
+    TraceType::CallCount,
+    TraceType::CallTime,
+    TraceType::CallMemory,
+];
+
+/// Allocates `n` words.
+#[runtime::traced(module = "fixture")]
+pub(crate) fn leaf(n: u64) -> Vec<u64> {
+    (0..n).collect()
+}
+
+/// Calls [`leaf`] twice: `n` and `2n` words.
+#[runtime::traced(module = "fixture")]
+pub(crate) fn branch(n: u64) -> usize {
+    leaf(n).len() + leaf(n * 2).len()
+}
+
+/// `branch(8)` three times: 72, from 6 calls of [`leaf`] (24 words per call of `branch`).
+pub(crate) fn branches() -> usize {
+    let mut total = 0;
+    for _ in 0..3 {
+        total += branch(8);
+    }
+    total
+}
+
+/// A child calling `branch(4)` once, waited for; then [`branches`] (72).
+#[runtime::traced(module = "fixture")]
+pub(crate) async fn two_processes() -> usize {
+    let (pid, _) = spawn_monitor(async {
+        branch(4);
+    })
+    .expect("the child is spawned");
+    let down: Down = receive().await;
+    assert_eq!(down.pid, pid);
+    branches()
+}
+
+/// What [`real_profile`] profiles and asks for; every switch is off in [`Real::FLAT`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Real {
+    /// Percentiles, where the trace type is call_time.
+    pub(crate) percentiles: bool,
+    /// A child process too: the profiled function is [`two_processes`], not [`branches`].
+    pub(crate) child: bool,
+    /// Call paths as well as the flat figures.
+    pub(crate) call_tree: bool,
+}
+
+impl Real {
+    /// One process calling [`branches`], flat figures only, no percentiles.
+    pub(crate) const FLAT: Real = Real {
+        percentiles: false,
+        child: false,
+        call_tree: false,
+    };
+}
+
+/// The options of a real profile of `trace_type` as `real` says: the fixture's module only,
+/// the profile returned.
+pub(crate) fn options(trace_type: TraceType, real: Real) -> ProfileOptions {
+    ProfileOptions::new()
+        .trace_type(trace_type)
+        .percentiles(real.percentiles && trace_type == TraceType::CallTime)
+        .call_tree(real.call_tree)
+        .pattern(TracePattern::module(MODULE))
+        .report(Report::Return)
+}
+
+/// A real profile of `trace_type`: a process calling `branch` three times (and, with
+/// `real.child`, a child of it calling it once). Checks that the work returned 72 and that
+/// something was profiled, in two processes where there is a child and the groups are
+/// processes.
+pub(crate) fn real_profile(trace_type: TraceType, real: Real) -> Profile {
+    let options = options(trace_type, real);
+    let outcome = if real.child {
+        tprof::profile(two_processes, options)
+    } else {
+        tprof::profile(|| async { branches() }, options)
+    }
+    .expect("the profiled function runs");
+    assert_eq!(outcome.result, Ok(72));
+    let profile = outcome.profile;
+    assert!(!profile.is_empty());
+    if real.child && trace_type != TraceType::CallCount {
+        assert_eq!(profile.pids().len(), 2, "the process and its child");
+    }
+    profile
+}
+
+/// A function of `module`, in the file the module's path names (`app::parse`:
+/// `src/app/parse.rs`).
+pub(crate) fn function(module: &str, name: &str, arity: u8, line: u32) -> Function {
+    let file = format!("src/{}.rs", module.replace("::", "/"));
+    function_in(&file, module, name, arity, line)
+}
+
+/// A function of `module` in `file`.
+pub(crate) fn function_in(file: &str, module: &str, name: &str, arity: u8, line: u32) -> Function {
+    Function {
+        module: module.to_owned(),
+        name: name.to_owned(),
+        arity,
+        file: file.to_owned(),
+        line,
+    }
+}
+
+/// Flat figures of `group`, with no bytes or blocks.
+pub(crate) fn entry(group: Group, calls: u64, measurement: u64) -> Entry {
+    Entry {
+        group,
+        calls,
+        measurement,
+        bytes: 0,
+        blocks: 0,
+    }
+}
+
+/// The figures of `group` on path `node`, with no bytes or blocks.
+pub(crate) fn path_entry(group: Group, node: u32, calls: u64, measurement: u64) -> PathEntry {
+    PathEntry {
+        group,
+        node,
+        calls,
+        measurement,
+        bytes: 0,
+        blocks: 0,
+    }
+}
+
+/// The record of process `pid` of run `run`.
+pub(crate) fn process(pid: Pid, name: Option<&str>, initial_call: &str, run: u32) -> ProcessRecord {
+    ProcessRecord {
+        pid,
+        name: name.map(str::to_owned),
+        initial_call: initial_call.to_owned(),
+        run,
+    }
+}
+
+/// The pid written `text` (`<0.5.1>`).
+pub(crate) fn pid(text: &str) -> Pid {
+    text.parse().expect("a pid")
+}
+
+/// Each stack of `profile` as its frames' names joined by `;`, outermost first.
+pub(crate) fn stack_names(profile: &Profile) -> Vec<String> {
+    tprof::export::stacks(profile)
+        .iter()
+        .map(|s| {
+            s.frames
+                .iter()
+                .map(|f| f.name.as_str())
+                .collect::<Vec<_>>()
+                .join(";")
+        })
+        .collect()
+}
