@@ -340,11 +340,53 @@ struct Builder<'a> {
     by_function: HashMap<Function, usize>,
     processes: Vec<ProcessRecord>,
     percentiles: Vec<Percentiles>,
-    function_table: Vec<Function>,
-    table_index: HashMap<Function, u32>,
+    tree: TreeTable,
+    path_entries: Vec<PathEntry>,
+}
+
+/// A function table and call-path nodes being built: each function and each path stored
+/// once, in the order first seen, and found again by value. Profiles built from snapshots
+/// and merged profiles both unite their call paths through it.
+#[derive(Debug, Default)]
+pub(crate) struct TreeTable {
+    functions: Vec<Function>,
+    function_index: HashMap<Function, u32>,
     nodes: Vec<PathNode>,
     node_index: HashMap<(Option<u32>, u32), u32>,
-    path_entries: Vec<PathEntry>,
+}
+
+impl TreeTable {
+    /// The index of `function` in the table, added at the end if it is new.
+    pub(crate) fn function(&mut self, function: &Function) -> u32 {
+        if let Some(&i) = self.function_index.get(function) {
+            return i;
+        }
+        let i = index32(self.functions.len());
+        self.function_index.insert(function.clone(), i);
+        self.functions.push(function.clone());
+        i
+    }
+
+    /// The node of the path that calls `function` (an index into the table) on `parent`
+    /// (`None` outermost), added at the end if it is new.
+    pub(crate) fn node(&mut self, parent: Option<u32>, function: u32) -> u32 {
+        let next = index32(self.nodes.len());
+        let node = *self.node_index.entry((parent, function)).or_insert(next);
+        if node == next {
+            self.nodes.push(PathNode { parent, function });
+        }
+        node
+    }
+
+    /// The function table and the nodes.
+    pub(crate) fn into_parts(self) -> (Vec<Function>, Vec<PathNode>) {
+        (self.functions, self.nodes)
+    }
+}
+
+/// A `usize` index as a `u32` (the model's indices are `u32`); `u32::MAX` past that.
+pub(crate) fn index32(i: usize) -> u32 {
+    u32::try_from(i).unwrap_or(u32::MAX)
 }
 
 impl Builder<'_> {
@@ -473,11 +515,7 @@ impl Builder<'_> {
                 here.push(None);
                 continue;
             };
-            let next = self.function_table.len() as u32;
-            let f = *self.table_index.entry(function.clone()).or_insert(next);
-            if f == next {
-                self.function_table.push(function);
-            }
+            let f = self.tree.function(&function);
             let parent = match path.parent {
                 None => None,
                 Some(p) => match here.get(p as usize) {
@@ -488,14 +526,7 @@ impl Builder<'_> {
                     }
                 },
             };
-            let next = self.nodes.len() as u32;
-            let node = *self.node_index.entry((parent, f)).or_insert(next);
-            if node == next {
-                self.nodes.push(PathNode {
-                    parent,
-                    function: f,
-                });
-            }
+            let node = self.tree.node(parent, f);
             here.push(Some((node, excluded)));
         }
         for process in &snapshot.processes {
@@ -538,9 +569,10 @@ impl Builder<'_> {
         let mut profile = Profile::new(self.trace_type, self.functions);
         profile.percentiles = self.percentiles;
         profile.processes = self.processes;
-        profile.function_table = self.function_table;
+        let (function_table, nodes) = self.tree.into_parts();
+        profile.function_table = function_table;
         profile.call_tree = CallTree {
-            nodes: self.nodes,
+            nodes,
             entries: self.path_entries,
         };
         profile.meta.runs.push(Run {
@@ -650,10 +682,7 @@ impl Profile {
             by_function: HashMap::new(),
             processes: Vec::new(),
             percentiles: Vec::new(),
-            function_table: Vec::new(),
-            table_index: HashMap::new(),
-            nodes: Vec::new(),
-            node_index: HashMap::new(),
+            tree: TreeTable::default(),
             path_entries: Vec::new(),
         };
         for snapshot in snapshots {

@@ -10,9 +10,10 @@ use std::collections::{BTreeSet, HashMap};
 use runtime::Pid;
 
 use super::MergeError;
+use crate::profile::{TreeTable, index32};
 use crate::{
-    CallTree, Entry, Function, FunctionTrace, Group, Meta, PathEntry, PathNode, Percentiles,
-    ProcessRecord, Profile, Run, TraceType,
+    CallTree, Entry, Function, FunctionTrace, Group, Meta, PathEntry, Percentiles, ProcessRecord,
+    Profile, Run, TraceType,
 };
 
 /// Merges `profiles`, all of one trace type, into one profile holding all their runs.
@@ -153,11 +154,6 @@ fn sum(into: &mut u64, v: u64) {
     *into = into.saturating_add(v);
 }
 
-/// A `usize` index as a `u32` (the model's indices are `u32`).
-fn index32(i: usize) -> u32 {
-    u32::try_from(i).unwrap_or(u32::MAX)
-}
-
 /// What the inputs folded so far add up to.
 #[derive(Debug)]
 struct Acc {
@@ -171,10 +167,7 @@ struct Acc {
     percentiles: Vec<(Function, Vec<Percentiles>)>,
     percentile_index: HashMap<Function, usize>,
     processes: Vec<ProcessRecord>,
-    table: Vec<Function>,
-    table_index: HashMap<Function, u32>,
-    nodes: Vec<PathNode>,
-    node_index: HashMap<(Option<u32>, u32), u32>,
+    table: TreeTable,
     tree: Vec<PathEntry>,
     /// (group, node) → index in `tree`.
     tree_index: HashMap<(Group, u32), usize>,
@@ -194,10 +187,7 @@ impl Acc {
             percentiles: Vec::new(),
             percentile_index: HashMap::new(),
             processes: Vec::new(),
-            table: Vec::new(),
-            table_index: HashMap::new(),
-            nodes: Vec::new(),
-            node_index: HashMap::new(),
+            table: TreeTable::default(),
             tree: Vec::new(),
             tree_index: HashMap::new(),
             runs: Vec::new(),
@@ -341,26 +331,14 @@ impl Acc {
         let table_map: Vec<u32> = p
             .function_table
             .iter()
-            .map(|f| {
-                *self.table_index.entry(f.clone()).or_insert_with(|| {
-                    self.table.push(f.clone());
-                    index32(self.table.len() - 1)
-                })
-            })
+            .map(|f| self.table.function(f))
             .collect();
         let mut path_map: Vec<u32> = Vec::with_capacity(p.call_tree.nodes.len());
         for n in &p.call_tree.nodes {
             // `check` saw that the parent comes before and the function is in the table.
             let parent = n.parent.map(|q| path_map[q as usize]);
             let function = table_map[n.function as usize];
-            let id = *self
-                .node_index
-                .entry((parent, function))
-                .or_insert_with(|| {
-                    self.nodes.push(PathNode { parent, function });
-                    index32(self.nodes.len() - 1)
-                });
-            path_map.push(id);
+            path_map.push(self.table.node(parent, function));
         }
         for e in &p.call_tree.entries {
             let group = map_group(e.group);
@@ -393,6 +371,7 @@ impl Acc {
         processes.sort_by_key(|p| p.pid);
         let mut entries = self.tree;
         entries.sort_by_key(|e| (e.group, e.node));
+        let (function_table, nodes) = self.table.into_parts();
         Profile {
             trace_type: self.trace_type,
             functions,
@@ -402,11 +381,8 @@ impl Acc {
                 .map(|(function, parts)| combine(function, &parts))
                 .collect(),
             processes,
-            function_table: self.table,
-            call_tree: CallTree {
-                nodes: self.nodes,
-                entries,
-            },
+            function_table,
+            call_tree: CallTree { nodes, entries },
             meta: Meta { runs: self.runs },
         }
     }
