@@ -14,13 +14,26 @@
 //! - `call_memory`: a call_memory session traces it and the timing process (the counting
 //!   allocator is installed in this binary; the function allocates nothing).
 //! - `call_time_call_memory`: one session measuring both.
+//! - `call_time_call_tree`, `call_memory_call_tree`: `call_time` and `call_memory` in call-tree
+//!   mode (`| CALL_TREE`): each call also finds its call path (parent path, callsite) in the
+//!   thread's path cache and is measured into that path's accumulator. The extra cost of the
+//!   tree is the row's time minus its flat row's.
+//!
+//! Rows whose loop calls `nested_outer`, which calls `traced_fn`: two traced calls per
+//! iteration, the inner one at depth 2 (its path extends the outer call's), timed per outer
+//! call:
+//!
+//! - `nested_untraced`: the same two calls, neither `#[traced]`.
+//! - `nested_call_time`: a call_time session traces both functions and the timing process.
+//! - `nested_call_time_call_tree`: the same in call-tree mode.
 //!
 //! A second group, `gen_server_call`, times a call round trip to a gen_server with every
 //! runtime function traced: `untraced`, `call_count` (pattern `runtime::_`, `runtime::gen_server::_`
 //! for one session) and `call_time` (the same, measuring both processes). It prints the traced
 //! calls per round trip (each costs two clock reads under call_time, plus one per poll).
 //!
-//! The overhead of a row is its time minus `untraced`'s, in ns per call. The session masks are
+//! The overhead of a row is its time minus `untraced`'s (of a `nested_` row, minus
+//! `nested_untraced`'s), in ns per call. The session masks are
 //! written at run time (by `set_pattern`), so nothing is folded away at compile time.
 //!
 //! Run with `cargo bench --bench traced_call`.
@@ -47,6 +60,17 @@ fn traced_fn(x: u64) -> u64 {
     black_box(x).wrapping_mul(31).rotate_left(7)
 }
 
+#[inline(never)]
+fn untraced_outer(x: u64) -> u64 {
+    untraced(black_box(x)).wrapping_add(1)
+}
+
+#[runtime::traced]
+#[inline(never)]
+fn nested_outer(x: u64) -> u64 {
+    traced_fn(black_box(x)).wrapping_add(1)
+}
+
 fn time_in_process(node: &Node, iters: u64, f: fn(u64) -> u64) -> Duration {
     node.run(async move {
         let start = Instant::now();
@@ -60,11 +84,26 @@ fn time_in_process(node: &Node, iters: u64, f: fn(u64) -> u64) -> Duration {
     .expect("the timing process ran")
 }
 
-fn measuring(node: &Node, types: TraceTypes, pattern: &TracePattern) -> TraceSession {
+fn measuring(node: &Node, types: TraceTypes, patterns: &[&TracePattern]) -> TraceSession {
     let session = node.trace_session_with(types).expect("session");
-    session.set_pattern(pattern).expect("pattern");
+    for pattern in patterns {
+        session.set_pattern(pattern).expect("pattern");
+    }
     session.enable_trace(ProcessSpec::New, true).expect("flags");
     session
+}
+
+/// Reads the session's figures; in call-tree mode, checks that its deepest path is `depth`
+/// calls long (the rows measured what they claim).
+fn check_tree(session: &TraceSession, types: TraceTypes, depth: usize) {
+    black_box(session.measurements().len());
+    if types.contains(TraceTypes::CALL_TREE) {
+        let tree = session.call_tree();
+        let deepest = (0..tree.paths.len() as u32)
+            .map(|p| tree.stack(p).len())
+            .max();
+        assert_eq!(deepest, Some(depth), "the call tree's deepest path");
+    }
 }
 
 fn bench(c: &mut Criterion) {
@@ -97,12 +136,37 @@ fn bench(c: &mut Criterion) {
             "call_time_call_memory",
             TraceTypes::CALL_TIME | TraceTypes::CALL_MEMORY,
         ),
+        (
+            "call_time_call_tree",
+            TraceTypes::CALL_TIME | TraceTypes::CALL_TREE,
+        ),
+        (
+            "call_memory_call_tree",
+            TraceTypes::CALL_MEMORY | TraceTypes::CALL_TREE,
+        ),
     ] {
-        let session = measuring(&node, types, &pattern);
+        let session = measuring(&node, types, &[&pattern]);
         group.bench_function(row, |b| {
             b.iter_custom(|iters| time_in_process(&node, iters, traced_fn))
         });
-        black_box(session.measurements().len());
+        check_tree(&session, types, 1);
+    }
+    group.bench_function("nested_untraced", |b| {
+        b.iter_custom(|iters| time_in_process(&node, iters, untraced_outer))
+    });
+    let outer = TracePattern::function(module_path!(), "nested_outer");
+    for (row, types) in [
+        ("nested_call_time", TraceTypes::CALL_TIME),
+        (
+            "nested_call_time_call_tree",
+            TraceTypes::CALL_TIME | TraceTypes::CALL_TREE,
+        ),
+    ] {
+        let session = measuring(&node, types, &[&outer, &pattern]);
+        group.bench_function(row, |b| {
+            b.iter_custom(|iters| time_in_process(&node, iters, nested_outer))
+        });
+        check_tree(&session, types, 2);
     }
     group.finish();
 }

@@ -111,6 +111,9 @@ struct Stack {
     /// For a frame measured for one session: that session's accumulator before the frame was
     /// pushed (the innermost frame below it), to point back to when it pops.
     parents: [Cell<Option<&'static Accumulator>>; CAPACITY],
+    /// For a frame measured for one session in call-tree mode: that session's path before the
+    /// frame was pushed (the path the frame's path extends), to point back to when it pops.
+    parent_paths: [Cell<u32>; CAPACITY],
     /// This thread's scratch table per session slot.
     tables: [Cell<Option<Table>>; MAX_SESSIONS],
     /// The generation of the session in each active slot when the poll began: what the poll
@@ -145,6 +148,7 @@ thread_local! {
             masks: [const { Cell::new(0) }; CAPACITY],
             starts: [const { Cell::new(0) }; CAPACITY],
             parents: [const { Cell::new(None) }; CAPACITY],
+            parent_paths: [const { Cell::new(tree::ROOT) }; CAPACITY],
             tables: [const { Cell::new(None) }; MAX_SESSIONS],
             generations: [const { Cell::new(0) }; MAX_SESSIONS],
             current: [const { Cell::new(None) }; MAX_SESSIONS],
@@ -424,7 +428,7 @@ fn push_in(s: &Stack, id: u32, mask: u64, call: bool, prior: u64) {
     let deep = depth == CAPACITY;
     let trees = mask & s.tree.get();
     if trees != 0 {
-        push_tree(s, id, mask, trees, call, deep);
+        push_tree(s, id, mask, trees, call, depth);
     } else if mask.is_power_of_two() {
         // The common case: one session measures this frame.
         let bit = mask.trailing_zeros() as usize;
@@ -462,23 +466,46 @@ fn push_in(s: &Stack, id: u32, mask: u64, call: bool, prior: u64) {
     }
 }
 
+/// Enters the path extending call-tree session `bit`'s current path with a call of `id`:
+/// returns the path it extends and the accumulator of the new one, marked touched.
+#[inline(always)]
+fn enter_path(s: &Stack, bit: usize, id: u32, deep: bool) -> (u32, &'static Accumulator) {
+    let parent = s.paths[bit].get();
+    let (path, acc) = tree::enter(bit, parent, id);
+    if !acc.touched.load(Ordering::Relaxed) {
+        touch(s, acc, bit as u32, path);
+    }
+    if !deep {
+        s.paths[bit].set(path);
+    }
+    (parent, acc)
+}
+
 /// [`push_in`] for a frame that a session in call-tree mode measures: each such session
 /// measures it into the accumulator of its path.
 #[cold]
-fn push_tree(s: &Stack, id: u32, mask: u64, trees: u64, call: bool, deep: bool) {
+fn push_tree(s: &Stack, id: u32, mask: u64, trees: u64, call: bool, depth: usize) {
+    let deep = depth == CAPACITY;
+    if mask == trees && mask.is_power_of_two() {
+        // One session measures this frame: its pop restores the path and the accumulator
+        // that were current from the frame.
+        let bit = mask.trailing_zeros() as usize;
+        let (parent, acc) = enter_path(s, bit, id, deep);
+        if call {
+            bump(&acc.calls, 1);
+        }
+        if !deep {
+            s.parent_paths[depth].set(parent);
+            s.parents[depth].set(s.current[bit].replace(Some(acc)));
+        }
+        return;
+    }
     let mut m = mask;
     while m != 0 {
         let bit = m.trailing_zeros() as usize;
         m &= m - 1;
         let acc = if trees & (1 << bit) != 0 {
-            let (path, acc) = tree::enter(bit, s.paths[bit].get(), id);
-            if !acc.touched.load(Ordering::Relaxed) {
-                touch(s, acc, bit as u32, path);
-            }
-            if !deep {
-                s.paths[bit].set(path);
-            }
-            acc
+            enter_path(s, bit, id, deep).1
         } else {
             acc_of(s, bit, id)
         };
@@ -528,6 +555,14 @@ fn pop_in(s: &Stack, pending: bool) -> u64 {
         // Back to the accumulator that was current when the frame was pushed.
         let bit = mask.trailing_zeros() as usize;
         s.current[bit].set(s.parents[depth].get());
+    } else if mask.is_power_of_two() {
+        // One call-tree session: back to the path this one extends and its accumulator (none
+        // at the root), as they were when the frame was pushed.
+        if trees & s.active.get() != 0 {
+            let bit = mask.trailing_zeros() as usize;
+            s.paths[bit].set(s.parent_paths[depth].get());
+            s.current[bit].set(s.parents[depth].get());
+        }
     } else {
         let mut m = mask & s.active.get();
         while m != 0 {
