@@ -86,15 +86,16 @@ pub const INSTRUMENTED: bool = !cfg!(feature = "no-trace");
 pub use flags::{FlagError, FlagOutcome, ProcessSpec};
 pub(crate) use flags::{TraceFlags, flags_at_spawn};
 pub use measure::{
-    CallPath, CallPercentiles, CallTreeMeasurement, FunctionMeasurement, PathMeasurement,
-    ProcessCallTree, ProcessMeasurement, TraceTypes,
+    CallEvent, CallEventKind, CallPath, CallPercentiles, CallTreeMeasurement, EVENT_LOG_CAPACITY,
+    FunctionMeasurement, PathMeasurement, ProcessCallTree, ProcessEvents, ProcessMeasurement,
+    TraceTypes,
 };
 pub(crate) use measure::{ProcTraceRef, begin_poll, measuring, remember_name};
 pub use pattern::{Part, TracePattern};
 pub use session::{CallCount, MAX_SESSIONS, PatternError, SessionError, TraceMap, TraceSession};
 pub(crate) use session::{generation_of, record_call};
 pub use snapshot::{
-    Snapshot, SnapshotFigures, SnapshotFunction, SnapshotPath, SnapshotPercentiles,
+    Snapshot, SnapshotEvent, SnapshotFigures, SnapshotFunction, SnapshotPath, SnapshotPercentiles,
     SnapshotProcess, SnapshotTypes,
 };
 pub use stack::CAPACITY as STACK_CAPACITY;

@@ -36,6 +36,11 @@ static PAUSED: AtomicU64 = AtomicU64::new(0);
 static HISTOGRAMS: AtomicU64 = AtomicU64::new(0);
 /// Sessions in call-tree mode.
 static TREES: AtomicU64 = AtomicU64::new(0);
+/// Sessions that keep an event log.
+static EVENTS: AtomicU64 = AtomicU64::new(0);
+
+/// Events a process keeps per session in its event log; later ones are counted as dropped.
+pub const EVENT_LOG_CAPACITY: usize = 1 << 16;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -88,6 +93,12 @@ impl TraceTypes {
     /// [`TraceSession::call_tree`](super::TraceSession::call_tree) gives the paths. Costs a
     /// hash lookup per traced call more than the flat mode.
     pub const CALL_TREE: TraceTypes = TraceTypes(16);
+    /// An event log per process: each traced frame entered and left, with a timestamp, for
+    /// timelines ([`TraceSession::event_logs`](super::TraceSession::event_logs)). A frame is
+    /// one poll of an async call, or a whole synchronous call. Bounded: a process keeps its
+    /// first [`EVENT_LOG_CAPACITY`] events and counts the rest as dropped. Combine it with
+    /// [`CALL_TIME`](Self::CALL_TIME) or [`CALL_MEMORY`](Self::CALL_MEMORY).
+    pub const CALL_EVENTS: TraceTypes = TraceTypes(32);
 
     /// Whether every type in `other` is in `self`.
     pub const fn contains(self, other: TraceTypes) -> bool {
@@ -96,7 +107,7 @@ impl TraceTypes {
 
     /// Whether a type measured per process (call_time or call_memory) is in `self`.
     pub const fn per_process(self) -> bool {
-        self.0 & (2 | 4 | 16) != 0
+        self.0 & (2 | 4 | 16 | 32) != 0
     }
 }
 
@@ -115,6 +126,7 @@ impl fmt::Display for TraceTypes {
             (TraceTypes::CALL_MEMORY, "call_memory"),
             (TraceTypes(8), "histograms"),
             (TraceTypes::CALL_TREE, "call_tree"),
+            (TraceTypes::CALL_EVENTS, "events"),
         ];
         let mut first = true;
         for (t, name) in names {
@@ -163,6 +175,12 @@ pub(crate) fn open(bit: u32, types: TraceTypes) {
     } else {
         TREES.fetch_and(!m, Ordering::Relaxed);
     }
+    if types.contains(TraceTypes::CALL_EVENTS) {
+        super::stack::clock();
+        EVENTS.fetch_or(m, Ordering::Relaxed);
+    } else {
+        EVENTS.fetch_and(!m, Ordering::Relaxed);
+    }
 }
 
 /// Clears a stopped session's bits.
@@ -176,6 +194,7 @@ pub(crate) fn close(bit: u32) {
         &PAUSED,
         &HISTOGRAMS,
         &TREES,
+        &EVENTS,
     ] {
         mask.fetch_and(m, Ordering::SeqCst);
     }
@@ -188,7 +207,16 @@ pub(crate) fn begin_poll(process: &Process, sessions: u64) {
     let memory = sessions & MEMORY.load(Ordering::Relaxed) != 0;
     let histograms = sessions & HISTOGRAMS.load(Ordering::Relaxed);
     let trees = TREES.load(Ordering::Relaxed);
-    super::stack::begin_poll(sessions, trees, timing, memory, histograms, process.account);
+    let events = EVENTS.load(Ordering::Relaxed);
+    super::stack::begin_poll(
+        sessions,
+        trees,
+        events,
+        timing,
+        memory,
+        histograms,
+        process.account,
+    );
 }
 
 /// Figures in nanoseconds, as a [`PathMeasurement`] (`path` left 0).
@@ -257,6 +285,10 @@ struct SessionData {
     generation: u64,
     /// Sorted by callsite id.
     functions: Vec<(u32, Acc)>,
+    /// The event log: (clock ticks, callsite id, entered).
+    events: Vec<(u64, u32, bool)>,
+    /// Events not kept.
+    dropped: u64,
 }
 
 /// A process's tables, shared with the sessions that measure it.
@@ -269,43 +301,15 @@ pub(crate) type Drain = fn(&mut dyn FnMut(u32, u64, u32, Acc));
 /// Moves a poll's figures into the process's table (run with allocation suppressed): `drain`
 /// hands over each (session slot, callsite id, figures) the poll gathered.
 pub(crate) fn flush(process: &Process, drain: Drain) {
-    let data = process.trace_data.get_or_init(|| {
-        Arc::new(Mutex::new(ProcTrace {
-            pid: process.pid,
-            initial_call: process.initial_call.clone(),
-            name: None,
-            sessions: Vec::new(),
-        }))
-    });
+    let data = table_of(process);
     let mut table = lock(data);
     let paused = PAUSED.load(Ordering::SeqCst);
     drain(&mut |bit, generation, id, acc| {
         if paused & (1 << bit) != 0 || acc.is_zero() {
             return;
         }
-        // Only the session that was measuring when the poll began, if it still is.
-        if generation == 0 || generation != generation_of(bit) {
+        let Some(index) = session_data(&mut table, bit, generation, data, process) else {
             return;
-        }
-        let index = match table
-            .sessions
-            .iter()
-            .position(|d| d.bit == bit && d.generation == generation)
-        {
-            Some(i) => i,
-            None => {
-                // A session that held this slot before is gone: its figures go with it.
-                table.sessions.retain(|d| d.bit != bit);
-                if !register(bit, generation, data, process.node.id) {
-                    return;
-                }
-                table.sessions.push(SessionData {
-                    bit,
-                    generation,
-                    functions: Vec::new(),
-                });
-                table.sessions.len() - 1
-            }
         };
         let functions = &mut table.sessions[index].functions;
         match functions.binary_search_by_key(&id, |(i, _)| *i) {
@@ -313,6 +317,89 @@ pub(crate) fn flush(process: &Process, drain: Drain) {
             Err(i) => functions.insert(i, (id, acc)),
         }
     });
+}
+
+/// `process`'s table, made at its first measured poll.
+fn table_of(process: &Process) -> &ProcTraceRef {
+    process.trace_data.get_or_init(|| {
+        Arc::new(Mutex::new(ProcTrace {
+            pid: process.pid,
+            initial_call: process.initial_call.clone(),
+            name: None,
+            sessions: Vec::new(),
+        }))
+    })
+}
+
+/// The index of the figures of the session in slot `bit` of `generation` in `table`, made if
+/// need be; `None` when that session no longer measures (its figures are dropped).
+fn session_data(
+    table: &mut ProcTrace,
+    bit: u32,
+    generation: u64,
+    data: &ProcTraceRef,
+    process: &Process,
+) -> Option<usize> {
+    // Only the session that was measuring when the poll began, if it still is.
+    if generation == 0 || generation != generation_of(bit) {
+        return None;
+    }
+    if let Some(i) = table
+        .sessions
+        .iter()
+        .position(|d| d.bit == bit && d.generation == generation)
+    {
+        return Some(i);
+    }
+    // A session that held this slot before is gone: its figures go with it.
+    table.sessions.retain(|d| d.bit != bit);
+    if !register(bit, generation, data, process.node.id) {
+        return None;
+    }
+    table.sessions.push(SessionData {
+        bit,
+        generation,
+        functions: Vec::new(),
+        events: Vec::new(),
+        dropped: 0,
+    });
+    Some(table.sessions.len() - 1)
+}
+
+/// Moves a poll's event log into the process's table (run with allocation suppressed):
+/// `log` holds (clock ticks, callsite id, entered, sessions), `dropped` the events the poll
+/// could not log, `generations` each slot's session generation when the poll began.
+pub(crate) fn flush_events(
+    process: &Process,
+    log: &mut Vec<(u64, u32, bool, u64)>,
+    dropped: u64,
+    generations: &[u64; super::MAX_SESSIONS],
+) {
+    let data = table_of(process);
+    let mut table = lock(data);
+    let paused = PAUSED.load(Ordering::SeqCst);
+    let mut sessions = log.iter().fold(0, |m, e| m | e.3) & !paused;
+    while sessions != 0 {
+        let bit = sessions.trailing_zeros();
+        sessions &= sessions - 1;
+        let Some(index) = session_data(&mut table, bit, generations[bit as usize], data, process)
+        else {
+            continue;
+        };
+        let d = &mut table.sessions[index];
+        d.dropped += dropped;
+        for &(ticks, id, entered, mask) in log.iter() {
+            if mask & (1 << bit) == 0 {
+                continue;
+            }
+            if d.events.len() < EVENT_LOG_CAPACITY {
+                d.events.push((ticks, id, entered));
+            } else {
+                d.dropped += 1;
+            }
+        }
+    }
+    log.clear();
 }
 
 /// Records call durations (session slot, callsite id, clock ticks) into their sessions'
@@ -433,6 +520,41 @@ pub struct ProcessMeasurement {
     /// Its functions, in callsite order; a function called but allocating nothing is here
     /// with zero words.
     pub functions: Vec<FunctionMeasurement>,
+}
+
+/// Whether an [`CallEvent`] enters or leaves a frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CallEventKind {
+    /// A frame was entered: a synchronous call began, or an async call was polled.
+    Enter,
+    /// The frame was left: the call returned, or its poll returned.
+    Leave,
+}
+
+/// One entry of a process's event log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CallEvent {
+    /// When, in nanoseconds since the session was opened.
+    pub ts_ns: u64,
+    /// The function.
+    pub callsite: &'static Callsite,
+    /// Entered or left.
+    pub kind: CallEventKind,
+}
+
+/// One process's event log ([`TraceTypes::CALL_EVENTS`]): its frames entered and left, in
+/// order. Each poll's frames are balanced; a log cut short by its capacity may end inside
+/// frames.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ProcessEvents {
+    /// The process.
+    pub pid: Pid,
+    /// Its events, oldest first.
+    pub events: Vec<CallEvent>,
+    /// Events not kept, past [`EVENT_LOG_CAPACITY`].
+    pub dropped: u64,
 }
 
 /// One traced call path: the function called last, and the path it was called on.
@@ -578,6 +700,49 @@ impl SessionState {
             .collect()
     }
 
+    /// Per process measured, its event log (empty without [`TraceTypes::CALL_EVENTS`]).
+    pub(crate) fn event_logs(&self) -> Vec<ProcessEvents> {
+        let Some(clock) = super::stack::clock_if_set() else {
+            return Vec::new();
+        };
+        let start = self.opened_ticks();
+        let mut out = Vec::new();
+        for data in self.tables() {
+            let table = lock(&data);
+            let Some(d) = table
+                .sessions
+                .iter()
+                .find(|d| d.bit == self.bit() && d.generation == self.generation())
+            else {
+                continue;
+            };
+            if d.events.is_empty() && d.dropped == 0 {
+                continue;
+            }
+            out.push(ProcessEvents {
+                pid: table.pid,
+                events: d
+                    .events
+                    .iter()
+                    .filter_map(|&(ticks, id, entered)| {
+                        Some(CallEvent {
+                            ts_ns: clock.delta_as_nanos(start, ticks.max(start)),
+                            callsite: callsites().get(id as usize)?,
+                            kind: if entered {
+                                CallEventKind::Enter
+                            } else {
+                                CallEventKind::Leave
+                            },
+                        })
+                    })
+                    .collect(),
+                dropped: d.dropped,
+            });
+        }
+        out.sort_by_key(|p| p.pid);
+        out
+    }
+
     /// Call-tree mode's paths, and per process the figures of each.
     pub(crate) fn call_tree(&self) -> CallTreeMeasurement {
         let clock = super::stack::clock_if_set();
@@ -670,6 +835,8 @@ impl SessionState {
             for d in table.sessions.iter_mut() {
                 if d.bit == bit && d.generation == generation {
                     d.functions.clear();
+                    d.events.clear();
+                    d.dropped = 0;
                 }
             }
         }

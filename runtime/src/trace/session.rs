@@ -25,7 +25,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use arc_swap::ArcSwapOption;
 
 use super::measure::{
-    CallPercentiles, CallTreeMeasurement, ProcTraceRef, ProcessMeasurement, TraceTypes,
+    CallPercentiles, CallTreeMeasurement, ProcTraceRef, ProcessEvents, ProcessMeasurement,
+    TraceTypes,
 };
 use super::{Callsite, TracePattern, callsites};
 use super::{FlagError, FlagOutcome, ProcessSpec};
@@ -66,6 +67,8 @@ pub(crate) struct SessionState {
     counters: Mutex<CounterState>,
     /// Call-tree mode's interned paths.
     paths: Mutex<super::tree::PathTable>,
+    /// The clock when the session opened (with an event log): event times count from here.
+    opened_ticks: u64,
 }
 
 #[derive(Default)]
@@ -102,6 +105,11 @@ impl SessionState {
 
     pub(crate) fn types(&self) -> TraceTypes {
         self.types
+    }
+
+    /// The clock when the session opened (0 without an event log).
+    pub(crate) fn opened_ticks(&self) -> u64 {
+        self.opened_ticks
     }
 
     /// Call-tree mode's paths.
@@ -443,6 +451,11 @@ impl NodeHandle {
                 paused: None,
             }),
             paths: Mutex::new(super::tree::PathTable::default()),
+            opened_ticks: if types.contains(TraceTypes::CALL_EVENTS) {
+                super::stack::clock().raw()
+            } else {
+                0
+            },
         });
         GENERATIONS[bit as usize].store(state.generation, Ordering::Relaxed);
         SLOTS[bit as usize].store(Some(Arc::clone(&state)));
@@ -490,6 +503,12 @@ impl TraceSession {
     /// the other modes.
     pub fn call_tree(&self) -> CallTreeMeasurement {
         crate::heap::suppressed(|| self.state.call_tree())
+    }
+
+    /// With [`TraceTypes::CALL_EVENTS`]: per process measured, its event log — each traced
+    /// frame entered and left, with its time since the session opened. Empty otherwise.
+    pub fn event_logs(&self) -> Vec<ProcessEvents> {
+        crate::heap::suppressed(|| self.state.event_logs())
     }
 
     /// With [`TraceTypes::CALL_TIME_HISTOGRAMS`]: per function called, the distribution of

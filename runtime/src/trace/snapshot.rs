@@ -58,6 +58,23 @@ pub struct SnapshotProcess {
     pub functions: Vec<SnapshotFigures>,
     /// Per call path it ran (call-tree mode).
     pub paths: Vec<SnapshotFigures>,
+    /// Its event log (with an event log).
+    #[serde(default)]
+    pub events: Vec<SnapshotEvent>,
+    /// Events its log could not keep.
+    #[serde(default)]
+    pub events_dropped: u64,
+}
+
+/// One entry of a process's event log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotEvent {
+    /// Nanoseconds since the session opened.
+    pub ts_ns: u64,
+    /// The function (an index into [`Snapshot::functions`]).
+    pub function: u32,
+    /// Entered (true) or left.
+    pub enter: bool,
 }
 
 /// One call path: the path it extends and the function called last.
@@ -117,6 +134,9 @@ pub struct SnapshotTypes {
     pub call_memory: bool,
     /// Call-tree mode.
     pub call_tree: bool,
+    /// An event log per process.
+    #[serde(default)]
+    pub call_events: bool,
 }
 
 impl From<TraceTypes> for SnapshotTypes {
@@ -126,6 +146,7 @@ impl From<TraceTypes> for SnapshotTypes {
             call_time: t.contains(TraceTypes::CALL_TIME),
             call_memory: t.contains(TraceTypes::CALL_MEMORY),
             call_tree: t.contains(TraceTypes::CALL_TREE),
+            call_events: t.contains(TraceTypes::CALL_EVENTS),
         }
     }
 }
@@ -170,6 +191,7 @@ impl TraceSession {
                 Vec::new()
             };
             let tree = self.call_tree();
+            let logs = self.event_logs();
             let paths = tree
                 .paths
                 .iter()
@@ -220,9 +242,26 @@ impl TraceSession {
                                     .collect()
                             })
                             .unwrap_or_default(),
+                        events: Vec::new(),
+                        events_dropped: 0,
                     }
                 })
                 .collect();
+            for log in logs {
+                let pid = log.pid.to_string();
+                if let Some(p) = processes.iter_mut().find(|p| p.pid == pid) {
+                    p.events_dropped = log.dropped;
+                    p.events = log
+                        .events
+                        .iter()
+                        .map(|e| SnapshotEvent {
+                            ts_ns: e.ts_ns,
+                            function: functions.id(e.callsite),
+                            enter: e.kind == super::CallEventKind::Enter,
+                        })
+                        .collect();
+                }
+            }
             processes.sort_by_key(|p| p.pid.parse::<crate::Pid>().ok());
             let percentiles = self
                 .call_time_percentiles()

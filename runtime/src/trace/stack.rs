@@ -89,6 +89,8 @@ struct Stack {
     active: Cell<u64>,
     /// Those of them in call-tree mode.
     tree: Cell<u64>,
+    /// Those of them that keep an event log.
+    events: Cell<u64>,
     /// Per call-tree session slot, the path of the innermost frame it measures.
     paths: [Cell<u32>; MAX_SESSIONS],
     /// Whether one of them measures time.
@@ -136,6 +138,7 @@ thread_local! {
             overflow: Cell::new(0),
             active: Cell::new(0),
             tree: Cell::new(0),
+            events: Cell::new(0),
             paths: [const { Cell::new(tree::ROOT) }; MAX_SESSIONS],
             timing: Cell::new(false),
             histograms: Cell::new(0),
@@ -163,6 +166,11 @@ thread_local! {
     /// Call durations recorded during this poll: (session slot, its generation, callsite id,
     /// clock ticks).
     static SAMPLES: RefCell<Vec<(u32, u64, u32, u64)>> = const { RefCell::new(Vec::new()) };
+    /// Frames entered and left during this poll, for the sessions keeping an event log:
+    /// (clock ticks, callsite id, entered, sessions).
+    static LOG: RefCell<Vec<(u64, u32, bool, u64)>> = const { RefCell::new(Vec::new()) };
+    /// Events this poll could not log.
+    static LOG_DROPPED: Cell<u64> = const { Cell::new(0) };
 }
 
 struct ReturnTables;
@@ -223,6 +231,7 @@ pub(crate) fn with_measuring_off<R>(f: impl FnOnce() -> R) -> R {
 pub(crate) fn begin_poll(
     active: u64,
     trees: u64,
+    events: u64,
     timing: bool,
     memory: bool,
     histograms: u64,
@@ -231,6 +240,7 @@ pub(crate) fn begin_poll(
     STACK.with(|s| {
         s.active.set(active);
         s.tree.set(trees & active);
+        s.events.set(events & active);
         s.timing.set(timing);
         s.histograms
             .set(if timing { histograms & active } else { 0 });
@@ -282,9 +292,23 @@ pub(crate) fn end_poll(process: &crate::process::Process) {
             crate::heap::suppressed(|| super::measure::record_durations(&mut samples));
         }
     });
+    if STACK.with(|s| s.events.get()) != 0 {
+        LOG.with(|log| {
+            let mut log = log.borrow_mut();
+            if !log.is_empty() {
+                let generations: [u64; MAX_SESSIONS] =
+                    STACK.with(|s| std::array::from_fn(|i| s.generations[i].get()));
+                let dropped = LOG_DROPPED.with(|d| d.replace(0));
+                crate::heap::suppressed(|| {
+                    super::measure::flush_events(process, &mut log, dropped, &generations);
+                });
+            }
+        });
+    }
     STACK.with(|s| {
         s.active.set(0);
         s.tree.set(0);
+        s.events.set(0);
     });
 }
 
@@ -426,6 +450,10 @@ fn push_in(s: &Stack, id: u32, mask: u64, call: bool, prior: u64) {
     let now = charge(s);
     let depth = s.depth.get();
     let deep = depth == CAPACITY;
+    let logged = mask & s.events.get();
+    if logged != 0 && !deep {
+        log_event(logged, id, true, now);
+    }
     let trees = mask & s.tree.get();
     if trees != 0 {
         push_tree(s, id, mask, trees, call, depth);
@@ -544,6 +572,10 @@ fn pop_in(s: &Stack, pending: bool) -> u64 {
     let depth = s.depth.get() - 1;
     s.depth.set(depth);
     let id = s.ids[depth].get();
+    let logged = s.masks[depth].get() & s.events.get();
+    if logged != 0 {
+        log_event(logged, id, false, now);
+    }
     let polled = now.wrapping_sub(s.starts[depth].get());
     let record = s.histograms.get() & s.masks[depth].get();
     if record != 0 && !pending {
@@ -618,6 +650,26 @@ fn record_duration(s: &Stack, mut mask: u64, id: u32, ticks: u64) {
             }
             samples.push((bit, s.generations[bit as usize].get(), id, ticks));
         }
+    });
+}
+
+/// Logs a frame of `id` entered or left, at `now` (0: read the clock), for the sessions in
+/// `mask`.
+#[cold]
+fn log_event(mask: u64, id: u32, entered: bool, now: u64) {
+    let now = if now == 0 { ticks() } else { now };
+    LOG.with(|log| {
+        let mut log = log.borrow_mut();
+        if log.len() >= super::measure::EVENT_LOG_CAPACITY {
+            // More than a process keeps in all: the rest of this poll is dropped (and counted
+            // when the poll ends).
+            LOG_DROPPED.with(|d| d.set(d.get() + 1));
+            return;
+        }
+        if log.len() == log.capacity() {
+            crate::heap::suppressed(|| log.reserve(64));
+        }
+        log.push((now, id, entered, mask));
     });
 }
 
