@@ -82,6 +82,7 @@ pub struct ProfileOptions {
     device: Option<Box<dyn Write + Send>>,
     percentiles: bool,
     call_tree: bool,
+    event_log: bool,
 }
 
 impl Default for ProfileOptions {
@@ -96,6 +97,7 @@ impl Default for ProfileOptions {
             device: None,
             percentiles: false,
             call_tree: false,
+            event_log: false,
         }
     }
 }
@@ -111,6 +113,7 @@ impl fmt::Debug for ProfileOptions {
             .field("report", &self.report)
             .field("percentiles", &self.percentiles)
             .field("call_tree", &self.call_tree)
+            .field("event_log", &self.event_log)
             .field(
                 "device",
                 &self.device.as_ref().map_or("stdout", |_| "custom"),
@@ -177,6 +180,15 @@ impl ProfileOptions {
     /// pprof) draw. Off by default: it costs a hash lookup per traced call more.
     pub fn call_tree(mut self, on: bool) -> ProfileOptions {
         self.call_tree = on;
+        self
+    }
+
+    /// With call_time or call_memory, also keeps each process's event log: every traced frame
+    /// entered and left, with its time ([`Profile::event_logs`]), for timelines (the `chrome`
+    /// export). Off by default; bounded per process
+    /// ([`EVENT_LOG_CAPACITY`](runtime::trace::EVENT_LOG_CAPACITY)).
+    pub fn event_log(mut self, on: bool) -> ProfileOptions {
+        self.event_log = on;
         self
     }
 
@@ -352,10 +364,11 @@ where
     Fut: Future<Output = T> + Send + 'static,
     T: Send + 'static,
 {
-    let mut types = options.trace_type.session_types(options.percentiles);
-    if options.call_tree && options.trace_type != TraceType::CallCount {
-        types = types | runtime::trace::TraceTypes::CALL_TREE;
-    }
+    let types = options.trace_type.session_types_with(
+        options.percentiles,
+        options.call_tree,
+        options.event_log,
+    );
     let started = std::time::SystemTime::now();
     let clock = std::time::Instant::now();
     let session = runtime::trace::without_tracing(|| node.trace_session_with(types))

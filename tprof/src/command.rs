@@ -101,6 +101,8 @@ pub struct RunOptions {
     pub call_tree: bool,
     /// Record call durations for percentiles (call_time; default off).
     pub percentiles: bool,
+    /// Keep an event log per process, for timelines (call_time and call_memory; default off).
+    pub events: bool,
     /// Where to write: the archive, or the export when [`format`](RunOptions::format) is
     /// set (default: `PROGRAM.tprof` in the current folder, or standard output for an export).
     pub out: Option<PathBuf>,
@@ -119,6 +121,7 @@ impl RunOptions {
             trace_type: TraceType::CallCount,
             call_tree: true,
             percentiles: false,
+            events: false,
             out: None,
             format: None,
             program: program.into(),
@@ -163,7 +166,8 @@ pub fn run(options: &RunOptions) -> Result<RunOutcome, CommandError> {
         .env(
             env_run::ENV_PERCENTILES,
             if options.percentiles { "1" } else { "0" },
-        );
+        )
+        .env(env_run::ENV_EVENTS, if options.events { "1" } else { "0" });
     let status = command.status();
     let profile = match &status {
         Ok(_) => read_run_dir(&dir, options.trace_type),

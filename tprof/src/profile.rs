@@ -42,6 +42,26 @@ impl TraceType {
         }
     }
 
+    /// [`session_types`](TraceType::session_types), with call-tree mode and event logs when
+    /// asked for (call_time and call_memory only: call_count has no per-process figures).
+    pub fn session_types_with(
+        self,
+        percentiles: bool,
+        call_tree: bool,
+        event_log: bool,
+    ) -> TraceTypes {
+        let mut types = self.session_types(percentiles);
+        if self != TraceType::CallCount {
+            if call_tree {
+                types = types | TraceTypes::CALL_TREE;
+            }
+            if event_log {
+                types = types | TraceTypes::CALL_EVENTS;
+            }
+        }
+        types
+    }
+
     /// Its name, as tprof spells it.
     pub fn name(self) -> &'static str {
         match self {
@@ -312,6 +332,39 @@ impl CallTree {
     }
 }
 
+/// Whether an [`Event`] enters or leaves a frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventKind {
+    /// A frame was entered: a synchronous call began, or an async call was polled.
+    Enter,
+    /// The frame was left: the call returned, or its poll did.
+    Leave,
+}
+
+/// One entry of a process's event log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Event {
+    /// When, in nanoseconds since profiling started on the process's node.
+    pub ts_ns: u64,
+    /// The function: an index into [`Profile::function_table`].
+    pub function: u32,
+    /// Entered or left.
+    pub kind: EventKind,
+}
+
+/// One process's event log: its traced frames entered and left, oldest first. Each poll's
+/// frames are balanced; a log cut short at its capacity may end inside frames.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventLog {
+    /// The process.
+    pub group: Group,
+    /// Its events.
+    pub events: Vec<Event>,
+    /// Events it could not keep.
+    pub dropped: u64,
+}
+
 /// One profiling run: a program, the nodes it ran, when and for how long.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Run {
@@ -342,6 +395,7 @@ struct Builder<'a> {
     percentiles: Vec<Percentiles>,
     tree: TreeTable,
     path_entries: Vec<PathEntry>,
+    event_logs: Vec<EventLog>,
 }
 
 /// A function table and call-path nodes being built: each function and each path stored
@@ -503,6 +557,39 @@ impl Builder<'_> {
         if snapshot.types.call_tree {
             self.add_tree(snapshot);
         }
+        self.add_events(snapshot);
+    }
+
+    /// Adds `snapshot`'s event logs, leaving out the events of left-out functions.
+    fn add_events(&mut self, snapshot: &Snapshot) {
+        for process in &snapshot.processes {
+            let Ok(pid) = process.pid.parse::<Pid>() else {
+                continue;
+            };
+            if process.events.is_empty() && process.events_dropped == 0 {
+                continue;
+            }
+            let mut events = Vec::with_capacity(process.events.len());
+            for e in &process.events {
+                let Some((function, false)) = self.function(snapshot, e.function) else {
+                    continue;
+                };
+                events.push(Event {
+                    ts_ns: e.ts_ns,
+                    function: self.tree.function(&function),
+                    kind: if e.enter {
+                        EventKind::Enter
+                    } else {
+                        EventKind::Leave
+                    },
+                });
+            }
+            self.event_logs.push(EventLog {
+                group: Group::Process(pid),
+                events,
+                dropped: process.events_dropped,
+            });
+        }
     }
 
     /// Unites `snapshot`'s call paths with those so far and adds its processes' figures.
@@ -569,6 +656,8 @@ impl Builder<'_> {
         let mut profile = Profile::new(self.trace_type, self.functions);
         profile.percentiles = self.percentiles;
         profile.processes = self.processes;
+        self.event_logs.sort_by_key(|l| l.group);
+        profile.event_logs = self.event_logs;
         let (function_table, nodes) = self.tree.into_parts();
         profile.function_table = function_table;
         profile.call_tree = CallTree {
@@ -626,6 +715,10 @@ pub struct Profile {
     /// Call-tree mode's paths and their figures (empty otherwise).
     #[serde(default)]
     pub call_tree: CallTree,
+    /// Per process, its event log (with
+    /// [`ProfileOptions::event_log`](crate::ProfileOptions::event_log); empty otherwise).
+    #[serde(default)]
+    pub event_logs: Vec<EventLog>,
     /// Where the data came from.
     #[serde(default)]
     pub meta: Meta,
@@ -646,6 +739,7 @@ impl Profile {
             processes: Vec::new(),
             function_table: Vec::new(),
             call_tree: CallTree::default(),
+            event_logs: Vec::new(),
             meta: Meta::default(),
         }
     }
@@ -684,6 +778,7 @@ impl Profile {
             percentiles: Vec::new(),
             tree: TreeTable::default(),
             path_entries: Vec::new(),
+            event_logs: Vec::new(),
         };
         for snapshot in snapshots {
             builder.add(snapshot);

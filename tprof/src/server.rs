@@ -26,6 +26,7 @@ pub struct ServerOptions {
     name: String,
     percentiles: bool,
     call_tree: bool,
+    event_log: bool,
 }
 
 impl Default for ServerOptions {
@@ -35,6 +36,7 @@ impl Default for ServerOptions {
             name: DEFAULT_NAME.to_owned(),
             percentiles: false,
             call_tree: false,
+            event_log: false,
         }
     }
 }
@@ -65,6 +67,13 @@ impl ServerOptions {
         self
     }
 
+    /// With call_time or call_memory, also keeps each process's event log
+    /// ([`Profile::event_logs`]), for timelines.
+    pub fn event_log(mut self, on: bool) -> ServerOptions {
+        self.event_log = on;
+        self
+    }
+
     /// Registers the server under `name` instead of the default, so it can run beside it.
     pub fn name(mut self, name: impl Into<String>) -> ServerOptions {
         self.name = name.into();
@@ -74,12 +83,8 @@ impl ServerOptions {
 
 impl ServerOptions {
     fn session_types(&self) -> TraceTypes {
-        let types = self.trace_type.session_types(self.percentiles);
-        if self.call_tree && self.trace_type != TraceType::CallCount {
-            types | TraceTypes::CALL_TREE
-        } else {
-            types
-        }
+        self.trace_type
+            .session_types_with(self.percentiles, self.call_tree, self.event_log)
     }
 }
 

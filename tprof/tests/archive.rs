@@ -123,6 +123,7 @@ fn fixture_profile() -> Profile {
                 path_entry(Group::Process(p2), 3, 1, 5),
             ],
         },
+        event_logs: Vec::new(),
         meta: Meta {
             runs: vec![
                 Run {
@@ -960,6 +961,7 @@ fn profile() -> impl Strategy<Value = Profile> {
                     processes,
                     function_table,
                     call_tree: CallTree { nodes, entries },
+                    event_logs: Vec::new(),
                     meta: Meta { runs },
                 }
             },

@@ -77,3 +77,34 @@ fn call_tree_mode_gives_paths_that_sum_to_the_flat_figures() {
     );
     assert_eq!(profile.meta.runs.len(), 1);
 }
+
+#[test]
+fn event_logs_come_with_the_profile_and_read_back_from_json() {
+    let outcome = tprof::profile(
+        || async { common::branches() },
+        common::options(TraceType::CallTime, common::Real::FLAT).event_log(true),
+    )
+    .unwrap();
+    let profile = outcome.profile;
+    assert_eq!(profile.event_logs.len(), 1);
+    let log = &profile.event_logs[0];
+    let names: Vec<String> = log
+        .events
+        .iter()
+        .map(|e| {
+            let sign = if e.kind == tprof::EventKind::Enter {
+                "+"
+            } else {
+                "-"
+            };
+            format!("{sign}{}", profile.function_table[e.function as usize].name)
+        })
+        .collect();
+    // branches calls branch three times, each calling leaf twice.
+    let one = ["+branch", "+leaf", "-leaf", "+leaf", "-leaf", "-branch"];
+    assert_eq!(names, one.repeat(3));
+    assert!(log.events.windows(2).all(|w| w[0].ts_ns <= w[1].ts_ns));
+    let text = export::to_string(Format::Json, &profile).unwrap();
+    let back: Profile = serde_json::from_str(&text).unwrap();
+    assert_eq!(back.event_logs, profile.event_logs);
+}

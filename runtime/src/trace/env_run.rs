@@ -14,6 +14,7 @@
 //! | `TPROF_RUN_DIR` | the folder to write into (default: the current folder) |
 //! | `TPROF_RUN_CALL_TREE` | `1`: call-tree mode too (call_time, call_memory) |
 //! | `TPROF_RUN_PERCENTILES` | `1`: call-duration histograms too (call_time) |
+//! | `TPROF_RUN_EVENTS` | `1`: an event log per process too (call_time, call_memory) |
 //!
 //! A wrong value is reported on stderr and the program runs unprofiled: profiling never stops
 //! a program from running.
@@ -35,6 +36,8 @@ pub const ENV_DIR: &str = "TPROF_RUN_DIR";
 pub const ENV_CALL_TREE: &str = "TPROF_RUN_CALL_TREE";
 /// `1` for call-duration histograms.
 pub const ENV_PERCENTILES: &str = "TPROF_RUN_PERCENTILES";
+/// `1` for an event log per process.
+pub const ENV_EVENTS: &str = "TPROF_RUN_EVENTS";
 
 /// The version of [`RunFile`] this runtime writes.
 pub const RUN_FILE_VERSION: u32 = 1;
@@ -87,6 +90,9 @@ pub(crate) fn start(node: &NodeHandle) -> Option<EnvRun> {
     };
     if flag(ENV_CALL_TREE) && trace_type != "call_count" {
         types = types | TraceTypes::CALL_TREE;
+    }
+    if flag(ENV_EVENTS) && trace_type != "call_count" {
+        types = types | TraceTypes::CALL_EVENTS;
     }
     let session = match node.trace_session_with(types) {
         Ok(s) => s,

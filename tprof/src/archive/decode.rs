@@ -577,6 +577,8 @@ impl State {
                 nodes: self.nodes,
                 entries: self.tree_entries,
             },
+            // Version 1 has no event-log section yet.
+            event_logs: Vec::new(),
             meta: Meta { runs: self.runs },
         })
     }

@@ -383,6 +383,8 @@ impl Acc {
             processes,
             function_table,
             call_tree: CallTree { nodes, entries },
+            // Event logs are not merged yet.
+            event_logs: Vec::new(),
             meta: Meta { runs: self.runs },
         }
     }

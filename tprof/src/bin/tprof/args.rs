@@ -33,6 +33,10 @@ pub(crate) enum Cmd {
         /// With call_time, record call durations for p50/p90/p99/max.
         #[arg(long)]
         percentiles: bool,
+        /// Keep an event log per process (each traced frame entered and left), for a real
+        /// timeline in the chrome export.
+        #[arg(long)]
+        events: bool,
         /// Where to write (default: PROGRAM.tprof; standard output for --format).
         #[arg(long, short = 'o')]
         out: Option<PathBuf>,

@@ -32,6 +32,7 @@ fn execute(command: Cmd) -> Result<ExitCode, CommandError> {
             trace_type,
             flat,
             percentiles,
+            events,
             out,
             format,
             command: mut argv,
@@ -41,6 +42,7 @@ fn execute(command: Cmd) -> Result<ExitCode, CommandError> {
                 trace_type,
                 call_tree: !flat,
                 percentiles,
+                events,
                 out,
                 format,
                 ..RunOptions::new(program, argv)
