@@ -255,6 +255,7 @@ pub fn read_run_dir(dir: &Path, trace_type: TraceType) -> Result<Profile, Comman
         ));
     }
     let mut snapshots = Vec::new();
+    let mut errors = Vec::new();
     let mut started = u64::MAX;
     let mut duration = 0;
     for file in &files {
@@ -272,9 +273,22 @@ pub fn read_run_dir(dir: &Path, trace_type: TraceType) -> Result<Profile, Comman
                 ),
             ));
         }
+        if let Some(error) = run.error {
+            errors.push(format!("node {}: {error}", run.snapshot.node));
+            continue;
+        }
         started = started.min(run.started_unix_ms);
         duration = duration.max(run.duration_ns);
         snapshots.push(run.snapshot);
+    }
+    if snapshots.is_empty() {
+        return Err(CommandError::Program(format!(
+            "the program could not be profiled: {}",
+            errors.join("; ")
+        )));
+    }
+    for error in &errors {
+        eprintln!("tprof: not profiled: {error}");
     }
     let mut profile = Profile::from_snapshots(&snapshots, trace_type, &["tprof"]);
     profile.meta.runs = vec![Run {

@@ -16,24 +16,29 @@ use tprof::{Group, Profile, TraceType};
 
 const TPROF: &str = env!("CARGO_BIN_EXE_tprof");
 
-/// The example program, built beside the tprof binary.
-fn workload() -> PathBuf {
+/// The example program `name`, built beside the tprof binary.
+fn example(name: &str) -> PathBuf {
     let bin = Path::new(TPROF);
     let path = bin
         .parent()
         .unwrap()
         .join("examples")
-        .join(format!("cli_workload{}", std::env::consts::EXE_SUFFIX));
+        .join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
     if !path.exists() {
         // Run alone (`cargo test --test cli`), cargo builds no example: build it.
         let status = Command::new(env!("CARGO"))
-            .args(["build", "-p", "tprof", "--example", "cli_workload"])
+            .args(["build", "-p", "tprof", "--example", name])
             .status()
             .unwrap();
         assert!(status.success());
     }
     assert!(path.exists(), "{}", path.display());
     path
+}
+
+/// The workload example.
+fn workload() -> PathBuf {
+    example("cli_workload")
 }
 
 /// A fresh folder for one test.

@@ -59,6 +59,9 @@ pub struct RunFile {
     pub duration_ns: u64,
     /// What the session gathered.
     pub snapshot: Snapshot,
+    /// Why the node could not be profiled (the snapshot is then empty).
+    #[serde(default)]
+    pub error: Option<String>,
 }
 
 /// A node's profiling from the environment, until it stops.
@@ -94,10 +97,26 @@ pub(crate) fn start(node: &NodeHandle) -> Option<EnvRun> {
     if flag(ENV_EVENTS) && trace_type != "call_count" {
         types = types | TraceTypes::CALL_EVENTS;
     }
+    let dir = std::env::var_os(ENV_DIR).map_or_else(|| PathBuf::from("."), PathBuf::from);
     let session = match node.trace_session_with(types) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("tprof: cannot profile node {}: {e}", node.id());
+            // Tell `tprof run` why, so it can say more than "no profile".
+            let failed = RunFile {
+                version: RUN_FILE_VERSION,
+                trace_type,
+                program: std::env::args().collect(),
+                os_pid: std::process::id(),
+                started_unix_ms: unix_ms(SystemTime::now()),
+                duration_ns: 0,
+                snapshot: Snapshot {
+                    node: node.id(),
+                    ..Snapshot::default()
+                },
+                error: Some(e.to_string()),
+            };
+            write_run_file(&dir, &failed);
             return None;
         }
     };
@@ -108,7 +127,7 @@ pub(crate) fn start(node: &NodeHandle) -> Option<EnvRun> {
     Some(EnvRun {
         session,
         trace_type,
-        dir: std::env::var_os(ENV_DIR).map_or_else(|| PathBuf::from("."), PathBuf::from),
+        dir,
         started: SystemTime::now(),
         clock: Instant::now(),
     })
@@ -122,30 +141,39 @@ impl EnvRun {
             trace_type: self.trace_type,
             program: std::env::args().collect(),
             os_pid: std::process::id(),
-            started_unix_ms: self
-                .started
-                .duration_since(UNIX_EPOCH)
-                .map_or(0, |d| d.as_millis() as u64),
+            started_unix_ms: unix_ms(self.started),
             duration_ns: self.clock.elapsed().as_nanos() as u64,
             snapshot: self.session.snapshot(),
+            error: None,
         };
-        let node = run.snapshot.node;
-        let name = format!("tprof-run-{}-node{node}.json", run.os_pid);
-        let path = self.dir.join(&name);
-        let partial = self.dir.join(format!(".{name}.partial"));
-        let written = crate::heap::suppressed(|| {
-            std::fs::File::create(&partial)
-                .and_then(|mut f| {
-                    serde_json::to_writer(&mut f, &run)?;
-                    f.flush()
-                })
-                .and_then(|()| std::fs::rename(&partial, &path))
-        });
-        if let Err(e) = written {
-            eprintln!(
-                "tprof: cannot write the profile of node {node} to {}: {e}",
-                path.display()
-            );
-        }
+        write_run_file(&self.dir, &run);
+    }
+}
+
+fn unix_ms(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Writes `run` into `dir` as `tprof-run-<os pid>-node<node>.json`, whole or not at all
+/// (errors go to stderr).
+fn write_run_file(dir: &std::path::Path, run: &RunFile) {
+    let node = run.snapshot.node;
+    let name = format!("tprof-run-{}-node{node}.json", run.os_pid);
+    let path = dir.join(&name);
+    let partial = dir.join(format!(".{name}.partial"));
+    let written = crate::heap::suppressed(|| {
+        std::fs::File::create(&partial)
+            .and_then(|mut f| {
+                serde_json::to_writer(&mut f, run)?;
+                f.flush()
+            })
+            .and_then(|()| std::fs::rename(&partial, &path))
+    });
+    if let Err(e) = written {
+        eprintln!(
+            "tprof: cannot write the profile of node {node} to {}: {e}",
+            path.display()
+        );
     }
 }
