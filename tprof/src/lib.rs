@@ -125,7 +125,10 @@
 //! formats people open profiles with ([`export::Format`]): `pretty` (tprof's report), `json`,
 //! `speedscope`, `chrome` (Perfetto), `pprof` (`go tool pprof`), `folded`, `svg` (a flame
 //! graph) and `html` (a self-contained viewer with a zoomable, searchable flame graph and the
-//! per-process tables). A profile without call paths draws each function as one frame.
+//! per-process tables). A profile without call paths draws each function as one frame. With
+//! [`ProfileOptions::event_log`], each process also keeps a bounded log of its traced frames
+//! entered and left, with their times ([`Profile::event_logs`]): the `chrome` export then
+//! draws its real timeline.
 //!
 //! ```
 //! use runtime::trace::TracePattern;
