@@ -827,6 +827,32 @@ fn two_call_time_runs_keep_their_processes_apart() {
         assert_eq!(p.calls, calls(&a) + calls(&b), "{p:?}");
     }
 
+    // Each run's event log is kept, on its process as renumbered, naming the same functions.
+    let logs: Vec<Group> = merged.event_logs.iter().map(|l| l.group).collect();
+    let processes: Vec<Group> = merged
+        .processes
+        .iter()
+        .map(|p| Group::Process(p.pid))
+        .collect();
+    assert_eq!(logs, processes);
+    for (log, input) in merged.event_logs.iter().zip([&a, &b]) {
+        let named = |profile: &Profile, log: &EventLog| -> Vec<(u64, EventKind, String)> {
+            let table = &profile.function_table;
+            let name = |e: &Event| table[e.function as usize].name.clone();
+            log.events
+                .iter()
+                .map(|e| (e.ts_ns, e.kind, name(e)))
+                .collect()
+        };
+        assert_eq!(
+            named(&merged, log),
+            named(input, &input.event_logs[0]),
+            "{}",
+            log.group
+        );
+        assert!(!log.events.is_empty());
+    }
+
     // The merged profile archives like any other.
     assert_eq!(read_bytes(&bytes_of(&merged)).unwrap(), merged);
 }
@@ -1073,6 +1099,104 @@ fn inconsistent_inputs_are_refused_naming_what_is_wrong() {
         err.to_string().starts_with("cannot merge input 2:"),
         "{err}"
     );
+
+    // The fixture's events name functions beyond its table: fine to archive, not to merge.
+    let err = archive::merge(&[fixture_profile(), fixture_profile_with_events()]).unwrap_err();
+    assert!(
+        matches!(&err, MergeError::Inconsistent { index: 1, what }
+            if what.contains("an event of <2.1.3> names function 4294967295")),
+        "{err}"
+    );
+}
+
+/// A log as (group, its events' times and function names, dropped).
+type NamedLog<'a> = (Group, Vec<(u64, &'a str)>, u64);
+
+#[test]
+fn event_logs_of_every_input_are_kept_renumbered_and_remapped() {
+    use EventKind::{Enter, Leave};
+    let mut a = tree_profile(&["main", "parse"], &[&["main", "parse"]], 10);
+    let worker = Pid::from_parts(1, 0, 1);
+    a.event_logs = vec![EventLog {
+        group: Group::Process(worker),
+        events: vec![
+            event(10, 0, Enter),
+            event(12, 1, Enter),
+            event(15, 1, Leave),
+            event(20, 0, Leave),
+        ],
+        dropped: 0,
+    }];
+    let mut b = tree_profile(
+        &["parse", "main", "write"],
+        &[&["main", "parse"], &["main", "write"]],
+        20,
+    );
+    // b's worker, and a process of another node that has a log but no figures.
+    let idle = Pid::from_parts(3, 9, 0);
+    b.event_logs = vec![
+        EventLog {
+            group: Group::Process(idle),
+            events: vec![event(7, 2, Enter)],
+            dropped: 40,
+        },
+        EventLog {
+            group: Group::Process(worker),
+            events: vec![event(1, 1, Enter), event(2, 2, Enter), event(3, 2, Leave)],
+            dropped: 1,
+        },
+    ];
+    let merged = archive::merge(&[a.clone(), b]).unwrap();
+    let names: Vec<&str> = merged
+        .function_table
+        .iter()
+        .map(|f| f.name.as_str())
+        .collect();
+    assert_eq!(names, ["main", "parse", "write"]);
+    let second = merged.processes[1].pid;
+    assert_ne!(second, worker);
+    assert_eq!(second.node(), merged.meta.runs[1].nodes[0]);
+    let named: Vec<NamedLog<'_>> = merged
+        .event_logs
+        .iter()
+        .map(|l| {
+            let events = l
+                .events
+                .iter()
+                .map(|e| (e.ts_ns, names[e.function as usize]))
+                .collect();
+            (l.group, events, l.dropped)
+        })
+        .collect();
+    let idle_now = named[2].0;
+    let Group::Process(idle_pid) = idle_now else {
+        panic!("a log of a process: {idle_now}");
+    };
+    assert_eq!((idle_pid.index(), idle_pid.serial()), (9, 0));
+    assert_ne!(idle_pid.node(), 1, "a node of the first run");
+    assert_ne!(idle_pid.node(), second.node(), "b's two nodes stay two");
+    assert!(merged.meta.runs[1].nodes.contains(&idle_pid.node()));
+    assert_eq!(
+        named,
+        [
+            (
+                Group::Process(worker),
+                vec![(10, "main"), (12, "parse"), (15, "parse"), (20, "main")],
+                0
+            ),
+            (
+                Group::Process(second),
+                vec![(1, "main"), (2, "write"), (3, "write")],
+                1
+            ),
+            (idle_now, vec![(7, "write")], 40),
+        ]
+    );
+    assert_eq!(
+        merged.event_logs[0], a.event_logs[0],
+        "the first input's as it was"
+    );
+    assert_eq!(read_bytes(&bytes_of(&merged)).unwrap(), merged);
 }
 
 // --- Properties ---
@@ -1263,7 +1387,47 @@ fn consistent(mut p: Profile) -> Profile {
             e.measurement %= 1 << 40;
         }
     }
+    for log in &mut p.event_logs {
+        if table == 0 {
+            log.events.clear();
+        }
+        for e in &mut log.events {
+            e.function %= table.max(1);
+        }
+    }
     p
+}
+
+/// A log as what a merge must keep of it: its group (with the node number set to 0 where
+/// `forget_node`), dropped count, and events as (time, entered, function).
+type KeptLog = (Group, u64, Vec<(u64, bool, Function)>);
+
+/// The logs of `p` as [`KeptLog`]s, sorted, of those where `which` holds.
+fn kept_logs(p: &Profile, forget_node: bool, which: impl Fn(&EventLog) -> bool) -> Vec<KeptLog> {
+    let mut out: Vec<KeptLog> = p
+        .event_logs
+        .iter()
+        .filter(|l| which(l))
+        .map(|l| {
+            let group = match l.group {
+                Group::Process(pid) if forget_node => {
+                    Group::Process(Pid::from_parts(0, pid.index(), pid.serial()))
+                }
+                g => g,
+            };
+            let events = l
+                .events
+                .iter()
+                .map(|e| {
+                    let f = p.function_table[e.function as usize].clone();
+                    (e.ts_ns, e.kind == EventKind::Enter, f)
+                })
+                .collect();
+            (group, l.dropped, events)
+        })
+        .collect();
+    out.sort();
+    out
 }
 
 /// The sum of the measurements of the flat entries and of the call-path entries.
@@ -1286,7 +1450,9 @@ fn node_numbers(p: &Profile) -> std::collections::BTreeSet<u32> {
         .iter()
         .flat_map(|f| f.entries.iter().map(|e| e.group));
     let tree = p.call_tree.entries.iter().map(|e| e.group);
+    let logs = p.event_logs.iter().map(|l| l.group);
     flat.chain(tree)
+        .chain(logs)
         .filter_map(|g| match g {
             Group::Process(pid) => Some(pid.node()),
             Group::All => None,
@@ -1302,8 +1468,14 @@ proptest! {
         a in profile(),
         b in profile(),
     ) {
-        let a = consistent(a);
-        let b = Profile { trace_type: a.trace_type, ..consistent(b) };
+        let mut a = consistent(a);
+        let mut b = Profile { trace_type: a.trace_type, ..consistent(b) };
+        for log in &mut a.event_logs {
+            log.dropped &= !1;
+        }
+        for log in &mut b.event_logs {
+            log.dropped |= 1;
+        }
         let merged = archive::merge(&[a.clone(), b.clone()]).unwrap();
         let (fa, ta) = measured(&a);
         let (fb, tb) = measured(&b);
@@ -1324,6 +1496,24 @@ proptest! {
             prop_assert!((n.function as usize) < merged.function_table.len());
         }
         prop_assert!(tree.entries.iter().all(|e| (e.node as usize) < tree.nodes.len()));
+        // Event logs: a's as they were (the first input keeps its nodes), b's on fresh nodes,
+        // each naming the same functions. An even dropped count marks a's, an odd one b's.
+        prop_assert_eq!(merged.event_logs.len(), a.event_logs.len() + b.event_logs.len());
+        prop_assert!(merged.event_logs.is_sorted_by_key(|l| l.group));
+        let of_b = |l: &EventLog| l.dropped % 2 == 1;
+        prop_assert_eq!(
+            kept_logs(&merged, false, |l| !of_b(l)),
+            kept_logs(&a, false, |_| true)
+        );
+        prop_assert_eq!(
+            kept_logs(&merged, true, of_b),
+            kept_logs(&b, true, |_| true)
+        );
+        for log in merged.event_logs.iter().filter(|l| of_b(l)) {
+            if let Group::Process(pid) = log.group {
+                prop_assert!(!of_a.contains(&pid.node()), "{} collides with {:?}", pid, of_a);
+            }
+        }
         prop_assert_eq!(read_bytes(&bytes_of(&merged)).unwrap(), merged);
     }
 
