@@ -7,7 +7,7 @@
 //! | `pretty` | tprof's text report, per process | people |
 //! | `json` | the [`Profile`] itself (serde; the schema is the model's field names) | scripts, [`Profile`]'s `Deserialize` |
 //! | `speedscope` | speedscope's file format, one profile per process | <https://speedscope.app> |
-//! | `chrome` | Chrome trace-event JSON, one track per process | Perfetto, `chrome://tracing` |
+//! | `chrome` | Chrome trace-event JSON, one track per process (a timeline where the process has an event log) | Perfetto, `chrome://tracing` |
 //! | `pprof` | gzipped `profile.proto` | `go tool pprof` |
 //! | `folded` | folded stacks, one line per path | flamegraph.pl, inferno |
 //! | `svg` | a flame graph | any browser |
@@ -44,9 +44,12 @@ pub enum Format {
     /// speedscope's file format: one sampled profile per process, each call path weighing
     /// its own calls (unit `none`), nanoseconds, or bytes (call_memory).
     Speedscope,
-    /// Chrome trace-event JSON, for Perfetto and `chrome://tracing`: one track per process,
-    /// the call tree as nested slices whose durations are the inclusive figures — polled time
-    /// for call_time; for call_count and call_memory, 1 µs per call or per word allocated.
+    /// Chrome trace-event JSON, for Perfetto and `chrome://tracing`: one track per process.
+    /// A process with an event log ([`Profile::event_logs`]) is a real timeline: each traced
+    /// frame (a call, or one poll of an async call) a slice at the time it ran, nested as the
+    /// frames were, its log's dropped events noted. The other processes show their call tree
+    /// as nested slices whose durations are the inclusive figures — polled time for
+    /// call_time; for call_count and call_memory, 1 µs per call or per word allocated.
     Chrome,
     /// Gzipped `profile.proto`, for `go tool pprof`: a sample per process and call path,
     /// labelled `process` and `pid` (the messages: [`pprof`]).
