@@ -30,6 +30,7 @@ mod json;
 pub mod pprof;
 mod speedscope;
 mod stacks;
+mod timeline;
 mod weight;
 
 pub use stacks::{Stack, stacks};

@@ -70,9 +70,10 @@ use std::io::Write;
 
 use serde::Serialize;
 
+use super::timeline::{self, Log, frames};
 use super::weight::frame_name;
 use super::{ExportError, Stack, stacks};
-use crate::{Event as LogEvent, EventKind, Function, Group, Profile, TraceType};
+use crate::{Function, Group, Profile, TraceType};
 
 /// The whole file.
 #[derive(Debug, Serialize)]
@@ -291,10 +292,8 @@ impl Scale {
 struct Track<'a> {
     /// Its call tree (or flat figures), for the synthetic layout.
     tree: Tree<'a>,
-    /// The events of its logs, one after another.
-    events: Vec<LogEvent>,
-    /// Whether it has a log, and the events its logs could not keep.
-    dropped: Option<u64>,
+    /// Its event log, if it has one.
+    log: Option<Log>,
 }
 
 /// Writes `profile` as Chrome trace-event JSON.
@@ -305,25 +304,20 @@ pub(super) fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), Export
     for stack in stacks(profile) {
         tracks.entry(stack.group).or_default().tree.add(&stack);
     }
-    for log in &profile.event_logs {
-        let track = tracks.entry(log.group).or_default();
-        track.events.extend_from_slice(&log.events);
-        track.dropped = Some(track.dropped.unwrap_or(0).saturating_add(log.dropped));
+    for (group, log) in timeline::logs(profile) {
+        tracks.entry(group).or_default().log = Some(log);
     }
-    let origin = profile
-        .event_logs
-        .iter()
-        .flat_map(|l| &l.events)
-        .map(|e| e.ts_ns)
-        .min()
-        .unwrap_or(0);
+    let origin = timeline::origin(profile);
     let mut events = Vec::new();
     let mut timelines = false;
     for (n, (group, mut track)) in tracks.into_iter().enumerate() {
         let id = u32::try_from(n + 1).unwrap_or(u32::MAX);
-        let timeline =
-            track.dropped.is_some() && (!track.events.is_empty() || track.tree.nodes.is_empty());
-        timelines |= timeline;
+        let dropped = track.log.as_ref().map(|l| l.dropped);
+        let log = track
+            .log
+            .as_ref()
+            .filter(|l| !l.events.is_empty() || track.tree.nodes.is_empty());
+        timelines |= log.is_some();
         let meta = |name: &str, args: Args| Event {
             name: name.to_owned(),
             ph: "M",
@@ -346,20 +340,22 @@ pub(super) fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), Export
             "process_sort_index",
             Args::SortIndex { sort_index: id },
         ));
-        let thread_name = match track.dropped {
-            _ if !timeline => scale.thread_name.to_owned(),
-            Some(dropped) if dropped > 0 => format!("timeline ({dropped} events not kept)"),
-            _ => "timeline".to_owned(),
+        let thread_name = match log {
+            None => scale.thread_name.to_owned(),
+            Some(log) if log.dropped > 0 => {
+                format!("timeline ({} events not kept)", log.dropped)
+            }
+            Some(_) => "timeline".to_owned(),
         };
         events.push(meta(
             "thread_name",
             Args::Name {
                 name: thread_name,
-                dropped: track.dropped,
+                dropped,
             },
         ));
-        if timeline {
-            draw_timeline(profile, &track, origin, id, &mut events);
+        if let Some(log) = log {
+            draw_timeline(profile, log, origin, id, &mut events);
         } else {
             track.tree.sum();
             draw_tree(&track.tree, scale, profile.trace_type, id, &mut events);
@@ -383,75 +379,14 @@ pub(super) fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), Export
     Ok(())
 }
 
-/// One frame of a timeline, from its Enter to its Leave (in ns since the origin).
-#[derive(Debug)]
-struct Frame<'a> {
-    function: &'a Function,
-    start: u64,
-    end: u64,
-    depth: usize,
-    cut_short: bool,
-}
-
-/// The frames of `events` (a log, oldest first), in the order they were entered; times are
-/// relative to `origin`. See the module's documentation for how a damaged or cut-short log
-/// is read.
-fn frames<'a>(profile: &'a Profile, events: &[LogEvent], origin: u64) -> Vec<Frame<'a>> {
-    let mut frames: Vec<Frame<'a>> = Vec::new();
-    // The open frames, outermost first: (index of the function, index in `frames`).
-    let mut open: Vec<(u32, usize)> = Vec::new();
-    let mut now = 0u64;
-    for e in events {
-        let Some(function) = profile.function_table.get(e.function as usize) else {
-            continue;
-        };
-        now = now.max(e.ts_ns.saturating_sub(origin));
-        match e.kind {
-            EventKind::Enter => {
-                open.push((e.function, frames.len()));
-                frames.push(Frame {
-                    function,
-                    start: now,
-                    end: now,
-                    depth: open.len() - 1,
-                    cut_short: false,
-                });
-            }
-            EventKind::Leave => {
-                let Some(at) = open.iter().rposition(|&(f, _)| f == e.function) else {
-                    continue;
-                };
-                for (_, i) in open.drain(at..) {
-                    if let Some(frame) = frames.get_mut(i) {
-                        frame.end = now;
-                    }
-                }
-            }
-        }
-    }
-    for (_, i) in open {
-        if let Some(frame) = frames.get_mut(i) {
-            frame.end = now;
-            frame.cut_short = true;
-        }
-    }
-    frames
-}
-
-/// Draws `track`'s event log as the timeline of track `id`.
-fn draw_timeline(
-    profile: &Profile,
-    track: &Track<'_>,
-    origin: u64,
-    id: u32,
-    events: &mut Vec<Event>,
-) {
+/// Draws `log` as the timeline of track `id`.
+fn draw_timeline(profile: &Profile, log: &Log, origin: u64, id: u32, events: &mut Vec<Event>) {
     let scale = Scale::timeline();
     // The end of the last frame drawn at each depth, as written: a frame must not pass its
     // parent's (the one at the depth above, entered last).
     let mut ends: Vec<f64> = Vec::new();
     let mut last = 0u64;
-    for frame in frames(profile, &track.events, origin) {
+    for frame in frames(profile, &log.events, origin) {
         let cap = match frame.depth.checked_sub(1) {
             Some(parent) => ends.get(parent).copied().unwrap_or(f64::INFINITY),
             None => f64::INFINITY,
@@ -475,7 +410,7 @@ fn draw_timeline(
             }),
         });
     }
-    if let Some(dropped) = track.dropped.filter(|&d| d > 0) {
+    if log.dropped > 0 {
         events.push(Event {
             name: "event log full".to_owned(),
             ph: "i",
@@ -485,7 +420,9 @@ fn draw_timeline(
             ts: Some(scale.us(last)),
             dur: None,
             s: Some("t"),
-            args: Args::Dropped { dropped },
+            args: Args::Dropped {
+                dropped: log.dropped,
+            },
         });
     }
 }
