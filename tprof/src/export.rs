@@ -11,7 +11,7 @@
 //! | `pprof` | gzipped `profile.proto` | `go tool pprof` |
 //! | `folded` | folded stacks, one line per path | flamegraph.pl, inferno |
 //! | `svg` | a flame graph | any browser |
-//! | `html` | a self-contained viewer: flame graph with zoom and search, per-process tables | any browser, offline |
+//! | `html` | a self-contained viewer: flame graph with zoom and search, per-process tables (and timelines, from event logs) | any browser, offline |
 //!
 //! A profile without call paths (taken without call-tree mode) exports each function as a
 //! stack of one frame.
@@ -60,8 +60,9 @@ pub enum Format {
     Folded,
     /// A flame graph of every process, as SVG (drawn by inferno).
     Svg,
-    /// One self-contained HTML page: a flame graph with zoom and search, and per-process
-    /// tables; it needs no network.
+    /// One self-contained HTML page: a flame graph with zoom and search, per-process
+    /// tables, and per-process timelines when the profile has event logs
+    /// ([`Profile::event_logs`]); it needs no network.
     Html,
 }
 
