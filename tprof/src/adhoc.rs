@@ -185,7 +185,7 @@ impl ProfileOptions {
 
     /// With call_time or call_memory, also keeps each process's event log: every traced frame
     /// entered and left, with its time ([`Profile::event_logs`]), for timelines (the `chrome`
-    /// export). Off by default; bounded per process
+    /// and `html` exports). Off by default; bounded per process
     /// ([`EVENT_LOG_CAPACITY`](runtime::trace::EVENT_LOG_CAPACITY)).
     pub fn event_log(mut self, on: bool) -> ProfileOptions {
         self.event_log = on;

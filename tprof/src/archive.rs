@@ -49,6 +49,8 @@
 //! | 9 | PERCENTILES | a function index, calls, p50_ns, p90_ns, p99_ns, max_ns | FUNCTIONS |
 //! | 10 | TREE_NODES | parent (0 none, `i + 1` node `i`), function (an index into the function table) | |
 //! | 11 | TREE_ENTRIES | group, node, calls, measurement, bytes, blocks | |
+//! | 16 | EVENT_LOGS | group, dropped, event count: [`Profile::event_logs`], in order | |
+//! | 17 | EVENTS | time delta, function and kind: the events of the EVENT_LOGS, in order (the first log's `count` events, then the next log's, …) | EVENT_LOGS |
 //!
 //! Every number is a varint; a *string index* is an index into the STRINGS read so far, a
 //! *function index* one into the FUNCTIONS read so far. A *group* is one varint `g`: 0 for
@@ -56,6 +58,16 @@
 //! its index and serial. Tree nodes and tree entries are stored as the model holds them: the
 //! archive does not check that a parent comes before its child, nor that a function or node
 //! index is in range (the model's readers look them up with `get`).
+//!
+//! An event ([`Event`](crate::Event)) is two varints, usually 2 to 4 bytes in all:
+//!
+//! - the *time delta*: its `ts_ns` minus that of the event before it in its log (the first
+//!   event of a log: minus 0), modulo 2<sup>64</sup> — a log is oldest first, so the delta is
+//!   small; a log whose times go back still reads back exactly (that event costs 10 bytes);
+//! - `function << 1 | kind`: its `function` (an index into [`Profile::function_table`], not
+//!   checked, like a tree node's) shifted left by one, the low bit 0 for
+//!   [`EventKind::Enter`](crate::EventKind::Enter) and 1 for
+//!   [`EventKind::Leave`](crate::EventKind::Leave).
 //!
 //! The writer writes the sections in the order of the table (META first, END last) and leaves
 //! out a table that has no record; a table that is absent is empty.
@@ -71,7 +83,10 @@
 //! on). So a later version can add data in new sections without a format break: version 1
 //! readers read a newer file that only adds sections, and ignore what they cannot show. Tags
 //! 12 to 15 are kept for the data planned next — samples of a sampling mode, allocation
-//! samples, per-process runnable wait and per-message queue wait. A change that old readers
+//! samples, per-process runnable wait and per-message queue wait. The event logs (tags 16 and
+//! 17) came that way, without a version bump: a reader that predates them skips them and
+//! reads the profile without its timelines, its flat figures and call tree intact, which is
+//! all it could show anyway. A change that old readers
 //! must not ignore — a field's meaning changes, a record gains a field, data without which the
 //! rest would be misread — bumps [`VERSION`], and old readers refuse the file with
 //! [`ArchiveError::UnsupportedVersion`].
@@ -80,7 +95,8 @@
 //!
 //! | version | change |
 //! | --- | --- |
-//! | 1 | The first format: the sections above. |
+//! | 1 | The first format: the sections above but EVENT_LOGS and EVENTS. |
+//! | 1 | EVENT_LOGS and EVENTS (tags 16 and 17) added, for [`Profile::event_logs`]: a new kind of section, which older version-1 readers skip, so the version stays 1; a profile without event logs is written byte for byte as before. |
 //!
 //! ## Adding a fixture when the version is bumped
 //!
@@ -96,6 +112,13 @@
 //!    `tests/data/v<VERSION>.tprof`, and commit it beside the older ones;
 //! 4. add a test that reads the new fixture, keep the ones for the older versions, and point
 //!    the test that compares the writer's bytes with the newest fixture at the new file.
+//!
+//! Sections added without a bump get a fixture of their own beside the version's:
+//! `tests/data/v1-events.tprof` holds `fixture_profile_with_events()` (the fixture profile
+//! with event logs), written once by `cargo test -p tprof --test archive -- --ignored
+//! write_events_fixture`; its tests check that it reads back, that the writer still writes
+//! it, and that without its EVENT_LOGS and EVENTS sections it is `v1.tprof` byte for byte
+//! (what a reader that predates them reads).
 //!
 //! # Merging
 //!
@@ -142,6 +165,9 @@ mod tag {
     pub(super) const PERCENTILES: u64 = 9;
     pub(super) const TREE_NODES: u64 = 10;
     pub(super) const TREE_ENTRIES: u64 = 11;
+    // 12 to 15 are kept for the data planned next (see the compatibility rule).
+    pub(super) const EVENT_LOGS: u64 = 16;
+    pub(super) const EVENTS: u64 = 17;
 
     /// The name of a known section, for messages.
     pub(super) fn name(tag: u64) -> Option<&'static str> {
@@ -158,6 +184,8 @@ mod tag {
             PERCENTILES => "PERCENTILES",
             TREE_NODES => "TREE_NODES",
             TREE_ENTRIES => "TREE_ENTRIES",
+            EVENT_LOGS => "EVENT_LOGS",
+            EVENTS => "EVENTS",
             _ => return None,
         })
     }

@@ -7,11 +7,11 @@
 //! | `pretty` | tprof's text report, per process | people |
 //! | `json` | the [`Profile`] itself (serde; the schema is the model's field names) | scripts, [`Profile`]'s `Deserialize` |
 //! | `speedscope` | speedscope's file format, one profile per process | <https://speedscope.app> |
-//! | `chrome` | Chrome trace-event JSON, one track per process | Perfetto, `chrome://tracing` |
+//! | `chrome` | Chrome trace-event JSON, one track per process (a timeline where the process has an event log) | Perfetto, `chrome://tracing` |
 //! | `pprof` | gzipped `profile.proto` | `go tool pprof` |
 //! | `folded` | folded stacks, one line per path | flamegraph.pl, inferno |
 //! | `svg` | a flame graph | any browser |
-//! | `html` | a self-contained viewer: flame graph with zoom and search, per-process tables | any browser, offline |
+//! | `html` | a self-contained viewer: flame graph with zoom and search, per-process tables (and timelines, from event logs) | any browser, offline |
 //!
 //! A profile without call paths (taken without call-tree mode) exports each function as a
 //! stack of one frame.
@@ -30,6 +30,7 @@ mod json;
 pub mod pprof;
 mod speedscope;
 mod stacks;
+mod timeline;
 mod weight;
 
 pub use stacks::{Stack, stacks};
@@ -44,9 +45,12 @@ pub enum Format {
     /// speedscope's file format: one sampled profile per process, each call path weighing
     /// its own calls (unit `none`), nanoseconds, or bytes (call_memory).
     Speedscope,
-    /// Chrome trace-event JSON, for Perfetto and `chrome://tracing`: one track per process,
-    /// the call tree as nested slices whose durations are the inclusive figures — polled time
-    /// for call_time; for call_count and call_memory, 1 µs per call or per word allocated.
+    /// Chrome trace-event JSON, for Perfetto and `chrome://tracing`: one track per process.
+    /// A process with an event log ([`Profile::event_logs`]) is a real timeline: each traced
+    /// frame (a call, or one poll of an async call) a slice at the time it ran, nested as the
+    /// frames were, its log's dropped events noted. The other processes show their call tree
+    /// as nested slices whose durations are the inclusive figures — polled time for
+    /// call_time; for call_count and call_memory, 1 µs per call or per word allocated.
     Chrome,
     /// Gzipped `profile.proto`, for `go tool pprof`: a sample per process and call path,
     /// labelled `process` and `pid` (the messages: [`pprof`]).
@@ -56,8 +60,9 @@ pub enum Format {
     Folded,
     /// A flame graph of every process, as SVG (drawn by inferno).
     Svg,
-    /// One self-contained HTML page: a flame graph with zoom and search, and per-process
-    /// tables; it needs no network.
+    /// One self-contained HTML page: a flame graph with zoom and search, per-process
+    /// tables, and per-process timelines when the profile has event logs
+    /// ([`Profile::event_logs`]); it needs no network.
     Html,
 }
 

@@ -11,13 +11,15 @@ use proptest::prelude::*;
 use runtime::Pid;
 use tprof::archive::{self, ArchiveError, MergeError, Merger};
 use tprof::{
-    CallTree, Entry, Function, FunctionTrace, Group, Meta, PathEntry, PathNode, Percentiles,
-    ProcessRecord, Profile, Run, TraceType,
+    CallTree, Entry, Event, EventKind, EventLog, Function, FunctionTrace, Group, Meta, PathEntry,
+    PathNode, Percentiles, ProcessRecord, Profile, Run, TraceType,
 };
 
-/// The real profiles of this file: call_time with percentiles.
+/// The real profiles of this file: call_time with percentiles, and event logs (call_time and
+/// call_memory).
 const REAL: Real = Real {
     percentiles: true,
+    events: true,
     ..Real::FLAT
 };
 
@@ -143,9 +145,63 @@ fn fixture_profile() -> Profile {
     }
 }
 
-fn fixture_path(version: u16) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../tests/data/v{version}.tprof"))
+/// An event of `function` at `ts_ns`.
+fn event(ts_ns: u64, function: u32, kind: EventKind) -> Event {
+    Event {
+        ts_ns,
+        function,
+        kind,
+    }
 }
+
+/// [`fixture_profile`] with event logs: nested frames, a log cut short inside a frame, a log
+/// of dropped events only, the largest time, a time that goes back and the largest function
+/// index. `tests/data/v1-events.tprof` holds it; never change it.
+fn fixture_profile_with_events() -> Profile {
+    use EventKind::{Enter, Leave};
+    let mut profile = fixture_profile();
+    profile.event_logs = vec![
+        EventLog {
+            group: Group::Process(Pid::from_parts(1, 0, 1)),
+            events: vec![
+                event(1_000, 0, Enter),
+                event(1_500, 1, Enter),
+                event(1_700, 1, Leave),
+                event(2_000, 0, Leave),
+                event(1_000_000_000, 3, Enter),
+            ],
+            dropped: 12,
+        },
+        EventLog {
+            group: Group::Process(Pid::from_parts(1, 2, 0)),
+            events: Vec::new(),
+            dropped: 3,
+        },
+        EventLog {
+            group: Group::Process(Pid::from_parts(2, 1, 3)),
+            events: vec![
+                event(0, 2, Enter),
+                event(u64::MAX, 2, Leave),
+                event(5, u32::MAX, Enter),
+            ],
+            dropped: u64::MAX,
+        },
+    ];
+    profile
+}
+
+fn fixture_path(version: u16) -> PathBuf {
+    fixture_file(&format!("v{version}.tprof"))
+}
+
+/// The fixture file `name` of `tests/data`.
+fn fixture_file(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../tests/data/{name}"))
+}
+
+/// The EVENT_LOGS and EVENTS tags.
+const EVENT_LOGS: u64 = 16;
+const EVENTS: u64 = 17;
 
 /// The sections of an archive, END left out: (tag, payload). Panics on a bad frame.
 fn sections(bytes: &[u8]) -> Vec<(u64, Vec<u8>)> {
@@ -199,6 +255,74 @@ fn real_profiles_of_each_type_read_back_equal() {
         let back = read_bytes(&bytes_of(&profile)).unwrap();
         assert_eq!(back, profile, "{t}");
     }
+}
+
+#[test]
+fn real_event_logs_read_back_equal_in_a_few_bytes_an_event() {
+    for t in [TraceType::CallTime, TraceType::CallMemory] {
+        let profile = real_profile(t, REAL);
+        assert_eq!(profile.event_logs.len(), 1, "{t}");
+        let count = profile.event_logs[0].events.len();
+        assert_eq!(
+            count,
+            3 * 6,
+            "{t}: three calls of branch, each calling leaf twice"
+        );
+        let bytes = bytes_of(&profile);
+        assert_eq!(read_bytes(&bytes).unwrap(), profile, "{t}");
+        let events: usize = sections(&bytes)
+            .iter()
+            .filter(|(tag, _)| *tag == EVENTS)
+            .map(|(_, payload)| payload.len())
+            .sum();
+        // A delta of under 2^21 ns (2 ms) and a function index under 64: at most 4 bytes.
+        assert!(
+            events <= 4 * count,
+            "{t}: {events} bytes for {count} events"
+        );
+    }
+}
+
+#[test]
+fn events_are_time_deltas_and_the_function_with_the_kind_in_its_low_bit() {
+    use EventKind::{Enter, Leave};
+    let mut profile = Profile::empty(TraceType::CallTime);
+    profile.function_table = vec![
+        function("app", "main", 0, 1),
+        function("app", "parse", 1, 2),
+    ];
+    profile.event_logs = vec![
+        EventLog {
+            group: Group::Process(Pid::from_parts(1, 0, 1)),
+            events: vec![event(5, 1, Enter), event(7, 1, Leave), event(300, 0, Enter)],
+            dropped: 4,
+        },
+        EventLog {
+            group: Group::Process(Pid::from_parts(0, 3, 0)),
+            events: vec![event(2, 0, Leave)],
+            dropped: 0,
+        },
+    ];
+    let bytes = bytes_of(&profile);
+    assert_eq!(read_bytes(&bytes).unwrap(), profile);
+    let parts = sections(&bytes);
+    let payload = |tag| {
+        let found: Vec<&Vec<u8>> = parts
+            .iter()
+            .filter(|(t, _)| *t == tag)
+            .map(|(_, p)| p)
+            .collect();
+        assert_eq!(found.len(), 1, "one section of tag {tag}");
+        found[0].clone()
+    };
+    // Per log: the group (node + 1, index, serial), dropped, the event count.
+    assert_eq!(payload(EVENT_LOGS), [2, 0, 1, 4, 3, 1, 3, 0, 0, 1]);
+    // Per event: the delta from the event before in its log (300 - 7 = 293 is two bytes),
+    // then function << 1 | kind (1 for a leave); the second log starts from 0 again.
+    assert_eq!(payload(EVENTS), [5, 2, 2, 3, 0xa5, 0x02, 0, 2, 1]);
+    // The event sections come last, after the tables that were there before them.
+    let tags: Vec<u64> = parts.iter().map(|(t, _)| *t).collect();
+    assert_eq!(tags[tags.len() - 2..], [EVENT_LOGS, EVENTS], "{tags:?}");
 }
 
 #[test]
@@ -322,6 +446,7 @@ fn files_read_back_and_errors_name_the_file() {
 fn every_truncation_is_truncated_or_corrupt_with_an_offset_within_it() {
     for bytes in [
         bytes_of(&fixture_profile()),
+        bytes_of(&fixture_profile_with_events()),
         bytes_of(&real_profile(TraceType::CallMemory, REAL)),
     ] {
         for len in 0..bytes.len() {
@@ -339,7 +464,7 @@ fn every_truncation_is_truncated_or_corrupt_with_an_offset_within_it() {
 
 #[test]
 fn every_changed_byte_is_caught() {
-    let profile = fixture_profile();
+    let profile = fixture_profile_with_events();
     let bytes = bytes_of(&profile);
     for i in 0..bytes.len() {
         for mask in [0x01, 0x80, 0xff] {
@@ -485,6 +610,70 @@ fn references_must_point_at_what_came_before() {
 }
 
 #[test]
+fn event_counts_and_functions_are_checked() {
+    let mut meta = Vec::new();
+    leb128::write::unsigned(&mut meta, 1).unwrap();
+    // A log of <0.0.0> announcing `count` events, none dropped.
+    let log = |count: u8| vec![1, 0, 0, 0, count];
+    let one_event = vec![10, 2];
+
+    let err = read_bytes(&frame(&[
+        (1, meta.clone()),
+        (EVENT_LOGS, log(2)),
+        (EVENTS, one_event.clone()),
+    ]))
+    .unwrap_err();
+    assert!(
+        matches!(&err, ArchiveError::Corrupt { what, .. }
+            if what.contains("announce 1 events more than the EVENTS")),
+        "{err}"
+    );
+
+    let two_events = [one_event.clone(), one_event.clone()].concat();
+    let err = read_bytes(&frame(&[
+        (1, meta.clone()),
+        (EVENT_LOGS, log(1)),
+        (EVENTS, two_events),
+    ]))
+    .unwrap_err();
+    assert!(
+        matches!(&err, ArchiveError::Corrupt { what, .. }
+            if what.contains("an event beyond the 1 that the EVENT_LOGS")),
+        "{err}"
+    );
+
+    // Events before any log.
+    let err = read_bytes(&frame(&[(1, meta.clone()), (EVENTS, one_event)])).unwrap_err();
+    assert!(err.to_string().contains("beyond the 0"), "{err}");
+
+    // A function index of 2^32, in the high bits of the code.
+    let mut wide = vec![0];
+    leb128::write::unsigned(&mut wide, 1 << 33).unwrap();
+    let bytes = frame(&[(1, meta.clone()), (EVENT_LOGS, log(1)), (EVENTS, wide)]);
+    let err = read_bytes(&bytes).unwrap_err();
+    assert!(
+        matches!(&err, ArchiveError::Corrupt { what, .. }
+            if what.contains("an event's function is 4294967296, more than 32 bits")),
+        "{err}"
+    );
+
+    // A log's events may span sections, and a log may be empty: the counts say which is whose.
+    let bytes = frame(&[
+        (1, meta),
+        (EVENT_LOGS, [log(1), log(0), log(2)].concat()),
+        (EVENTS, vec![10, 2, 4, 3]),
+        (EVENTS, vec![1, 1]),
+    ]);
+    let profile = read_bytes(&bytes).unwrap();
+    let counts: Vec<usize> = profile.event_logs.iter().map(|l| l.events.len()).collect();
+    assert_eq!(counts, [1, 0, 2]);
+    assert_eq!(
+        profile.event_logs[2].events,
+        [event(4, 1, EventKind::Leave), event(5, 0, EventKind::Leave)]
+    );
+}
+
+#[test]
 fn sections_of_unknown_kinds_are_skipped() {
     let profile = fixture_profile();
     let mut parts = sections(&bytes_of(&profile));
@@ -528,6 +717,47 @@ fn write_fixture() {
     archive::write_file(&fixture_profile(), &fixture_path(archive::VERSION)).unwrap();
 }
 
+#[test]
+fn the_v1_events_fixture_reads_as_the_fixture_profile_with_events() {
+    let profile = archive::read_file(&fixture_file("v1-events.tprof")).unwrap();
+    assert_eq!(profile, fixture_profile_with_events());
+}
+
+#[test]
+fn the_writer_writes_the_events_fixture_byte_for_byte() {
+    let fixture = std::fs::read(fixture_file("v1-events.tprof")).unwrap();
+    assert_eq!(bytes_of(&fixture_profile_with_events()), fixture);
+}
+
+/// A reader that predates the event sections skips them: what it reads is the v1 fixture,
+/// byte for byte, and the profile without its event logs.
+#[test]
+fn without_its_event_sections_the_events_fixture_is_the_v1_fixture() {
+    let with_events = std::fs::read(fixture_file("v1-events.tprof")).unwrap();
+    let mut parts = sections(&with_events);
+    let before = parts.len();
+    parts.retain(|(tag, _)| *tag != EVENT_LOGS && *tag != EVENTS);
+    assert_eq!(
+        before - parts.len(),
+        2,
+        "one EVENT_LOGS and one EVENTS section"
+    );
+    let v1 = std::fs::read(fixture_path(1)).unwrap();
+    assert_eq!(frame(&parts), v1);
+    let mut profile = fixture_profile_with_events();
+    profile.event_logs.clear();
+    assert_eq!(read_bytes(&frame(&parts)).unwrap(), profile);
+}
+
+/// Writes the fixture of the event sections, added to version 1 without a bump: it was run
+/// once when they were added (see "Adding a fixture" in `tprof::archive`).
+#[test]
+#[ignore = "writes tests/data/v1-events.tprof; it was run once, when the event sections came"]
+fn write_events_fixture() {
+    let path = fixture_file("v1-events.tprof");
+    archive::write_file(&fixture_profile_with_events(), &path).unwrap();
+}
+
 // --- Merging ---
 
 /// `profile` as a program that ran it alone would have it: its processes on node 1.
@@ -542,6 +772,11 @@ fn as_run_alone(mut profile: Profile) -> Profile {
     }
     for p in &mut profile.processes {
         p.pid = alone(p.pid);
+    }
+    for log in &mut profile.event_logs {
+        if let Group::Process(pid) = log.group {
+            log.group = Group::Process(alone(pid));
+        }
     }
     for run in &mut profile.meta.runs {
         run.nodes = vec![1];
@@ -590,6 +825,32 @@ fn two_call_time_runs_keep_their_processes_apart() {
             q.unwrap().calls
         };
         assert_eq!(p.calls, calls(&a) + calls(&b), "{p:?}");
+    }
+
+    // Each run's event log is kept, on its process as renumbered, naming the same functions.
+    let logs: Vec<Group> = merged.event_logs.iter().map(|l| l.group).collect();
+    let processes: Vec<Group> = merged
+        .processes
+        .iter()
+        .map(|p| Group::Process(p.pid))
+        .collect();
+    assert_eq!(logs, processes);
+    for (log, input) in merged.event_logs.iter().zip([&a, &b]) {
+        let named = |profile: &Profile, log: &EventLog| -> Vec<(u64, EventKind, String)> {
+            let table = &profile.function_table;
+            let name = |e: &Event| table[e.function as usize].name.clone();
+            log.events
+                .iter()
+                .map(|e| (e.ts_ns, e.kind, name(e)))
+                .collect()
+        };
+        assert_eq!(
+            named(&merged, log),
+            named(input, &input.event_logs[0]),
+            "{}",
+            log.group
+        );
+        assert!(!log.events.is_empty());
     }
 
     // The merged profile archives like any other.
@@ -838,6 +1099,104 @@ fn inconsistent_inputs_are_refused_naming_what_is_wrong() {
         err.to_string().starts_with("cannot merge input 2:"),
         "{err}"
     );
+
+    // The fixture's events name functions beyond its table: fine to archive, not to merge.
+    let err = archive::merge(&[fixture_profile(), fixture_profile_with_events()]).unwrap_err();
+    assert!(
+        matches!(&err, MergeError::Inconsistent { index: 1, what }
+            if what.contains("an event of <2.1.3> names function 4294967295")),
+        "{err}"
+    );
+}
+
+/// A log as (group, its events' times and function names, dropped).
+type NamedLog<'a> = (Group, Vec<(u64, &'a str)>, u64);
+
+#[test]
+fn event_logs_of_every_input_are_kept_renumbered_and_remapped() {
+    use EventKind::{Enter, Leave};
+    let mut a = tree_profile(&["main", "parse"], &[&["main", "parse"]], 10);
+    let worker = Pid::from_parts(1, 0, 1);
+    a.event_logs = vec![EventLog {
+        group: Group::Process(worker),
+        events: vec![
+            event(10, 0, Enter),
+            event(12, 1, Enter),
+            event(15, 1, Leave),
+            event(20, 0, Leave),
+        ],
+        dropped: 0,
+    }];
+    let mut b = tree_profile(
+        &["parse", "main", "write"],
+        &[&["main", "parse"], &["main", "write"]],
+        20,
+    );
+    // b's worker, and a process of another node that has a log but no figures.
+    let idle = Pid::from_parts(3, 9, 0);
+    b.event_logs = vec![
+        EventLog {
+            group: Group::Process(idle),
+            events: vec![event(7, 2, Enter)],
+            dropped: 40,
+        },
+        EventLog {
+            group: Group::Process(worker),
+            events: vec![event(1, 1, Enter), event(2, 2, Enter), event(3, 2, Leave)],
+            dropped: 1,
+        },
+    ];
+    let merged = archive::merge(&[a.clone(), b]).unwrap();
+    let names: Vec<&str> = merged
+        .function_table
+        .iter()
+        .map(|f| f.name.as_str())
+        .collect();
+    assert_eq!(names, ["main", "parse", "write"]);
+    let second = merged.processes[1].pid;
+    assert_ne!(second, worker);
+    assert_eq!(second.node(), merged.meta.runs[1].nodes[0]);
+    let named: Vec<NamedLog<'_>> = merged
+        .event_logs
+        .iter()
+        .map(|l| {
+            let events = l
+                .events
+                .iter()
+                .map(|e| (e.ts_ns, names[e.function as usize]))
+                .collect();
+            (l.group, events, l.dropped)
+        })
+        .collect();
+    let idle_now = named[2].0;
+    let Group::Process(idle_pid) = idle_now else {
+        panic!("a log of a process: {idle_now}");
+    };
+    assert_eq!((idle_pid.index(), idle_pid.serial()), (9, 0));
+    assert_ne!(idle_pid.node(), 1, "a node of the first run");
+    assert_ne!(idle_pid.node(), second.node(), "b's two nodes stay two");
+    assert!(merged.meta.runs[1].nodes.contains(&idle_pid.node()));
+    assert_eq!(
+        named,
+        [
+            (
+                Group::Process(worker),
+                vec![(10, "main"), (12, "parse"), (15, "parse"), (20, "main")],
+                0
+            ),
+            (
+                Group::Process(second),
+                vec![(1, "main"), (2, "write"), (3, "write")],
+                1
+            ),
+            (idle_now, vec![(7, "write")], 40),
+        ]
+    );
+    assert_eq!(
+        merged.event_logs[0], a.event_logs[0],
+        "the first input's as it was"
+    );
+    assert_eq!(read_bytes(&bytes_of(&merged)).unwrap(), merged);
 }
 
 // --- Properties ---
@@ -921,6 +1280,36 @@ fn profile() -> impl Strategy<Value = Profile> {
             blocks,
         },
     );
+    let an_event = (
+        prop_oneof![0..10_000u64, any::<u64>()],
+        prop_oneof![0..4u32, any::<u32>()],
+        any::<bool>(),
+    )
+        .prop_map(|(ts_ns, function, enter)| Event {
+            ts_ns,
+            function,
+            kind: if enter {
+                EventKind::Enter
+            } else {
+                EventKind::Leave
+            },
+        });
+    let event_log = (
+        group(),
+        prop::collection::vec(an_event, 0..6),
+        prop_oneof![Just(0u64), any::<u64>()],
+    )
+        .prop_map(|(group, mut events, dropped)| {
+            // Mostly oldest first, as a real log is; sometimes as drawn.
+            if events.first().is_some_and(|e| e.ts_ns % 3 != 0) {
+                events.sort_by_key(|e| e.ts_ns);
+            }
+            EventLog {
+                group,
+                events,
+                dropped,
+            }
+        });
     let run = (
         text(),
         any::<u64>(),
@@ -942,6 +1331,7 @@ fn profile() -> impl Strategy<Value = Profile> {
         prop::collection::vec(node, 0..4),
         prop::collection::vec(path_entry, 0..4),
         prop::collection::vec(run, 0..3),
+        prop::collection::vec(event_log, 0..3),
     )
         .prop_map(
             |(
@@ -953,6 +1343,7 @@ fn profile() -> impl Strategy<Value = Profile> {
                 nodes,
                 entries,
                 runs,
+                event_logs,
             )| {
                 Profile {
                     trace_type,
@@ -961,7 +1352,7 @@ fn profile() -> impl Strategy<Value = Profile> {
                     processes,
                     function_table,
                     call_tree: CallTree { nodes, entries },
-                    event_logs: Vec::new(),
+                    event_logs,
                     meta: Meta { runs },
                 }
             },
@@ -996,7 +1387,47 @@ fn consistent(mut p: Profile) -> Profile {
             e.measurement %= 1 << 40;
         }
     }
+    for log in &mut p.event_logs {
+        if table == 0 {
+            log.events.clear();
+        }
+        for e in &mut log.events {
+            e.function %= table.max(1);
+        }
+    }
     p
+}
+
+/// A log as what a merge must keep of it: its group (with the node number set to 0 where
+/// `forget_node`), dropped count, and events as (time, entered, function).
+type KeptLog = (Group, u64, Vec<(u64, bool, Function)>);
+
+/// The logs of `p` as [`KeptLog`]s, sorted, of those where `which` holds.
+fn kept_logs(p: &Profile, forget_node: bool, which: impl Fn(&EventLog) -> bool) -> Vec<KeptLog> {
+    let mut out: Vec<KeptLog> = p
+        .event_logs
+        .iter()
+        .filter(|l| which(l))
+        .map(|l| {
+            let group = match l.group {
+                Group::Process(pid) if forget_node => {
+                    Group::Process(Pid::from_parts(0, pid.index(), pid.serial()))
+                }
+                g => g,
+            };
+            let events = l
+                .events
+                .iter()
+                .map(|e| {
+                    let f = p.function_table[e.function as usize].clone();
+                    (e.ts_ns, e.kind == EventKind::Enter, f)
+                })
+                .collect();
+            (group, l.dropped, events)
+        })
+        .collect();
+    out.sort();
+    out
 }
 
 /// The sum of the measurements of the flat entries and of the call-path entries.
@@ -1019,7 +1450,9 @@ fn node_numbers(p: &Profile) -> std::collections::BTreeSet<u32> {
         .iter()
         .flat_map(|f| f.entries.iter().map(|e| e.group));
     let tree = p.call_tree.entries.iter().map(|e| e.group);
+    let logs = p.event_logs.iter().map(|l| l.group);
     flat.chain(tree)
+        .chain(logs)
         .filter_map(|g| match g {
             Group::Process(pid) => Some(pid.node()),
             Group::All => None,
@@ -1035,8 +1468,14 @@ proptest! {
         a in profile(),
         b in profile(),
     ) {
-        let a = consistent(a);
-        let b = Profile { trace_type: a.trace_type, ..consistent(b) };
+        let mut a = consistent(a);
+        let mut b = Profile { trace_type: a.trace_type, ..consistent(b) };
+        for log in &mut a.event_logs {
+            log.dropped &= !1;
+        }
+        for log in &mut b.event_logs {
+            log.dropped |= 1;
+        }
         let merged = archive::merge(&[a.clone(), b.clone()]).unwrap();
         let (fa, ta) = measured(&a);
         let (fb, tb) = measured(&b);
@@ -1057,6 +1496,24 @@ proptest! {
             prop_assert!((n.function as usize) < merged.function_table.len());
         }
         prop_assert!(tree.entries.iter().all(|e| (e.node as usize) < tree.nodes.len()));
+        // Event logs: a's as they were (the first input keeps its nodes), b's on fresh nodes,
+        // each naming the same functions. An even dropped count marks a's, an odd one b's.
+        prop_assert_eq!(merged.event_logs.len(), a.event_logs.len() + b.event_logs.len());
+        prop_assert!(merged.event_logs.is_sorted_by_key(|l| l.group));
+        let of_b = |l: &EventLog| l.dropped % 2 == 1;
+        prop_assert_eq!(
+            kept_logs(&merged, false, |l| !of_b(l)),
+            kept_logs(&a, false, |_| true)
+        );
+        prop_assert_eq!(
+            kept_logs(&merged, true, of_b),
+            kept_logs(&b, true, |_| true)
+        );
+        for log in merged.event_logs.iter().filter(|l| of_b(l)) {
+            if let Group::Process(pid) = log.group {
+                prop_assert!(!of_a.contains(&pid.node()), "{} collides with {:?}", pid, of_a);
+            }
+        }
         prop_assert_eq!(read_bytes(&bytes_of(&merged)).unwrap(), merged);
     }
 
@@ -1088,7 +1545,7 @@ proptest! {
     fn damage_behind_good_checksums_never_panics(
         changes in prop::collection::vec((any::<prop::sample::Index>(), any::<prop::sample::Index>(), any::<u8>()), 1..6),
     ) {
-        let mut parts = sections(&bytes_of(&fixture_profile()));
+        let mut parts = sections(&bytes_of(&fixture_profile_with_events()));
         for (section, byte, value) in changes {
             let payload = &mut section.get_mut(&mut parts).1;
             if !payload.is_empty() {

@@ -859,6 +859,14 @@ fn write_sample_files() {
     for t in TYPES {
         named.push((format!("real-{t}"), real_profile(t, REAL)));
     }
+    let events = Real {
+        events: true,
+        ..REAL
+    };
+    named.push((
+        "real-events".to_owned(),
+        real_profile(TraceType::CallTime, events),
+    ));
     for (name, profile) in &named {
         for (f, _, _) in FORMATS {
             let path = dir.join(format!("{name}.{}", f.extension()));

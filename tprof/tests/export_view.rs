@@ -574,3 +574,147 @@ fn svg_and_html_are_formats() {
         assert!(Format::ALL.contains(&format));
     }
 }
+
+// ---------------------------------------------------------------- html timelines
+
+/// Each timeline of the page's data: its process's label, dropped, and frames as
+/// (mfa, start, end, depth, cut_short).
+type TimelineData = (String, u64, Vec<(String, u64, u64, u64, bool)>);
+
+fn timelines(data: &Value) -> Vec<TimelineData> {
+    let functions = data["functions"].as_array().unwrap();
+    data["timelines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            let process = t["process"].as_u64().unwrap() as usize;
+            let frames = t["frames"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|f| {
+                    let f = f.as_array().unwrap();
+                    assert_eq!(f.len(), 5, "{f:?}");
+                    let n = |i: usize| f[i].as_u64().unwrap();
+                    let mfa = functions[n(0) as usize]["mfa"].as_str().unwrap().to_owned();
+                    assert!(n(4) <= 1, "cut_short is 0 or 1");
+                    (mfa, n(1), n(2), n(3), n(4) == 1)
+                })
+                .collect();
+            (
+                data["processes"][process]["label"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned(),
+                t["dropped"].as_u64().unwrap(),
+                frames,
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn html_of_an_event_log_profile_carries_each_process_s_timeline() {
+    let profile = real_profile(
+        TraceType::CallTime,
+        Real {
+            events: true,
+            ..REAL
+        },
+    );
+    assert_eq!(profile.event_logs.len(), 2);
+    let html = export::to_string(Format::Html, &profile).unwrap();
+    check_self_contained(&html);
+    let data = check_data(&profile, &html);
+    let got = timelines(&data);
+    assert_eq!(got.len(), 2);
+    let mut earliest = u64::MAX;
+    for ((label, dropped, frames), log) in got.iter().zip(&profile.event_logs) {
+        assert_eq!(*label, profile.group_label(log.group));
+        assert_eq!(*dropped, 0);
+        // One frame per Enter, in the order entered, at the depth the log nests it.
+        let mut want = Vec::new();
+        let mut depth = 0u64;
+        for e in &log.events {
+            match e.kind {
+                tprof::EventKind::Enter => {
+                    want.push((profile.function_table[e.function as usize].mfa(), depth));
+                    depth += 1;
+                }
+                tprof::EventKind::Leave => depth -= 1,
+            }
+        }
+        let shape: Vec<(String, u64)> = frames.iter().map(|f| (f.0.clone(), f.3)).collect();
+        assert_eq!(shape, want, "{label}");
+        assert!(
+            frames.iter().all(|f| f.1 <= f.2 && !f.4),
+            "{label}: {frames:?}"
+        );
+        assert!(frames.windows(2).all(|w| w[0].1 <= w[1].1), "{label}");
+        let span = log.events.last().unwrap().ts_ns - log.events[0].ts_ns;
+        let first = frames[0].1;
+        assert!(frames.iter().all(|f| f.2 - first <= span), "{label}");
+        earliest = earliest.min(first);
+    }
+    assert_eq!(earliest, 0, "times count from the first event logged");
+}
+
+#[test]
+fn html_timelines_show_cut_short_frames_and_logs_of_processes_without_figures() {
+    use tprof::{Event, EventKind, EventLog};
+    let mut profile = plain_tree();
+    let event = |ts_ns, function, kind| Event {
+        ts_ns,
+        function,
+        kind,
+    };
+    profile.event_logs = vec![
+        EventLog {
+            group: Group::Process(pid("<1.0.1>")),
+            events: vec![
+                event(500, 0, EventKind::Enter),
+                event(700, 1, EventKind::Enter),
+                event(900, 1, EventKind::Leave),
+                event(1_000, 2, EventKind::Enter),
+            ],
+            dropped: 3,
+        },
+        EventLog {
+            group: Group::Process(pid("<1.0.9>")),
+            events: vec![event(100, 3, EventKind::Leave)],
+            dropped: 0,
+        },
+    ];
+    let html = export::to_string(Format::Html, &profile).unwrap();
+    check_self_contained(&html);
+    let data = embedded(&html);
+    let frame = |mfa: &str, start, end, depth, cut| (mfa.to_owned(), start, end, depth, cut);
+    assert_eq!(
+        timelines(&data),
+        [
+            (
+                "worker".to_owned(),
+                3,
+                vec![
+                    frame("app::main/0", 400, 900, 0, true),
+                    frame("app::parse::parse/1", 600, 800, 1, false),
+                    frame("app::render::render/2", 900, 900, 1, true),
+                ]
+            ),
+            ("<1.0.9>".to_owned(), 0, vec![]),
+        ]
+    );
+    // The process with a log only is listed, after those with figures.
+    let ids: Vec<&str> = data["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["<1.0.1>", "<1.0.2>", "<1.0.9>"]);
+
+    // Without event logs there is no timeline.
+    let html = export::to_string(Format::Html, &plain_tree()).unwrap();
+    assert!(embedded(&html)["timelines"].as_array().unwrap().is_empty());
+}

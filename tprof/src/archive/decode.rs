@@ -13,8 +13,8 @@ use runtime::Pid;
 
 use super::{ArchiveError, MAGIC, MAX_SECTION_LEN, VERSION, tag};
 use crate::{
-    CallTree, Entry, Function, FunctionTrace, Group, Meta, PathEntry, PathNode, Percentiles,
-    ProcessRecord, Profile, Run, TraceType,
+    CallTree, Entry, Event, EventKind, EventLog, Function, FunctionTrace, Group, Meta, PathEntry,
+    PathNode, Percentiles, ProcessRecord, Profile, Run, TraceType,
 };
 
 /// The input, with its offset and the checksums of what was read.
@@ -97,6 +97,8 @@ fn rest_of(tag: u64) -> &'static str {
         tag::PERCENTILES => "the rest of a PERCENTILES section",
         tag::TREE_NODES => "the rest of a TREE_NODES section",
         tag::TREE_ENTRIES => "the rest of a TREE_ENTRIES section",
+        tag::EVENT_LOGS => "the rest of an EVENT_LOGS section",
+        tag::EVENTS => "the rest of an EVENTS section",
         _ => "the rest of a section of a kind this tprof does not know",
     }
 }
@@ -366,6 +368,11 @@ struct State {
     percentiles: Vec<Percentiles>,
     nodes: Vec<PathNode>,
     tree_entries: Vec<PathEntry>,
+    event_logs: Vec<EventLog>,
+    /// The number of events each log announced.
+    event_counts: Vec<u64>,
+    /// The log the next event goes to (those before are full).
+    event_filling: usize,
 }
 
 impl State {
@@ -538,6 +545,59 @@ impl State {
                     blocks,
                 });
             }
+            tag::EVENT_LOGS => {
+                let group = p.group("an event log's group")?;
+                let dropped = p.varint("an event log's dropped count")?;
+                let count = p.varint("an event log's event count")?;
+                self.event_logs.push(EventLog {
+                    group,
+                    events: Vec::new(),
+                    dropped,
+                });
+                self.event_counts.push(count);
+            }
+            tag::EVENTS => {
+                let delta = p.varint("an event's time")?;
+                let code_at = p.offset();
+                let code = p.varint("an event's function")?;
+                let function = u32::try_from(code >> 1).map_err(|_| {
+                    p.corrupt(
+                        code_at,
+                        format_args!("an event's function is {}, more than 32 bits", code >> 1),
+                    )
+                })?;
+                let kind = if code & 1 == 0 {
+                    EventKind::Enter
+                } else {
+                    EventKind::Leave
+                };
+                loop {
+                    let (Some(log), Some(&count)) = (
+                        self.event_logs.get_mut(self.event_filling),
+                        self.event_counts.get(self.event_filling),
+                    ) else {
+                        return Err(p.corrupt(
+                            start,
+                            format_args!(
+                                "an event beyond the {} that the EVENT_LOGS sections announce",
+                                self.event_counts
+                                    .iter()
+                                    .fold(0u64, |a, &c| a.saturating_add(c))
+                            ),
+                        ));
+                    };
+                    if (log.events.len() as u64) < count {
+                        let previous = log.events.last().map_or(0, |e| e.ts_ns);
+                        log.events.push(Event {
+                            ts_ns: previous.wrapping_add(delta),
+                            function,
+                            kind,
+                        });
+                        break;
+                    }
+                    self.event_filling += 1;
+                }
+            }
             _ => return Err(p.corrupt(start, format_args!("a record of unknown kind {tag}"))),
         }
         Ok(())
@@ -567,6 +627,22 @@ impl State {
                 ),
             });
         }
+        let missing = self
+            .event_logs
+            .iter()
+            .zip(&self.event_counts)
+            .fold(0u64, |sum, (log, &c)| {
+                sum.saturating_add(c.saturating_sub(log.events.len() as u64))
+            });
+        if missing > 0 {
+            return Err(ArchiveError::Corrupt {
+                at: end,
+                what: format!(
+                    "the EVENT_LOGS sections announce {missing} events more than the EVENTS \
+                     sections hold"
+                ),
+            });
+        }
         Ok(Profile {
             trace_type,
             functions: self.traces,
@@ -577,8 +653,7 @@ impl State {
                 nodes: self.nodes,
                 entries: self.tree_entries,
             },
-            // Version 1 has no event-log section yet.
-            event_logs: Vec::new(),
+            event_logs: self.event_logs,
             meta: Meta { runs: self.runs },
         })
     }

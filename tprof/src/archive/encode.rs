@@ -8,7 +8,7 @@ use std::io::{self, Write};
 use crc32fast::Hasher;
 
 use super::{ArchiveError, CHUNK, MAGIC, MAX_SECTION_LEN, VERSION, tag, trace_type_code};
-use crate::{Function, Group, Profile};
+use crate::{EventKind, Function, Group, Profile};
 
 /// Appends `v` as a varint.
 fn varint(buf: &mut Vec<u8>, v: u64) {
@@ -246,6 +246,27 @@ pub(super) fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), Archiv
             varint(b, e.blocks);
         },
     )?;
+    table(&mut out, tag::EVENT_LOGS, &profile.event_logs, |b, log| {
+        group(b, log.group);
+        varint(b, log.dropped);
+        varint(b, log.events.len() as u64);
+    })?;
+    let events = profile.event_logs.iter().flat_map(|log| {
+        let mut previous = 0u64;
+        log.events.iter().map(move |e| {
+            let delta = e.ts_ns.wrapping_sub(previous);
+            previous = e.ts_ns;
+            (delta, e)
+        })
+    });
+    table(&mut out, tag::EVENTS, events, |b, (delta, e)| {
+        varint(b, delta);
+        let kind = match e.kind {
+            EventKind::Enter => 0,
+            EventKind::Leave => 1,
+        };
+        varint(b, u64::from(e.function) << 1 | kind);
+    })?;
 
     let whole = out.crc.clone().finalize();
     out.section(tag::END, &whole.to_le_bytes())?;

@@ -12,8 +12,8 @@ use runtime::Pid;
 use super::MergeError;
 use crate::profile::{TreeTable, index32};
 use crate::{
-    CallTree, Entry, Function, FunctionTrace, Group, Meta, PathEntry, Percentiles, ProcessRecord,
-    Profile, Run, TraceType,
+    CallTree, Entry, Event, EventLog, Function, FunctionTrace, Group, Meta, PathEntry, Percentiles,
+    ProcessRecord, Profile, Run, TraceType,
 };
 
 /// Merges `profiles`, all of one trace type, into one profile holding all their runs.
@@ -32,6 +32,10 @@ use crate::{
 /// - **Call trees**: the function tables are united (each distinct function once) and the
 ///   call paths re-interned by (parent, function), so a path that several inputs have is one
 ///   node in the output, with each process's figures on it.
+/// - **Event logs** are kept, every input's, as they were: each log's process renumbered as
+///   the processes are, and its events' functions pointed into the united function table.
+///   They are not combined (a pid of one input is never one of another's), only ordered by
+///   process like the rest.
 /// - **Percentiles are approximate after a merge**: `calls` is the sum and `max_ns` the
 ///   largest, exactly, but the durations themselves are not in the profiles, so p50, p90 and
 ///   p99 are each a calls-weighted choice among the inputs' values — the smallest input value
@@ -171,6 +175,7 @@ struct Acc {
     tree: Vec<PathEntry>,
     /// (group, node) → index in `tree`.
     tree_index: HashMap<(Group, u32), usize>,
+    event_logs: Vec<EventLog>,
     runs: Vec<Run>,
     /// Node numbers the pids of the inputs so far have.
     used_nodes: BTreeSet<u32>,
@@ -190,6 +195,7 @@ impl Acc {
             table: TreeTable::default(),
             tree: Vec::new(),
             tree_index: HashMap::new(),
+            event_logs: Vec::new(),
             runs: Vec::new(),
             used_nodes: BTreeSet::new(),
         }
@@ -358,6 +364,23 @@ impl Acc {
             }
         }
 
+        // Event logs: kept as they are, in the output's pids and function table.
+        for log in &p.event_logs {
+            self.event_logs.push(EventLog {
+                group: map_group(log.group),
+                events: log
+                    .events
+                    .iter()
+                    // `check` saw that every function is in the table.
+                    .map(|e| Event {
+                        function: table_map[e.function as usize],
+                        ..*e
+                    })
+                    .collect(),
+                dropped: log.dropped,
+            });
+        }
+
         self.inputs += 1;
         Ok(())
     }
@@ -371,6 +394,8 @@ impl Acc {
         processes.sort_by_key(|p| p.pid);
         let mut entries = self.tree;
         entries.sort_by_key(|e| (e.group, e.node));
+        let mut event_logs = self.event_logs;
+        event_logs.sort_by_key(|l| l.group);
         let (function_table, nodes) = self.table.into_parts();
         Profile {
             trace_type: self.trace_type,
@@ -383,19 +408,19 @@ impl Acc {
             processes,
             function_table,
             call_tree: CallTree { nodes, entries },
-            // Event logs are not merged yet.
-            event_logs: Vec::new(),
+            event_logs,
             meta: Meta { runs: self.runs },
         }
     }
 }
 
-/// Every group `p` has figures for.
+/// Every group `p` has figures or an event log for.
 fn groups(p: &Profile) -> impl Iterator<Item = Group> + '_ {
     p.functions
         .iter()
         .flat_map(|f| f.entries.iter().map(|e| e.group))
         .chain(p.call_tree.entries.iter().map(|e| e.group))
+        .chain(p.event_logs.iter().map(|l| l.group))
 }
 
 /// Checks that input `index` does not contradict itself where folding relies on it.
@@ -434,6 +459,20 @@ fn check(p: &Profile, index: usize) -> Result<(), MergeError> {
                 e.group,
                 e.node,
                 tree.nodes.len()
+            ));
+        }
+    }
+    for log in &p.event_logs {
+        if let Some(e) = log
+            .events
+            .iter()
+            .find(|e| e.function as usize >= p.function_table.len())
+        {
+            return bad(format!(
+                "an event of {} names function {}, but the function table has {}",
+                log.group,
+                e.function,
+                p.function_table.len()
             ));
         }
     }

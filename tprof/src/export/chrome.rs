@@ -12,8 +12,36 @@
 //! - Each process (in pid order; for call_count, the one group of all processes) gets a small
 //!   `pid` of its own, 1, 2, 3, ..., with one thread whose `tid` is that same number.
 //!   Metadata events (`"ph": "M"`) name them: `process_name` is the process's registered name,
-//!   else its pid ([`Profile::group_label`]), `thread_name` says what the durations measure,
-//!   and `process_sort_index` keeps pid order.
+//!   else its pid ([`Profile::group_label`]), `thread_name` says what the track shows, and
+//!   `process_sort_index` keeps pid order.
+//! - A process with an event log ([`Profile::event_logs`]) is drawn as a **timeline** (below);
+//!   the others get the **synthetic layout** of their call tree or flat figures.
+//!
+//! ## Timelines, from event logs
+//!
+//! Each traced frame of the log (a synchronous call, or one poll of an async call), from its
+//! Enter to its Leave, is a complete event (`"ph": "X"`, category `tprof`) named
+//! `module::name`, at the time it was entered, lasting until it was left: `ts` and `dur` in
+//! microseconds (floats), `ts` counted from the earliest logged event of the profile (every
+//! timeline shares that origin). A track's frames nest as they ran and come in the order
+//! they were entered. `args`: `duration_ns` (exact) and, for a frame still open where the log
+//! ends, `cut_short: true`.
+//!
+//! - A log cut short at its capacity may end inside frames: those are closed at the last
+//!   time of the log (and marked `cut_short`).
+//! - A Leave with no open Enter of its function is ignored; a Leave of a function entered
+//!   further out closes the frames opened inside it at that time. An event naming a function
+//!   the function table does not have is ignored. A time earlier than the one before it (a
+//!   log is oldest first; a damaged one may not be) counts as that one, so frames still nest.
+//! - `thread_name` is `timeline`; when the log could not keep every event it says how many
+//!   it lost (`timeline (12 events not kept)`), its `args` carry `dropped`, and an instant
+//!   event (`"ph": "i"`, named `event log full`, `args.dropped`) marks where the log stops.
+//!   A process with several logs has them read one after another as one. A process whose
+//!   log holds no event keeps the synthetic layout when it has figures (its `thread_name`'s
+//!   `args` still carry `dropped`).
+//!
+//! ## The synthetic layout, from the figures
+//!
 //! - Each call path is a complete event (`"ph": "X"`, category `tprof`) named `module::name`,
 //!   with `ts` and `dur` in microseconds (floats). Its duration is inclusive: its own
 //!   (exclusive) figure plus its children's durations. The children are laid one after
@@ -34,11 +62,15 @@
 //! - A path whose inclusive figure is 0 (a call_memory function that allocated nothing, with
 //!   nothing allocating below it) has no width and is left out, as in a flame graph: a slice
 //!   of no width would not nest unambiguously.
+//!
+//! `otherData.timelines`, present when some track is a timeline, says so.
 
+use std::collections::BTreeMap;
 use std::io::Write;
 
 use serde::Serialize;
 
+use super::timeline::{self, Log, frames};
 use super::weight::frame_name;
 use super::{ExportError, Stack, stacks};
 use crate::{Function, Group, Profile, TraceType};
@@ -58,6 +90,8 @@ struct OtherData {
     exporter: String,
     trace_type: &'static str,
     duration_unit: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    timelines: Option<&'static str>,
 }
 
 /// One trace event.
@@ -73,6 +107,9 @@ struct Event {
     ts: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     dur: Option<f64>,
+    /// The scope of an instant event (`t`: its thread).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    s: Option<&'static str>,
     args: Args,
 }
 
@@ -80,12 +117,29 @@ struct Event {
 #[derive(Debug, Serialize)]
 #[serde(untagged)]
 enum Args {
-    /// `process_name`, `thread_name`.
-    Name { name: String },
+    /// `process_name`, `thread_name`; a timeline's `thread_name` and its `event log full`
+    /// instant also say how many events its log could not keep.
+    Name {
+        name: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        dropped: Option<u64>,
+    },
     /// `process_sort_index`.
     SortIndex { sort_index: u32 },
     /// A path's figures.
     Slice(SliceArgs),
+    /// A frame of a timeline.
+    Frame(FrameArgs),
+    /// The `event log full` instant.
+    Dropped { dropped: u64 },
+}
+
+/// A frame of a timeline, on its event.
+#[derive(Debug, Serialize)]
+struct FrameArgs {
+    duration_ns: u64,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    cut_short: bool,
 }
 
 /// A path's figures, on its event.
@@ -216,6 +270,11 @@ impl Scale {
         }
     }
 
+    /// The scale of timelines: nanoseconds, shown as time.
+    fn timeline() -> Scale {
+        Scale::of(TraceType::CallTime)
+    }
+
     /// `units` in microseconds.
     fn us(self, units: u64) -> f64 {
         // Microseconds are exact for call_count and call_memory; for call_time, `ns / 1000`
@@ -228,23 +287,37 @@ impl Scale {
     }
 }
 
+/// What one process's track is drawn from.
+#[derive(Debug, Default)]
+struct Track<'a> {
+    /// Its call tree (or flat figures), for the synthetic layout.
+    tree: Tree<'a>,
+    /// Its event log, if it has one.
+    log: Option<Log>,
+}
+
 /// Writes `profile` as Chrome trace-event JSON.
 pub(super) fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), ExportError> {
     let scale = Scale::of(profile.trace_type);
-    let memory = profile.trace_type == TraceType::CallMemory;
-    // The trees, one per process, in the order `stacks` gives them (by process).
-    let mut trees: Vec<(Group, Tree<'_>)> = Vec::new();
+    // The tracks, one per process, in pid order (`stacks` gives them by process).
+    let mut tracks: BTreeMap<Group, Track<'_>> = BTreeMap::new();
     for stack in stacks(profile) {
-        if trees.last().is_none_or(|(group, _)| *group != stack.group) {
-            trees.push((stack.group, Tree::default()));
-        }
-        if let Some((_, tree)) = trees.last_mut() {
-            tree.add(&stack);
-        }
+        tracks.entry(stack.group).or_default().tree.add(&stack);
     }
+    for (group, log) in timeline::logs(profile) {
+        tracks.entry(group).or_default().log = Some(log);
+    }
+    let origin = timeline::origin(profile);
     let mut events = Vec::new();
-    for (n, (group, mut tree)) in trees.into_iter().enumerate() {
+    let mut timelines = false;
+    for (n, (group, mut track)) in tracks.into_iter().enumerate() {
         let id = u32::try_from(n + 1).unwrap_or(u32::MAX);
+        let dropped = track.log.as_ref().map(|l| l.dropped);
+        let log = track
+            .log
+            .as_ref()
+            .filter(|l| !l.events.is_empty() || track.tree.nodes.is_empty());
+        timelines |= log.is_some();
         let meta = |name: &str, args: Args| Event {
             name: name.to_owned(),
             ph: "M",
@@ -253,71 +326,39 @@ pub(super) fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), Export
             cat: None,
             ts: None,
             dur: None,
+            s: None,
             args,
         };
         events.push(meta(
             "process_name",
             Args::Name {
                 name: profile.group_label(group),
+                dropped: None,
             },
         ));
         events.push(meta(
             "process_sort_index",
             Args::SortIndex { sort_index: id },
         ));
+        let thread_name = match log {
+            None => scale.thread_name.to_owned(),
+            Some(log) if log.dropped > 0 => {
+                format!("timeline ({} events not kept)", log.dropped)
+            }
+            Some(_) => "timeline".to_owned(),
+        };
         events.push(meta(
             "thread_name",
             Args::Name {
-                name: scale.thread_name.to_owned(),
+                name: thread_name,
+                dropped,
             },
         ));
-        tree.sum();
-        // Depth first, parents before children: (node, start in units, the path to it, the
-        // end of the parent's event as written, which the node's must not pass).
-        let mut todo: Vec<(usize, u64, String, f64)> = Vec::new();
-        let mut start = 0u64;
-        for &root in &tree.roots {
-            todo.push((root, start, String::new(), f64::INFINITY));
-            start = start.saturating_add(tree.nodes[root].inclusive);
-        }
-        todo.reverse();
-        while let Some((i, start, parent_path, cap)) = todo.pop() {
-            let node = &tree.nodes[i];
-            if node.inclusive == 0 {
-                continue;
-            }
-            let name = frame_name(node.function);
-            let path = if parent_path.is_empty() {
-                name.clone()
-            } else {
-                format!("{parent_path};{name}")
-            };
-            let (ts, dur) = interval(scale, start, start.saturating_add(node.inclusive), cap);
-            events.push(Event {
-                name,
-                ph: "X",
-                pid: id,
-                tid: id,
-                cat: Some("tprof"),
-                ts: Some(ts),
-                dur: Some(dur),
-                args: Args::Slice(SliceArgs {
-                    calls: node.calls,
-                    measurement: node.own,
-                    inclusive: node.inclusive,
-                    unit: scale.unit,
-                    bytes: memory.then_some(node.bytes),
-                    blocks: memory.then_some(node.blocks),
-                    path: path.clone(),
-                }),
-            });
-            let mut child_start = start;
-            let mut children = Vec::new();
-            for &c in &node.children {
-                children.push((c, child_start, path.clone(), ts + dur));
-                child_start = child_start.saturating_add(tree.nodes[c].inclusive);
-            }
-            todo.extend(children.into_iter().rev());
+        if let Some(log) = log {
+            draw_timeline(profile, log, origin, id, &mut events);
+        } else {
+            track.tree.sum();
+            draw_tree(&track.tree, scale, profile.trace_type, id, &mut events);
         }
     }
     let file = TraceFile {
@@ -327,6 +368,10 @@ pub(super) fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), Export
             exporter: format!("tprof {}", env!("CARGO_PKG_VERSION")),
             trace_type: profile.trace_type.name(),
             duration_unit: scale.duration_unit,
+            timelines: timelines.then_some(
+                "the tracks named `timeline` are drawn from event logs: each frame at the time \
+                 it ran, ts in µs since the profile's earliest logged event",
+            ),
         },
     };
     serde_json::to_writer(&mut *out, &file)?;
@@ -334,14 +379,123 @@ pub(super) fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), Export
     Ok(())
 }
 
-/// The `ts` and `dur` of an event from `start` to `end` (in units), such that `ts + dur`, as
-/// a reader computes it in doubles, is neither past `end` nor past `cap` (the end of the
-/// parent's event as written): microseconds that are not whole are not exact in binary, and a
-/// child ending with its parent must not end a rounding error after it.
+/// Draws `log` as the timeline of track `id`.
+fn draw_timeline(profile: &Profile, log: &Log, origin: u64, id: u32, events: &mut Vec<Event>) {
+    let scale = Scale::timeline();
+    // The end of the last frame drawn at each depth, as written: a frame must not pass its
+    // parent's (the one at the depth above, entered last).
+    let mut ends: Vec<f64> = Vec::new();
+    let mut last = 0u64;
+    for frame in frames(profile, &log.events, origin) {
+        let cap = match frame.depth.checked_sub(1) {
+            Some(parent) => ends.get(parent).copied().unwrap_or(f64::INFINITY),
+            None => f64::INFINITY,
+        };
+        let (ts, dur) = interval(scale, frame.start, frame.end, cap);
+        ends.truncate(frame.depth);
+        ends.push(ts + dur);
+        last = last.max(frame.end);
+        events.push(Event {
+            name: frame_name(frame.function),
+            ph: "X",
+            pid: id,
+            tid: id,
+            cat: Some("tprof"),
+            ts: Some(ts),
+            dur: Some(dur),
+            s: None,
+            args: Args::Frame(FrameArgs {
+                duration_ns: frame.end.saturating_sub(frame.start),
+                cut_short: frame.cut_short,
+            }),
+        });
+    }
+    if log.dropped > 0 {
+        events.push(Event {
+            name: "event log full".to_owned(),
+            ph: "i",
+            pid: id,
+            tid: id,
+            cat: Some("tprof"),
+            ts: Some(scale.us(last)),
+            dur: None,
+            s: Some("t"),
+            args: Args::Dropped {
+                dropped: log.dropped,
+            },
+        });
+    }
+}
+
+/// Draws `tree` (its figures summed) in the synthetic layout, as track `id`.
+fn draw_tree(
+    tree: &Tree<'_>,
+    scale: Scale,
+    trace_type: TraceType,
+    id: u32,
+    events: &mut Vec<Event>,
+) {
+    let memory = trace_type == TraceType::CallMemory;
+    // Depth first, parents before children: (node, start in units, the path to it, the end
+    // of the parent's event as written, which the node's must not pass).
+    let mut todo: Vec<(usize, u64, String, f64)> = Vec::new();
+    let mut start = 0u64;
+    for &root in &tree.roots {
+        todo.push((root, start, String::new(), f64::INFINITY));
+        start = start.saturating_add(tree.nodes[root].inclusive);
+    }
+    todo.reverse();
+    while let Some((i, start, parent_path, cap)) = todo.pop() {
+        let node = &tree.nodes[i];
+        if node.inclusive == 0 {
+            continue;
+        }
+        let name = frame_name(node.function);
+        let path = if parent_path.is_empty() {
+            name.clone()
+        } else {
+            format!("{parent_path};{name}")
+        };
+        let (ts, dur) = interval(scale, start, start.saturating_add(node.inclusive), cap);
+        events.push(Event {
+            name,
+            ph: "X",
+            pid: id,
+            tid: id,
+            cat: Some("tprof"),
+            ts: Some(ts),
+            dur: Some(dur),
+            s: None,
+            args: Args::Slice(SliceArgs {
+                calls: node.calls,
+                measurement: node.own,
+                inclusive: node.inclusive,
+                unit: scale.unit,
+                bytes: memory.then_some(node.bytes),
+                blocks: memory.then_some(node.blocks),
+                path: path.clone(),
+            }),
+        });
+        let mut child_start = start;
+        let mut children = Vec::new();
+        for &c in &node.children {
+            children.push((c, child_start, path.clone(), ts + dur));
+            child_start = child_start.saturating_add(tree.nodes[c].inclusive);
+        }
+        todo.extend(children.into_iter().rev());
+    }
+}
+
+/// The `ts` and `dur` of an event from `start` to `end` (in units), such that neither `ts`
+/// nor `ts + dur`, as a reader computes it in doubles, is past `end` or past `cap` (the end of
+/// the parent's event as written): microseconds that are not whole are not exact in binary,
+/// and a child ending with its parent must not end a rounding error after it.
 fn interval(scale: Scale, start: u64, end: u64, cap: f64) -> (f64, f64) {
-    let ts = scale.us(start);
     let limit = scale.us(end).min(cap);
-    let mut dur = (limit - ts).max(0.0);
+    // A frame of no width where its parent ends starts there, not a rounding error after.
+    let ts = scale.us(start).min(limit);
+    // The duration as the nearest double to it, unless that would end past the limit.
+    let mut dur = scale.us(end.saturating_sub(start)).min(limit - ts).max(0.0);
     while dur > 0.0 && ts + dur > limit {
         dur = dur.next_down();
     }

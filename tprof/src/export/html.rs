@@ -14,7 +14,11 @@
 //!   and the share of the total they cover is shown;
 //! - per process, the table of its functions (calls, measurement, per call, %, and bytes and
 //!   blocks for call_memory), sorted by clicking a column's header; call_time with
-//!   percentiles also gets the table of call durations.
+//!   percentiles also gets the table of call durations;
+//! - when the profile has event logs ([`Profile::event_logs`]), a timeline of each process
+//!   that has one (of the one chosen, or of every one, on a shared time axis): its frames at
+//!   the times they ran, nested, hover one for its function, start and duration; a log that
+//!   could not keep every event says how many it lost.
 //!
 //! # The embedded JSON
 //!
@@ -25,9 +29,13 @@
 //! `initial_call`, `run`), `stacks` (each `process` and `frames`, indices into the lists
 //! above, outermost frame first, with `calls`, `value`, `bytes`, `blocks`, exclusive of the
 //! frames above it: [`stacks()`] of the profile), `rows` (the flat figures per
-//! process and function, same fields), `percentiles` and `total` (the sum of the stacks'
-//! values). Every `<`, `>` and `&` in it is written as a `\u` escape, so no text in the
-//! profile (a function named `</script>`, say) can end the element early.
+//! process and function, same fields), `percentiles`, `total` (the sum of the stacks'
+//! values) and `timelines`: per process with an event log, `process`, `dropped` and `frames`,
+//! each `[function, start_ns, end_ns, depth, cut_short]` (times since the profile's earliest
+//! logged event, `cut_short` 1 for a frame still open where the log ends, else 0), in the
+//! order they were entered, read as the `chrome` export reads them. Every `<`, `>` and `&` in
+//! it is written as a `\u` escape, so no text in the profile (a function named `</script>`,
+//! say) can end the element early.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
@@ -35,6 +43,7 @@ use std::io::Write;
 use serde::Serialize;
 
 use super::flamegraph::{duration, unit};
+use super::timeline::{self, frames};
 use super::{ExportError, stacks};
 use crate::{Function, Group, Profile, Run, TraceType};
 
@@ -67,6 +76,7 @@ const BODY: &str = r#"<header>
   <div id="detail" aria-live="polite"></div>
 </section>
 <div id="tooltip" role="tooltip" hidden></div>
+<section id="timeline-box" aria-label="timeline" hidden></section>
 <section id="tables" aria-label="tables"></section>
 <noscript><p>This viewer needs JavaScript. The data is in the element <code>tprof-data</code>
 of this file, as JSON.</p></noscript>
@@ -115,6 +125,15 @@ struct PercentilesView {
     max_ns: u64,
 }
 
+/// One process's event log, as frames.
+#[derive(Serialize)]
+struct TimelineView {
+    process: usize,
+    dropped: u64,
+    /// `[function, start_ns, end_ns, depth, cut_short]`.
+    frames: Vec<(usize, u64, u64, usize, u8)>,
+}
+
 /// Everything the viewer reads.
 #[derive(Serialize)]
 struct ViewData<'a> {
@@ -129,6 +148,7 @@ struct ViewData<'a> {
     rows: Vec<Figures>,
     percentiles: Vec<PercentilesView>,
     total: u64,
+    timelines: Vec<TimelineView>,
 }
 
 /// Gives each distinct function one index.
@@ -163,6 +183,10 @@ fn view_data(profile: &Profile) -> ViewData<'_> {
         for e in &f.entries {
             groups.insert(e.group, 0);
         }
+    }
+    let logs = timeline::logs(profile);
+    for group in logs.keys() {
+        groups.insert(*group, 0);
     }
     let mut processes = Vec::new();
     for (i, (group, index)) in groups.iter_mut().enumerate() {
@@ -244,6 +268,21 @@ fn view_data(profile: &Profile) -> ViewData<'_> {
             max_ns: p.max_ns,
         })
         .collect();
+    let origin = timeline::origin(profile);
+    let timelines = logs
+        .iter()
+        .map(|(group, log)| TimelineView {
+            process: groups[group],
+            dropped: log.dropped,
+            frames: frames(profile, &log.events, origin)
+                .iter()
+                .map(|f| {
+                    let function = functions.of(f.function);
+                    (function, f.start, f.end, f.depth, u8::from(f.cut_short))
+                })
+                .collect(),
+        })
+        .collect();
     let total = stack_views.iter().map(|s| s.value).sum();
     ViewData {
         version: 1,
@@ -257,6 +296,7 @@ fn view_data(profile: &Profile) -> ViewData<'_> {
         rows,
         percentiles,
         total,
+        timelines,
     }
 }
 

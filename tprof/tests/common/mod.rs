@@ -68,6 +68,8 @@ pub(crate) struct Real {
     pub(crate) child: bool,
     /// Call paths as well as the flat figures.
     pub(crate) call_tree: bool,
+    /// Event logs (call_time and call_memory).
+    pub(crate) events: bool,
 }
 
 impl Real {
@@ -76,6 +78,7 @@ impl Real {
         percentiles: false,
         child: false,
         call_tree: false,
+        events: false,
     };
 }
 
@@ -86,6 +89,7 @@ pub(crate) fn options(trace_type: TraceType, real: Real) -> ProfileOptions {
         .trace_type(trace_type)
         .percentiles(real.percentiles && trace_type == TraceType::CallTime)
         .call_tree(real.call_tree)
+        .event_log(real.events)
         .pattern(TracePattern::module(MODULE))
         .report(Report::Return)
 }

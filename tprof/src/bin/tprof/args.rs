@@ -34,7 +34,7 @@ pub(crate) enum Cmd {
         #[arg(long)]
         percentiles: bool,
         /// Keep an event log per process (each traced frame entered and left), for a real
-        /// timeline in the chrome export.
+        /// timeline in the chrome and html exports.
         #[arg(long)]
         events: bool,
         /// Where to write (default: PROGRAM.tprof; standard output for --format).

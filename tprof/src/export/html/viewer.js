@@ -1,6 +1,7 @@
-// tprof's profile viewer: an icicle graph with zoom and search, and per-process tables,
-// drawn from the JSON in #tprof-data. Written for tprof; it loads nothing. Text from the
-// profile only ever reaches the page through textContent and attribute values.
+// tprof's profile viewer: an icicle graph with zoom and search, per-process timelines (from
+// event logs) and per-process tables, drawn from the JSON in #tprof-data. Written for tprof;
+// it loads nothing. Text from the profile only ever reaches the page through textContent,
+// attribute values and text drawn on a canvas.
 'use strict';
 (function () {
   const data = JSON.parse(document.getElementById('tprof-data').textContent);
@@ -267,15 +268,18 @@
     if (!n) d.append('  ·  click a frame to zoom in');
   }
   function tooltip(n, ev) {
-    const t = $('tooltip');
     if (!n) {
-      t.hidden = true;
+      $('tooltip').hidden = true;
       return;
     }
+    showTip(label(n), facts(n), ev);
+  }
+  function showTip(name, rows, ev) {
+    const t = $('tooltip');
     t.textContent = '';
-    t.append(el('div', { class: 'name', text: label(n) }));
+    t.append(el('div', { class: 'name', text: name }));
     const table = el('table');
-    for (const [k, v] of facts(n)) table.append(el('tr', {}, el('td', { text: k }), el('td', { class: 'num', text: v })));
+    for (const [k, v] of rows) table.append(el('tr', {}, el('td', { text: k }), el('td', { class: 'num', text: v })));
     t.append(table);
     t.hidden = false;
     const pad = 14;
@@ -290,6 +294,120 @@
   function frameAt(ev) {
     const e = ev.target.closest ? ev.target.closest('.frame') : null;
     return e ? nodes[Number(e.dataset.node)] : null;
+  }
+
+  // ---- timelines: each process's event log, its frames at the times they ran.
+  // A frame is [function, start_ns, end_ns, depth, cut_short].
+  const TL_ROW = 14;   // px per timeline row
+  const TL_ROWS = 32;  // rows at most: deeper frames are drawn on the last one
+  const span = data.timelines.reduce((m, t) => t.frames.reduce((mm, f) => Math.max(mm, f[2]), m), 0);
+  // per timeline, its frames by row, each list in start order (for finding the one hovered)
+  const byRow = data.timelines.map((t) => {
+    const rows = [];
+    for (const f of t.frames) {
+      const r = Math.min(f[3], TL_ROWS - 1);
+      (rows[r] = rows[r] || []).push(f);
+    }
+    return rows;
+  });
+  function matches(fn) {
+    if (!term) return false;
+    const f = data.functions[fn];
+    return (f.mfa + ' ' + f.file).toLowerCase().includes(term);
+  }
+  function timelines() {
+    const box = $('timeline-box');
+    box.textContent = '';
+    box.hidden = data.timelines.length === 0;
+    if (box.hidden) return;
+    box.append(el('h2', { text: 'Timeline' }),
+      el('p', { class: 'sub', text: 'Each traced call, or poll of an async call, at the time it ran, from the event log of its process: ' +
+        'time from the first event logged (' + dur(span) + ' in all). Hover a frame for its details.' }));
+    const shown = [];
+    data.timelines.forEach((t, i) => {
+      if (process < 0 || t.process === process) shown.push(i);
+    });
+    if (!shown.length) {
+      box.append(el('p', { class: 'empty', text: 'This process has no event log.' }));
+      return;
+    }
+    const matchColour = getComputedStyle(document.documentElement).getPropertyValue('--match').trim() || '#d13fd8';
+    for (const i of shown) {
+      const t = data.timelines[i];
+      const n = t.frames.length;
+      const head = el('h3', {}, label({ kind: 'process', proc: t.process }),
+        el('span', { class: 'sub', text: ' — ' + int(n) + ' frame' + (n === 1 ? '' : 's') +
+          (t.dropped > 0 ? ' — its log is full: ' + int(t.dropped) + ' later event' + (t.dropped === 1 ? '' : 's') + ' not kept' : '') }));
+      const canvas = el('canvas', { class: 'timeline', 'data-timeline': String(i), role: 'img',
+        'aria-label': 'Timeline of ' + label({ kind: 'process', proc: t.process }) });
+      box.append(el('section', { 'data-process': data.processes[t.process].id }, head, canvas));
+      const rows = Math.min(TL_ROWS, t.frames.reduce((m, f) => Math.max(m, f[3] + 1), 1));
+      const width = canvas.clientWidth || box.clientWidth || 600;
+      const ratio = window.devicePixelRatio || 1;
+      canvas.width = Math.max(1, Math.round(width * ratio));
+      canvas.height = Math.max(1, Math.round(rows * TL_ROW * ratio));
+      canvas.style.height = rows * TL_ROW + 2 * canvas.clientTop + 'px';
+      const ctx = canvas.getContext('2d');
+      if (!ctx) continue;
+      ctx.scale(ratio, ratio);
+      ctx.font = '11px ' + getComputedStyle(document.body).getPropertyValue('--mono');
+      ctx.textBaseline = 'middle';
+      const scale = span > 0 ? width / span : 0;
+      for (const f of t.frames) {
+        const x = f[1] * scale;
+        const w = Math.max((f[2] - f[1]) * scale, 1);
+        const y = Math.min(f[3], rows - 1) * TL_ROW;
+        const hit = matches(f[0]);
+        ctx.globalAlpha = term && !hit ? 0.35 : 1;
+        ctx.fillStyle = hit ? matchColour : colour(f[0]);
+        ctx.fillRect(x, y, w, TL_ROW - 1);
+        if (w >= 40) {
+          const name = data.functions[f[0]].mfa;
+          const fits = Math.floor((w - 6) / 6.6);
+          ctx.fillStyle = hit ? '#fff' : '#1a1a1a';
+          ctx.fillText(name.length > fits ? name.slice(0, Math.max(fits - 1, 1)) + '…' : name, x + 3, y + TL_ROW / 2, w - 4);
+        }
+      }
+      ctx.globalAlpha = 1;
+    }
+    box.append(el('div', { class: 'axis' }, el('span', { text: '0' }), el('span', { text: dur(span) })));
+  }
+  function timelineFrame(ev) {
+    const canvas = ev.target.closest ? ev.target.closest('canvas.timeline') : null;
+    if (!canvas) return null;
+    const i = Number(canvas.dataset.timeline);
+    const t = data.timelines[i];
+    const r = canvas.getBoundingClientRect();
+    const width = canvas.clientWidth;
+    if (!t || !(width > 0) || !(span > 0)) return null;
+    const row = byRow[i][Math.floor((ev.clientY - r.top - canvas.clientTop) / TL_ROW)] || [];
+    const ns = ((ev.clientX - r.left - canvas.clientLeft) / width) * span;
+    const slack = (2 / width) * span; // two pixels
+    // the last frame that starts by then, or one before it (nested ones share the last row)
+    let lo = 0;
+    let hi = row.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (row[mid][1] <= ns + slack) lo = mid + 1;
+      else hi = mid;
+    }
+    for (let k = lo - 1; k >= 0 && k >= lo - 64; k--) {
+      if (row[k][2] + slack >= ns) return { t, f: row[k] };
+    }
+    return null;
+  }
+  function timelineTip(hit, ev) {
+    if (!hit) {
+      $('tooltip').hidden = true;
+      return;
+    }
+    const { t, f } = hit;
+    const fn = data.functions[f[0]];
+    const rows = [['file', fn.file + ':' + fn.line]];
+    if (data.timelines.length > 1) rows.push(['process', label({ kind: 'process', proc: t.process })]);
+    rows.push(['start', dur(f[1]) + ' after the first event'], ['duration', dur(f[2] - f[1])], ['depth', String(f[3])]);
+    if (f[4]) rows.push(['cut short', 'still running where the log ends']);
+    showTip(fn.mfa, rows, ev);
   }
 
   // ---- tables
@@ -443,6 +561,7 @@
     build();
     applySearch();
     render();
+    timelines();
     tables();
   }
   function zoomTo(n) {
@@ -455,6 +574,7 @@
     term = text.trim().toLowerCase();
     applySearch();
     render();
+    timelines();
   }
   const graph = $('graph');
   graph.addEventListener('click', (ev) => {
@@ -470,6 +590,8 @@
     tooltip(null);
     detail(null);
   });
+  $('timeline-box').addEventListener('mousemove', (ev) => timelineTip(timelineFrame(ev), ev));
+  $('timeline-box').addEventListener('mouseleave', () => timelineTip(null));
   $('reset').addEventListener('click', () => zoomTo(root));
   $('zoom-out').addEventListener('click', () => zoomTo(zoom.parent));
   $('process').addEventListener('change', (ev) => setProcess(Number(ev.target.value)));
@@ -504,7 +626,10 @@
   let pending = 0;
   window.addEventListener('resize', () => {
     cancelAnimationFrame(pending);
-    pending = requestAnimationFrame(render);
+    pending = requestAnimationFrame(() => {
+      render();
+      timelines();
+    });
   });
 
   header();
