@@ -45,7 +45,13 @@ pub(crate) enum Cmd {
         #[arg(long, short = 'f', value_parser = parse_format)]
         format: Option<Format>,
         /// The program, then its arguments (after `--`).
-        #[arg(required = true, num_args = 1.., trailing_var_arg = true, allow_hyphen_values = true)]
+        #[arg(
+            required = true,
+            num_args = 1..,
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "PROGRAM [ARGS]"
+        )]
         command: Vec<OsString>,
     },
     /// Write a profile file (.tprof, or a json export) in another format.
