@@ -192,3 +192,25 @@ fn restart_clears_the_logs_and_sessions_without_events_have_none() {
         "inner"
     );
 }
+
+#[test]
+fn two_event_sessions_each_count_what_they_could_not_keep() {
+    let node = node();
+    let one = session(&node, TraceTypes::CALL_TIME | TraceTypes::CALL_EVENTS);
+    let two = session(&node, TraceTypes::CALL_TIME | TraceTypes::CALL_EVENTS);
+    let calls = EVENT_LOG_CAPACITY as u64; // 2 events each, for each session: the poll's log fills
+    let pid = run_in_process(&node, async move {
+        for _ in 0..calls {
+            inner();
+        }
+    });
+    for s in [&one, &two] {
+        let logs = s.event_logs();
+        let log = logs
+            .iter()
+            .find(|l| l.pid == pid)
+            .expect("each session has a log");
+        // Each event is logged once for both sessions; the poll's log holds the capacity.
+        assert_eq!(log.events.len() as u64 + log.dropped, 2 * calls);
+    }
+}

@@ -424,7 +424,11 @@ impl Deref for Node {
 impl Drop for Node {
     fn drop(&mut self) {
         let inner = &self.handle.inner;
-        inner.finish_env_run();
+        let profiling = inner
+            .env_run
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some();
         inner.stopping.store(true, Ordering::Release);
         for p in inner.table.all() {
             p.kill();
@@ -433,8 +437,16 @@ impl Drop for Node {
             slot.store(None);
         }
         if let Some(rt) = self.runtime.take() {
-            rt.shutdown_background();
+            if profiling && tokio::runtime::Handle::try_current().is_err() {
+                // Profiled from the environment (`tprof run`): the polls running now end (up
+                // to the shutdown grace) and hand over their figures before the profile is
+                // written. Otherwise a drop never blocks.
+                rt.shutdown_timeout(inner.shutdown_grace);
+            } else {
+                rt.shutdown_background();
+            }
         }
+        inner.finish_env_run();
     }
 }
 

@@ -463,11 +463,20 @@ pub fn read_file(path: &Path) -> Result<Profile, ArchiveError> {
 /// As [`write()`], and when the file cannot be created; each error is an
 /// [`ArchiveError::File`] that names the file.
 pub fn write_file(profile: &Profile, path: &Path) -> Result<(), ArchiveError> {
+    // Written beside it and renamed over it: a failed write leaves an existing file as it was.
+    let mut partial = path.as_os_str().to_owned();
+    partial.push(".partial");
+    let partial = std::path::PathBuf::from(partial);
     let run = || -> Result<(), ArchiveError> {
-        let mut out = BufWriter::new(File::create(path)?);
+        let mut out = BufWriter::new(File::create(&partial)?);
         write(profile, &mut out)?;
         out.flush()?;
+        drop(out);
+        std::fs::rename(&partial, path)?;
         Ok(())
     };
-    run().map_err(|e| e.in_file(path))
+    run().map_err(|e| {
+        let _ = std::fs::remove_file(&partial);
+        e.in_file(path)
+    })
 }

@@ -168,13 +168,20 @@ pub fn run(options: &RunOptions) -> Result<RunOutcome, CommandError> {
             if options.percentiles { "1" } else { "0" },
         )
         .env(env_run::ENV_EVENTS, if options.events { "1" } else { "0" });
-    let status = command.status();
+    if options.format.is_some() && options.out.is_none() {
+        // The export goes to standard output: the program's own output goes to stderr.
+        command.stdout(std::process::Stdio::from(io::stderr()));
+    }
+    let status = command.spawn().and_then(|mut child| {
+        let os_pid = child.id();
+        child.wait().map(|status| (status, os_pid))
+    });
     let profile = match &status {
-        Ok(_) => read_run_dir(&dir, options.trace_type),
+        Ok((_, os_pid)) => read_run_dir_of(&dir, options.trace_type, Some(*os_pid)),
         Err(_) => Err(CommandError::Program(String::new())),
     };
     let _ = fs::remove_dir_all(&dir);
-    let status = status.map_err(|e| {
+    let (status, _) = status.map_err(|e| {
         CommandError::Program(format!(
             "cannot run {}: {e}",
             Path::new(&options.program).display()
@@ -236,6 +243,17 @@ pub fn run(options: &RunOptions) -> Result<RunOutcome, CommandError> {
 /// [`CommandError::Program`] when there is none; [`CommandError::Input`] for one that
 /// cannot be read.
 pub fn read_run_dir(dir: &Path, trace_type: TraceType) -> Result<Profile, CommandError> {
+    read_run_dir_of(dir, trace_type, None)
+}
+
+/// [`read_run_dir`], keeping only the files OS process `os_pid` wrote (the program `run`
+/// started: programs it starts in turn inherit the environment and write run files too, of
+/// their own nodes, whose pids would collide with its own).
+fn read_run_dir_of(
+    dir: &Path,
+    trace_type: TraceType,
+    os_pid: Option<u32>,
+) -> Result<Profile, CommandError> {
     let mut files: Vec<PathBuf> = fs::read_dir(dir)
         .map_err(|e| CommandError::input(dir, e))?
         .filter_map(|entry| entry.ok().map(|e| e.path()))
@@ -245,6 +263,21 @@ pub fn read_run_dir(dir: &Path, trace_type: TraceType) -> Result<Profile, Comman
                 .is_some_and(|n| n.starts_with("tprof-run-") && n.ends_with(".json"))
         })
         .collect();
+    if let Some(os_pid) = os_pid {
+        let prefix = format!("tprof-run-{os_pid}-");
+        let before = files.len();
+        files.retain(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(&prefix))
+        });
+        if files.len() < before {
+            eprintln!(
+                "tprof: {} profile(s) of programs the program started were left out",
+                before - files.len()
+            );
+        }
+    }
     files.sort();
     if files.is_empty() {
         return Err(CommandError::Program(
@@ -445,14 +478,23 @@ fn open_in_browser(page: &Path) -> bool {
         .is_ok()
 }
 
-/// A new empty folder under the system's temporary folder.
+/// A new empty folder under the system's temporary folder, made by this call alone.
 fn scratch_dir(what: &str) -> io::Result<PathBuf> {
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos());
-    let dir = std::env::temp_dir().join(format!("tprof-{what}-{}-{nanos:09}", std::process::id()));
-    fs::create_dir_all(&dir)?;
-    Ok(dir)
+    let mut attempt = 0u32;
+    loop {
+        let dir = std::env::temp_dir().join(format!(
+            "tprof-{what}-{}-{nanos:09}-{attempt}",
+            std::process::id()
+        ));
+        match fs::create_dir(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempt < 1000 => attempt += 1,
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 fn unix_ms(t: SystemTime) -> u64 {

@@ -63,7 +63,11 @@ pub fn format(out: &mut dyn Write, inspected: &Inspected) -> io::Result<()> {
     if let Some(all) = inspected.groups.get(&Group::All) {
         return format_group(out, all);
     }
-    let grand: u64 = inspected.groups.values().map(printed_total).sum();
+    let grand: u64 = inspected
+        .groups
+        .values()
+        .map(printed_total)
+        .fold(0, u64::saturating_add);
     for (group, profile) in &inspected.groups {
         let total = printed_total(profile);
         let share = if grand == 0 {
@@ -100,7 +104,9 @@ fn printed_values(group: &GroupProfile) -> Vec<u64> {
 /// The group's total as printed: the sum of its printed values.
 fn printed_total(group: &GroupProfile) -> u64 {
     if group.trace_type == TraceType::CallTime {
-        printed_values(group).iter().sum()
+        printed_values(group)
+            .iter()
+            .fold(0, |a, b| a.saturating_add(*b))
     } else {
         group.total
     }

@@ -196,7 +196,7 @@ fn inspect_impl(profile: &Profile, aggregate: Aggregate, sort: SortBy, zeros: bo
                         total: 0,
                         lines: Vec::new(),
                     });
-                    group.total += e.measurement;
+                    group.total = group.total.saturating_add(e.measurement);
                     group.lines.push(Line {
                         module: f.module().to_owned(),
                         function: f.function().to_owned(),
@@ -217,17 +217,19 @@ fn inspect_impl(profile: &Profile, aggregate: Aggregate, sort: SortBy, zeros: bo
         }
         Aggregate::Total => {
             let mut lines = Vec::new();
-            let mut total = 0;
+            let mut total = 0u64;
             for f in &profile.functions {
                 let (calls, measurement) = f
                     .entries
                     .iter()
                     .filter(|e| shown(trace_type, e.measurement, e.calls))
-                    .fold((0, 0), |(c, m), e| (c + e.calls, m + e.measurement));
+                    .fold((0u64, 0u64), |(c, m), e| {
+                        (c.saturating_add(e.calls), m.saturating_add(e.measurement))
+                    });
                 if calls == 0 && measurement == 0 {
                     continue;
                 }
-                total += measurement;
+                total = total.saturating_add(measurement);
                 lines.push(Line {
                     module: f.module().to_owned(),
                     function: f.function().to_owned(),

@@ -483,10 +483,10 @@ impl Builder<'_> {
         let entries = &mut self.functions[at].entries;
         match entries.iter_mut().find(|e| e.group == entry.group) {
             Some(e) => {
-                e.calls += entry.calls;
-                e.measurement += entry.measurement;
-                e.bytes += entry.bytes;
-                e.blocks += entry.blocks;
+                e.calls = e.calls.saturating_add(entry.calls);
+                e.measurement = e.measurement.saturating_add(entry.measurement);
+                e.bytes = e.bytes.saturating_add(entry.bytes);
+                e.blocks = e.blocks.saturating_add(entry.blocks);
             }
             None => entries.push(entry),
         }

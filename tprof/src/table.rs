@@ -53,10 +53,10 @@ pub fn process_summary(profile: &Profile) -> Table {
     for f in &profile.functions {
         for e in &f.entries {
             let sums = groups.entry(e.group).or_default();
-            sums[0] += e.calls;
-            sums[1] += e.measurement;
-            sums[2] += e.bytes;
-            sums[3] += e.blocks;
+            sums[0] = sums[0].saturating_add(e.calls);
+            sums[1] = sums[1].saturating_add(e.measurement);
+            sums[2] = sums[2].saturating_add(e.bytes);
+            sums[3] = sums[3].saturating_add(e.blocks);
         }
     }
     for (group, [calls, value, bytes, blocks]) in groups {
@@ -138,7 +138,9 @@ pub fn function_table(profile: &Profile, group: Group, sort: SortBy) -> Table {
                 })
                 .flat_map(|f| f.entries.iter())
                 .filter(|e| group == Group::All || e.group == group)
-                .fold((0u64, 0u64), |(b, k), e| (b + e.bytes, k + e.blocks));
+                .fold((0u64, 0u64), |(b, k), e| {
+                    (b.saturating_add(e.bytes), k.saturating_add(e.blocks))
+                });
             let per = |n: u64| {
                 if line.calls == 0 {
                     "0.00".to_owned()

@@ -369,3 +369,52 @@ fn a_wrong_environment_leaves_the_program_running_unprofiled() {
     let written = std::fs::read_dir(&dir).unwrap().count();
     assert_eq!(written, 0);
 }
+
+#[test]
+fn an_export_on_stdout_is_not_mixed_with_the_program_output() {
+    let dir = scratch("stdout");
+    let program = workload();
+    let o = tprof(
+        &dir,
+        &[
+            "run",
+            "-t",
+            "call_time",
+            "-f",
+            "json",
+            "--",
+            program.to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    // All of stdout is the profile; the program's own line went to stderr.
+    let profile: Profile = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(profile.function("parse").is_some());
+    assert!(text(&o.stderr).contains("total 29700"));
+}
+
+#[test]
+fn a_node_dropped_mid_poll_still_hands_over_that_poll() {
+    let dir = scratch("drop");
+    let plain = example("plain_node");
+    let o = tprof(
+        &dir,
+        &[
+            "run",
+            "-t",
+            "call_time",
+            "-o",
+            "drop.tprof",
+            "--",
+            plain.to_str().unwrap(),
+            "--drop-while-running",
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let profile = tprof::archive::read_file(&dir.join("drop.tprof")).unwrap();
+    let spin = profile
+        .function("spin")
+        .expect("the spinning call is in the profile");
+    assert_eq!(spin.entries[0].calls, 1);
+    assert!(profile.function("work").unwrap().entries[0].calls > 0);
+}

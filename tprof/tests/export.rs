@@ -108,3 +108,35 @@ fn event_logs_come_with_the_profile_and_read_back_from_json() {
     let back: Profile = serde_json::from_str(&text).unwrap();
     assert_eq!(back.event_logs, profile.event_logs);
 }
+
+#[test]
+fn figures_near_the_top_of_u64_export_without_panicking() {
+    let function = tprof::Function {
+        module: "big".to_owned(),
+        name: "f".to_owned(),
+        arity: 0,
+        file: "big.rs".to_owned(),
+        line: 1,
+    };
+    let entry = |pid| tprof::Entry {
+        group: tprof::Group::Process(runtime::Pid::from_parts(1, pid, 0)),
+        calls: 1 << 63,
+        measurement: 1 << 63,
+        bytes: 1 << 63,
+        blocks: 1 << 63,
+    };
+    let profile = Profile::new(
+        TraceType::CallMemory,
+        vec![tprof::FunctionTrace {
+            function,
+            entries: vec![entry(1), entry(2)],
+        }],
+    );
+    for &format in Format::ALL {
+        let mut out = Vec::new();
+        export::write(format, &profile, &mut out).unwrap();
+        assert!(!out.is_empty(), "{format}");
+    }
+    let all = tprof::inspect(&profile, tprof::Aggregate::Total, tprof::SortBy::default());
+    assert_eq!(all.all().unwrap().total, u64::MAX);
+}

@@ -367,18 +367,24 @@ fn session_data(
 }
 
 /// Moves a poll's event log into the process's table (run with allocation suppressed):
-/// `log` holds (clock ticks, callsite id, entered, sessions), `dropped` the events the poll
-/// could not log, `generations` each slot's session generation when the poll began.
+/// `log` holds (clock ticks, callsite id, entered, sessions), `dropped` per session slot the
+/// events the poll could not log, `generations` each slot's session generation when the poll
+/// began.
 pub(crate) fn flush_events(
     process: &Process,
     log: &mut Vec<(u64, u32, bool, u64)>,
-    dropped: u64,
+    dropped: &[u64; super::MAX_SESSIONS],
     generations: &[u64; super::MAX_SESSIONS],
 ) {
     let data = table_of(process);
     let mut table = lock(data);
     let paused = PAUSED.load(Ordering::SeqCst);
-    let mut sessions = log.iter().fold(0, |m, e| m | e.3) & !paused;
+    let with_drops = dropped
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| **n > 0)
+        .fold(0u64, |m, (bit, _)| m | 1 << bit);
+    let mut sessions = (log.iter().fold(0, |m, e| m | e.3) | with_drops) & !paused;
     while sessions != 0 {
         let bit = sessions.trailing_zeros();
         sessions &= sessions - 1;
@@ -387,7 +393,7 @@ pub(crate) fn flush_events(
             continue;
         };
         let d = &mut table.sessions[index];
-        d.dropped += dropped;
+        d.dropped += dropped[bit as usize];
         for &(ticks, id, entered, mask) in log.iter() {
             if mask & (1 << bit) == 0 {
                 continue;
@@ -653,13 +659,16 @@ impl SessionState {
     pub(crate) fn measurements(&self) -> Vec<ProcessMeasurement> {
         let clock = super::stack::clock_if_set();
         let tree = self.types().contains(TraceTypes::CALL_TREE);
+        // The figures first, then the paths: paths only grow, so every path a figure names is
+        // among them.
+        let figures = self.figures();
         // In call-tree mode the ids are paths: sum them by their last function.
         let path_callsites: Vec<u32> = if tree {
             self.paths().nodes.iter().map(|&(_, cs)| cs).collect()
         } else {
             Vec::new()
         };
-        self.figures()
+        figures
             .into_iter()
             .map(|(mut process, figures)| {
                 let figures = if tree {
@@ -746,17 +755,8 @@ impl SessionState {
     /// Call-tree mode's paths, and per process the figures of each.
     pub(crate) fn call_tree(&self) -> CallTreeMeasurement {
         let clock = super::stack::clock_if_set();
-        let paths = self
-            .paths()
-            .nodes
-            .iter()
-            .filter_map(|&(parent, cs)| {
-                Some(CallPath {
-                    parent: (parent != super::tree::ROOT).then_some(parent),
-                    callsite: callsites().get(cs as usize)?,
-                })
-            })
-            .collect();
+        // The figures first, then the paths: paths only grow, so every path a figure names is
+        // among them.
         let processes = if self.types().contains(TraceTypes::CALL_TREE) {
             self.figures()
                 .into_iter()
@@ -775,6 +775,17 @@ impl SessionState {
         } else {
             Vec::new()
         };
+        let paths = self
+            .paths()
+            .nodes
+            .iter()
+            .filter_map(|&(parent, cs)| {
+                Some(CallPath {
+                    parent: (parent != super::tree::ROOT).then_some(parent),
+                    callsite: callsites().get(cs as usize)?,
+                })
+            })
+            .collect();
         CallTreeMeasurement { paths, processes }
     }
 

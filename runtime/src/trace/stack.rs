@@ -169,8 +169,8 @@ thread_local! {
     /// Frames entered and left during this poll, for the sessions keeping an event log:
     /// (clock ticks, callsite id, entered, sessions).
     static LOG: RefCell<Vec<(u64, u32, bool, u64)>> = const { RefCell::new(Vec::new()) };
-    /// Events this poll could not log.
-    static LOG_DROPPED: Cell<u64> = const { Cell::new(0) };
+    /// Per session slot, the events this poll could not log.
+    static LOG_DROPPED: [Cell<u64>; MAX_SESSIONS] = const { [const { Cell::new(0) }; MAX_SESSIONS] };
 }
 
 struct ReturnTables;
@@ -298,9 +298,10 @@ pub(crate) fn end_poll(process: &crate::process::Process) {
             if !log.is_empty() {
                 let generations: [u64; MAX_SESSIONS] =
                     STACK.with(|s| std::array::from_fn(|i| s.generations[i].get()));
-                let dropped = LOG_DROPPED.with(|d| d.replace(0));
+                let dropped: [u64; MAX_SESSIONS] =
+                    LOG_DROPPED.with(|d| std::array::from_fn(|i| d[i].replace(0)));
                 crate::heap::suppressed(|| {
-                    super::measure::flush_events(process, &mut log, dropped, &generations);
+                    super::measure::flush_events(process, &mut log, &dropped, &generations);
                 });
             }
         });
@@ -663,7 +664,14 @@ fn log_event(mask: u64, id: u32, entered: bool, now: u64) {
         if log.len() >= super::measure::EVENT_LOG_CAPACITY {
             // More than a process keeps in all: the rest of this poll is dropped (and counted
             // when the poll ends).
-            LOG_DROPPED.with(|d| d.set(d.get() + 1));
+            LOG_DROPPED.with(|d| {
+                let mut m = mask;
+                while m != 0 {
+                    let bit = m.trailing_zeros() as usize;
+                    m &= m - 1;
+                    d[bit].set(d[bit].get() + 1);
+                }
+            });
             return;
         }
         if log.len() == log.capacity() {

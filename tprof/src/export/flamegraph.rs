@@ -62,9 +62,15 @@ pub(super) fn duration(ns: u64) -> String {
 
 /// The folded lines of `profile`: per process, each path with a measurement, process first.
 pub(super) fn folded_lines(profile: &Profile) -> Vec<String> {
+    let stacks = stacks(profile);
+    // inferno adds the values up in a `usize` and draws in `f64`: past 2^53 in all, every value
+    // is divided by the same factor (widths keep their proportions) so that the sum fits.
+    let total: u128 = stacks.iter().map(|s| u128::from(s.measurement)).sum();
+    let divisor = total.div_ceil(1 << 53).max(1);
     let mut lines = Vec::new();
-    for stack in stacks(profile) {
-        if stack.measurement == 0 {
+    for stack in stacks {
+        let value = u128::from(stack.measurement) / divisor;
+        if value == 0 {
             continue;
         }
         let mut line = frame_name(&profile.group_label(stack.group));
@@ -73,7 +79,7 @@ pub(super) fn folded_lines(profile: &Profile) -> Vec<String> {
             line.push_str(&frame_name(&f.mfa()));
         }
         // Writing to a String cannot fail.
-        let _ = write!(line, " {}", stack.measurement);
+        let _ = write!(line, " {value}");
         lines.push(line);
     }
     lines

@@ -224,10 +224,10 @@ fn view_data(profile: &Profile) -> ViewData<'_> {
                 let sum = sums
                     .entry((groups[&s.group], functions.of(last)))
                     .or_default();
-                sum[0] += s.calls;
-                sum[1] += s.measurement;
-                sum[2] += s.bytes;
-                sum[3] += s.blocks;
+                sum[0] = sum[0].saturating_add(s.calls);
+                sum[1] = sum[1].saturating_add(s.measurement);
+                sum[2] = sum[2].saturating_add(s.bytes);
+                sum[3] = sum[3].saturating_add(s.blocks);
             }
         }
         for ((process, function), [calls, value, bytes, blocks]) in sums {
@@ -283,7 +283,10 @@ fn view_data(profile: &Profile) -> ViewData<'_> {
                 .collect(),
         })
         .collect();
-    let total = stack_views.iter().map(|s| s.value).sum();
+    let total = stack_views
+        .iter()
+        .map(|s| s.value)
+        .fold(0u64, u64::saturating_add);
     ViewData {
         version: 1,
         trace_type: profile.trace_type,

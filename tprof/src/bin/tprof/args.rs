@@ -49,7 +49,6 @@ pub(crate) enum Cmd {
             required = true,
             num_args = 1..,
             trailing_var_arg = true,
-            allow_hyphen_values = true,
             value_name = "PROGRAM [ARGS]"
         )]
         command: Vec<OsString>,
