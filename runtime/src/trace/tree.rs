@@ -28,6 +28,13 @@ use super::stack::{Accumulator, NO_FUNCTION};
 /// No path: the root, above the outermost frame.
 pub(crate) const ROOT: u32 = NO_FUNCTION;
 
+/// The call paths a session records. Past it, a new path is recorded as a call of its function
+/// from the root (the tree is cut there; the flat figures, summed by last function, stay
+/// whole), so that neither the session's table nor each thread's accumulators grow without
+/// bound. (With several call-tree sessions measuring the same frame, the one cut short may
+/// then charge the rest of its caller's time to the root.)
+pub(crate) const MAX_PATHS: usize = 1 << 18;
+
 /// A session's interned call paths.
 #[derive(Default)]
 pub(crate) struct PathTable {
@@ -37,13 +44,18 @@ pub(crate) struct PathTable {
 }
 
 impl PathTable {
-    /// The id of the path that extends `parent` with a call of `callsite`.
+    /// The id of the path that extends `parent` with a call of `callsite` (past [`MAX_PATHS`],
+    /// of the call of `callsite` from the root).
     pub(crate) fn intern(&mut self, parent: u32, callsite: u32) -> u32 {
-        let next = self.nodes.len() as u32;
-        let id = *self.ids.entry((parent, callsite)).or_insert(next);
-        if id == next {
-            self.nodes.push((parent, callsite));
+        if let Some(&id) = self.ids.get(&(parent, callsite)) {
+            return id;
         }
+        if self.nodes.len() >= MAX_PATHS && parent != ROOT {
+            return self.intern(ROOT, callsite);
+        }
+        let id = self.nodes.len() as u32;
+        self.ids.insert((parent, callsite), id);
+        self.nodes.push((parent, callsite));
         id
     }
 }
@@ -105,19 +117,27 @@ pub(crate) fn enter(bit: usize, parent: u32, callsite: u32) -> (u32, &'static Ac
 
 #[cold]
 fn learn(s: &mut Scratch, bit: usize, parent: u32, callsite: u32) -> u32 {
-    let path = match super::session::session_in_slot(bit as u32) {
-        Some(session) if session.generation() == s.generation => {
-            session.paths().intern(parent, callsite)
+    let Some(session) = super::session::session_in_slot(bit as u32)
+        .filter(|session| session.generation() == s.generation)
+    else {
+        // The session is gone: its figures are dropped at the flush. Any accumulator will do,
+        // and nothing is remembered for a session that may take the slot next.
+        if s.accs.is_empty() {
+            s.accs.push(Box::leak(Box::default()));
         }
-        // The session is gone: any id will do, its figures are dropped at the flush.
-        _ => s.parents.len() as u32,
+        return 0;
+    };
+    let (path, extends) = {
+        let mut table = session.paths();
+        let path = table.intern(parent, callsite);
+        (path, table.nodes[path as usize].0)
     };
     s.cache.insert((parent, callsite), path);
     let at = path as usize;
     if s.parents.len() <= at {
         s.parents.resize(at + 1, ROOT);
     }
-    s.parents[at] = parent;
+    s.parents[at] = extends;
     while s.accs.len() <= at {
         s.accs.push(Box::leak(Box::default()));
     }
@@ -149,4 +169,27 @@ pub(crate) fn for_each_touched(bit: usize, f: &mut dyn FnMut(u32, &'static Accum
             }
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_table_records_new_paths_from_the_root() {
+        let mut table = PathTable::default();
+        let mut parent = ROOT;
+        for i in 0..MAX_PATHS as u32 {
+            parent = table.intern(parent, i % 7);
+        }
+        assert_eq!(table.nodes.len(), MAX_PATHS);
+        // Known paths are still found.
+        assert_eq!(table.intern(ROOT, 0), 0);
+        // A new deep path becomes its function's call from the root, made once.
+        let cut = table.intern(parent, 9);
+        assert_eq!(table.nodes[cut as usize], (ROOT, 9));
+        assert_eq!(table.intern(parent, 9), cut);
+        assert_eq!(table.intern(5, 9), cut);
+        assert_eq!(table.nodes.len(), MAX_PATHS + 1);
+    }
 }
