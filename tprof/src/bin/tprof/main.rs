@@ -3,6 +3,9 @@
 //! Exit codes: 0 success; 2 bad usage; 3 bad input (a file that is not a profile, or is
 //! damaged); 4 a program that cannot be run or wrote no profile, or an output that cannot be
 //! written; for `run`, the program's own exit code when it failed.
+//!
+//! While `run` waits for its program, Ctrl-C (and SIGTERM) do not stop tprof: they reach the
+//! program, and tprof writes the profile once it has stopped.
 
 mod args;
 
@@ -38,6 +41,11 @@ fn execute(command: Cmd) -> Result<ExitCode, CommandError> {
             command: mut argv,
         } => {
             let program = argv.remove(0);
+            // Ctrl-C reaches the program too (same process group): tprof waits for it to stop
+            // and writes what it gathered, rather than dying first and losing it.
+            if let Err(e) = ctrlc::set_handler(|| {}) {
+                eprintln!("tprof: cannot wait out Ctrl-C: {e}");
+            }
             let options = RunOptions {
                 trace_type,
                 call_tree: !flat,
