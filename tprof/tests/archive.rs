@@ -1560,3 +1560,28 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_string_named_over_and_over_cannot_exhaust_memory() {
+    let mut meta = Vec::new();
+    leb128::write::unsigned(&mut meta, 0).unwrap();
+    // One string of 1 MiB, then 20,000 functions naming it three times each: a 1 MiB file
+    // that would take 60 GB as a profile.
+    let big = vec![b'x'; 1 << 20];
+    let mut strings = Vec::new();
+    leb128::write::unsigned(&mut strings, big.len() as u64).unwrap();
+    strings.extend_from_slice(&big);
+    let mut functions = Vec::new();
+    for _ in 0..20_000 {
+        functions.extend_from_slice(&[0, 0, 0, 0, 1]); // module, name, arity, file, line
+    }
+    let bytes = frame(&[(1, meta), (2, strings), (3, functions)]);
+    let err = read_bytes(&bytes).unwrap_err();
+    match &err {
+        ArchiveError::Corrupt { at, what } => {
+            assert!(*at <= bytes.len() as u64);
+            assert!(what.contains("64 times"), "{what}");
+        }
+        other => panic!("{other}"),
+    }
+}

@@ -373,9 +373,32 @@ struct State {
     event_counts: Vec<u64>,
     /// The log the next event goes to (those before are full).
     event_filling: usize,
+    /// Bytes of strings copied into records so far (a string is stored once and named by
+    /// many records).
+    copied: u64,
+}
+
+/// The bytes of strings a function holds.
+fn function_bytes(f: &Function) -> usize {
+    f.module.len() + f.name.len() + f.file.len()
 }
 
 impl State {
+    /// Counts `bytes` more of strings copied into records, at offset `at`: an archive that
+    /// names its strings so often that the profile would take more than 64 times its own size
+    /// (and over 64 MiB) is refused, rather than exhausting memory.
+    fn copy(&mut self, bytes: usize, at: u64) -> Result<(), ArchiveError> {
+        self.copied = self.copied.saturating_add(bytes as u64);
+        if self.copied > at.saturating_mul(64).max(64 << 20) {
+            return Err(ArchiveError::Corrupt {
+                at,
+                what: "its records name their strings so often that the profile would take                        more than 64 times the archive's size: tprof does not write such files"
+                    .to_owned(),
+            });
+        }
+        Ok(())
+    }
+
     /// Decodes one record of a section of `tag` (a known tag other than END).
     fn record(&mut self, tag: u64, p: &mut Payload<'_>) -> Result<(), ArchiveError> {
         let start = p.offset();
@@ -423,6 +446,7 @@ impl State {
                 let arity = p.u8("a function's arity")?;
                 let file = p.string("a function's file", &self.strings)?;
                 let line = p.u32("a function's line")?;
+                self.copy(module.len() + name.len() + file.len(), p.offset())?;
                 self.functions.push(Function {
                     module,
                     name,
@@ -433,10 +457,12 @@ impl State {
             }
             tag::FUNCTION_TABLE => {
                 let f = p.function("a function table entry", &self.functions)?;
+                self.copy(function_bytes(&f), p.offset())?;
                 self.function_table.push(f);
             }
             tag::RUNS => {
                 let program = p.string("a run's program", &self.strings)?;
+                self.copy(program.len(), p.offset())?;
                 let started_unix_ms = p.varint("a run's start")?;
                 let duration_ns = p.varint("a run's duration")?;
                 let count = p.varint("a run's node count")?;
@@ -457,6 +483,10 @@ impl State {
                 };
                 let name = p.optional_string("a process's name", &self.strings)?;
                 let initial_call = p.string("a process's initial call", &self.strings)?;
+                self.copy(
+                    initial_call.len() + name.as_ref().map_or(0, String::len),
+                    p.offset(),
+                )?;
                 let run = p.u32("a process's run")?;
                 self.processes.push(ProcessRecord {
                     pid,
@@ -467,6 +497,7 @@ impl State {
             }
             tag::TRACES => {
                 let function = p.function("a trace's function", &self.functions)?;
+                self.copy(function_bytes(&function), p.offset())?;
                 let count = p.varint("a trace's entry count")?;
                 self.traces.push(FunctionTrace {
                     function,
@@ -505,6 +536,7 @@ impl State {
             }
             tag::PERCENTILES => {
                 let function = p.function("a percentile's function", &self.functions)?;
+                self.copy(function_bytes(&function), p.offset())?;
                 let calls = p.varint("calls")?;
                 let p50_ns = p.varint("p50")?;
                 let p90_ns = p.varint("p90")?;
