@@ -345,7 +345,8 @@ pub enum EventKind {
 /// One entry of a process's event log.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Event {
-    /// When, in nanoseconds since profiling started on the process's node.
+    /// When, in nanoseconds since profiling started (on the first node of the run, when
+    /// several nodes' logs are read together).
     pub ts_ns: u64,
     /// The function: an index into [`Profile::function_table`].
     pub function: u32,
@@ -396,6 +397,8 @@ struct Builder<'a> {
     tree: TreeTable,
     path_entries: Vec<PathEntry>,
     event_logs: Vec<EventLog>,
+    /// Added to the event times of the snapshot being added.
+    events_offset: u64,
 }
 
 /// A function table and call-path nodes being built: each function and each path stored
@@ -575,7 +578,7 @@ impl Builder<'_> {
                     continue;
                 };
                 events.push(Event {
-                    ts_ns: e.ts_ns,
+                    ts_ns: e.ts_ns.saturating_add(self.events_offset),
                     function: self.tree.function(&function),
                     kind: if e.enter {
                         EventKind::Enter
@@ -779,8 +782,17 @@ impl Profile {
             tree: TreeTable::default(),
             path_entries: Vec::new(),
             event_logs: Vec::new(),
+            events_offset: 0,
         };
+        // Event times count from each session's opening: line the nodes up on the earliest.
+        let origin = snapshots
+            .iter()
+            .filter(|s| s.processes.iter().any(|p| !p.events.is_empty()))
+            .map(|s| s.opened_unix_ns)
+            .min()
+            .unwrap_or(0);
         for snapshot in snapshots {
+            builder.events_offset = snapshot.opened_unix_ns.saturating_sub(origin);
             builder.add(snapshot);
         }
         builder.finish(snapshots)

@@ -418,3 +418,40 @@ fn a_node_dropped_mid_poll_still_hands_over_that_poll() {
     assert_eq!(spin.entries[0].calls, 1);
     assert!(profile.function("work").unwrap().entries[0].calls > 0);
 }
+
+#[test]
+fn the_event_logs_of_two_nodes_share_one_time_axis() {
+    let dir = scratch("timeline");
+    let program = workload();
+    let o = tprof(
+        &dir,
+        &[
+            "run",
+            "-t",
+            "call_time",
+            "--events",
+            "-o",
+            "ev.tprof",
+            "--",
+            program.to_str().unwrap(),
+            "--two-nodes",
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let profile = tprof::archive::read_file(&dir.join("ev.tprof")).unwrap();
+    let span = |node: u32| {
+        let times: Vec<u64> = profile
+            .event_logs
+            .iter()
+            .filter(|l| matches!(l.group, Group::Process(p) if p.node() == node))
+            .flat_map(|l| l.events.iter().map(|e| e.ts_ns))
+            .collect();
+        assert!(!times.is_empty(), "node {node} has events");
+        (*times.iter().min().unwrap(), *times.iter().max().unwrap())
+    };
+    let nodes = &profile.meta.runs[0].nodes;
+    assert_eq!(nodes.len(), 2);
+    // The second node's workload runs after the first's has ended.
+    let (first, second) = (span(nodes[0]), span(nodes[1]));
+    assert!(first.1 < second.0, "{first:?} then {second:?}");
+}

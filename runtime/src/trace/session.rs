@@ -69,6 +69,9 @@ pub(crate) struct SessionState {
     paths: Mutex<super::tree::PathTable>,
     /// The clock when the session opened (with an event log): event times count from here.
     opened_ticks: u64,
+    /// The wall clock then, in nanoseconds since the Unix epoch, to line up the event logs of
+    /// several nodes.
+    opened_unix_ns: u64,
 }
 
 #[derive(Default)]
@@ -110,6 +113,11 @@ impl SessionState {
     /// The clock when the session opened (0 without an event log).
     pub(crate) fn opened_ticks(&self) -> u64 {
         self.opened_ticks
+    }
+
+    /// The wall clock when the session opened, in nanoseconds since the Unix epoch.
+    pub(crate) fn opened_unix_ns(&self) -> u64 {
+        self.opened_unix_ns
     }
 
     /// Call-tree mode's paths.
@@ -456,6 +464,9 @@ impl NodeHandle {
             } else {
                 0
             },
+            opened_unix_ns: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64),
         });
         GENERATIONS[bit as usize].store(state.generation, Ordering::Relaxed);
         SLOTS[bit as usize].store(Some(Arc::clone(&state)));
@@ -515,6 +526,12 @@ impl TraceSession {
     /// its call durations (p50, p90, p99, max), over every measured process; empty otherwise.
     pub fn call_time_percentiles(&self) -> Vec<CallPercentiles> {
         crate::heap::suppressed(|| self.state.percentiles())
+    }
+
+    /// When the session was opened, in nanoseconds since the Unix epoch (event times count
+    /// from then).
+    pub fn opened_unix_ns(&self) -> u64 {
+        self.state.opened_unix_ns()
     }
 
     /// The session's slot: its bit in [`ProcessInfo::trace_sessions`](crate::ProcessInfo).

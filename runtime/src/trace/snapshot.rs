@@ -121,6 +121,10 @@ pub struct Snapshot {
     pub paths: Vec<SnapshotPath>,
     /// call_time with histograms: per function.
     pub percentiles: Vec<SnapshotPercentiles>,
+    /// When the session was opened, in nanoseconds since the Unix epoch: event times count
+    /// from then.
+    #[serde(default)]
+    pub opened_unix_ns: u64,
 }
 
 /// What a session measured: its [`TraceTypes`], as plain data.
@@ -283,6 +287,7 @@ impl TraceSession {
                 processes,
                 paths,
                 percentiles,
+                opened_unix_ns: self.opened_unix_ns(),
             }
         })
     }
