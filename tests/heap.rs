@@ -480,10 +480,7 @@ fn a_block_carries_at_most_16_bytes_of_tag_and_keeps_its_alignment() {
 
 #[test]
 fn first_use_allocations_of_timers_and_stdout_are_warmed_at_node_start() {
-    // One worker: on a multi-thread node, a process woken on a worker it has not run on yet
-    // can be charged one block there (a first use on that thread, seen since 2026-11-22 with
-    // 2 workers; its cause is still to find), which this test is not about.
-    let node = Node::builder().current_thread().build().unwrap();
+    let node = node();
     let (sleep, print) = node
         .run(async {
             let before = me();

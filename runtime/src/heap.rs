@@ -166,6 +166,17 @@ pub(crate) fn warm_up() {
         let _ = std::io::stderr();
         installed();
     });
+    warm_thread();
+}
+
+/// Makes, outside any process, what this thread allocates on its first use of the runtime's
+/// lock-free lookups: arc-swap's per-thread debt node (a 128-byte block that arc-swap leaks and
+/// hands to the next thread once this one exits), claimed by the first `ArcSwap` load or
+/// store on a thread. Run on every thread of a node's own runtime as it starts, so that a
+/// process resumed on a worker new to it is not charged for it.
+pub(crate) fn warm_thread() {
+    static WARM: arc_swap::ArcSwapOption<()> = arc_swap::ArcSwapOption::const_empty();
+    suppressed(|| drop(WARM.load()));
 }
 
 /// The checkpoint of a runtime call: a process over its `max_heap_size` ends here, unless it is

@@ -288,6 +288,7 @@ impl NodeBuilder {
         let runtime = builder
             .enable_all()
             .thread_name("node-worker")
+            .on_thread_start(crate::heap::warm_thread)
             .build()
             .map_err(NodeError::Runtime)?;
         let inner = NodeInner::new(runtime.handle().clone(), self.shutdown_grace);
