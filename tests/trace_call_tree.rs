@@ -2,13 +2,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
+use common::{YieldOnce, run_in_process};
+
 use std::collections::BTreeMap;
-use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 
 use runtime::trace::{CallTreeMeasurement, ProcessSpec, TracePattern, TraceSession, TraceTypes};
-use runtime::{Down, ExitReason, Node, Pid, receive, spawn_monitor, traced};
+use runtime::{ExitReason, Node, Pid, traced};
 
 #[global_allocator]
 static ALLOC: runtime::CountingAlloc = runtime::CountingAlloc::system();
@@ -59,22 +60,6 @@ fn boom(depth: u32) -> u32 {
     boom(depth - 1) + 1
 }
 
-/// Returns `Pending` once, waking itself.
-struct YieldOnce(bool);
-
-impl Future for YieldOnce {
-    type Output = ();
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.0 {
-            Poll::Ready(())
-        } else {
-            self.0 = true;
-            cx.waker().wake_by_ref();
-            Poll::Pending
-        }
-    }
-}
-
 #[traced]
 async fn async_outer() -> usize {
     let a = async_inner().await;
@@ -101,18 +86,6 @@ fn session(node: &Node, types: TraceTypes, functions: &[&str]) -> TraceSession {
     }
     s.enable_trace(ProcessSpec::New, true).unwrap();
     s
-}
-
-fn run_in_process<F>(node: &Node, f: F) -> (Pid, ExitReason)
-where
-    F: Future<Output = ()> + Send + 'static,
-{
-    node.run(async move {
-        let (pid, _) = spawn_monitor(f).unwrap();
-        let down: Down = receive().await;
-        (pid, down.reason)
-    })
-    .unwrap()
 }
 
 /// Per path (function names joined by `;`) of `pid`: (calls, words).

@@ -3,15 +3,17 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
+use common::YieldOnce;
+
 use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 
 use runtime::trace::{
     CallEventKind, EVENT_LOG_CAPACITY, ProcessEvents, ProcessSpec, TracePattern, TraceSession,
     TraceTypes,
 };
-use runtime::{Down, Node, Pid, receive, spawn_monitor, traced};
+use runtime::{Node, Pid, traced};
 
 #[global_allocator]
 static ALLOC: runtime::CountingAlloc = runtime::CountingAlloc::system();
@@ -24,22 +26,6 @@ fn outer() -> u64 {
 #[traced]
 fn inner() -> u64 {
     std::hint::black_box(7)
-}
-
-/// Returns `Pending` once, waking itself.
-struct YieldOnce(bool);
-
-impl Future for YieldOnce {
-    type Output = ();
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.0 {
-            Poll::Ready(())
-        } else {
-            self.0 = true;
-            cx.waker().wake_by_ref();
-            Poll::Pending
-        }
-    }
 }
 
 #[traced]
@@ -67,12 +53,7 @@ fn run_in_process<F>(node: &Node, f: F) -> Pid
 where
     F: Future<Output = ()> + Send + 'static,
 {
-    node.run(async move {
-        let (pid, _) = spawn_monitor(f).unwrap();
-        let _: Down = receive().await;
-        pid
-    })
-    .unwrap()
+    common::run_in_process(node, f).0
 }
 
 /// The log of `pid` as `+name` / `-name` strings.

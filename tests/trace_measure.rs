@@ -2,9 +2,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
+use common::{YieldOnce, run_in_process};
+
 use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use proptest::prelude::*;
@@ -12,7 +14,7 @@ use runtime::gen_server::GenServer;
 use runtime::trace::{
     FunctionMeasurement, ProcessMeasurement, ProcessSpec, TracePattern, TraceSession, TraceTypes,
 };
-use runtime::{Down, ExitReason, Node, Pid, heap, receive, self_pid, send, spawn_monitor, traced};
+use runtime::{ExitReason, Node, Pid, heap, receive, self_pid, send, traced};
 
 #[global_allocator]
 static ALLOC: runtime::CountingAlloc = runtime::CountingAlloc::system();
@@ -70,22 +72,6 @@ fn boom(depth: u32) -> u32 {
     boom(depth - 1) + 1
 }
 
-/// Returns `Pending` once, waking itself: a yield that allocates nothing.
-struct YieldOnce(bool);
-
-impl Future for YieldOnce {
-    type Output = ();
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.0 {
-            Poll::Ready(())
-        } else {
-            self.0 = true;
-            cx.waker().wake_by_ref();
-            Poll::Pending
-        }
-    }
-}
-
 #[traced]
 async fn allocate_across_yields(sizes: Vec<usize>) -> usize {
     let mut kept = Vec::with_capacity(sizes.len());
@@ -132,19 +118,6 @@ fn of(m: &[ProcessMeasurement], pid: Pid, function: &str) -> Option<FunctionMeas
         .iter()
         .find(|f| f.callsite.function() == function)
         .copied()
-}
-
-/// Runs `f` in a new process of `node` and returns its pid once it has ended.
-fn run_in_process<F>(node: &Node, f: F) -> (Pid, ExitReason)
-where
-    F: Future<Output = ()> + Send + 'static,
-{
-    node.run(async move {
-        let (pid, _) = spawn_monitor(f).unwrap();
-        let down: Down = receive().await;
-        (pid, down.reason)
-    })
-    .unwrap()
 }
 
 #[test]

@@ -1,0 +1,39 @@
+//! Helpers shared by the trace tests (each test file that uses them is its own binary, so a
+//! binary may leave some unused).
+
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use runtime::{Down, ExitReason, Node, Pid, receive, spawn_monitor};
+
+/// Returns `Pending` once, waking itself: a yield that allocates nothing.
+pub(crate) struct YieldOnce(pub(crate) bool);
+
+impl Future for YieldOnce {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.0 {
+            Poll::Ready(())
+        } else {
+            self.0 = true;
+            cx.waker().wake_by_ref();
+            Poll::Pending
+        }
+    }
+}
+
+/// Runs `f` in a new process of `node`; returns its pid and exit reason once it has ended.
+pub(crate) fn run_in_process<F>(node: &Node, f: F) -> (Pid, ExitReason)
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    node.run(async move {
+        let (pid, _) = spawn_monitor(f).expect("spawn the process");
+        let down: Down = receive().await;
+        (pid, down.reason)
+    })
+    .expect("the waiting process runs")
+}
