@@ -91,6 +91,10 @@ struct Stack {
     tree: Cell<u64>,
     /// Those of them that keep an event log.
     events: Cell<u64>,
+    /// Those of them for which a frame needs more than the common case: call-tree mode, an
+    /// event log or call-duration histograms (`tree | events | histograms`), so that the
+    /// common case checks one mask.
+    extra: Cell<u64>,
     /// Per call-tree session slot, the path of the innermost frame it measures.
     paths: [Cell<u32>; MAX_SESSIONS],
     /// Whether one of them measures time.
@@ -139,6 +143,7 @@ thread_local! {
             active: Cell::new(0),
             tree: Cell::new(0),
             events: Cell::new(0),
+            extra: Cell::new(0),
             paths: [const { Cell::new(tree::ROOT) }; MAX_SESSIONS],
             timing: Cell::new(false),
             histograms: Cell::new(0),
@@ -244,6 +249,8 @@ pub(crate) fn begin_poll(
         s.timing.set(timing);
         s.histograms
             .set(if timing { histograms & active } else { 0 });
+        s.extra
+            .set(s.tree.get() | s.events.get() | s.histograms.get());
         s.memory.set(memory.then_some(account));
         s.account.set(Some(account));
         s.suspended.set(false);
@@ -310,6 +317,7 @@ pub(crate) fn end_poll(process: &crate::process::Process) {
         s.active.set(0);
         s.tree.set(0);
         s.events.set(0);
+        s.extra.set(0);
     });
 }
 
@@ -451,11 +459,11 @@ fn push_in(s: &Stack, id: u32, mask: u64, call: bool, prior: u64) {
     let now = charge(s);
     let depth = s.depth.get();
     let deep = depth == CAPACITY;
-    let logged = mask & s.events.get();
-    if logged != 0 && !deep {
-        log_event(logged, id, true, now);
-    }
-    let trees = mask & s.tree.get();
+    let trees = if mask & s.extra.get() != 0 {
+        push_extra(s, id, mask, now, deep)
+    } else {
+        0
+    };
     if trees != 0 {
         push_tree(s, id, mask, trees, call, depth);
     } else if mask.is_power_of_two() {
@@ -493,6 +501,33 @@ fn push_in(s: &Stack, id: u32, mask: u64, call: bool, prior: u64) {
     if let Some(account) = s.account.get() {
         account.set_current_function(id);
     }
+}
+
+/// What a push needs beyond the common case: logs the frame for the sessions keeping an event
+/// log; returns the sessions in call-tree mode among `mask`.
+#[inline(always)]
+fn push_extra(s: &Stack, id: u32, mask: u64, now: u64, deep: bool) -> u64 {
+    let logged = mask & s.events.get();
+    if logged != 0 && !deep {
+        log_event(logged, id, true, now);
+    }
+    mask & s.tree.get()
+}
+
+/// What a pop needs beyond the common case: logs the frame's end for the sessions keeping an
+/// event log, and keeps the call's duration for those recording histograms (unless it is only
+/// suspended); returns the sessions in call-tree mode among `mask`.
+#[inline(always)]
+fn pop_extra(s: &Stack, id: u32, mask: u64, now: u64, polled: u64, pending: bool) -> u64 {
+    let logged = mask & s.events.get();
+    if logged != 0 {
+        log_event(logged, id, false, now);
+    }
+    let record = s.histograms.get() & mask;
+    if record != 0 && !pending {
+        record_duration(s, record, id, polled);
+    }
+    mask & s.tree.get()
 }
 
 /// Enters the path extending call-tree session `bit`'s current path with a call of `id`:
@@ -573,17 +608,13 @@ fn pop_in(s: &Stack, pending: bool) -> u64 {
     let depth = s.depth.get() - 1;
     s.depth.set(depth);
     let id = s.ids[depth].get();
-    let logged = s.masks[depth].get() & s.events.get();
-    if logged != 0 {
-        log_event(logged, id, false, now);
-    }
-    let polled = now.wrapping_sub(s.starts[depth].get());
-    let record = s.histograms.get() & s.masks[depth].get();
-    if record != 0 && !pending {
-        record_duration(s, record, id, polled);
-    }
     let mask = s.masks[depth].get();
-    let trees = mask & s.tree.get();
+    let polled = now.wrapping_sub(s.starts[depth].get());
+    let trees = if mask & s.extra.get() != 0 {
+        pop_extra(s, id, mask, now, polled, pending)
+    } else {
+        0
+    };
     if trees == 0 && mask.is_power_of_two() {
         // Back to the accumulator that was current when the frame was pushed.
         let bit = mask.trailing_zeros() as usize;
