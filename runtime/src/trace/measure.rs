@@ -633,10 +633,17 @@ impl SessionState {
         lock(&self.measured).clone()
     }
 
-    /// Per process, its (callsite or path id, figures) for this session, in pid order.
-    fn figures(&self) -> Vec<(ProcessMeasurement, Vec<(u32, Acc)>)> {
-        let mut out = Vec::new();
-        for data in self.tables() {
+    /// Per process, what `convert` makes of its (callsite or path id, figures) for this
+    /// session, in pid order. `convert` runs under the process's table lock, so the figures
+    /// are read in place rather than copied first (collect over 10,000 processes is bound by
+    /// memory traffic).
+    fn figures<T>(
+        &self,
+        mut convert: impl FnMut(&[(u32, Acc)]) -> T,
+    ) -> Vec<(ProcessMeasurement, T)> {
+        let tables = self.tables();
+        let mut out = Vec::with_capacity(tables.len());
+        for data in tables {
             let table = lock(&data);
             if let Some(d) = table
                 .sessions
@@ -649,7 +656,7 @@ impl SessionState {
                     registered_name: table.name.clone(),
                     functions: Vec::new(),
                 };
-                out.push((process, d.functions.clone()));
+                out.push((process, convert(&d.functions)));
             }
         }
         out.sort_by_key(|p| p.0.pid);
@@ -658,52 +665,54 @@ impl SessionState {
 
     pub(crate) fn measurements(&self) -> Vec<ProcessMeasurement> {
         let clock = super::stack::clock_if_set();
-        let tree = self.types().contains(TraceTypes::CALL_TREE);
-        // The figures first, then the paths: paths only grow, so every path a figure names is
-        // among them.
-        let figures = self.figures();
-        // In call-tree mode the ids are paths: sum them by their last function.
-        let path_callsites: Vec<u32> = if tree {
-            self.paths().nodes.iter().map(|&(_, cs)| cs).collect()
-        } else {
-            Vec::new()
+        let function = |&(id, ref acc): &(u32, Acc)| {
+            let callsite = callsites().get(id as usize)?;
+            let m = measured(clock, acc);
+            Some(FunctionMeasurement {
+                callsite,
+                calls: m.calls,
+                time_ns: m.time_ns,
+                words: m.words,
+                bytes: m.bytes,
+                blocks: m.blocks,
+            })
         };
+        if !self.types().contains(TraceTypes::CALL_TREE) {
+            return self
+                .figures(|figures| {
+                    // Sized up front: a `filter_map` collect would grow it step by step.
+                    let mut functions = Vec::with_capacity(figures.len());
+                    functions.extend(figures.iter().filter_map(function));
+                    functions
+                })
+                .into_iter()
+                .map(|(mut process, functions)| {
+                    process.functions = functions;
+                    process
+                })
+                .collect();
+        }
+        // In call-tree mode the ids are paths: sum them by their last function. The figures
+        // first, then the paths: paths only grow, so every path a figure names is among them.
+        let figures = self.figures(<[(u32, Acc)]>::to_vec);
+        let path_callsites: Vec<u32> = self.paths().nodes.iter().map(|&(_, cs)| cs).collect();
         figures
             .into_iter()
             .map(|(mut process, figures)| {
-                let figures = if tree {
-                    let mut by_callsite: Vec<(u32, Acc)> = figures
-                        .iter()
-                        .filter_map(|&(path, acc)| Some((*path_callsites.get(path as usize)?, acc)))
-                        .collect();
-                    by_callsite.sort_by_key(|f| f.0);
-                    by_callsite.dedup_by(|later, first| {
-                        if later.0 == first.0 {
-                            first.1 = first.1.plus(&later.1);
-                            true
-                        } else {
-                            false
-                        }
-                    });
-                    by_callsite
-                } else {
-                    figures
-                };
-                process.functions = figures
+                let mut by_callsite: Vec<(u32, Acc)> = figures
                     .iter()
-                    .filter_map(|(id, acc)| {
-                        let callsite = callsites().get(*id as usize)?;
-                        let m = measured(clock, acc);
-                        Some(FunctionMeasurement {
-                            callsite,
-                            calls: m.calls,
-                            time_ns: m.time_ns,
-                            words: m.words,
-                            bytes: m.bytes,
-                            blocks: m.blocks,
-                        })
-                    })
+                    .filter_map(|&(path, acc)| Some((*path_callsites.get(path as usize)?, acc)))
                     .collect();
+                by_callsite.sort_by_key(|f| f.0);
+                by_callsite.dedup_by(|later, first| {
+                    if later.0 == first.0 {
+                        first.1 = first.1.plus(&later.1);
+                        true
+                    } else {
+                        false
+                    }
+                });
+                process.functions = by_callsite.iter().filter_map(function).collect();
                 process
             })
             .collect()
@@ -758,20 +767,22 @@ impl SessionState {
         // The figures first, then the paths: paths only grow, so every path a figure names is
         // among them.
         let processes = if self.types().contains(TraceTypes::CALL_TREE) {
-            self.figures()
-                .into_iter()
-                .map(|(process, figures)| ProcessCallTree {
-                    pid: process.pid,
-                    paths: figures
-                        .iter()
-                        .map(|(path, acc)| {
-                            let mut m = measured(clock, acc);
-                            m.path = *path;
-                            m
-                        })
-                        .collect(),
-                })
-                .collect()
+            self.figures(|figures| {
+                figures
+                    .iter()
+                    .map(|(path, acc)| {
+                        let mut m = measured(clock, acc);
+                        m.path = *path;
+                        m
+                    })
+                    .collect()
+            })
+            .into_iter()
+            .map(|(process, paths)| ProcessCallTree {
+                pid: process.pid,
+                paths,
+            })
+            .collect()
         } else {
             Vec::new()
         };
