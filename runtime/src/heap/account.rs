@@ -54,6 +54,8 @@ const NONE: usize = 1;
 const SHARED: usize = 2;
 /// [`Charge::Probe`].
 const PROBE: usize = 3;
+// An account's address leaves the kind bits clear.
+const _: () = assert!(std::mem::align_of::<Account>() > KIND_MASK);
 
 impl Charge {
     #[inline(always)]
