@@ -112,19 +112,17 @@ impl Plan {
 /// its alignment, it stays a valid `Layout` (at most `isize::MAX`).
 const MAX_HEADED: usize = isize::MAX as usize - 64;
 
-/// The header of a block of alignment up to 8, which holds its tag.
-const HEADER: usize = 8;
-
-/// The inner layout of a block of `size` bytes and alignment up to 8.
+/// The inner layout of a block of `size` bytes with a header of `H` bytes (8 for alignments
+/// up to 8, 16 for 16), its tag in the header's last 8: what [`Plan::of`] plans for them.
 ///
 /// # Safety
-/// `size <= MAX_HEADED`.
+/// `size <= MAX_HEADED`, and `H` is 8 or 16.
 #[allow(unsafe_code)]
 #[inline(always)]
-unsafe fn headed(size: usize) -> Layout {
-    // SAFETY: 8 is a power of two, and `size + 8` rounded up to 8 stays below `isize::MAX`
-    // since `size <= MAX_HEADED` (by the caller).
-    unsafe { Layout::from_size_align_unchecked(size + HEADER, HEADER) }
+unsafe fn headed<const H: usize>(size: usize) -> Layout {
+    // SAFETY: `H` is a power of two (by the caller), and `size + H` rounded up to `H` stays
+    // below `isize::MAX` since `size <= MAX_HEADED` (by the caller).
+    unsafe { Layout::from_size_align_unchecked(size + H, H) }
 }
 
 /// Charges an allocation of `size` bytes at `block` to this thread's account; returns its
@@ -165,28 +163,30 @@ fn charge_other(raw: *const Account, size: usize, block: *mut u8) -> u64 {
     }
 }
 
-/// Charges and tags a block of alignment up to 8 whose inner block starts at `base`; returns
-/// the caller's block. The same as [`charge`] and a write of the tag, arranged so that the
-/// common cases keep few registers live across calls: the rare ones are tail calls.
+/// Charges and tags a block with an `H`-byte header whose inner block starts at `base`;
+/// returns the caller's block. The same as [`charge`] and a write of the tag, arranged so that
+/// the common cases keep few registers live across calls: the rare ones are tail calls.
 ///
 /// # Safety
-/// `base` is a live inner block of layout `headed(size)`.
+/// `base` is a live inner block of layout `headed::<H>(size)`.
 #[allow(unsafe_code)]
 #[inline(always)]
-unsafe fn finish_headed(base: *mut u8, size: usize) -> *mut u8 {
-    // SAFETY: the header is the first 8 bytes of the inner block, which is 8-aligned.
+unsafe fn finish_headed<const H: usize>(base: *mut u8, size: usize) -> *mut u8 {
+    // SAFETY: the header is the first `H` bytes of the inner block, which is `H`-aligned;
+    // the tag is its last 8.
     unsafe {
-        let block = base.add(HEADER);
+        let block = base.add(H);
+        let tag = block.sub(8).cast::<u64>();
         match super::account::owner_of_thread() {
             Ok(account) => {
-                base.cast::<u64>().write(account.tag_word());
+                tag.write(account.tag_word());
                 if account.charge_owner(size as u64) {
                     return new_peak(account, block);
                 }
                 block
             }
             Err(raw) if super::account::is_none(raw) => {
-                base.cast::<u64>().write(Tag::NONE.pack());
+                tag.write(Tag::NONE.pack());
                 block
             }
             Err(raw) => finish_other(raw, size, block),
@@ -205,13 +205,13 @@ fn new_peak(account: &Account, block: *mut u8) -> *mut u8 {
 /// [`finish_headed`] for a helper's allocation, or the probe's.
 ///
 /// # Safety
-/// As [`finish_headed`]'s, `block` being 8 bytes into the inner block.
+/// As [`finish_headed`]'s, `block` being the header's size into the inner block.
 #[allow(unsafe_code)]
 #[inline(never)]
 unsafe fn finish_other(raw: *const Account, size: usize, block: *mut u8) -> *mut u8 {
     let tag = charge_other(raw, size, block);
-    // SAFETY: the header is the 8 bytes before `block` (by the caller).
-    unsafe { block.sub(HEADER).cast::<u64>().write(tag) };
+    // SAFETY: the tag is the 8 bytes before `block`, in the header (by the caller).
+    unsafe { block.sub(8).cast::<u64>().write(tag) };
     block
 }
 
@@ -275,8 +275,9 @@ pub(super) fn move_charge(tag: Tag, size: usize, to: &'static Account) -> Tag {
 }
 
 // Every block handed out is the inner allocator's block at `plan.offset` past its start, where
-// `plan = Plan::of(layout)` for the caller's layout (for an alignment up to 8, the fast paths
-// below inline that plan: an 8-byte header, the inner layout `headed(size)`, and sizes over
+// `plan = Plan::of(layout)` for the caller's layout (for alignments up to 16, the header paths
+// below inline that plan: an `H`-byte header, `H` being 8 up to alignment 8 and 16 for 16, the
+// inner layout `headed::<H>(size)`, the tag in the header's last 8 bytes, and sizes over
 // `MAX_HEADED` refused as `Plan::of` refuses them); the caller gives the same layout back on
 // dealloc and realloc (GlobalAlloc's contract), so the plan, the inner block's start and the
 // tag's place are recomputed exactly (and a size given back was accepted once, so it is at
@@ -289,92 +290,141 @@ pub(super) fn move_charge(tag: Tag, size: usize, to: &'static Account) -> Tag {
 unsafe impl<A: GlobalAlloc> GlobalAlloc for CountingAlloc<A> {
     #[inline]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let size = layout.size();
-        if layout.align() > HEADER {
+        if layout.align() > 8 {
             // SAFETY: the caller's contract, passed on.
-            return unsafe { self.alloc_planned(layout, false) };
+            return unsafe { self.alloc_aligned(layout, false) };
         }
-        if size > MAX_HEADED {
-            return std::ptr::null_mut();
-        }
-        // SAFETY: `size <= MAX_HEADED`; the inner layout is not zero-sized.
-        let base = unsafe { self.inner.alloc(headed(size)) };
-        if base.is_null() {
-            return base;
-        }
-        // SAFETY: see the impl: the header is the inner block's first 8 bytes.
-        unsafe { finish_headed(base, size) }
+        // SAFETY: the caller's contract, passed on; the alignment is at most 8.
+        unsafe { self.alloc_headed::<8>(layout.size(), false) }
     }
 
     #[inline]
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        let size = layout.size();
-        if layout.align() > HEADER {
+        if layout.align() > 8 {
             // SAFETY: the caller's contract, passed on.
-            return unsafe { self.alloc_planned(layout, true) };
+            return unsafe { self.alloc_aligned(layout, true) };
         }
-        if size > MAX_HEADED {
-            return std::ptr::null_mut();
-        }
-        // SAFETY: as in `alloc`.
-        let base = unsafe { self.inner.alloc_zeroed(headed(size)) };
-        if base.is_null() {
-            return base;
-        }
-        // SAFETY: as in `alloc`.
-        unsafe { finish_headed(base, size) }
+        // SAFETY: the caller's contract, passed on; the alignment is at most 8.
+        unsafe { self.alloc_headed::<8>(layout.size(), true) }
     }
 
     #[inline]
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        let size = layout.size();
-        if layout.align() > HEADER {
+        if layout.align() > 8 {
             // SAFETY: the caller's contract, passed on.
-            return unsafe { self.dealloc_planned(ptr, layout) };
+            return unsafe { self.dealloc_aligned(ptr, layout) };
         }
-        // SAFETY: see the impl: the block was handed out by `alloc` with this layout, so its
-        // size is at most `MAX_HEADED` and its header, which holds its tag, is the 8 bytes
-        // before it, the start of the inner block of layout `headed(size)`.
-        unsafe {
-            let base = ptr.sub(HEADER);
-            let tag = base.cast::<u64>().read();
-            if !credit_own(tag, size) && tag != Tag::NONE.pack() {
-                // A tail call: the common cases keep nothing live across a call.
-                return self.dealloc_credit(base, size, tag);
-            }
-            self.inner.dealloc(base, headed(size));
-        }
+        // SAFETY: the caller's contract, passed on; the alignment is at most 8.
+        unsafe { self.dealloc_headed::<8>(ptr, layout.size()) }
     }
 
     #[inline]
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let size = layout.size();
-        if layout.align() > HEADER || new_size > MAX_HEADED {
+        if layout.align() > 8 {
             // SAFETY: the caller's contract, passed on.
-            return unsafe { self.realloc_planned(ptr, layout, new_size) };
+            return unsafe { self.realloc_aligned(ptr, layout, new_size) };
         }
-        // SAFETY: as in `dealloc`; `new_size <= MAX_HEADED` makes `headed(new_size)` valid.
-        unsafe {
-            let old = ptr.sub(HEADER);
-            let tag = old.cast::<u64>().read();
-            let base = self.inner.realloc(old, headed(size), new_size + HEADER);
-            if base.is_null() {
-                return base; // the old block is untouched, tag included
-            }
-            credit_word(tag, size);
-            finish_headed(base, new_size)
-        }
+        // SAFETY: the caller's contract, passed on; the alignment is at most 8.
+        unsafe { self.realloc_headed::<8>(ptr, layout.size(), new_size) }
     }
 }
 
 #[allow(unsafe_code)]
 impl<A: GlobalAlloc> CountingAlloc<A> {
-    /// `alloc` or `alloc_zeroed` of any layout, through [`Plan`].
+    /// `alloc` (or `alloc_zeroed`) of a block of `size` bytes with an `H`-byte header.
+    ///
+    /// # Safety
+    /// GlobalAlloc's `alloc`; `H` is 8 for alignments up to 8, 16 for 16.
+    #[inline(always)]
+    unsafe fn alloc_headed<const H: usize>(&self, size: usize, zeroed: bool) -> *mut u8 {
+        if size > MAX_HEADED {
+            return std::ptr::null_mut();
+        }
+        // SAFETY: `size <= MAX_HEADED`; the inner layout is not zero-sized.
+        let base = unsafe {
+            if zeroed {
+                self.inner.alloc_zeroed(headed::<H>(size))
+            } else {
+                self.inner.alloc(headed::<H>(size))
+            }
+        };
+        if base.is_null() {
+            return base;
+        }
+        // SAFETY: see the impl.
+        unsafe { finish_headed::<H>(base, size) }
+    }
+
+    /// `dealloc` of a block of `size` bytes with an `H`-byte header.
+    ///
+    /// # Safety
+    /// GlobalAlloc's `dealloc`; `H` as in [`alloc_headed`](Self::alloc_headed).
+    #[inline(always)]
+    unsafe fn dealloc_headed<const H: usize>(&self, ptr: *mut u8, size: usize) {
+        // SAFETY: see the impl: the block was handed out by `alloc_headed::<H>` with this size,
+        // so it is at most `MAX_HEADED`, the inner block of layout `headed::<H>(size)` starts
+        // `H` bytes before it, and the tag is the 8 bytes just before it.
+        unsafe {
+            let base = ptr.sub(H);
+            let tag = ptr.sub(8).cast::<u64>().read();
+            if !credit_own(tag, size) && tag != Tag::NONE.pack() {
+                // A tail call: the common cases keep nothing live across a call.
+                return self.dealloc_credit::<H>(base, size, tag);
+            }
+            self.inner.dealloc(base, headed::<H>(size));
+        }
+    }
+
+    /// `realloc` of a block of `size` bytes with an `H`-byte header.
+    ///
+    /// # Safety
+    /// GlobalAlloc's `realloc`; `H` as in [`alloc_headed`](Self::alloc_headed).
+    #[inline(always)]
+    unsafe fn realloc_headed<const H: usize>(
+        &self,
+        ptr: *mut u8,
+        size: usize,
+        new_size: usize,
+    ) -> *mut u8 {
+        if new_size > MAX_HEADED {
+            return std::ptr::null_mut(); // the old block is untouched
+        }
+        // SAFETY: as in `dealloc_headed`; `new_size <= MAX_HEADED` makes
+        // `headed::<H>(new_size)` valid, and the inner realloc keeps the header's place.
+        unsafe {
+            let old = ptr.sub(H);
+            let tag = ptr.sub(8).cast::<u64>().read();
+            let base = self.inner.realloc(old, headed::<H>(size), new_size + H);
+            if base.is_null() {
+                return base; // the old block is untouched, tag included
+            }
+            credit_word(tag, size);
+            finish_headed::<H>(base, new_size)
+        }
+    }
+
+    /// The rest of `dealloc_headed` for a block that another thread allocated: credits its
+    /// owner, if it still lives, and frees it.
+    ///
+    /// # Safety
+    /// `base` is a live inner block of layout `headed::<H>(size)`.
+    #[inline(never)]
+    unsafe fn dealloc_credit<const H: usize>(&self, base: *mut u8, size: usize, tag: u64) {
+        credit_remote(Tag::unpack(tag), size);
+        // SAFETY: by the caller.
+        unsafe { self.inner.dealloc(base, headed::<H>(size)) }
+    }
+
+    /// `alloc` or `alloc_zeroed` of a layout aligned to more than 8.
     ///
     /// # Safety
     /// GlobalAlloc's `alloc`.
     #[inline(never)]
-    unsafe fn alloc_planned(&self, layout: Layout, zeroed: bool) -> *mut u8 {
+    unsafe fn alloc_aligned(&self, layout: Layout, zeroed: bool) -> *mut u8 {
+        if layout.align() == 16 {
+            // SAFETY: the caller's contract, passed on.
+            return unsafe { self.alloc_headed::<16>(layout.size(), zeroed) };
+        }
         let Some(plan) = Plan::of(layout) else {
             return std::ptr::null_mut();
         };
@@ -393,24 +443,16 @@ impl<A: GlobalAlloc> CountingAlloc<A> {
         unsafe { finish_planned(plan, base, layout.size()) }
     }
 
-    /// The rest of `dealloc` for a block of alignment up to 8 that another thread allocated:
-    /// credits its owner, if it still lives, and frees it.
-    ///
-    /// # Safety
-    /// `base` is a live inner block of layout `headed(size)`.
-    #[inline(never)]
-    unsafe fn dealloc_credit(&self, base: *mut u8, size: usize, tag: u64) {
-        credit_remote(Tag::unpack(tag), size);
-        // SAFETY: by the caller.
-        unsafe { self.inner.dealloc(base, headed(size)) }
-    }
-
-    /// `dealloc` of any layout, through [`Plan`].
+    /// `dealloc` of a layout aligned to more than 8.
     ///
     /// # Safety
     /// GlobalAlloc's `dealloc`.
     #[inline(never)]
-    unsafe fn dealloc_planned(&self, ptr: *mut u8, layout: Layout) {
+    unsafe fn dealloc_aligned(&self, ptr: *mut u8, layout: Layout) {
+        if layout.align() == 16 {
+            // SAFETY: the caller's contract, passed on.
+            return unsafe { self.dealloc_headed::<16>(ptr, layout.size()) };
+        }
         let Some(plan) = Plan::of(layout) else {
             return; // never handed out
         };
@@ -421,49 +463,30 @@ impl<A: GlobalAlloc> CountingAlloc<A> {
         unsafe { self.inner.dealloc(ptr.sub(plan.offset), plan.outer) }
     }
 
-    /// `realloc` of any layout, through [`Plan`].
+    /// `realloc` of a layout aligned to more than 8.
     ///
     /// # Safety
     /// GlobalAlloc's `realloc`.
     #[inline(never)]
-    unsafe fn realloc_planned(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let (Some(plan), Ok(new_layout)) = (
-            Plan::of(layout),
-            Layout::from_size_align(new_size, layout.align()),
-        ) else {
+    unsafe fn realloc_aligned(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        if layout.align() == 16 {
+            // SAFETY: the caller's contract, passed on.
+            return unsafe { self.realloc_headed::<16>(ptr, layout.size(), new_size) };
+        }
+        let Ok(new_layout) = Layout::from_size_align(new_size, layout.align()) else {
             return std::ptr::null_mut();
         };
-        let Some(new_plan) = Plan::of(new_layout) else {
-            return std::ptr::null_mut();
-        };
-        if plan.offset == 0 {
-            // A footer moves with the size: allocate, copy, free.
-            // SAFETY: `new_layout` is valid and non-zero-sized by GlobalAlloc's contract.
-            let new = unsafe { self.alloc(new_layout) };
-            if !new.is_null() {
-                // SAFETY: both blocks are at least `min(old, new)` bytes and distinct.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(ptr, new, layout.size().min(new_size));
-                    self.dealloc(ptr, layout);
-                }
+        // Over 16, the tag is a footer, which moves with the size: allocate, copy, free.
+        // SAFETY: `new_layout` is valid and non-zero-sized by GlobalAlloc's contract.
+        let new = unsafe { self.alloc(new_layout) };
+        if !new.is_null() {
+            // SAFETY: both blocks are at least `min(old, new)` bytes and distinct.
+            unsafe {
+                std::ptr::copy_nonoverlapping(ptr, new, layout.size().min(new_size));
+                self.dealloc(ptr, layout);
             }
-            return new;
         }
-        // A header stays at the start: the inner realloc keeps it.
-        // SAFETY: see the impl.
-        let old_tag = unsafe { plan.tag_ptr(ptr).read() };
-        // SAFETY: the inner block starts `offset` bytes before `ptr` with layout `outer`;
-        // the new outer size is non-zero and was checked to make a valid layout.
-        let base = unsafe {
-            self.inner
-                .realloc(ptr.sub(plan.offset), plan.outer, new_plan.outer.size())
-        };
-        if base.is_null() {
-            return base; // the old block is untouched, tag included
-        }
-        credit_word(old_tag, layout.size());
-        // SAFETY: see the impl.
-        unsafe { finish_planned(new_plan, base, new_size) }
+        new
     }
 }
 
