@@ -3,7 +3,8 @@
 //! - `allocator/<who>/<size>`: one allocation and its free, at 8, 64 and 512 bytes: `system`
 //!   (the system allocator), `counting_outside` (the counting allocator outside any process:
 //!   charged to no one) and `counting_in_process` (inside a process, charged to it: the usual
-//!   case). The target is counting <= 1.25x system for the same size.
+//!   case). The target is counting <= 1.25x system for the same size. The counting allocator
+//!   is this binary's global allocator (the collect group runs with it too).
 //! - `collect/10k_processes_x_100_functions`: `TraceSession::measurements` over 10,000 live
 //!   processes that each called 100 traced functions under call_time, on a 2-worker node.
 //!   After the group it prints the longest gap a heartbeat process saw between two of its polls
@@ -24,7 +25,10 @@ use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use runtime::trace::{ProcessSpec, TracePattern, TraceTypes};
 use runtime::{CountingAlloc, Node, receive, self_pid, send};
 
-/// Used directly (not installed): the thread-local charge is set by the runtime either way.
+/// Installed: the runtime charges a process's allocations only when the counting allocator is
+/// the global one (`heap::installed`), so without this `counting_in_process` would measure
+/// allocations charged to no one. The rows call it directly, as they call `System`.
+#[global_allocator]
 static COUNTING: CountingAlloc = CountingAlloc::system();
 
 fn pairs<A: GlobalAlloc>(alloc: &A, layout: Layout, iters: u64) -> Duration {
@@ -44,6 +48,10 @@ fn pairs<A: GlobalAlloc>(alloc: &A, layout: Layout, iters: u64) -> Duration {
 }
 
 fn bench_allocator(c: &mut Criterion) {
+    assert!(
+        runtime::heap::installed(),
+        "counting_in_process needs the counting allocator installed"
+    );
     let node = Node::builder().current_thread().build().expect("node");
     let mut group = c.benchmark_group("allocator");
     for size in [8usize, 64, 512] {

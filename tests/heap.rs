@@ -132,6 +132,71 @@ fn over_aligned_vecs_grow_and_shrink_through_realloc() {
     assert_eq!(ok.2, 0);
 }
 
+/// 16-aligned, as `u128` is: its tag is in a 16-byte header.
+#[repr(align(16))]
+#[derive(Clone, Copy)]
+struct Sixteen([u8; 48]);
+
+#[test]
+fn sixteen_aligned_blocks_are_counted_grown_moved_and_credited() {
+    let node = node();
+    let (figures, aligned, queued_delta, received_delta) = node
+        .run(async {
+            let start = me();
+            let boxed = Box::new(Sixteen([1; 48]));
+            let one = me();
+            let mut wide: Vec<u128> = Vec::with_capacity(2);
+            wide.extend([1, 2]);
+            wide.reserve_exact(2); // 32 -> 64 bytes, through realloc
+            let grown = me();
+            let aligned = (&*boxed as *const Sixteen as usize).is_multiple_of(16)
+                && (wide.as_ptr() as usize).is_multiple_of(16)
+                && wide == [1, 2];
+            drop(boxed);
+            drop(wide);
+            let end = me();
+            let figures = [
+                one.blocks - start.blocks,
+                one.bytes - start.bytes,
+                one.live_bytes - start.live_bytes,
+                grown.blocks - one.blocks,
+                grown.bytes - one.bytes,
+                grown.live_bytes - one.live_bytes,
+                end.live_bytes.abs_diff(start.live_bytes),
+            ];
+            // A 16-aligned message's envelope moves to the receiver with it.
+            let parent = self_pid();
+            let (child, _) = spawn_monitor(async move {
+                let before = me();
+                send(parent, ());
+                let _: () = receive().await; // the Sixteen is queued behind this
+                let queued = me();
+                let got: Sixteen = receive().await;
+                assert_eq!(got.0[47], 9);
+                let received = me();
+                send(
+                    parent,
+                    (
+                        queued.live_bytes as i64 - before.live_bytes as i64,
+                        received.live_bytes as i64 - queued.live_bytes as i64,
+                    ),
+                );
+            })
+            .unwrap();
+            let () = receive().await;
+            send(child, Sixteen([9; 48]));
+            send(child, ());
+            let deltas: (i64, i64) = receive().await;
+            let _: Down = receive().await;
+            (figures, aligned, deltas.0, deltas.1)
+        })
+        .unwrap();
+    assert!(aligned);
+    assert_eq!(figures, [1, 48, 48, 2, 32 + 64, 64, 0]);
+    assert!(queued_delta >= 48, "queued: {queued_delta}");
+    assert!(received_delta <= -48, "received: {received_delta}");
+}
+
 #[test]
 fn a_block_freed_by_another_process_credits_its_owner() {
     let node = node();

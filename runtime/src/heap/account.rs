@@ -2,14 +2,15 @@
 //! allocator reads to find the account to charge.
 //!
 //! Who writes what:
-//! - The *owner* fields (`words`, `bytes`, `blocks`, `freed`, `peak`) are written only by the
+//! - The *owner* fields (`words`, `bytes`, `blocks`, `held`, `peak`) are written only by the
 //!   thread that is polling the process, with a plain load and store: a process is polled by
 //!   one thread at a time and tokio orders one poll before the next, so no update is lost.
+//!   `held` is what the owner allocated minus what it freed of its own blocks.
 //! - `shared_*` take the allocations of code that acts for the process from other threads at
 //!   the same time as it runs (its helper tasks, the spawner building it): an atomic add each.
 //! - `remote` takes what other threads do to the process's live bytes: frees of its blocks,
-//!   and message envelopes moved into it. It packs the low 16 bits of the account's generation
-//!   above a 48-bit wrapping count, so an update meant for a process that is gone can never land
+//!   and message envelopes moved into it. It packs a 48-bit wrapping count above the low 16 bits
+//!   of the account's generation, so an update meant for a process that is gone can never land
 //!   in the account's next owner: it is a compare-and-swap that checks the generation.
 
 use std::cell::Cell;
@@ -18,9 +19,9 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use crate::segmented::Segmented;
 
-/// The bits of `remote` that hold the count.
-const COUNT_BITS: u32 = 48;
-const COUNT_MASK: u64 = (1 << COUNT_BITS) - 1;
+/// The bits of `remote` below its count: the low bits of the generation.
+const GEN_BITS: u32 = 16;
+const GEN_MASK: u64 = (1 << GEN_BITS) - 1;
 
 /// Whom this thread's allocations are charged to: what the allocator reads.
 #[derive(Clone, Copy)]
@@ -36,19 +37,103 @@ pub(super) enum Charge {
 }
 
 thread_local! {
+    /// A [`Charge`], encoded (see [`Charge::encode`]) so that the allocator tells "the process
+    /// this thread polls" from the rest with one test of the low bits.
+    ///
     /// `const`-initialised and without a destructor: the allocator may run while this thread's
     /// destructors run, or before anything else of the thread is set up.
-    static CURRENT: Cell<Charge> = const { Cell::new(Charge::None) };
+    static CURRENT: Cell<*const Account> = const { Cell::new(std::ptr::without_provenance(NONE)) };
+}
+
+/// The low bits of [`CURRENT`] that say which [`Charge`] it holds; 0 for [`Charge::Owner`],
+/// whose account pointer is then the whole value (an `Account` is 64-aligned).
+const KIND_MASK: usize = 3;
+/// [`Charge::None`].
+const NONE: usize = 1;
+/// [`Charge::Shared`]: the account pointer with this bit set.
+const SHARED: usize = 2;
+/// [`Charge::Probe`].
+const PROBE: usize = 3;
+// An account's address leaves the kind bits clear.
+const _: () = assert!(std::mem::align_of::<Account>() > KIND_MASK);
+
+impl Charge {
+    #[inline(always)]
+    fn encode(self) -> *const Account {
+        match self {
+            Charge::None => std::ptr::without_provenance(NONE),
+            Charge::Owner(account) => account,
+            Charge::Shared(account) => (account as *const Account).map_addr(|a| a | SHARED),
+            Charge::Probe => std::ptr::without_provenance(PROBE),
+        }
+    }
+
+    /// The charge `encode` made `raw` from.
+    #[allow(unsafe_code)]
+    #[inline(always)]
+    fn decode(raw: *const Account) -> Charge {
+        match raw.addr() & KIND_MASK {
+            // SAFETY: `raw` is `encode` of some charge (`set_charge` is the only writer of
+            // CURRENT, and its initial value is NONE's); with clear kind bits it can only be an
+            // owner's account pointer (NONE and PROBE are small constants with kind bits).
+            0 => Charge::Owner(unsafe { deref(raw) }),
+            SHARED => {
+                // SAFETY: likewise, a value with the SHARED bit is `encode` of
+                // `Charge::Shared`: the account's pointer with that bit set, which clearing it
+                // gives back.
+                Charge::Shared(unsafe { deref(raw.map_addr(|a| a & !KIND_MASK)) })
+            }
+            PROBE => Charge::Probe,
+            _ => Charge::None,
+        }
+    }
+}
+
+/// # Safety
+/// `raw` was made from a `&'static Account` (by [`Charge::encode`]).
+#[allow(unsafe_code)]
+#[inline(always)]
+unsafe fn deref(raw: *const Account) -> &'static Account {
+    // SAFETY: by the caller, `raw` is a `&'static Account` turned into a pointer (with its
+    // provenance: `map_addr` keeps it), and accounts are never freed.
+    unsafe { &*raw }
 }
 
 #[inline(always)]
 pub(super) fn current_charge() -> Charge {
-    CURRENT.with(Cell::get)
+    Charge::decode(CURRENT.with(Cell::get))
 }
 
 #[inline(always)]
 pub(super) fn set_charge(charge: Charge) -> Charge {
-    CURRENT.with(|c| c.replace(charge))
+    Charge::decode(CURRENT.with(|c| c.replace(charge.encode())))
+}
+
+/// The account this thread charges as the owner of the process it polls, if any: the
+/// allocator's fast path, one thread-local read and one test.
+#[inline(always)]
+pub(super) fn owner_of_thread() -> Result<&'static Account, *const Account> {
+    let raw = CURRENT.with(Cell::get);
+    if raw.addr() & KIND_MASK == 0 {
+        // SAFETY: as in `Charge::decode`: a value of CURRENT with clear kind bits is `encode`
+        // of `Charge::Owner`.
+        #[allow(unsafe_code)]
+        Ok(unsafe { deref(raw) })
+    } else {
+        Err(raw)
+    }
+}
+
+/// Whether a value [`owner_of_thread`] gave back is [`Charge::None`].
+#[inline(always)]
+pub(super) fn is_none(raw: *const Account) -> bool {
+    raw.addr() == NONE
+}
+
+/// The [`Charge`] behind a value [`owner_of_thread`] gave back.
+#[inline(always)]
+pub(super) fn charge_of(raw: *const Account) -> Charge {
+    Charge::decode(raw)
 }
 
 /// The tag an allocation carries: the account it was charged to.
@@ -88,14 +173,24 @@ pub(crate) struct Account {
     words: AtomicU64,
     bytes: AtomicU64,
     blocks: AtomicU64,
-    freed: AtomicU64,
+    /// Bytes the owner allocated minus bytes of its blocks the owner freed (wrapping: the
+    /// owner may free blocks moved into it, which it did not allocate).
+    held: AtomicU64,
     peak: AtomicU64,
-    /// Generation bits over a 48-bit count of bytes others took from its live bytes (frees
-    /// of its blocks, minus blocks moved in and shared allocations).
+    /// A 48-bit wrapping count of bytes others took from its live bytes (frees of its blocks,
+    /// minus blocks moved in and shared allocations) over the low 16 bits of the generation.
     remote: AtomicU64,
+    /// What `held` must go over for its live bytes to be over its peak, so that an owner's
+    /// allocation checks its peak with one comparison: at most `peak + taken` (wrapping;
+    /// `taken` being the count in `remote`). The owner raises it to exactly that, with a
+    /// compare-and-swap, when `held` goes over it; other threads lower it by what they lower
+    /// `taken` by (moving a block in, allocating for the process), after doing so. Frees by
+    /// other threads raise `taken` and leave it alone: it is then lower than it could be, which
+    /// only sends the owner's next allocation to the check that raises it.
+    gate: AtomicU64,
+    // The second line: written rarely, or by other threads.
     /// `max_heap_size` in live bytes; `u64::MAX` for none.
     limit: AtomicU64,
-    // The second line: written rarely, or by other threads.
     slot: AtomicU32,
     /// The callsite id of the traced function the process runs or is suspended in
     /// (`u32::MAX` for none): kept here, in memory that outlives every process, so the traced
@@ -128,12 +223,6 @@ pub(super) fn account_at(slot: u32) -> Option<&'static Account> {
     ACCOUNTS.get(slot)
 }
 
-/// Sign-extends a 48-bit count.
-#[inline(always)]
-fn signed48(count: u64) -> i64 {
-    ((count << (64 - COUNT_BITS)) as i64) >> (64 - COUNT_BITS)
-}
-
 impl Account {
     /// Takes a free account for a new process; its figures start at zero.
     pub(crate) fn acquire() -> &'static Account {
@@ -155,8 +244,9 @@ impl Account {
                 &account.words,
                 &account.bytes,
                 &account.blocks,
-                &account.freed,
+                &account.held,
                 &account.peak,
+                &account.gate,
                 &account.shared_words,
                 &account.shared_bytes,
                 &account.shared_blocks,
@@ -167,10 +257,9 @@ impl Account {
             account.current_function.store(u32::MAX, Ordering::Relaxed);
             account.over_limit.store(false, Ordering::Relaxed);
             account.slot.store(slot, Ordering::Relaxed);
-            account.remote.store(
-                u64::from(generation & 0xffff) << COUNT_BITS,
-                Ordering::Release,
-            );
+            account
+                .remote
+                .store(u64::from(generation) & GEN_MASK, Ordering::Release);
             account
                 .tag
                 .store(Tag { slot, generation }.pack(), Ordering::Release);
@@ -196,7 +285,13 @@ impl Account {
 
     #[inline(always)]
     pub(super) fn tag(&self) -> Tag {
-        Tag::unpack(self.tag.load(Ordering::Relaxed))
+        Tag::unpack(self.tag_word())
+    }
+
+    /// Its [`Tag`], packed.
+    #[inline(always)]
+    pub(super) fn tag_word(&self) -> u64 {
+        self.tag.load(Ordering::Relaxed)
     }
 
     /// Records the traced function the process is in (`u32::MAX`: none).
@@ -222,23 +317,57 @@ impl Account {
         self.over_limit.load(Ordering::Relaxed)
     }
 
-    /// Charges an allocation of `size` bytes, by the thread polling the process.
+    /// Charges an allocation of `size` bytes, by the thread polling the process. Returns
+    /// whether its live bytes went over its peak: [`new_peak`](Self::new_peak) is then due.
     #[inline(always)]
-    pub(super) fn charge_owner(&self, size: u64) {
-        add(&self.words, size.div_ceil(8));
+    #[must_use]
+    pub(super) fn charge_owner(&self, size: u64) -> bool {
+        // `size` is at most `isize::MAX` (a `Layout`'s), so this does not overflow.
+        add(&self.words, (size + 7) >> 3);
         add(&self.bytes, size);
         add(&self.blocks, 1);
-        let live = self.live();
-        if live > self.peak.load(Ordering::Relaxed) {
-            self.new_peak(live);
-        }
+        let held = self.held.load(Ordering::Relaxed).wrapping_add(size);
+        self.held.store(held, Ordering::Relaxed);
+        // `held - taken > peak`, as `gate` is at most `peak + taken`.
+        held as i64 > self.gate.load(Ordering::Relaxed) as i64
     }
 
+    /// What others took from its live bytes (the signed count in `remote`).
+    #[inline(always)]
+    fn taken(&self) -> u64 {
+        ((self.remote.load(Ordering::Relaxed) as i64) >> GEN_BITS) as u64
+    }
+
+    /// Records its live bytes as its peak, by the thread polling the process, after
+    /// [`charge_owner`](Self::charge_owner) said they went over.
+    #[cold]
     #[inline(never)]
-    fn new_peak(&self, live: u64) {
-        self.peak.store(live, Ordering::Relaxed);
-        if live > self.limit.load(Ordering::Relaxed) {
-            self.over_limit.store(true, Ordering::Relaxed);
+    pub(super) fn new_peak(&self) {
+        let held = self.held.load(Ordering::Relaxed);
+        // Acquire: whoever lowered the gate to what is read here lowered `taken` before, and
+        // the load of `remote` below sees that.
+        let mut gate = self.gate.load(Ordering::Acquire);
+        loop {
+            let taken = self.taken();
+            let live = held.wrapping_sub(taken) as i64;
+            let mut peak = self.peak.load(Ordering::Relaxed);
+            if live > peak as i64 {
+                peak = live as u64;
+                self.peak.store(peak, Ordering::Relaxed);
+                if peak > self.limit.load(Ordering::Relaxed) {
+                    self.over_limit.store(true, Ordering::Relaxed);
+                }
+            }
+            // Fails if another thread lowered the gate meanwhile: then `taken` is read again.
+            match self.gate.compare_exchange_weak(
+                gate,
+                peak.wrapping_add(taken),
+                Ordering::Relaxed,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return,
+                Err(seen) => gate = seen,
+            }
         }
     }
 
@@ -256,27 +385,34 @@ impl Account {
     /// Credits a free of one of its blocks, by the thread polling the process.
     #[inline(always)]
     pub(super) fn credit_owner(&self, size: u64) {
-        add(&self.freed, size);
+        add(&self.held, size.wrapping_neg());
     }
 
     /// Adjusts live bytes from any thread, if the account still belongs to generation
     /// `generation`: `delta` is added to what others took away (a free is `+size`, a block
     /// moved in is `-size`). Returns whether it applied.
     pub(super) fn adjust_remote(&self, generation: u32, delta: u64) -> bool {
-        let want = u64::from(generation & 0xffff);
+        let want = u64::from(generation) & GEN_MASK;
         let mut current = self.remote.load(Ordering::Relaxed);
         loop {
-            if current >> COUNT_BITS != want {
+            if current & GEN_MASK != want {
                 return false;
             }
-            let next = (current & !COUNT_MASK) | (current.wrapping_add(delta) & COUNT_MASK);
+            let next = current.wrapping_add(delta << GEN_BITS);
             match self.remote.compare_exchange_weak(
                 current,
                 next,
                 Ordering::Relaxed,
                 Ordering::Relaxed,
             ) {
-                Ok(_) => return true,
+                Ok(_) => {
+                    if (delta as i64) < 0 {
+                        // Live bytes went up: so does the chance of a new peak. Release: see
+                        // `new_peak`.
+                        self.gate.fetch_add(delta, Ordering::Release);
+                    }
+                    return true;
+                }
                 Err(seen) => current = seen,
             }
         }
@@ -285,10 +421,8 @@ impl Account {
     /// Bytes allocated for it and not freed yet.
     #[inline(always)]
     pub(crate) fn live(&self) -> u64 {
-        let allocated = self.bytes.load(Ordering::Relaxed);
-        let taken = self.freed.load(Ordering::Relaxed) as i64
-            + signed48(self.remote.load(Ordering::Relaxed) & COUNT_MASK);
-        (allocated as i64 - taken).max(0) as u64
+        let live = self.held.load(Ordering::Relaxed).wrapping_sub(self.taken()) as i64;
+        live.max(0) as u64
     }
 
     /// Words, bytes and blocks allocated while the process is polled (what call_memory
@@ -372,10 +506,101 @@ mod tests {
     use super::*;
 
     #[test]
-    fn signed48_sign_extends() {
-        assert_eq!(signed48(5), 5);
-        assert_eq!(signed48(COUNT_MASK), -1);
-        assert_eq!(signed48(0u64.wrapping_sub(10) & COUNT_MASK), -10);
+    fn the_remote_count_is_signed_and_keeps_the_generation() {
+        let account = Account::acquire();
+        let generation = account.tag().generation;
+        assert!(account.adjust_remote(generation, 10u64.wrapping_neg()));
+        assert_eq!(account.taken() as i64, -10);
+        assert!(account.adjust_remote(generation, 25));
+        assert_eq!(account.taken(), 15);
+        assert_eq!(
+            account.remote.load(Ordering::Relaxed) & GEN_MASK,
+            u64::from(generation) & GEN_MASK
+        );
+        account.release();
+    }
+
+    /// The owner's side of a peak check: `charge_owner`, then `new_peak` when it says so.
+    fn owner_alloc(account: &Account, size: u64) {
+        if account.charge_owner(size) {
+            account.new_peak();
+        }
+    }
+
+    #[test]
+    fn the_peak_counts_blocks_moved_in_and_frees_by_others() {
+        let account = Account::acquire();
+        let generation = account.tag().generation;
+        owner_alloc(account, 100);
+        assert_eq!(account.stats().peak_live_bytes, 100);
+        // A block moved in (live 150), then a small allocation (160): a new peak.
+        assert!(account.adjust_remote(generation, 50u64.wrapping_neg()));
+        owner_alloc(account, 10);
+        assert_eq!(account.peak.load(Ordering::Relaxed), 160);
+        // Another thread frees 60 (live 100): allocations back up to the peak are no new peak,
+        // the next byte over it is.
+        assert!(account.adjust_remote(generation, 60));
+        owner_alloc(account, 20);
+        owner_alloc(account, 40);
+        assert_eq!(account.peak.load(Ordering::Relaxed), 160);
+        assert_eq!(account.live(), 160);
+        owner_alloc(account, 1);
+        assert_eq!(account.peak.load(Ordering::Relaxed), 161);
+        // The owner frees its own blocks, and one moved in: live goes down, the peak stays.
+        account.credit_owner(100);
+        account.credit_owner(50);
+        assert_eq!(account.live(), 11);
+        owner_alloc(account, 150);
+        assert_eq!(account.peak.load(Ordering::Relaxed), 161);
+        owner_alloc(account, 1);
+        assert_eq!(account.peak.load(Ordering::Relaxed), 162);
+        account.release();
+    }
+
+    #[test]
+    fn going_over_the_limit_sets_the_flag() {
+        let account = Account::acquire();
+        account.set_limit(1000);
+        owner_alloc(account, 600);
+        assert!(!account.over_limit());
+        // A shared allocation takes live bytes to 900; the owner's next one goes over.
+        account.charge_shared(300);
+        assert!(!account.over_limit());
+        owner_alloc(account, 200);
+        assert!(account.over_limit());
+        assert_eq!(account.stats().peak_live_bytes, 1100);
+        account.release();
+    }
+
+    #[test]
+    fn charges_round_trip_through_the_thread_local() {
+        let account = Account::acquire();
+        for charge in [
+            Charge::None,
+            Charge::Owner(account),
+            Charge::Shared(account),
+            Charge::Probe,
+        ] {
+            let prev = set_charge(charge);
+            let seen = current_charge();
+            set_charge(prev);
+            let same = match (charge, seen) {
+                (Charge::None, Charge::None) | (Charge::Probe, Charge::Probe) => true,
+                (Charge::Owner(a), Charge::Owner(b)) | (Charge::Shared(a), Charge::Shared(b)) => {
+                    std::ptr::eq(a, b)
+                }
+                _ => false,
+            };
+            assert!(same, "a charge came back as another");
+        }
+        let prev = set_charge(Charge::Owner(account));
+        let fast = owner_of_thread().ok().map(|a| a as *const Account);
+        set_charge(Charge::Shared(account));
+        let shared = owner_of_thread().is_err();
+        set_charge(prev);
+        assert_eq!(fast, Some(account as *const Account));
+        assert!(shared);
+        account.release();
     }
 
     #[test]

@@ -5,11 +5,16 @@
 //! last byte, rounded up to 8 (so a 128-aligned tokio task cell does not pay 128 bytes of
 //! header). The allocator reads one thread-local, [`Charge`], and never allocates, locks or
 //! unwinds.
+//!
+//! Alignments up to 8 (nearly every block) take a fast path: the 8-byte header is inlined,
+//! an owner's allocation is four plain adds and one comparison against its peak gate (see
+//! `Account::gate`), an owner's free of its own block one compare and one subtraction, and
+//! every other case is a tail call out of line.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use super::account::{Account, Charge, Tag, account_at, current_charge};
+use super::account::{Account, Charge, Tag, account_at};
 
 /// A global allocator that charges each allocation to the process that makes it, so the
 /// runtime can report per-process heap figures and `tprof` per-function memory (call_memory).
@@ -72,7 +77,7 @@ impl Plan {
         let align = layout.align();
         if align <= 16 {
             let header = align.max(8);
-            if layout.size() > isize::MAX as usize - 64 {
+            if layout.size() > MAX_HEADED {
                 return None;
             }
             // SAFETY: `header` is 8 or 16, a power of two, and `size + header` rounded up to
@@ -103,40 +108,147 @@ impl Plan {
     }
 }
 
-/// Charges an allocation of `size` bytes to this thread's account; returns its tag.
+/// The largest size a block of alignment up to 16 may have: with its header, rounded up to
+/// its alignment, it stays a valid `Layout` (at most `isize::MAX`).
+const MAX_HEADED: usize = isize::MAX as usize - 64;
+
+/// The inner layout of a block of `size` bytes with a header of `H` bytes (8 for alignments
+/// up to 8, 16 for 16), its tag in the header's last 8: what [`Plan::of`] plans for them.
+///
+/// # Safety
+/// `size <= MAX_HEADED`, and `H` is 8 or 16.
+#[allow(unsafe_code)]
 #[inline(always)]
-fn charge(size: usize) -> (Tag, bool) {
-    match current_charge() {
-        Charge::None => (Tag::NONE, false),
-        Charge::Owner(account) => {
-            account.charge_owner(size as u64);
-            (account.tag(), false)
+unsafe fn headed<const H: usize>(size: usize) -> Layout {
+    // SAFETY: `H` is a power of two (by the caller), and `size + H` rounded up to `H` stays
+    // below `isize::MAX` since `size <= MAX_HEADED` (by the caller).
+    unsafe { Layout::from_size_align_unchecked(size + H, H) }
+}
+
+/// Charges an allocation of `size` bytes at `block` to this thread's account; returns its
+/// packed tag.
+#[inline(always)]
+fn charge(size: usize, block: *mut u8) -> u64 {
+    match super::account::owner_of_thread() {
+        Ok(account) => {
+            if account.charge_owner(size as u64) {
+                account.new_peak();
+            }
+            account.tag_word()
         }
+        Err(raw) if super::account::is_none(raw) => Tag::NONE.pack(),
+        Err(raw) => charge_other(raw, size, block),
+    }
+}
+
+/// [`charge`] for a helper's allocation, or the probe's: `raw` is the thread-local's value.
+#[inline(never)]
+fn charge_other(raw: *const Account, size: usize, block: *mut u8) -> u64 {
+    match super::account::charge_of(raw) {
         Charge::Shared(account) => {
             account.charge_shared(size as u64);
-            (account.tag(), false)
+            account.tag_word()
         }
-        Charge::Probe => (Tag::NONE, true),
+        Charge::Probe => {
+            PROBED.store(block as usize, Ordering::Relaxed);
+            Tag::NONE.pack()
+        }
+        Charge::Owner(account) => {
+            if account.charge_owner(size as u64) {
+                account.new_peak();
+            }
+            account.tag_word()
+        }
+        Charge::None => Tag::NONE.pack(),
     }
+}
+
+/// Charges and tags a block with an `H`-byte header whose inner block starts at `base`;
+/// returns the caller's block. The same as [`charge`] and a write of the tag, arranged so that
+/// the common cases keep few registers live across calls: the rare ones are tail calls.
+///
+/// # Safety
+/// `base` is a live inner block of layout `headed::<H>(size)`.
+#[allow(unsafe_code)]
+#[inline(always)]
+unsafe fn finish_headed<const H: usize>(base: *mut u8, size: usize) -> *mut u8 {
+    // SAFETY: the header is the first `H` bytes of the inner block, which is `H`-aligned;
+    // the tag is its last 8.
+    unsafe {
+        let block = base.add(H);
+        let tag = block.sub(8).cast::<u64>();
+        match super::account::owner_of_thread() {
+            Ok(account) => {
+                tag.write(account.tag_word());
+                if account.charge_owner(size as u64) {
+                    return new_peak(account, block);
+                }
+                block
+            }
+            Err(raw) if super::account::is_none(raw) => {
+                tag.write(Tag::NONE.pack());
+                block
+            }
+            Err(raw) => finish_other(raw, size, block),
+        }
+    }
+}
+
+/// [`Account::new_peak`], passing `block` through (a tail call for [`finish_headed`]).
+#[cold]
+#[inline(never)]
+fn new_peak(account: &Account, block: *mut u8) -> *mut u8 {
+    account.new_peak();
+    block
+}
+
+/// [`finish_headed`] for a helper's allocation, or the probe's.
+///
+/// # Safety
+/// As [`finish_headed`]'s, `block` being the header's size into the inner block.
+#[allow(unsafe_code)]
+#[inline(never)]
+unsafe fn finish_other(raw: *const Account, size: usize, block: *mut u8) -> *mut u8 {
+    let tag = charge_other(raw, size, block);
+    // SAFETY: the tag is the 8 bytes before `block`, in the header (by the caller).
+    unsafe { block.sub(8).cast::<u64>().write(tag) };
+    block
 }
 
 /// Credits the free of a block of `size` bytes tagged `tag` to its owner, if it still lives.
 #[inline(always)]
 pub(super) fn credit(tag: Tag, size: usize) {
-    if tag.generation == 0 {
-        return;
+    credit_word(tag.pack(), size);
+}
+
+/// [`credit`] for a packed tag: the allocator's free path.
+#[inline(always)]
+fn credit_word(tag: u64, size: usize) {
+    if !credit_own(tag, size) && tag != Tag::NONE.pack() {
+        credit_remote(Tag::unpack(tag), size);
     }
-    if let Charge::Owner(account) = current_charge()
-        && account.tag() == tag
+}
+
+/// Whether the free of a block tagged `tag` is this thread's owner freeing its own block;
+/// then credits it (`size` bytes). The owner's tag is never [`Tag::NONE`]'s: an account
+/// charged as an owner belongs to a live process.
+#[inline(always)]
+fn credit_own(tag: u64, size: usize) -> bool {
+    if let Ok(account) = super::account::owner_of_thread()
+        && account.tag_word() == tag
     {
         account.credit_owner(size as u64);
-        return;
+        true
+    } else {
+        false
     }
-    credit_remote(tag, size);
 }
 
 #[inline(never)]
 fn credit_remote(tag: Tag, size: usize) {
+    if tag.generation == 0 {
+        return;
+    }
     if let Some(account) = account_at(tag.slot) {
         // The full 32-bit generation first: the 16 bits packed with the remote count repeat
         // after 65,536 reuses of a slot. The compare-and-swap on those 16 bits then only has
@@ -162,95 +274,219 @@ pub(super) fn move_charge(tag: Tag, size: usize, to: &'static Account) -> Tag {
     }
 }
 
-// Every block handed out is the inner allocator's block at
-// `plan.offset` past its start, where `plan = Plan::of(layout)` for the caller's layout; the
-// caller gives the same layout back on dealloc and realloc (GlobalAlloc's contract), so the
-// plan, the inner block's start and the tag's place are recomputed exactly. The tag's 8 bytes
-// lie inside the inner block, outside the caller's bytes (before them for a header, after the
-// size rounded up to 8 for a footer), and are 8-aligned because the block's start is aligned
-// to at least 8 and both offsets are multiples of 8. Nothing here allocates, locks or unwinds.
+// Every block handed out is the inner allocator's block at `plan.offset` past its start, where
+// `plan = Plan::of(layout)` for the caller's layout (for alignments up to 16, the header paths
+// below inline that plan: an `H`-byte header, `H` being 8 up to alignment 8 and 16 for 16, the
+// inner layout `headed::<H>(size)`, the tag in the header's last 8 bytes, and sizes over
+// `MAX_HEADED` refused as `Plan::of` refuses them); the caller gives the same layout back on
+// dealloc and realloc (GlobalAlloc's contract), so the plan, the inner block's start and the
+// tag's place are recomputed exactly (and a size given back was accepted once, so it is at
+// most `MAX_HEADED`). The tag's 8 bytes lie inside the inner block, outside the caller's bytes
+// (before them for a header, after the size rounded up to 8 for a footer), and are 8-aligned
+// because the block's start is aligned to at least 8 and both offsets are multiples of 8.
+// Nothing here allocates, locks or unwinds.
 // SAFETY: see above.
 #[allow(unsafe_code)]
 unsafe impl<A: GlobalAlloc> GlobalAlloc for CountingAlloc<A> {
     #[inline]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let Some(plan) = Plan::of(layout) else {
-            return std::ptr::null_mut();
-        };
-        // SAFETY: `plan.outer` has a non-zero size (it includes the tag).
-        let base = unsafe { self.inner.alloc(plan.outer) };
-        if base.is_null() {
-            return base;
+        if layout.align() > 8 {
+            // SAFETY: the caller's contract, passed on.
+            return unsafe { self.alloc_aligned(layout, false) };
         }
-        // SAFETY: see the impl.
-        unsafe { finish_alloc(plan, base, layout.size()) }
+        // SAFETY: the caller's contract, passed on; the alignment is at most 8.
+        unsafe { self.alloc_headed::<8>(layout.size(), false) }
     }
 
     #[inline]
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        let Some(plan) = Plan::of(layout) else {
-            return std::ptr::null_mut();
-        };
-        // SAFETY: as in `alloc`.
-        let base = unsafe { self.inner.alloc_zeroed(plan.outer) };
-        if base.is_null() {
-            return base;
+        if layout.align() > 8 {
+            // SAFETY: the caller's contract, passed on.
+            return unsafe { self.alloc_aligned(layout, true) };
         }
-        // SAFETY: see the impl.
-        unsafe { finish_alloc(plan, base, layout.size()) }
+        // SAFETY: the caller's contract, passed on; the alignment is at most 8.
+        unsafe { self.alloc_headed::<8>(layout.size(), true) }
     }
 
     #[inline]
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        let Some(plan) = Plan::of(layout) else {
-            return; // never handed out
-        };
-        // SAFETY: see the impl: the tag was written when the block was handed out.
-        let tag = Tag::unpack(unsafe { plan.tag_ptr(ptr).read() });
-        credit(tag, layout.size());
-        // SAFETY: the inner block starts `offset` bytes before `ptr`, with layout `outer`.
-        unsafe { self.inner.dealloc(ptr.sub(plan.offset), plan.outer) }
+        if layout.align() > 8 {
+            // SAFETY: the caller's contract, passed on.
+            return unsafe { self.dealloc_aligned(ptr, layout) };
+        }
+        // SAFETY: the caller's contract, passed on; the alignment is at most 8.
+        unsafe { self.dealloc_headed::<8>(ptr, layout.size()) }
     }
 
     #[inline]
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let (Some(plan), Ok(new_layout)) = (
-            Plan::of(layout),
-            Layout::from_size_align(new_size, layout.align()),
-        ) else {
-            return std::ptr::null_mut();
-        };
-        let Some(new_plan) = Plan::of(new_layout) else {
-            return std::ptr::null_mut();
-        };
-        if plan.offset == 0 {
-            // A footer moves with the size: allocate, copy, free.
-            // SAFETY: `new_layout` is valid and non-zero-sized by GlobalAlloc's contract.
-            let new = unsafe { self.alloc(new_layout) };
-            if !new.is_null() {
-                // SAFETY: both blocks are at least `min(old, new)` bytes and distinct.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(ptr, new, layout.size().min(new_size));
-                    self.dealloc(ptr, layout);
-                }
-            }
-            return new;
+        if layout.align() > 8 {
+            // SAFETY: the caller's contract, passed on.
+            return unsafe { self.realloc_aligned(ptr, layout, new_size) };
         }
-        // A header stays at the start: the inner realloc keeps it.
-        // SAFETY: see the impl.
-        let old_tag = Tag::unpack(unsafe { plan.tag_ptr(ptr).read() });
-        // SAFETY: the inner block starts `offset` bytes before `ptr` with layout `outer`;
-        // the new outer size is non-zero and was checked to make a valid layout.
+        // SAFETY: the caller's contract, passed on; the alignment is at most 8.
+        unsafe { self.realloc_headed::<8>(ptr, layout.size(), new_size) }
+    }
+}
+
+#[allow(unsafe_code)]
+impl<A: GlobalAlloc> CountingAlloc<A> {
+    /// `alloc` (or `alloc_zeroed`) of a block of `size` bytes with an `H`-byte header.
+    ///
+    /// # Safety
+    /// GlobalAlloc's `alloc`; `H` is 8 for alignments up to 8, 16 for 16.
+    #[inline(always)]
+    unsafe fn alloc_headed<const H: usize>(&self, size: usize, zeroed: bool) -> *mut u8 {
+        if size > MAX_HEADED {
+            return std::ptr::null_mut();
+        }
+        // SAFETY: `size <= MAX_HEADED`; the inner layout is not zero-sized.
         let base = unsafe {
-            self.inner
-                .realloc(ptr.sub(plan.offset), plan.outer, new_plan.outer.size())
+            if zeroed {
+                self.inner.alloc_zeroed(headed::<H>(size))
+            } else {
+                self.inner.alloc(headed::<H>(size))
+            }
         };
         if base.is_null() {
-            return base; // the old block is untouched, tag included
+            return base;
         }
-        credit(old_tag, layout.size());
         // SAFETY: see the impl.
-        unsafe { finish_alloc(new_plan, base, new_size) }
+        unsafe { finish_headed::<H>(base, size) }
+    }
+
+    /// `dealloc` of a block of `size` bytes with an `H`-byte header.
+    ///
+    /// # Safety
+    /// GlobalAlloc's `dealloc`; `H` as in [`alloc_headed`](Self::alloc_headed).
+    #[inline(always)]
+    unsafe fn dealloc_headed<const H: usize>(&self, ptr: *mut u8, size: usize) {
+        // SAFETY: see the impl: the block was handed out by `alloc_headed::<H>` with this size,
+        // so it is at most `MAX_HEADED`, the inner block of layout `headed::<H>(size)` starts
+        // `H` bytes before it, and the tag is the 8 bytes just before it.
+        unsafe {
+            let base = ptr.sub(H);
+            let tag = ptr.sub(8).cast::<u64>().read();
+            if !credit_own(tag, size) && tag != Tag::NONE.pack() {
+                // A tail call: the common cases keep nothing live across a call.
+                return self.dealloc_credit::<H>(base, size, tag);
+            }
+            self.inner.dealloc(base, headed::<H>(size));
+        }
+    }
+
+    /// `realloc` of a block of `size` bytes with an `H`-byte header.
+    ///
+    /// # Safety
+    /// GlobalAlloc's `realloc`; `H` as in [`alloc_headed`](Self::alloc_headed).
+    #[inline(always)]
+    unsafe fn realloc_headed<const H: usize>(
+        &self,
+        ptr: *mut u8,
+        size: usize,
+        new_size: usize,
+    ) -> *mut u8 {
+        if new_size > MAX_HEADED {
+            return std::ptr::null_mut(); // the old block is untouched
+        }
+        // SAFETY: as in `dealloc_headed`; `new_size <= MAX_HEADED` makes
+        // `headed::<H>(new_size)` valid, and the inner realloc keeps the header's place.
+        unsafe {
+            let old = ptr.sub(H);
+            let tag = ptr.sub(8).cast::<u64>().read();
+            let base = self.inner.realloc(old, headed::<H>(size), new_size + H);
+            if base.is_null() {
+                return base; // the old block is untouched, tag included
+            }
+            credit_word(tag, size);
+            finish_headed::<H>(base, new_size)
+        }
+    }
+
+    /// The rest of `dealloc_headed` for a block that another thread allocated: credits its
+    /// owner, if it still lives, and frees it.
+    ///
+    /// # Safety
+    /// `base` is a live inner block of layout `headed::<H>(size)`.
+    #[inline(never)]
+    unsafe fn dealloc_credit<const H: usize>(&self, base: *mut u8, size: usize, tag: u64) {
+        credit_remote(Tag::unpack(tag), size);
+        // SAFETY: by the caller.
+        unsafe { self.inner.dealloc(base, headed::<H>(size)) }
+    }
+
+    /// `alloc` or `alloc_zeroed` of a layout aligned to more than 8.
+    ///
+    /// # Safety
+    /// GlobalAlloc's `alloc`.
+    #[inline(never)]
+    unsafe fn alloc_aligned(&self, layout: Layout, zeroed: bool) -> *mut u8 {
+        if layout.align() == 16 {
+            // SAFETY: the caller's contract, passed on.
+            return unsafe { self.alloc_headed::<16>(layout.size(), zeroed) };
+        }
+        let Some(plan) = Plan::of(layout) else {
+            return std::ptr::null_mut();
+        };
+        // SAFETY: `plan.outer` has a non-zero size (it includes the tag).
+        let base = unsafe {
+            if zeroed {
+                self.inner.alloc_zeroed(plan.outer)
+            } else {
+                self.inner.alloc(plan.outer)
+            }
+        };
+        if base.is_null() {
+            return base;
+        }
+        // SAFETY: see the impl.
+        unsafe { finish_planned(plan, base, layout.size()) }
+    }
+
+    /// `dealloc` of a layout aligned to more than 8.
+    ///
+    /// # Safety
+    /// GlobalAlloc's `dealloc`.
+    #[inline(never)]
+    unsafe fn dealloc_aligned(&self, ptr: *mut u8, layout: Layout) {
+        if layout.align() == 16 {
+            // SAFETY: the caller's contract, passed on.
+            return unsafe { self.dealloc_headed::<16>(ptr, layout.size()) };
+        }
+        let Some(plan) = Plan::of(layout) else {
+            return; // never handed out
+        };
+        // SAFETY: see the impl: the tag was written when the block was handed out.
+        let tag = unsafe { plan.tag_ptr(ptr).read() };
+        credit_word(tag, layout.size());
+        // SAFETY: the inner block starts `offset` bytes before `ptr`, with layout `outer`.
+        unsafe { self.inner.dealloc(ptr.sub(plan.offset), plan.outer) }
+    }
+
+    /// `realloc` of a layout aligned to more than 8.
+    ///
+    /// # Safety
+    /// GlobalAlloc's `realloc`.
+    #[inline(never)]
+    unsafe fn realloc_aligned(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        if layout.align() == 16 {
+            // SAFETY: the caller's contract, passed on.
+            return unsafe { self.realloc_headed::<16>(ptr, layout.size(), new_size) };
+        }
+        let Ok(new_layout) = Layout::from_size_align(new_size, layout.align()) else {
+            return std::ptr::null_mut();
+        };
+        // Over 16, the tag is a footer, which moves with the size: allocate, copy, free.
+        // SAFETY: `new_layout` is valid and non-zero-sized by GlobalAlloc's contract.
+        let new = unsafe { self.alloc(new_layout) };
+        if !new.is_null() {
+            // SAFETY: both blocks are at least `min(old, new)` bytes and distinct.
+            unsafe {
+                std::ptr::copy_nonoverlapping(ptr, new, layout.size().min(new_size));
+                self.dealloc(ptr, layout);
+            }
+        }
+        new
     }
 }
 
@@ -260,15 +496,12 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for CountingAlloc<A> {
 /// `base` is a live inner block of layout `plan.outer`.
 #[allow(unsafe_code)]
 #[inline(always)]
-unsafe fn finish_alloc(plan: Plan, base: *mut u8, size: usize) -> *mut u8 {
+unsafe fn finish_planned(plan: Plan, base: *mut u8, size: usize) -> *mut u8 {
     // SAFETY: `offset` is within the inner block (its header, or 0).
     let block = unsafe { base.add(plan.offset) };
-    let (tag, probe) = charge(size);
-    if probe {
-        PROBED.store(block as usize, Ordering::Relaxed);
-    }
+    let tag = charge(size, block);
     // SAFETY: the tag's place lies inside the inner block and is 8-aligned (see the impl).
-    unsafe { plan.tag_ptr(block).write(tag.pack()) };
+    unsafe { plan.tag_ptr(block).write(tag) };
     block
 }
 
