@@ -13,7 +13,7 @@
 //!   and kept while the process keeps calling: arming is a few plain stores, and nothing is
 //!   allocated or freed per call.
 //! - Anything else (a call from outside a process, from a helper task, or a second call a
-//!   process makes while one is pending) pushes a one-off entry, a `Weak` to its reply slot,
+//!   process makes while one is pending) pushes a one-off entry, a `Weak` to a deadline of its own,
 //!   under a per-thread shard lock; a finished call's entry is a dead `Weak`, dropped on the
 //!   next pass.
 
@@ -28,7 +28,7 @@ use crate::node::NodeInner;
 pub(crate) const TICK: Duration = Duration::from_millis(2);
 const SHARDS: usize = 8;
 
-/// Something a deadline can expire (a pending call's reply slot).
+/// Something a deadline can expire (a pending call's one-off deadline).
 pub(crate) trait Expire: Send + Sync {
     /// The deadline passed: fail the wait and wake the waiter.
     fn expire(&self);

@@ -8,10 +8,15 @@
 //! - the server died with the request in hand or in its mailbox (the `ReplyTo` is dropped
 //!   inside the exiting process, or while it unwinds): [`Outcome::Died`] with the server, whose
 //!   exit reason the caller then reads — no monitor per call;
-//! - the deadline wheel expired it: [`Outcome::Expired`].
+//! - the call's deadline passed first: [`Outcome::Expired`], and the slot refuses the late
+//!   reply ([`ReplyTo::reply`] returns false).
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll, Waker};
+
+use tokio::sync::oneshot;
 
 use crate::Pid;
 use crate::process::{Process, with_current_owner};
@@ -24,64 +29,77 @@ pub(crate) enum Outcome<R> {
     Expired,
 }
 
-enum State<R> {
-    Waiting(Option<Waker>),
-    Done(Outcome<R>),
-    Taken,
-}
-
+/// The caller's end of the slot: a tokio one-shot channel (one allocation, no lock). The
+/// [`ReplyTo`] holds the sending end.
 pub(crate) struct ReplySlot<R> {
-    state: Mutex<State<R>>,
+    rx: oneshot::Receiver<Outcome<R>>,
 }
 
 impl<R> ReplySlot<R> {
-    pub(crate) fn new() -> ReplySlot<R> {
-        ReplySlot {
-            state: Mutex::new(State::Waiting(None)),
-        }
-    }
-
-    fn lock(&self) -> MutexGuard<'_, State<R>> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Settles the slot unless it already is; wakes the caller.
-    fn settle(&self, outcome: Outcome<R>) -> Result<(), Outcome<R>> {
-        let mut state = self.lock();
-        let waker = match &mut *state {
-            State::Waiting(w) => w.take(),
-            _ => return Err(outcome),
-        };
-        *state = State::Done(outcome);
-        drop(state);
-        if let Some(w) = waker {
-            w.wake();
-        }
-        Ok(())
-    }
-
-    pub(crate) fn poll_outcome(&self, cx: &mut Context<'_>) -> Poll<Outcome<R>> {
-        let mut state = self.lock();
-        match &mut *state {
-            State::Waiting(w) => {
-                match w {
-                    Some(w) if w.will_wake(cx.waker()) => {}
-                    _ => *w = Some(cx.waker().clone()),
-                }
-                Poll::Pending
-            }
-            State::Done(_) => match std::mem::replace(&mut *state, State::Taken) {
-                State::Done(outcome) => Poll::Ready(outcome),
-                _ => unreachable!(),
+    /// A slot and the right to answer it, held by `server`'s request.
+    pub(crate) fn new(server: Pid) -> (ReplySlot<R>, ReplyTo<R>) {
+        let (tx, rx) = oneshot::channel();
+        (
+            ReplySlot { rx },
+            ReplyTo {
+                tx: Some(tx),
+                server,
             },
-            State::Taken => Poll::Pending,
+        )
+    }
+
+    /// The outcome, once the server settled it.
+    #[inline]
+    pub(crate) fn poll_outcome(&mut self, cx: &mut Context<'_>) -> Poll<Outcome<R>> {
+        match std::pin::Pin::new(&mut self.rx).poll(cx) {
+            Poll::Ready(Ok(outcome)) => Poll::Ready(outcome),
+            // Never: the `ReplyTo` settles the slot when it is dropped.
+            Poll::Ready(Err(_)) => Poll::Ready(Outcome::NoReply),
+            Poll::Pending => Poll::Pending,
         }
+    }
+
+    /// The call's deadline passed: refuses any later reply, and gives the outcome settled
+    /// before that, if any, or [`Outcome::Expired`].
+    pub(crate) fn expire(&mut self) -> Outcome<R> {
+        self.rx.close();
+        self.rx.try_recv().unwrap_or(Outcome::Expired)
     }
 }
 
-impl<R: Send> Expire for ReplySlot<R> {
+/// The deadline of a call made outside a process (or a second concurrent call of one): an
+/// entry of the node's deadline wheel, which fires it.
+#[derive(Default)]
+pub(crate) struct OneOffDeadline {
+    fired: AtomicBool,
+    waker: std::sync::Mutex<Option<Waker>>,
+}
+
+impl OneOffDeadline {
+    /// Whether the deadline passed; if not, the waker is kept to be woken when it does.
+    pub(crate) fn poll_fired(&self, cx: &mut Context<'_>) -> bool {
+        if self.fired.load(Ordering::Acquire) {
+            return true;
+        }
+        {
+            let mut waker = self.waker.lock().unwrap_or_else(|e| e.into_inner());
+            match &*waker {
+                Some(w) if w.will_wake(cx.waker()) => {}
+                _ => *waker = Some(cx.waker().clone()),
+            }
+        }
+        // `expire` stores `fired` before it takes the waker: seen here, or woken.
+        self.fired.load(Ordering::Acquire)
+    }
+}
+
+impl Expire for OneOffDeadline {
     fn expire(&self) {
-        let _ = self.settle(Outcome::Expired);
+        self.fired.store(true, Ordering::Release);
+        let waker = self.waker.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(w) = waker {
+            w.wake();
+        }
     }
 }
 
@@ -91,7 +109,7 @@ impl<R: Send> Expire for ReplySlot<R> {
 /// if the server is alive and [`CallError::Exit`](crate::gen_server::CallError::Exit) if it is
 /// dying.
 pub struct ReplyTo<R> {
-    slot: Option<Arc<ReplySlot<R>>>,
+    tx: Option<oneshot::Sender<Outcome<R>>>,
     server: Pid,
 }
 
@@ -99,24 +117,17 @@ impl<R> std::fmt::Debug for ReplyTo<R> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ReplyTo")
             .field("server", &self.server)
-            .field("answered", &self.slot.is_none())
+            .field("answered", &self.tx.is_none())
             .finish()
     }
 }
 
 impl<R> ReplyTo<R> {
-    pub(crate) fn new(slot: Arc<ReplySlot<R>>, server: Pid) -> ReplyTo<R> {
-        ReplyTo {
-            slot: Some(slot),
-            server,
-        }
-    }
-
     /// Answers the call. Returns false when the caller has stopped waiting (its timeout
     /// passed), as a late reply is then dropped.
     pub fn reply(mut self, reply: R) -> bool {
-        match self.slot.take() {
-            Some(slot) => slot.settle(Outcome::Replied(reply)).is_ok(),
+        match self.tx.take() {
+            Some(tx) => tx.send(Outcome::Replied(reply)).is_ok(),
             None => false,
         }
     }
@@ -124,7 +135,7 @@ impl<R> ReplyTo<R> {
 
 impl<R> Drop for ReplyTo<R> {
     fn drop(&mut self) {
-        let Some(slot) = self.slot.take() else { return };
+        let Some(tx) = self.tx.take() else { return };
         // Dropped inside the server while it ends (its future or mailbox being dropped, or a
         // panic unwinding): the caller reads the exit reason from the server itself.
         let dying = with_current_owner(|c| {
@@ -135,6 +146,6 @@ impl<R> Drop for ReplyTo<R> {
             Some(server) => Outcome::Died(server),
             None => Outcome::NoReply,
         };
-        let _ = slot.settle(outcome);
+        let _ = tx.send(outcome);
     }
 }
