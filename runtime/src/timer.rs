@@ -139,10 +139,14 @@ impl CallTimer {
 }
 
 fn ticks_of(after: Duration) -> u64 {
-    // Far enough from overflow that `now + ticks` never wraps.
-    u64::try_from(after.as_nanos().div_ceil(TICK.as_nanos()))
-        .unwrap_or(u64::MAX)
-        .min(u64::MAX / 4)
+    // Far enough from overflow that `now + ticks` never wraps. A 64-bit division for any
+    // timeout under 584 years (no 128-bit division on a call's path).
+    let tick = TICK.as_nanos();
+    let ticks = match u64::try_from(after.as_nanos()) {
+        Ok(nanos) => nanos.div_ceil(tick as u64),
+        Err(_) => u64::try_from(after.as_nanos().div_ceil(tick)).unwrap_or(u64::MAX),
+    };
+    ticks.min(u64::MAX / 4)
 }
 
 static NEXT_SHARD: AtomicUsize = AtomicUsize::new(0);
