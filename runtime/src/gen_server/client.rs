@@ -20,8 +20,9 @@ use crate::{ExitReason, Message, Pid};
 /// A request as it travels to the server.
 pub(crate) struct CallRequest<C, R> {
     pub(crate) request: C,
+    /// Also knows the caller's pid (kept in the slot, so that a small request with its reply
+    /// pointer travels inline in its message).
     pub(crate) reply_to: ReplyTo<R>,
-    pub(crate) from: Option<Pid>,
 }
 
 /// A cast as it travels to the server.
@@ -221,12 +222,8 @@ pub async fn call<S: GenServer>(
     if me == Some(pid) {
         return Err(CallError::CallingSelf(pid));
     }
-    let (mut slot, reply_to) = ReplySlot::<S::Reply>::new(pid);
-    let msg = Message::new(CallRequest::<S::Call, S::Reply> {
-        request,
-        reply_to,
-        from: me,
-    });
+    let (slot, reply_to) = ReplySlot::<S::Reply>::new(pid, me);
+    let msg = Message::new(CallRequest::<S::Call, S::Reply> { request, reply_to });
     // A process's own calls re-arm its reusable deadline; anything else registers a one-off.
     let mut deadline = Deadline::None;
     let sent = NodeInner::with_process(pid, |p| {
@@ -255,7 +252,7 @@ pub async fn call<S: GenServer>(
         return Err(CallError::NoProc(server));
     }
     let outcome = WaitReply {
-        slot: &mut slot,
+        slot: &slot,
         deadline: &deadline,
     }
     .await;
@@ -324,14 +321,14 @@ impl Drop for Armed {
 }
 
 struct WaitReply<'a, R> {
-    slot: &'a mut ReplySlot<R>,
+    slot: &'a ReplySlot<R>,
     deadline: &'a Deadline,
 }
 
 impl<R: Send> Future for WaitReply<'_, R> {
     type Output = Outcome<R>;
 
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Outcome<R>> {
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Outcome<R>> {
         if let Poll::Ready(outcome) = self.slot.poll_outcome(cx) {
             return Poll::Ready(outcome);
         }

@@ -11,12 +11,9 @@
 //! - the call's deadline passed first: [`Outcome::Expired`], and the slot refuses the late
 //!   reply ([`ReplyTo::reply`] returns false).
 
-use std::future::Future;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
-
-use tokio::sync::oneshot;
 
 use crate::Pid;
 use crate::process::{Process, with_current_owner};
@@ -29,41 +26,82 @@ pub(crate) enum Outcome<R> {
     Expired,
 }
 
-/// The caller's end of the slot: a tokio one-shot channel (one allocation, no lock). The
-/// [`ReplyTo`] holds the sending end.
+enum State<R> {
+    Waiting(Option<Waker>),
+    Done(Outcome<R>),
+    Taken,
+}
+
+/// The slot, shared by the caller and the [`ReplyTo`] in the request. It also carries the two
+/// pids of the call, so that the request itself is the request and one pointer (small requests
+/// then travel inline in their [`Message`](crate::Message), allocating nothing more).
 pub(crate) struct ReplySlot<R> {
-    rx: oneshot::Receiver<Outcome<R>>,
+    state: Mutex<State<R>>,
+    server: Pid,
+    from: Option<Pid>,
 }
 
 impl<R> ReplySlot<R> {
-    /// A slot and the right to answer it, held by `server`'s request.
-    pub(crate) fn new(server: Pid) -> (ReplySlot<R>, ReplyTo<R>) {
-        let (tx, rx) = oneshot::channel();
-        (
-            ReplySlot { rx },
-            ReplyTo {
-                tx: Some(tx),
-                server,
-            },
-        )
+    /// A slot for a call from `from` to `server`, and the right to answer it.
+    pub(crate) fn new(server: Pid, from: Option<Pid>) -> (Arc<ReplySlot<R>>, ReplyTo<R>) {
+        let slot = Arc::new(ReplySlot {
+            state: Mutex::new(State::Waiting(None)),
+            server,
+            from,
+        });
+        let reply_to = ReplyTo {
+            slot: Some(Arc::clone(&slot)),
+        };
+        (slot, reply_to)
     }
 
-    /// The outcome, once the server settled it.
-    #[inline]
-    pub(crate) fn poll_outcome(&mut self, cx: &mut Context<'_>) -> Poll<Outcome<R>> {
-        match std::pin::Pin::new(&mut self.rx).poll(cx) {
-            Poll::Ready(Ok(outcome)) => Poll::Ready(outcome),
-            // Never: the `ReplyTo` settles the slot when it is dropped.
-            Poll::Ready(Err(_)) => Poll::Ready(Outcome::NoReply),
-            Poll::Pending => Poll::Pending,
+    fn lock(&self) -> MutexGuard<'_, State<R>> {
+        // Each critical section is a few moves that cannot panic halfway.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Settles the slot unless it already is; wakes the caller.
+    fn settle(&self, outcome: Outcome<R>) -> Result<(), Outcome<R>> {
+        let mut state = self.lock();
+        let waker = match &mut *state {
+            State::Waiting(w) => w.take(),
+            _ => return Err(outcome),
+        };
+        *state = State::Done(outcome);
+        drop(state);
+        if let Some(w) = waker {
+            w.wake();
+        }
+        Ok(())
+    }
+
+    /// The outcome, once the server (or the deadline) settled it.
+    pub(crate) fn poll_outcome(&self, cx: &mut Context<'_>) -> Poll<Outcome<R>> {
+        let mut state = self.lock();
+        match &mut *state {
+            State::Waiting(w) => {
+                match w {
+                    Some(w) if w.will_wake(cx.waker()) => {}
+                    _ => *w = Some(cx.waker().clone()),
+                }
+                Poll::Pending
+            }
+            State::Done(_) => match std::mem::replace(&mut *state, State::Taken) {
+                State::Done(outcome) => Poll::Ready(outcome),
+                _ => unreachable!("the state was Done"),
+            },
+            State::Taken => Poll::Pending,
         }
     }
 
     /// The call's deadline passed: refuses any later reply, and gives the outcome settled
-    /// before that, if any, or [`Outcome::Expired`].
-    pub(crate) fn expire(&mut self) -> Outcome<R> {
-        self.rx.close();
-        self.rx.try_recv().unwrap_or(Outcome::Expired)
+    /// before that, if any, or [`Outcome::Expired`]. Called by the caller, once.
+    pub(crate) fn expire(&self) -> Outcome<R> {
+        let mut state = self.lock();
+        match std::mem::replace(&mut *state, State::Taken) {
+            State::Done(outcome) => outcome,
+            State::Waiting(_) | State::Taken => Outcome::Expired,
+        }
     }
 }
 
@@ -109,25 +147,29 @@ impl Expire for OneOffDeadline {
 /// if the server is alive and [`CallError::Exit`](crate::gen_server::CallError::Exit) if it is
 /// dying.
 pub struct ReplyTo<R> {
-    tx: Option<oneshot::Sender<Outcome<R>>>,
-    server: Pid,
+    slot: Option<Arc<ReplySlot<R>>>,
 }
 
 impl<R> std::fmt::Debug for ReplyTo<R> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ReplyTo")
-            .field("server", &self.server)
-            .field("answered", &self.tx.is_none())
+            .field("server", &self.slot.as_ref().map(|s| s.server))
+            .field("answered", &self.slot.is_none())
             .finish()
     }
 }
 
 impl<R> ReplyTo<R> {
+    /// The calling process, if the call came from a process.
+    pub(crate) fn caller(&self) -> Option<Pid> {
+        self.slot.as_ref().and_then(|s| s.from)
+    }
+
     /// Answers the call. Returns false when the caller has stopped waiting (its timeout
     /// passed), as a late reply is then dropped.
     pub fn reply(mut self, reply: R) -> bool {
-        match self.tx.take() {
-            Some(tx) => tx.send(Outcome::Replied(reply)).is_ok(),
+        match self.slot.take() {
+            Some(slot) => slot.settle(Outcome::Replied(reply)).is_ok(),
             None => false,
         }
     }
@@ -135,17 +177,17 @@ impl<R> ReplyTo<R> {
 
 impl<R> Drop for ReplyTo<R> {
     fn drop(&mut self) {
-        let Some(tx) = self.tx.take() else { return };
+        let Some(slot) = self.slot.take() else { return };
         // Dropped inside the server while it ends (its future or mailbox being dropped, or a
         // panic unwinding): the caller reads the exit reason from the server itself.
         let dying = with_current_owner(|c| {
-            c.filter(|p| p.pid == self.server && (std::thread::panicking() || p.is_exiting()))
+            c.filter(|p| p.pid == slot.server && (std::thread::panicking() || p.is_exiting()))
                 .map(Arc::clone)
         });
         let outcome = match dying {
             Some(server) => Outcome::Died(server),
             None => Outcome::NoReply,
         };
-        let _ = tx.send(outcome);
+        let _ = slot.settle(outcome);
     }
 }
