@@ -395,12 +395,15 @@ impl<S: GenServer> Server<S> {
     ///
     /// # Errors
     /// As [`call`].
-    pub async fn call(
+    ///
+    /// Returns [`call`]'s future itself (no wrapper around it, and it does not borrow the
+    /// handle).
+    pub fn call(
         &self,
         request: S::Call,
         timeout: impl Into<Timeout>,
-    ) -> Result<S::Reply, CallError> {
-        call::<S>(self.pid, request, timeout).await
+    ) -> impl Future<Output = Result<S::Reply, CallError>> + Send + 'static {
+        call::<S>(self.pid, request, timeout.into())
     }
 
     /// [`cast`] to this server.

@@ -6,6 +6,14 @@
 //! check per access. A helper task of [`spawn_task`](crate::spawn_task) enters its own clone of
 //! its owner's `Arc`, marked as a helper: it acts for the owner but has no mailbox of its own
 //! to receive from.
+//!
+//! # Safety
+//!
+//! The thread-local's pointer is this file's one `unsafe` (a dereference in `with_raw`). The
+//! contract: it is non-null only while an [`enter`] runs on this thread, and then points at the
+//! `Arc` that innermost `enter` borrows; `enter` puts the previous pointer back before it
+//! returns or unwinds, and no guard leaves it; a reference made from the pointer is handed only
+//! to a closure that runs inside that `enter`.
 
 use std::cell::Cell;
 use std::sync::Arc;
