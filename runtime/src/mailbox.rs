@@ -144,6 +144,45 @@ impl Mailbox {
         queue.len() != before
     }
 
+    /// The common case of a receive's poll, inlined into it: nothing saved, so the oldest
+    /// queued message is the first candidate. Ready with it if `matches` accepts it; Pending
+    /// (with the waker kept) when nothing is queued; `None` for the general case
+    /// ([`Mailbox::poll_take`]), with the message, if one was looked at, saved first.
+    #[inline(always)]
+    fn poll_take_front<F: FnMut(&Message) -> bool>(
+        &self,
+        matches: &mut F,
+        cx: &mut Context<'_>,
+    ) -> Option<Poll<Message>> {
+        if self.saved_len.load(Ordering::Relaxed) != 0 {
+            return None;
+        }
+        let msg = {
+            let mut incoming = lock(&self.incoming);
+            match incoming.queue.front() {
+                None => {
+                    register(&mut incoming, cx);
+                    return Some(Poll::Pending);
+                }
+                Some(Envelope::Message(_)) => match incoming.queue.pop_front() {
+                    Some(Envelope::Message(msg)) => msg,
+                    _ => unreachable!("the front is a message"),
+                },
+                Some(Envelope::Signal(_)) => return None,
+            }
+        };
+        // The matcher runs outside every lock; held so that a panicking matcher leaves the
+        // message in the mailbox.
+        let mut held = Held {
+            mailbox: self,
+            msg: Some(msg),
+        };
+        if held.msg.as_ref().is_some_and(&mut *matches) {
+            return held.msg.take().map(Poll::Ready);
+        }
+        None
+    }
+
     /// One poll of a selective receive: the first message, oldest first, that `matches`
     /// accepts. `hint` is the receive future's scan position.
     fn poll_take(
@@ -153,34 +192,6 @@ impl Mailbox {
         matches: &mut dyn FnMut(&Message) -> bool,
         cx: &mut Context<'_>,
     ) -> Poll<Message> {
-        if self.saved_len.load(Ordering::Relaxed) == 0 {
-            // Nothing saved: the oldest queued message is the first candidate. The matcher runs
-            // outside every lock.
-            let front = {
-                let mut incoming = lock(&self.incoming);
-                match incoming.queue.front() {
-                    None => {
-                        register(&mut incoming, cx);
-                        return Poll::Pending;
-                    }
-                    Some(Envelope::Message(_)) => incoming.queue.pop_front(),
-                    Some(Envelope::Signal(_)) => None,
-                }
-            };
-            if let Some(Envelope::Message(msg)) = front {
-                // Held so that a panicking matcher leaves the message in the mailbox.
-                let mut held = Held {
-                    mailbox: self,
-                    msg: Some(msg),
-                };
-                if held.msg.as_ref().is_some_and(&mut *matches)
-                    && let Some(msg) = held.msg.take()
-                {
-                    return Poll::Ready(msg);
-                }
-                drop(held);
-            }
-        }
         let mut saved = lock(&self.saved);
         let Saved {
             queue,
@@ -235,14 +246,22 @@ struct Held<'a> {
 }
 
 impl Drop for Held<'_> {
+    #[inline]
     fn drop(&mut self) {
         if let Some(msg) = self.msg.take() {
-            let mut saved = lock(&self.mailbox.saved);
-            saved.queue.push_front(msg);
-            self.mailbox
-                .saved_len
-                .store(saved.queue.len(), Ordering::Relaxed);
+            self.mailbox.save_front(msg);
         }
+    }
+}
+
+impl Mailbox {
+    /// Saves `msg` as the oldest message (it was taken from incoming to be looked at).
+    #[cold]
+    #[inline(never)]
+    fn save_front(&self, msg: Message) {
+        let mut saved = lock(&self.saved);
+        saved.queue.push_front(msg);
+        self.saved_len.store(saved.queue.len(), Ordering::Relaxed);
     }
 }
 
@@ -276,9 +295,12 @@ impl<F: FnMut(&Message) -> bool + Unpin> Future for ReceiveMatch<F> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Message> {
         let this = self.get_mut();
         current_process_for_receive(|process| {
-            process
-                .mailbox
-                .poll_take(process, &mut this.hint, &mut this.matches, cx)
+            match process.mailbox.poll_take_front(&mut this.matches, cx) {
+                Some(poll) => poll,
+                None => process
+                    .mailbox
+                    .poll_take(process, &mut this.hint, &mut this.matches, cx),
+            }
         })
     }
 }

@@ -13,7 +13,7 @@
 //!   and kept while the process keeps calling: arming is a few plain stores, and nothing is
 //!   allocated or freed per call.
 //! - Anything else (a call from outside a process, from a helper task, or a second call a
-//!   process makes while one is pending) pushes a one-off entry, a `Weak` to its reply slot,
+//!   process makes while one is pending) pushes a one-off entry, a `Weak` to a deadline of its own,
 //!   under a per-thread shard lock; a finished call's entry is a dead `Weak`, dropped on the
 //!   next pass.
 
@@ -28,7 +28,7 @@ use crate::node::NodeInner;
 pub(crate) const TICK: Duration = Duration::from_millis(2);
 const SHARDS: usize = 8;
 
-/// Something a deadline can expire (a pending call's reply slot).
+/// Something a deadline can expire (a pending call's one-off deadline).
 pub(crate) trait Expire: Send + Sync {
     /// The deadline passed: fail the wait and wake the waiter.
     fn expire(&self);
@@ -139,10 +139,14 @@ impl CallTimer {
 }
 
 fn ticks_of(after: Duration) -> u64 {
-    // Far enough from overflow that `now + ticks` never wraps.
-    u64::try_from(after.as_nanos().div_ceil(TICK.as_nanos()))
-        .unwrap_or(u64::MAX)
-        .min(u64::MAX / 4)
+    // Far enough from overflow that `now + ticks` never wraps. A 64-bit division for any
+    // timeout under 584 years (no 128-bit division on a call's path).
+    let tick = TICK.as_nanos();
+    let ticks = match u64::try_from(after.as_nanos()) {
+        Ok(nanos) => nanos.div_ceil(tick as u64),
+        Err(_) => u64::try_from(after.as_nanos().div_ceil(tick)).unwrap_or(u64::MAX),
+    };
+    ticks.min(u64::MAX / 4)
 }
 
 static NEXT_SHARD: AtomicUsize = AtomicUsize::new(0);

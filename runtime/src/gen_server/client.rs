@@ -5,12 +5,12 @@ use std::fmt;
 use std::future::Future;
 use std::marker::PhantomData;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use super::GenServer;
-use super::reply::{Outcome, ReplySlot, ReplyTo};
+use super::reply::{OneOffDeadline, Outcome, ReplySlot, ReplyTo};
 use crate::node::NodeInner;
 use crate::process::{with_current, with_current_owner};
 use crate::registry::Name;
@@ -20,8 +20,9 @@ use crate::{ExitReason, Message, Pid};
 /// A request as it travels to the server.
 pub(crate) struct CallRequest<C, R> {
     pub(crate) request: C,
+    /// Also knows the caller's pid (kept in the slot, so that a small request with its reply
+    /// pointer travels inline in its message).
     pub(crate) reply_to: ReplyTo<R>,
-    pub(crate) from: Option<Pid>,
 }
 
 /// A cast as it travels to the server.
@@ -221,31 +222,29 @@ pub async fn call<S: GenServer>(
     if me == Some(pid) {
         return Err(CallError::CallingSelf(pid));
     }
-    let slot = Arc::new(ReplySlot::<S::Reply>::new());
-    let msg = Message::new(CallRequest::<S::Call, S::Reply> {
-        request,
-        reply_to: ReplyTo::new(Arc::clone(&slot), pid),
-        from: me,
-    });
+    let (slot, reply_to) = ReplySlot::<S::Reply>::new(pid, me);
+    let msg = Message::new(CallRequest::<S::Call, S::Reply> { request, reply_to });
     // A process's own calls re-arm its reusable deadline; anything else registers a one-off.
-    let mut armed = None;
+    let mut deadline = Deadline::None;
     let sent = NodeInner::with_process(pid, |p| {
         let queued = p.try_push_message(msg).is_ok();
         if queued && let Timeout::After(after) = timeout {
-            armed = with_current_owner(|me| {
+            deadline = with_current_owner(|me| {
                 let me = me?;
                 let timer = me.call_timer();
                 // On the caller's node: its ticker runs as long as the caller does.
                 let seq = timer.arm(&me.node, after)?;
-                Some(Armed {
+                Some(Deadline::Armed(Armed {
                     timer: Arc::clone(timer),
                     seq,
-                })
-            });
-            if armed.is_none() {
-                let weak = Arc::downgrade(&slot);
+                }))
+            })
+            .unwrap_or_else(|| {
+                let one_off = Arc::new(OneOffDeadline::default());
+                let weak: Weak<dyn Expire> = Arc::downgrade(&one_off) as Weak<OneOffDeadline>;
                 p.node.timers.insert(&p.node, weak, after);
-            }
+                Deadline::OneOff(one_off)
+            });
         }
         queued
     });
@@ -254,10 +253,10 @@ pub async fn call<S: GenServer>(
     }
     let outcome = WaitReply {
         slot: &slot,
-        armed: armed.as_ref(),
+        deadline: &deadline,
     }
     .await;
-    drop(armed);
+    drop(deadline);
     match outcome {
         Outcome::Replied(reply) => Ok(reply),
         Outcome::NoReply => Err(CallError::NoReply(pid)),
@@ -268,26 +267,45 @@ pub async fn call<S: GenServer>(
                 Timeout::Infinity => Duration::MAX,
             },
         }),
-        Outcome::Died(process) => {
-            // The server is ending: its reason is recorded right away. Bounded, in case it
-            // survived after all (a panic it caught).
-            let ended = process.node.wait_until(|| process.exit_reason().is_some());
-            match timeout {
-                Timeout::Infinity => ended.await,
-                // Bounded by the call's timeout once more (no clock is read on a call's
-                // common path to know how much of it is left).
-                Timeout::After(after) => {
-                    if tokio::time::timeout(after, ended).await.is_err() {
-                        return Err(CallError::Timeout { server, after });
-                    }
-                }
+        // Out of line and boxed, so that the call's future stays small on the common path.
+        Outcome::Died(process) => Box::pin(server_died(server, pid, process, timeout)).await,
+    }
+}
+
+/// A call whose server died before replying: waits for its exit reason.
+async fn server_died<R>(
+    server: ServerRef,
+    pid: Pid,
+    process: Arc<crate::process::Process>,
+    timeout: Timeout,
+) -> Result<R, CallError> {
+    // The server is ending: its reason is recorded right away. Bounded, in case it survived
+    // after all (a panic it caught).
+    let ended = process.node.wait_until(|| process.exit_reason().is_some());
+    match timeout {
+        Timeout::Infinity => ended.await,
+        // Bounded by the call's timeout once more (no clock is read on a call's common path
+        // to know how much of it is left).
+        Timeout::After(after) => {
+            if tokio::time::timeout(after, ended).await.is_err() {
+                return Err(CallError::Timeout { server, after });
             }
-            Err(CallError::Exit {
-                server: pid,
-                reason: process.exit_reason().cloned().unwrap_or(ExitReason::NoProc),
-            })
         }
     }
+    Err(CallError::Exit {
+        server: pid,
+        reason: process.exit_reason().cloned().unwrap_or(ExitReason::NoProc),
+    })
+}
+
+/// How a call's wait ends if no reply comes in time.
+enum Deadline {
+    /// Waits for ever.
+    None,
+    /// The calling process's reusable deadline.
+    Armed(Armed),
+    /// An entry of its own in the deadline wheel.
+    OneOff(Arc<OneOffDeadline>),
 }
 
 /// A call's arming of its process's [`CallTimer`]; disarms when dropped.
@@ -304,7 +322,7 @@ impl Drop for Armed {
 
 struct WaitReply<'a, R> {
     slot: &'a ReplySlot<R>,
-    armed: Option<&'a Armed>,
+    deadline: &'a Deadline,
 }
 
 impl<R: Send> Future for WaitReply<'_, R> {
@@ -314,13 +332,16 @@ impl<R: Send> Future for WaitReply<'_, R> {
         if let Poll::Ready(outcome) = self.slot.poll_outcome(cx) {
             return Poll::Ready(outcome);
         }
-        match self.armed {
-            Some(armed) if armed.timer.poll_fired(armed.seq, cx) => {
-                // Settle the slot so that a late reply is refused, as with a one-off entry.
-                self.slot.expire();
-                self.slot.poll_outcome(cx)
-            }
-            _ => Poll::Pending,
+        let fired = match self.deadline {
+            Deadline::None => false,
+            Deadline::Armed(armed) => armed.timer.poll_fired(armed.seq, cx),
+            Deadline::OneOff(one_off) => one_off.poll_fired(cx),
+        };
+        if fired {
+            // Refuse a late reply; one that came just now still counts.
+            Poll::Ready(self.slot.expire())
+        } else {
+            Poll::Pending
         }
     }
 }
@@ -374,12 +395,15 @@ impl<S: GenServer> Server<S> {
     ///
     /// # Errors
     /// As [`call`].
-    pub async fn call(
+    ///
+    /// Returns [`call`]'s future itself (no wrapper around it, and it does not borrow the
+    /// handle).
+    pub fn call(
         &self,
         request: S::Call,
         timeout: impl Into<Timeout>,
-    ) -> Result<S::Reply, CallError> {
-        call::<S>(self.pid, request, timeout).await
+    ) -> impl Future<Output = Result<S::Reply, CallError>> + Send + 'static {
+        call::<S>(self.pid, request, timeout.into())
     }
 
     /// [`cast`] to this server.

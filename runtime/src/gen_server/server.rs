@@ -189,7 +189,7 @@ async fn serve<S: GenServer>(mut state: S, parent: Option<Pid>) -> ExitReason {
         let next = match msg.downcast::<CallRequest<S::Call, S::Reply>>() {
             Ok(req) => {
                 let mut caller = Caller {
-                    pid: req.from,
+                    pid: req.reply_to.caller(),
                     reply_to: Some(req.reply_to),
                 };
                 match state.handle_call(req.request, &mut caller).await {

@@ -1,33 +1,52 @@
 //! The current process of this thread.
 //!
-//! The poll wrapper moves the process's `Arc` into the thread-local for the length of one poll
-//! and moves it back when the poll returns or unwinds (no reference-count traffic per poll).
-//! A helper task of [`spawn_task`](crate::spawn_task) installs a clone of its owner's `Arc`,
-//! marked as a helper: it acts for the owner but has no mailbox of its own to receive from.
+//! The poll wrapper runs each poll inside [`enter`], which points the thread-local at the
+//! process's `Arc` (kept in the task) for the length of the poll and puts the previous one back
+//! when the poll returns or unwinds: no reference-count traffic, no borrow flag, no destructor
+//! check per access. A helper task of [`spawn_task`](crate::spawn_task) enters its own clone of
+//! its owner's `Arc`, marked as a helper: it acts for the owner but has no mailbox of its own
+//! to receive from.
+//!
+//! # Safety
+//!
+//! The thread-local's pointer is this file's one `unsafe` (a dereference in `with_raw`). The
+//! contract: it is non-null only while an [`enter`] runs on this thread, and then points at the
+//! `Arc` that innermost `enter` borrows; `enter` puts the previous pointer back before it
+//! returns or unwinds, and no guard leaves it; a reference made from the pointer is handed only
+//! to a closure that runs inside that `enter`.
 
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::sync::Arc;
 
 use super::Process;
 use crate::Pid;
 use crate::heap::Charging;
 
-pub(crate) struct Current {
-    pub(crate) process: Arc<Process>,
-    pub(crate) helper: bool,
+/// This thread's current process: plain cells (no destructor, no borrow flag), so reading it
+/// is a load from the thread's TLS block.
+struct Current {
+    /// The `Arc` of the innermost [`enter`] on this thread, or null outside any process.
+    process: Cell<*const Arc<Process>>,
+    helper: Cell<bool>,
+    /// The current process's node, 0 when none: read by the trace machinery on every traced
+    /// call.
+    node: Cell<u32>,
 }
 
 thread_local! {
-    static CURRENT: RefCell<Option<Current>> = const { RefCell::new(None) };
-    /// The node of the current process, 0 when none: read by the trace machinery on every
-    /// traced call, so kept apart from `CURRENT` in a plain `Cell`.
-    static CURRENT_NODE: Cell<u32> = const { Cell::new(0) };
+    static CURRENT: Current = const {
+        Current {
+            process: Cell::new(std::ptr::null()),
+            helper: Cell::new(false),
+            node: Cell::new(0),
+        }
+    };
 }
 
 /// The node of this thread's current process, 0 outside any process.
 #[inline(always)]
 pub(crate) fn current_node_id() -> u32 {
-    CURRENT_NODE.with(Cell::get)
+    CURRENT.with(|c| c.node.get())
 }
 
 /// Runs `f` as if outside any node for the trace machinery (its calls are counted by no
@@ -36,64 +55,79 @@ pub(crate) fn with_node_hidden<R>(f: impl FnOnce() -> R) -> R {
     struct Restore(u32);
     impl Drop for Restore {
         fn drop(&mut self) {
-            CURRENT_NODE.with(|n| n.set(self.0));
+            CURRENT.with(|c| c.node.set(self.0));
         }
     }
-    let _restore = Restore(CURRENT_NODE.with(|n| n.replace(0)));
+    let _restore = Restore(CURRENT.with(|c| c.node.replace(0)));
     f()
 }
 
-/// Makes `current` this thread's current process until the guard drops, which puts back the
-/// previous one and hands `current` back through `slot`. Meanwhile the thread's allocations are
-/// charged to it (see [`crate::heap`]).
-pub(crate) struct Enter<'a> {
-    slot: &'a mut Option<Arc<Process>>,
-    prev: Option<Current>,
-    prev_node: u32,
-    // Dropped after `drop` below has put the previous process back.
-    _charging: Option<Charging>,
+/// Runs `f` with `process` as this thread's current process (a helper task of it when
+/// `helper`), then puts back whichever was current before, on unwind too. Meanwhile the
+/// thread's allocations are charged to it (see [`crate::heap`]).
+///
+/// The thread-local holds a plain pointer to `process`, valid because `process` is borrowed
+/// for the whole call, and the pointer is replaced by the previous one before this returns or
+/// unwinds: the thread-local always points at the `Arc` of the innermost `enter` still running
+/// on this thread, or is null. No guard leaves this function, so none can be leaked or dropped
+/// out of order.
+#[inline]
+pub(crate) fn enter<R>(process: &Arc<Process>, helper: bool, f: impl FnOnce() -> R) -> R {
+    struct Restore {
+        process: *const Arc<Process>,
+        helper: bool,
+        node: u32,
+        // Dropped after `drop` below has put the previous process back.
+        _charging: Option<Charging>,
+    }
+    impl Drop for Restore {
+        #[inline]
+        fn drop(&mut self) {
+            CURRENT.with(|c| {
+                c.process.set(self.process);
+                c.helper.set(self.helper);
+                c.node.set(self.node);
+            });
+        }
+    }
+    let charging = crate::heap::installed().then(|| Charging::new(process.account, helper));
+    let _restore = CURRENT.with(|c| Restore {
+        process: c.process.replace(std::ptr::from_ref(process)),
+        helper: c.helper.replace(helper),
+        node: c.node.replace(process.node.id),
+        _charging: charging,
+    });
+    f()
 }
 
-impl<'a> Enter<'a> {
-    /// Moves the `Arc` out of `slot` into the thread-local; the guard moves it back.
-    pub(crate) fn new(slot: &'a mut Option<Arc<Process>>, helper: bool) -> Option<Enter<'a>> {
-        let process = slot.take()?;
-        let charging = crate::heap::installed().then(|| Charging::new(process.account, helper));
-        let prev_node = CURRENT_NODE.with(|n| n.replace(process.node.id));
-        let prev = CURRENT.with(|c| c.replace(Some(Current { process, helper })));
-        Some(Enter {
-            slot,
-            prev,
-            prev_node,
-            _charging: charging,
-        })
+/// Runs `f` with the current process and whether it is a helper, if any.
+#[inline(always)]
+fn with_raw<R>(f: impl FnOnce(Option<(&Arc<Process>, bool)>) -> R) -> R {
+    let (p, helper) = CURRENT.with(|c| (c.process.get(), c.helper.get()));
+    if p.is_null() {
+        return f(None);
     }
-}
-
-impl Drop for Enter<'_> {
-    fn drop(&mut self) {
-        let mine = CURRENT.with(|c| c.replace(self.prev.take()));
-        CURRENT_NODE.with(|n| n.set(self.prev_node));
-        *self.slot = mine.map(|c| c.process);
-    }
+    // SAFETY: a non-null pointer was stored by the innermost `enter` still running on this
+    // thread (see `enter`), whose `process` borrow keeps the `Arc` alive and in place until that
+    // `enter` returns, which is after `f` returns: `f` runs inside it, on this thread. `f` is
+    // given the reference for a lifetime it cannot make outlive the call (its signature is
+    // higher-ranked over it), and nothing can move or drop the `Arc` while it is borrowed.
+    #[allow(unsafe_code)]
+    let process = unsafe { &*p };
+    f(Some((process, helper)))
 }
 
 /// Runs `f` with the current process, if any (helpers included).
 #[inline]
 pub(crate) fn with_current<R>(f: impl FnOnce(Option<&Arc<Process>>) -> R) -> R {
-    CURRENT.with(|c| f(c.borrow().as_ref().map(|c| &c.process)))
+    with_raw(|c| f(c.map(|(p, _)| p)))
 }
 
 /// Runs `f` with the current process when the caller is the process itself (not a helper
 /// task acting for it).
 #[inline]
 pub(crate) fn with_current_owner<R>(f: impl FnOnce(Option<&Arc<Process>>) -> R) -> R {
-    CURRENT.with(|c| {
-        f(c.borrow()
-            .as_ref()
-            .filter(|c| !c.helper)
-            .map(|c| &c.process))
-    })
+    with_raw(|c| f(c.and_then(|(p, helper)| (!helper).then_some(p))))
 }
 
 /// Runs `f` with the current process, for receiving.
@@ -102,11 +136,8 @@ pub(crate) fn with_current_owner<R>(f: impl FnOnce(Option<&Arc<Process>>) -> R) 
 /// Outside a process, or in a helper task, which has no mailbox.
 #[inline]
 pub(crate) fn current_process_for_receive<R>(f: impl FnOnce(&Process) -> R) -> R {
-    CURRENT.with(|c| match c.borrow().as_ref() {
-        Some(Current {
-            process,
-            helper: false,
-        }) => f(process),
+    with_raw(|c| match c {
+        Some((process, false)) => f(process),
         Some(_) => panic!(
             "receive polled in a helper task of spawn_task/spawn_blocking: only the process itself \
              receives from its mailbox; send the result to it instead"
@@ -130,4 +161,49 @@ pub fn try_self_pid() -> Option<Pid> {
 /// Outside a process; [`try_self_pid`] returns `None` there instead.
 pub fn self_pid() -> Pid {
     try_self_pid().expect("self_pid called outside a process; use try_self_pid to check")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::panic::{AssertUnwindSafe, catch_unwind};
+
+    /// `enter` nests and puts back the outer process (and its helper flag) on return and on
+    /// unwind; outside every `enter` the thread has no current process.
+    #[test]
+    fn enter_nests_and_restores_on_unwind() {
+        assert!(with_current(|p| p.is_none()));
+        assert_eq!(current_node_id(), 0);
+        let node = crate::Node::builder()
+            .current_thread()
+            .build()
+            .expect("node");
+        let me = node
+            .run(async { with_current(|p| p.cloned()).expect("in a process") })
+            .expect("ran");
+        let other = Arc::clone(&me);
+        assert!(with_current(|p| p.is_none()));
+        enter(&me, false, || {
+            assert!(with_current_owner(
+                |p| p.is_some_and(|p| Arc::ptr_eq(p, &me))
+            ));
+            assert_eq!(current_node_id(), me.node.id);
+            let caught = catch_unwind(AssertUnwindSafe(|| {
+                enter(&other, true, || {
+                    // A helper: current, but not the owner.
+                    assert!(with_current(|p| p.is_some()));
+                    assert!(with_current_owner(|p| p.is_none()));
+                    panic!("unwinds through enter");
+                })
+            }));
+            assert!(caught.is_err());
+            assert!(with_current_owner(
+                |p| p.is_some_and(|p| Arc::ptr_eq(p, &me))
+            ));
+            assert_eq!(enter(&other, true, || 7), 7);
+            assert_eq!(current_process_for_receive(|p| p.pid), me.pid);
+        });
+        assert!(with_current(|p| p.is_none()));
+        assert_eq!(current_node_id(), 0);
+    }
 }

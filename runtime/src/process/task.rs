@@ -1,6 +1,6 @@
 //! The poll wrapper: how the runtime owns every poll of a process.
 //!
-//! Each poll makes the process current on the polling thread (moved in and out of the
+//! Each poll makes the process current on the polling thread (a pointer to it in the
 //! thread-local, no reference counting), acts on pending exit signals or a kill before and
 //! after polling the user's future, and catches a panic, which becomes
 //! [`ExitReason::Panic`]. When the process ends for any reason, its future is dropped while
@@ -17,7 +17,7 @@ use std::task::{Context, Poll};
 
 use pin_project_lite::pin_project;
 
-use super::current::{Enter, with_current};
+use super::current::enter;
 use super::{Process, STATUS_RUNNING, STATUS_WAITING};
 use crate::exit::{ExitPayload, IntoExitReason, panic_message};
 use crate::{ExitReason, trace};
@@ -27,8 +27,7 @@ pin_project! {
     pub(crate) struct ProcessTask<F> {
         #[pin]
         future: Option<F>,
-        // `None` while a poll has moved it into the thread-local.
-        process: Option<Arc<Process>>,
+        process: Arc<Process>,
     }
 
     impl<F> PinnedDrop for ProcessTask<F> {
@@ -37,18 +36,12 @@ pin_project! {
             if this.future.is_none() {
                 return;
             }
-            let Some(_enter) = Enter::new(this.process, false) else { return };
-            with_current(|p| {
-                if let Some(p) = p {
-                    p.begin_exit(ExitReason::Killed);
-                }
+            let process: &Arc<Process> = this.process;
+            enter(process, false, || {
+                process.begin_exit(ExitReason::Killed);
+                let _ = catch_unwind(AssertUnwindSafe(|| this.future.set(None)));
+                process.finish(ExitReason::Killed);
             });
-            let _ = catch_unwind(AssertUnwindSafe(|| this.future.set(None)));
-            // Not under the thread-local's borrow: the mailbox's messages are dropped in
-            // there, and one may own a task of another process (a node's runtime, say).
-            if let Some(p) = with_current(|p| p.cloned()) {
-                p.finish(ExitReason::Killed);
-            }
         }
     }
 }
@@ -57,7 +50,7 @@ impl<F> ProcessTask<F> {
     pub(crate) fn new(future: F, process: Arc<Process>) -> ProcessTask<F> {
         ProcessTask {
             future: Some(future),
-            process: Some(process),
+            process,
         }
     }
 }
@@ -83,78 +76,60 @@ where
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let mut this = self.project();
-        let Some(enter) = Enter::new(this.process, false) else {
+        let this = self.project();
+        let p: &Arc<Process> = this.process;
+        let mut future = this.future;
+        if future.is_none() {
             return Poll::Ready(());
-        };
-        // Before the poll: keep the task's waker, mark running, act on pending signals, and
-        // start measuring it for the sessions that do.
-        let mut measured = 0;
-        let before = with_current(|p| {
-            let p = p?;
+        }
+        enter(p, false, || {
+            // Before the poll: keep the task's waker, mark running, act on pending signals,
+            // and start measuring it for the sessions that do.
             p.task_waker.get_or_init(|| cx.waker().clone());
             p.status.store(STATUS_RUNNING, Ordering::Relaxed);
-            let exit = checkpoint(p);
-            measured = p.trace_flags.traced() & trace::measuring();
+            let before = checkpoint(p);
+            let mut measured = p.trace_flags.traced() & trace::measuring();
             if measured != 0 {
                 // Only sessions open on this process's node (a flag may outlive its session).
                 measured &= p.node.trace_sessions.load(Ordering::Relaxed);
             }
-            if measured != 0 && exit.is_none() {
+            if measured != 0 && before.is_none() {
                 trace::begin_poll(p, measured);
             } else {
                 measured = 0;
             }
-            exit
-        });
-        let reason = match before {
-            Some(reason) => reason,
-            None => {
-                let polled = catch_unwind(AssertUnwindSafe(|| {
-                    match this.future.as_mut().as_pin_mut() {
-                        Some(future) => future.poll(cx).map(IntoExitReason::into_exit_reason),
-                        None => Poll::Ready(ExitReason::Normal),
+            let reason = match before {
+                Some(reason) => reason,
+                None => {
+                    let polled =
+                        catch_unwind(AssertUnwindSafe(|| match future.as_mut().as_pin_mut() {
+                            Some(future) => future.poll(cx).map(IntoExitReason::into_exit_reason),
+                            None => Poll::Ready(ExitReason::Normal),
+                        }));
+                    if measured != 0 {
+                        trace::end_poll(p);
                     }
-                }));
-                if measured != 0 {
-                    with_current(|p| {
-                        if let Some(p) = p {
-                            trace::end_poll(p);
-                        }
-                    });
+                    match polled {
+                        Ok(Poll::Ready(reason)) => reason,
+                        // After a pending poll: act on signals that came during it, or suspend.
+                        Ok(Poll::Pending) => match checkpoint(p) {
+                            Some(reason) => reason,
+                            None => {
+                                p.status.store(STATUS_WAITING, Ordering::Relaxed);
+                                return Poll::Pending;
+                            }
+                        },
+                        Err(payload) => reason_of_panic(payload),
+                    }
                 }
-                match polled {
-                    Ok(Poll::Ready(reason)) => reason,
-                    // After a pending poll: act on signals that came during it, or suspend.
-                    Ok(Poll::Pending) => match with_current(|p| {
-                        let p = p?;
-                        let exit = checkpoint(p);
-                        if exit.is_none() {
-                            p.status.store(STATUS_WAITING, Ordering::Relaxed);
-                        }
-                        exit
-                    }) {
-                        Some(reason) => reason,
-                        None => return Poll::Pending,
-                    },
-                    Err(payload) => reason_of_panic(payload),
-                }
-            }
-        };
-        // Drop the future inside the process; a panicking destructor does not change why the
-        // process ended.
-        with_current(|p| {
-            if let Some(p) = p {
-                p.begin_exit(reason.clone());
-            }
-        });
-        let _ = catch_unwind(AssertUnwindSafe(|| this.future.set(None)));
-        // Not under the thread-local's borrow (see the drop above).
-        if let Some(p) = with_current(|p| p.cloned()) {
+            };
+            // Drop the future inside the process; a panicking destructor does not change why
+            // the process ended.
+            p.begin_exit(reason.clone());
+            let _ = catch_unwind(AssertUnwindSafe(|| future.set(None)));
             p.finish(reason);
-        }
-        drop(enter);
-        Poll::Ready(())
+            Poll::Ready(())
+        })
     }
 }
 
@@ -164,16 +139,13 @@ pin_project! {
     pub(crate) struct HelperTask<F> {
         #[pin]
         future: F,
-        process: Option<Arc<Process>>,
+        process: Arc<Process>,
     }
 }
 
 impl<F> HelperTask<F> {
     pub(crate) fn new(future: F, process: Arc<Process>) -> HelperTask<F> {
-        HelperTask {
-            future,
-            process: Some(process),
-        }
+        HelperTask { future, process }
     }
 }
 
@@ -182,14 +154,12 @@ impl<F: Future> Future for HelperTask<F> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         let this = self.project();
-        let _enter = Enter::new(this.process, true);
-        this.future.poll(cx)
+        let future = this.future;
+        enter(this.process, true, || future.poll(cx))
     }
 }
 
 /// Runs a blocking closure with `process` as its (helper) current process.
 pub(crate) fn run_as_helper<R>(process: Arc<Process>, f: impl FnOnce() -> R) -> R {
-    let mut slot = Some(process);
-    let _enter = Enter::new(&mut slot, true);
-    f()
+    enter(&process, true, f)
 }
