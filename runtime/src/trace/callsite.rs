@@ -105,6 +105,13 @@ impl Callsite {
         id
     }
 
+    /// The id if computed, `u32::MAX` (as `usize`) before: once a session wants the function,
+    /// always computed (`set_pattern` asks for it first), but read without that order.
+    #[inline(always)]
+    pub(crate) fn raw_id(&self) -> usize {
+        self.id.load(Ordering::Relaxed) as usize
+    }
+
     /// The mask of trace sessions that want this function.
     #[inline(always)]
     pub(crate) fn sessions(&self) -> u64 {
@@ -212,7 +219,7 @@ impl fmt::Debug for Frame {
 #[inline(always)]
 pub fn enter(callsite: &'static Callsite) -> Frame {
     let mask = callsite.sessions();
-    if mask == 0 {
+    if mask == 0 || super::session::count_only(callsite, mask) {
         return Frame {
             guard: FrameGuard::NONE,
             _not_send: std::marker::PhantomData,
