@@ -225,24 +225,10 @@ pub fn enter(callsite: &'static Callsite) -> Frame {
             _not_send: std::marker::PhantomData,
         };
     }
-    enter_traced(callsite, mask)
-}
-
-/// A call some session wants: count it, and push a frame for the sessions measuring the
-/// calling process.
-#[inline(never)]
-fn enter_traced(callsite: &'static Callsite, mask: u64) -> Frame {
-    if mask & super::measure::counting() != 0 {
-        super::record_call(callsite, mask);
-    }
-    if mask & super::measure::measuring() == 0 {
-        return Frame {
-            guard: FrameGuard::NONE,
-            _not_send: std::marker::PhantomData,
-        };
-    }
+    // A call some session wants: count it, and push a frame for the sessions measuring the
+    // calling process.
     Frame {
-        guard: FrameGuard::enter(callsite.id() as u32, mask, true, 0),
+        guard: FrameGuard::enter_call(callsite, mask),
         _not_send: std::marker::PhantomData,
     }
 }
