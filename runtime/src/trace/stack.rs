@@ -200,6 +200,25 @@ thread_local! {
     static LOG_DROPPED: [Cell<u64>; MAX_SESSIONS] = const { [const { Cell::new(0) }; MAX_SESSIONS] };
 }
 
+// The stack has no destructor: its storage lives as long as its thread (see `with_stack`).
+const _: () = assert!(!std::mem::needs_drop::<Stack>());
+
+/// `STACK.with(f)`, with `f` inlined into its caller: `LocalKey::with` takes its closure as a
+/// generic argument, and the compiler declines to inline `with` once the closure is more than
+/// a few instructions, which put a call and a closure on the stack on every traced call.
+#[inline(always)]
+fn with_stack<R>(f: impl FnOnce(&Stack) -> R) -> R {
+    let s: *const Stack = STACK.with(|s| s as *const Stack);
+    // SAFETY: `STACK` is initialized by a `const` block and has no destructor (asserted
+    // above), so its storage is valid for the whole life of this thread and `with` hands out
+    // the same address every time; `s` is dereferenced on this thread only, for the length of
+    // `f`, exactly as `STACK.with(f)` would lend it. `Stack` is all `Cell`s: a shared
+    // reference is its only kind of access. Every traced call in the tests goes through here.
+    #[allow(unsafe_code)]
+    let s = unsafe { &*s };
+    f(s)
+}
+
 struct ReturnTables;
 
 impl Drop for ReturnTables {
@@ -927,9 +946,22 @@ fn charge_quick(s: &Stack) -> bool {
     true
 }
 
+/// Pops a synchronous call's frame, pushed as `pushed` says. Finds the stack itself: the
+/// caller keeps nothing live across the traced body for it.
+#[inline(never)]
+fn pop_sync(pushed: u8) {
+    with_stack(|s| {
+        if pushed == PUSHED_LEAN {
+            pop_lean_sync(s);
+        } else {
+            pop_any(s, false);
+        }
+    });
+}
+
 /// Pops a synchronous call's frame pushed by [`push_lean`]. Its common case, a kept frame
 /// with nothing to charge, takes no call (nor saves a register).
-#[inline(never)]
+#[inline(always)]
 fn pop_lean_sync(s: &Stack) {
     let depth = s.depth.get();
     if depth.wrapping_sub(1) >= CAPACITY || !charge_quick(s) {
@@ -1036,7 +1068,7 @@ impl FrameGuard {
     /// `prior`: the clock ticks the call was polled for before (a future's earlier polls).
     #[inline(always)]
     pub(crate) fn enter(id: u32, mask: u64, call: bool, prior: u64) -> FrameGuard {
-        let pushed = STACK.with(|s| {
+        let pushed = with_stack(|s| {
             if mask & s.lean.get() != 0 {
                 push_lean::<true>(s, id, call, prior);
                 return PUSHED;
@@ -1073,12 +1105,8 @@ impl FrameGuard {
 impl Drop for FrameGuard {
     #[inline(always)]
     fn drop(&mut self) {
-        match self.pushed {
-            NOT_PUSHED => {}
-            PUSHED_LEAN => STACK.with(pop_lean_sync),
-            _ => {
-                pop(false);
-            }
+        if self.pushed != NOT_PUSHED {
+            pop_sync(self.pushed);
         }
     }
 }
