@@ -189,6 +189,8 @@ thread_local! {
             counted: Cell::new(0),
             not_fast: Cell::new(u64::MAX),
             len: Cell::new(0),
+            single: Cell::new(0),
+            single_counters: Cell::new(std::ptr::null()),
             counters: [const { Cell::new(std::ptr::null()) }; MAX_SESSIONS],
         }
     };
@@ -207,6 +209,11 @@ struct CountCache {
     not_fast: Cell<u64>,
     /// The length of every shard: the number of callsites.
     len: Cell<usize>,
+    /// The bit of the slot remembered last, 0 if none: a call whose mask is that one slot
+    /// takes no loop.
+    single: Cell<u64>,
+    /// Its counters.
+    single_counters: Cell<*const AtomicU64>,
     /// Per slot of `counted`, the counters of its [`SHARDS`] entry.
     counters: [Cell<*const AtomicU64>; MAX_SESSIONS],
 }
@@ -218,6 +225,7 @@ impl CountCache {
         self.counted.set(0);
         self.not_fast.set(u64::MAX);
         self.len.set(callsites().len());
+        self.single.set(0);
     }
 
     /// Forgets slot `bit` (before its [`SHARDS`] entry is replaced).
@@ -225,6 +233,9 @@ impl CountCache {
         self.counted.set(self.counted.get() & !(1 << bit));
         self.not_fast.set(self.not_fast.get() | 1 << bit);
         self.counters[bit].set(std::ptr::null());
+        if self.single.get() == 1 << bit {
+            self.single.set(0);
+        }
     }
 
     fn remember(&self, bit: usize, entry: &SlotShard) {
@@ -233,6 +244,8 @@ impl CountCache {
         }
         self.counters[bit].set(entry.shard.as_ptr());
         self.counted.set(self.counted.get() | 1 << bit);
+        self.single.set(1 << bit);
+        self.single_counters.set(entry.shard.as_ptr());
         if entry.count_only {
             self.not_fast.set(self.not_fast.get() & !(1 << bit));
         }
@@ -250,24 +263,47 @@ impl CountCache {
         if id >= self.len.get() {
             return false;
         }
+        // SAFETY (both blocks): every slot of `mask` is in `counted` (the callers check
+        // `mask` against it), and `single` is one of them or 0. So each pointer was copied by
+        // `remember` from this thread's `SHARDS` entry for its slot, an `Arc<Shard>` of `len`
+        // counters, and that entry still holds it: `SHARDS` entries are replaced only by
+        // `record_call_slow`, which calls `forget` for the slot first (clearing `single` if it
+        // is that slot), and dropped only at thread exit, by `Shards::drop`, which empties
+        // this cache first. `id < len` keeps the index inside the shard.
+        if mask == self.single.get() {
+            // SAFETY: see above; `single_counters` is the counters of slot `single`.
+            #[allow(unsafe_code)]
+            unsafe {
+                increment(self.single_counters.get(), id);
+            }
+            return true;
+        }
         let mut m = mask;
         while m != 0 {
             let bit = m.trailing_zeros() as usize;
             m &= m - 1;
-            let counters = self.counters[bit].get();
-            // SAFETY: `bit` is in `counted` (the callers check `mask` against it), so
-            // `counters` was copied by `remember` from this thread's `SHARDS` entry for `bit`,
-            // an `Arc<Shard>` of `len` counters, and that entry still holds it: `SHARDS`
-            // entries are replaced only by `record_call_slow`, which calls `forget` for the
-            // slot first, and dropped only at thread exit, by `Shards::drop`, which empties
-            // this cache first. `id < len` keeps the index inside the shard. Counters are
-            // atomics: the session's readers on other threads may load them.
+            // SAFETY: see above.
             #[allow(unsafe_code)]
-            let c = unsafe { &*counters.add(id) };
-            c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+            unsafe {
+                increment(self.counters[bit].get(), id);
+            }
         }
         true
     }
+}
+
+/// Adds one to counter `id` of the shard at `counters` (for [`CountCache::count`]). Counters
+/// are atomics, written by this thread only: the session's readers on other threads may load
+/// them.
+///
+/// # Safety
+/// `counters` points to a live shard of more than `id` counters.
+#[allow(unsafe_code)]
+#[inline(always)]
+unsafe fn increment(counters: *const AtomicU64, id: usize) {
+    // SAFETY: the caller's promise.
+    let c = unsafe { &*counters.add(id) };
+    c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
 }
 
 /// A traced call's cheapest case, inlined where it is called: every session in `mask` counts
