@@ -17,6 +17,13 @@
 //!
 //! Only processes that a session measures (call_time or call_memory, and a trace flag) touch
 //! this stack; for every other poll the cost is two relaxed loads in the poll wrapper.
+//!
+//! Most measured polls are in the common case: one session measures the process, in flat mode,
+//! without an event log or histograms. `begin_poll` decides it once per poll ("lean"), keeping
+//! that session's table and innermost accumulator in the stack, and its frames then take
+//! [`push_lean`] and [`pop_lean`]: no loop over sessions, no mask per frame. A sync call's entry
+//! and return are one out-of-line call each, whose common case (nothing allocated since the
+//! last event, time read from the TSC inline) makes no further call.
 
 use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
