@@ -960,17 +960,17 @@ fn charge_quick(s: &Stack) -> bool {
     true
 }
 
-/// Pops a synchronous call's frame, pushed as `pushed` says. Finds the stack itself: the
+/// Pops a synchronous call's frame pushed by [`push_lean`]. Finds the stack itself: the
 /// caller keeps nothing live across the traced body for it.
 #[inline(never)]
-fn pop_sync(pushed: u8) {
-    with_stack(|s| {
-        if pushed == PUSHED_LEAN {
-            pop_lean_sync(s);
-        } else {
-            pop_any(s, false);
-        }
-    });
+fn pop_sync_lean() {
+    with_stack(pop_lean_sync);
+}
+
+/// Pops a synchronous call's frame pushed by [`push_in`]; finds the stack itself.
+#[inline(never)]
+fn pop_sync() {
+    with_stack(|s| pop_any(s, false));
 }
 
 /// Pops a synchronous call's frame pushed by [`push_lean`]. Its common case, a kept frame
@@ -1119,8 +1119,10 @@ impl FrameGuard {
 impl Drop for FrameGuard {
     #[inline(always)]
     fn drop(&mut self) {
-        if self.pushed != NOT_PUSHED {
-            pop_sync(self.pushed);
+        if self.pushed == PUSHED_LEAN {
+            pop_sync_lean();
+        } else if self.pushed != NOT_PUSHED {
+            pop_sync();
         }
     }
 }
