@@ -105,6 +105,13 @@ impl Callsite {
         id
     }
 
+    /// The id if computed, `u32::MAX` (as `usize`) before: once a session wants the function,
+    /// always computed (`set_pattern` asks for it first), but read without that order.
+    #[inline(always)]
+    pub(crate) fn raw_id(&self) -> usize {
+        self.id.load(Ordering::Relaxed) as usize
+    }
+
     /// The mask of trace sessions that want this function.
     #[inline(always)]
     pub(crate) fn sessions(&self) -> u64 {
@@ -208,34 +215,22 @@ impl fmt::Debug for Frame {
 }
 
 /// Enters a traced call of `callsite`; `#[traced]` calls this first in a synchronous body.
-/// One relaxed load when no trace session wants the function.
+/// One relaxed load when no trace session wants the function; a call that only call_count
+/// sessions want is counted right here (a thread-local cache, see `session.rs`); anything
+/// else takes one call out of line.
 #[inline(always)]
 pub fn enter(callsite: &'static Callsite) -> Frame {
     let mask = callsite.sessions();
-    if mask == 0 {
+    if mask == 0 || super::session::count_only(callsite, mask) {
         return Frame {
             guard: FrameGuard::NONE,
             _not_send: std::marker::PhantomData,
         };
     }
-    enter_traced(callsite, mask)
-}
-
-/// A call some session wants: count it, and push a frame for the sessions measuring the
-/// calling process.
-#[inline(never)]
-fn enter_traced(callsite: &'static Callsite, mask: u64) -> Frame {
-    if mask & super::measure::counting() != 0 {
-        super::record_call(callsite, mask);
-    }
-    if mask & super::measure::measuring() == 0 {
-        return Frame {
-            guard: FrameGuard::NONE,
-            _not_send: std::marker::PhantomData,
-        };
-    }
+    // A call some session wants: count it, and push a frame for the sessions measuring the
+    // calling process.
     Frame {
-        guard: FrameGuard::enter(callsite.id() as u32, mask, true, 0),
+        guard: FrameGuard::enter_call(callsite, mask),
         _not_send: std::marker::PhantomData,
     }
 }

@@ -10,7 +10,10 @@
 //! A call of a function some session wants takes the cold path of
 //! [`enter`](super::enter): for each session in the mask that belongs to the calling process's
 //! node, it adds one to that session's counter for the function in the calling thread's own
-//! shard (a plain load and store: no other thread writes it). [`TraceSession::call_counts`]
+//! shard (a plain load and store: no other thread writes it). Each thread caches where it
+//! counts per slot, valid while the global epoch (changed when a session opens or is dropped)
+//! and the thread's node are those it was filled for: a call that only count-only sessions
+//! want is then counted inline at its callsite. [`TraceSession::call_counts`]
 //! sums the shards of every thread that ever counted for the session, live or exited, without
 //! stopping anything. `pause` and `restart` never write other threads' shards: they record a
 //! snapshot and a baseline that reads are taken against, so that once `pause` returns, reads
@@ -152,123 +155,218 @@ impl SessionState {
 struct SlotShard {
     generation: u64,
     node: u32,
+    /// The session counts calls and measures nothing per process.
+    count_only: bool,
     shard: Arc<Shard>,
 }
 
-/// This thread's shards, one per session slot. Dropping them (at thread exit) first forgets
-/// the [`FAST`] pointer into one of them.
+/// This thread's shards, one per session slot. Dropping them (at thread exit) first empties
+/// the [`COUNT`] cache of pointers into them.
 struct Shards([Option<SlotShard>; MAX_SESSIONS]);
 
 impl Drop for Shards {
     fn drop(&mut self) {
-        FAST.with(|f| f.set(Fast::NONE));
+        COUNT.with(|c| c.reset(0, 0));
     }
 }
+
+/// Changes (with a release store) after every change that can make a thread's [`COUNT`] cache
+/// wrong: a session opened or dropped (a slot then changes hands). A cache filled at another
+/// epoch is refilled before use. Starts at 1: an empty cache's epoch, 0, never matches.
+static EPOCH: AtomicU64 = AtomicU64::new(1);
 
 thread_local! {
     /// This thread's shard for each session slot.
     static SHARDS: RefCell<Shards> =
         const { RefCell::new(Shards([const { None }; MAX_SESSIONS])) };
-    /// The shard the last call counted into, when one session alone counted it: the common
-    /// case takes one comparison and one increment from here.
-    static FAST: Cell<Fast> = const { Cell::new(Fast::NONE) };
-}
-
-/// A copy of one [`SHARDS`] entry: the counting mask it serves (one bit), the session's
-/// generation and node, and its counters.
-#[derive(Clone, Copy)]
-struct Fast {
-    mask: u64,
-    generation: u64,
-    node: u32,
-    counters: *const AtomicU64,
-    len: usize,
-}
-
-impl Fast {
-    const NONE: Fast = Fast {
-        mask: 0,
-        generation: 0,
-        node: 0,
-        counters: std::ptr::null(),
-        len: 0,
+    /// Where this thread counts, for the slots it has counted for since the last [`EPOCH`]
+    /// change: a counted call then takes a thread-local load, two comparisons and an increment
+    /// per session.
+    static COUNT: CountCache = const {
+        CountCache {
+            epoch: Cell::new(0),
+            node: Cell::new(0),
+            counted: Cell::new(0),
+            not_fast: Cell::new(u64::MAX),
+            len: Cell::new(0),
+            single: Cell::new(0),
+            single_counters: Cell::new(std::ptr::null()),
+            counters: [const { Cell::new(std::ptr::null()) }; MAX_SESSIONS],
+        }
     };
 }
 
+/// Copies of this thread's [`SHARDS`] entries that are valid for one [`EPOCH`] and one node.
+struct CountCache {
+    /// The epoch it was filled at (0: empty).
+    epoch: Cell<u64>,
+    /// The node of the process it counts for.
+    node: Cell<u32>,
+    /// The slots whose counters are below.
+    counted: Cell<u64>,
+    /// The complement of the slots of `counted` whose sessions count and measure nothing per
+    /// process: a call whose mask has no bit here needs nothing else.
+    not_fast: Cell<u64>,
+    /// The length of every shard: the number of callsites.
+    len: Cell<usize>,
+    /// The bit of the slot remembered last, 0 if none: a call whose mask is that one slot
+    /// takes no loop.
+    single: Cell<u64>,
+    /// Its counters.
+    single_counters: Cell<*const AtomicU64>,
+    /// Per slot of `counted`, the counters of its [`SHARDS`] entry.
+    counters: [Cell<*const AtomicU64>; MAX_SESSIONS],
+}
+
+impl CountCache {
+    fn reset(&self, epoch: u64, node: u32) {
+        self.epoch.set(epoch);
+        self.node.set(node);
+        self.counted.set(0);
+        self.not_fast.set(u64::MAX);
+        self.len.set(callsites().len());
+        self.single.set(0);
+    }
+
+    /// Forgets slot `bit` (before its [`SHARDS`] entry is replaced).
+    fn forget(&self, bit: usize) {
+        self.counted.set(self.counted.get() & !(1 << bit));
+        self.not_fast.set(self.not_fast.get() | 1 << bit);
+        self.counters[bit].set(std::ptr::null());
+        if self.single.get() == 1 << bit {
+            self.single.set(0);
+        }
+    }
+
+    fn remember(&self, bit: usize, entry: &SlotShard) {
+        if entry.shard.len() != self.len.get() {
+            return;
+        }
+        self.counters[bit].set(entry.shard.as_ptr());
+        self.counted.set(self.counted.get() | 1 << bit);
+        self.single.set(1 << bit);
+        self.single_counters.set(entry.shard.as_ptr());
+        if entry.count_only {
+            self.not_fast.set(self.not_fast.get() & !(1 << bit));
+        }
+    }
+
+    /// Counts a call of `callsite` for every session in `mask` (all in `counted`), if the cache
+    /// is valid for the calling process's node now.
+    #[inline(always)]
+    fn count(&self, callsite: &Callsite, mask: u64) -> bool {
+        if self.epoch.get() != EPOCH.load(Ordering::Relaxed) || self.node.get() != current_node_id()
+        {
+            return false;
+        }
+        let id = callsite.raw_id();
+        if id >= self.len.get() {
+            return false;
+        }
+        // SAFETY (both blocks): every slot of `mask` is in `counted` (the callers check
+        // `mask` against it), and `single` is one of them or 0. So each pointer was copied by
+        // `remember` from this thread's `SHARDS` entry for its slot, an `Arc<Shard>` of `len`
+        // counters, and that entry still holds it: `SHARDS` entries are replaced only by
+        // `record_call_slow`, which calls `forget` for the slot first (clearing `single` if it
+        // is that slot), and dropped only at thread exit, by `Shards::drop`, which empties
+        // this cache first. `id < len` keeps the index inside the shard.
+        if mask == self.single.get() {
+            // SAFETY: see above; `single_counters` is the counters of slot `single`.
+            #[allow(unsafe_code)]
+            unsafe {
+                increment(self.single_counters.get(), id);
+            }
+            return true;
+        }
+        let mut m = mask;
+        while m != 0 {
+            let bit = m.trailing_zeros() as usize;
+            m &= m - 1;
+            // SAFETY: see above.
+            #[allow(unsafe_code)]
+            unsafe {
+                increment(self.counters[bit].get(), id);
+            }
+        }
+        true
+    }
+}
+
+/// Adds one to counter `id` of the shard at `counters` (for [`CountCache::count`]). Counters
+/// are atomics, written by this thread only: the session's readers on other threads may load
+/// them.
+///
+/// # Safety
+/// `counters` points to a live shard of more than `id` counters.
+#[allow(unsafe_code)]
+#[inline(always)]
+unsafe fn increment(counters: *const AtomicU64, id: usize) {
+    // SAFETY: the caller's promise.
+    let c = unsafe { &*counters.add(id) };
+    c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+}
+
+/// A traced call's cheapest case, inlined where it is called: every session in `mask` counts
+/// calls and measures nothing per process, and this thread has counted for each at this
+/// [`EPOCH`] for this node. Counts the call and returns true; false when the call needs
+/// [`record_call`] or more.
+#[inline(always)]
+pub(crate) fn count_only(callsite: &Callsite, mask: u64) -> bool {
+    COUNT.with(|c| mask & c.not_fast.get() == 0 && c.count(callsite, mask))
+}
+
 /// A traced call: counts it for every session in `mask` that belongs to the calling process's
-/// node. The common case (one session counts the function) reads this thread's [`FAST`] entry,
-/// the session's generation and the thread's node.
+/// node. The common case reads this thread's [`COUNT`] cache, the [`EPOCH`] and the thread's
+/// node.
 #[inline(always)]
 pub(crate) fn record_call(callsite: &'static Callsite, mask: u64) {
     let mask = mask & super::measure::counting();
     if mask == 0 {
         return;
     }
-    let fast = FAST.with(Cell::get);
-    if mask == fast.mask
-        && GENERATIONS[mask.trailing_zeros() as usize].load(Ordering::Relaxed) == fast.generation
-        && current_node_id() == fast.node
-    {
-        let id = callsite.id();
-        if id < fast.len {
-            // SAFETY: `fast` was copied from this thread's `SHARDS` entry for this slot, whose
-            // `Arc<Shard>` of `len` counters it points into. That entry is replaced only by
-            // `record_call_slow`, and only after this thread saw `GENERATIONS[bit]` differ from
-            // the entry's generation; generations are never reused and this thread cannot read
-            // an older value again, so a `fast` whose entry was replaced never passes the check
-            // above (and the slow path resets `FAST` before it touches `SHARDS`). At thread exit
-            // `Shards::drop` resets `FAST` before the `Arc`s go. So the `Arc` is alive, and
-            // `id < len` keeps the index inside it. Counters are atomics: the session's readers
-            // on other threads may load them.
-            #[allow(unsafe_code)]
-            let c = unsafe { &*fast.counters.add(id) };
-            c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-            return;
-        }
+    if !COUNT.with(|c| mask & !c.counted.get() == 0 && c.count(callsite, mask)) {
+        record_call_slow(callsite, mask);
     }
-    record_call_slow(callsite, mask);
 }
 
 #[cold]
-fn record_call_slow(callsite: &'static Callsite, mut mask: u64) {
+fn record_call_slow(callsite: &'static Callsite, mask: u64) {
     let node = current_node_id();
     if node == 0 {
         return;
     }
-    FAST.with(|f| f.set(Fast::NONE));
-    let single = mask.count_ones() == 1;
+    // Before the state it guards: a change after this load changes the epoch again.
+    let epoch = EPOCH.load(Ordering::Acquire);
     let id = callsite.id();
     // Fails only while this thread's destructors run: such a call is not counted.
     let _ = SHARDS.try_with(|shards| {
         let mut shards = shards.borrow_mut();
-        let mut fast = Fast::NONE;
-        while mask != 0 {
-            let bit = mask.trailing_zeros() as usize;
-            mask &= mask - 1;
-            let generation = GENERATIONS[bit].load(Ordering::Relaxed);
-            let entry = &mut shards.0[bit];
-            let cached = match entry {
-                Some(e) if e.generation == generation => e,
-                _ => match refill(bit, entry) {
-                    Some(e) => e,
-                    None => continue,
-                },
-            };
-            if cached.node == node {
-                let c = &cached.shard[id];
-                c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-                if single {
-                    fast = Fast {
-                        mask: 1 << bit,
-                        generation: cached.generation,
-                        node,
-                        counters: cached.shard.as_ptr(),
-                        len: cached.shard.len(),
-                    };
+        COUNT.with(|cache| {
+            if cache.epoch.get() != epoch || cache.node.get() != node {
+                cache.reset(epoch, node);
+            }
+            let mut m = mask;
+            while m != 0 {
+                let bit = m.trailing_zeros() as usize;
+                m &= m - 1;
+                let generation = GENERATIONS[bit].load(Ordering::Relaxed);
+                let entry = &mut shards.0[bit];
+                if !matches!(entry, Some(e) if e.generation == generation) {
+                    cache.forget(bit);
+                    if refill(bit, entry).is_none() {
+                        continue;
+                    }
+                }
+                let Some(e) = entry.as_ref() else {
+                    continue;
+                };
+                if e.node == node {
+                    let c = &e.shard[id];
+                    c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+                    cache.remember(bit, e);
                 }
             }
-        }
-        FAST.with(|f| f.set(fast));
+        });
     });
 }
 
@@ -286,6 +384,7 @@ fn refill(bit: usize, entry: &mut Option<SlotShard>) -> Option<&mut SlotShard> {
     Some(entry.insert(SlotShard {
         generation: session.generation,
         node: session.node,
+        count_only: !session.types.per_process(),
         shard,
     }))
 }
@@ -479,6 +578,7 @@ impl NodeHandle {
             .trace_sessions
             .fetch_or(1 << bit, Ordering::SeqCst);
         super::measure::open(bit, types);
+        EPOCH.fetch_add(1, Ordering::Release);
         Ok(TraceSession {
             state,
             node: self.clone(),
@@ -725,6 +825,7 @@ impl Drop for TraceSession {
         }
         GENERATIONS[bit as usize].store(0, Ordering::Relaxed);
         SLOTS[bit as usize].store(None);
+        EPOCH.fetch_add(1, Ordering::Release);
         *lock(&USED) &= !(1u64 << bit);
     }
 }

@@ -17,14 +17,21 @@
 //!
 //! Only processes that a session measures (call_time or call_memory, and a trace flag) touch
 //! this stack; for every other poll the cost is two relaxed loads in the poll wrapper.
+//!
+//! Most measured polls are in the common case: one session measures the process, in flat mode,
+//! without an event log or histograms. `begin_poll` decides it once per poll ("lean"), keeping
+//! that session's table and innermost accumulator in the stack, and its frames then take
+//! [`push_lean`] and [`pop_lean`]: no loop over sessions, no mask per frame. A sync call's entry
+//! and return are one out-of-line call each, whose common case (nothing allocated since the
+//! last event, time read from the TSC inline) makes no further call.
 
 use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 
-use super::MAX_SESSIONS;
 use super::measure::Acc;
 use super::tree;
+use super::{Callsite, MAX_SESSIONS};
 use crate::heap::Account;
 
 /// Frames kept per thread; deeper calls are counted and charged to the deepest frame kept.
@@ -63,15 +70,22 @@ impl Accumulator {
         self.touched.load(Ordering::Relaxed)
     }
 
-    /// Takes the figures, leaving zeros.
+    /// Takes the figures, leaving zeros. Only its thread calls it (as only its thread writes
+    /// it): a plain load and store each, not five atomic swaps (a locked instruction each).
     pub(crate) fn take(&self) -> Acc {
+        #[inline(always)]
+        fn take(field: &AtomicU64) -> u64 {
+            let v = field.load(Ordering::Relaxed);
+            field.store(0, Ordering::Relaxed);
+            v
+        }
         self.touched.store(false, Ordering::Relaxed);
         Acc {
-            calls: self.calls.swap(0, Ordering::Relaxed),
-            ticks: self.ticks.swap(0, Ordering::Relaxed),
-            words: self.words.swap(0, Ordering::Relaxed),
-            bytes: self.bytes.swap(0, Ordering::Relaxed),
-            blocks: self.blocks.swap(0, Ordering::Relaxed),
+            calls: take(&self.calls),
+            ticks: take(&self.ticks),
+            words: take(&self.words),
+            bytes: take(&self.bytes),
+            blocks: take(&self.blocks),
         }
     }
 }
@@ -82,11 +96,25 @@ type Table = &'static [Accumulator];
 static POOL: Mutex<Vec<Table>> = Mutex::new(Vec::new());
 
 struct Stack {
+    /// Frames open, those deeper than `CAPACITY` (not kept) included.
     depth: Cell<usize>,
-    /// Calls deeper than `CAPACITY` now open.
-    overflow: Cell<usize>,
     /// The sessions measuring the process being polled; 0 between polls.
     active: Cell<u64>,
+    /// When the poll is in the common case — one session measures it, and it needs nothing
+    /// beyond the flat figures (no call tree, event log or histograms) — that session's bit:
+    /// its frames then take the lean path ([`push_lean`], [`pop_lean`]). 0 otherwise.
+    lean: Cell<u64>,
+    /// In a lean poll: the session's slot, ...
+    lean_slot: Cell<u32>,
+    /// ... this thread's table for it ...
+    lean_table: Cell<Table>,
+    /// ... and the accumulator of the innermost frame (`None` at the root).
+    lean_current: Cell<Option<&'static Accumulator>>,
+    /// In a lean poll that measures time: the clock, unless it reads the time-stamp counter
+    /// ...
+    clock: Cell<Option<&'static quanta::Clock>>,
+    /// ... in which case this is set and the counter is read inline.
+    tsc: Cell<bool>,
     /// Those of them in call-tree mode.
     tree: Cell<u64>,
     /// Those of them that keep an event log.
@@ -105,11 +133,14 @@ struct Stack {
     memory: Cell<Option<&'static Account>>,
     /// The process's account, to record its current function in.
     account: Cell<Option<&'static Account>>,
+    /// The same, to record the caller's function in when a frame returns; `None` once a
+    /// pending poll has recorded where the process is suspended.
+    restore: Cell<Option<&'static Account>>,
     last_ticks: Cell<u64>,
     last_mem: Cell<[u64; 3]>,
-    /// A pending poll has recorded where the process is suspended.
-    suspended: Cell<bool>,
-    ids: [Cell<u32>; CAPACITY],
+    /// `ids[i + 1]`: the function of frame `i`; `ids[0]` is [`NO_FUNCTION`], the caller of
+    /// the outermost frame.
+    ids: [Cell<u32>; CAPACITY + 1],
     masks: [Cell<u64>; CAPACITY],
     /// When each frame's call started, in polled clock ticks (its earlier polls' time
     /// subtracted), for call durations.
@@ -139,8 +170,13 @@ thread_local! {
     static STACK: Stack = const {
         Stack {
             depth: Cell::new(0),
-            overflow: Cell::new(0),
             active: Cell::new(0),
+            lean: Cell::new(0),
+            lean_slot: Cell::new(0),
+            lean_table: Cell::new(&[]),
+            lean_current: Cell::new(None),
+            clock: Cell::new(None),
+            tsc: Cell::new(false),
             tree: Cell::new(0),
             events: Cell::new(0),
             extra: Cell::new(0),
@@ -149,10 +185,10 @@ thread_local! {
             histograms: Cell::new(0),
             memory: Cell::new(None),
             account: Cell::new(None),
+            restore: Cell::new(None),
             last_ticks: Cell::new(0),
             last_mem: Cell::new([0; 3]),
-            suspended: Cell::new(false),
-            ids: [const { Cell::new(NO_FUNCTION) }; CAPACITY],
+            ids: [const { Cell::new(NO_FUNCTION) }; CAPACITY + 1],
             masks: [const { Cell::new(0) }; CAPACITY],
             starts: [const { Cell::new(0) }; CAPACITY],
             parents: [const { Cell::new(None) }; CAPACITY],
@@ -178,6 +214,25 @@ thread_local! {
     static LOG_DROPPED: [Cell<u64>; MAX_SESSIONS] = const { [const { Cell::new(0) }; MAX_SESSIONS] };
 }
 
+// The stack has no destructor: its storage lives as long as its thread (see `with_stack`).
+const _: () = assert!(!std::mem::needs_drop::<Stack>());
+
+/// `STACK.with(f)`, with `f` inlined into its caller: `LocalKey::with` takes its closure as a
+/// generic argument, and the compiler declines to inline `with` once the closure is more than
+/// a few instructions, which put a call and a closure on the stack on every traced call.
+#[inline(always)]
+fn with_stack<R>(f: impl FnOnce(&Stack) -> R) -> R {
+    let s: *const Stack = STACK.with(|s| s as *const Stack);
+    // SAFETY: `STACK` is initialized by a `const` block and has no destructor (asserted
+    // above), so its storage is valid for the whole life of this thread and `with` hands out
+    // the same address every time; `s` is dereferenced on this thread only, for the length of
+    // `f`, exactly as `STACK.with(f)` would lend it. `Stack` is all `Cell`s: a shared
+    // reference is its only kind of access. Every traced call in the tests goes through here.
+    #[allow(unsafe_code)]
+    let s = unsafe { &*s };
+    f(s)
+}
+
 struct ReturnTables;
 
 impl Drop for ReturnTables {
@@ -199,9 +254,54 @@ impl Drop for ReturnTables {
 /// The TSC clock call_time reads, set up (calibrated) by the first session that measures time.
 static CLOCK: OnceLock<quanta::Clock> = OnceLock::new();
 
+/// Whether the clock's raw readings are the CPU's time-stamp counter (quanta's usual clock on
+/// x86_64), which a lean poll then reads inline ([`rdtsc`]).
+static RAW_IS_TSC: OnceLock<bool> = OnceLock::new();
+
 /// Calibrates the clock, once; the first call takes a few milliseconds.
 pub(crate) fn clock() -> &'static quanta::Clock {
-    CLOCK.get_or_init(|| crate::heap::suppressed(quanta::Clock::new))
+    let clock = CLOCK.get_or_init(|| crate::heap::suppressed(quanta::Clock::new));
+    RAW_IS_TSC.get_or_init(|| crate::heap::suppressed(|| raw_is_tsc(clock)));
+    clock
+}
+
+/// Whether `clock`'s raw readings are the time-stamp counter: quanta says it counts with its
+/// counter source, and in two of eight tries a TSC read falls between two of its raw readings
+/// taken around it, at most a few milliseconds apart (a clock in nanoseconds lags the counter,
+/// which counts cycles since boot, by the CPU's frequency in GHz).
+fn raw_is_tsc(clock: &quanta::Clock) -> bool {
+    if !cfg!(target_arch = "x86_64") || !format!("{clock:?}").contains("Counter(") {
+        return false;
+    }
+    let within = (0..8)
+        .filter(|_| {
+            let before = clock.raw();
+            let tsc = rdtsc();
+            let after = clock.raw();
+            before <= tsc && tsc <= after && after - before < 1 << 24
+        })
+        .count();
+    within >= 2
+}
+
+/// The time-stamp counter.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn rdtsc() -> u64 {
+    // SAFETY: RDTSC exists on every x86_64 CPU and has no precondition: it reads the
+    // time-stamp counter into registers and touches no memory (the intrinsic is `unsafe` as
+    // all of `core::arch` is). Exercised by `tests::raw_readings_are_the_tsc_when_quanta_says_so`.
+    #[allow(unsafe_code)]
+    unsafe {
+        core::arch::x86_64::_rdtsc()
+    }
+}
+
+/// No time-stamp counter read here: [`raw_is_tsc`] is false.
+#[cfg(not(target_arch = "x86_64"))]
+#[inline(always)]
+fn rdtsc() -> u64 {
+    0
 }
 
 /// The clock, if a session measuring time ever set it up.
@@ -222,13 +322,16 @@ pub(crate) fn active() -> u64 {
 
 /// Runs `f` with measuring off on this thread (restored afterwards, on unwind too).
 pub(crate) fn with_measuring_off<R>(f: impl FnOnce() -> R) -> R {
-    struct Restore(u64);
+    struct Restore(u64, u64);
     impl Drop for Restore {
         fn drop(&mut self) {
-            STACK.with(|s| s.active.set(self.0));
+            STACK.with(|s| {
+                s.active.set(self.0);
+                s.lean.set(self.1);
+            });
         }
     }
-    let _restore = Restore(STACK.with(|s| s.active.replace(0)));
+    let _restore = STACK.with(|s| Restore(s.active.replace(0), s.lean.replace(0)));
     f()
 }
 
@@ -253,10 +356,24 @@ pub(crate) fn begin_poll(
             .set(s.tree.get() | s.events.get() | s.histograms.get());
         s.memory.set(memory.then_some(account));
         s.account.set(Some(account));
-        s.suspended.set(false);
+        s.restore.set(Some(account));
+        let tsc = timing && RAW_IS_TSC.get() == Some(&true);
+        s.tsc.set(tsc);
+        s.clock.set(if timing && !tsc { CLOCK.get() } else { None });
         // Frames never outlive a poll; start clean whatever happened before.
         s.depth.set(0);
-        s.overflow.set(0);
+        if active.is_power_of_two() && s.extra.get() == 0 {
+            let bit = active.trailing_zeros();
+            s.lean.set(active);
+            s.lean_slot.set(bit);
+            s.lean_table.set(match s.tables[bit as usize].get() {
+                Some(t) => t,
+                None => new_table(s, bit as usize),
+            });
+            s.lean_current.set(None);
+        } else {
+            s.lean.set(0);
+        }
         let mut m = active;
         while m != 0 {
             let bit = m.trailing_zeros() as usize;
@@ -269,9 +386,9 @@ pub(crate) fn begin_poll(
                 tree::begin_poll(bit, generation);
             }
         }
-        if timing {
-            s.last_ticks.set(ticks());
-        }
+        // No clock read here: what passes before the poll's first frame is charged to no
+        // frame (no accumulator is current at the root), so the first event's reading only
+        // starts the count. That saves one clock read per measured poll.
         if memory {
             s.last_mem.set(account.owner_totals());
         }
@@ -283,11 +400,17 @@ pub(crate) fn end_poll(process: &crate::process::Process) {
     let touched = STACK.with(|s| {
         // Only a leaked frame guard (mem::forget) leaves frames open: close them.
         while s.depth.get() > 0 {
-            pop_in(s, false);
+            if s.lean.get() != 0 {
+                pop_lean::<false>(s, false);
+            } else {
+                pop_checked(s, false);
+            }
         }
-        s.overflow.set(0);
         s.memory.set(None);
         s.account.set(None);
+        s.restore.set(None);
+        s.clock.set(None);
+        s.tsc.set(false);
         s.touched_len.get() > 0 || s.touched_overflow.get()
     });
     if touched {
@@ -315,6 +438,7 @@ pub(crate) fn end_poll(process: &crate::process::Process) {
     }
     STACK.with(|s| {
         s.active.set(0);
+        s.lean.set(0);
         s.tree.set(0);
         s.events.set(0);
         s.extra.set(0);
@@ -458,7 +582,7 @@ fn new_table(s: &Stack, bit: usize) -> Table {
 fn push_in(s: &Stack, id: u32, mask: u64, call: bool, prior: u64) {
     let now = charge(s);
     let depth = s.depth.get();
-    let deep = depth == CAPACITY;
+    let deep = depth >= CAPACITY;
     let trees = if mask & s.extra.get() != 0 {
         push_extra(s, id, mask, now, deep)
     } else {
@@ -490,14 +614,13 @@ fn push_in(s: &Stack, id: u32, mask: u64, call: bool, prior: u64) {
             }
         }
     }
+    s.depth.set(depth + 1);
     if deep {
-        s.overflow.set(s.overflow.get() + 1);
         return;
     }
-    s.ids[depth].set(id);
+    s.ids[depth + 1].set(id);
     s.masks[depth].set(mask);
     s.starts[depth].set(now.wrapping_sub(prior));
-    s.depth.set(depth + 1);
     if let Some(account) = s.account.get() {
         account.set_current_function(id);
     }
@@ -549,7 +672,7 @@ fn enter_path(s: &Stack, bit: usize, id: u32, deep: bool) -> (u32, &'static Accu
 /// measures it into the accumulator of its path.
 #[cold]
 fn push_tree(s: &Stack, id: u32, mask: u64, trees: u64, call: bool, depth: usize) {
-    let deep = depth == CAPACITY;
+    let deep = depth >= CAPACITY;
     if mask == trees && mask.is_power_of_two() {
         // One session measures this frame: its pop restores the path and the accumulator
         // that were current from the frame.
@@ -587,16 +710,26 @@ fn push_tree(s: &Stack, id: u32, mask: u64, trees: u64, call: bool, depth: usize
 /// `None` when the frame was not kept (deeper than the stack).
 #[inline(always)]
 fn pop(pending: bool) -> Option<u64> {
-    STACK.with(|s| pop_checked(s, pending))
+    STACK.with(|s| pop_any(s, pending))
 }
 
 #[inline(never)]
+fn pop_any(s: &Stack, pending: bool) -> Option<u64> {
+    if s.lean.get() != 0 {
+        pop_lean::<true>(s, pending)
+    } else {
+        pop_checked(s, pending)
+    }
+}
+
+#[inline(always)]
 fn pop_checked(s: &Stack, pending: bool) -> Option<u64> {
-    if s.overflow.get() > 0 {
-        s.overflow.set(s.overflow.get() - 1);
+    let depth = s.depth.get();
+    if depth > CAPACITY {
+        s.depth.set(depth - 1);
         return None;
     }
-    if s.depth.get() == 0 {
+    if depth == 0 {
         return None; // its poll has ended (only after a leaked guard)
     }
     Some(pop_in(s, pending))
@@ -607,7 +740,7 @@ fn pop_in(s: &Stack, pending: bool) -> u64 {
     let now = charge(s);
     let depth = s.depth.get() - 1;
     s.depth.set(depth);
-    let id = s.ids[depth].get();
+    let id = s.ids[depth + 1].get();
     let mask = s.masks[depth].get();
     let polled = now.wrapping_sub(s.starts[depth].get());
     let trees = if mask & s.extra.get() != 0 {
@@ -643,23 +776,16 @@ fn pop_in(s: &Stack, pending: bool) -> u64 {
             let below = (0..depth)
                 .rev()
                 .find(|&i| s.masks[i].get() & (1 << bit) != 0)
-                .and_then(|i| s.tables[bit].get().map(|t| &t[s.ids[i].get() as usize]));
+                .and_then(|i| s.tables[bit].get().map(|t| &t[s.ids[i + 1].get() as usize]));
             s.current[bit].set(below);
         }
     }
-    if let Some(account) = s.account.get() {
-        if pending {
-            if !s.suspended.replace(true) {
-                account.set_current_function(id);
-            }
-        } else if !s.suspended.get() {
-            let parent = if depth == 0 {
-                NO_FUNCTION
-            } else {
-                s.ids[depth - 1].get()
-            };
-            account.set_current_function(parent);
+    if pending {
+        if let Some(account) = s.restore.take() {
+            account.set_current_function(id);
         }
+    } else if let Some(account) = s.restore.get() {
+        account.set_current_function(s.ids[depth].get());
     }
     polled
 }
@@ -715,26 +841,258 @@ fn log_event(mask: u64, id: u32, entered: bool, now: u64) {
 /// Call durations kept per thread before they go to their histograms mid-poll.
 const MAX_SAMPLES: usize = 4096;
 
+/// Adds what passed since the last event to the innermost frame's accumulator, in a lean
+/// poll; returns the clock now (0 when time is not measured).
+#[inline(always)]
+fn charge_lean(s: &Stack) -> u64 {
+    let mut now = 0;
+    let clock = s.clock.get();
+    if s.tsc.get() || clock.is_some() {
+        now = match clock {
+            Some(clock) => clock.raw(),
+            None => rdtsc(),
+        };
+        let dt = now.saturating_sub(s.last_ticks.replace(now));
+        if let Some(acc) = s.lean_current.get() {
+            bump(&acc.ticks, dt);
+        }
+    }
+    if let Some(account) = s.memory.get() {
+        // Most calls allocate nothing between two events: one load tells.
+        if account.owner_blocks() != s.last_mem.get()[2] {
+            charge_memory_lean(s, account);
+        }
+    }
+    now
+}
+
+#[cold]
+#[inline(never)]
+fn charge_memory_lean(s: &Stack, account: &Account) {
+    let last = s.last_mem.get();
+    let now = account.owner_totals();
+    s.last_mem.set(now);
+    if let Some(acc) = s.lean_current.get() {
+        bump(&acc.words, now[0].wrapping_sub(last[0]));
+        bump(&acc.bytes, now[1].wrapping_sub(last[1]));
+        bump(&acc.blocks, now[2].wrapping_sub(last[2]));
+    }
+}
+
+/// [`push_in`] in a lean poll: enters a frame of function `id` for the one session measuring
+/// it; `call` when this is the call's entry; `prior` (with `ASYNC`): the clock ticks the call
+/// was polled for before this poll.
+#[inline(always)]
+fn push_lean<const ASYNC: bool>(s: &Stack, id: u32, call: bool, prior: u64) {
+    let now = charge_lean(s);
+    let acc = &s.lean_table.get()[id as usize];
+    if !acc.touched.load(Ordering::Relaxed) {
+        touch(s, acc, s.lean_slot.get(), id);
+    }
+    if call {
+        bump(&acc.calls, 1);
+    }
+    let depth = s.depth.get();
+    s.depth.set(depth + 1);
+    if depth >= CAPACITY {
+        return; // counted; its time and memory go to the deepest frame kept
+    }
+    s.parents[depth].set(s.lean_current.replace(Some(acc)));
+    s.ids[depth + 1].set(id);
+    if ASYNC {
+        s.starts[depth].set(now.wrapping_sub(prior));
+    }
+    if let Some(account) = s.account.get() {
+        account.set_current_function(id);
+    }
+}
+
+/// [`pop_checked`] in a lean poll: leaves the top frame (`pending` when it is a future's poll
+/// that returned `Pending`); returns (with `ASYNC`) the ticks the call has been polled for so
+/// far, or `None` when the frame was not kept.
+#[inline(always)]
+fn pop_lean<const ASYNC: bool>(s: &Stack, pending: bool) -> Option<u64> {
+    let depth = s.depth.get();
+    if depth.wrapping_sub(1) >= CAPACITY {
+        // Deeper than the stack (nothing kept), or its poll has ended (a leaked guard).
+        if depth > 0 {
+            s.depth.set(depth - 1);
+        }
+        return None;
+    }
+    let now = charge_lean(s);
+    let depth = depth - 1;
+    s.depth.set(depth);
+    s.lean_current.set(s.parents[depth].get());
+    if pending {
+        if let Some(account) = s.restore.take() {
+            account.set_current_function(s.ids[depth + 1].get());
+        }
+    } else if let Some(account) = s.restore.get() {
+        account.set_current_function(s.ids[depth].get());
+    }
+    if ASYNC {
+        Some(now.wrapping_sub(s.starts[depth].get()))
+    } else {
+        Some(0)
+    }
+}
+
+/// [`charge_lean`] in its common case, inline, and true: time read from the time-stamp counter
+/// or not measured, and no memory allocated since the last event (or memory not measured).
+/// False, having charged nothing, otherwise.
+#[inline(always)]
+fn charge_quick(s: &Stack) -> bool {
+    if s.clock.get().is_some()
+        || s.memory
+            .get()
+            .is_some_and(|account| account.owner_blocks() != s.last_mem.get()[2])
+    {
+        return false;
+    }
+    if s.tsc.get() {
+        let now = rdtsc();
+        let dt = now.saturating_sub(s.last_ticks.replace(now));
+        if let Some(acc) = s.lean_current.get() {
+            bump(&acc.ticks, dt);
+        }
+    }
+    true
+}
+
+/// Pops a synchronous call's frame pushed by [`push_lean`]. Finds the stack itself: the
+/// caller keeps nothing live across the traced body for it.
+#[inline(never)]
+fn pop_sync_lean() {
+    with_stack(pop_lean_sync);
+}
+
+/// Pops a synchronous call's frame pushed by [`push_in`]; finds the stack itself.
+#[inline(never)]
+fn pop_sync() {
+    with_stack(|s| pop_any(s, false));
+}
+
+/// Pops a synchronous call's frame pushed by [`push_lean`]. Its common case, a kept frame
+/// with nothing to charge, takes no call (nor saves a register).
+#[inline(always)]
+fn pop_lean_sync(s: &Stack) {
+    let depth = s.depth.get();
+    if depth.wrapping_sub(1) >= CAPACITY || !charge_quick(s) {
+        return pop_lean_sync_full(s);
+    }
+    let depth = depth - 1;
+    s.depth.set(depth);
+    s.lean_current.set(s.parents[depth].get());
+    if let Some(account) = s.restore.get() {
+        account.set_current_function(s.ids[depth].get());
+    }
+}
+
+#[inline(never)]
+fn pop_lean_sync_full(s: &Stack) {
+    pop_lean::<false>(s, false);
+}
+
+/// A call of `callsite` that some session wants (`mask`) and that the inlined count-only
+/// case did not take: counts it for the sessions that count, and pushes a frame for those
+/// measuring this poll, if any. One call out of line for the whole entry; its common case in
+/// a lean poll with nothing to charge takes no further call (nor saves a register).
+#[inline(never)]
+fn enter_call_in(s: &Stack, callsite: &'static Callsite, mask: u64) -> FrameGuard {
+    if mask & s.lean.get() == 0 || mask & super::measure::counting() != 0 {
+        return enter_call_full(s, callsite, mask);
+    }
+    if mask & super::measure::measuring() == 0 {
+        return FrameGuard::NONE;
+    }
+    let depth = s.depth.get();
+    let table = s.lean_table.get();
+    let id = callsite.raw_id();
+    if id >= table.len() || depth >= CAPACITY || !table[id].touched.load(Ordering::Relaxed) {
+        return enter_call_full(s, callsite, mask);
+    }
+    let acc = &table[id];
+    if !charge_quick(s) {
+        return enter_call_full(s, callsite, mask);
+    }
+    // The rest of `push_lean`.
+    bump(&acc.calls, 1);
+    s.depth.set(depth + 1);
+    s.parents[depth].set(s.lean_current.replace(Some(acc)));
+    s.ids[depth + 1].set(id as u32);
+    if let Some(account) = s.account.get() {
+        account.set_current_function(id as u32);
+    }
+    FrameGuard {
+        pushed: PUSHED_LEAN,
+    }
+}
+
+/// [`enter_call_in`] in every case.
+#[inline(never)]
+fn enter_call_full(s: &Stack, callsite: &'static Callsite, mask: u64) -> FrameGuard {
+    if mask & super::measure::counting() != 0 {
+        super::record_call(callsite, mask);
+    }
+    let mask = mask & super::measure::measuring();
+    if mask == 0 {
+        return FrameGuard::NONE;
+    }
+    let id = callsite.id() as u32;
+    if mask & s.lean.get() != 0 {
+        push_lean::<false>(s, id, true, 0);
+        return FrameGuard {
+            pushed: PUSHED_LEAN,
+        };
+    }
+    let mask = mask & s.active.get();
+    if mask != 0 {
+        push_in(s, id, mask, true, 0);
+        return FrameGuard { pushed: PUSHED };
+    }
+    FrameGuard::NONE
+}
+
+/// No frame pushed.
+const NOT_PUSHED: u8 = 0;
+/// A frame pushed by [`push_in`].
+const PUSHED: u8 = 1;
+/// A synchronous call's frame pushed by [`push_lean`].
+const PUSHED_LEAN: u8 = 2;
+
 /// A frame on the traced stack, popped when dropped (on unwind too) or by
 /// [`FrameGuard::leave`].
 pub(crate) struct FrameGuard {
-    pushed: bool,
+    pushed: u8,
 }
 
 impl FrameGuard {
     /// No frame.
-    pub(crate) const NONE: FrameGuard = FrameGuard { pushed: false };
+    pub(crate) const NONE: FrameGuard = FrameGuard { pushed: NOT_PUSHED };
+
+    /// Enters a synchronous call of `callsite`, which the sessions of `mask` want: counts it
+    /// for those that count, and pushes a frame for those that measure this poll, if any.
+    #[inline(always)]
+    pub(crate) fn enter_call(callsite: &'static Callsite, mask: u64) -> FrameGuard {
+        STACK.with(|s| enter_call_in(s, callsite, mask))
+    }
 
     /// Pushes a frame of `id` for the sessions of `mask` that measure this poll, if any;
     /// `prior`: the clock ticks the call was polled for before (a future's earlier polls).
     #[inline(always)]
     pub(crate) fn enter(id: u32, mask: u64, call: bool, prior: u64) -> FrameGuard {
-        let pushed = STACK.with(|s| {
+        let pushed = with_stack(|s| {
+            if mask & s.lean.get() != 0 {
+                push_lean::<true>(s, id, call, prior);
+                return PUSHED;
+            }
             let mask = mask & s.active.get();
             if mask != 0 {
                 push_in(s, id, mask, call, prior);
+                return PUSHED;
             }
-            mask != 0
+            NOT_PUSHED
         });
         FrameGuard { pushed }
     }
@@ -742,7 +1100,7 @@ impl FrameGuard {
     /// Whether a frame was pushed.
     #[inline(always)]
     pub(crate) fn pushed(&self) -> bool {
-        self.pushed
+        self.pushed != NOT_PUSHED
     }
 
     /// Pops the frame after a poll returned (`pending` when it returned `Pending`); returns
@@ -750,8 +1108,8 @@ impl FrameGuard {
     /// frame for it (not measured, or deeper than the stack): the caller keeps what it had.
     #[inline]
     pub(crate) fn leave(mut self, pending: bool) -> Option<u64> {
-        if self.pushed {
-            self.pushed = false;
+        if self.pushed != NOT_PUSHED {
+            self.pushed = NOT_PUSHED;
             return pop(pending);
         }
         None
@@ -761,8 +1119,30 @@ impl FrameGuard {
 impl Drop for FrameGuard {
     #[inline(always)]
     fn drop(&mut self) {
-        if self.pushed {
-            pop(false);
+        if self.pushed == PUSHED_LEAN {
+            pop_sync_lean();
+        } else if self.pushed != NOT_PUSHED {
+            pop_sync();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn raw_readings_are_the_tsc_when_quanta_says_so() {
+        let clock = clock();
+        let tsc = rdtsc();
+        if cfg!(target_arch = "x86_64") {
+            assert!(tsc > 0);
+        }
+        if RAW_IS_TSC.get() == Some(&true) {
+            let before = clock.raw();
+            let tsc = rdtsc();
+            let after = clock.raw();
+            assert!(before <= tsc && tsc <= after);
         }
     }
 }
