@@ -13,7 +13,7 @@ use crate::exit::IntoExitReason;
 use crate::heap::{Account, Charging};
 use crate::node::NodeInner;
 use crate::registry::{Name, RegistryError};
-use crate::signal::{MonitorRef, monitor_with};
+use crate::signal::MonitorRef;
 
 /// Options for [`spawn_opt`] and [`NodeHandle::spawn_opt`](crate::NodeHandle::spawn_opt):
 /// Erlang's `spawn_opt` options, plus a registered name and the initial call to report.
@@ -233,8 +233,12 @@ where
             parent.add_link(process.pid);
         }
         if opts.monitor {
+            // As `monitor_with`, without resolving the pid: the new process has not run yet,
+            // so it is alive and takes the monitor.
             let mref = node.next_monitor_ref();
-            monitor_with(parent, process.pid, mref);
+            parent.add_monitoring(mref, process.pid);
+            let set = process.add_monitored_by(mref, parent.pid);
+            debug_assert!(set, "a process that has not run yet is alive");
             monitor = Some(mref);
         }
     }
