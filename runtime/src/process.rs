@@ -23,6 +23,7 @@
 //!   caller that sees its request dropped can read why.
 
 mod current;
+mod few;
 mod info;
 mod spawn;
 mod table;
@@ -54,6 +55,7 @@ use crate::signal::{Down, MonitorRef, Signal, send_exit_signal};
 use crate::timer::CallTimer;
 use crate::trace::TraceFlags;
 use crate::{Exit, ExitReason, Message, Pid};
+use few::Few;
 
 /// An exit signal is queued in incoming and has not been acted on.
 const SIGNAL_PENDING: u8 = 1;
@@ -104,11 +106,11 @@ impl Drop for Process {
 #[derive(Default)]
 struct State {
     alive: bool,
-    links: Vec<Pid>,
+    links: Few<Pid>,
     /// Monitors this process holds on others.
-    monitoring: Vec<(MonitorRef, Pid)>,
+    monitoring: Few<(MonitorRef, Pid)>,
     /// Monitors others hold on this process.
-    monitored_by: Vec<(MonitorRef, Pid)>,
+    monitored_by: Few<(MonitorRef, Pid)>,
     name: Option<Name>,
     pending_exit: Option<ExitReason>,
     /// Set by the runtime for supervisors, so node shutdown can stop them first.
@@ -293,7 +295,7 @@ impl Process {
         if !state.alive {
             return false;
         }
-        if !state.links.contains(&other) {
+        if !state.links.as_slice().contains(&other) {
             state.links.push(other);
         }
         true
@@ -301,14 +303,10 @@ impl Process {
 
     /// Removes the link to `other`; returns whether there was one.
     pub(crate) fn remove_link(&self, other: Pid) -> bool {
-        let mut state = self.state();
-        match state.links.iter().position(|p| *p == other) {
-            Some(i) => {
-                state.links.swap_remove(i);
-                true
-            }
-            None => false,
-        }
+        self.state()
+            .links
+            .swap_remove_where(|p| *p == other)
+            .is_some()
     }
 
     pub(crate) fn add_monitored_by(&self, mref: MonitorRef, watcher: Pid) -> bool {
@@ -333,20 +331,19 @@ impl Process {
     /// arrives after `demonitor` returns.
     pub(crate) fn fire_monitor(&self, down: Down) {
         let mut state = self.state();
-        if let Some(i) = state
+        if state
             .monitoring
-            .iter()
-            .position(|(r, _)| *r == down.monitor_ref)
+            .swap_remove_where(|(r, _)| *r == down.monitor_ref)
+            .is_some()
         {
-            state.monitoring.swap_remove(i);
             self.push_message(Message::new(down));
         }
     }
 
     pub(crate) fn remove_monitoring(&self, mref: MonitorRef) -> Option<Pid> {
         let mut state = self.state();
-        let i = state.monitoring.iter().position(|(r, _)| *r == mref)?;
-        Some(state.monitoring.swap_remove(i).1)
+        let (_, target) = state.monitoring.swap_remove_where(|(r, _)| *r == mref)?;
+        Some(target)
     }
 
     /// Records `name` as this process's registered name; false if it has exited or has one.

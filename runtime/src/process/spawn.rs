@@ -183,12 +183,13 @@ where
         return Err(SpawnError::NotInProcess);
     }
     let initial_call = opts.initial_call.unwrap_or_else(default_initial_call::<F>);
+    // Taken before the table's lock, so as not to hold that while taking the accounts' lock.
+    let account = Account::acquire();
     // The table's own storage is the node's, not any process's.
     let process = crate::heap::suppressed(|| {
         node.table.insert(node.stopping_flag(), |pid| {
             // The new process's record and mailbox are its own (charged as "shared": the
             // process may start running before the spawner is done).
-            let account = Account::acquire();
             let _charging = Charging::new(account, true);
             Arc::new(Process::new(
                 pid,
@@ -199,9 +200,12 @@ where
             ))
         })
     })
-    .map_err(|e| match e {
-        InsertError::Full => SpawnError::TableFull,
-        InsertError::Stopping => SpawnError::NodeStopping { node: node.id },
+    .map_err(|e| {
+        account.release();
+        match e {
+            InsertError::Full => SpawnError::TableFull,
+            InsertError::Stopping => SpawnError::NodeStopping { node: node.id },
+        }
     })?;
     node.process_spawned();
     if let Some(name) = &opts.name
