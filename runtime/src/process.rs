@@ -432,12 +432,12 @@ impl Process {
             let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(msg)));
         }
         for pid in links {
-            NodeInner::with_process(pid, |other| {
+            self.node.with_process_near(pid, |other| {
                 send_exit_signal(other, self.pid, reason.clone(), true)
             });
         }
         for (monitor_ref, watcher) in monitored_by {
-            NodeInner::with_process(watcher, |w| {
+            self.node.with_process_near(watcher, |w| {
                 w.fire_monitor(Down {
                     pid: self.pid,
                     reason: reason.clone(),
@@ -446,7 +446,8 @@ impl Process {
             });
         }
         for (mref, target) in monitoring {
-            NodeInner::with_process(target, |t| t.remove_monitored_by(mref));
+            self.node
+                .with_process_near(target, |t| t.remove_monitored_by(mref));
         }
         self.node.table.remove(self.pid);
         self.node.process_exited();

@@ -17,6 +17,7 @@ pub(crate) enum Few<T> {
 
 impl<T> Few<T> {
     /// The elements, in order.
+    #[inline]
     pub(crate) fn as_slice(&self) -> &[T] {
         match self {
             Few::Zero => &[],
@@ -25,6 +26,7 @@ impl<T> Few<T> {
         }
     }
 
+    #[inline]
     pub(crate) fn push(&mut self, x: T) {
         match self {
             Few::Zero => *self = Few::One(x),
