@@ -108,7 +108,7 @@ struct State {
     alive: bool,
     links: Few<Pid>,
     /// Monitors this process holds on others.
-    monitoring: Few<(MonitorRef, Pid)>,
+    monitoring: Vec<(MonitorRef, Pid)>,
     /// Monitors others hold on this process.
     monitored_by: Few<(MonitorRef, Pid)>,
     name: Option<Name>,
@@ -331,19 +331,20 @@ impl Process {
     /// arrives after `demonitor` returns.
     pub(crate) fn fire_monitor(&self, down: Down) {
         let mut state = self.state();
-        if state
+        if let Some(i) = state
             .monitoring
-            .swap_remove_where(|(r, _)| *r == down.monitor_ref)
-            .is_some()
+            .iter()
+            .position(|(r, _)| *r == down.monitor_ref)
         {
+            state.monitoring.swap_remove(i);
             self.push_message(Message::new(down));
         }
     }
 
     pub(crate) fn remove_monitoring(&self, mref: MonitorRef) -> Option<Pid> {
         let mut state = self.state();
-        let (_, target) = state.monitoring.swap_remove_where(|(r, _)| *r == mref)?;
-        Some(target)
+        let i = state.monitoring.iter().position(|(r, _)| *r == mref)?;
+        Some(state.monitoring.swap_remove(i).1)
     }
 
     /// Records `name` as this process's registered name; false if it has exited or has one.

@@ -81,12 +81,7 @@ impl Process {
             status,
             message_queue_len,
             links: state.links.as_slice().to_vec(),
-            monitors: state
-                .monitoring
-                .as_slice()
-                .iter()
-                .map(|(_, p)| *p)
-                .collect(),
+            monitors: state.monitoring.iter().map(|(_, p)| *p).collect(),
             monitored_by: state
                 .monitored_by
                 .as_slice()
