@@ -450,7 +450,7 @@ impl Process {
             self.node
                 .with_process_near(target, |t| t.remove_monitored_by(mref));
         }
-        self.node.table.remove(self.pid);
+        self.node.table.remove(self);
         self.node.process_exited();
     }
 }

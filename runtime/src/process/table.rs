@@ -2,27 +2,24 @@
 //!
 //! `slab` hands out slot indices under a lock taken only by spawn and exit. The slots
 //! themselves live in an append-only [`Segmented`] array, each holding the current process (if
-//! any) behind a small read-write lock of its own, and the slot's serial. Resolving a pid takes
-//! no node-wide lock: it read-locks that one slot and checks the pid, so a pid whose process has
-//! gone resolves to nothing, even after its slot has been reused.
+//! any) and the slot's serial. Resolving a pid takes no lock: it enters that one slot as a
+//! reader (a compare-and-swap on the slot's reader count) and checks the pid, so a pid whose
+//! process has gone resolves to nothing, even after its slot has been reused.
 //!
-//! A slot's lock prefers readers: a reader waits only while a writer holds the lock, which a
-//! writer does for the few instructions of putting a process in or taking it out (nothing else
-//! runs under it); readers never queue behind a writer that waits for them. So a reader may
-//! resolve the same pid again while it holds its slot (nested [`ProcessTable::get`], as when a
-//! message dropped inside a resolution sends to the same pid), where a fair lock would
-//! deadlock against a waiting writer. A writer waits until the slot's readers are done. The
-//! writers are spawn (into a vacant slot, which readers only touch to compare a stale pid) and
-//! the exit of the slot's own process (which never runs inside a resolution of its own pid);
-//! neither waits on a slot while holding the slab lock, except spawn on a vacant slot.
+//! A reader never waits. A process's exit takes it out of its slot, then waits until the
+//! readers that may have read it are gone before dropping the slot's reference: readers count
+//! in one of two epochs, and the exit flips the epoch after emptying the slot, then waits for
+//! the old epoch's readers only, so a steady stream of new readers cannot hold it up. A reader
+//! may resolve the same pid again while it holds its slot (nested [`ProcessTable::get`], as
+//! when a message dropped inside a resolution sends to the same pid). The exit never waits
+//! while holding the slab lock, and never runs inside a resolution of its own pid.
 //!
 //! Compared with an `ArcSwapOption` per slot, this spares spawn and exit arc-swap's `store`,
 //! which visits every thread's debt list (`Debt::pay_all`) to settle loans of the old value,
-//! and makes a resolution a compare-and-swap on the slot rather than a loan recorded in a
-//! thread-local debt slot. A slot stays 16 bytes.
+//! and a resolution records its hold in the slot rather than in a thread-local debt slot. A
+//! slot is 16 bytes.
 
-use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use slab::Slab;
@@ -31,27 +28,24 @@ use super::Process;
 use crate::Pid;
 use crate::segmented::Segmented;
 
-/// `Slot::lock` when a writer holds it; otherwise the lock is the number of readers.
-const WRITER: u32 = 1 << 31;
+/// `Slot::readers`: the current epoch (see `Slot::remove`).
+const EPOCH: u32 = 1 << 31;
+/// `Slot::readers`: the readers that entered in epoch 0 (bits 0..16) and epoch 1 (16..31).
+const READERS_0: u32 = 0xffff;
+const READERS_1: u32 = 0x7fff << 16;
 
-/// One slot of the table: its process, under a reader-preferring lock of its own (see the module
-/// documentation), and the serial of the last process spawned into it. 16 bytes.
+/// One slot of the table (16 bytes): its process, if any, and the readers that may hold it.
 #[derive(Default)]
 struct Slot {
-    lock: AtomicU32,
+    /// The epoch bit, and how many readers entered in each epoch and are still in.
+    readers: AtomicU32,
     /// The serial of the last process spawned into this slot (written under the slab lock).
     serial: AtomicU32,
-    process: UnsafeCell<Option<Arc<Process>>>,
+    /// `Arc::into_raw` of the slot's process (the slot owns that strong count), or null.
+    process: AtomicPtr<Process>,
 }
 
-// SAFETY: `process` is only read through a `SlotRead`, which exists only while `lock` counts it
-// as a reader (so no writer holds `lock`: a writer takes it only from 0 readers, and readers
-// only enter while `WRITER` is clear), and only written in `Slot::replace_if`, while `lock` is
-// `WRITER` (so no reader and no other writer is in). `Arc<Process>` is `Send + Sync`.
-#[allow(unsafe_code)]
-unsafe impl Sync for Slot {}
-
-/// Spins, then yields, while the lock is not available.
+/// Spins, then yields.
 #[inline]
 fn backoff(spins: &mut u32) {
     if *spins < 64 {
@@ -63,72 +57,132 @@ fn backoff(spins: &mut u32) {
 }
 
 impl Slot {
-    /// Read-locks the slot: waits only while a writer is putting a process in or taking one
-    /// out, never for other readers, nor for a writer that waits for readers.
+    /// Enters the slot as a reader, counted in the current epoch, and reads its process. Never
+    /// waits: a compare-and-swap that only fails when another reader or a writer changed the
+    /// count meanwhile.
     #[inline]
     fn read(&self) -> SlotRead<'_> {
-        let mut spins = 0;
-        let mut state = self.lock.load(Ordering::Relaxed);
-        loop {
-            if state & WRITER == 0 {
-                assert!(state + 1 < WRITER, "too many readers of one process slot");
-                match self.lock.compare_exchange_weak(
-                    state,
-                    state + 1,
-                    Ordering::Acquire,
-                    Ordering::Relaxed,
-                ) {
-                    Ok(_) => return SlotRead { slot: self },
-                    Err(now) => state = now,
-                }
+        let mut state = self.readers.load(Ordering::Relaxed);
+        let unit = loop {
+            let (unit, mask) = if state & EPOCH == 0 {
+                (1, READERS_0)
             } else {
-                backoff(&mut spins);
-                state = self.lock.load(Ordering::Relaxed);
+                (1 << 16, READERS_1)
+            };
+            assert!(state & mask != mask, "too many readers of one process slot");
+            match self.readers.compare_exchange_weak(
+                state,
+                state + unit,
+                Ordering::SeqCst,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => break unit,
+                Err(now) => state = now,
             }
+        };
+        SlotRead {
+            slot: self,
+            unit,
+            process: self.process.load(Ordering::SeqCst),
         }
     }
 
-    /// Puts `new` in the slot when `take` says so of its current content, and returns what it
-    /// replaced; otherwise returns `None`. Waits until the slot has no reader.
-    fn replace_if(
-        &self,
-        take: impl FnOnce(&Option<Arc<Process>>) -> bool,
-        new: Option<Arc<Process>>,
-    ) -> Option<Option<Arc<Process>>> {
-        let mut spins = 0;
-        while self
-            .lock
-            .compare_exchange_weak(0, WRITER, Ordering::Acquire, Ordering::Relaxed)
+    /// Puts `process` in the slot, which must be empty (a vacant index: its last process has
+    /// been removed and its readers drained).
+    fn put(&self, process: Arc<Process>) {
+        let old = self
+            .process
+            .swap(Arc::into_raw(process).cast_mut(), Ordering::SeqCst);
+        debug_assert!(old.is_null(), "a vacant slot is empty");
+    }
+
+    /// Takes `process` out of the slot if it is the slot's process, once no reader can still
+    /// hold it: returns whether it did.
+    ///
+    /// Readers never wait for this. The epoch bit flips after the process is taken out, so the
+    /// readers that enter from then on count in the other epoch and cannot see it; this then
+    /// waits until the readers of the old epoch, which may hold it, are gone. (Only one writer
+    /// works on a slot at a time: a process takes itself out, once, and spawn reuses a slot
+    /// only after that. So when the epoch flips, the readers of the new epoch are all gone
+    /// already: the previous flip waited for them, and none entered that epoch since.)
+    fn remove(&self, process: &Process) -> bool {
+        let ptr = std::ptr::from_ref(process).cast_mut();
+        if self
+            .process
+            .compare_exchange(
+                ptr,
+                std::ptr::null_mut(),
+                Ordering::SeqCst,
+                Ordering::Relaxed,
+            )
             .is_err()
         {
+            return false;
+        }
+        let old = if self.readers.fetch_xor(EPOCH, Ordering::SeqCst) & EPOCH == 0 {
+            READERS_0
+        } else {
+            READERS_1
+        };
+        let mut spins = 0;
+        while self.readers.load(Ordering::SeqCst) & old != 0 {
             backoff(&mut spins);
         }
-        // SAFETY: `lock` is `WRITER`, which this thread set from 0: no `SlotRead` exists (a
-        // reader enters only while `WRITER` is clear, and there were none) and no other writer
-        // is in, until the store below; nothing here can unwind (a comparison and a move).
+        // SAFETY: `ptr` came from `Arc::into_raw` in `put` (the compare-and-swap found it in
+        // the slot), and the slot's strong count it stood for is now this function's alone:
+        // the slot no longer holds it, and every reader that could have read it (entered
+        // before the flip, in the old epoch) has left; readers entering after the flip read
+        // the slot after it was emptied.
         #[allow(unsafe_code)]
-        let current = unsafe { &mut *self.process.get() };
-        let replaced = take(current).then(|| std::mem::replace(current, new));
-        self.lock.store(0, Ordering::Release);
-        replaced
+        drop(unsafe { Arc::from_raw(ptr.cast_const()) });
+        true
     }
 }
 
-/// A read lock on a slot; derefs to the slot's process, if any.
-pub(crate) struct SlotRead<'a> {
-    slot: &'a Slot,
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let ptr = *self.process.get_mut();
+        if !ptr.is_null() {
+            // SAFETY: the slot owns the strong count of the `Arc::into_raw` in `put`, and no
+            // reader is left (`&mut self`).
+            #[allow(unsafe_code)]
+            drop(unsafe { Arc::from_raw(ptr.cast_const()) });
+        }
+    }
 }
 
-impl std::ops::Deref for SlotRead<'_> {
-    type Target = Option<Arc<Process>>;
+/// A reader's hold on a slot: the process it read, if any, alive until the hold is dropped.
+pub(crate) struct SlotRead<'a> {
+    slot: &'a Slot,
+    unit: u32,
+    process: *mut Process,
+}
 
+impl SlotRead<'_> {
+    /// The process read, if any.
     #[inline]
-    fn deref(&self) -> &Option<Arc<Process>> {
-        // SAFETY: this guard counts as a reader in `lock` until it drops, so no writer is in
-        // (see `unsafe impl Sync for Slot`) and the content is not written meanwhile.
+    pub(crate) fn as_deref(&self) -> Option<&Process> {
+        // SAFETY: a non-null pointer read from the slot came from `Arc::into_raw` in `put`; the
+        // slot's strong count keeps the process alive until `Slot::remove` drops it, which it
+        // does only after every reader counted in the epoch this one entered has left (see
+        // `Slot::remove`), and this one is counted until it drops. The reference is tied to
+        // `&self`, so it cannot outlive the hold.
         #[allow(unsafe_code)]
         unsafe {
-            &*self.slot.process.get()
+            self.process.cast_const().as_ref()
+        }
+    }
+
+    /// A new reference to the process read, if any.
+    fn to_arc(&self) -> Option<Arc<Process>> {
+        let process = self.as_deref()?;
+        let ptr = std::ptr::from_ref(process);
+        // SAFETY: `ptr` came from `Arc::into_raw` and its strong count is kept by the slot
+        // while this hold lasts (see `as_deref`), so adding one and taking it is sound.
+        #[allow(unsafe_code)]
+        unsafe {
+            Arc::increment_strong_count(ptr);
+            Some(Arc::from_raw(ptr))
         }
     }
 }
@@ -136,11 +190,11 @@ impl std::ops::Deref for SlotRead<'_> {
 impl Drop for SlotRead<'_> {
     #[inline]
     fn drop(&mut self) {
-        self.slot.lock.fetch_sub(1, Ordering::Release);
+        self.slot.readers.fetch_sub(self.unit, Ordering::Release);
     }
 }
 
-/// A resolved pid: the slot's process, read-locked (see the module documentation).
+/// A resolved pid: the slot's process, held (see the module documentation).
 pub(crate) type Resolved<'a> = SlotRead<'a>;
 
 /// The table of a node's live processes.
@@ -191,37 +245,31 @@ impl ProcessTable {
         let serial = slot.serial.load(Ordering::Relaxed).wrapping_add(1);
         slot.serial.store(serial, Ordering::Relaxed);
         let process = make(Pid::from_parts(self.node, index, serial));
-        slot.replace_if(|_| true, Some(Arc::clone(&process)));
+        slot.put(Arc::clone(&process));
         entry.insert(());
         self.live.fetch_add(1, Ordering::Relaxed);
         Ok(process)
     }
 
-    /// The live process named by `pid`, holding its slot read-locked (no node-wide lock).
+    /// The live process named by `pid`, held in its slot until the result drops; no lock is
+    /// taken.
     #[inline]
     pub(crate) fn get(&self, pid: Pid) -> Option<Resolved<'_>> {
         let slot = self.slots.get(pid.index())?;
-        let guard = slot.read();
-        match &*guard {
-            Some(p) if p.pid == pid => Some(guard),
+        let read = slot.read();
+        match read.as_deref() {
+            Some(p) if p.pid == pid => Some(read),
             _ => None,
         }
     }
 
-    /// Frees the slot of an exited process.
-    pub(crate) fn remove(&self, pid: Pid) {
-        let Some(slot) = self.slots.get(pid.index()) else {
+    /// Frees the slot of an exited process (a no-op once done).
+    pub(crate) fn remove(&self, process: &Process) {
+        let Some(slot) = self.slots.get(process.pid.index()) else {
             return;
         };
-        // Taken out before the slab lock is taken, and dropped after both are released.
-        let removed = slot
-            .replace_if(
-                |current| current.as_ref().is_some_and(|p| p.pid == pid),
-                None,
-            )
-            .flatten();
-        if removed.is_some() {
-            self.indices().remove(pid.index() as usize);
+        if slot.remove(process) {
+            self.indices().remove(process.pid.index() as usize);
             self.live.fetch_sub(1, Ordering::Relaxed);
         }
     }
@@ -238,7 +286,7 @@ impl ProcessTable {
             .iter()
             .filter_map(|(i, ())| {
                 let slot = self.slots.get(i as u32)?;
-                slot.read().clone()
+                slot.read().to_arc()
             })
             .collect()
     }
@@ -297,10 +345,11 @@ mod tests {
         assert_eq!(table.len(), 0, "every process exited");
     }
 
-    /// A reader may resolve a pid again while it holds the pid's slot, even while a writer
-    /// waits for that slot (a blocking read-write lock would queue the nested read behind the
-    /// writer, which waits for the outer read: a deadlock); the writer goes on once the reads
-    /// are done, and a stale pid then resolves to nothing, also after the slot is reused.
+    /// A reader may resolve a pid again while it holds the pid's slot, even while the process's
+    /// removal waits for that slot's readers (with a fair read-write lock, the nested read
+    /// would queue behind the waiting writer, which waits for the outer read: a deadlock); the
+    /// removal goes on once the reads are done, the process stays alive until then, and a
+    /// stale pid then resolves to nothing, also after the slot is reused.
     #[test]
     fn nested_reads_do_not_wait_for_a_waiting_writer() {
         let node = Node::builder().current_thread().build().expect("node");
@@ -310,17 +359,24 @@ mod tests {
         let inner = std::sync::Arc::clone(&node.handle().inner);
         let table = &inner.table;
         let outer = table.get(pid).expect("live");
+        let process = table.all().pop().expect("live");
         let (removed_tx, removed_rx) = mpsc::channel();
         std::thread::scope(|s| {
             s.spawn(|| {
-                table.remove(pid);
+                table.remove(&process);
                 removed_tx.send(()).expect("send");
             });
-            // The writer is waiting now, or soon; it cannot finish while `outer` is held.
+            // The removal waits now, or soon; it cannot finish while `outer` is held.
             assert!(removed_rx.recv_timeout(Duration::from_millis(50)).is_err());
-            let nested = table.get(pid).expect("still live while read");
-            assert_eq!(nested.as_deref().map(|p| p.pid), Some(pid));
-            drop(nested);
+            // Taken out of the slot already, or about to be: a new read finds it or nothing.
+            if let Some(nested) = table.get(pid) {
+                assert_eq!(nested.as_deref().map(|p| p.pid), Some(pid));
+            }
+            assert_eq!(
+                outer.as_deref().map(|p| p.pid),
+                Some(pid),
+                "held: still alive"
+            );
             drop(outer);
             removed_rx
                 .recv_timeout(Duration::from_secs(10))
