@@ -122,6 +122,23 @@ impl NodeInner {
         })
     }
 
+    /// As [`NodeInner::with_process`], from a caller that knows its node (an exiting process
+    /// telling its links and monitors): a pid of this node is resolved in its table without
+    /// looking up the thread's current process.
+    #[inline]
+    pub(crate) fn with_process_near<R>(
+        &self,
+        pid: Pid,
+        f: impl FnOnce(&Process) -> R,
+    ) -> Option<R> {
+        if pid.node() == self.id {
+            let guard = self.table.get(pid)?;
+            guard.as_deref().map(f)
+        } else {
+            NodeInner::with_process(pid, f)
+        }
+    }
+
     pub(crate) fn register(&self, name: &Name, pid: Pid) -> Result<(), RegistryError> {
         let guard = self.table.get(pid).ok_or(RegistryError::NoProc(pid))?;
         let process = guard.as_deref().ok_or(RegistryError::NoProc(pid))?;

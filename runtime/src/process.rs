@@ -23,6 +23,7 @@
 //!   caller that sees its request dropped can read why.
 
 mod current;
+mod few;
 mod info;
 mod spawn;
 mod table;
@@ -54,6 +55,7 @@ use crate::signal::{Down, MonitorRef, Signal, send_exit_signal};
 use crate::timer::CallTimer;
 use crate::trace::TraceFlags;
 use crate::{Exit, ExitReason, Message, Pid};
+use few::Few;
 
 /// An exit signal is queued in incoming and has not been acted on.
 const SIGNAL_PENDING: u8 = 1;
@@ -104,11 +106,11 @@ impl Drop for Process {
 #[derive(Default)]
 struct State {
     alive: bool,
-    links: Vec<Pid>,
+    links: Few<Pid>,
     /// Monitors this process holds on others.
     monitoring: Vec<(MonitorRef, Pid)>,
     /// Monitors others hold on this process.
-    monitored_by: Vec<(MonitorRef, Pid)>,
+    monitored_by: Few<(MonitorRef, Pid)>,
     name: Option<Name>,
     pending_exit: Option<ExitReason>,
     /// Set by the runtime for supervisors, so node shutdown can stop them first.
@@ -293,7 +295,7 @@ impl Process {
         if !state.alive {
             return false;
         }
-        if !state.links.contains(&other) {
+        if !state.links.as_slice().contains(&other) {
             state.links.push(other);
         }
         true
@@ -301,14 +303,10 @@ impl Process {
 
     /// Removes the link to `other`; returns whether there was one.
     pub(crate) fn remove_link(&self, other: Pid) -> bool {
-        let mut state = self.state();
-        match state.links.iter().position(|p| *p == other) {
-            Some(i) => {
-                state.links.swap_remove(i);
-                true
-            }
-            None => false,
-        }
+        self.state()
+            .links
+            .swap_remove_where(|p| *p == other)
+            .is_some()
     }
 
     pub(crate) fn add_monitored_by(&self, mref: MonitorRef, watcher: Pid) -> bool {
@@ -435,12 +433,12 @@ impl Process {
             let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(msg)));
         }
         for pid in links {
-            NodeInner::with_process(pid, |other| {
+            self.node.with_process_near(pid, |other| {
                 send_exit_signal(other, self.pid, reason.clone(), true)
             });
         }
         for (monitor_ref, watcher) in monitored_by {
-            NodeInner::with_process(watcher, |w| {
+            self.node.with_process_near(watcher, |w| {
                 w.fire_monitor(Down {
                     pid: self.pid,
                     reason: reason.clone(),
@@ -449,9 +447,10 @@ impl Process {
             });
         }
         for (mref, target) in monitoring {
-            NodeInner::with_process(target, |t| t.remove_monitored_by(mref));
+            self.node
+                .with_process_near(target, |t| t.remove_monitored_by(mref));
         }
-        self.node.table.remove(self.pid);
+        self.node.table.remove(self);
         self.node.process_exited();
     }
 }

@@ -115,7 +115,7 @@ impl Registry {
             .remove(name)
             .ok_or_else(|| RegistryError::NotRegistered(Arc::from(name)))?;
         if let Some(p) = node.table.get(pid)
-            && let Some(p) = &*p
+            && let Some(p) = p.as_deref()
         {
             p.clear_name();
         }

@@ -80,9 +80,14 @@ impl Process {
             initial_call: self.initial_call.clone(),
             status,
             message_queue_len,
-            links: state.links.clone(),
+            links: state.links.as_slice().to_vec(),
             monitors: state.monitoring.iter().map(|(_, p)| *p).collect(),
-            monitored_by: state.monitored_by.iter().map(|(_, p)| *p).collect(),
+            monitored_by: state
+                .monitored_by
+                .as_slice()
+                .iter()
+                .map(|(_, p)| *p)
+                .collect(),
             trap_exit: self.trap_exit.load(Ordering::Relaxed),
             trace_sessions: self.trace_flags.traced(),
             heap: crate::heap::installed().then(|| self.account.stats()),

@@ -13,7 +13,7 @@ use crate::exit::IntoExitReason;
 use crate::heap::{Account, Charging};
 use crate::node::NodeInner;
 use crate::registry::{Name, RegistryError};
-use crate::signal::{MonitorRef, monitor_with};
+use crate::signal::MonitorRef;
 
 /// Options for [`spawn_opt`] and [`NodeHandle::spawn_opt`](crate::NodeHandle::spawn_opt):
 /// Erlang's `spawn_opt` options, plus a registered name and the initial call to report.
@@ -183,12 +183,13 @@ where
         return Err(SpawnError::NotInProcess);
     }
     let initial_call = opts.initial_call.unwrap_or_else(default_initial_call::<F>);
+    // Taken before the table's lock, so as not to hold that while taking the accounts' lock.
+    let account = Account::acquire();
     // The table's own storage is the node's, not any process's.
     let process = crate::heap::suppressed(|| {
         node.table.insert(node.stopping_flag(), |pid| {
             // The new process's record and mailbox are its own (charged as "shared": the
             // process may start running before the spawner is done).
-            let account = Account::acquire();
             let _charging = Charging::new(account, true);
             Arc::new(Process::new(
                 pid,
@@ -199,9 +200,12 @@ where
             ))
         })
     })
-    .map_err(|e| match e {
-        InsertError::Full => SpawnError::TableFull,
-        InsertError::Stopping => SpawnError::NodeStopping { node: node.id },
+    .map_err(|e| {
+        account.release();
+        match e {
+            InsertError::Full => SpawnError::TableFull,
+            InsertError::Stopping => SpawnError::NodeStopping { node: node.id },
+        }
     })?;
     node.process_spawned();
     if let Some(name) = &opts.name
@@ -233,8 +237,12 @@ where
             parent.add_link(process.pid);
         }
         if opts.monitor {
+            // As `monitor_with`, without resolving the pid: the new process has not run yet,
+            // so it is alive and takes the monitor.
             let mref = node.next_monitor_ref();
-            monitor_with(parent, process.pid, mref);
+            parent.add_monitoring(mref, process.pid);
+            let set = process.add_monitored_by(mref, parent.pid);
+            debug_assert!(set, "a process that has not run yet is alive");
             monitor = Some(mref);
         }
     }

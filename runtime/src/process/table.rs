@@ -2,26 +2,200 @@
 //!
 //! `slab` hands out slot indices under a lock taken only by spawn and exit. The slots
 //! themselves live in an append-only [`Segmented`] array, each holding the current process (if
-//! any) behind an `ArcSwapOption` and the slot's serial. Resolving a pid reads the slot without
-//! any lock and checks the serial: a pid whose process has gone resolves to nothing, even after
-//! its slot has been reused.
+//! any) and the slot's serial. Resolving a pid takes no lock: it enters that one slot as a
+//! reader (a compare-and-swap on the slot's reader count) and checks the pid, so a pid whose
+//! process has gone resolves to nothing, even after its slot has been reused.
+//!
+//! A reader never waits. A process's exit takes it out of its slot, then waits until the
+//! readers that may have read it are gone before dropping the slot's reference: readers count
+//! in one of two epochs, and the exit flips the epoch after emptying the slot, then waits for
+//! the old epoch's readers only, so a steady stream of new readers cannot hold it up. A reader
+//! may resolve the same pid again while it holds its slot (nested [`ProcessTable::get`], as
+//! when a message dropped inside a resolution sends to the same pid). The exit never waits
+//! while holding the slab lock, and never runs inside a resolution of its own pid.
+//!
+//! Compared with an `ArcSwapOption` per slot, this spares spawn and exit arc-swap's `store`,
+//! which visits every thread's debt list (`Debt::pay_all`) to settle loans of the old value,
+//! and a resolution records its hold in the slot rather than in a thread-local debt slot. A
+//! slot is 16 bytes.
 
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use arc_swap::{ArcSwapOption, Guard};
 use slab::Slab;
 
 use super::Process;
 use crate::Pid;
 use crate::segmented::Segmented;
 
+/// `Slot::readers`: the current epoch (see `Slot::remove`).
+const EPOCH: u32 = 1 << 31;
+/// `Slot::readers`: the readers that entered in epoch 0 (bits 0..16) and epoch 1 (16..31).
+const READERS_0: u32 = 0xffff;
+const READERS_1: u32 = 0x7fff << 16;
+
+/// One slot of the table (16 bytes): its process, if any, and the readers that may hold it.
 #[derive(Default)]
 struct Slot {
-    process: ArcSwapOption<Process>,
-    /// The serial of the last process spawned into this slot.
+    /// The epoch bit, and how many readers entered in each epoch and are still in.
+    readers: AtomicU32,
+    /// The serial of the last process spawned into this slot (written under the slab lock).
     serial: AtomicU32,
+    /// `Arc::into_raw` of the slot's process (the slot owns that strong count), or null.
+    process: AtomicPtr<Process>,
 }
+
+/// Spins, then yields.
+#[inline]
+fn backoff(spins: &mut u32) {
+    if *spins < 64 {
+        *spins += 1;
+        std::hint::spin_loop();
+    } else {
+        std::thread::yield_now();
+    }
+}
+
+impl Slot {
+    /// Enters the slot as a reader, counted in the current epoch, and reads its process. Never
+    /// waits: a compare-and-swap that only fails when another reader or a writer changed the
+    /// count meanwhile.
+    #[inline]
+    fn read(&self) -> SlotRead<'_> {
+        let mut state = self.readers.load(Ordering::Relaxed);
+        let unit = loop {
+            let (unit, mask) = if state & EPOCH == 0 {
+                (1, READERS_0)
+            } else {
+                (1 << 16, READERS_1)
+            };
+            assert!(state & mask != mask, "too many readers of one process slot");
+            match self.readers.compare_exchange_weak(
+                state,
+                state + unit,
+                Ordering::SeqCst,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => break unit,
+                Err(now) => state = now,
+            }
+        };
+        SlotRead {
+            slot: self,
+            unit,
+            process: self.process.load(Ordering::SeqCst),
+        }
+    }
+
+    /// Puts `process` in the slot, which must be empty (a vacant index: its last process has
+    /// been removed and its readers drained).
+    fn put(&self, process: Arc<Process>) {
+        let old = self
+            .process
+            .swap(Arc::into_raw(process).cast_mut(), Ordering::SeqCst);
+        debug_assert!(old.is_null(), "a vacant slot is empty");
+    }
+
+    /// Takes `process` out of the slot if it is the slot's process, once no reader can still
+    /// hold it: returns whether it did.
+    ///
+    /// Readers never wait for this. The epoch bit flips after the process is taken out, so the
+    /// readers that enter from then on count in the other epoch and cannot see it; this then
+    /// waits until the readers of the old epoch, which may hold it, are gone. (Only one writer
+    /// works on a slot at a time: a process takes itself out, once, and spawn reuses a slot
+    /// only after that. So when the epoch flips, the readers of the new epoch are all gone
+    /// already: the previous flip waited for them, and none entered that epoch since.)
+    fn remove(&self, process: &Process) -> bool {
+        let ptr = std::ptr::from_ref(process).cast_mut();
+        if self
+            .process
+            .compare_exchange(
+                ptr,
+                std::ptr::null_mut(),
+                Ordering::SeqCst,
+                Ordering::Relaxed,
+            )
+            .is_err()
+        {
+            return false;
+        }
+        let old = if self.readers.fetch_xor(EPOCH, Ordering::SeqCst) & EPOCH == 0 {
+            READERS_0
+        } else {
+            READERS_1
+        };
+        let mut spins = 0;
+        while self.readers.load(Ordering::SeqCst) & old != 0 {
+            backoff(&mut spins);
+        }
+        // SAFETY: `ptr` came from `Arc::into_raw` in `put` (the compare-and-swap found it in
+        // the slot), and the slot's strong count it stood for is now this function's alone:
+        // the slot no longer holds it, and every reader that could have read it (entered
+        // before the flip, in the old epoch) has left; readers entering after the flip read
+        // the slot after it was emptied.
+        #[allow(unsafe_code)]
+        drop(unsafe { Arc::from_raw(ptr.cast_const()) });
+        true
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let ptr = *self.process.get_mut();
+        if !ptr.is_null() {
+            // SAFETY: the slot owns the strong count of the `Arc::into_raw` in `put`, and no
+            // reader is left (`&mut self`).
+            #[allow(unsafe_code)]
+            drop(unsafe { Arc::from_raw(ptr.cast_const()) });
+        }
+    }
+}
+
+/// A reader's hold on a slot: the process it read, if any, alive until the hold is dropped.
+pub(crate) struct SlotRead<'a> {
+    slot: &'a Slot,
+    unit: u32,
+    process: *mut Process,
+}
+
+impl SlotRead<'_> {
+    /// The process read, if any.
+    #[inline]
+    pub(crate) fn as_deref(&self) -> Option<&Process> {
+        // SAFETY: a non-null pointer read from the slot came from `Arc::into_raw` in `put`; the
+        // slot's strong count keeps the process alive until `Slot::remove` drops it, which it
+        // does only after every reader counted in the epoch this one entered has left (see
+        // `Slot::remove`), and this one is counted until it drops. The reference is tied to
+        // `&self`, so it cannot outlive the hold.
+        #[allow(unsafe_code)]
+        unsafe {
+            self.process.cast_const().as_ref()
+        }
+    }
+
+    /// A new reference to the process read, if any.
+    fn to_arc(&self) -> Option<Arc<Process>> {
+        let process = self.as_deref()?;
+        let ptr = std::ptr::from_ref(process);
+        // SAFETY: `ptr` came from `Arc::into_raw` and its strong count is kept by the slot
+        // while this hold lasts (see `as_deref`), so adding one and taking it is sound.
+        #[allow(unsafe_code)]
+        unsafe {
+            Arc::increment_strong_count(ptr);
+            Some(Arc::from_raw(ptr))
+        }
+    }
+}
+
+impl Drop for SlotRead<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        self.slot.readers.fetch_sub(self.unit, Ordering::Release);
+    }
+}
+
+/// A resolved pid: the slot's process, held (see the module documentation).
+pub(crate) type Resolved<'a> = SlotRead<'a>;
 
 /// The table of a node's live processes.
 pub(crate) struct ProcessTable {
@@ -71,33 +245,32 @@ impl ProcessTable {
         let serial = slot.serial.load(Ordering::Relaxed).wrapping_add(1);
         slot.serial.store(serial, Ordering::Relaxed);
         let process = make(Pid::from_parts(self.node, index, serial));
-        slot.process.store(Some(Arc::clone(&process)));
+        slot.put(Arc::clone(&process));
         entry.insert(());
         self.live.fetch_add(1, Ordering::Relaxed);
         Ok(process)
     }
 
-    /// The live process named by `pid`, without taking any lock.
+    /// The live process named by `pid`, held in its slot until the result drops; no lock is
+    /// taken.
     #[inline]
-    pub(crate) fn get(&self, pid: Pid) -> Option<Guard<Option<Arc<Process>>>> {
+    pub(crate) fn get(&self, pid: Pid) -> Option<Resolved<'_>> {
         let slot = self.slots.get(pid.index())?;
-        let guard = slot.process.load();
-        match &*guard {
-            Some(p) if p.pid == pid => Some(guard),
+        let read = slot.read();
+        match read.as_deref() {
+            Some(p) if p.pid == pid => Some(read),
             _ => None,
         }
     }
 
-    /// Frees the slot of an exited process.
-    pub(crate) fn remove(&self, pid: Pid) {
-        let mut indices = self.indices();
-        if let Some(slot) = self.slots.get(pid.index()) {
-            let current = slot.process.load();
-            if current.as_ref().is_some_and(|p| p.pid == pid) {
-                slot.process.store(None);
-                indices.remove(pid.index() as usize);
-                self.live.fetch_sub(1, Ordering::Relaxed);
-            }
+    /// Frees the slot of an exited process (a no-op once done).
+    pub(crate) fn remove(&self, process: &Process) {
+        let Some(slot) = self.slots.get(process.pid.index()) else {
+            return;
+        };
+        if slot.remove(process) {
+            self.indices().remove(process.pid.index() as usize);
+            self.live.fetch_sub(1, Ordering::Relaxed);
         }
     }
 
@@ -113,8 +286,107 @@ impl ProcessTable {
             .iter()
             .filter_map(|(i, ())| {
                 let slot = self.slots.get(i as u32)?;
-                slot.process.load_full()
+                slot.read().to_arc()
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    use crate::Node;
+
+    /// Readers on other threads resolve pids of slots that processes keep entering and leaving
+    /// (the slot lock's reads and writes under contention): a resolution yields the process
+    /// asked for, alive for as long as it is held, or nothing.
+    #[test]
+    fn resolutions_race_spawns_and_exits() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+
+        let node = Node::builder().worker_threads(2).build().expect("node");
+        let inner = std::sync::Arc::clone(&node.handle().inner);
+        let table = &inner.table;
+        let done = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            for _ in 0..2 {
+                s.spawn(|| {
+                    let mut hits = 0u64;
+                    while !done.load(Ordering::Relaxed) {
+                        for index in 0..4 {
+                            for serial in 1..=64 {
+                                let pid = crate::Pid::from_parts(inner.id, index, serial);
+                                if let Some(guard) = table.get(pid) {
+                                    let p = guard.as_deref().expect("resolved");
+                                    assert_eq!(p.pid, pid);
+                                    assert_eq!(p.node.id, inner.id);
+                                    hits += 1;
+                                }
+                            }
+                        }
+                    }
+                    std::hint::black_box(hits);
+                });
+            }
+            for _ in 0..2_000 {
+                node.spawn(async {}).expect("spawn");
+                if table.len() > 8 {
+                    std::thread::yield_now();
+                }
+            }
+            let deadline = std::time::Instant::now() + Duration::from_secs(30);
+            while table.len() != 0 && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            done.store(true, Ordering::Relaxed);
+        });
+        assert_eq!(table.len(), 0, "every process exited");
+    }
+
+    /// A reader may resolve a pid again while it holds the pid's slot, even while the process's
+    /// removal waits for that slot's readers (with a fair read-write lock, the nested read
+    /// would queue behind the waiting writer, which waits for the outer read: a deadlock); the
+    /// removal goes on once the reads are done, the process stays alive until then, and a
+    /// stale pid then resolves to nothing, also after the slot is reused.
+    #[test]
+    fn nested_reads_do_not_wait_for_a_waiting_writer() {
+        let node = Node::builder().current_thread().build().expect("node");
+        let pid = node
+            .spawn(async { std::future::pending::<()>().await })
+            .expect("spawn");
+        let inner = std::sync::Arc::clone(&node.handle().inner);
+        let table = &inner.table;
+        let outer = table.get(pid).expect("live");
+        let process = table.all().pop().expect("live");
+        let (removed_tx, removed_rx) = mpsc::channel();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                table.remove(&process);
+                removed_tx.send(()).expect("send");
+            });
+            // The removal waits now, or soon; it cannot finish while `outer` is held.
+            assert!(removed_rx.recv_timeout(Duration::from_millis(50)).is_err());
+            // Taken out of the slot already, or about to be: a new read finds it or nothing.
+            if let Some(nested) = table.get(pid) {
+                assert_eq!(nested.as_deref().map(|p| p.pid), Some(pid));
+            }
+            assert_eq!(
+                outer.as_deref().map(|p| p.pid),
+                Some(pid),
+                "held: still alive"
+            );
+            drop(outer);
+            removed_rx
+                .recv_timeout(Duration::from_secs(10))
+                .expect("the writer goes on once the reads are done");
+        });
+        assert!(table.get(pid).is_none());
+        assert_eq!(table.len(), 0);
+        let newer = node.spawn(async {}).expect("spawn");
+        assert_eq!(newer.index(), pid.index(), "the slot is reused");
+        assert_ne!(newer, pid);
+        assert!(table.get(pid).is_none());
     }
 }
