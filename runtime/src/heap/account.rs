@@ -14,7 +14,6 @@
 //!   in the account's next owner: it is a compare-and-swap that checks the generation.
 
 use std::cell::Cell;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use crate::segmented::Segmented;
@@ -200,22 +199,30 @@ pub(crate) struct Account {
     shared_bytes: AtomicU64,
     shared_blocks: AtomicU64,
     over_limit: AtomicBool,
+    /// While free: the slot plus one of the next free account below it in [`FREE`] (0: none).
+    next_free: AtomicU32,
 }
 
 static ACCOUNTS: Segmented<Account> = Segmented::new();
 
-struct Slots {
-    /// Slots handed out so far.
-    next: u32,
-    free: Vec<u32>,
-    generation: u32,
-}
+/// Slots handed out so far (the next never-used slot).
+static NEXT_SLOT: AtomicU32 = AtomicU32::new(0);
 
-static SLOTS: Mutex<Slots> = Mutex::new(Slots {
-    next: 0,
-    free: Vec::new(),
-    generation: 0,
-});
+/// The last generation handed out; generations are unique per acquire (until they wrap).
+static GENERATION: AtomicU32 = AtomicU32::new(0);
+
+/// The free accounts: a lock-free stack linked through [`Account::next_free`]. The low 32 bits
+/// hold the top's slot plus one (0: empty), the high 32 bits a count of pushes and pops, so
+/// that a pop that read a top and its link before the stack changed under it fails its
+/// compare-and-swap even if the same slot is on top again (accounts are never freed, so
+/// reading a stale link is harmless).
+static FREE: AtomicU64 = AtomicU64::new(0);
+
+/// `FREE`'s word with `slot` (or none: `u32::MAX`) on top, after `head`.
+#[inline]
+fn free_word(head: u64, top_plus_one: u32) -> u64 {
+    (((head >> 32) + 1) << 32) | u64::from(top_plus_one)
+}
 
 /// The account at `slot`, if it was ever handed out.
 #[inline]
@@ -223,48 +230,65 @@ pub(super) fn account_at(slot: u32) -> Option<&'static Account> {
     ACCOUNTS.get(slot)
 }
 
+/// Pops a free account's slot, if any.
+#[inline]
+fn pop_free() -> Option<(u32, &'static Account)> {
+    // Acquire: the release of the account (its tag cleared, its link) happens before.
+    let mut head = FREE.load(Ordering::Acquire);
+    loop {
+        let top = (head as u32).checked_sub(1)?;
+        let account = ACCOUNTS.get(top).expect("a free slot was handed out");
+        let next = account.next_free.load(Ordering::Relaxed);
+        match FREE.compare_exchange_weak(
+            head,
+            free_word(head, next),
+            Ordering::Acquire,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => return Some((top, account)),
+            Err(seen) => head = seen,
+        }
+    }
+}
+
 impl Account {
     /// Takes a free account for a new process; its figures start at zero.
     pub(crate) fn acquire() -> &'static Account {
-        super::suppressed(|| {
-            let mut slots = SLOTS.lock().unwrap_or_else(|e| e.into_inner());
-            let slot = slots.free.pop().unwrap_or_else(|| {
-                slots.next += 1;
-                slots.next - 1
-            });
-            // Generations skip 0 (no one), also in their low 16 bits (the remote count's).
-            slots.generation = slots.generation.wrapping_add(1);
-            if slots.generation & 0xffff == 0 {
-                slots.generation = slots.generation.wrapping_add(1);
-            }
-            let generation = slots.generation;
-            drop(slots);
-            let account = ACCOUNTS.get_or_alloc(slot);
-            for field in [
-                &account.words,
-                &account.bytes,
-                &account.blocks,
-                &account.held,
-                &account.peak,
-                &account.gate,
-                &account.shared_words,
-                &account.shared_bytes,
-                &account.shared_blocks,
-            ] {
-                field.store(0, Ordering::Relaxed);
-            }
-            account.limit.store(u64::MAX, Ordering::Relaxed);
-            account.current_function.store(u32::MAX, Ordering::Relaxed);
-            account.over_limit.store(false, Ordering::Relaxed);
-            account.slot.store(slot, Ordering::Relaxed);
-            account
-                .remote
-                .store(u64::from(generation) & GEN_MASK, Ordering::Release);
-            account
-                .tag
-                .store(Tag { slot, generation }.pack(), Ordering::Release);
-            account
-        })
+        let (slot, account) = pop_free().unwrap_or_else(|| {
+            let slot = NEXT_SLOT.fetch_add(1, Ordering::Relaxed);
+            assert!(slot != u32::MAX, "heap accounts exhausted");
+            // A new segment of the table is the runtime's, not the current process's.
+            (slot, super::suppressed(|| ACCOUNTS.get_or_alloc(slot)))
+        });
+        // Generations skip 0 (no one), also in their low 16 bits (the remote count's).
+        let mut generation = GENERATION.fetch_add(1, Ordering::Relaxed).wrapping_add(1);
+        while generation & 0xffff == 0 {
+            generation = GENERATION.fetch_add(1, Ordering::Relaxed).wrapping_add(1);
+        }
+        for field in [
+            &account.words,
+            &account.bytes,
+            &account.blocks,
+            &account.held,
+            &account.peak,
+            &account.gate,
+            &account.shared_words,
+            &account.shared_bytes,
+            &account.shared_blocks,
+        ] {
+            field.store(0, Ordering::Relaxed);
+        }
+        account.limit.store(u64::MAX, Ordering::Relaxed);
+        account.current_function.store(u32::MAX, Ordering::Relaxed);
+        account.over_limit.store(false, Ordering::Relaxed);
+        account.slot.store(slot, Ordering::Relaxed);
+        account
+            .remote
+            .store(u64::from(generation) & GEN_MASK, Ordering::Release);
+        account
+            .tag
+            .store(Tag { slot, generation }.pack(), Ordering::Release);
+        account
     }
 
     /// Gives the account back when its process is gone: later frees of its blocks are ignored.
@@ -274,13 +298,20 @@ impl Account {
         // A free racing with this either landed before the store below or sees the new
         // generation bits and gives up.
         self.remote.store(0, Ordering::Release);
-        super::suppressed(|| {
-            SLOTS
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .free
-                .push(slot);
-        });
+        let mut head = FREE.load(Ordering::Relaxed);
+        loop {
+            self.next_free.store(head as u32, Ordering::Relaxed);
+            // Release: the next acquirer sees the stores above and the link.
+            match FREE.compare_exchange_weak(
+                head,
+                free_word(head, slot + 1),
+                Ordering::Release,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return,
+                Err(seen) => head = seen,
+            }
+        }
     }
 
     #[inline(always)]
@@ -620,5 +651,52 @@ mod tests {
         assert!(!account.adjust_remote(generation.wrapping_add(1), 100));
         account.release();
         assert!(!account.adjust_remote(generation, 100));
+    }
+
+    /// The free stack under contention: no account is ever held by two owners at once, and
+    /// every acquire gets a generation of its own.
+    #[test]
+    fn concurrent_acquires_never_share_an_account() {
+        use std::collections::HashSet;
+        use std::sync::atomic::AtomicU64;
+        static HELD: [AtomicU64; 1024] = [const { AtomicU64::new(0) }; 1024];
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                std::thread::Builder::new()
+                    .name("acquirer".into())
+                    .spawn(|| {
+                        let mut generations = Vec::new();
+                        for _ in 0..2_000 {
+                            let held: Vec<_> = (0..3).map(|_| Account::acquire()).collect();
+                            for account in &held {
+                                let tag = account.tag();
+                                generations.push(tag.generation);
+                                if let Some(flag) = HELD.get(tag.slot as usize) {
+                                    assert_eq!(
+                                        flag.swap(1, Ordering::Relaxed),
+                                        0,
+                                        "slot {} handed out twice",
+                                        tag.slot
+                                    );
+                                }
+                            }
+                            for account in held {
+                                if let Some(flag) = HELD.get(account.tag().slot as usize) {
+                                    flag.store(0, Ordering::Relaxed);
+                                }
+                                account.release();
+                            }
+                        }
+                        generations
+                    })
+                    .expect("spawn")
+            })
+            .collect();
+        let mut seen = HashSet::new();
+        for thread in threads {
+            for generation in thread.join().expect("thread") {
+                assert!(seen.insert(generation), "generation {generation} reused");
+            }
+        }
     }
 }
