@@ -25,6 +25,7 @@
 mod current;
 mod few;
 mod info;
+mod once;
 mod spawn;
 mod table;
 mod task;
@@ -56,6 +57,7 @@ use crate::timer::CallTimer;
 use crate::trace::TraceFlags;
 use crate::{Exit, ExitReason, Message, Pid};
 use few::Few;
+use once::SetOnce;
 
 /// An exit signal is queued in incoming and has not been acted on.
 const SIGNAL_PENDING: u8 = 1;
@@ -81,9 +83,9 @@ pub(crate) struct Process {
     status: AtomicU8,
     trap_exit: AtomicBool,
     /// The task's waker, kept from the first poll, to wake the process for a signal.
-    task_waker: OnceLock<Waker>,
+    task_waker: SetOnce<Waker>,
     state: Mutex<State>,
-    exit_reason: OnceLock<ExitReason>,
+    exit_reason: SetOnce<ExitReason>,
     finished: AtomicBool,
     /// The deadline its calls re-arm, made at its first call with a timeout.
     call_timer: OnceLock<Arc<CallTimer>>,
@@ -134,12 +136,12 @@ impl Process {
             flags: AtomicU8::new(0),
             status: AtomicU8::new(STATUS_NEW),
             trap_exit: AtomicBool::new(false),
-            task_waker: OnceLock::new(),
+            task_waker: SetOnce::new(),
             state: Mutex::new(State {
                 alive: true,
                 ..State::default()
             }),
-            exit_reason: OnceLock::new(),
+            exit_reason: SetOnce::new(),
             finished: AtomicBool::new(false),
             call_timer: OnceLock::new(),
             trace_flags: TraceFlags::default(),
