@@ -105,6 +105,16 @@ impl Drop for Process {
     }
 }
 
+/// The link and the monitor a process is born with (`spawn_link`, `spawn_monitor`): set as it
+/// is built, before anyone can reach it, rather than each under its lock afterwards.
+#[derive(Default)]
+pub(crate) struct Ties {
+    /// Its parent, linked to it.
+    pub(crate) link: Option<Pid>,
+    /// Its parent's monitor on it.
+    pub(crate) monitored_by: Option<(MonitorRef, Pid)>,
+}
+
 #[derive(Default)]
 struct State {
     alive: bool,
@@ -120,13 +130,17 @@ struct State {
 }
 
 impl Process {
+    #[inline(always)]
     pub(crate) fn new(
         pid: Pid,
         node: Arc<NodeInner>,
         parent: Option<Pid>,
         initial_call: Cow<'static, str>,
         account: &'static Account,
+        ties: Ties,
     ) -> Process {
+        let links = ties.link.map_or(Few::Zero, Few::One);
+        let monitored_by = ties.monitored_by.map_or(Few::Zero, Few::One);
         Process {
             pid,
             node,
@@ -139,6 +153,8 @@ impl Process {
             task_waker: SetOnce::new(),
             state: Mutex::new(State {
                 alive: true,
+                links,
+                monitored_by,
                 ..State::default()
             }),
             exit_reason: SetOnce::new(),
@@ -309,6 +325,13 @@ impl Process {
             .links
             .swap_remove_where(|p| *p == other)
             .is_some()
+    }
+
+    /// Forgets the link and monitor it was built with ([`Ties`]).
+    pub(crate) fn clear_ties(&self) {
+        let mut state = self.state();
+        state.links = Few::default();
+        state.monitored_by = Few::default();
     }
 
     pub(crate) fn add_monitored_by(&self, mref: MonitorRef, watcher: Pid) -> bool {

@@ -487,3 +487,27 @@ fn a_message_owning_another_nodes_runtime_is_dropped_cleanly_at_exit() {
         .expect("the inner process ended");
     assert_eq!(reason, ExitReason::Killed, "{inner_pid}");
 }
+
+/// A spawn that fails because its name is taken leaves no trace at its parent: no exit signal
+/// through the link it would have had, no `Down` for the monitor (they are set as the process
+/// is built, before the name is registered, and forgotten when that fails).
+#[test]
+fn a_spawn_refused_for_its_name_tells_its_parent_nothing() {
+    let node = node();
+    let got = node
+        .run(async {
+            trap_exit(true).unwrap();
+            let holder = spawn(wait_forever()).unwrap();
+            runtime::register("taken", holder).unwrap();
+            let refused = runtime::spawn_opt(
+                wait_forever(),
+                runtime::SpawnOptions::new().name("taken").link().monitor(),
+            );
+            assert!(matches!(refused, Err(runtime::SpawnError::Name(_))));
+            let exit: Option<Exit> = receive_timeout(Duration::from_millis(200)).await;
+            let down: Option<Down> = receive_timeout(Duration::from_millis(50)).await;
+            exit.map(|e| e.from).or(down.map(|d| d.pid))
+        })
+        .unwrap();
+    assert_eq!(got, None);
+}

@@ -7,7 +7,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use super::task::{HelperTask, ProcessTask, run_as_helper};
-use super::{InsertError, Process, with_current};
+use super::{InsertError, Process, Ties, with_current};
 use crate::Pid;
 use crate::exit::IntoExitReason;
 use crate::heap::{Account, Charging};
@@ -186,6 +186,18 @@ where
     // Taken before the table's lock, so as not to hold that while taking the accounts' lock.
     let account = Account::acquire();
     // The table's own storage is the node's, not any process's.
+    // The new process's side of its link and monitor: set as it is built.
+    let monitor = match parent {
+        Some(_) if opts.monitor => Some(node.next_monitor_ref()),
+        _ => None,
+    };
+    let ties = match parent {
+        Some(parent) => Ties {
+            link: opts.link.then_some(parent.pid),
+            monitored_by: monitor.map(|mref| (mref, parent.pid)),
+        },
+        None => Ties::default(),
+    };
     let process = crate::heap::suppressed(|| {
         node.table.insert(node.stopping_flag(), |pid| {
             // The new process's record and mailbox are its own (charged as "shared": the
@@ -197,6 +209,7 @@ where
                 parent.map(|p| p.pid),
                 initial_call,
                 account,
+                ties,
             ))
         })
     })
@@ -211,6 +224,9 @@ where
     if let Some(name) = &opts.name
         && let Err(e) = node.registry.register(name, &process)
     {
+        // It never was: its parent hears nothing of it (the parent's side of the link and
+        // monitor is not set yet).
+        process.clear_ties();
         process.finish(ExitReason::Normal);
         return Err(SpawnError::Name(e));
     }
@@ -230,20 +246,15 @@ where
             process.trace_flags.set_at_spawn(bit, set_on_spawn);
         }
     }
-    let mut monitor = None;
     if let Some(parent) = parent {
+        // The parent's side (the new process's was set as it was built). As `link` and
+        // `monitor_with`, without resolving the pid: the new process has not run yet, so it is
+        // alive.
         if opts.link {
-            process.add_link(parent.pid);
             parent.add_link(process.pid);
         }
-        if opts.monitor {
-            // As `monitor_with`, without resolving the pid: the new process has not run yet,
-            // so it is alive and takes the monitor.
-            let mref = node.next_monitor_ref();
+        if let Some(mref) = monitor {
             parent.add_monitoring(mref, process.pid);
-            let set = process.add_monitored_by(mref, parent.pid);
-            debug_assert!(set, "a process that has not run yet is alive");
-            monitor = Some(mref);
         }
     }
     {

@@ -201,6 +201,14 @@ pub(crate) type Resolved<'a> = SlotRead<'a>;
 pub(crate) struct ProcessTable {
     node: u32,
     slots: Segmented<Slot>,
+    /// What spawns and exits write, on cache lines of its own: pid resolution (every send)
+    /// reads `slots` and never waits for a spawn's writes to these.
+    written: Written,
+}
+
+/// [`ProcessTable`]'s fields written by spawns and exits.
+#[repr(align(64))]
+struct Written {
     indices: Mutex<Slab<()>>,
     live: AtomicUsize,
 }
@@ -220,13 +228,18 @@ impl ProcessTable {
         ProcessTable {
             node,
             slots: Segmented::new(),
-            indices: Mutex::new(Slab::new()),
-            live: AtomicUsize::new(0),
+            written: Written {
+                indices: Mutex::new(Slab::new()),
+                live: AtomicUsize::new(0),
+            },
         }
     }
 
     fn indices(&self) -> std::sync::MutexGuard<'_, Slab<()>> {
-        self.indices.lock().unwrap_or_else(|e| e.into_inner())
+        self.written
+            .indices
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
     }
 
     /// Gives a new process a slot: `make` builds it from its pid.
@@ -247,7 +260,7 @@ impl ProcessTable {
         let process = make(Pid::from_parts(self.node, index, serial));
         slot.put(Arc::clone(&process));
         entry.insert(());
-        self.live.fetch_add(1, Ordering::Relaxed);
+        self.written.live.fetch_add(1, Ordering::Relaxed);
         Ok(process)
     }
 
@@ -270,13 +283,13 @@ impl ProcessTable {
         };
         if slot.remove(process) {
             self.indices().remove(process.pid.index() as usize);
-            self.live.fetch_sub(1, Ordering::Relaxed);
+            self.written.live.fetch_sub(1, Ordering::Relaxed);
         }
     }
 
     /// How many processes are alive.
     pub(crate) fn len(&self) -> usize {
-        self.live.load(Ordering::Relaxed)
+        self.written.live.load(Ordering::Relaxed)
     }
 
     /// The live processes, in slot order.
