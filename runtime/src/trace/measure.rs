@@ -26,6 +26,12 @@ use crate::process::Process;
 static COUNTING: AtomicU64 = AtomicU64::new(0);
 /// Sessions that measure time or memory and are not paused.
 static MEASURING: AtomicU64 = AtomicU64::new(0);
+/// `COUNTING | !MEASURING`, derived after each change of either (under [`DERIVE`]): a call
+/// whose mask has no bit here is measured by every session that wants it and counted by none,
+/// which a lean poll's synchronous entry checks with this one load.
+static NOT_LEAN: AtomicU64 = AtomicU64::new(u64::MAX);
+/// Serializes the derivations of [`NOT_LEAN`], so that the last one sees every change.
+static DERIVE: Mutex<()> = Mutex::new(());
 /// Sessions that measure time.
 static TIMING: AtomicU64 = AtomicU64::new(0);
 /// Sessions that measure memory.
@@ -56,6 +62,21 @@ pub(crate) fn counting() -> u64 {
 #[inline(always)]
 pub(crate) fn measuring() -> u64 {
     MEASURING.load(Ordering::Relaxed)
+}
+
+/// The sessions that count calls or do not measure right now (see [`NOT_LEAN`]).
+#[inline(always)]
+pub(crate) fn not_lean() -> u64 {
+    NOT_LEAN.load(Ordering::Relaxed)
+}
+
+/// Derives [`NOT_LEAN`] again, after a change of [`COUNTING`] or [`MEASURING`].
+fn derive() {
+    let _serial = lock(&DERIVE);
+    NOT_LEAN.store(
+        COUNTING.load(Ordering::SeqCst) | !MEASURING.load(Ordering::SeqCst),
+        Ordering::SeqCst,
+    );
 }
 
 /// What a trace session measures: tprof's types, any combination of them.
@@ -181,6 +202,7 @@ pub(crate) fn open(bit: u32, types: TraceTypes) {
     } else {
         EVENTS.fetch_and(!m, Ordering::Relaxed);
     }
+    derive();
 }
 
 /// Clears a stopped session's bits.
@@ -198,6 +220,7 @@ pub(crate) fn close(bit: u32) {
     ] {
         mask.fetch_and(m, Ordering::SeqCst);
     }
+    derive();
 }
 
 /// Begins measuring a poll of `process` for `sessions` (those measuring it, non-zero).
@@ -807,6 +830,7 @@ impl SessionState {
             let _measured = lock(&self.measured);
             PAUSED.fetch_or(m, Ordering::SeqCst);
             MEASURING.fetch_and(!m, Ordering::SeqCst);
+            derive();
         }
         for data in self.tables() {
             drop(lock(&data));
@@ -823,6 +847,7 @@ impl SessionState {
         if self.types().per_process() {
             MEASURING.fetch_or(m, Ordering::SeqCst);
         }
+        derive();
     }
 
     /// Per function, the distribution of call durations recorded so far.
