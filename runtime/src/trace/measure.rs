@@ -293,6 +293,10 @@ pub(crate) struct ProcTrace {
     /// The name it was registered under when it ended.
     name: Option<crate::Name>,
     sessions: Vec<SessionData>,
+    /// Where the last flush put its last figure: (session slot, generation, index in
+    /// `sessions`, index in its `functions`). A process's polls mostly touch the same
+    /// functions, one or two per poll: the next flush tries there before it searches.
+    hint: Option<(u32, u64, usize, usize)>,
 }
 
 /// Keeps the name `process` was registered under as it ends, so that reports of its figures
@@ -331,14 +335,35 @@ pub(crate) fn flush(process: &Process, drain: Drain) {
         if paused & (1 << bit) != 0 || acc.is_zero() {
             return;
         }
-        let Some(index) = session_data(&mut table, bit, generation, data, process) else {
-            return;
+        let (index, hinted) = match table.hint {
+            // Still measuring (as `session_data` checks)?
+            Some((b, g, index, at)) if b == bit && g == generation && g == generation_of(bit) => {
+                (index, at)
+            }
+            _ => {
+                let Some(index) = session_data(&mut table, bit, generation, data, process) else {
+                    return;
+                };
+                (index, usize::MAX)
+            }
         };
         let functions = &mut table.sessions[index].functions;
-        match functions.binary_search_by_key(&id, |(i, _)| *i) {
-            Ok(i) => functions[i].1 = functions[i].1.plus(&acc),
-            Err(i) => functions.insert(i, (id, acc)),
-        }
+        let at = if functions.get(hinted).is_some_and(|f| f.0 == id) {
+            functions[hinted].1 = functions[hinted].1.plus(&acc);
+            hinted
+        } else {
+            match functions.binary_search_by_key(&id, |(i, _)| *i) {
+                Ok(i) => {
+                    functions[i].1 = functions[i].1.plus(&acc);
+                    i
+                }
+                Err(i) => {
+                    functions.insert(i, (id, acc));
+                    i
+                }
+            }
+        };
+        table.hint = Some((bit, generation, index, at));
     });
 }
 
@@ -350,6 +375,7 @@ fn table_of(process: &Process) -> &ProcTraceRef {
             initial_call: process.initial_call.clone(),
             name: None,
             sessions: Vec::new(),
+            hint: None,
         }))
     })
 }
@@ -374,7 +400,9 @@ fn session_data(
     {
         return Some(i);
     }
-    // A session that held this slot before is gone: its figures go with it.
+    // A session that held this slot before is gone: its figures go with it (and the indices
+    // of `sessions` change).
+    table.hint = None;
     table.sessions.retain(|d| d.bit != bit);
     if !register(bit, generation, data, process.node.id) {
         return None;
