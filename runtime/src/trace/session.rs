@@ -417,7 +417,7 @@ pub(crate) fn record_call(callsite: &'static Callsite, mask: u64) {
     if mask == 0 {
         return;
     }
-    if !COUNT.with(|c| {
+    if !with_count(|c| {
         mask & !c.counted.get() == 0 && c.node.get() == current_node_id() && c.count(callsite, mask)
     }) {
         record_call_slow(callsite, mask);
