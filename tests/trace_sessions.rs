@@ -247,3 +247,39 @@ fn counts_stay_exact_across_sessions_reusing_a_slot_and_threads_that_exit() {
     };
     assert_eq!(calls_of(&s, "leaf"), 8000);
 }
+
+#[test]
+fn two_sessions_count_exactly_when_one_of_them_is_dropped_and_its_slot_reused() {
+    // One worker thread, so its cached shards (one per slot, counted in one go for a call both
+    // sessions want) are those of the previous owner of the reused slot: they must count for
+    // neither session once that owner is dropped.
+    let single = Node::builder().current_thread().build().unwrap();
+    let m = module_path!();
+    let stays = single.trace_session().unwrap();
+    stays
+        .set_pattern(&TracePattern::function(m, "leaf"))
+        .unwrap();
+    let mut total = 0;
+    let mut last_slot = None;
+    for round in 1..=4u64 {
+        let s = single.trace_session().unwrap();
+        s.set_pattern(&TracePattern::function(m, "leaf")).unwrap();
+        if let Some(slot) = last_slot {
+            assert_eq!(s.slot(), slot, "the freed slot is reused");
+        }
+        last_slot = Some(s.slot());
+        single
+            .run(async move {
+                for i in 0..100 * round {
+                    leaf(i);
+                }
+            })
+            .unwrap();
+        total += 100 * round;
+        assert_eq!(calls_of(&s, "leaf"), 100 * round, "round {round}");
+        assert_eq!(calls_of(&stays, "leaf"), total, "round {round}");
+    }
+    // Calls outside any process are counted by no session.
+    leaf(1);
+    assert_eq!(calls_of(&stays, "leaf"), total);
+}

@@ -26,6 +26,12 @@ use crate::process::Process;
 static COUNTING: AtomicU64 = AtomicU64::new(0);
 /// Sessions that measure time or memory and are not paused.
 static MEASURING: AtomicU64 = AtomicU64::new(0);
+/// `COUNTING | !MEASURING`, derived after each change of either (under [`DERIVE`]): a call
+/// whose mask has no bit here is measured by every session that wants it and counted by none,
+/// which a lean poll's synchronous entry checks with this one load.
+static NOT_LEAN: AtomicU64 = AtomicU64::new(u64::MAX);
+/// Serializes the derivations of [`NOT_LEAN`], so that the last one sees every change.
+static DERIVE: Mutex<()> = Mutex::new(());
 /// Sessions that measure time.
 static TIMING: AtomicU64 = AtomicU64::new(0);
 /// Sessions that measure memory.
@@ -56,6 +62,21 @@ pub(crate) fn counting() -> u64 {
 #[inline(always)]
 pub(crate) fn measuring() -> u64 {
     MEASURING.load(Ordering::Relaxed)
+}
+
+/// The sessions that count calls or do not measure right now (see [`NOT_LEAN`]).
+#[inline(always)]
+pub(crate) fn not_lean() -> u64 {
+    NOT_LEAN.load(Ordering::Relaxed)
+}
+
+/// Derives [`NOT_LEAN`] again, after a change of [`COUNTING`] or [`MEASURING`].
+fn derive() {
+    let _serial = lock(&DERIVE);
+    NOT_LEAN.store(
+        COUNTING.load(Ordering::SeqCst) | !MEASURING.load(Ordering::SeqCst),
+        Ordering::SeqCst,
+    );
 }
 
 /// What a trace session measures: tprof's types, any combination of them.
@@ -181,6 +202,7 @@ pub(crate) fn open(bit: u32, types: TraceTypes) {
     } else {
         EVENTS.fetch_and(!m, Ordering::Relaxed);
     }
+    derive();
 }
 
 /// Clears a stopped session's bits.
@@ -198,6 +220,7 @@ pub(crate) fn close(bit: u32) {
     ] {
         mask.fetch_and(m, Ordering::SeqCst);
     }
+    derive();
 }
 
 /// Begins measuring a poll of `process` for `sessions` (those measuring it, non-zero).
@@ -270,6 +293,10 @@ pub(crate) struct ProcTrace {
     /// The name it was registered under when it ended.
     name: Option<crate::Name>,
     sessions: Vec<SessionData>,
+    /// Where the last flush put its last figure: (session slot, generation, index in
+    /// `sessions`, index in its `functions`). A process's polls mostly touch the same
+    /// functions, one or two per poll: the next flush tries there before it searches.
+    hint: Option<(u32, u64, usize, usize)>,
 }
 
 /// Keeps the name `process` was registered under as it ends, so that reports of its figures
@@ -308,14 +335,35 @@ pub(crate) fn flush(process: &Process, drain: Drain) {
         if paused & (1 << bit) != 0 || acc.is_zero() {
             return;
         }
-        let Some(index) = session_data(&mut table, bit, generation, data, process) else {
-            return;
+        let (index, hinted) = match table.hint {
+            // Still measuring (as `session_data` checks)?
+            Some((b, g, index, at)) if b == bit && g == generation && g == generation_of(bit) => {
+                (index, at)
+            }
+            _ => {
+                let Some(index) = session_data(&mut table, bit, generation, data, process) else {
+                    return;
+                };
+                (index, usize::MAX)
+            }
         };
         let functions = &mut table.sessions[index].functions;
-        match functions.binary_search_by_key(&id, |(i, _)| *i) {
-            Ok(i) => functions[i].1 = functions[i].1.plus(&acc),
-            Err(i) => functions.insert(i, (id, acc)),
-        }
+        let at = if functions.get(hinted).is_some_and(|f| f.0 == id) {
+            functions[hinted].1 = functions[hinted].1.plus(&acc);
+            hinted
+        } else {
+            match functions.binary_search_by_key(&id, |(i, _)| *i) {
+                Ok(i) => {
+                    functions[i].1 = functions[i].1.plus(&acc);
+                    i
+                }
+                Err(i) => {
+                    functions.insert(i, (id, acc));
+                    i
+                }
+            }
+        };
+        table.hint = Some((bit, generation, index, at));
     });
 }
 
@@ -327,6 +375,7 @@ fn table_of(process: &Process) -> &ProcTraceRef {
             initial_call: process.initial_call.clone(),
             name: None,
             sessions: Vec::new(),
+            hint: None,
         }))
     })
 }
@@ -351,7 +400,9 @@ fn session_data(
     {
         return Some(i);
     }
-    // A session that held this slot before is gone: its figures go with it.
+    // A session that held this slot before is gone: its figures go with it (and the indices
+    // of `sessions` change).
+    table.hint = None;
     table.sessions.retain(|d| d.bit != bit);
     if !register(bit, generation, data, process.node.id) {
         return None;
@@ -807,6 +858,7 @@ impl SessionState {
             let _measured = lock(&self.measured);
             PAUSED.fetch_or(m, Ordering::SeqCst);
             MEASURING.fetch_and(!m, Ordering::SeqCst);
+            derive();
         }
         for data in self.tables() {
             drop(lock(&data));
@@ -823,6 +875,7 @@ impl SessionState {
         if self.types().per_process() {
             MEASURING.fetch_or(m, Ordering::SeqCst);
         }
+        derive();
     }
 
     /// Per function, the distribution of call durations recorded so far.

@@ -11,9 +11,10 @@
 //! [`enter`](super::enter): for each session in the mask that belongs to the calling process's
 //! node, it adds one to that session's counter for the function in the calling thread's own
 //! shard (a plain load and store: no other thread writes it). Each thread caches where it
-//! counts per slot, valid while the global epoch (changed when a session opens or is dropped)
-//! and the thread's node are those it was filled for: a call that only count-only sessions
-//! want is then counted inline at its callsite. [`TraceSession::call_counts`]
+//! counts per slot, valid while the thread's node is the one it was filled for; a dropped
+//! session closes its shards (a word at the front of each, which the cache's counting checks):
+//! a call that only count-only sessions want is then counted inline at its callsite, with no
+//! global load. [`TraceSession::call_counts`]
 //! sums the shards of every thread that ever counted for the session, live or exited, without
 //! stopping anything. `pause` and `restart` never write other threads' shards: they record a
 //! snapshot and a baseline that reads are taken against, so that once `pause` returns, reads
@@ -51,8 +52,18 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// One thread's counters for one session, by callsite id.
+/// One thread's counters for one session: `[open, counter of callsite 0, counter of callsite
+/// 1, ...]`, where `open` is the number of counters while the session is open and 0 once it is
+/// dropped (a thread's cached pointer to a closed shard then counts nothing).
 type Shard = [AtomicU64];
+
+/// A session's shards, and whether it is closed (dropped): a shard made after that is made
+/// closed.
+#[derive(Default)]
+struct ShardList {
+    closed: bool,
+    all: Vec<Arc<Shard>>,
+}
 
 pub(crate) struct SessionState {
     bit: u32,
@@ -66,7 +77,7 @@ pub(crate) struct SessionState {
     /// Which callsites this session traces, by callsite id.
     traced: Mutex<Vec<bool>>,
     /// Every thread's shard, kept after the thread exits.
-    shards: Mutex<Vec<Arc<Shard>>>,
+    shards: Mutex<ShardList>,
     counters: Mutex<CounterState>,
     /// Call-tree mode's interned paths.
     paths: Mutex<super::tree::PathTable>,
@@ -130,8 +141,8 @@ impl SessionState {
 
     fn sums(&self) -> Vec<u64> {
         let mut sums = vec![0u64; callsites().len()];
-        for shard in lock(&self.shards).iter() {
-            for (sum, c) in sums.iter_mut().zip(shard.iter()) {
+        for shard in lock(&self.shards).all.iter() {
+            for (sum, c) in sums.iter_mut().zip(shard.iter().skip(1)) {
                 *sum += c.load(Ordering::Relaxed);
             }
         }
@@ -166,66 +177,60 @@ struct Shards([Option<SlotShard>; MAX_SESSIONS]);
 
 impl Drop for Shards {
     fn drop(&mut self) {
-        COUNT.with(|c| c.reset(0, 0));
+        COUNT.with(|c| c.reset(0));
     }
 }
-
-/// Changes (with a release store) after every change that can make a thread's [`COUNT`] cache
-/// wrong: a session opened or dropped (a slot then changes hands). A cache filled at another
-/// epoch is refilled before use. Starts at 1: an empty cache's epoch, 0, never matches.
-static EPOCH: AtomicU64 = AtomicU64::new(1);
 
 thread_local! {
     /// This thread's shard for each session slot.
     static SHARDS: RefCell<Shards> =
         const { RefCell::new(Shards([const { None }; MAX_SESSIONS])) };
-    /// Where this thread counts, for the slots it has counted for since the last [`EPOCH`]
-    /// change: a counted call then takes a thread-local load, two comparisons and an increment
-    /// per session.
+    /// Where this thread counts, for the slots it has counted for in a process of one node: a
+    /// counted call then takes a thread-local load, a comparison and an increment per session.
     static COUNT: CountCache = const {
         CountCache {
-            epoch: Cell::new(0),
             node: Cell::new(0),
             counted: Cell::new(0),
             not_fast: Cell::new(u64::MAX),
-            len: Cell::new(0),
             single: Cell::new(0),
             single_counters: Cell::new(std::ptr::null()),
+            pair: Cell::new(0),
+            pair_counters: [const { Cell::new(std::ptr::null()) }; 2],
             counters: [const { Cell::new(std::ptr::null()) }; MAX_SESSIONS],
         }
     };
 }
 
-/// Copies of this thread's [`SHARDS`] entries that are valid for one [`EPOCH`] and one node.
+/// Copies of this thread's [`SHARDS`] entries, for the processes of one node.
 struct CountCache {
-    /// The epoch it was filled at (0: empty).
-    epoch: Cell<u64>,
-    /// The node of the process it counts for.
+    /// The node of the processes it counts for (0: none).
     node: Cell<u32>,
     /// The slots whose counters are below.
     counted: Cell<u64>,
     /// The complement of the slots of `counted` whose sessions count and measure nothing per
     /// process: a call whose mask has no bit here needs nothing else.
     not_fast: Cell<u64>,
-    /// The length of every shard: the number of callsites.
-    len: Cell<usize>,
     /// The bit of the slot remembered last, 0 if none: a call whose mask is that one slot
     /// takes no loop.
     single: Cell<u64>,
     /// Its counters.
     single_counters: Cell<*const AtomicU64>,
+    /// The two bits of `counted` when it has two, 0 otherwise: a call whose mask is those two
+    /// slots takes no loop either.
+    pair: Cell<u64>,
+    /// Their counters, lower slot first.
+    pair_counters: [Cell<*const AtomicU64>; 2],
     /// Per slot of `counted`, the counters of its [`SHARDS`] entry.
     counters: [Cell<*const AtomicU64>; MAX_SESSIONS],
 }
 
 impl CountCache {
-    fn reset(&self, epoch: u64, node: u32) {
-        self.epoch.set(epoch);
+    fn reset(&self, node: u32) {
         self.node.set(node);
         self.counted.set(0);
         self.not_fast.set(u64::MAX);
-        self.len.set(callsites().len());
         self.single.set(0);
+        self.pair.set(0);
     }
 
     /// Forgets slot `bit` (before its [`SHARDS`] entry is replaced).
@@ -236,12 +241,12 @@ impl CountCache {
         if self.single.get() == 1 << bit {
             self.single.set(0);
         }
+        if self.pair.get() & 1 << bit != 0 {
+            self.pair.set(0);
+        }
     }
 
     fn remember(&self, bit: usize, entry: &SlotShard) {
-        if entry.shard.len() != self.len.get() {
-            return;
-        }
         self.counters[bit].set(entry.shard.as_ptr());
         self.counted.set(self.counted.get() | 1 << bit);
         self.single.set(1 << bit);
@@ -249,82 +254,172 @@ impl CountCache {
         if entry.count_only {
             self.not_fast.set(self.not_fast.get() & !(1 << bit));
         }
+        let counted = self.counted.get();
+        if counted.count_ones() == 2 {
+            let low = counted.trailing_zeros() as usize;
+            let high = 63 - counted.leading_zeros() as usize;
+            self.pair.set(counted);
+            self.pair_counters[0].set(self.counters[low].get());
+            self.pair_counters[1].set(self.counters[high].get());
+        } else {
+            self.pair.set(0);
+        }
     }
 
-    /// Counts a call of `callsite` for every session in `mask` (all in `counted`), if the cache
-    /// is valid for the calling process's node now.
+    /// Counts a call of `callsite` for every session in `mask` (all in `counted`, and the
+    /// calling process of `node`), unless one of their shards is closed.
     #[inline(always)]
     fn count(&self, callsite: &Callsite, mask: u64) -> bool {
-        if self.epoch.get() != EPOCH.load(Ordering::Relaxed) || self.node.get() != current_node_id()
-        {
-            return false;
-        }
         let id = callsite.raw_id();
-        if id >= self.len.get() {
-            return false;
-        }
-        // SAFETY (both blocks): every slot of `mask` is in `counted` (the callers check
-        // `mask` against it), and `single` is one of them or 0. So each pointer was copied by
-        // `remember` from this thread's `SHARDS` entry for its slot, an `Arc<Shard>` of `len`
-        // counters, and that entry still holds it: `SHARDS` entries are replaced only by
-        // `record_call_slow`, which calls `forget` for the slot first (clearing `single` if it
-        // is that slot), and dropped only at thread exit, by `Shards::drop`, which empties
-        // this cache first. `id < len` keeps the index inside the shard.
+        // SAFETY (all blocks): every slot of `mask` is in `counted` (the callers check `mask`
+        // against it, or against `not_fast`, whose complement is in `counted`), and `single`
+        // and the slots of `pair` are among them or 0. So each pointer was copied by
+        // `remember` from this thread's `SHARDS` entry for its slot, an `Arc<Shard>` of one word
+        // more than there are callsites, and that entry still holds it: `SHARDS` entries are
+        // replaced only by `record_call_slow`, which calls `forget` for the slot first
+        // (clearing `single` and `pair` if they name it), and dropped only at thread exit, by
+        // `Shards::drop`, which empties this cache first.
         if mask == self.single.get() {
             // SAFETY: see above; `single_counters` is the counters of slot `single`.
             #[allow(unsafe_code)]
+            return unsafe { increment(self.single_counters.get(), id) };
+        }
+        self.count_many(mask, id)
+    }
+
+    /// [`count`](Self::count) for a mask of more than one slot.
+    #[inline(always)]
+    fn count_many(&self, mask: u64, id: usize) -> bool {
+        // SAFETY (all blocks): as in `count`, which this continues.
+        if mask == self.pair.get() {
+            let [low, high] = [self.pair_counters[0].get(), self.pair_counters[1].get()];
+            // SAFETY: see above; `pair_counters` are the counters of the slots of `pair`.
+            #[allow(unsafe_code)]
+            let open = unsafe { is_open(low, id) && is_open(high, id) };
+            if !open {
+                return false;
+            }
+            // SAFETY: see above; both have a counter for `id` (just checked).
+            #[allow(unsafe_code)]
             unsafe {
-                increment(self.single_counters.get(), id);
+                increment_unchecked(low, id);
+                increment_unchecked(high, id);
             }
             return true;
+        }
+        // All open first: a call counts for all of them here or for none.
+        let mut m = mask;
+        let mut open = true;
+        while m != 0 {
+            let bit = m.trailing_zeros() as usize;
+            m &= m - 1;
+            #[allow(unsafe_code)]
+            // SAFETY: see above.
+            let this = unsafe { is_open(self.counters[bit].get(), id) };
+            open &= this;
+        }
+        if !open {
+            return false;
         }
         let mut m = mask;
         while m != 0 {
             let bit = m.trailing_zeros() as usize;
             m &= m - 1;
-            // SAFETY: see above.
+            // SAFETY: see above; every shard of `mask` has a counter for `id` (checked just
+            // above, by this thread, the only one that replaces them).
             #[allow(unsafe_code)]
             unsafe {
-                increment(self.counters[bit].get(), id);
+                increment_unchecked(self.counters[bit].get(), id);
             }
         }
         true
     }
 }
 
-/// Adds one to counter `id` of the shard at `counters` (for [`CountCache::count`]). Counters
-/// are atomics, written by this thread only: the session's readers on other threads may load
-/// them.
+// The cache has no destructor: its storage lives as long as its thread (see `with_count`).
+const _: () = assert!(!std::mem::needs_drop::<CountCache>());
+
+/// `COUNT.with(f)`, with `f` inlined into its caller (as `stack::with_stack` does for the
+/// traced stack): `LocalKey::with` is not inlined once its closure is more than a few
+/// instructions.
+#[inline(always)]
+fn with_count<R>(f: impl FnOnce(&CountCache) -> R) -> R {
+    let c: *const CountCache = COUNT.with(|c| c as *const CountCache);
+    // SAFETY: `COUNT` is initialized by a `const` block and has no destructor (asserted
+    // above), so its storage is valid for the whole life of this thread and `with` hands out
+    // the same address every time; `c` is dereferenced on this thread only, for the length of
+    // `f`, exactly as `COUNT.with(f)` would lend it. `CountCache` is all `Cell`s: a shared
+    // reference is its only kind of access. Every counted call in the tests goes through here.
+    #[allow(unsafe_code)]
+    let c = unsafe { &*c };
+    f(c)
+}
+
+/// Whether the shard at `counters` is open and has a counter for callsite `id`.
 ///
 /// # Safety
-/// `counters` points to a live shard of more than `id` counters.
+/// `counters` points to a live [`Shard`].
 #[allow(unsafe_code)]
 #[inline(always)]
-unsafe fn increment(counters: *const AtomicU64, id: usize) {
-    // SAFETY: the caller's promise.
-    let c = unsafe { &*counters.add(id) };
+unsafe fn is_open(counters: *const AtomicU64, id: usize) -> bool {
+    // SAFETY: the caller's promise; a shard has at least its `open` word.
+    id < unsafe { &*counters }.load(Ordering::Relaxed) as usize
+}
+
+/// Adds one to the counter of callsite `id` in the shard at `counters` (for
+/// [`CountCache::count`]) and returns true, if the shard is open and has one; false otherwise.
+/// Counters are atomics, written by this thread only: the session's readers on other threads
+/// may load them.
+///
+/// # Safety
+/// `counters` points to a live [`Shard`].
+#[allow(unsafe_code)]
+#[inline(always)]
+unsafe fn increment(counters: *const AtomicU64, id: usize) -> bool {
+    // SAFETY: the caller's promise; a shard has at least its `open` word.
+    if !unsafe { is_open(counters, id) } {
+        return false;
+    }
+    // SAFETY: `open` is the number of counters after it while the shard is open (0 once it
+    // is closed), so `id < open` puts `id + 1` inside the shard.
+    unsafe { increment_unchecked(counters, id) };
+    true
+}
+
+/// Adds one to the counter of callsite `id` in the shard at `counters`.
+///
+/// # Safety
+/// `counters` points to a live [`Shard`] with a counter for `id` (`id` below its `open` word
+/// once).
+#[allow(unsafe_code)]
+#[inline(always)]
+unsafe fn increment_unchecked(counters: *const AtomicU64, id: usize) {
+    // SAFETY: the caller's promise: `id + 1` is inside the shard.
+    let c = unsafe { &*counters.add(id + 1) };
     c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
 }
 
 /// A traced call's cheapest case, inlined where it is called: every session in `mask` counts
-/// calls and measures nothing per process, and this thread has counted for each at this
-/// [`EPOCH`] for this node. Counts the call and returns true; false when the call needs
-/// [`record_call`] or more.
+/// calls and measures nothing per process, and this thread has counted for each for this
+/// node. Counts the call and returns true; false when the call needs [`record_call`] or more.
 #[inline(always)]
 pub(crate) fn count_only(callsite: &Callsite, mask: u64) -> bool {
-    COUNT.with(|c| mask & c.not_fast.get() == 0 && c.count(callsite, mask))
+    with_count(|c| {
+        mask & c.not_fast.get() == 0 && c.node.get() == current_node_id() && c.count(callsite, mask)
+    })
 }
 
 /// A traced call: counts it for every session in `mask` that belongs to the calling process's
-/// node. The common case reads this thread's [`COUNT`] cache, the [`EPOCH`] and the thread's
-/// node.
+/// node. The common case reads this thread's [`COUNT`] cache and the thread's node.
 #[inline(always)]
 pub(crate) fn record_call(callsite: &'static Callsite, mask: u64) {
     let mask = mask & super::measure::counting();
     if mask == 0 {
         return;
     }
-    if !COUNT.with(|c| mask & !c.counted.get() == 0 && c.count(callsite, mask)) {
+    if !with_count(|c| {
+        mask & !c.counted.get() == 0 && c.node.get() == current_node_id() && c.count(callsite, mask)
+    }) {
         record_call_slow(callsite, mask);
     }
 }
@@ -335,15 +430,13 @@ fn record_call_slow(callsite: &'static Callsite, mask: u64) {
     if node == 0 {
         return;
     }
-    // Before the state it guards: a change after this load changes the epoch again.
-    let epoch = EPOCH.load(Ordering::Acquire);
     let id = callsite.id();
     // Fails only while this thread's destructors run: such a call is not counted.
     let _ = SHARDS.try_with(|shards| {
         let mut shards = shards.borrow_mut();
         COUNT.with(|cache| {
-            if cache.epoch.get() != epoch || cache.node.get() != node {
-                cache.reset(epoch, node);
+            if cache.node.get() != node {
+                cache.reset(node);
             }
             let mut m = mask;
             while m != 0 {
@@ -361,7 +454,7 @@ fn record_call_slow(callsite: &'static Callsite, mask: u64) {
                     continue;
                 };
                 if e.node == node {
-                    let c = &e.shard[id];
+                    let c = &e.shard[id + 1];
                     c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
                     cache.remember(bit, e);
                 }
@@ -377,8 +470,13 @@ fn refill(bit: usize, entry: &mut Option<SlotShard>) -> Option<&mut SlotShard> {
     let session = guard.as_deref()?;
     // The profiler's own memory: charged to no process or function.
     let shard: Arc<Shard> = crate::heap::suppressed(|| {
-        let shard: Arc<Shard> = (0..callsites().len()).map(|_| AtomicU64::new(0)).collect();
-        lock(&session.shards).push(Arc::clone(&shard));
+        let mut shards = lock(&session.shards);
+        let len = callsites().len();
+        let open = if shards.closed { 0 } else { len as u64 };
+        let shard: Arc<Shard> = std::iter::once(AtomicU64::new(open))
+            .chain((0..len).map(|_| AtomicU64::new(0)))
+            .collect();
+        shards.all.push(Arc::clone(&shard));
         shard
     });
     Some(entry.insert(SlotShard {
@@ -552,7 +650,7 @@ impl NodeHandle {
             measured: Mutex::new(Vec::new()),
             histograms: Mutex::new(Vec::new()),
             traced: Mutex::new(vec![false; callsites().len()]),
-            shards: Mutex::new(Vec::new()),
+            shards: Mutex::new(ShardList::default()),
             counters: Mutex::new(CounterState {
                 baseline: vec![0; callsites().len()],
                 paused: None,
@@ -578,7 +676,6 @@ impl NodeHandle {
             .trace_sessions
             .fetch_or(1 << bit, Ordering::SeqCst);
         super::measure::open(bit, types);
-        EPOCH.fetch_add(1, Ordering::Release);
         Ok(TraceSession {
             state,
             node: self.clone(),
@@ -823,9 +920,17 @@ impl Drop for TraceSession {
         for p in self.node.inner.table.all() {
             p.trace_flags.clear(bit);
         }
+        // Every thread's cached pointer to this session's shards counts nothing from now on,
+        // and a shard made from now on is made closed.
+        {
+            let mut shards = lock(&self.state.shards);
+            shards.closed = true;
+            for shard in &shards.all {
+                shard[0].store(0, Ordering::Relaxed);
+            }
+        }
         GENERATIONS[bit as usize].store(0, Ordering::Relaxed);
         SLOTS[bit as usize].store(None);
-        EPOCH.fetch_add(1, Ordering::Release);
         *lock(&USED) &= !(1u64 << bit);
     }
 }

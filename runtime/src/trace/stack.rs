@@ -1000,11 +1000,10 @@ fn pop_lean_sync_full(s: &Stack) {
 /// a lean poll with nothing to charge takes no further call (nor saves a register).
 #[inline(never)]
 fn enter_call_in(s: &Stack, callsite: &'static Callsite, mask: u64) -> FrameGuard {
-    if mask & s.lean.get() == 0 || mask & super::measure::counting() != 0 {
+    // Every session of `mask` measures and none counts (one load), and the poll is lean for
+    // one of them.
+    if mask & s.lean.get() == 0 || mask & super::measure::not_lean() != 0 {
         return enter_call_full(s, callsite, mask);
-    }
-    if mask & super::measure::measuring() == 0 {
-        return FrameGuard::NONE;
     }
     let depth = s.depth.get();
     let table = s.lean_table.get();
