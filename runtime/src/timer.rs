@@ -17,8 +17,8 @@
 //!   under a per-thread shard lock; a finished call's entry is a dead `Weak`, dropped on the
 //!   next pass.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering, fence};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::task::{Context, Waker};
 use std::time::Duration;
 
@@ -63,6 +63,10 @@ pub(crate) struct CallTimer {
     /// The last number handed out (written by the owner only).
     last: AtomicU64,
     registered: AtomicBool,
+    /// The first waker a call polled it with: normally the process's own task, whose calls
+    /// then register without a lock (it is woken whenever the timer fires).
+    task: OnceLock<Waker>,
+    /// The last other waker (a call polled from inside a combinator with wakers of its own).
     waker: Mutex<Option<Waker>>,
 }
 
@@ -81,6 +85,7 @@ impl CallTimer {
             fired: AtomicU64::new(0),
             last: AtomicU64::new(0),
             registered: AtomicBool::new(false),
+            task: OnceLock::new(),
             waker: Mutex::new(None),
         }
     }
@@ -118,19 +123,28 @@ impl CallTimer {
         if self.fired.load(Ordering::Acquire) == seq {
             return true;
         }
-        {
+        let task = self.task.get_or_init(|| cx.waker().clone());
+        if !task.will_wake(cx.waker()) {
             let mut waker = self.waker.lock().unwrap_or_else(|e| e.into_inner());
             match &*waker {
                 Some(w) if w.will_wake(cx.waker()) => {}
                 _ => *waker = Some(cx.waker().clone()),
             }
         }
-        // The ticker stores `fired` before it takes the waker: seen here, or woken.
+        // The waker is registered before `fired` is read here, and the ticker stores `fired`
+        // before it reads the wakers (a fence on each side): seen here, or woken.
+        fence(Ordering::SeqCst);
         self.fired.load(Ordering::Acquire) == seq
     }
 
+    /// Wakes both the task waker and the last other one (a spurious wake is harmless, and
+    /// firing is rare).
     fn fire(&self, seq: u64) {
         self.fired.store(seq, Ordering::Release);
+        fence(Ordering::SeqCst);
+        if let Some(task) = self.task.get() {
+            task.wake_by_ref();
+        }
         let waker = self.waker.lock().unwrap_or_else(|e| e.into_inner()).clone();
         if let Some(w) = waker {
             w.wake();

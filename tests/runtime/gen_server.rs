@@ -235,6 +235,37 @@ fn a_call_times_out_never_early_and_the_server_lives_on() {
 }
 
 #[test]
+fn a_call_polled_with_another_waker_than_its_process_still_times_out() {
+    let node = node();
+    let (first, second, third) = node
+        .run(async {
+            let kv = gen_server::start::<Kv>(None, StartOptions::new())
+                .await
+                .unwrap();
+            // Polled by the process's task: its waker is the one the deadline keeps.
+            let first = kv.call(Req::Hang, Duration::from_millis(20)).await;
+            // Armed by the process, then awaited by another task: the deadline must wake that
+            // task, not (only) the process.
+            let mut second = Box::pin(kv.call(Req::Hang, Duration::from_millis(20)));
+            std::future::poll_fn(|cx| {
+                assert!(second.as_mut().poll(cx).is_pending());
+                std::task::Poll::Ready(())
+            })
+            .await;
+            let second = tokio::spawn(second).await.unwrap();
+            let third = kv.call(Req::Get("k".into()), LONG).await;
+            (first, second, third)
+        })
+        .unwrap();
+    assert!(matches!(first, Err(CallError::Timeout { .. })), "{first:?}");
+    assert!(
+        matches!(second, Err(CallError::Timeout { .. })),
+        "{second:?}"
+    );
+    assert_eq!(third.unwrap(), Reply::Value(None));
+}
+
+#[test]
 fn calling_a_dead_server_or_an_unknown_name_is_noproc() {
     let node = node();
     let out = node

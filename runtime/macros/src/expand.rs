@@ -21,7 +21,11 @@ pub(crate) fn traced(attr: TokenStream, item: TokenStream) -> syn::Result<TokenS
                 .name
                 .map(|n| n.value())
                 .unwrap_or_else(|| f.sig.ident.to_string());
-            f.block = Box::new(wrap(&f.sig, &f.block, &name, args.module.as_ref())?);
+            if let Some(block) = wrap_flat(&mut f.sig, &f.block, &name, args.module.as_ref())? {
+                f.block = Box::new(block);
+            } else {
+                f.block = Box::new(wrap(&f.sig, &f.block, &name, args.module.as_ref())?);
+            }
             Ok(f.into_token_stream())
         }
         Item::Impl(mut imp) => {
@@ -203,6 +207,93 @@ fn callsite_static(
         static __RUNTIME_TRACED_CALLSITE: ::runtime::trace::Callsite =
             ::runtime::trace::Callsite::new(#module, #name, #arity, ::core::file!(), ::core::line!());
     }
+}
+
+/// Whether a free `async fn` can become a `fn` returning its traced future: nothing in its
+/// signature names a lifetime (so the returned `impl Future` captures exactly what the
+/// `async fn`'s future would, in any edition) and it is a plain safe Rust function.
+fn flat_ok(sig: &Signature) -> bool {
+    fn no_lifetimes(tokens: TokenStream) -> bool {
+        tokens.into_iter().all(|t| match t {
+            proc_macro2::TokenTree::Group(g) => no_lifetimes(g.stream()),
+            proc_macro2::TokenTree::Punct(p) => p.as_char() != '\'' && p.as_char() != '&',
+            _ => true,
+        })
+    }
+    sig.asyncness.is_some()
+        && sig.constness.is_none()
+        && sig.unsafety.is_none()
+        && sig.abi.is_none()
+        && sig.variadic.is_none()
+        && sig
+            .inputs
+            .iter()
+            .all(|arg| matches!(arg, syn::FnArg::Typed(_)))
+        && no_lifetimes(sig.generics.to_token_stream())
+        && no_lifetimes(sig.inputs.to_token_stream())
+        && no_lifetimes(sig.output.to_token_stream())
+}
+
+/// A free `async fn` whose signature names no lifetime becomes a `fn` returning its body as a
+/// traced `async move` block (the parameters are bound inside it, as an `async fn` binds them,
+/// so they live as long as the future): one future instead of an `async fn` awaiting a
+/// wrapper around an inner one, which costs a state machine and a copy of the wrapper per call.
+/// `None` for any other function.
+fn wrap_flat(
+    sig: &mut Signature,
+    block: &Block,
+    name: &str,
+    module: Option<&syn::LitStr>,
+) -> syn::Result<Option<Block>> {
+    if !flat_ok(sig) {
+        return Ok(None);
+    }
+    let arity = u8::try_from(sig.inputs.len()).map_err(|_| {
+        syn::Error::new(
+            sig.inputs.span(),
+            "#[traced] supports at most 255 parameters",
+        )
+    })?;
+    let module = match module {
+        Some(m) => quote!(#m),
+        None => quote!(::core::module_path!()),
+    };
+    let callsite = callsite_static(&module, name, arity, sig.ident.span());
+    let mut binds = Vec::new();
+    for (i, arg) in sig.inputs.iter_mut().enumerate() {
+        let syn::FnArg::Typed(typed) = arg else {
+            return Ok(None);
+        };
+        let ident = syn::Ident::new(&format!("__runtime_traced_arg{i}"), typed.pat.span());
+        let pat = std::mem::replace(
+            &mut *typed.pat,
+            syn::Pat::Ident(syn::PatIdent {
+                attrs: Vec::new(),
+                by_ref: None,
+                mutability: None,
+                ident: ident.clone(),
+                subpat: None,
+            }),
+        );
+        // Moved into the future first (as an `async fn` does), so that even a `_` parameter
+        // lives as long as it.
+        binds.push(quote! { let #ident = #ident; let #pat = #ident; });
+    }
+    let output = match &sig.output {
+        ReturnType::Default => quote!(()),
+        ReturnType::Type(_, ty) => ty.to_token_stream(),
+    };
+    sig.asyncness = None;
+    sig.output = syn::parse2(quote! { -> impl ::core::future::Future<Output = #output> })?;
+    let stmts = &block.stmts;
+    syn::parse2(quote! {{
+        #callsite
+        ::runtime::trace::Traced::new(&__RUNTIME_TRACED_CALLSITE, async move {
+            #(#binds)*
+            #(#stmts)*
+        })
+    }})
+    .map(Some)
 }
 
 /// The new body: the callsite static, then the original body inside a traced frame.

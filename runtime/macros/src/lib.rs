@@ -6,7 +6,9 @@
 //! name, arity, file, line) and wraps the body so that a call enters and leaves a traced frame.
 //! It accepts:
 //!
-//! - a free `fn` or `async fn`, generic or not;
+//! - a free `fn` or `async fn`, generic or not (a free `async fn` whose signature names no
+//!   lifetime becomes a `fn` returning `impl Future` with the same output: one state machine
+//!   instead of two, its parameters still bound inside the future, so they live as long as it);
 //! - an `impl` block: every method is traced, named `Type::method` (or `<Type as
 //!   Trait>::method` in a trait impl); `#[traced(skip)]` on a method leaves it out. This is how
 //!   methods get their type's name, which an attribute on the method alone cannot see;
