@@ -68,6 +68,7 @@ mod pattern;
 mod session;
 mod snapshot;
 mod stack;
+mod tls;
 mod tree;
 
 pub use callsite::{CALLSITES, Callsite, Frame, Traced, callsites, enter};

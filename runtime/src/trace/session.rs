@@ -336,23 +336,10 @@ impl CountCache {
     }
 }
 
-// The cache has no destructor: its storage lives as long as its thread (see `with_count`).
-const _: () = assert!(!std::mem::needs_drop::<CountCache>());
-
-/// `COUNT.with(f)`, with `f` inlined into its caller (as `stack::with_stack` does for the
-/// traced stack): `LocalKey::with` is not inlined once its closure is more than a few
-/// instructions.
+/// `COUNT.with(f)`, with `f` inlined into its caller (see [`super::tls::with_local`]).
 #[inline(always)]
 fn with_count<R>(f: impl FnOnce(&CountCache) -> R) -> R {
-    let c: *const CountCache = COUNT.with(|c| c as *const CountCache);
-    // SAFETY: `COUNT` is initialized by a `const` block and has no destructor (asserted
-    // above), so its storage is valid for the whole life of this thread and `with` hands out
-    // the same address every time; `c` is dereferenced on this thread only, for the length of
-    // `f`, exactly as `COUNT.with(f)` would lend it. `CountCache` is all `Cell`s: a shared
-    // reference is its only kind of access. Every counted call in the tests goes through here.
-    #[allow(unsafe_code)]
-    let c = unsafe { &*c };
-    f(c)
+    super::tls::with_local(&COUNT, f)
 }
 
 /// Whether the shard at `counters` is open and has a counter for callsite `id`.

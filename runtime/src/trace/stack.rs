@@ -214,23 +214,10 @@ thread_local! {
     static LOG_DROPPED: [Cell<u64>; MAX_SESSIONS] = const { [const { Cell::new(0) }; MAX_SESSIONS] };
 }
 
-// The stack has no destructor: its storage lives as long as its thread (see `with_stack`).
-const _: () = assert!(!std::mem::needs_drop::<Stack>());
-
-/// `STACK.with(f)`, with `f` inlined into its caller: `LocalKey::with` takes its closure as a
-/// generic argument, and the compiler declines to inline `with` once the closure is more than
-/// a few instructions, which put a call and a closure on the stack on every traced call.
+/// `STACK.with(f)`, with `f` inlined into its caller (see [`super::tls::with_local`]).
 #[inline(always)]
 fn with_stack<R>(f: impl FnOnce(&Stack) -> R) -> R {
-    let s: *const Stack = STACK.with(|s| s as *const Stack);
-    // SAFETY: `STACK` is initialized by a `const` block and has no destructor (asserted
-    // above), so its storage is valid for the whole life of this thread and `with` hands out
-    // the same address every time; `s` is dereferenced on this thread only, for the length of
-    // `f`, exactly as `STACK.with(f)` would lend it. `Stack` is all `Cell`s: a shared
-    // reference is its only kind of access. Every traced call in the tests goes through here.
-    #[allow(unsafe_code)]
-    let s = unsafe { &*s };
-    f(s)
+    super::tls::with_local(&STACK, f)
 }
 
 struct ReturnTables;
