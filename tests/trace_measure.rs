@@ -406,7 +406,17 @@ fn an_async_trait_method_and_the_runtime_api_are_measured() {
             (self_pid(), server.pid())
         })
         .unwrap();
-    let m = s.measurements();
+    // The client may see the third reply, and end, before the server's poll that sent it
+    // has ended and flushed its figures (on two workers): wait for the server's figures.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let m = loop {
+        let m = s.measurements();
+        let flushed = of(&m, server, "<Chunks as GenServer>::handle_call").map(|h| h.calls);
+        if flushed == Some(3) || std::time::Instant::now() > deadline {
+            break m;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    };
     let handler = of(&m, server, "<Chunks as GenServer>::handle_call").unwrap();
     assert_eq!(handler.calls, 3);
     assert_eq!(handler.words, 6 * 100);
