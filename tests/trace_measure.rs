@@ -407,16 +407,8 @@ fn an_async_trait_method_and_the_runtime_api_are_measured() {
         })
         .unwrap();
     // The client may see the third reply, and end, before the server's poll that sent it
-    // has ended and flushed its figures (on two workers): wait for the server's figures.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    let m = loop {
-        let m = s.measurements();
-        let flushed = of(&m, server, "<Chunks as GenServer>::handle_call").map(|h| h.calls);
-        if flushed == Some(3) || std::time::Instant::now() > deadline {
-            break m;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(1));
-    };
+    // has ended (on two workers): the read waits for that poll's figures.
+    let m = s.measurements();
     let handler = of(&m, server, "<Chunks as GenServer>::handle_call").unwrap();
     assert_eq!(handler.calls, 3);
     assert_eq!(handler.words, 6 * 100);
@@ -431,6 +423,48 @@ fn an_async_trait_method_and_the_runtime_api_are_measured() {
         .map(|f| f.calls)
         .sum();
     assert!(calls >= 4, "start and three calls: {calls}");
+}
+
+/// Spawns a process that calls `outer` and then keeps its poll (and its worker) busy until the
+/// returned sender sends or drops; returns once `outer` has returned.
+fn busy_after_outer(node: &Node) -> (Pid, std::sync::mpsc::Sender<()>) {
+    let (told, heard) = std::sync::mpsc::channel();
+    let (release, released) = std::sync::mpsc::channel::<()>();
+    let pid = node
+        .spawn(async move {
+            outer();
+            told.send(()).unwrap();
+            let _ = released.recv_timeout(Duration::from_secs(60));
+        })
+        .unwrap();
+    heard.recv().unwrap();
+    (pid, release)
+}
+
+#[test]
+fn a_read_waits_for_the_figures_of_a_poll_still_running_on_another_worker() {
+    let node = node();
+    let s = session(&node, TraceTypes::CALL_MEMORY, &["outer"]);
+    let (pid, release) = busy_after_outer(&node);
+    // The poll that called outer is still running: the read waits for it to end.
+    let releaser = std::thread::Builder::new()
+        .name("releaser".into())
+        .spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            release.send(()).unwrap();
+        })
+        .unwrap();
+    let m = s.measurements();
+    let got = of(&m, pid, "outer").expect("the running poll's figures, once it ended");
+    assert_eq!(got.calls, 1);
+    assert_eq!(got.words, 3 * 100);
+    releaser.join().unwrap();
+    // Settling gives up after its limit, and says how many polls still ran.
+    let (busy, release) = busy_after_outer(&node);
+    assert_eq!(s.settle(Duration::from_millis(1)), 1, "still running");
+    release.send(()).unwrap();
+    assert_eq!(s.settle(Duration::from_secs(60)), 0);
+    assert_eq!(of(&s.measurements(), busy, "outer").unwrap().words, 300);
 }
 
 #[test]

@@ -63,6 +63,7 @@
 mod callsite;
 pub mod env_run;
 mod flags;
+mod inflight;
 mod measure;
 mod pattern;
 mod session;

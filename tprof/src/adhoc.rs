@@ -343,6 +343,10 @@ where
     profile_async_on(&node, fun, options).await
 }
 
+/// How long a profile waits, at most, once the profiled function has ended, for measured polls
+/// still running elsewhere (see [`runtime::trace::TraceSession::settle`]).
+const SETTLE_AFTER_RUN: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// A future polled with every trace session looking away.
 struct Unseen<F>(Pin<Box<F>>);
 
@@ -431,6 +435,10 @@ where
     if let Some(spec) = rootset {
         let _ = session.disable_trace(spec);
     }
+    // The profiled process has ended, but a process it talked to may still be finishing the
+    // poll that answered it (a server's poll sends the reply, then ends): wait for the polls
+    // in flight, generously, so that the profile holds everything the function caused.
+    session.settle(SETTLE_AFTER_RUN);
     let mut profile = Profile::from_session(&session, options.trace_type, &["tprof"]);
     drop(session);
     if let Some(p) = profile.processes.iter_mut().find(|p| p.pid == pid) {

@@ -441,3 +441,47 @@ fn the_async_form_profiles_on_the_callers_node_and_never_shows_the_caller() {
         tprof::ProfileError::Spawn(runtime::SpawnError::NotInProcess)
     ));
 }
+
+#[test]
+fn the_profile_waits_for_a_spawned_process_still_finishing_its_poll() {
+    // The child tells the profiled function it is done from inside a poll that then keeps
+    // running (as a server's poll goes on after sending a reply); the function ends first.
+    let (release, released) = std::sync::mpsc::channel::<()>();
+    let releaser = std::thread::Builder::new()
+        .name("releaser".into())
+        .spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            let _ = release.send(());
+        })
+        .unwrap();
+    let outcome = tprof::profile(
+        move || async move {
+            let (told, heard) = std::sync::mpsc::channel();
+            runtime::spawn(async move {
+                seq_loop(3);
+                told.send(()).unwrap();
+                let _ = released.recv_timeout(Duration::from_secs(60));
+            })
+            .unwrap();
+            // Woken from a blocking thread, this process runs on the other worker.
+            runtime::spawn_blocking(move || heard.recv().unwrap())
+                .unwrap()
+                .await
+                .unwrap();
+        },
+        ProfileOptions::new()
+            .trace_type(TraceType::CallMemory)
+            .pattern(only_here())
+            .report(Report::Return),
+    )
+    .unwrap();
+    releaser.join().unwrap();
+    assert_eq!(outcome.result, Ok(()));
+    let seq = outcome
+        .profile
+        .function("seq_loop")
+        .expect("the child's figures, flushed after the function ended");
+    assert_eq!(seq.entries.len(), 1);
+    assert_eq!(seq.entries[0].calls, 1);
+    assert_eq!(seq.entries[0].measurement, 3 * 10 + 3);
+}

@@ -686,9 +686,35 @@ impl TraceSession {
         self.state.types
     }
 
+    /// Waits until every poll this session measures that is running on another thread now
+    /// has ended, for at most `limit`, and returns how many were still running when it gave
+    /// up (0 when all ended).
+    ///
+    /// A poll's call_time and call_memory figures reach the session when the poll ends. A
+    /// reader that has just learned that something happened — a reply arrived, a process
+    /// exited — may ask while the poll that did it is still finishing on another worker
+    /// (a server's poll sends a reply, then ends). Every read of measured figures
+    /// ([`measurements`](Self::measurements), [`call_tree`](Self::call_tree),
+    /// [`event_logs`](Self::event_logs), [`call_time_percentiles`](Self::call_time_percentiles),
+    /// [`snapshot`](Self::snapshot)) settles first, for at most [`Self::SETTLE_LIMIT`]; call
+    /// this with a longer limit where exact figures matter more than a prompt answer. A poll
+    /// on the calling thread is not waited for. Call counts need no settling: they are
+    /// visible as each call is made.
+    pub fn settle(&self, limit: std::time::Duration) -> usize {
+        super::inflight::settle(1 << self.state.bit(), limit)
+    }
+
+    /// How long the reads of measured figures wait, at most, for polls still running (see
+    /// [`settle`](Self::settle)): a poll that runs longer (a process computing without
+    /// yielding) is read as it stood at the end of its last poll.
+    pub const SETTLE_LIMIT: std::time::Duration = std::time::Duration::from_secs(1);
+
     /// call_time and call_memory figures: per process this session has measured (alive or
-    /// not), per function it called. Never stops the processes it measures.
+    /// not), per function it called, including every poll that had ended when it was called
+    /// and, within [`Self::SETTLE_LIMIT`], those that were running (see
+    /// [`settle`](Self::settle)). Never stops the processes it measures.
     pub fn measurements(&self) -> Vec<ProcessMeasurement> {
+        self.settle(Self::SETTLE_LIMIT);
         crate::heap::suppressed(|| self.state.measurements())
     }
 
@@ -697,18 +723,21 @@ impl TraceSession {
     /// (summed by last function, they are [`measurements`](Self::measurements)). Empty in
     /// the other modes.
     pub fn call_tree(&self) -> CallTreeMeasurement {
+        self.settle(Self::SETTLE_LIMIT);
         crate::heap::suppressed(|| self.state.call_tree())
     }
 
     /// With [`TraceTypes::CALL_EVENTS`]: per process measured, its event log — each traced
     /// frame entered and left, with its time since the session opened. Empty otherwise.
     pub fn event_logs(&self) -> Vec<ProcessEvents> {
+        self.settle(Self::SETTLE_LIMIT);
         crate::heap::suppressed(|| self.state.event_logs())
     }
 
     /// With [`TraceTypes::CALL_TIME_HISTOGRAMS`]: per function called, the distribution of
     /// its call durations (p50, p90, p99, max), over every measured process; empty otherwise.
     pub fn call_time_percentiles(&self) -> Vec<CallPercentiles> {
+        self.settle(Self::SETTLE_LIMIT);
         crate::heap::suppressed(|| self.state.percentiles())
     }
 

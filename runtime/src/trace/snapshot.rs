@@ -180,7 +180,8 @@ impl Functions {
 
 impl TraceSession {
     /// Everything this session has gathered, as plain data (processes still running are
-    /// named as they are now). Never stops the processes it measures.
+    /// named as they are now), once the polls running when it was called have ended (see
+    /// [`settle`](TraceSession::settle)). Never stops the processes it measures.
     pub fn snapshot(&self) -> Snapshot {
         crate::heap::suppressed(|| {
             let mut functions = Functions::default();

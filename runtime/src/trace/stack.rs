@@ -332,6 +332,7 @@ pub(crate) fn begin_poll(
     histograms: u64,
     account: &'static Account,
 ) {
+    super::inflight::begin(active);
     STACK.with(|s| {
         s.active.set(active);
         s.tree.set(trees & active);
@@ -430,6 +431,7 @@ pub(crate) fn end_poll(process: &crate::process::Process) {
         s.events.set(0);
         s.extra.set(0);
     });
+    super::inflight::end();
 }
 
 /// Hands every figure this poll gathered to `f` as (session slot, the session's generation when

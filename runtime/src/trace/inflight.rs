@@ -1,0 +1,208 @@
+//! Measured polls in flight, so that a reader can wait for the figures of polls that were
+//! running when it asked.
+//!
+//! A measured poll's call_time and call_memory figures reach its process's table when the
+//! poll ends. A reader that learns something happened (a reply arrived, a process exited) may
+//! ask before the poll that did it has ended: a server's poll sends the reply, the client runs
+//! on the other worker, ends, and the profiler collects while the server's poll is still
+//! finishing. [`settle`] closes that gap: it waits until every poll measured by a session that
+//! was running when it was called has ended and flushed.
+//!
+//! Each thread that runs measured polls owns a [`PollMark`]: a sequence number, odd while a
+//! measured poll runs, and the sessions measuring it. Only its thread writes it, with plain
+//! stores (no read-modify-write), so a poll pays two stores at each end. Marks are never freed:
+//! a thread that ends leaves its mark even (idle), and a new thread takes a mark whose thread
+//! has ended before it makes one.
+
+use std::cell::Cell;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// One thread's measured poll: whether one runs, and for which sessions.
+struct PollMark {
+    /// Odd while a measured poll runs on the owning thread.
+    seq: AtomicU64,
+    /// The sessions measuring the running poll (0 between polls).
+    sessions: AtomicU64,
+    /// Whether a live thread owns this mark.
+    owned: AtomicBool,
+}
+
+/// Every mark ever made (marks of ended threads are reused).
+static MARKS: Mutex<Vec<&'static PollMark>> = Mutex::new(Vec::new());
+
+thread_local! {
+    /// This thread's mark, once it has run a measured poll.
+    static MARK: Cell<Option<&'static PollMark>> = const { Cell::new(None) };
+    /// Gives the mark back when the thread ends.
+    static RELEASE: Release = const { Release };
+}
+
+/// Gives this thread's mark back for another thread to take, when the thread ends.
+struct Release;
+
+impl Drop for Release {
+    fn drop(&mut self) {
+        if let Ok(Some(mark)) = MARK.try_with(|m| m.take()) {
+            // A poll cannot be running while the thread's destructors run; leave it idle.
+            let seq = mark.seq.load(Ordering::Relaxed);
+            mark.sessions.store(0, Ordering::Relaxed);
+            mark.seq.store((seq + 1) & !1, Ordering::Release);
+            mark.owned.store(false, Ordering::Release);
+        }
+    }
+}
+
+/// This thread's mark, taken or made on first use.
+#[inline]
+fn mark() -> Option<&'static PollMark> {
+    MARK.try_with(|m| match m.get() {
+        Some(mark) => Some(mark),
+        None => {
+            let mark = take_mark()?;
+            m.set(Some(mark));
+            Some(mark)
+        }
+    })
+    .ok()
+    .flatten()
+}
+
+#[cold]
+fn take_mark() -> Option<&'static PollMark> {
+    // Without a destructor to give it back (this thread's are running), take none.
+    RELEASE.try_with(|_| ()).ok()?;
+    crate::heap::suppressed(|| {
+        let mut marks = MARKS.lock().unwrap_or_else(|e| e.into_inner());
+        let free = marks.iter().find(|m| {
+            m.owned
+                .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+        });
+        Some(match free {
+            Some(mark) => *mark,
+            None => {
+                let mark: &'static PollMark = Box::leak(Box::new(PollMark {
+                    seq: AtomicU64::new(0),
+                    sessions: AtomicU64::new(0),
+                    owned: AtomicBool::new(true),
+                }));
+                marks.push(mark);
+                mark
+            }
+        })
+    })
+}
+
+/// A measured poll for `sessions` begins on this thread.
+#[inline]
+pub(super) fn begin(sessions: u64) {
+    if let Some(mark) = mark() {
+        let seq = mark.seq.load(Ordering::Relaxed);
+        mark.sessions.store(sessions, Ordering::Relaxed);
+        // Whatever later tells a reader that this poll ran (a message it sent, say) is ordered
+        // after these stores by the same thread, so a reader that has heard of it sees them.
+        if seq & 1 == 0 {
+            mark.seq.store(seq + 1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// The measured poll on this thread has ended and its figures are in its process's table.
+#[inline]
+pub(super) fn end() {
+    if let Some(mark) = MARK.try_with(Cell::get).ok().flatten() {
+        let seq = mark.seq.load(Ordering::Relaxed);
+        mark.sessions.store(0, Ordering::Relaxed);
+        if seq & 1 == 1 {
+            // Release: a reader that sees the poll ended sees what it flushed.
+            mark.seq.store(seq + 1, Ordering::Release);
+        }
+    }
+}
+
+/// Waits until every poll measured by a session in `sessions` that was running on another
+/// thread when this was called has ended, for at most `limit`. Returns how many were still
+/// running when it gave up (0 when all ended). A poll running on the calling thread is not
+/// waited for: it cannot end while its thread waits.
+pub(crate) fn settle(sessions: u64, limit: Duration) -> usize {
+    let own = MARK.try_with(Cell::get).ok().flatten();
+    let mut pending: Vec<(&'static PollMark, u64)> = crate::heap::suppressed(|| {
+        let marks = MARKS.lock().unwrap_or_else(|e| e.into_inner());
+        marks
+            .iter()
+            .filter(|m| own.is_none_or(|own| !std::ptr::eq(own, **m)))
+            .filter(|m| m.sessions.load(Ordering::Acquire) & sessions != 0)
+            .map(|m| (*m, m.seq.load(Ordering::Acquire)))
+            .filter(|(_, seq)| seq & 1 == 1)
+            .collect()
+    });
+    let start = Instant::now();
+    let mut spins = 0u32;
+    loop {
+        pending.retain(|(m, seq)| m.seq.load(Ordering::Acquire) == *seq);
+        if pending.is_empty() {
+            return 0;
+        }
+        if start.elapsed() >= limit {
+            return pending.len();
+        }
+        // A poll usually ends within microseconds; one whose thread the OS has set aside
+        // takes a time slice or more.
+        spins += 1;
+        if spins < 64 {
+            std::thread::yield_now();
+        } else {
+            std::thread::sleep(Duration::from_micros(100));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::sync::mpsc;
+
+    #[test]
+    fn settle_waits_for_a_poll_running_on_another_thread_and_only_for_its_sessions() {
+        let (started_tx, started_rx) = mpsc::channel();
+        let (finish_tx, finish_rx) = mpsc::channel::<()>();
+        let ended = Arc::new(AtomicBool::new(false));
+        let ended2 = Arc::clone(&ended);
+        // Session bits 62 and 63: other tests' polls never use them.
+        let worker = std::thread::Builder::new()
+            .name("poll".into())
+            .spawn(move || {
+                begin(1 << 62);
+                started_tx.send(()).unwrap();
+                finish_rx.recv().unwrap();
+                ended2.store(true, Ordering::SeqCst);
+                end();
+            })
+            .unwrap();
+        started_rx.recv().unwrap();
+        // Not measured by session 63: nothing to wait for.
+        assert_eq!(settle(1 << 63, Duration::from_secs(30)), 0);
+        // Measured by 62 and still running: gives up after the limit.
+        assert_eq!(settle(1 << 62, Duration::from_millis(1)), 1);
+        let waiter = std::thread::Builder::new()
+            .name("waiter".into())
+            .spawn(move || settle(1 << 62, Duration::from_secs(60)))
+            .unwrap();
+        finish_tx.send(()).unwrap();
+        assert_eq!(waiter.join().unwrap(), 0);
+        assert!(ended.load(Ordering::SeqCst));
+        worker.join().unwrap();
+        // The ended thread's mark is idle (and free for the next thread).
+        assert_eq!(settle(1 << 62, Duration::from_secs(30)), 0);
+    }
+
+    #[test]
+    fn a_poll_on_the_calling_thread_is_not_waited_for() {
+        begin(1 << 61);
+        assert_eq!(settle(1 << 61, Duration::from_secs(30)), 0);
+        end();
+    }
+}
