@@ -257,6 +257,7 @@ pub async fn call<S: GenServer>(
     }
     .await;
     drop(deadline);
+    ReplySlot::recycle(slot);
     match outcome {
         Outcome::Replied(reply) => Ok(reply),
         Outcome::NoReply => Err(CallError::NoReply(pid)),
@@ -325,7 +326,7 @@ struct WaitReply<'a, R> {
     deadline: &'a Deadline,
 }
 
-impl<R: Send> Future for WaitReply<'_, R> {
+impl<R> Future for WaitReply<'_, R> {
     type Output = Outcome<R>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Outcome<R>> {
@@ -339,7 +340,7 @@ impl<R: Send> Future for WaitReply<'_, R> {
         };
         if fired {
             // Refuse a late reply; one that came just now still counts.
-            Poll::Ready(self.slot.expire())
+            Poll::Ready(self.slot.close())
         } else {
             Poll::Pending
         }

@@ -8,11 +8,42 @@
 //! - the server died with the request in hand or in its mailbox (the `ReplyTo` is dropped
 //!   inside the exiting process, or while it unwinds): [`Outcome::Died`] with the server, whose
 //!   exit reason the caller then reads — no monitor per call;
-//! - the call's deadline passed first: [`Outcome::Expired`], and the slot refuses the late
-//!   reply ([`ReplyTo::reply`] returns false).
+//! - the call's deadline passed first: the caller closes the slot ([`ReplySlot::close`]),
+//!   and the slot refuses the late reply ([`ReplyTo::reply`] returns false).
+//!
+//! # The protocol
+//!
+//! One writer (the `ReplyTo`) and one reader (the waiting call), as tokio's `oneshot`, with no
+//! lock: the state word has three bits. The writer stores the outcome, then sets `SENT`; the
+//! reader takes the outcome only once it sees `SENT`. The reader keeps its waker in the slot
+//! and then sets `WAKER`; it changes the waker only after clearing `WAKER` and seeing that
+//! `SENT` is still unset, and the writer reads the waker only when its own `SENT` update found
+//! `WAKER` set. The reader gives up with `CLOSED`; a writer whose `SENT` update finds `CLOSED`
+//! takes its outcome back (the late reply is refused), and a reader whose `CLOSED` update finds
+//! `SENT` takes the outcome (a reply that came just now still counts).
+//!
+//! # Reuse
+//!
+//! A call that got its outcome gives its slot back to a per-thread spare when nothing else
+//! holds it (the `ReplyTo` is gone: `Arc::get_mut`), and the next call on that thread with the
+//! same reply type takes it, keeping the waker it holds: a process making calls in a loop
+//! allocates no slot and clones no waker per call.
+//!
+//! # Safety
+//!
+//! The two `UnsafeCell`s are this file's `unsafe`. The contract, upheld by the protocol above:
+//! `value` is written only by the one writer before it sets `SENT` (or after its `SENT` update
+//! found `CLOSED`, when the reader has stopped reading), and read only by the reader after it
+//! saw `SENT` and before it sets `CLOSED` (or after its `CLOSED` update found `SENT`); `waker`
+//! is written only by the reader while `WAKER` is unset and `SENT` was unset after clearing it,
+//! and read only by the writer when its `SENT` update found `WAKER` set. A slot taken for reuse
+//! is held by `&mut` (`Arc::get_mut`), so nobody else can touch it.
+#![allow(unsafe_code)]
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::any::Any;
+use std::cell::{Cell, UnsafeCell};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::task::{Context, Poll, Waker};
 
 use crate::Pid;
@@ -26,81 +57,157 @@ pub(crate) enum Outcome<R> {
     Expired,
 }
 
-enum State<R> {
-    Waiting(Option<Waker>),
-    Done(Outcome<R>),
-    Taken,
-}
+/// The reader's waker is in the slot.
+const WAKER: usize = 1;
+/// The outcome is in the slot.
+const SENT: usize = 2;
+/// The reader gave up: no outcome is taken any more.
+const CLOSED: usize = 4;
 
 /// The slot, shared by the caller and the [`ReplyTo`] in the request. It also carries the two
 /// pids of the call, so that the request itself is the request and one pointer (small requests
 /// then travel inline in their [`Message`](crate::Message), allocating nothing more).
 pub(crate) struct ReplySlot<R> {
-    state: Mutex<State<R>>,
+    state: AtomicUsize,
+    value: UnsafeCell<Option<Outcome<R>>>,
+    waker: UnsafeCell<Option<Waker>>,
     server: Pid,
     from: Option<Pid>,
 }
 
-impl<R> ReplySlot<R> {
-    /// A slot for a call from `from` to `server`, and the right to answer it.
+// SAFETY: the outcome moves from the writer's thread to the reader's (`R: Send`, and
+// `Arc<Process>` is `Send + Sync`); the cells are only touched as the module's Safety section
+// says, each access ordered against the other side's by the state word (release/acquire).
+unsafe impl<R: Send> Send for ReplySlot<R> {}
+// SAFETY: as for `Send`: no `&R` is ever shared, the outcome is moved out whole.
+unsafe impl<R: Send> Sync for ReplySlot<R> {}
+
+thread_local! {
+    /// A finished call's slot, kept for the next call made on this thread.
+    static SPARE: Cell<Option<Arc<dyn Any + Send + Sync>>> = const { Cell::new(None) };
+}
+
+impl<R: Send + 'static> ReplySlot<R> {
+    /// A slot for a call from `from` to `server` (this thread's spare one if it fits), and the
+    /// right to answer it.
     pub(crate) fn new(server: Pid, from: Option<Pid>) -> (Arc<ReplySlot<R>>, ReplyTo<R>) {
-        let slot = Arc::new(ReplySlot {
-            state: Mutex::new(State::Waiting(None)),
-            server,
-            from,
-        });
+        let spare = SPARE.try_with(Cell::take).ok().flatten();
+        let slot = match spare.map(Arc::downcast::<ReplySlot<R>>) {
+            Some(Ok(mut spare)) => match Arc::get_mut(&mut spare) {
+                Some(s) => {
+                    // Keeps the waker, for a caller polled by the same task as before.
+                    let waker = if s.waker.get_mut().is_some() {
+                        WAKER
+                    } else {
+                        0
+                    };
+                    *s.state.get_mut() = waker;
+                    s.server = server;
+                    s.from = from;
+                    spare
+                }
+                None => Arc::new(ReplySlot::fresh(server, from)),
+            },
+            Some(Err(other)) => {
+                // Another reply type's: left for its next call.
+                let _ = SPARE.try_with(|s| s.set(Some(other)));
+                Arc::new(ReplySlot::fresh(server, from))
+            }
+            None => Arc::new(ReplySlot::fresh(server, from)),
+        };
         let reply_to = ReplyTo {
             slot: Some(Arc::clone(&slot)),
         };
         (slot, reply_to)
     }
 
-    fn lock(&self) -> MutexGuard<'_, State<R>> {
-        // Each critical section is a few moves that cannot panic halfway.
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    /// Gives a slot whose call is over back to this thread's spare, if nothing else holds it.
+    pub(crate) fn recycle(mut slot: Arc<ReplySlot<R>>) {
+        if Arc::get_mut(&mut slot).is_some() {
+            let _ = SPARE.try_with(|s| s.set(Some(slot)));
+        }
+    }
+}
+
+impl<R> ReplySlot<R> {
+    fn fresh(server: Pid, from: Option<Pid>) -> ReplySlot<R> {
+        ReplySlot {
+            state: AtomicUsize::new(0),
+            value: UnsafeCell::new(None),
+            waker: UnsafeCell::new(None),
+            server,
+            from,
+        }
     }
 
-    /// Settles the slot unless it already is; wakes the caller.
+    /// Settles the slot unless the caller gave up; wakes the caller.
     fn settle(&self, outcome: Outcome<R>) -> Result<(), Outcome<R>> {
-        let mut state = self.lock();
-        let waker = match &mut *state {
-            State::Waiting(w) => w.take(),
-            _ => return Err(outcome),
-        };
-        *state = State::Done(outcome);
-        drop(state);
-        if let Some(w) = waker {
-            w.wake();
+        if self.state.load(Ordering::Acquire) & CLOSED != 0 {
+            return Err(outcome);
+        }
+        // SAFETY: the one writer (this `ReplyTo`, consumed by settling), before `SENT`; the
+        // reader does not read before it sees `SENT`.
+        unsafe { *self.value.get() = Some(outcome) };
+        let prev = self.state.fetch_or(SENT, Ordering::AcqRel);
+        if prev & CLOSED != 0 {
+            // SAFETY: the reader closed before `SENT` was set, so it never reads the value.
+            let outcome = unsafe { (*self.value.get()).take() };
+            return Err(outcome.expect("written just above"));
+        }
+        if prev & WAKER != 0 {
+            // SAFETY: `WAKER` was set when `SENT` was: the reader no longer changes the waker.
+            if let Some(w) = unsafe { &*self.waker.get() } {
+                w.wake_by_ref();
+            }
         }
         Ok(())
     }
 
-    /// The outcome, once the server (or the deadline) settled it.
+    /// Takes the outcome the writer left (`SENT` was seen).
+    fn take(&self) -> Outcome<R> {
+        // SAFETY: `SENT` was seen (acquire): the writer is done with the value, and the reader
+        // (the caller of this) takes it once.
+        unsafe { (*self.value.get()).take() }.expect("SENT is set once the outcome is written")
+    }
+
+    /// The outcome, once the server settled it.
     pub(crate) fn poll_outcome(&self, cx: &mut Context<'_>) -> Poll<Outcome<R>> {
-        let mut state = self.lock();
-        match &mut *state {
-            State::Waiting(w) => {
-                match w {
-                    Some(w) if w.will_wake(cx.waker()) => {}
-                    _ => *w = Some(cx.waker().clone()),
-                }
-                Poll::Pending
-            }
-            State::Done(_) => match std::mem::replace(&mut *state, State::Taken) {
-                State::Done(outcome) => Poll::Ready(outcome),
-                _ => unreachable!("the state was Done"),
-            },
-            State::Taken => Poll::Pending,
+        let mut state = self.state.load(Ordering::Acquire);
+        if state & SENT != 0 {
+            return Poll::Ready(self.take());
         }
+        if state & WAKER != 0 {
+            // SAFETY: read by the reader, the only one that writes it.
+            let same = unsafe { &*self.waker.get() }
+                .as_ref()
+                .is_some_and(|w| w.will_wake(cx.waker()));
+            if same {
+                return Poll::Pending;
+            }
+            state = self.state.fetch_and(!WAKER, Ordering::AcqRel);
+            if state & SENT != 0 {
+                // The writer may be reading the waker: leave it as it is.
+                return Poll::Ready(self.take());
+            }
+        }
+        // SAFETY: `WAKER` is unset and `SENT` was unset after it was: the writer does not
+        // read the waker.
+        unsafe { *self.waker.get() = Some(cx.waker().clone()) };
+        let state = self.state.fetch_or(WAKER, Ordering::AcqRel);
+        if state & SENT != 0 {
+            return Poll::Ready(self.take());
+        }
+        Poll::Pending
     }
 
     /// The call's deadline passed: refuses any later reply, and gives the outcome settled
     /// before that, if any, or [`Outcome::Expired`]. Called by the caller, once.
-    pub(crate) fn expire(&self) -> Outcome<R> {
-        let mut state = self.lock();
-        match std::mem::replace(&mut *state, State::Taken) {
-            State::Done(outcome) => outcome,
-            State::Waiting(_) | State::Taken => Outcome::Expired,
+    pub(crate) fn close(&self) -> Outcome<R> {
+        let prev = self.state.fetch_or(CLOSED, Ordering::AcqRel);
+        if prev & SENT != 0 {
+            self.take()
+        } else {
+            Outcome::Expired
         }
     }
 }
@@ -189,5 +296,160 @@ impl<R> Drop for ReplyTo<R> {
             None => Outcome::NoReply,
         };
         let _ = slot.settle(outcome);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+    use std::task::Wake;
+
+    /// A waker that counts its wakes.
+    struct Count(AtomicUsize);
+
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn counter() -> (Arc<Count>, Waker) {
+        let count = Arc::new(Count(AtomicUsize::new(0)));
+        (Arc::clone(&count), Waker::from(Arc::clone(&count)))
+    }
+
+    fn pids() -> (Pid, Option<Pid>) {
+        (Pid::from_parts(1, 2, 3), Some(Pid::from_parts(1, 4, 5)))
+    }
+
+    /// Counts its drops.
+    struct Dropped(Arc<AtomicUsize>);
+
+    impl Drop for Dropped {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn a_reply_wakes_the_last_waker_and_the_slot_is_reused() {
+        let (server, from) = pids();
+        let (slot, reply_to) = ReplySlot::<u64>::new(server, from);
+        let (a, wa) = counter();
+        let (b, wb) = counter();
+        assert!(
+            slot.poll_outcome(&mut Context::from_waker(&wa))
+                .is_pending()
+        );
+        // Polled again with another waker: that one is woken, not the first.
+        assert!(
+            slot.poll_outcome(&mut Context::from_waker(&wb))
+                .is_pending()
+        );
+        assert!(reply_to.reply(7));
+        assert_eq!(a.0.load(Ordering::SeqCst), 0);
+        assert_eq!(b.0.load(Ordering::SeqCst), 1);
+        match slot.poll_outcome(&mut Context::from_waker(&wb)) {
+            Poll::Ready(Outcome::Replied(7)) => {}
+            _ => panic!("the reply is there"),
+        }
+        let first = Arc::as_ptr(&slot);
+        ReplySlot::recycle(slot);
+        // The next call of this thread with this reply type takes the same slot, waker kept.
+        let (slot, reply_to) = ReplySlot::<u64>::new(server, None);
+        assert_eq!(Arc::as_ptr(&slot), first);
+        assert_eq!(reply_to.caller(), None);
+        assert!(
+            slot.poll_outcome(&mut Context::from_waker(&wb))
+                .is_pending()
+        );
+        assert!(reply_to.reply(8));
+        assert_eq!(b.0.load(Ordering::SeqCst), 2);
+        assert!(matches!(slot.close(), Outcome::Replied(8)));
+        ReplySlot::recycle(slot);
+        // Another reply type gets a slot of its own, and leaves the spare to its type.
+        let (other, _reply_to) = ReplySlot::<String>::new(server, from);
+        assert_ne!(Arc::as_ptr(&other).cast::<()>(), first.cast::<()>());
+        drop(other);
+        let (again, _reply_to) = ReplySlot::<u64>::new(server, from);
+        assert_eq!(Arc::as_ptr(&again), first);
+    }
+
+    #[test]
+    fn a_closed_slot_refuses_the_late_reply_and_is_not_reused_while_it_is_held() {
+        let (server, from) = pids();
+        let drops = Arc::new(AtomicUsize::new(0));
+        let (slot, reply_to) = ReplySlot::<Dropped>::new(server, from);
+        let (_, w) = counter();
+        assert!(slot.poll_outcome(&mut Context::from_waker(&w)).is_pending());
+        assert!(matches!(slot.close(), Outcome::Expired));
+        let held = Arc::as_ptr(&slot);
+        ReplySlot::recycle(slot);
+        // The ReplyTo still holds the slot: a new call gets another one.
+        let (fresh, fresh_reply) = ReplySlot::<Dropped>::new(server, from);
+        assert_ne!(Arc::as_ptr(&fresh), held);
+        // The late reply is refused and dropped, never seen.
+        assert!(!reply_to.reply(Dropped(Arc::clone(&drops))));
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
+        // A ReplyTo dropped unanswered outside its server is NoReply.
+        drop(fresh_reply);
+        assert!(matches!(
+            fresh.poll_outcome(&mut Context::from_waker(&w)),
+            Poll::Ready(Outcome::NoReply)
+        ));
+    }
+
+    #[test]
+    fn a_reply_that_came_before_the_close_counts_and_an_untaken_one_is_dropped() {
+        let (server, from) = pids();
+        let drops = Arc::new(AtomicUsize::new(0));
+        let (slot, reply_to) = ReplySlot::<Dropped>::new(server, from);
+        assert!(reply_to.reply(Dropped(Arc::clone(&drops))));
+        assert!(matches!(slot.close(), Outcome::Replied(_)));
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
+        // Replied to, never read: dropped with the slot.
+        let (slot, reply_to) = ReplySlot::<Dropped>::new(server, from);
+        assert!(reply_to.reply(Dropped(Arc::clone(&drops))));
+        drop(slot);
+        assert_eq!(drops.load(Ordering::SeqCst), 2);
+    }
+
+    /// The writer on another thread, the reader re-polling with a fresh waker now and then:
+    /// every reply arrives, and every pending poll is followed by a wake.
+    #[test]
+    fn replies_from_another_thread_always_wake_the_reader() {
+        let (server, from) = pids();
+        for i in 0..2_000u64 {
+            let (slot, reply_to) = ReplySlot::<u64>::new(server, from);
+            let writer = std::thread::Builder::new()
+                .name("reply-writer".into())
+                .spawn(move || reply_to.reply(i))
+                .expect("spawned");
+            let thread = std::thread::current();
+            struct Unpark(std::thread::Thread);
+            impl Wake for Unpark {
+                fn wake(self: Arc<Self>) {
+                    self.0.unpark();
+                }
+            }
+            let mut polls = 0;
+            let got = loop {
+                let waker = Waker::from(Arc::new(Unpark(thread.clone())));
+                if let Poll::Ready(outcome) = slot.poll_outcome(&mut Context::from_waker(&waker)) {
+                    break outcome;
+                }
+                polls += 1;
+                let parked = std::time::Instant::now();
+                std::thread::park_timeout(std::time::Duration::from_secs(10));
+                assert!(
+                    polls < 1_000 && parked.elapsed() < std::time::Duration::from_secs(9),
+                    "never woken"
+                );
+            };
+            assert!(matches!(got, Outcome::Replied(n) if n == i));
+            assert!(writer.join().unwrap());
+            ReplySlot::recycle(slot);
+        }
     }
 }
