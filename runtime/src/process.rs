@@ -404,7 +404,8 @@ impl Process {
 
     /// The deadline this process's calls re-arm.
     pub(crate) fn call_timer(&self) -> &Arc<CallTimer> {
-        self.call_timer.get_or_init(|| Arc::new(CallTimer::new()))
+        self.call_timer
+            .get_or_init(|| Arc::new(CallTimer::new(self.task_waker.get().cloned())))
     }
 
     /// Whether the process has begun to end (its future is being dropped, or its exit

@@ -18,7 +18,7 @@
 //!   next pass.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering, fence};
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::task::{Context, Waker};
 use std::time::Duration;
 
@@ -52,21 +52,22 @@ pub(crate) struct DeadlineWheel {
 const IDLE_PASSES: u32 = 500;
 
 /// A process's reusable call deadline (see the module documentation). Only the process
-/// arms and disarms it; the ticker fires it.
+/// arms it; the ticker fires it.
 pub(crate) struct CallTimer {
     /// The armed call's number, 0 when disarmed.
     armed: AtomicU64,
-    /// The timeout of the armed call, in ticks; written before `armed`.
-    ticks: AtomicU64,
+    /// The timeout of the armed call, in nanoseconds (saturated); written before `armed`.
+    after: AtomicU64,
     /// The number of the last call that expired.
     fired: AtomicU64,
     /// The last number handed out (written by the owner only).
     last: AtomicU64,
     registered: AtomicBool,
-    /// The first waker a call polled it with: normally the process's own task, whose calls
-    /// then register without a lock (it is woken whenever the timer fires).
-    task: OnceLock<Waker>,
-    /// The last other waker (a call polled from inside a combinator with wakers of its own).
+    /// The owning process's task waker, which its calls are normally polled with: woken
+    /// whenever the timer fires, so those calls register nothing.
+    task: Option<Waker>,
+    /// The last other waker (a call polled from inside a combinator with wakers of its own,
+    /// or moved to another task).
     waker: Mutex<Option<Waker>>,
 }
 
@@ -78,53 +79,76 @@ struct TimerEntry {
 }
 
 impl CallTimer {
-    pub(crate) fn new() -> CallTimer {
+    /// A timer for the process whose task wakes with `task`.
+    pub(crate) fn new(task: Option<Waker>) -> CallTimer {
         CallTimer {
             armed: AtomicU64::new(0),
-            ticks: AtomicU64::new(0),
+            after: AtomicU64::new(0),
             fired: AtomicU64::new(0),
             last: AtomicU64::new(0),
             registered: AtomicBool::new(false),
-            task: OnceLock::new(),
+            task,
             waker: Mutex::new(None),
         }
     }
 
     /// Arms the timer for a call that gives up after `after`; `None` when a call of this
     /// process is already armed (the caller then registers a one-off entry).
-    pub(crate) fn arm(self: &Arc<Self>, node: &Arc<NodeInner>, after: Duration) -> Option<u64> {
+    #[inline]
+    pub(crate) fn arm(self: &Arc<Self>, node: &Arc<NodeInner>, after: Duration) -> Option<Armed> {
         if self.armed.load(Ordering::Relaxed) != 0 {
             return None;
         }
         let seq = self.last.load(Ordering::Relaxed) + 1;
         self.last.store(seq, Ordering::Relaxed);
-        self.ticks.store(ticks_of(after), Ordering::Relaxed);
+        // The ticker turns it into ticks (no division on a call's path).
+        self.after.store(nanos_of(after), Ordering::Relaxed);
         self.armed.store(seq, Ordering::SeqCst);
-        if !self.registered.load(Ordering::SeqCst)
-            && self
-                .registered
-                .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
-                .is_ok()
+        if !self.registered.load(Ordering::SeqCst) {
+            self.register(node);
+        }
+        Some(Armed {
+            timer: Arc::clone(self),
+            seq,
+        })
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn register(self: &Arc<Self>, node: &Arc<NodeInner>) {
+        if self
+            .registered
+            .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
         {
             node.timers.register_timer(node, Arc::clone(self));
         }
-        Some(seq)
     }
 
     /// Disarms call `seq` (it finished, or was dropped).
-    pub(crate) fn disarm(&self, seq: u64) {
+    fn disarm(&self, seq: u64) {
         let _ = self
             .armed
             .compare_exchange(seq, 0, Ordering::Release, Ordering::Relaxed);
     }
 
     /// Whether call `seq` has expired; if not, the waker is kept to be woken when it does.
-    pub(crate) fn poll_fired(&self, seq: u64, cx: &mut Context<'_>) -> bool {
+    #[inline]
+    fn poll_fired(&self, seq: u64, cx: &mut Context<'_>) -> bool {
         if self.fired.load(Ordering::Acquire) == seq {
             return true;
         }
-        let task = self.task.get_or_init(|| cx.waker().clone());
-        if !task.will_wake(cx.waker()) {
+        // The process's own task: `fire` always wakes it, after storing `fired`.
+        if self.task.as_ref().is_some_and(|t| t.will_wake(cx.waker())) {
+            return false;
+        }
+        self.poll_fired_other(seq, cx)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn poll_fired_other(&self, seq: u64, cx: &mut Context<'_>) -> bool {
+        {
             let mut waker = self.waker.lock().unwrap_or_else(|e| e.into_inner());
             match &*waker {
                 Some(w) if w.will_wake(cx.waker()) => {}
@@ -142,7 +166,7 @@ impl CallTimer {
     fn fire(&self, seq: u64) {
         self.fired.store(seq, Ordering::Release);
         fence(Ordering::SeqCst);
-        if let Some(task) = self.task.get() {
+        if let Some(task) = &self.task {
             task.wake_by_ref();
         }
         let waker = self.waker.lock().unwrap_or_else(|e| e.into_inner()).clone();
@@ -152,15 +176,40 @@ impl CallTimer {
     }
 }
 
-fn ticks_of(after: Duration) -> u64 {
-    // Far enough from overflow that `now + ticks` never wraps. A 64-bit division for any
-    // timeout under 584 years (no 128-bit division on a call's path).
-    let tick = TICK.as_nanos();
-    let ticks = match u64::try_from(after.as_nanos()) {
-        Ok(nanos) => nanos.div_ceil(tick as u64),
-        Err(_) => u64::try_from(after.as_nanos().div_ceil(tick)).unwrap_or(u64::MAX),
-    };
-    ticks.min(u64::MAX / 4)
+/// A call's arming of its process's [`CallTimer`]; disarms when dropped.
+pub(crate) struct Armed {
+    timer: Arc<CallTimer>,
+    seq: u64,
+}
+
+impl Armed {
+    /// Whether the call's deadline passed; if not, the waker is kept to be woken when it
+    /// does.
+    #[inline]
+    pub(crate) fn poll_fired(&self, cx: &mut Context<'_>) -> bool {
+        self.timer.poll_fired(self.seq, cx)
+    }
+}
+
+impl Drop for Armed {
+    #[inline]
+    fn drop(&mut self) {
+        self.timer.disarm(self.seq);
+    }
+}
+
+/// `after` in nanoseconds, saturated (about 584 years).
+#[inline]
+fn nanos_of(after: Duration) -> u64 {
+    after
+        .as_secs()
+        .saturating_mul(1_000_000_000)
+        .saturating_add(u64::from(after.subsec_nanos()))
+}
+
+/// Far enough from overflow that `now + ticks` never wraps.
+fn ticks_of_nanos(nanos: u64) -> u64 {
+    nanos.div_ceil(TICK.as_nanos() as u64).min(u64::MAX / 4)
 }
 
 static NEXT_SHARD: AtomicUsize = AtomicUsize::new(0);
@@ -187,7 +236,7 @@ impl DeadlineWheel {
         let shard = SHARD.with(|s| *s);
         lock(&self.shards[shard]).push(Entry {
             deadline: None,
-            ticks: ticks_of(after),
+            ticks: ticks_of_nanos(nanos_of(after)),
             target,
         });
         self.ensure_ticker(node);
@@ -267,7 +316,8 @@ impl DeadlineWheel {
                 e.idle = 0;
                 if armed != e.seen {
                     e.seen = armed;
-                    e.deadline = now.saturating_add(e.timer.ticks.load(Ordering::Relaxed));
+                    e.deadline =
+                        now.saturating_add(ticks_of_nanos(e.timer.after.load(Ordering::Relaxed)));
                 } else if e.deadline <= now && e.timer.fired.load(Ordering::Relaxed) != armed {
                     fired.push((Arc::clone(&e.timer), armed));
                 }

@@ -14,7 +14,7 @@ use super::reply::{OneOffDeadline, Outcome, ReplySlot, ReplyTo};
 use crate::node::NodeInner;
 use crate::process::{with_current, with_current_owner};
 use crate::registry::Name;
-use crate::timer::{CallTimer, Expire};
+use crate::timer::{Armed, Expire};
 use crate::{ExitReason, Message, Pid};
 
 /// A request as it travels to the server.
@@ -231,13 +231,8 @@ pub async fn call<S: GenServer>(
         if queued && let Timeout::After(after) = timeout {
             deadline = with_current_owner(|me| {
                 let me = me?;
-                let timer = me.call_timer();
                 // On the caller's node: its ticker runs as long as the caller does.
-                let seq = timer.arm(&me.node, after)?;
-                Some(Deadline::Armed(Armed {
-                    timer: Arc::clone(timer),
-                    seq,
-                }))
+                me.call_timer().arm(&me.node, after).map(Deadline::Armed)
             })
             .unwrap_or_else(|| {
                 let one_off = Arc::new(OneOffDeadline::default());
@@ -309,18 +304,6 @@ enum Deadline {
     OneOff(Arc<OneOffDeadline>),
 }
 
-/// A call's arming of its process's [`CallTimer`]; disarms when dropped.
-struct Armed {
-    timer: Arc<CallTimer>,
-    seq: u64,
-}
-
-impl Drop for Armed {
-    fn drop(&mut self) {
-        self.timer.disarm(self.seq);
-    }
-}
-
 struct WaitReply<'a, R> {
     slot: &'a ReplySlot<R>,
     deadline: &'a Deadline,
@@ -335,7 +318,7 @@ impl<R> Future for WaitReply<'_, R> {
         }
         let fired = match self.deadline {
             Deadline::None => false,
-            Deadline::Armed(armed) => armed.timer.poll_fired(armed.seq, cx),
+            Deadline::Armed(armed) => armed.poll_fired(cx),
             Deadline::OneOff(one_off) => one_off.poll_fired(cx),
         };
         if fired {
