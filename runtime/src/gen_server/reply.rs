@@ -90,6 +90,7 @@ thread_local! {
 impl<R: Send + 'static> ReplySlot<R> {
     /// A slot for a call from `from` to `server` (this thread's spare one if it fits), and the
     /// right to answer it.
+    #[inline]
     pub(crate) fn new(server: Pid, from: Option<Pid>) -> (Arc<ReplySlot<R>>, ReplyTo<R>) {
         let spare = SPARE.try_with(Cell::take).ok().flatten();
         let slot = match spare.map(Arc::downcast::<ReplySlot<R>>) {
@@ -122,6 +123,7 @@ impl<R: Send + 'static> ReplySlot<R> {
     }
 
     /// Gives a slot whose call is over back to this thread's spare, if nothing else holds it.
+    #[inline]
     pub(crate) fn recycle(mut slot: Arc<ReplySlot<R>>) {
         if Arc::get_mut(&mut slot).is_some() {
             let _ = SPARE.try_with(|s| s.set(Some(slot)));
