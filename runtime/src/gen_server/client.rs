@@ -229,7 +229,7 @@ pub async fn call<S: GenServer>(
     let sent = NodeInner::with_process(pid, |p| {
         let queued = p.try_push_message(msg).is_ok();
         if queued && let Timeout::After(after) = timeout {
-            deadline = with_current_owner(|me| {
+            let armed = with_current_owner(|me| {
                 let me = me?;
                 // On the caller's node: its ticker runs as long as the caller does.
                 me.call_timer().arm(&me.node, after).map(Deadline::Armed)
@@ -240,6 +240,8 @@ pub async fn call<S: GenServer>(
                 p.node.timers.insert(&p.node, weak, after);
                 Deadline::OneOff(one_off)
             });
+            // What it replaces is `Deadline::None`, which owns nothing: no drop to run.
+            std::mem::forget(std::mem::replace(&mut deadline, armed));
         }
         queued
     });
