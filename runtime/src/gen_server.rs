@@ -49,9 +49,10 @@
 //! # Why `call` is fast
 //!
 //! The reply travels through a one-shot slot, not the caller's mailbox: lock-free, and reused
-//! by the next call of the same thread, so a call in a loop allocates nothing; the server's death is
-//! seen through the dropped request and the server's exit-reason cell, not a monitor per call;
-//! the timeout is a push onto the node's coarse deadline wheel, not a tokio timer per call.
+//! by the next call of the same thread, so a call in a loop allocates nothing; the server's
+//! death is seen through the dropped request and the server's exit-reason cell, not a monitor
+//! per call; the timeout re-arms the calling process's entry in the node's coarse deadline
+//! wheel (a few stores), not a tokio timer per call.
 //!
 //! [`init`]: GenServer::init
 //! [`handle_call`]: GenServer::handle_call

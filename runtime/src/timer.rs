@@ -10,8 +10,9 @@
 //! Two kinds of registration:
 //!
 //! - A process's calls re-arm the process's own [`CallTimer`], registered with the wheel once
-//!   and kept while the process keeps calling: arming is a few plain stores, and nothing is
-//!   allocated or freed per call.
+//!   and kept while the process keeps calling: arming is a few plain stores (the ticker turns
+//!   the timeout into ticks), nothing is allocated or freed per call, and a call polled by its
+//!   process's own task registers no waker (the timer wakes that task when it fires).
 //! - Anything else (a call from outside a process, from a helper task, or a second call a
 //!   process makes while one is pending) pushes a one-off entry, a `Weak` to a deadline of its own,
 //!   under a per-thread shard lock; a finished call's entry is a dead `Weak`, dropped on the
