@@ -314,6 +314,7 @@ struct WaitReply<'a, R> {
 impl<R> Future for WaitReply<'_, R> {
     type Output = Outcome<R>;
 
+    #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Outcome<R>> {
         if let Poll::Ready(outcome) = self.slot.poll_outcome(cx) {
             return Poll::Ready(outcome);

@@ -173,6 +173,7 @@ impl<R> ReplySlot<R> {
     }
 
     /// The outcome, once the server settled it.
+    #[inline]
     pub(crate) fn poll_outcome(&self, cx: &mut Context<'_>) -> Poll<Outcome<R>> {
         let mut state = self.state.load(Ordering::Acquire);
         if state & SENT != 0 {
