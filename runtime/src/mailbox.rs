@@ -71,6 +71,7 @@ pub(crate) struct Mailbox {
 /// Keeps `cx`'s waker to be woken by the next push. A different waker already kept (another
 /// receive of the same process, polled under its own waker, as in `FuturesUnordered`) is woken
 /// now rather than lost: a spurious wake, never a missed one.
+#[inline]
 fn register(incoming: &mut Incoming, cx: &Context<'_>) {
     match &incoming.waker {
         Some(w) if w.will_wake(cx.waker()) => {}
