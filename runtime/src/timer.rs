@@ -127,6 +127,7 @@ impl CallTimer {
     }
 
     /// Disarms call `seq` (it finished, or was dropped).
+    #[inline]
     fn disarm(&self, seq: u64) {
         let _ = self
             .armed

@@ -286,7 +286,19 @@ impl<R> ReplyTo<R> {
 }
 
 impl<R> Drop for ReplyTo<R> {
+    #[inline]
     fn drop(&mut self) {
+        if self.slot.is_some() {
+            self.unanswered();
+        }
+    }
+}
+
+impl<R> ReplyTo<R> {
+    /// Dropped without a reply: tells the caller why.
+    #[cold]
+    #[inline(never)]
+    fn unanswered(&mut self) {
         let Some(slot) = self.slot.take() else { return };
         // Dropped inside the server while it ends (its future or mailbox being dropped, or a
         // panic unwinding): the caller reads the exit reason from the server itself.

@@ -151,6 +151,7 @@ pub(crate) fn current_process_for_receive<R>(f: impl FnOnce(&Process) -> R) -> R
 
 /// The pid of the calling process, or `None` outside a process. In a helper task of
 /// [`spawn_task`](crate::spawn_task), the pid of the process it belongs to.
+#[inline]
 pub fn try_self_pid() -> Option<Pid> {
     with_current(|c| c.map(|p| p.pid))
 }
