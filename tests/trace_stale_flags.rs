@@ -60,3 +60,49 @@ fn a_dropped_sessions_flags_never_count_for_the_next_session_in_its_slot() {
         }
     }
 }
+
+#[test]
+fn spawns_racing_with_a_session_opening_in_a_freed_slot_never_carry_its_bit() {
+    let node = Node::builder().worker_threads(2).build().unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut leaked = 0;
+    for round in 0..200 {
+        let s = node.trace_session_with(TraceTypes::CALL_TIME).unwrap();
+        s.enable_trace(ProcessSpec::New, true).unwrap();
+        // Spawners inherit the flag and pass it on to every child, as fast as they can.
+        let spawners: Vec<_> = (0..2)
+            .map(|_| {
+                let stop = std::sync::Arc::clone(&stop);
+                node.spawn(async move {
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        let _ = spawn(async {
+                            tick(0);
+                        });
+                        tokio::task::yield_now().await;
+                    }
+                })
+                .unwrap()
+            })
+            .collect();
+        std::thread::yield_now();
+        drop(s);
+        let s2 = node.trace_session_with(TraceTypes::CALL_TIME).unwrap();
+        s2.set_pattern(&TracePattern::function(module_path!(), "tick"))
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(1));
+        for p in spawners {
+            node.exit(p, runtime::ExitReason::Kill);
+        }
+        std::thread::sleep(Duration::from_millis(1));
+        let measured = s2.measurements();
+        if !measured.is_empty() {
+            leaked += 1;
+            eprintln!("round {round}: {} processes measured", measured.len());
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(
+        leaked, 0,
+        "a session that enabled no process measured some in {leaked} rounds"
+    );
+}

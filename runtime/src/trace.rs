@@ -96,8 +96,8 @@ pub use measure::{
 };
 pub(crate) use measure::{ProcTraceRef, begin_poll, measuring, remember_name};
 pub use pattern::{Part, TracePattern};
+pub(crate) use session::record_call;
 pub use session::{CallCount, MAX_SESSIONS, PatternError, SessionError, TraceMap, TraceSession};
-pub(crate) use session::{generation_of, record_call};
 pub use snapshot::{
     Snapshot, SnapshotEvent, SnapshotFigures, SnapshotFunction, SnapshotPath, SnapshotPercentiles,
     SnapshotProcess, SnapshotTypes,

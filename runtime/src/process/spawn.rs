@@ -239,13 +239,12 @@ where
     if let Some(len) = opts.max_message_queue_len {
         process.set_max_queue_len(len);
     }
-    crate::trace::flags_at_spawn(node, parent.map(|p| &**p), &process.trace_flags);
-    for &(session_node, bit, generation, set_on_spawn) in &opts.traced_by {
-        // The session still open (options can outlive it, and its slot be taken by another).
-        if session_node == node.id && crate::trace::generation_of(bit) == generation {
-            process.trace_flags.set_at_spawn(bit, set_on_spawn);
-        }
-    }
+    crate::trace::flags_at_spawn(
+        node,
+        parent.map(|p| &**p),
+        &process.trace_flags,
+        &opts.traced_by,
+    );
     if let Some(parent) = parent {
         // The parent's side (the new process's was set as it was built). As `link` and
         // `monitor_with`, without resolving the pid: the new process has not run yet, so it is

@@ -36,11 +36,6 @@ impl TraceFlags {
         self.set(bit, false, false);
     }
 
-    /// Sets (or clears) session slot `bit` at spawn, from the spawn options.
-    pub(crate) fn set_at_spawn(&self, bit: u32, set_on_spawn: bool) {
-        self.set(bit, true, set_on_spawn);
-    }
-
     fn set(&self, bit: u32, on: bool, set_on_spawn: bool) {
         let m = 1u64 << bit;
         if on {
@@ -58,35 +53,93 @@ impl TraceFlags {
 }
 
 /// The flags a process spawned on `node` by `parent` starts with: what its parent passes on,
-/// and what sessions wanting new processes of the node give it.
-pub(crate) fn flags_at_spawn(node: &NodeInner, parent: Option<&Process>, child: &TraceFlags) {
+/// what sessions wanting new processes of the node give it, and the sessions its spawn options
+/// name (`traced_by`: node, session slot, session generation, `set_on_spawn`). Called once the
+/// child is in the node's process table.
+///
+/// A session opening in a slot clears that slot's bit on every process of the table (a dropped
+/// session may have left it); a spawn racing with that must not leave a bit the opening
+/// session's sweep missed. So the decision rests on values read after each candidate slot's
+/// generation, and once the flags are stored, a fence and a second read of those generations
+/// clear any bit whose slot changed hands meanwhile. The opening session stores its
+/// generation, fences, then sweeps: of the two, one sees the other (see
+/// [`super::session`]'s `trace_session_with`).
+pub(crate) fn flags_at_spawn(
+    node: &NodeInner,
+    parent: Option<&Process>,
+    child: &TraceFlags,
+    traced_by: &[(u32, u32, u64, bool)],
+) {
+    let from_parent = parent.map_or(0, |p| {
+        p.trace_flags.traced() & p.trace_flags.on_spawn.load(Ordering::Relaxed)
+    });
+    let mut candidates = from_parent | NEW_MASK.load(Ordering::Acquire);
+    for &(session_node, bit, _, _) in traced_by {
+        if session_node == node.id {
+            candidates |= 1 << bit;
+        }
+    }
+    if candidates == 0 {
+        return;
+    }
+    // The generation of each candidate slot, before the values the decision rests on (acquire:
+    // a dropped session's clearing of them is seen once its slot's generation is).
+    let mut generations = [0u64; super::MAX_SESSIONS];
+    let mut m = candidates;
+    while m != 0 {
+        let bit = m.trailing_zeros() as usize;
+        m &= m - 1;
+        generations[bit] = super::session::generation_acquire(bit as u32);
+    }
     // Only bits of sessions still open on the node pass on: a parent may keep a dropped
     // session's bit for a moment.
     let open = node.trace_sessions.load(Ordering::SeqCst);
-    let node = node.id;
     let (mut traced, mut on_spawn) = match parent {
         Some(p) => {
-            let pass =
-                p.trace_flags.traced() & p.trace_flags.on_spawn.load(Ordering::Relaxed) & open;
+            let pass = p.trace_flags.traced()
+                & p.trace_flags.on_spawn.load(Ordering::Relaxed)
+                & open
+                & candidates;
             (pass, pass)
         }
         None => (0, 0),
     };
-    let mut new = NEW_MASK.load(Ordering::Relaxed);
+    let mut new = NEW_MASK.load(Ordering::Acquire) & candidates;
     if new != 0 {
         let new_on_spawn = NEW_ON_SPAWN_MASK.load(Ordering::Relaxed);
         while new != 0 {
             let bit = new.trailing_zeros();
             new &= new - 1;
-            if session_in_slot(bit).is_some_and(|s| s.node() == node) {
+            if session_in_slot(bit).is_some_and(|s| s.node() == node.id) {
                 traced |= 1 << bit;
                 on_spawn |= (1 << bit) & new_on_spawn;
             }
         }
     }
-    if traced != 0 {
-        child.traced.store(traced, Ordering::Relaxed);
-        child.on_spawn.store(on_spawn, Ordering::Relaxed);
+    for &(session_node, bit, generation, set_on_spawn) in traced_by {
+        // The session still open (options can outlive it, and its slot be taken by another).
+        if session_node == node.id && generations[bit as usize] == generation {
+            traced |= 1 << bit;
+            if set_on_spawn {
+                on_spawn |= 1 << bit;
+            } else {
+                on_spawn &= !(1 << bit);
+            }
+        }
+    }
+    if traced == 0 {
+        return;
+    }
+    child.traced.store(traced, Ordering::Relaxed);
+    child.on_spawn.store(on_spawn, Ordering::Relaxed);
+    std::sync::atomic::fence(Ordering::SeqCst);
+    let mut m = traced;
+    while m != 0 {
+        let bit = m.trailing_zeros();
+        m &= m - 1;
+        if super::session::generation_acquire(bit) != generations[bit as usize] {
+            child.clear(bit);
+        }
     }
 }
 

@@ -240,6 +240,15 @@ pub(crate) fn begin_poll(process: &Process, sessions: u64) {
         histograms,
         process.account,
     );
+    // The flags were read before the sessions' generations: a session may have been dropped
+    // and another opened in its slot in between, with the flag left from the first. Read
+    // after the generations, the node's open sessions (whose opening swept stale flags first)
+    // and then the flags themselves say which of the sessions the poll really is for.
+    let open = process.node.trace_sessions.load(Ordering::SeqCst);
+    let stale = sessions & !(open & process.trace_flags.traced());
+    if stale != 0 {
+        super::stack::forget_sessions(stale);
+    }
 }
 
 /// Figures in nanoseconds, as a [`PathMeasurement`] (`path` left 0).

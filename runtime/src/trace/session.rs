@@ -102,6 +102,13 @@ pub(crate) fn generation_of(bit: u32) -> u64 {
     GENERATIONS[bit as usize].load(Ordering::Relaxed)
 }
 
+/// [`generation_of`], sequentially consistent: a reader that sees a slot's generation sees
+/// what was done before it was stored (a dropped session clears its masks before it frees its
+/// slot).
+pub(crate) fn generation_acquire(bit: u32) -> u64 {
+    GENERATIONS[bit as usize].load(Ordering::SeqCst)
+}
+
 /// The session in slot `bit`, if any.
 pub(crate) fn session_in_slot(bit: u32) -> Option<Arc<SessionState>> {
     SLOTS[bit as usize].load_full()
@@ -652,10 +659,14 @@ impl NodeHandle {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_nanos() as u64),
         });
-        GENERATIONS[bit as usize].store(state.generation, Ordering::Relaxed);
+        GENERATIONS[bit as usize].store(state.generation, Ordering::SeqCst);
         SLOTS[bit as usize].store(Some(Arc::clone(&state)));
         // A flag a dropped session of this node left on a process (one spawned while the
-        // session was being dropped) must not count for this one.
+        // session was being dropped) must not count for this one. A spawn storing such a
+        // flag after this sweep passed its process reads the new generation after its own
+        // fence and clears it (`flags::flags_at_spawn`); one that read the old generation
+        // stored its flag before its fence, which this sweep then sees.
+        std::sync::atomic::fence(Ordering::SeqCst);
         for p in self.inner.table.all() {
             p.trace_flags.clear(bit);
         }
@@ -945,7 +956,8 @@ impl Drop for TraceSession {
                 shard[0].store(0, Ordering::Relaxed);
             }
         }
-        GENERATIONS[bit as usize].store(0, Ordering::Relaxed);
+        // Release: whoever sees the slot free sees the masks above cleared.
+        GENERATIONS[bit as usize].store(0, Ordering::SeqCst);
         SLOTS[bit as usize].store(None);
         *lock(&USED) &= !(1u64 << bit);
     }

@@ -367,7 +367,8 @@ pub(crate) fn begin_poll(
             let bit = m.trailing_zeros() as usize;
             m &= m - 1;
             s.current[bit].set(None);
-            let generation = super::session::generation_of(bit as u32);
+            // Before the caller checks the process's flags again (see measure::begin_poll).
+            let generation = super::session::generation_acquire(bit as u32);
             s.generations[bit].set(generation);
             if trees & (1 << bit) != 0 {
                 s.paths[bit].set(tree::ROOT);
@@ -379,6 +380,20 @@ pub(crate) fn begin_poll(
         // starts the count. That saves one clock read per measured poll.
         if memory {
             s.last_mem.set(account.owner_totals());
+        }
+    });
+}
+
+/// Gives up measuring the poll that just began for the sessions in `stale`: what it gathers
+/// for them is dropped at its end (generation 0 is no session's).
+#[cold]
+pub(crate) fn forget_sessions(stale: u64) {
+    STACK.with(|s| {
+        let mut m = stale;
+        while m != 0 {
+            let bit = m.trailing_zeros() as usize;
+            m &= m - 1;
+            s.generations[bit].set(0);
         }
     });
 }
