@@ -1063,7 +1063,7 @@ impl FrameGuard {
     /// for those that count, and pushes a frame for those that measure this poll, if any.
     #[inline(always)]
     pub(crate) fn enter_call(callsite: &'static Callsite, mask: u64) -> FrameGuard {
-        STACK.with(|s| enter_call_in(s, callsite, mask))
+        with_stack(|s| enter_call_in(s, callsite, mask))
     }
 
     /// Pushes a frame of `id` for the sessions of `mask` that measure this poll, if any;
