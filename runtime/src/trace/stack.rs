@@ -26,7 +26,7 @@
 //! last event, time read from the TSC inline) makes no further call.
 
 use std::cell::{Cell, RefCell};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use super::measure::Acc;
@@ -131,11 +131,20 @@ struct Stack {
     histograms: Cell<u64>,
     /// The process's account, when one of them measures memory.
     memory: Cell<Option<&'static Account>>,
-    /// The process's account, to record its current function in.
-    account: Cell<Option<&'static Account>>,
-    /// The same, to record the caller's function in when a frame returns; `None` once a
-    /// pending poll has recorded where the process is suspended.
-    restore: Cell<Option<&'static Account>>,
+    /// Its blocks counter when one of them measures memory, [`NO_BLOCKS`] otherwise (and
+    /// `last_mem` is then zero): a synchronous call's common case compares it with
+    /// `last_mem` without testing `memory` first.
+    blocks: Cell<&'static AtomicU64>,
+    /// The process's account's record of its current function, which every push writes
+    /// ([`NO_CELL`] between polls, when nothing is pushed).
+    function: Cell<&'static AtomicU32>,
+    /// Where a pop records the caller's function: the same cell, or this stack's `sink` once
+    /// a pending poll has recorded where the process is suspended ([`NO_CELL`] between polls,
+    /// when nothing is popped). Always one of those three (see [`record_restore`]).
+    restore: Cell<*const AtomicU32>,
+    /// What pops write after a pending poll has recorded where the process is suspended; read
+    /// by no one.
+    sink: AtomicU32,
     last_ticks: Cell<u64>,
     last_mem: Cell<[u64; 3]>,
     /// `ids[i + 1]`: the function of frame `i`; `ids[0]` is [`NO_FUNCTION`], the caller of
@@ -184,8 +193,10 @@ thread_local! {
             timing: Cell::new(false),
             histograms: Cell::new(0),
             memory: Cell::new(None),
-            account: Cell::new(None),
-            restore: Cell::new(None),
+            blocks: Cell::new(&NO_BLOCKS),
+            function: Cell::new(&NO_CELL),
+            restore: Cell::new(&NO_CELL),
+            sink: AtomicU32::new(NO_FUNCTION),
             last_ticks: Cell::new(0),
             last_mem: Cell::new([0; 3]),
             ids: [const { Cell::new(NO_FUNCTION) }; CAPACITY + 1],
@@ -212,6 +223,35 @@ thread_local! {
     static LOG: RefCell<Vec<(u64, u32, bool, u64)>> = const { RefCell::new(Vec::new()) };
     /// Per session slot, the events this poll could not log.
     static LOG_DROPPED: [Cell<u64>; MAX_SESSIONS] = const { [const { Cell::new(0) }; MAX_SESSIONS] };
+}
+
+/// What [`Stack::blocks`] points at when no session measures memory: never written.
+static NO_BLOCKS: AtomicU64 = AtomicU64::new(0);
+
+/// What [`Stack::function`] and [`Stack::restore`] point at between polls: written by no
+/// push or pop, since frames never outlive a poll.
+static NO_CELL: AtomicU32 = AtomicU32::new(NO_FUNCTION);
+
+/// Records `id` as the function the process is back in after a pop (see [`Stack::restore`]).
+#[inline(always)]
+fn record_restore(s: &Stack, id: u32) {
+    let cell = s.restore.get();
+    // SAFETY: `restore` only ever holds `&NO_CELL` (a static), the `current_function_cell` of
+    // a `&'static Account` (`begin_poll`), or `&s.sink` (`record_pending`), where `s` is this
+    // thread's `STACK`: the only `Stack` there is, a thread-local without a destructor, whose
+    // fields stay in place until this thread ends, and which no other thread reads. So `cell`
+    // points at a live `AtomicU32` here, on this thread. Every measured test's pops write
+    // through it (the pending ones in `trace_measure`'s async tests write the sink).
+    #[allow(unsafe_code)]
+    unsafe { &*cell }.store(id, Ordering::Relaxed);
+}
+
+/// A pending pop: records `id` as where the process is suspended, unless a pending pop of this
+/// poll already did, and sends the pops that follow in this poll to the sink.
+#[inline(always)]
+fn record_pending(s: &Stack, id: u32) {
+    record_restore(s, id);
+    s.restore.set(&s.sink);
 }
 
 /// `STACK.with(f)`, with `f` inlined into its caller (see [`super::tls::with_local`]).
@@ -343,8 +383,13 @@ pub(crate) fn begin_poll(
         s.extra
             .set(s.tree.get() | s.events.get() | s.histograms.get());
         s.memory.set(memory.then_some(account));
-        s.account.set(Some(account));
-        s.restore.set(Some(account));
+        s.blocks.set(if memory {
+            account.owner_blocks_counter()
+        } else {
+            &NO_BLOCKS
+        });
+        s.function.set(account.current_function_cell());
+        s.restore.set(account.current_function_cell());
         let tsc = timing && RAW_IS_TSC.get() == Some(&true);
         s.tsc.set(tsc);
         s.clock.set(if timing && !tsc { CLOCK.get() } else { None });
@@ -377,9 +422,11 @@ pub(crate) fn begin_poll(
         // No clock read here: what passes before the poll's first frame is charged to no
         // frame (no accumulator is current at the root), so the first event's reading only
         // starts the count. That saves one clock read per measured poll.
-        if memory {
-            s.last_mem.set(account.owner_totals());
-        }
+        s.last_mem.set(if memory {
+            account.owner_totals()
+        } else {
+            [0; 3]
+        });
     });
 }
 
@@ -395,8 +442,9 @@ pub(crate) fn end_poll(process: &crate::process::Process) {
             }
         }
         s.memory.set(None);
-        s.account.set(None);
-        s.restore.set(None);
+        s.blocks.set(&NO_BLOCKS);
+        s.function.set(&NO_CELL);
+        s.restore.set(&NO_CELL);
         s.clock.set(None);
         s.tsc.set(false);
         s.touched_len.get() > 0 || s.touched_overflow.get()
@@ -610,9 +658,7 @@ fn push_in(s: &Stack, id: u32, mask: u64, call: bool, prior: u64) {
     s.ids[depth + 1].set(id);
     s.masks[depth].set(mask);
     s.starts[depth].set(now.wrapping_sub(prior));
-    if let Some(account) = s.account.get() {
-        account.set_current_function(id);
-    }
+    s.function.get().store(id, Ordering::Relaxed);
 }
 
 /// What a push needs beyond the common case: logs the frame for the sessions keeping an event
@@ -770,11 +816,9 @@ fn pop_in(s: &Stack, pending: bool) -> u64 {
         }
     }
     if pending {
-        if let Some(account) = s.restore.take() {
-            account.set_current_function(id);
-        }
-    } else if let Some(account) = s.restore.get() {
-        account.set_current_function(s.ids[depth].get());
+        record_pending(s, id);
+    } else {
+        record_restore(s, s.ids[depth].get());
     }
     polled
 }
@@ -891,9 +935,7 @@ fn push_lean<const ASYNC: bool>(s: &Stack, id: u32, call: bool, prior: u64) {
     if ASYNC {
         s.starts[depth].set(now.wrapping_sub(prior));
     }
-    if let Some(account) = s.account.get() {
-        account.set_current_function(id);
-    }
+    s.function.get().store(id, Ordering::Relaxed);
 }
 
 /// [`pop_checked`] in a lean poll: leaves the top frame (`pending` when it is a future's poll
@@ -914,11 +956,9 @@ fn pop_lean<const ASYNC: bool>(s: &Stack, pending: bool) -> Option<u64> {
     s.depth.set(depth);
     s.lean_current.set(s.parents[depth].get());
     if pending {
-        if let Some(account) = s.restore.take() {
-            account.set_current_function(s.ids[depth + 1].get());
-        }
-    } else if let Some(account) = s.restore.get() {
-        account.set_current_function(s.ids[depth].get());
+        record_pending(s, s.ids[depth + 1].get());
+    } else {
+        record_restore(s, s.ids[depth].get());
     }
     if ASYNC {
         Some(now.wrapping_sub(s.starts[depth].get()))
@@ -932,11 +972,7 @@ fn pop_lean<const ASYNC: bool>(s: &Stack, pending: bool) -> Option<u64> {
 /// False, having charged nothing, otherwise.
 #[inline(always)]
 fn charge_quick(s: &Stack) -> bool {
-    if s.clock.get().is_some()
-        || s.memory
-            .get()
-            .is_some_and(|account| account.owner_blocks() != s.last_mem.get()[2])
-    {
+    if s.clock.get().is_some() || s.blocks.get().load(Ordering::Relaxed) != s.last_mem.get()[2] {
         return false;
     }
     if s.tsc.get() {
@@ -973,9 +1009,7 @@ fn pop_lean_sync(s: &Stack) {
     let depth = depth - 1;
     s.depth.set(depth);
     s.lean_current.set(s.parents[depth].get());
-    if let Some(account) = s.restore.get() {
-        account.set_current_function(s.ids[depth].get());
-    }
+    record_restore(s, s.ids[depth].get());
 }
 
 #[inline(never)]
@@ -1009,9 +1043,7 @@ fn enter_call_in(s: &Stack, callsite: &'static Callsite, mask: u64) -> FrameGuar
     s.depth.set(depth + 1);
     s.parents[depth].set(s.lean_current.replace(Some(acc)));
     s.ids[depth + 1].set(id as u32);
-    if let Some(account) = s.account.get() {
-        account.set_current_function(id as u32);
-    }
+    s.function.get().store(id as u32, Ordering::Relaxed);
     FrameGuard {
         pushed: PUSHED_LEAN,
     }
