@@ -196,7 +196,6 @@ thread_local! {
             fast_single: Cell::new(0),
             single_counters: Cell::new(std::ptr::null()),
             pair: Cell::new(0),
-            fast_pair: Cell::new(0),
             pair_counters: [const { Cell::new(std::ptr::null()) }; 2],
             counters: [const { Cell::new(std::ptr::null()) }; MAX_SESSIONS],
         }
@@ -223,8 +222,6 @@ struct CountCache {
     /// The two bits of `counted` when it has two, 0 otherwise: a call whose mask is those two
     /// slots takes no loop either.
     pair: Cell<u64>,
-    /// `pair` when both its sessions count and measure nothing per process, 0 otherwise.
-    fast_pair: Cell<u64>,
     /// Their counters, lower slot first.
     pair_counters: [Cell<*const AtomicU64>; 2],
     /// Per slot of `counted`, the counters of its [`SHARDS`] entry.
@@ -239,7 +236,6 @@ impl CountCache {
         self.single.set(0);
         self.fast_single.set(0);
         self.pair.set(0);
-        self.fast_pair.set(0);
     }
 
     /// Forgets slot `bit` (before its [`SHARDS`] entry is replaced).
@@ -253,7 +249,6 @@ impl CountCache {
         }
         if self.pair.get() & 1 << bit != 0 {
             self.pair.set(0);
-            self.fast_pair.set(0);
         }
     }
 
@@ -272,16 +267,10 @@ impl CountCache {
             let low = counted.trailing_zeros() as usize;
             let high = 63 - counted.leading_zeros() as usize;
             self.pair.set(counted);
-            self.fast_pair.set(if counted & self.not_fast.get() == 0 {
-                counted
-            } else {
-                0
-            });
             self.pair_counters[0].set(self.counters[low].get());
             self.pair_counters[1].set(self.counters[high].get());
         } else {
             self.pair.set(0);
-            self.fast_pair.set(0);
         }
     }
 
@@ -292,14 +281,13 @@ impl CountCache {
         let id = callsite.raw_id();
         // SAFETY (all blocks): every slot of `mask` is in `counted` (the callers check `mask`
         // against it, or against `not_fast`, whose complement is in `counted`), and `single`
-        // and the slots of `pair` are among them or 0 (`fast_single` and `fast_pair` are
-        // `single` and `pair` or 0, and no mask is 0). So each pointer was copied by
-        // `remember` from this thread's `SHARDS` entry for its slot, an `Arc<Shard>` of one word
-        // more than there are callsites, and that entry still holds it: `SHARDS` entries are
-        // replaced only by `record_call_slow`, which calls `forget` for the slot first
-        // (clearing `single`, `pair` and their `fast_` copies if they name it), and dropped
-        // only at thread exit, by
-        // `Shards::drop`, which empties this cache first.
+        // and the slots of `pair` are among them or 0 (`fast_single` is `single` or 0, and no
+        // mask is 0). So each pointer was copied by `remember` from this thread's `SHARDS`
+        // entry for its slot, an `Arc<Shard>` of one word more than there are callsites, and
+        // that entry still holds it: `SHARDS` entries are replaced only by `record_call_slow`,
+        // which calls `forget` for the slot first (clearing `single`, `fast_single` and `pair`
+        // if they name it), and dropped only at thread exit, by `Shards::drop`, which empties
+        // this cache first.
         if mask == self.single.get() {
             // SAFETY: see above; `single_counters` is the counters of slot `single`.
             #[allow(unsafe_code)]
@@ -312,10 +300,10 @@ impl CountCache {
     #[inline(always)]
     fn count_pair(&self, id: usize) -> bool {
         let [low, high] = [self.pair_counters[0].get(), self.pair_counters[1].get()];
-        // SAFETY: as in `count`: the callers check the mask against `pair` or `fast_pair`
-        // (`pair` or 0) and the mask is not 0, so `pair` is two slots of `counted`, and
-        // `pair_counters` are their counters, copied by `remember` from this thread's `SHARDS`
-        // entries, which still hold them (`forget` clears `pair` and `fast_pair` first).
+        // SAFETY: as in `count`: the caller checks the mask against `pair` and the mask is
+        // not 0, so `pair` is two slots of `counted`, and `pair_counters` are their counters,
+        // copied by `remember` from this thread's `SHARDS` entries, which still hold them
+        // (`forget` clears `pair` first).
         #[allow(unsafe_code)]
         let open = unsafe { is_open(low, id) && is_open(high, id) };
         if !open {
@@ -440,10 +428,6 @@ fn count_only_in(c: &CountCache, callsite: &Callsite, mask: u64) -> bool {
             // 0, and `single_counters` is the counters of slot `single`.
             #[allow(unsafe_code)]
             return unsafe { increment(c.single_counters.get(), callsite.raw_id()) };
-        }
-        if mask == c.fast_pair.get() {
-            // Two count-only sessions: no loop either.
-            return c.node.get() == current_node_id() && c.count_pair(callsite.raw_id());
         }
         mask & c.not_fast.get() == 0
             && c.node.get() == current_node_id()
