@@ -19,7 +19,8 @@
 //! this stack; for every other poll the cost is two relaxed loads in the poll wrapper.
 //!
 //! Most measured polls are in the common case: one session measures the process, in flat mode,
-//! without an event log or histograms. `begin_poll` decides it once per poll ("lean"), keeping
+//! without an event log or histograms, and time (if measured) is read from the time-stamp
+//! counter. `begin_poll` decides it once per poll ("lean"), keeping
 //! that session's table and innermost accumulator in the stack, and its frames then take
 //! [`push_lean`] and [`pop_lean`]: no loop over sessions, no mask per frame. A sync call's entry
 //! and return are one out-of-line call each, whose common case (nothing allocated since the
@@ -110,10 +111,8 @@ struct Stack {
     lean_table: Cell<Table>,
     /// ... and the accumulator of the innermost frame (`None` at the root).
     lean_current: Cell<Option<&'static Accumulator>>,
-    /// In a lean poll that measures time: the clock, unless it reads the time-stamp counter
-    /// ...
-    clock: Cell<Option<&'static quanta::Clock>>,
-    /// ... in which case this is set and the counter is read inline.
+    /// The poll measures time, whose clock reads the time-stamp counter: a lean poll then reads
+    /// the counter inline (a poll that measures time with another clock is never lean).
     tsc: Cell<bool>,
     /// Those of them in call-tree mode.
     tree: Cell<u64>,
@@ -184,7 +183,6 @@ thread_local! {
             lean_slot: Cell::new(0),
             lean_table: Cell::new(&[]),
             lean_current: Cell::new(None),
-            clock: Cell::new(None),
             tsc: Cell::new(false),
             tree: Cell::new(0),
             events: Cell::new(0),
@@ -392,10 +390,9 @@ pub(crate) fn begin_poll(
         s.restore.set(account.current_function_cell());
         let tsc = timing && RAW_IS_TSC.get() == Some(&true);
         s.tsc.set(tsc);
-        s.clock.set(if timing && !tsc { CLOCK.get() } else { None });
         // Frames never outlive a poll; start clean whatever happened before.
         s.depth.set(0);
-        if active.is_power_of_two() && s.extra.get() == 0 {
+        if active.is_power_of_two() && s.extra.get() == 0 && (tsc || !timing) {
             let bit = active.trailing_zeros();
             s.lean.set(active);
             s.lean_slot.set(bit);
@@ -445,7 +442,6 @@ pub(crate) fn end_poll(process: &crate::process::Process) {
         s.blocks.set(&NO_BLOCKS);
         s.function.set(&NO_CELL);
         s.restore.set(&NO_CELL);
-        s.clock.set(None);
         s.tsc.set(false);
         s.touched_len.get() > 0 || s.touched_overflow.get()
     });
@@ -879,12 +875,8 @@ const MAX_SAMPLES: usize = 4096;
 #[inline(always)]
 fn charge_lean(s: &Stack) -> u64 {
     let mut now = 0;
-    let clock = s.clock.get();
-    if s.tsc.get() || clock.is_some() {
-        now = match clock {
-            Some(clock) => clock.raw(),
-            None => rdtsc(),
-        };
+    if s.tsc.get() {
+        now = rdtsc();
         let dt = now.saturating_sub(s.last_ticks.replace(now));
         if let Some(acc) = s.lean_current.get() {
             bump(&acc.ticks, dt);
@@ -972,7 +964,7 @@ fn pop_lean<const ASYNC: bool>(s: &Stack, pending: bool) -> Option<u64> {
 /// False, having charged nothing, otherwise.
 #[inline(always)]
 fn charge_quick(s: &Stack) -> bool {
-    if s.clock.get().is_some() || s.blocks.get().load(Ordering::Relaxed) != s.last_mem.get()[2] {
+    if s.blocks.get().load(Ordering::Relaxed) != s.last_mem.get()[2] {
         return false;
     }
     if s.tsc.get() {
