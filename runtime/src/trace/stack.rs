@@ -18,13 +18,14 @@
 //! Only processes that a session measures (call_time or call_memory, and a trace flag) touch
 //! this stack; for every other poll the cost is two relaxed loads in the poll wrapper.
 //!
-//! Most measured polls are in the common case: one session measures the process, in flat mode,
-//! without an event log or histograms, and time (if measured) is read from the time-stamp
-//! counter. `begin_poll` decides it once per poll ("lean"), keeping
-//! that session's table and innermost accumulator in the stack, and its frames then take
-//! [`push_lean`] and [`pop_lean`]: no loop over sessions, no mask per frame. A sync call's entry
-//! and return are one out-of-line call each, whose common case (nothing allocated since the
-//! last event, time read from the TSC inline) makes no further call.
+//! Most measured polls are in the common case: one session measures the process, without an
+//! event log or histograms, and time (if measured) is read from the time-stamp counter.
+//! `begin_poll` decides it once per poll ("lean"), keeping that session's table and innermost
+//! accumulator in the stack, and its frames then take [`push_lean`] and [`pop_lean`]: no loop
+//! over sessions, no mask per frame. In flat mode, a sync call's entry and return are one
+//! out-of-line call each, whose common case (nothing allocated since the last event, time read
+//! from the TSC inline) makes no further call; in call-tree mode, the entry also looks its path
+//! up ([`push_lean_tree`]) and the pop restores the caller's path.
 
 use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -101,8 +102,8 @@ struct Stack {
     depth: Cell<usize>,
     /// The sessions measuring the process being polled; 0 between polls.
     active: Cell<u64>,
-    /// When the poll is in the common case — one session measures it, and it needs nothing
-    /// beyond the flat figures (no call tree, event log or histograms) — that session's bit:
+    /// When the poll is in the common case — one session measures it, with no event log or
+    /// histograms, and time (if measured) from the time-stamp counter — that session's bit:
     /// its frames then take the lean path ([`push_lean`], [`pop_lean`]). 0 otherwise.
     lean: Cell<u64>,
     /// In a lean poll: the session's slot, ...
@@ -111,6 +112,11 @@ struct Stack {
     lean_table: Cell<Table>,
     /// ... and the accumulator of the innermost frame (`None` at the root).
     lean_current: Cell<Option<&'static Accumulator>>,
+    /// The lean poll's session is in call-tree mode: its frames are measured into the
+    /// accumulators of their paths ([`push_lean_tree`]), `lean_table` is empty, and ...
+    lean_tree: Cell<bool>,
+    /// ... this is the path of the innermost frame ([`tree::ROOT`] at the root).
+    lean_path: Cell<u32>,
     /// The poll measures time, whose clock reads the time-stamp counter: a lean poll then reads
     /// the counter inline (a poll that measures time with another clock is never lean).
     tsc: Cell<bool>,
@@ -183,6 +189,8 @@ thread_local! {
             lean_slot: Cell::new(0),
             lean_table: Cell::new(&[]),
             lean_current: Cell::new(None),
+            lean_tree: Cell::new(false),
+            lean_path: Cell::new(tree::ROOT),
             tsc: Cell::new(false),
             tree: Cell::new(0),
             events: Cell::new(0),
@@ -392,13 +400,22 @@ pub(crate) fn begin_poll(
         s.tsc.set(tsc);
         // Frames never outlive a poll; start clean whatever happened before.
         s.depth.set(0);
-        if active.is_power_of_two() && s.extra.get() == 0 && (tsc || !timing) {
+        // Lean: one session, no event log or histograms (call-tree mode allowed), and time (if
+        // measured) from the time-stamp counter.
+        if active.is_power_of_two() && s.extra.get() & !s.tree.get() == 0 && (tsc || !timing) {
             let bit = active.trailing_zeros();
+            let in_tree = s.tree.get() != 0;
             s.lean.set(active);
             s.lean_slot.set(bit);
-            s.lean_table.set(match s.tables[bit as usize].get() {
-                Some(t) => t,
-                None => new_table(s, bit as usize),
+            s.lean_tree.set(in_tree);
+            s.lean_path.set(tree::ROOT);
+            s.lean_table.set(if in_tree {
+                &[]
+            } else {
+                match s.tables[bit as usize].get() {
+                    Some(t) => t,
+                    None => new_table(s, bit as usize),
+                }
             });
             s.lean_current.set(None);
         } else {
@@ -910,14 +927,19 @@ fn charge_memory_lean(s: &Stack, account: &Account) {
 #[inline(always)]
 fn push_lean<const ASYNC: bool>(s: &Stack, id: u32, call: bool, prior: u64) {
     let now = charge_lean(s);
-    let acc = &s.lean_table.get()[id as usize];
-    if !acc.touched.load(Ordering::Relaxed) {
-        touch(s, acc, s.lean_slot.get(), id);
-    }
+    let depth = s.depth.get();
+    let acc = if s.lean_tree.get() {
+        push_lean_tree(s, id, depth)
+    } else {
+        let acc = &s.lean_table.get()[id as usize];
+        if !acc.touched.load(Ordering::Relaxed) {
+            touch(s, acc, s.lean_slot.get(), id);
+        }
+        acc
+    };
     if call {
         bump(&acc.calls, 1);
     }
-    let depth = s.depth.get();
     s.depth.set(depth + 1);
     if depth >= CAPACITY {
         return; // counted; its time and memory go to the deepest frame kept
@@ -928,6 +950,24 @@ fn push_lean<const ASYNC: bool>(s: &Stack, id: u32, call: bool, prior: u64) {
         s.starts[depth].set(now.wrapping_sub(prior));
     }
     s.function.get().store(id, Ordering::Relaxed);
+}
+
+/// [`push_lean`] in call-tree mode, at `depth`: enters the path extending the innermost
+/// frame's with a call of `id` (its path, unless the frame is deeper than the stack) and
+/// returns its accumulator, marked touched; the pop restores the path from `parent_paths`.
+#[inline(never)]
+fn push_lean_tree(s: &Stack, id: u32, depth: usize) -> &'static Accumulator {
+    let bit = s.lean_slot.get();
+    let parent = s.lean_path.get();
+    let (path, acc) = tree::enter(bit as usize, parent, id);
+    if !acc.touched.load(Ordering::Relaxed) {
+        touch(s, acc, bit, path);
+    }
+    if depth < CAPACITY {
+        s.parent_paths[depth].set(parent);
+        s.lean_path.set(path);
+    }
+    acc
 }
 
 /// [`pop_checked`] in a lean poll: leaves the top frame (`pending` when it is a future's poll
@@ -947,6 +987,9 @@ fn pop_lean<const ASYNC: bool>(s: &Stack, pending: bool) -> Option<u64> {
     let depth = depth - 1;
     s.depth.set(depth);
     s.lean_current.set(s.parents[depth].get());
+    if s.lean_tree.get() {
+        s.lean_path.set(s.parent_paths[depth].get());
+    }
     if pending {
         record_pending(s, s.ids[depth + 1].get());
     } else {
@@ -1054,9 +1097,13 @@ fn enter_call_full(s: &Stack, callsite: &'static Callsite, mask: u64) -> FrameGu
     let id = callsite.id() as u32;
     if mask & s.lean.get() != 0 {
         push_lean::<false>(s, id, true, 0);
-        return FrameGuard {
-            pushed: PUSHED_LEAN,
+        // A call-tree frame is popped by `pop_lean`, which restores its path too.
+        let pushed = if s.lean_tree.get() {
+            PUSHED
+        } else {
+            PUSHED_LEAN
         };
+        return FrameGuard { pushed };
     }
     let mask = mask & s.active.get();
     if mask != 0 {
