@@ -296,34 +296,25 @@ impl CountCache {
         self.count_many(mask, id)
     }
 
-    /// [`count`](Self::count) for a mask of the two slots of `pair` (not 0).
-    #[inline(always)]
-    fn count_pair(&self, id: usize) -> bool {
-        let [low, high] = [self.pair_counters[0].get(), self.pair_counters[1].get()];
-        // SAFETY: as in `count`: the caller checks the mask against `pair` and the mask is
-        // not 0, so `pair` is two slots of `counted`, and `pair_counters` are their counters,
-        // copied by `remember` from this thread's `SHARDS` entries, which still hold them
-        // (`forget` clears `pair` first).
-        #[allow(unsafe_code)]
-        let open = unsafe { is_open(low, id) && is_open(high, id) };
-        if !open {
-            return false;
-        }
-        // SAFETY: see above; both have a counter for `id` (just checked).
-        #[allow(unsafe_code)]
-        unsafe {
-            increment_unchecked(low, id);
-            increment_unchecked(high, id);
-        }
-        true
-    }
-
     /// [`count`](Self::count) for a mask of more than one slot.
     #[inline(always)]
     fn count_many(&self, mask: u64, id: usize) -> bool {
         // SAFETY (all blocks): as in `count`, which this continues.
         if mask == self.pair.get() {
-            return self.count_pair(id);
+            let [low, high] = [self.pair_counters[0].get(), self.pair_counters[1].get()];
+            // SAFETY: see above; `pair_counters` are the counters of the slots of `pair`.
+            #[allow(unsafe_code)]
+            let open = unsafe { is_open(low, id) && is_open(high, id) };
+            if !open {
+                return false;
+            }
+            // SAFETY: see above; both have a counter for `id` (just checked).
+            #[allow(unsafe_code)]
+            unsafe {
+                increment_unchecked(low, id);
+                increment_unchecked(high, id);
+            }
+            return true;
         }
         // All open first: a call counts for all of them here or for none.
         let mut m = mask;
@@ -418,21 +409,19 @@ pub(crate) fn count_only(callsite: &Callsite, mask: std::num::NonZeroU64) -> boo
 /// [`count_only`] with this thread's cache.
 #[inline(always)]
 fn count_only_in(c: &CountCache, callsite: &Callsite, mask: u64) -> bool {
-    {
-        if mask == c.fast_single.get() {
-            // One count-only session: no loop, and `not_fast` need not be read.
-            if c.node.get() != current_node_id() {
-                return false;
-            }
-            // SAFETY: as in `CountCache::count`: `fast_single` is `single` or 0, `mask` is not
-            // 0, and `single_counters` is the counters of slot `single`.
-            #[allow(unsafe_code)]
-            return unsafe { increment(c.single_counters.get(), callsite.raw_id()) };
+    if mask == c.fast_single.get() {
+        // One count-only session: no loop, and `not_fast` need not be read.
+        if c.node.get() != current_node_id() {
+            return false;
         }
-        mask & c.not_fast.get() == 0
-            && c.node.get() == current_node_id()
-            && c.count_many(mask, callsite.raw_id())
+        // SAFETY: as in `CountCache::count`: `fast_single` is `single` or 0, `mask` is not 0,
+        // and `single_counters` is the counters of slot `single`.
+        #[allow(unsafe_code)]
+        return unsafe { increment(c.single_counters.get(), callsite.raw_id()) };
     }
+    mask & c.not_fast.get() == 0
+        && c.node.get() == current_node_id()
+        && c.count_many(mask, callsite.raw_id())
 }
 
 /// A traced call: counts it for every session in `mask` that belongs to the calling process's
