@@ -197,6 +197,36 @@ fn recursion_makes_one_path_per_depth() {
 }
 
 #[test]
+fn recursion_deeper_than_the_stack_extends_the_deepest_path_kept() {
+    let node = node();
+    let s = session(
+        &node,
+        TraceTypes::CALL_MEMORY | TraceTypes::CALL_TREE,
+        &["recurse"],
+    );
+    let (pid, total) = node
+        .run(async {
+            let before = runtime::heap::process_heap(runtime::self_pid()).unwrap();
+            recurse(300);
+            let after = runtime::heap::process_heap(runtime::self_pid()).unwrap();
+            (runtime::self_pid(), after.words - before.words)
+        })
+        .unwrap();
+    let paths = paths_of(&s.call_tree(), pid);
+    let kept = runtime::trace::STACK_CAPACITY;
+    // One path per depth kept, each called once; the calls deeper than the stack are calls
+    // from the deepest frame kept: one path more, called by all of them.
+    assert_eq!(paths.len(), kept + 1);
+    assert_eq!(
+        paths.get(&vec!["recurse"; kept + 1].join(";")).map(|p| p.0),
+        Some(301 - kept as u64)
+    );
+    assert_eq!(paths.values().map(|p| p.0).sum::<u64>(), 301);
+    assert_eq!(paths.values().map(|p| p.1).sum::<u64>(), total);
+    assert_sums_match(&s, pid);
+}
+
+#[test]
 fn an_async_call_keeps_its_path_across_polls() {
     let node = node();
     let s = session(

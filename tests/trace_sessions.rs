@@ -283,3 +283,46 @@ fn two_sessions_count_exactly_when_one_of_them_is_dropped_and_its_slot_reused() 
     leaf(1);
     assert_eq!(calls_of(&stays, "leaf"), total);
 }
+
+#[test]
+fn count_only_sessions_and_a_measuring_session_on_one_function_each_see_every_call() {
+    // One worker thread: the thread's count cache holds both counting sessions (the two-slot
+    // case counted inline), while the third session measures the process, which the inline
+    // case must leave to the measuring path.
+    let single = Node::builder().current_thread().build().unwrap();
+    let leaf_only = TracePattern::function(module_path!(), "leaf");
+    let one = single.trace_session().unwrap();
+    one.set_pattern(&leaf_only).unwrap();
+    let two = single.trace_session().unwrap();
+    two.set_pattern(&leaf_only).unwrap();
+    single
+        .run(async {
+            for i in 0..100 {
+                leaf(i);
+            }
+        })
+        .unwrap();
+    assert_eq!((calls_of(&one, "leaf"), calls_of(&two, "leaf")), (100, 100));
+    let timing = single
+        .trace_session_with(runtime::trace::TraceTypes::CALL_TIME)
+        .unwrap();
+    timing.set_pattern(&leaf_only).unwrap();
+    timing
+        .enable_trace(runtime::trace::ProcessSpec::New, true)
+        .unwrap();
+    single
+        .run(async {
+            for i in 0..100 {
+                leaf(i);
+            }
+        })
+        .unwrap();
+    assert_eq!((calls_of(&one, "leaf"), calls_of(&two, "leaf")), (200, 200));
+    let measured: u64 = timing
+        .measurements()
+        .iter()
+        .flat_map(|p| p.functions.iter())
+        .map(|f| f.calls)
+        .sum();
+    assert_eq!(measured, 100);
+}

@@ -325,10 +325,11 @@ impl Account {
         self.tag.load(Ordering::Relaxed)
     }
 
-    /// Records the traced function the process is in (`u32::MAX`: none).
+    /// Where the traced stack records the traced function the process is in (`u32::MAX`:
+    /// none), a relaxed store each time it changes.
     #[inline(always)]
-    pub(crate) fn set_current_function(&self, id: u32) {
-        self.current_function.store(id, Ordering::Relaxed);
+    pub(crate) fn current_function_cell(&self) -> &AtomicU32 {
+        &self.current_function
     }
 
     /// The traced function the process is in, if known.
@@ -471,6 +472,13 @@ impl Account {
     #[inline(always)]
     pub(crate) fn owner_blocks(&self) -> u64 {
         self.blocks.load(Ordering::Relaxed)
+    }
+
+    /// The counter [`owner_blocks`](Self::owner_blocks) reads, for the traced stack to keep
+    /// during a poll.
+    #[inline(always)]
+    pub(crate) fn owner_blocks_counter(&self) -> &AtomicU64 {
+        &self.blocks
     }
 
     /// Its figures now.

@@ -220,17 +220,23 @@ impl fmt::Debug for Frame {
 /// else takes one call out of line.
 #[inline(always)]
 pub fn enter(callsite: &'static Callsite) -> Frame {
-    let mask = callsite.sessions();
-    if mask == 0 || super::session::count_only(callsite, mask) {
+    let Some(mask) = std::num::NonZeroU64::new(callsite.sessions()) else {
+        return Frame {
+            guard: FrameGuard::NONE,
+            _not_send: std::marker::PhantomData,
+        };
+    };
+    if super::session::count_only(callsite, mask) {
         return Frame {
             guard: FrameGuard::NONE,
             _not_send: std::marker::PhantomData,
         };
     }
     // A call some session wants: count it, and push a frame for the sessions measuring the
-    // calling process.
+    // calling process. Marked cold so that the inlined cases above keep no register for it.
+    std::hint::cold_path();
     Frame {
-        guard: FrameGuard::enter_call(callsite, mask),
+        guard: FrameGuard::enter_call(callsite, mask.get()),
         _not_send: std::marker::PhantomData,
     }
 }

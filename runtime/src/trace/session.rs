@@ -200,6 +200,7 @@ thread_local! {
             counted: Cell::new(0),
             not_fast: Cell::new(u64::MAX),
             single: Cell::new(0),
+            fast_single: Cell::new(0),
             single_counters: Cell::new(std::ptr::null()),
             pair: Cell::new(0),
             pair_counters: [const { Cell::new(std::ptr::null()) }; 2],
@@ -220,6 +221,9 @@ struct CountCache {
     /// The bit of the slot remembered last, 0 if none: a call whose mask is that one slot
     /// takes no loop.
     single: Cell<u64>,
+    /// `single` when its session counts and measures nothing per process, 0 otherwise: a call
+    /// whose mask is this needs nothing but the count (one comparison for both questions).
+    fast_single: Cell<u64>,
     /// Its counters.
     single_counters: Cell<*const AtomicU64>,
     /// The two bits of `counted` when it has two, 0 otherwise: a call whose mask is those two
@@ -237,6 +241,7 @@ impl CountCache {
         self.counted.set(0);
         self.not_fast.set(u64::MAX);
         self.single.set(0);
+        self.fast_single.set(0);
         self.pair.set(0);
     }
 
@@ -247,6 +252,7 @@ impl CountCache {
         self.counters[bit].set(std::ptr::null());
         if self.single.get() == 1 << bit {
             self.single.set(0);
+            self.fast_single.set(0);
         }
         if self.pair.get() & 1 << bit != 0 {
             self.pair.set(0);
@@ -261,6 +267,8 @@ impl CountCache {
         if entry.count_only {
             self.not_fast.set(self.not_fast.get() & !(1 << bit));
         }
+        self.fast_single
+            .set(if entry.count_only { 1 << bit } else { 0 });
         let counted = self.counted.get();
         if counted.count_ones() == 2 {
             let low = counted.trailing_zeros() as usize;
@@ -280,12 +288,13 @@ impl CountCache {
         let id = callsite.raw_id();
         // SAFETY (all blocks): every slot of `mask` is in `counted` (the callers check `mask`
         // against it, or against `not_fast`, whose complement is in `counted`), and `single`
-        // and the slots of `pair` are among them or 0. So each pointer was copied by
-        // `remember` from this thread's `SHARDS` entry for its slot, an `Arc<Shard>` of one word
-        // more than there are callsites, and that entry still holds it: `SHARDS` entries are
-        // replaced only by `record_call_slow`, which calls `forget` for the slot first
-        // (clearing `single` and `pair` if they name it), and dropped only at thread exit, by
-        // `Shards::drop`, which empties this cache first.
+        // and the slots of `pair` are among them or 0 (`fast_single` is `single` or 0, and no
+        // mask is 0). So each pointer was copied by `remember` from this thread's `SHARDS`
+        // entry for its slot, an `Arc<Shard>` of one word more than there are callsites, and
+        // that entry still holds it: `SHARDS` entries are replaced only by `record_call_slow`,
+        // which calls `forget` for the slot first (clearing `single`, `fast_single` and `pair`
+        // if they name it), and dropped only at thread exit, by `Shards::drop`, which empties
+        // this cache first.
         if mask == self.single.get() {
             // SAFETY: see above; `single_counters` is the counters of slot `single`.
             #[allow(unsafe_code)]
@@ -397,10 +406,29 @@ unsafe fn increment_unchecked(counters: *const AtomicU64, id: usize) {
 /// calls and measures nothing per process, and this thread has counted for each for this
 /// node. Counts the call and returns true; false when the call needs [`record_call`] or more.
 #[inline(always)]
-pub(crate) fn count_only(callsite: &Callsite, mask: u64) -> bool {
-    with_count(|c| {
-        mask & c.not_fast.get() == 0 && c.node.get() == current_node_id() && c.count(callsite, mask)
-    })
+pub(crate) fn count_only(callsite: &Callsite, mask: std::num::NonZeroU64) -> bool {
+    with_count(
+        #[inline(always)]
+        |c| count_only_in(c, callsite, mask.get()),
+    )
+}
+
+/// [`count_only`] with this thread's cache.
+#[inline(always)]
+fn count_only_in(c: &CountCache, callsite: &Callsite, mask: u64) -> bool {
+    if mask == c.fast_single.get() {
+        // One count-only session: no loop, and `not_fast` need not be read.
+        if c.node.get() != current_node_id() {
+            return false;
+        }
+        // SAFETY: as in `CountCache::count`: `fast_single` is `single` or 0, `mask` is not 0,
+        // and `single_counters` is the counters of slot `single`.
+        #[allow(unsafe_code)]
+        return unsafe { increment(c.single_counters.get(), callsite.raw_id()) };
+    }
+    mask & c.not_fast.get() == 0
+        && c.node.get() == current_node_id()
+        && c.count_many(mask, callsite.raw_id())
 }
 
 /// A traced call: counts it for every session in `mask` that belongs to the calling process's

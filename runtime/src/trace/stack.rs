@@ -18,15 +18,17 @@
 //! Only processes that a session measures (call_time or call_memory, and a trace flag) touch
 //! this stack; for every other poll the cost is two relaxed loads in the poll wrapper.
 //!
-//! Most measured polls are in the common case: one session measures the process, in flat mode,
-//! without an event log or histograms. `begin_poll` decides it once per poll ("lean"), keeping
-//! that session's table and innermost accumulator in the stack, and its frames then take
-//! [`push_lean`] and [`pop_lean`]: no loop over sessions, no mask per frame. A sync call's entry
-//! and return are one out-of-line call each, whose common case (nothing allocated since the
-//! last event, time read from the TSC inline) makes no further call.
+//! Most measured polls are in the common case: one session measures the process, without an
+//! event log or histograms, and time (if measured) is read from the time-stamp counter.
+//! `begin_poll` decides it once per poll ("lean"), keeping that session's table and innermost
+//! accumulator in the stack, and its frames then take [`push_lean`] and [`pop_lean`]: no loop
+//! over sessions, no mask per frame. In flat mode, a sync call's entry and return are one
+//! out-of-line call each, whose common case (nothing allocated since the last event, time read
+//! from the TSC inline) makes no further call; in call-tree mode, the entry also looks its path
+//! up ([`push_lean_tree`]) and the pop restores the caller's path.
 
 use std::cell::{Cell, RefCell};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use super::measure::Acc;
@@ -100,8 +102,8 @@ struct Stack {
     depth: Cell<usize>,
     /// The sessions measuring the process being polled; 0 between polls.
     active: Cell<u64>,
-    /// When the poll is in the common case — one session measures it, and it needs nothing
-    /// beyond the flat figures (no call tree, event log or histograms) — that session's bit:
+    /// When the poll is in the common case — one session measures it, with no event log or
+    /// histograms, and time (if measured) from the time-stamp counter — that session's bit:
     /// its frames then take the lean path ([`push_lean`], [`pop_lean`]). 0 otherwise.
     lean: Cell<u64>,
     /// In a lean poll: the session's slot, ...
@@ -110,10 +112,13 @@ struct Stack {
     lean_table: Cell<Table>,
     /// ... and the accumulator of the innermost frame (`None` at the root).
     lean_current: Cell<Option<&'static Accumulator>>,
-    /// In a lean poll that measures time: the clock, unless it reads the time-stamp counter
-    /// ...
-    clock: Cell<Option<&'static quanta::Clock>>,
-    /// ... in which case this is set and the counter is read inline.
+    /// The lean poll's session is in call-tree mode: its frames are measured into the
+    /// accumulators of their paths ([`push_lean_tree`]), `lean_table` is empty, and ...
+    lean_tree: Cell<bool>,
+    /// ... this is the path of the innermost frame ([`tree::ROOT`] at the root).
+    lean_path: Cell<u32>,
+    /// The poll measures time, whose clock reads the time-stamp counter: a lean poll then reads
+    /// the counter inline (a poll that measures time with another clock is never lean).
     tsc: Cell<bool>,
     /// Those of them in call-tree mode.
     tree: Cell<u64>,
@@ -131,11 +136,20 @@ struct Stack {
     histograms: Cell<u64>,
     /// The process's account, when one of them measures memory.
     memory: Cell<Option<&'static Account>>,
-    /// The process's account, to record its current function in.
-    account: Cell<Option<&'static Account>>,
-    /// The same, to record the caller's function in when a frame returns; `None` once a
-    /// pending poll has recorded where the process is suspended.
-    restore: Cell<Option<&'static Account>>,
+    /// Its blocks counter when one of them measures memory, [`NO_BLOCKS`] otherwise (and
+    /// `last_mem` is then zero): a synchronous call's common case compares it with
+    /// `last_mem` without testing `memory` first.
+    blocks: Cell<&'static AtomicU64>,
+    /// The process's account's record of its current function, which every push writes
+    /// ([`NO_CELL`] between polls, when nothing is pushed).
+    function: Cell<&'static AtomicU32>,
+    /// Where a pop records the caller's function: the same cell, or this stack's `sink` once
+    /// a pending poll has recorded where the process is suspended ([`NO_CELL`] between polls,
+    /// when nothing is popped). Always one of those three (see [`record_restore`]).
+    restore: Cell<*const AtomicU32>,
+    /// What pops write after a pending poll has recorded where the process is suspended; read
+    /// by no one.
+    sink: AtomicU32,
     last_ticks: Cell<u64>,
     last_mem: Cell<[u64; 3]>,
     /// `ids[i + 1]`: the function of frame `i`; `ids[0]` is [`NO_FUNCTION`], the caller of
@@ -175,7 +189,8 @@ thread_local! {
             lean_slot: Cell::new(0),
             lean_table: Cell::new(&[]),
             lean_current: Cell::new(None),
-            clock: Cell::new(None),
+            lean_tree: Cell::new(false),
+            lean_path: Cell::new(tree::ROOT),
             tsc: Cell::new(false),
             tree: Cell::new(0),
             events: Cell::new(0),
@@ -184,8 +199,10 @@ thread_local! {
             timing: Cell::new(false),
             histograms: Cell::new(0),
             memory: Cell::new(None),
-            account: Cell::new(None),
-            restore: Cell::new(None),
+            blocks: Cell::new(&NO_BLOCKS),
+            function: Cell::new(&NO_CELL),
+            restore: Cell::new(&NO_CELL),
+            sink: AtomicU32::new(NO_FUNCTION),
             last_ticks: Cell::new(0),
             last_mem: Cell::new([0; 3]),
             ids: [const { Cell::new(NO_FUNCTION) }; CAPACITY + 1],
@@ -212,6 +229,35 @@ thread_local! {
     static LOG: RefCell<Vec<(u64, u32, bool, u64)>> = const { RefCell::new(Vec::new()) };
     /// Per session slot, the events this poll could not log.
     static LOG_DROPPED: [Cell<u64>; MAX_SESSIONS] = const { [const { Cell::new(0) }; MAX_SESSIONS] };
+}
+
+/// What [`Stack::blocks`] points at when no session measures memory: never written.
+static NO_BLOCKS: AtomicU64 = AtomicU64::new(0);
+
+/// What [`Stack::function`] and [`Stack::restore`] point at between polls: written by no
+/// push or pop, since frames never outlive a poll.
+static NO_CELL: AtomicU32 = AtomicU32::new(NO_FUNCTION);
+
+/// Records `id` as the function the process is back in after a pop (see [`Stack::restore`]).
+#[inline(always)]
+fn record_restore(s: &Stack, id: u32) {
+    let cell = s.restore.get();
+    // SAFETY: `restore` only ever holds `&NO_CELL` (a static), the `current_function_cell` of
+    // a `&'static Account` (`begin_poll`), or `&s.sink` (`record_pending`), where `s` is this
+    // thread's `STACK`: the only `Stack` there is, a thread-local without a destructor, whose
+    // fields stay in place until this thread ends, and which no other thread reads. So `cell`
+    // points at a live `AtomicU32` here, on this thread. Every measured test's pops write
+    // through it (the pending ones in `trace_measure`'s async tests write the sink).
+    #[allow(unsafe_code)]
+    unsafe { &*cell }.store(id, Ordering::Relaxed);
+}
+
+/// A pending pop: records `id` as where the process is suspended, unless a pending pop of this
+/// poll already did, and sends the pops that follow in this poll to the sink.
+#[inline(always)]
+fn record_pending(s: &Stack, id: u32) {
+    record_restore(s, id);
+    s.restore.set(&s.sink);
 }
 
 /// `STACK.with(f)`, with `f` inlined into its caller (see [`super::tls::with_local`]).
@@ -343,20 +389,33 @@ pub(crate) fn begin_poll(
         s.extra
             .set(s.tree.get() | s.events.get() | s.histograms.get());
         s.memory.set(memory.then_some(account));
-        s.account.set(Some(account));
-        s.restore.set(Some(account));
+        s.blocks.set(if memory {
+            account.owner_blocks_counter()
+        } else {
+            &NO_BLOCKS
+        });
+        s.function.set(account.current_function_cell());
+        s.restore.set(account.current_function_cell());
         let tsc = timing && RAW_IS_TSC.get() == Some(&true);
         s.tsc.set(tsc);
-        s.clock.set(if timing && !tsc { CLOCK.get() } else { None });
         // Frames never outlive a poll; start clean whatever happened before.
         s.depth.set(0);
-        if active.is_power_of_two() && s.extra.get() == 0 {
+        // Lean: one session, no event log or histograms (call-tree mode allowed), and time (if
+        // measured) from the time-stamp counter.
+        if active.is_power_of_two() && s.extra.get() & !s.tree.get() == 0 && (tsc || !timing) {
             let bit = active.trailing_zeros();
+            let in_tree = s.tree.get() != 0;
             s.lean.set(active);
             s.lean_slot.set(bit);
-            s.lean_table.set(match s.tables[bit as usize].get() {
-                Some(t) => t,
-                None => new_table(s, bit as usize),
+            s.lean_tree.set(in_tree);
+            s.lean_path.set(tree::ROOT);
+            s.lean_table.set(if in_tree {
+                &[]
+            } else {
+                match s.tables[bit as usize].get() {
+                    Some(t) => t,
+                    None => new_table(s, bit as usize),
+                }
             });
             s.lean_current.set(None);
         } else {
@@ -378,9 +437,11 @@ pub(crate) fn begin_poll(
         // No clock read here: what passes before the poll's first frame is charged to no
         // frame (no accumulator is current at the root), so the first event's reading only
         // starts the count. That saves one clock read per measured poll.
-        if memory {
-            s.last_mem.set(account.owner_totals());
-        }
+        s.last_mem.set(if memory {
+            account.owner_totals()
+        } else {
+            [0; 3]
+        });
     });
 }
 
@@ -410,9 +471,9 @@ pub(crate) fn end_poll(process: &crate::process::Process) {
             }
         }
         s.memory.set(None);
-        s.account.set(None);
-        s.restore.set(None);
-        s.clock.set(None);
+        s.blocks.set(&NO_BLOCKS);
+        s.function.set(&NO_CELL);
+        s.restore.set(&NO_CELL);
         s.tsc.set(false);
         s.touched_len.get() > 0 || s.touched_overflow.get()
     });
@@ -625,9 +686,7 @@ fn push_in(s: &Stack, id: u32, mask: u64, call: bool, prior: u64) {
     s.ids[depth + 1].set(id);
     s.masks[depth].set(mask);
     s.starts[depth].set(now.wrapping_sub(prior));
-    if let Some(account) = s.account.get() {
-        account.set_current_function(id);
-    }
+    s.function.get().store(id, Ordering::Relaxed);
 }
 
 /// What a push needs beyond the common case: logs the frame for the sessions keeping an event
@@ -785,11 +844,9 @@ fn pop_in(s: &Stack, pending: bool) -> u64 {
         }
     }
     if pending {
-        if let Some(account) = s.restore.take() {
-            account.set_current_function(id);
-        }
-    } else if let Some(account) = s.restore.get() {
-        account.set_current_function(s.ids[depth].get());
+        record_pending(s, id);
+    } else {
+        record_restore(s, s.ids[depth].get());
     }
     polled
 }
@@ -850,12 +907,8 @@ const MAX_SAMPLES: usize = 4096;
 #[inline(always)]
 fn charge_lean(s: &Stack) -> u64 {
     let mut now = 0;
-    let clock = s.clock.get();
-    if s.tsc.get() || clock.is_some() {
-        now = match clock {
-            Some(clock) => clock.raw(),
-            None => rdtsc(),
-        };
+    if s.tsc.get() {
+        now = rdtsc();
         let dt = now.saturating_sub(s.last_ticks.replace(now));
         if let Some(acc) = s.lean_current.get() {
             bump(&acc.ticks, dt);
@@ -889,14 +942,19 @@ fn charge_memory_lean(s: &Stack, account: &Account) {
 #[inline(always)]
 fn push_lean<const ASYNC: bool>(s: &Stack, id: u32, call: bool, prior: u64) {
     let now = charge_lean(s);
-    let acc = &s.lean_table.get()[id as usize];
-    if !acc.touched.load(Ordering::Relaxed) {
-        touch(s, acc, s.lean_slot.get(), id);
-    }
+    let depth = s.depth.get();
+    let acc = if s.lean_tree.get() {
+        push_lean_tree(s, id, depth)
+    } else {
+        let acc = &s.lean_table.get()[id as usize];
+        if !acc.touched.load(Ordering::Relaxed) {
+            touch(s, acc, s.lean_slot.get(), id);
+        }
+        acc
+    };
     if call {
         bump(&acc.calls, 1);
     }
-    let depth = s.depth.get();
     s.depth.set(depth + 1);
     if depth >= CAPACITY {
         return; // counted; its time and memory go to the deepest frame kept
@@ -906,9 +964,25 @@ fn push_lean<const ASYNC: bool>(s: &Stack, id: u32, call: bool, prior: u64) {
     if ASYNC {
         s.starts[depth].set(now.wrapping_sub(prior));
     }
-    if let Some(account) = s.account.get() {
-        account.set_current_function(id);
+    s.function.get().store(id, Ordering::Relaxed);
+}
+
+/// [`push_lean`] in call-tree mode, at `depth`: enters the path extending the innermost
+/// frame's with a call of `id` (its path, unless the frame is deeper than the stack) and
+/// returns its accumulator, marked touched; the pop restores the path from `parent_paths`.
+#[inline(never)]
+fn push_lean_tree(s: &Stack, id: u32, depth: usize) -> &'static Accumulator {
+    let bit = s.lean_slot.get();
+    let parent = s.lean_path.get();
+    let (path, acc) = tree::enter(bit as usize, parent, id);
+    if !acc.touched.load(Ordering::Relaxed) {
+        touch(s, acc, bit, path);
     }
+    if depth < CAPACITY {
+        s.parent_paths[depth].set(parent);
+        s.lean_path.set(path);
+    }
+    acc
 }
 
 /// [`pop_checked`] in a lean poll: leaves the top frame (`pending` when it is a future's poll
@@ -928,12 +1002,13 @@ fn pop_lean<const ASYNC: bool>(s: &Stack, pending: bool) -> Option<u64> {
     let depth = depth - 1;
     s.depth.set(depth);
     s.lean_current.set(s.parents[depth].get());
+    if s.lean_tree.get() {
+        s.lean_path.set(s.parent_paths[depth].get());
+    }
     if pending {
-        if let Some(account) = s.restore.take() {
-            account.set_current_function(s.ids[depth + 1].get());
-        }
-    } else if let Some(account) = s.restore.get() {
-        account.set_current_function(s.ids[depth].get());
+        record_pending(s, s.ids[depth + 1].get());
+    } else {
+        record_restore(s, s.ids[depth].get());
     }
     if ASYNC {
         Some(now.wrapping_sub(s.starts[depth].get()))
@@ -947,11 +1022,7 @@ fn pop_lean<const ASYNC: bool>(s: &Stack, pending: bool) -> Option<u64> {
 /// False, having charged nothing, otherwise.
 #[inline(always)]
 fn charge_quick(s: &Stack) -> bool {
-    if s.clock.get().is_some()
-        || s.memory
-            .get()
-            .is_some_and(|account| account.owner_blocks() != s.last_mem.get()[2])
-    {
+    if s.blocks.get().load(Ordering::Relaxed) != s.last_mem.get()[2] {
         return false;
     }
     if s.tsc.get() {
@@ -988,9 +1059,7 @@ fn pop_lean_sync(s: &Stack) {
     let depth = depth - 1;
     s.depth.set(depth);
     s.lean_current.set(s.parents[depth].get());
-    if let Some(account) = s.restore.get() {
-        account.set_current_function(s.ids[depth].get());
-    }
+    record_restore(s, s.ids[depth].get());
 }
 
 #[inline(never)]
@@ -1024,9 +1093,7 @@ fn enter_call_in(s: &Stack, callsite: &'static Callsite, mask: u64) -> FrameGuar
     s.depth.set(depth + 1);
     s.parents[depth].set(s.lean_current.replace(Some(acc)));
     s.ids[depth + 1].set(id as u32);
-    if let Some(account) = s.account.get() {
-        account.set_current_function(id as u32);
-    }
+    s.function.get().store(id as u32, Ordering::Relaxed);
     FrameGuard {
         pushed: PUSHED_LEAN,
     }
@@ -1045,9 +1112,13 @@ fn enter_call_full(s: &Stack, callsite: &'static Callsite, mask: u64) -> FrameGu
     let id = callsite.id() as u32;
     if mask & s.lean.get() != 0 {
         push_lean::<false>(s, id, true, 0);
-        return FrameGuard {
-            pushed: PUSHED_LEAN,
+        // A call-tree frame is popped by `pop_lean`, which restores its path too.
+        let pushed = if s.lean_tree.get() {
+            PUSHED
+        } else {
+            PUSHED_LEAN
         };
+        return FrameGuard { pushed };
     }
     let mask = mask & s.active.get();
     if mask != 0 {
@@ -1078,7 +1149,7 @@ impl FrameGuard {
     /// for those that count, and pushes a frame for those that measure this poll, if any.
     #[inline(always)]
     pub(crate) fn enter_call(callsite: &'static Callsite, mask: u64) -> FrameGuard {
-        STACK.with(|s| enter_call_in(s, callsite, mask))
+        with_stack(|s| enter_call_in(s, callsite, mask))
     }
 
     /// Pushes a frame of `id` for the sessions of `mask` that measure this poll, if any;
