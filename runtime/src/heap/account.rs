@@ -16,7 +16,7 @@
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
-use crate::segmented::Segmented;
+use crate::segmented::{Segmented, segments};
 
 /// The bits of `remote` below its count: the low bits of the generation.
 const GEN_BITS: u32 = 16;
@@ -203,7 +203,9 @@ pub(crate) struct Account {
     next_free: AtomicU32,
 }
 
-static ACCOUNTS: Segmented<Account> = Segmented::new();
+/// Four segments per doubling (see [`Segmented`]): an account is 128 bytes and every process
+/// has one.
+static ACCOUNTS: Segmented<Account, 2, { segments(2) }> = Segmented::new();
 
 /// Slots handed out so far (the next never-used slot).
 static NEXT_SLOT: AtomicU32 = AtomicU32::new(0);
