@@ -41,11 +41,11 @@ pub(crate) use current::{
 };
 pub use current::{self_pid, try_self_pid};
 pub use info::{ProcessInfo, ProcessStatus, process_info, processes};
-pub(crate) use spawn::spawn_on_node;
 pub use spawn::{
     SpawnError, SpawnOptions, Spawned, spawn, spawn_blocking, spawn_link, spawn_monitor, spawn_opt,
     spawn_task,
 };
+pub(crate) use spawn::{spawn_on_node, spawn_pid_on_node};
 pub(crate) use table::{InsertError, ProcessTable};
 
 use crate::heap::{Account, Charging};
