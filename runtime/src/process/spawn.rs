@@ -232,7 +232,8 @@ where
     }
     let initial_call = opts.initial_call.unwrap_or_else(default_initial_call::<F>);
     // Taken before the table's lock, so as not to hold that while taking the accounts' lock.
-    let account = Account::acquire();
+    // Only with the counting allocator (see `Process::account`).
+    let account = crate::heap::installed().then(Account::acquire);
     // The table's own storage is the node's, not any process's.
     // The new process's side of its link and monitor: set as it is built.
     let monitor = match parent {
@@ -250,7 +251,7 @@ where
         node.table.insert(node.stopping_flag(), |pid| {
             // The new process's record and mailbox are its own (charged as "shared": the
             // process may start running before the spawner is done).
-            let _charging = Charging::new(account, true);
+            let _charging = Charging::shared(account);
             Arc::new(Process::new(
                 pid,
                 Arc::clone(node),
@@ -262,7 +263,9 @@ where
         })
     })
     .map_err(|e| {
-        account.release();
+        if let Some(account) = account {
+            account.release();
+        }
         match e {
             InsertError::Full => SpawnError::TableFull,
             InsertError::Stopping => SpawnError::NodeStopping { node: node.id },
@@ -309,7 +312,7 @@ where
     let kept = keep.then(|| Arc::clone(&process));
     {
         // Its task is its own too.
-        let _charging = Charging::new(account, true);
+        let _charging = Charging::shared(account);
         node.handle.spawn(ProcessTask::new(future, process));
     }
     Ok(Started { pid, kept, monitor })

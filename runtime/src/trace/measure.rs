@@ -238,7 +238,7 @@ pub(crate) fn begin_poll(process: &Process, sessions: u64) {
         timing,
         memory,
         histograms,
-        process.account,
+        process.trace_account(),
     );
 }
 
