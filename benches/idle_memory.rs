@@ -32,10 +32,11 @@
 //! the table's slab of indices (16 bytes in a doubling `Vec`: ~21); with a `current_thread`
 //! scheduler the receive row also counts tokio's run queue (~10), as its processes are all
 //! spawned before any runs. This program does not install `runtime::CountingAlloc`, so its
-//! processes have no heap account; with it, each has one more (128 bytes, in segments
-//! over-allocated by up to a quarter: ~147 at this count), and each block an 8-byte tag. The RSS figure depends on how glibc packs the two blocks: the
-//! record's 496-byte chunk and the cell's 272-byte one add up to six 128-byte lines, so the
-//! cells' alignment leaves no gaps; other sizes can cost more RSS than they save.
+//! processes have no heap account; with it, each has one more (128 bytes, in doubling
+//! segments: ~168 at this count), and each block an 8-byte tag. The RSS figure depends on how
+//! glibc packs the two blocks: the record's 496-byte chunk and the cell's 272-byte one add up
+//! to six 128-byte lines, so the cells' alignment leaves no gaps; other sizes can cost more
+//! RSS than they save.
 
 #![allow(unsafe_code)]
 

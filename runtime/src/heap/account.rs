@@ -16,7 +16,7 @@
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
-use crate::segmented::{Segmented, segments};
+use crate::segmented::Segmented;
 
 /// The bits of `remote` below its count: the low bits of the generation.
 const GEN_BITS: u32 = 16;
@@ -203,8 +203,6 @@ pub(crate) struct Account {
     next_free: AtomicU32,
 }
 
-/// Four segments per doubling (see [`Segmented`]): an account is 128 bytes and every process
-/// has one.
 /// A process's heap account, if it has one yet: set at most once (then kept until the
 /// process's record is dropped). A pointer, 8 bytes: a process record stays 464 bytes, whose
 /// block packs with its task cell (see `benches/idle_memory.rs`).
@@ -257,7 +255,7 @@ impl AccountCell {
     }
 }
 
-static ACCOUNTS: Segmented<Account, 2, { segments(2) }> = Segmented::new();
+static ACCOUNTS: Segmented<Account> = Segmented::new();
 
 /// Slots handed out so far (the next never-used slot).
 static NEXT_SLOT: AtomicU32 = AtomicU32::new(0);
