@@ -50,6 +50,9 @@
 //!
 //! Heap figures need [`CountingAlloc`]; without it, [`process_heap`] fails with
 //! [`HeapError::NotInstalled`], which says how to install it, instead of reporting zeros.
+//! Processes then get no heap account at spawn (128 bytes and some work less per process); one
+//! that a trace session measures gets one at its first measured poll, where the traced stack
+//! records the function it is in (for `process_info`).
 
 mod account;
 mod alloc;
@@ -58,7 +61,7 @@ use std::fmt;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU8, Ordering};
 
-pub(crate) use account::{Account, Charging, current_owner_account};
+pub(crate) use account::{Account, AccountCell, Charging, current_owner_account};
 pub use alloc::CountingAlloc;
 
 use crate::Pid;
@@ -154,7 +157,9 @@ pub fn require_installed() -> Result<(), HeapError> {
 /// not alive.
 pub fn process_heap(pid: Pid) -> Result<HeapStats, HeapError> {
     require_installed()?;
-    NodeInner::with_process(pid, |p| p.account.stats()).ok_or(HeapError::NoProc(pid))
+    NodeInner::with_process(pid, |p| p.heap_account().map(|a| a.stats()))
+        .flatten()
+        .ok_or(HeapError::NoProc(pid))
 }
 
 /// Makes the allocations that the standard library makes lazily, on first use, outside any

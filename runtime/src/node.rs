@@ -23,7 +23,7 @@ use arc_swap::ArcSwapOption;
 use crate::exit::IntoExitReason;
 use crate::process::{
     Process, ProcessInfo, ProcessTable, SpawnError, SpawnOptions, Spawned, spawn_on_node,
-    with_current,
+    spawn_pid_on_node, with_current,
 };
 use crate::registry::{Name, Registry, RegistryError};
 use crate::segmented::Segmented;
@@ -563,14 +563,10 @@ impl NodeHandle {
         F: Future + Send + 'static,
         F::Output: IntoExitReason,
     {
-        let parent = with_current(|c| {
-            c.filter(|p| Arc::ptr_eq(&p.node, &self.inner))
-                .map(Arc::clone)
-        });
-        let (process, monitor) = spawn_on_node(&self.inner, parent.as_ref(), future, opts)?;
-        Ok(Spawned {
-            pid: process.pid,
-            monitor,
+        // The parent borrowed from the thread-local, not cloned: it is alive for the whole call.
+        with_current(|c| {
+            let parent = c.filter(|p| Arc::ptr_eq(&p.node, &self.inner));
+            spawn_pid_on_node(&self.inner, parent, future, opts)
         })
     }
 

@@ -41,14 +41,14 @@ pub(crate) use current::{
 };
 pub use current::{self_pid, try_self_pid};
 pub use info::{ProcessInfo, ProcessStatus, process_info, processes};
-pub(crate) use spawn::spawn_on_node;
 pub use spawn::{
     SpawnError, SpawnOptions, Spawned, spawn, spawn_blocking, spawn_link, spawn_monitor, spawn_opt,
     spawn_task,
 };
+pub(crate) use spawn::{spawn_on_node, spawn_pid_on_node};
 pub(crate) use table::{InsertError, ProcessTable};
 
-use crate::heap::{Account, Charging};
+use crate::heap::{Account, AccountCell, Charging};
 use crate::mailbox::{Envelope, Mailbox};
 use crate::node::NodeInner;
 use crate::registry::Name;
@@ -73,6 +73,9 @@ const STATUS_EXITING: u8 = 2;
 const STATUS_WAITING: u8 = 3;
 
 /// One process's shared record. See the module documentation for who touches what.
+///
+/// 464 bytes (480 with its `Arc`'s counts): see `benches/idle_memory.rs` before changing its
+/// size, as the RSS per idle process depends on how its block and the task cell pack.
 pub(crate) struct Process {
     pub(crate) pid: Pid,
     pub(crate) node: Arc<NodeInner>,
@@ -91,8 +94,11 @@ pub(crate) struct Process {
     call_timer: OnceLock<Arc<CallTimer>>,
     /// The trace sessions that trace it.
     pub(crate) trace_flags: TraceFlags,
-    /// Its heap account, given back when this record is dropped.
-    pub(crate) account: &'static Account,
+    /// Its heap account, given back when this record is dropped: taken at spawn when
+    /// [`CountingAlloc`](crate::CountingAlloc) is installed; otherwise only if a trace session
+    /// measures the process (the traced stack records the function it is in there), as nothing
+    /// else reads it then (128 bytes and two atomic read-modify-writes fewer per process).
+    account: AccountCell,
     /// `max_message_queue_len`; `usize::MAX` for none.
     max_queue_len: AtomicUsize,
     /// Its call_time / call_memory figures, made at the first poll a session measures.
@@ -101,7 +107,9 @@ pub(crate) struct Process {
 
 impl Drop for Process {
     fn drop(&mut self) {
-        self.account.release();
+        if let Some(account) = self.account.get() {
+            account.release();
+        }
     }
 }
 
@@ -136,7 +144,7 @@ impl Process {
         node: Arc<NodeInner>,
         parent: Option<Pid>,
         initial_call: Cow<'static, str>,
-        account: &'static Account,
+        account: Option<&'static Account>,
         ties: Ties,
     ) -> Process {
         let links = ties.link.map_or(Few::Zero, Few::One);
@@ -161,10 +169,32 @@ impl Process {
             finished: AtomicBool::new(false),
             call_timer: OnceLock::new(),
             trace_flags: TraceFlags::default(),
-            account,
+            account: AccountCell::new(account),
             max_queue_len: AtomicUsize::new(usize::MAX),
             trace_data: OnceLock::new(),
         }
+    }
+
+    /// The account its allocations are charged to: `Some` exactly when
+    /// [`CountingAlloc`](crate::CountingAlloc) is installed.
+    #[inline]
+    pub(crate) fn heap_account(&self) -> Option<&'static Account> {
+        if crate::heap::installed() {
+            self.account.get()
+        } else {
+            None
+        }
+    }
+
+    /// The account the traced stack records the current function in, taken now if the process
+    /// has none (run by the process itself, at a poll a trace session measures).
+    pub(crate) fn trace_account(&self) -> &'static Account {
+        self.account.get_or_acquire()
+    }
+
+    /// The traced function it runs or is suspended in, as its account recorded it.
+    pub(crate) fn current_function(&self) -> Option<u32> {
+        self.account.get().and_then(|a| a.current_function())
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -183,9 +213,9 @@ impl Process {
     /// this process's heap account, and growing the queue is charged here too.
     #[inline]
     pub(crate) fn try_push_message(&self, mut msg: Message) -> Result<(), Message> {
-        let pushed = if crate::heap::installed() {
-            msg.move_to(self.account);
-            let _charging = Charging::new(self.account, true);
+        let pushed = if let Some(account) = self.heap_account() {
+            msg.move_to(account);
+            let _charging = Charging::new(account, true);
             self.mailbox.push(Envelope::Message(msg))
         } else {
             self.mailbox.push(Envelope::Message(msg))
@@ -291,7 +321,7 @@ impl Process {
         if self.flags.load(Ordering::Acquire) & EXIT_PENDING != 0 {
             return self.state().pending_exit.clone();
         }
-        if flags & HEAP_LIMITED != 0 && self.account.over_limit() {
+        if flags & HEAP_LIMITED != 0 && self.account.get().is_some_and(|a| a.over_limit()) {
             return Some(ExitReason::MaxHeapSize);
         }
         None
@@ -299,7 +329,10 @@ impl Process {
 
     /// Sets `max_heap_size` (live bytes).
     pub(crate) fn set_heap_limit(&self, bytes: u64) {
-        self.account.set_limit(bytes);
+        // Without the counting allocator there is no account, and the limit never triggers.
+        if let Some(account) = self.account.get() {
+            account.set_limit(bytes);
+        }
         self.flags.fetch_or(HEAP_LIMITED, Ordering::Release);
     }
 

@@ -14,7 +14,7 @@
 //!   in the account's next owner: it is a compare-and-swap that checks the generation.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
 use crate::segmented::Segmented;
 
@@ -201,6 +201,58 @@ pub(crate) struct Account {
     over_limit: AtomicBool,
     /// While free: the slot plus one of the next free account below it in [`FREE`] (0: none).
     next_free: AtomicU32,
+}
+
+/// A process's heap account, if it has one yet: set at most once (then kept until the
+/// process's record is dropped). A pointer, 8 bytes: a process record stays 464 bytes, whose
+/// block packs with its task cell (see `benches/idle_memory.rs`).
+pub(crate) struct AccountCell(AtomicPtr<Account>);
+
+impl AccountCell {
+    /// A cell holding `account`, or none.
+    #[inline(always)]
+    pub(crate) fn new(account: Option<&'static Account>) -> AccountCell {
+        AccountCell(AtomicPtr::new(
+            account.map_or(std::ptr::null_mut(), |a| std::ptr::from_ref(a).cast_mut()),
+        ))
+    }
+
+    /// The account, if there is one.
+    #[inline]
+    pub(crate) fn get(&self) -> Option<&'static Account> {
+        // Acquire: pairs with the release of `get_or_acquire`, so the account's fields as
+        // `Account::acquire` left them are seen.
+        let ptr = self.0.load(Ordering::Acquire);
+        // SAFETY: the cell holds null or a pointer made from a `&'static Account` (`new`,
+        // `get_or_acquire`), and accounts are never freed: a non-null one is valid for
+        // `'static` and only ever read through shared references.
+        #[allow(unsafe_code)]
+        unsafe {
+            ptr.cast_const().as_ref()
+        }
+    }
+
+    /// The account, acquired now if there is none yet (a racing caller's account wins and
+    /// this one's goes back).
+    pub(crate) fn get_or_acquire(&self) -> &'static Account {
+        if let Some(account) = self.get() {
+            return account;
+        }
+        let account = Account::acquire();
+        let ptr = std::ptr::from_ref(account).cast_mut();
+        match self.0.compare_exchange(
+            std::ptr::null_mut(),
+            ptr,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => account,
+            Err(_) => {
+                account.release();
+                self.get().expect("set by the winner")
+            }
+        }
+    }
 }
 
 static ACCOUNTS: Segmented<Account> = Segmented::new();
@@ -522,6 +574,14 @@ impl Charging {
             prev: set_charge(charge),
         }
     }
+
+    /// As [`new`](Self::new) with `shared`, or charging no one without an account.
+    #[inline]
+    pub(crate) fn shared(account: Option<&'static Account>) -> Charging {
+        Charging {
+            prev: set_charge(account.map_or(Charge::None, Charge::Shared)),
+        }
+    }
 }
 
 impl Drop for Charging {
@@ -543,6 +603,31 @@ pub(crate) fn current_owner_account() -> Option<&'static Account> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Racing `get_or_acquire`s all get the one account the cell keeps (the losers' go
+    /// back); a cell made with an account gives that one.
+    #[test]
+    fn an_account_cell_is_set_once() {
+        let cell = AccountCell::new(None);
+        assert!(cell.get().is_none());
+        let got: Vec<usize> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..4)
+                .map(|_| s.spawn(|| std::ptr::from_ref(cell.get_or_acquire()).addr()))
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert!(got.iter().all(|&a| a == got[0]));
+        let kept = cell.get().expect("set");
+        assert_eq!(std::ptr::from_ref(kept).addr(), got[0]);
+        assert_ne!(kept.tag(), Tag::NONE, "the kept account is acquired");
+        kept.release();
+
+        let account = Account::acquire();
+        let cell = AccountCell::new(Some(account));
+        assert!(std::ptr::eq(cell.get().expect("set"), account));
+        assert!(std::ptr::eq(cell.get_or_acquire(), account));
+        account.release();
+    }
 
     #[test]
     fn the_remote_count_is_signed_and_keeps_the_generation() {

@@ -90,7 +90,7 @@ pub(crate) fn enter<R>(process: &Arc<Process>, helper: bool, f: impl FnOnce() ->
             });
         }
     }
-    let charging = crate::heap::installed().then(|| Charging::new(process.account, helper));
+    let charging = process.heap_account().map(|a| Charging::new(a, helper));
     let _restore = CURRENT.with(|c| Restore {
         process: c.process.replace(std::ptr::from_ref(process)),
         helper: c.helper.replace(helper),

@@ -90,9 +90,8 @@ impl Process {
                 .collect(),
             trap_exit: self.trap_exit.load(Ordering::Relaxed),
             trace_sessions: self.trace_flags.traced(),
-            heap: crate::heap::installed().then(|| self.account.stats()),
+            heap: self.heap_account().map(|a| a.stats()),
             current_function: self
-                .account
                 .current_function()
                 .and_then(|id| crate::trace::callsites().get(id as usize)),
         }

@@ -176,6 +176,54 @@ where
     F: Future + Send + 'static,
     F::Output: IntoExitReason,
 {
+    let started = spawn_process(node, parent, future, opts, true)?;
+    let Some(process) = started.kept else {
+        unreachable!("spawn_process keeps a reference when asked to")
+    };
+    Ok((process, started.monitor))
+}
+
+/// As [`spawn_on_node`], for callers that need only the pid: the new process's record goes to
+/// its task without a reference kept (one reference count increment and decrement fewer).
+pub(crate) fn spawn_pid_on_node<F>(
+    node: &Arc<NodeInner>,
+    parent: Option<&Arc<Process>>,
+    future: F,
+    opts: SpawnOptions,
+) -> Result<Spawned, SpawnError>
+where
+    F: Future + Send + 'static,
+    F::Output: IntoExitReason,
+{
+    let started = spawn_process(node, parent, future, opts, false)?;
+    Ok(Spawned {
+        pid: started.pid,
+        monitor: started.monitor,
+    })
+}
+
+/// What [`spawn_process`] gives back.
+struct Started {
+    pid: Pid,
+    /// A reference to the process, when asked to keep one.
+    kept: Option<Arc<Process>>,
+    /// The parent's monitor on it, if one was asked for.
+    monitor: Option<MonitorRef>,
+}
+
+/// Spawns the process, keeping a reference to it when `keep`.
+#[inline(always)]
+fn spawn_process<F>(
+    node: &Arc<NodeInner>,
+    parent: Option<&Arc<Process>>,
+    future: F,
+    opts: SpawnOptions,
+    keep: bool,
+) -> Result<Started, SpawnError>
+where
+    F: Future + Send + 'static,
+    F::Output: IntoExitReason,
+{
     if node.is_stopping() {
         return Err(SpawnError::NodeStopping { node: node.id });
     }
@@ -184,7 +232,8 @@ where
     }
     let initial_call = opts.initial_call.unwrap_or_else(default_initial_call::<F>);
     // Taken before the table's lock, so as not to hold that while taking the accounts' lock.
-    let account = Account::acquire();
+    // Only with the counting allocator (see `Process::account`).
+    let account = crate::heap::installed().then(Account::acquire);
     // The table's own storage is the node's, not any process's.
     // The new process's side of its link and monitor: set as it is built.
     let monitor = match parent {
@@ -202,7 +251,7 @@ where
         node.table.insert(node.stopping_flag(), |pid| {
             // The new process's record and mailbox are its own (charged as "shared": the
             // process may start running before the spawner is done).
-            let _charging = Charging::new(account, true);
+            let _charging = Charging::shared(account);
             Arc::new(Process::new(
                 pid,
                 Arc::clone(node),
@@ -214,7 +263,9 @@ where
         })
     })
     .map_err(|e| {
-        account.release();
+        if let Some(account) = account {
+            account.release();
+        }
         match e {
             InsertError::Full => SpawnError::TableFull,
             InsertError::Stopping => SpawnError::NodeStopping { node: node.id },
@@ -256,13 +307,14 @@ where
             parent.add_monitoring(mref, process.pid);
         }
     }
+    let pid = process.pid;
+    let kept = keep.then(|| Arc::clone(&process));
     {
         // Its task is its own too.
-        let _charging = Charging::new(process.account, true);
-        node.handle
-            .spawn(ProcessTask::new(future, Arc::clone(&process)));
+        let _charging = Charging::shared(account);
+        node.handle.spawn(ProcessTask::new(future, process));
     }
-    Ok((process, monitor))
+    Ok(Started { pid, kept, monitor })
 }
 
 use crate::ExitReason;
@@ -272,11 +324,10 @@ where
     F: Future + Send + 'static,
     F::Output: IntoExitReason,
 {
-    let parent = with_current(|c| c.map(Arc::clone)).ok_or(SpawnError::NotInProcess)?;
-    let (process, monitor) = spawn_on_node(&parent.node, Some(&parent), future, opts)?;
-    Ok(Spawned {
-        pid: process.pid,
-        monitor,
+    // The parent borrowed from the thread-local, not cloned: it is alive for the whole call.
+    with_current(|parent| match parent {
+        Some(parent) => spawn_pid_on_node(&parent.node, Some(parent), future, opts),
+        None => Err(SpawnError::NotInProcess),
     })
 }
 

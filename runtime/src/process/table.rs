@@ -260,7 +260,8 @@ impl ProcessTable {
         let process = make(Pid::from_parts(self.node, index, serial));
         slot.put(Arc::clone(&process));
         entry.insert(());
-        self.written.live.fetch_add(1, Ordering::Relaxed);
+        // Under the lock: a store, not a read-modify-write.
+        self.written.live.store(indices.len(), Ordering::Relaxed);
         Ok(process)
     }
 
@@ -282,8 +283,9 @@ impl ProcessTable {
             return;
         };
         if slot.remove(process) {
-            self.indices().remove(process.pid.index() as usize);
-            self.written.live.fetch_sub(1, Ordering::Relaxed);
+            let mut indices = self.indices();
+            indices.remove(process.pid.index() as usize);
+            self.written.live.store(indices.len(), Ordering::Relaxed);
         }
     }
 

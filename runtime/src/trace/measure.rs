@@ -238,7 +238,7 @@ pub(crate) fn begin_poll(process: &Process, sessions: u64) {
         timing,
         memory,
         histograms,
-        process.account,
+        process.trace_account(),
     );
     // The flags were read before the sessions' generations: a session may have been dropped
     // and another opened in its slot in between, with the flag left from the first. Read
