@@ -74,22 +74,33 @@ fn log_of(logs: &[ProcessEvents], pid: Pid) -> Vec<String> {
 
 #[test]
 fn nested_calls_are_logged_in_order_with_rising_times() {
-    let node = node();
-    let s = session(&node, TraceTypes::CALL_TIME | TraceTypes::CALL_EVENTS);
-    let pid = run_in_process(&node, async {
-        outer();
-        inner();
-    });
-    let logs = s.event_logs();
-    assert_eq!(
-        log_of(&logs, pid),
-        [
-            "+outer", "+inner", "-inner", "+inner", "-inner", "-outer", "+inner", "-inner"
-        ]
-    );
-    let events = &logs[0].events;
-    assert!(events.windows(2).all(|w| w[0].ts_ns <= w[1].ts_ns));
-    assert_eq!(logs[0].dropped, 0);
+    // Alone and beside call-tree mode (one session, one bit for both).
+    for types in [
+        TraceTypes::CALL_TIME | TraceTypes::CALL_EVENTS,
+        TraceTypes::CALL_TIME | TraceTypes::CALL_TREE | TraceTypes::CALL_EVENTS,
+        TraceTypes::CALL_MEMORY | TraceTypes::CALL_TREE | TraceTypes::CALL_EVENTS,
+    ] {
+        let node = node();
+        let s = session(&node, types);
+        let pid = run_in_process(&node, async {
+            outer();
+            inner();
+        });
+        let logs = s.event_logs();
+        assert_eq!(
+            log_of(&logs, pid),
+            [
+                "+outer", "+inner", "-inner", "+inner", "-inner", "-outer", "+inner", "-inner"
+            ],
+            "{types:?}"
+        );
+        let events = &logs[0].events;
+        assert!(events.windows(2).all(|w| w[0].ts_ns <= w[1].ts_ns));
+        assert_eq!(logs[0].dropped, 0);
+        if types.contains(TraceTypes::CALL_TREE) {
+            assert!(!s.call_tree().paths.is_empty(), "{types:?}");
+        }
+    }
 }
 
 #[test]

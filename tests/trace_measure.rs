@@ -527,6 +527,22 @@ fn call_time_histograms_give_per_call_percentiles_of_polled_time() {
     assert!(plain.call_time_percentiles().is_empty());
     s.restart();
     assert!(s.call_time_percentiles().iter().all(|c| c.calls == 0));
+    // Beside call-tree mode in the same session.
+    let with_tree = node
+        .trace_session_with(TraceTypes::CALL_TIME_HISTOGRAMS | TraceTypes::CALL_TREE)
+        .unwrap();
+    with_tree
+        .set_pattern(&TracePattern::function(module_path!(), "recurse"))
+        .unwrap();
+    with_tree.enable_trace(ProcessSpec::New, true).unwrap();
+    run_in_process(&node, async {
+        for _ in 0..5 {
+            recurse(0);
+        }
+    });
+    let p = with_tree.call_time_percentiles();
+    let r = p.iter().find(|c| c.callsite.function() == "recurse");
+    assert_eq!(r.map(|r| r.calls), Some(5));
 }
 
 /// Defines a traced function per name, each allocating 8 bytes, and a list of them all.

@@ -402,7 +402,8 @@ pub(crate) fn begin_poll(
         s.depth.set(0);
         // Lean: one session, no event log or histograms (call-tree mode allowed), and time (if
         // measured) from the time-stamp counter.
-        if active.is_power_of_two() && s.extra.get() & !s.tree.get() == 0 && (tsc || !timing) {
+        if active.is_power_of_two() && s.events.get() | s.histograms.get() == 0 && (tsc || !timing)
+        {
             let bit = active.trailing_zeros();
             let in_tree = s.tree.get() != 0;
             s.lean.set(active);
