@@ -13,8 +13,17 @@ fn tick(n: u64) -> u64 {
     n + 1
 }
 
+/// The tests of this file take turns: each expects a dropped session's slot to be the next
+/// one handed out, which a session opened by the other at the same moment would take.
+fn turn() -> std::sync::MutexGuard<'static, ()> {
+    static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    TURN.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 #[test]
 fn a_dropped_sessions_flags_never_count_for_the_next_session_in_its_slot() {
+    let _turn = turn();
     let node1 = Node::builder().worker_threads(2).build().unwrap();
     let node2 = Node::builder().worker_threads(1).build().unwrap();
     for round in 0..5 {
@@ -63,6 +72,7 @@ fn a_dropped_sessions_flags_never_count_for_the_next_session_in_its_slot() {
 
 #[test]
 fn spawns_racing_with_a_session_opening_in_a_freed_slot_never_carry_its_bit() {
+    let _turn = turn();
     let node = Node::builder().worker_threads(2).build().unwrap();
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let mut leaked = 0;
