@@ -462,7 +462,7 @@ pub(crate) fn forget_sessions(stale: u64) {
 
 /// Ends the measured poll: what it gathered goes to the process's table.
 pub(crate) fn end_poll(process: &crate::process::Process) {
-    let touched = STACK.with(|s| {
+    let (touched, histograms, events) = STACK.with(|s| {
         // Only a leaked frame guard (mem::forget) leaves frames open: close them.
         while s.depth.get() > 0 {
             if s.lean.get() != 0 {
@@ -476,18 +476,25 @@ pub(crate) fn end_poll(process: &crate::process::Process) {
         s.function.set(&NO_CELL);
         s.restore.set(&NO_CELL);
         s.tsc.set(false);
-        s.touched_len.get() > 0 || s.touched_overflow.get()
+        (
+            s.touched_len.get() > 0 || s.touched_overflow.get(),
+            s.histograms.get(),
+            s.events.get(),
+        )
     });
     if touched {
         crate::heap::suppressed(|| super::measure::flush(process, drain));
     }
-    SAMPLES.with(|samples| {
-        let mut samples = samples.borrow_mut();
-        if !samples.is_empty() {
-            crate::heap::suppressed(|| super::measure::record_durations(&mut samples));
-        }
-    });
-    if STACK.with(|s| s.events.get()) != 0 {
+    // Call durations are sampled only for histograms, events logged only for event logs.
+    if histograms != 0 {
+        SAMPLES.with(|samples| {
+            let mut samples = samples.borrow_mut();
+            if !samples.is_empty() {
+                crate::heap::suppressed(|| super::measure::record_durations(&mut samples));
+            }
+        });
+    }
+    if events != 0 {
         LOG.with(|log| {
             let mut log = log.borrow_mut();
             if !log.is_empty() {
