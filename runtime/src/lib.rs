@@ -60,6 +60,8 @@
 // because the callsite static it registers is a linkme `link_section` static, which the
 // `unsafe_code` lint flags in the crate that defines the slice (it stays quiet in crates
 // that only use the macro, `forbid(unsafe_code)` ones included).
+// With the feature `no-trace`, `#[traced]` expands to the bare function and the name is unused.
+#[cfg_attr(feature = "no-trace", allow(unused_extern_crates))]
 extern crate self as runtime;
 
 mod exit;
