@@ -191,6 +191,9 @@ mod tests {
             .name("waiter".into())
             .spawn(move || settle(1 << 62, Duration::from_secs(60)))
             .unwrap();
+        // Usually the waiter is waiting by now; whenever it started, it must not return
+        // before the poll ended (checked through `ended`).
+        std::thread::sleep(Duration::from_millis(20));
         finish_tx.send(()).unwrap();
         assert_eq!(waiter.join().unwrap(), 0);
         assert!(ended.load(Ordering::SeqCst));
