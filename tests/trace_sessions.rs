@@ -226,6 +226,17 @@ fn session_in_slot(node: &Node, slot: u32) -> runtime::trace::TraceSession {
     }
 }
 
+/// A session of `node` in the slot `last` names (any slot the first time), which becomes the
+/// new session's.
+fn session_in_last_slot(node: &Node, last: &mut Option<u32>) -> runtime::trace::TraceSession {
+    let s = match *last {
+        None => node.trace_session().unwrap(),
+        Some(slot) => session_in_slot(node, slot),
+    };
+    *last = Some(s.slot());
+    s
+}
+
 #[test]
 fn counts_stay_exact_across_sessions_reusing_a_slot_and_threads_that_exit() {
     // One worker thread: its cached shard must not count for the next session in the slot.
@@ -233,12 +244,8 @@ fn counts_stay_exact_across_sessions_reusing_a_slot_and_threads_that_exit() {
     let m = module_path!();
     let mut last_slot = None;
     for round in 1..=4u64 {
-        let s = match last_slot {
-            None => single.trace_session().unwrap(),
-            Some(slot) => session_in_slot(&single, slot),
-        };
+        let s = session_in_last_slot(&single, &mut last_slot);
         s.set_pattern(&TracePattern::function(m, "leaf")).unwrap();
-        last_slot = Some(s.slot());
         single
             .run(async move {
                 for i in 0..100 * round {
@@ -288,12 +295,8 @@ fn two_sessions_count_exactly_when_one_of_them_is_dropped_and_its_slot_reused() 
     let mut total = 0;
     let mut last_slot = None;
     for round in 1..=4u64 {
-        let s = match last_slot {
-            None => single.trace_session().unwrap(),
-            Some(slot) => session_in_slot(&single, slot),
-        };
+        let s = session_in_last_slot(&single, &mut last_slot);
         s.set_pattern(&TracePattern::function(m, "leaf")).unwrap();
-        last_slot = Some(s.slot());
         single
             .run(async move {
                 for i in 0..100 * round {
