@@ -24,14 +24,23 @@ fn example(name: &str) -> PathBuf {
         .unwrap()
         .join("examples")
         .join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
-    if !path.exists() {
-        // Run alone (`cargo test --test cli`), cargo builds no example: build it.
+    // Run alone (`cargo test --test cli`), cargo builds no example, and one built earlier may
+    // be stale: build it once per test binary (a no-op when it is up to date).
+    static BUILT: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut built = BUILT
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if !built.iter().any(|b| b == name) {
+        let release = bin.parent().unwrap().ends_with("release");
         let status = Command::new(env!("CARGO"))
             .args(["build", "-p", "tprof", "--example", name])
+            .args(release.then_some("--release"))
             .status()
             .unwrap();
         assert!(status.success());
+        built.push(name.to_owned());
     }
+    drop(built);
     assert!(path.exists(), "{}", path.display());
     path
 }
@@ -41,12 +50,37 @@ fn workload() -> PathBuf {
     example("cli_workload")
 }
 
-/// A fresh folder for one test.
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("tprof-cli-test-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A fresh folder for one test, removed with everything in it when the test ends (passed or
+/// failed).
+struct Scratch(tempfile::TempDir);
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+
+    fn deref(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+impl AsRef<Path> for Scratch {
+    fn as_ref(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+impl AsRef<std::ffi::OsStr> for Scratch {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.0.path().as_os_str()
+    }
+}
+
+fn scratch(name: &str) -> Scratch {
+    Scratch(
+        tempfile::Builder::new()
+            .prefix(&format!("tprof-cli-test-{name}-"))
+            .tempdir()
+            .unwrap(),
+    )
 }
 
 fn tprof(dir: &Path, args: &[&str]) -> Output {
