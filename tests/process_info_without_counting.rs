@@ -1,6 +1,7 @@
-//! `process_info` without the counting allocator: no heap figures, and still the traced
+//! Without the counting allocator: `process_info` has no heap figures, and still the traced
 //! function a measured process is suspended in (its heap account is then taken only when a
-//! trace session first measures it).
+//! trace session first measures it); a heap limit is refused, with an error that says how to
+//! install the allocator.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -61,4 +62,27 @@ fn a_measured_process_names_the_function_it_is_suspended_in() {
     assert!(untraced.current_function.is_none());
     assert!(untraced.heap.is_none());
     drop(s);
+}
+
+#[test]
+fn a_heap_limit_is_refused_with_an_error_that_says_how_to_install_the_allocator() {
+    assert!(!heap::installed());
+    let node = Node::builder().current_thread().build().unwrap();
+    let err = node
+        .spawn_opt(
+            async {},
+            runtime::SpawnOptions::new().max_heap_size(1 << 20),
+        )
+        .unwrap_err();
+    assert_eq!(
+        err,
+        runtime::SpawnError::HeapLimit(heap::HeapError::NotInstalled)
+    );
+    let message = err.to_string();
+    assert!(message.contains("max_heap_size"), "{message}");
+    assert!(message.contains("#[global_allocator]"), "{message}");
+    // Nothing was spawned, and the node still spawns without the limit.
+    let processes = node.run(async { runtime::processes().len() }).unwrap();
+    assert_eq!(processes, 1, "only the process `run` spawned");
+    node.spawn(async {}).unwrap();
 }

@@ -93,7 +93,8 @@ impl SpawnOptions {
     /// A soft limit: the allocator cannot fail or unwind, so the process ends at its next
     /// checkpoint after going over (the end of its current poll, or a runtime call such as
     /// `send`), as Erlang checks `max_heap_size` at its next garbage collection. Needs
-    /// [`CountingAlloc`](crate::CountingAlloc); without it the limit never triggers.
+    /// [`CountingAlloc`](crate::CountingAlloc): without it, spawning fails with
+    /// [`SpawnError::HeapLimit`] (the limit could never trigger).
     pub fn max_heap_size(mut self, bytes: u64) -> SpawnOptions {
         self.max_heap_size = Some(bytes);
         self
@@ -140,6 +141,10 @@ pub enum SpawnError {
     Name(RegistryError),
     /// The node's process table has no free index left (over four billion live processes).
     TableFull,
+    /// [`SpawnOptions::max_heap_size`] was given, but the limit needs the counting allocator
+    /// ([`HeapError::NotInstalled`](crate::heap::HeapError::NotInstalled) says how to install
+    /// it): without it the limit could never trigger.
+    HeapLimit(crate::heap::HeapError),
 }
 
 impl fmt::Display for SpawnError {
@@ -154,6 +159,7 @@ impl fmt::Display for SpawnError {
             }
             SpawnError::Name(e) => write!(f, "cannot spawn: {e}"),
             SpawnError::TableFull => f.write_str("the node's process table is full"),
+            SpawnError::HeapLimit(e) => write!(f, "cannot spawn with max_heap_size: {e}"),
         }
     }
 }
@@ -229,6 +235,9 @@ where
     }
     if (opts.link || opts.monitor) && parent.is_none() {
         return Err(SpawnError::NotInProcess);
+    }
+    if opts.max_heap_size.is_some() && !crate::heap::installed() {
+        return Err(SpawnError::HeapLimit(crate::heap::HeapError::NotInstalled));
     }
     let initial_call = opts.initial_call.unwrap_or_else(default_initial_call::<F>);
     // Taken before the table's lock, so as not to hold that while taking the accounts' lock.
