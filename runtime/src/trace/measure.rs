@@ -339,9 +339,10 @@ pub(crate) struct Flush<'a> {
     paused: u64,
 }
 
-/// Moves a poll's figures into the process's table (run with allocation suppressed): `drain`
-/// hands over each (session slot, session generation, callsite id, figures) the poll gathered
-/// through [`Flush::add`], under the table's lock.
+/// Moves a poll's figures into the process's table: `drain` hands over each (session slot,
+/// session generation, callsite id, figures) the poll gathered through [`Flush::add`], under the
+/// table's lock. What it allocates (rarely: a new table, session or function) is charged to no
+/// process.
 #[inline]
 pub(crate) fn flush(process: &Process, drain: impl FnOnce(&mut Flush<'_>)) {
     let data = table_of(process);
@@ -359,7 +360,7 @@ impl Flush<'_> {
     /// Adds `acc`, gathered for the session in slot `bit` of `generation` in function (or
     /// path) `id`, to the process's figures; dropped when that session is paused or no longer
     /// measures.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn add(&mut self, bit: u32, generation: u64, id: u32, acc: Acc) {
         if self.paused & (1 << bit) != 0 || acc.is_zero() {
             return;
@@ -371,8 +372,10 @@ impl Flush<'_> {
                 (index, at)
             }
             _ => {
-                let Some(index) = session_data(table, bit, generation, self.data, self.process)
-                else {
+                let (data, process) = (self.data, self.process);
+                let found =
+                    crate::heap::suppressed(|| session_data(table, bit, generation, data, process));
+                let Some(index) = found else {
                     return;
                 };
                 (index, usize::MAX)
@@ -389,7 +392,7 @@ impl Flush<'_> {
                     i
                 }
                 Err(i) => {
-                    functions.insert(i, (id, acc));
+                    crate::heap::suppressed(|| functions.insert(i, (id, acc)));
                     i
                 }
             }
@@ -401,13 +404,15 @@ impl Flush<'_> {
 /// `process`'s table, made at its first measured poll.
 fn table_of(process: &Process) -> &ProcTraceRef {
     process.trace_data.get_or_init(|| {
-        Arc::new(Mutex::new(ProcTrace {
-            pid: process.pid,
-            initial_call: process.initial_call.clone(),
-            name: None,
-            sessions: Vec::new(),
-            hint: None,
-        }))
+        crate::heap::suppressed(|| {
+            Arc::new(Mutex::new(ProcTrace {
+                pid: process.pid,
+                initial_call: process.initial_call.clone(),
+                name: None,
+                sessions: Vec::new(),
+                hint: None,
+            }))
+        })
     })
 }
 

@@ -379,33 +379,34 @@ pub(crate) fn begin_poll(
     account: &'static Account,
 ) {
     super::inflight::begin(active);
-    STACK.with(|s| {
+    with_stack(|s| {
+        let trees_here = trees & active;
+        let events = events & active;
+        let histograms = if timing { histograms & active } else { 0 };
         s.active.set(active);
-        s.tree.set(trees & active);
-        s.events.set(events & active);
+        s.tree.set(trees_here);
+        s.events.set(events);
         s.timing.set(timing);
-        s.histograms
-            .set(if timing { histograms & active } else { 0 });
-        s.extra
-            .set(s.tree.get() | s.events.get() | s.histograms.get());
+        s.histograms.set(histograms);
+        s.extra.set(trees_here | events | histograms);
         s.memory.set(memory.then_some(account));
         s.blocks.set(if memory {
             account.owner_blocks_counter()
         } else {
             &NO_BLOCKS
         });
-        s.function.set(account.current_function_cell());
-        s.restore.set(account.current_function_cell());
+        let cell = account.current_function_cell();
+        s.function.set(cell);
+        s.restore.set(cell);
         let tsc = timing && RAW_IS_TSC.get() == Some(&true);
         s.tsc.set(tsc);
         // Frames never outlive a poll; start clean whatever happened before.
         s.depth.set(0);
         // Lean: one session, no event log or histograms (call-tree mode allowed), and time (if
         // measured) from the time-stamp counter.
-        if active.is_power_of_two() && s.events.get() | s.histograms.get() == 0 && (tsc || !timing)
-        {
+        if active.is_power_of_two() && events | histograms == 0 && (tsc || !timing) {
             let bit = active.trailing_zeros();
-            let in_tree = s.tree.get() != 0;
+            let in_tree = trees_here != 0;
             s.lean.set(active);
             s.lean_slot.set(bit);
             s.lean_tree.set(in_tree);
@@ -477,7 +478,7 @@ pub(crate) fn end_poll(process: &crate::process::Process) {
         s.restore.set(&NO_CELL);
         s.tsc.set(false);
         if s.touched_len.get() > 0 || s.touched_overflow.get() {
-            crate::heap::suppressed(|| super::measure::flush(process, |table| drain(s, table)));
+            super::measure::flush(process, |table| drain(s, table));
         }
         // Call durations are sampled only for histograms, events logged only for event logs.
         if s.histograms.get() | s.events.get() != 0 {
