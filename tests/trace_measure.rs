@@ -257,6 +257,100 @@ fn a_panic_through_traced_frames_leaves_the_stack_and_figures_consistent() {
     assert_eq!(next_fns[0].calls, 1);
 }
 
+#[traced]
+async fn panics_when_polled() -> usize {
+    let v = allocate(CHUNK);
+    if std::hint::black_box(true) {
+        // Unwinds without the panic hook (whose backtrace would allocate inside this frame).
+        std::panic::resume_unwind(Box::new("boom in a poll"));
+    }
+    v.capacity()
+}
+
+/// Polls its future, catching a panic of a poll (`Err` then).
+struct CatchPoll<F>(std::pin::Pin<Box<F>>);
+
+impl<F: Future> Future for CatchPoll<F> {
+    type Output = Result<F::Output, ()>;
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        let future = self.0.as_mut();
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| future.poll(cx))) {
+            Ok(std::task::Poll::Ready(v)) => std::task::Poll::Ready(Ok(v)),
+            Ok(std::task::Poll::Pending) => std::task::Poll::Pending,
+            Err(_) => std::task::Poll::Ready(Err(())),
+        }
+    }
+}
+
+#[test]
+fn a_panic_caught_within_a_poll_leaves_the_async_frame_it_unwound() {
+    // One session (a lean poll) and two (the general path).
+    for sessions in 1..=2 {
+        let node = node();
+        let all: Vec<TraceSession> = (0..sessions)
+            .map(|_| {
+                session(
+                    &node,
+                    TraceTypes::CALL_MEMORY,
+                    &["panics_when_polled", "inner"],
+                )
+            })
+            .collect();
+        let (pid, reason) = run_in_process(&node, async {
+            let caught = CatchPoll(Box::pin(panics_when_polled())).await;
+            assert!(caught.is_err());
+            // Later in the same poll, back at the root: charged to no function, and a traced
+            // call's caller is the root again.
+            let kept = allocate(1000 * CHUNK);
+            inner();
+            drop(kept);
+        });
+        assert_eq!(reason, ExitReason::Normal);
+        for s in &all {
+            let m = s.measurements();
+            let p = of(&m, pid, "panics_when_polled").unwrap();
+            assert_eq!(p.calls, 1);
+            // Its chunk and the panic's payload; not the root's.
+            assert!(p.words >= 100 && p.words < 1000, "{p:?}");
+            let i = of(&m, pid, "inner").unwrap();
+            assert_eq!((i.calls, i.words), (1, 100));
+        }
+    }
+}
+
+#[test]
+fn what_a_flush_allocates_is_charged_to_no_process() {
+    let node = node();
+    let s = session(
+        &node,
+        TraceTypes::CALL_MEMORY,
+        &["middle", "inner", "nothing"],
+    );
+    let (pid, total) = node
+        .run(async {
+            let before = heap::process_heap(self_pid()).unwrap();
+            // Each poll's flush adds a function the process's table does not hold yet (the
+            // first makes the table and its session's figures).
+            nothing(1);
+            YieldOnce(false).await;
+            inner();
+            YieldOnce(false).await;
+            middle();
+            YieldOnce(false).await;
+            let after = heap::process_heap(self_pid()).unwrap();
+            (self_pid(), after.words - before.words)
+        })
+        .unwrap();
+    assert_eq!(total, 300, "only what the process allocated itself");
+    let m = s.measurements();
+    assert_eq!(of(&m, pid, "nothing").unwrap().calls, 1);
+    assert_eq!(of(&m, pid, "inner").unwrap().words, 200);
+    assert_eq!(of(&m, pid, "middle").unwrap().words, 100);
+}
+
 #[test]
 fn an_impl_future_function_is_measured_as_its_future() {
     let node = node();

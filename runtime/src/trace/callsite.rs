@@ -264,12 +264,11 @@ fn poll_in_frame<F: Future>(
     future: Pin<&mut F>,
     cx: &mut Context<'_>,
 ) -> Poll<F::Output> {
-    let guard = FrameGuard::enter(callsite.id() as u32, sessions, call, *polled);
-    let out = future.poll(cx);
-    if let Some(so_far) = guard.leave(out.is_pending()) {
-        *polled = so_far;
-    }
-    out
+    super::stack::poll_in_frame(callsite.id() as u32, sessions, call, polled, || {
+        let out = future.poll(cx);
+        let pending = out.is_pending();
+        (out, pending)
+    })
 }
 
 pin_project! {

@@ -330,27 +330,52 @@ struct SessionData {
 /// A process's tables, shared with the sessions that measure it.
 pub(crate) type ProcTraceRef = Arc<Mutex<ProcTrace>>;
 
-/// Hands a poll's figures to a visitor as (session slot, session generation, callsite id,
-/// figures).
-pub(crate) type Drain = fn(&mut dyn FnMut(u32, u64, u32, Acc));
+/// A process's table, locked while a poll's figures move into it ([`flush`]).
+pub(crate) struct Flush<'a> {
+    table: MutexGuard<'a, ProcTrace>,
+    data: &'a ProcTraceRef,
+    process: &'a Process,
+    /// The paused sessions, read once the lock is held.
+    paused: u64,
+}
 
-/// Moves a poll's figures into the process's table (run with allocation suppressed): `drain`
-/// hands over each (session slot, callsite id, figures) the poll gathered.
-pub(crate) fn flush(process: &Process, drain: Drain) {
+/// Moves a poll's figures into the process's table: `drain` hands over each (session slot,
+/// session generation, callsite id, figures) the poll gathered through [`Flush::add`], under the
+/// table's lock. What it allocates (rarely: a new table, session or function) is charged to no
+/// process.
+#[inline]
+pub(crate) fn flush(process: &Process, drain: impl FnOnce(&mut Flush<'_>)) {
     let data = table_of(process);
-    let mut table = lock(data);
+    let table = lock(data);
     let paused = PAUSED.load(Ordering::SeqCst);
-    drain(&mut |bit, generation, id, acc| {
-        if paused & (1 << bit) != 0 || acc.is_zero() {
+    drain(&mut Flush {
+        table,
+        data,
+        process,
+        paused,
+    });
+}
+
+impl Flush<'_> {
+    /// Adds `acc`, gathered for the session in slot `bit` of `generation` in function (or
+    /// path) `id`, to the process's figures; dropped when that session is paused or no longer
+    /// measures.
+    #[inline(always)]
+    pub(crate) fn add(&mut self, bit: u32, generation: u64, id: u32, acc: Acc) {
+        if self.paused & (1 << bit) != 0 || acc.is_zero() {
             return;
         }
+        let table = &mut *self.table;
         let (index, hinted) = match table.hint {
             // Still measuring (as `session_data` checks)?
             Some((b, g, index, at)) if b == bit && g == generation && g == generation_of(bit) => {
                 (index, at)
             }
             _ => {
-                let Some(index) = session_data(&mut table, bit, generation, data, process) else {
+                let (data, process) = (self.data, self.process);
+                let found =
+                    crate::heap::suppressed(|| session_data(table, bit, generation, data, process));
+                let Some(index) = found else {
                     return;
                 };
                 (index, usize::MAX)
@@ -367,25 +392,27 @@ pub(crate) fn flush(process: &Process, drain: Drain) {
                     i
                 }
                 Err(i) => {
-                    functions.insert(i, (id, acc));
+                    crate::heap::suppressed(|| functions.insert(i, (id, acc)));
                     i
                 }
             }
         };
         table.hint = Some((bit, generation, index, at));
-    });
+    }
 }
 
 /// `process`'s table, made at its first measured poll.
 fn table_of(process: &Process) -> &ProcTraceRef {
     process.trace_data.get_or_init(|| {
-        Arc::new(Mutex::new(ProcTrace {
-            pid: process.pid,
-            initial_call: process.initial_call.clone(),
-            name: None,
-            sessions: Vec::new(),
-            hint: None,
-        }))
+        crate::heap::suppressed(|| {
+            Arc::new(Mutex::new(ProcTrace {
+                pid: process.pid,
+                initial_call: process.initial_call.clone(),
+                name: None,
+                sessions: Vec::new(),
+                hint: None,
+            }))
+        })
     })
 }
 

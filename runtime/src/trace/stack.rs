@@ -379,33 +379,34 @@ pub(crate) fn begin_poll(
     account: &'static Account,
 ) {
     super::inflight::begin(active);
-    STACK.with(|s| {
+    with_stack(|s| {
+        let trees_here = trees & active;
+        let events = events & active;
+        let histograms = if timing { histograms & active } else { 0 };
         s.active.set(active);
-        s.tree.set(trees & active);
-        s.events.set(events & active);
+        s.tree.set(trees_here);
+        s.events.set(events);
         s.timing.set(timing);
-        s.histograms
-            .set(if timing { histograms & active } else { 0 });
-        s.extra
-            .set(s.tree.get() | s.events.get() | s.histograms.get());
+        s.histograms.set(histograms);
+        s.extra.set(trees_here | events | histograms);
         s.memory.set(memory.then_some(account));
         s.blocks.set(if memory {
             account.owner_blocks_counter()
         } else {
             &NO_BLOCKS
         });
-        s.function.set(account.current_function_cell());
-        s.restore.set(account.current_function_cell());
+        let cell = account.current_function_cell();
+        s.function.set(cell);
+        s.restore.set(cell);
         let tsc = timing && RAW_IS_TSC.get() == Some(&true);
         s.tsc.set(tsc);
         // Frames never outlive a poll; start clean whatever happened before.
         s.depth.set(0);
         // Lean: one session, no event log or histograms (call-tree mode allowed), and time (if
         // measured) from the time-stamp counter.
-        if active.is_power_of_two() && s.events.get() | s.histograms.get() == 0 && (tsc || !timing)
-        {
+        if active.is_power_of_two() && events | histograms == 0 && (tsc || !timing) {
             let bit = active.trailing_zeros();
-            let in_tree = s.tree.get() != 0;
+            let in_tree = trees_here != 0;
             s.lean.set(active);
             s.lean_slot.set(bit);
             s.lean_tree.set(in_tree);
@@ -462,7 +463,7 @@ pub(crate) fn forget_sessions(stale: u64) {
 
 /// Ends the measured poll: what it gathered goes to the process's table.
 pub(crate) fn end_poll(process: &crate::process::Process) {
-    let (touched, histograms, events) = STACK.with(|s| {
+    with_stack(|s| {
         // Only a leaked frame guard (mem::forget) leaves frames open: close them.
         while s.depth.get() > 0 {
             if s.lean.get() != 0 {
@@ -476,39 +477,13 @@ pub(crate) fn end_poll(process: &crate::process::Process) {
         s.function.set(&NO_CELL);
         s.restore.set(&NO_CELL);
         s.tsc.set(false);
-        (
-            s.touched_len.get() > 0 || s.touched_overflow.get(),
-            s.histograms.get(),
-            s.events.get(),
-        )
-    });
-    if touched {
-        crate::heap::suppressed(|| super::measure::flush(process, drain));
-    }
-    // Call durations are sampled only for histograms, events logged only for event logs.
-    if histograms != 0 {
-        SAMPLES.with(|samples| {
-            let mut samples = samples.borrow_mut();
-            if !samples.is_empty() {
-                crate::heap::suppressed(|| super::measure::record_durations(&mut samples));
-            }
-        });
-    }
-    if events != 0 {
-        LOG.with(|log| {
-            let mut log = log.borrow_mut();
-            if !log.is_empty() {
-                let generations: [u64; MAX_SESSIONS] =
-                    STACK.with(|s| std::array::from_fn(|i| s.generations[i].get()));
-                let dropped: [u64; MAX_SESSIONS] =
-                    LOG_DROPPED.with(|d| std::array::from_fn(|i| d[i].replace(0)));
-                crate::heap::suppressed(|| {
-                    super::measure::flush_events(process, &mut log, &dropped, &generations);
-                });
-            }
-        });
-    }
-    STACK.with(|s| {
+        if s.touched_len.get() > 0 || s.touched_overflow.get() {
+            super::measure::flush(process, |table| drain(s, table));
+        }
+        // Call durations are sampled only for histograms, events logged only for event logs.
+        if s.histograms.get() | s.events.get() != 0 {
+            end_poll_extra(s, process);
+        }
         s.active.set(0);
         s.lean.set(0);
         s.tree.set(0);
@@ -518,50 +493,79 @@ pub(crate) fn end_poll(process: &crate::process::Process) {
     super::inflight::end();
 }
 
-/// Hands every figure this poll gathered to `f` as (session slot, the session's generation when
-/// the poll began, callsite id, figures), and zeroes them.
-fn drain(f: &mut dyn FnMut(u32, u64, u32, Acc)) {
-    STACK.with(|s| {
-        if s.touched_overflow.replace(false) {
-            let mut m = s.active.get();
-            while m != 0 {
-                let bit = m.trailing_zeros();
-                m &= m - 1;
-                let generation = s.generations[bit as usize].get();
-                if s.tree.get() & (1 << bit) != 0 {
-                    tree::for_each_touched(bit as usize, &mut |path, acc| {
-                        f(bit, generation, path, acc.take());
-                    });
-                } else if let Some(table) = s.tables[bit as usize].get() {
-                    for (id, acc) in table.iter().enumerate() {
-                        if acc.touched.load(Ordering::Relaxed) {
-                            f(
-                                bit,
-                                s.generations[bit as usize].get(),
-                                id as u32,
-                                acc.take(),
-                            );
-                        }
-                    }
-                }
+/// What [`end_poll`] does for histograms and event logs.
+#[cold]
+#[inline(never)]
+fn end_poll_extra(s: &Stack, process: &crate::process::Process) {
+    if s.histograms.get() != 0 {
+        SAMPLES.with(|samples| {
+            let mut samples = samples.borrow_mut();
+            if !samples.is_empty() {
+                crate::heap::suppressed(|| super::measure::record_durations(&mut samples));
             }
-        } else {
-            for i in 0..s.touched_len.get() {
-                let (bit, id) = s.touched[i].get();
-                let acc = if s.tree.get() & (1 << bit) != 0 {
-                    tree::accumulator(bit as usize, id)
-                } else {
-                    s.tables[bit as usize]
-                        .get()
-                        .and_then(|t| t.get(id as usize))
-                };
-                if let Some(acc) = acc {
-                    f(bit, s.generations[bit as usize].get(), id, acc.take());
+        });
+    }
+    if s.events.get() != 0 {
+        LOG.with(|log| {
+            let mut log = log.borrow_mut();
+            if !log.is_empty() {
+                let generations: [u64; MAX_SESSIONS] =
+                    std::array::from_fn(|i| s.generations[i].get());
+                let dropped: [u64; MAX_SESSIONS] =
+                    LOG_DROPPED.with(|d| std::array::from_fn(|i| d[i].replace(0)));
+                crate::heap::suppressed(|| {
+                    super::measure::flush_events(process, &mut log, &dropped, &generations);
+                });
+            }
+        });
+    }
+}
+
+/// Moves every figure this poll gathered into the process's table, as (session slot, the
+/// session's generation when the poll began, callsite id, figures), and zeroes them.
+#[inline(always)]
+fn drain(s: &Stack, table: &mut super::measure::Flush<'_>) {
+    if s.touched_overflow.replace(false) {
+        drain_all(s, table);
+    } else {
+        for i in 0..s.touched_len.get() {
+            let (bit, id) = s.touched[i].get();
+            let acc = if s.tree.get() & (1 << bit) != 0 {
+                tree::accumulator(bit as usize, id)
+            } else {
+                s.tables[bit as usize]
+                    .get()
+                    .and_then(|t| t.get(id as usize))
+            };
+            if let Some(acc) = acc {
+                table.add(bit, s.generations[bit as usize].get(), id, acc.take());
+            }
+        }
+    }
+    s.touched_len.set(0);
+}
+
+/// [`drain`] when the poll touched more than it kept track of: scans the active tables.
+#[cold]
+#[inline(never)]
+fn drain_all(s: &Stack, table: &mut super::measure::Flush<'_>) {
+    let mut m = s.active.get();
+    while m != 0 {
+        let bit = m.trailing_zeros();
+        m &= m - 1;
+        let generation = s.generations[bit as usize].get();
+        if s.tree.get() & (1 << bit) != 0 {
+            tree::for_each_touched(bit as usize, &mut |path, acc| {
+                table.add(bit, generation, path, acc.take());
+            });
+        } else if let Some(t) = s.tables[bit as usize].get() {
+            for (id, acc) in t.iter().enumerate() {
+                if acc.touched.load(Ordering::Relaxed) {
+                    table.add(bit, generation, id as u32, acc.take());
                 }
             }
         }
-        s.touched_len.set(0);
-    });
+    }
 }
 
 /// Adds what passed since the last event to the accumulators of the innermost frames;
@@ -779,11 +783,6 @@ fn push_tree(s: &Stack, id: u32, mask: u64, trees: u64, call: bool, depth: usize
 /// Leaves the top frame; `pending` when it is a future's poll that returned `Pending`.
 /// Returns the ticks the call has been polled for so far (0 when time is not measured), or
 /// `None` when the frame was not kept (deeper than the stack).
-#[inline(always)]
-fn pop(pending: bool) -> Option<u64> {
-    STACK.with(|s| pop_any(s, pending))
-}
-
 #[inline(never)]
 fn pop_any(s: &Stack, pending: bool) -> Option<u64> {
     if s.lean.get() != 0 {
@@ -1143,8 +1142,8 @@ const PUSHED: u8 = 1;
 /// A synchronous call's frame pushed by [`push_lean`].
 const PUSHED_LEAN: u8 = 2;
 
-/// A frame on the traced stack, popped when dropped (on unwind too) or by
-/// [`FrameGuard::leave`].
+/// A frame on the traced stack, popped when dropped (on unwind too) unless its pusher pops
+/// it itself ([`poll_in_frame`]).
 pub(crate) struct FrameGuard {
     pushed: u8,
 }
@@ -1160,42 +1159,53 @@ impl FrameGuard {
         with_stack(|s| enter_call_in(s, callsite, mask))
     }
 
-    /// Pushes a frame of `id` for the sessions of `mask` that measure this poll, if any;
-    /// `prior`: the clock ticks the call was polled for before (a future's earlier polls).
-    #[inline(always)]
-    pub(crate) fn enter(id: u32, mask: u64, call: bool, prior: u64) -> FrameGuard {
-        let pushed = with_stack(|s| {
-            if mask & s.lean.get() != 0 {
-                push_lean::<true>(s, id, call, prior);
-                return PUSHED;
-            }
-            let mask = mask & s.active.get();
-            if mask != 0 {
-                push_in(s, id, mask, call, prior);
-                return PUSHED;
-            }
-            NOT_PUSHED
-        });
-        FrameGuard { pushed }
-    }
-
     /// Whether a frame was pushed.
     #[inline(always)]
     pub(crate) fn pushed(&self) -> bool {
         self.pushed != NOT_PUSHED
     }
+}
 
-    /// Pops the frame after a poll returned (`pending` when it returned `Pending`); returns
-    /// the clock ticks the call has been polled for so far, or `None` when this poll kept no
-    /// frame for it (not measured, or deeper than the stack): the caller keeps what it had.
-    #[inline]
-    pub(crate) fn leave(mut self, pending: bool) -> Option<u64> {
-        if self.pushed != NOT_PUSHED {
-            self.pushed = NOT_PUSHED;
-            return pop(pending);
+/// Runs `poll`, one poll of an async call of function `id`, in the call's frame: pushed for
+/// the sessions of `mask` that measure this poll, if any (`call` at the call's first poll), and
+/// popped when `poll` returns (its `bool`: the poll returned `Pending`) or unwinds. `polled`:
+/// the clock ticks the call has been polled for in its earlier polls, brought up to date when
+/// the frame is popped (unless it was not kept: not measured, or deeper than the stack).
+///
+/// The thread's stack is found once for the push and the pop; a lean poll's push and pop are
+/// inline (their uncommon cases out of line).
+#[inline(always)]
+pub(crate) fn poll_in_frame<R>(
+    id: u32,
+    mask: u64,
+    call: bool,
+    polled: &mut u64,
+    poll: impl FnOnce() -> (R, bool),
+) -> R {
+    with_stack(|s| {
+        let mut guard = FrameGuard::NONE;
+        if mask & s.lean.get() != 0 {
+            push_lean::<true>(s, id, call, *polled);
+            guard.pushed = PUSHED;
+        } else if mask & s.active.get() != 0 {
+            push_in(s, id, mask & s.active.get(), call, *polled);
+            guard.pushed = PUSHED;
         }
-        None
-    }
+        // Popped by `guard` if this unwinds.
+        let (out, pending) = poll();
+        if guard.pushed != NOT_PUSHED {
+            guard.pushed = NOT_PUSHED;
+            let so_far = if s.lean.get() != 0 {
+                pop_lean::<true>(s, pending)
+            } else {
+                pop_any(s, pending)
+            };
+            if let Some(so_far) = so_far {
+                *polled = so_far;
+            }
+        }
+        out
+    })
 }
 
 impl Drop for FrameGuard {
