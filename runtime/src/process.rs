@@ -450,17 +450,24 @@ impl Process {
     /// Records why the process is ending, before its future is dropped, so that whatever
     /// that drop tells others (a call left unanswered) can name the reason. The first reason
     /// recorded stands.
+    #[inline]
     pub(crate) fn begin_exit(&self, reason: ExitReason) {
         let _ = self.exit_reason.set(reason);
         self.status.store(STATUS_EXITING, Ordering::Relaxed);
     }
 
     /// The bookkeeping of an ending process, run inside it (or, when a runtime shuts down
-    /// under it, wherever its task is dropped). Idempotent.
+    /// under it, wherever its task is dropped). Idempotent. Its callers never run at the same
+    /// time (the process's task, or its spawner before the task exists), so the guard is a
+    /// load and a store, not a read-modify-write.
     fn finish(&self, reason: ExitReason) {
-        if self.finished.swap(true, Ordering::AcqRel) {
+        if self.finished.load(Ordering::Relaxed) {
             return;
         }
+        self.finished.store(true, Ordering::Relaxed);
+        // Last, or on the way out if anything below panics: its slot holds no count of its
+        // own, so the process must leave it before its task lets go of it.
+        let _leave = LeaveTable(self);
         self.begin_exit(reason);
         let reason = self
             .exit_reason
@@ -509,7 +516,17 @@ impl Process {
             self.node
                 .with_process_near(target, |t| t.remove_monitored_by(mref));
         }
-        self.node.table.remove(self);
-        self.node.process_exited();
+    }
+}
+
+/// The end of [`Process::finish`]: frees the process's slot and tells the node, when dropped
+/// (also when `finish` unwinds).
+struct LeaveTable<'a>(&'a Process);
+
+impl Drop for LeaveTable<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        self.0.node.table.remove(self.0);
+        self.0.node.process_exited();
     }
 }

@@ -59,6 +59,15 @@ impl<T> SetOnce<T> {
     /// written is readable.
     #[inline]
     pub(crate) fn set(&self, value: T) -> Result<(), T> {
+        // A cell already written is refused without a read-modify-write (as a process's exit
+        // reason, recorded before its future is dropped and offered again by its exit).
+        let seen = self.state.load(Ordering::Acquire);
+        if seen != EMPTY {
+            if seen == WRITING {
+                self.wait_written();
+            }
+            return Err(value);
+        }
         if let Err(seen) =
             self.state
                 .compare_exchange(EMPTY, WRITING, Ordering::Acquire, Ordering::Acquire)
