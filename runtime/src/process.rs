@@ -49,7 +49,7 @@ pub(crate) use spawn::{spawn_on_node, spawn_pid_on_node};
 pub(crate) use table::{InsertError, ProcessTable};
 
 use crate::heap::{Account, AccountCell, Charging};
-use crate::mailbox::{Envelope, Mailbox};
+use crate::mailbox::{Envelope, Mailbox, Pushed};
 use crate::node::NodeInner;
 use crate::registry::Name;
 use crate::signal::{Down, MonitorRef, Signal, send_exit_signal};
@@ -85,7 +85,9 @@ pub(crate) struct Process {
     flags: AtomicU8,
     status: AtomicU8,
     trap_exit: AtomicBool,
-    /// The task's waker, kept from the first poll, to wake the process for a signal.
+    /// The task's waker, kept at the process's first suspension (one that ends in its first
+    /// poll never needs it: a clone and a drop of the task's reference count, and a
+    /// compare-and-swap, fewer), to wake the process for a signal.
     task_waker: SetOnce<Waker>,
     state: Mutex<State>,
     exit_reason: SetOnce<ExitReason>,
@@ -221,7 +223,10 @@ impl Process {
             self.mailbox.push(Envelope::Message(msg))
         };
         match pushed {
-            Ok(()) => {
+            Ok(pushed) => {
+                if let Pushed::WakeTask = pushed {
+                    self.wake_task();
+                }
                 let max = self.max_queue_len.load(Ordering::Relaxed);
                 if max != usize::MAX && self.mailbox.len() > max {
                     self.set_pending_exit(ExitReason::MaxMessageQueueLen);
@@ -240,11 +245,8 @@ impl Process {
     }
 
     pub(crate) fn push_signal(&self, signal: Signal) {
-        if self
-            .mailbox
-            .push(Envelope::Signal(Box::new(signal)))
-            .is_ok()
-        {
+        // The wake below wakes the task whatever a receive asked for.
+        if let Ok(_pushed) = self.mailbox.push(Envelope::Signal(Box::new(signal))) {
             self.flags.fetch_or(SIGNAL_PENDING, Ordering::Release);
             self.wake();
         }
@@ -256,10 +258,45 @@ impl Process {
         self.wake();
     }
 
+    /// Wakes the process after a flag was set for it. The fence pairs with the one in
+    /// [`Process::keep_task_waker`]: either this sees the waker, or the process's checkpoint
+    /// after keeping it sees the flag.
     fn wake(&self) {
+        std::sync::atomic::fence(Ordering::SeqCst);
         if let Some(waker) = self.task_waker.get() {
             waker.wake_by_ref();
         }
+    }
+
+    /// The task's waker, once the process has kept it (see [`Process::keep_task_waker`]).
+    #[inline]
+    pub(crate) fn task_waker(&self) -> Option<&Waker> {
+        self.task_waker.get()
+    }
+
+    /// Wakes the task for a receive that waits with its waker (`Pushed::WakeTask`): the
+    /// receive set its flag after the waker was kept, under the mailbox lock the push took.
+    #[inline]
+    fn wake_task(&self) {
+        if let Some(waker) = self.task_waker.get() {
+            waker.wake_by_ref();
+        }
+    }
+
+    /// Keeps the task's waker, at the process's first suspension (run by the poll wrapper
+    /// before its checkpoint): to wake it for signals, and for its call deadline if its first
+    /// call came before.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn keep_task_waker(&self, waker: &Waker) {
+        if self.task_waker.set(waker.clone()).is_ok()
+            && let Some(timer) = self.call_timer.get()
+        {
+            timer.set_task(waker.clone());
+        }
+        // Pairs with the fence in `wake` (and the call timer's in `fire`): the checkpoint that
+        // follows sees the flags set before a wake that missed the waker.
+        std::sync::atomic::fence(Ordering::SeqCst);
     }
 
     fn set_pending_exit(&self, reason: ExitReason) {
