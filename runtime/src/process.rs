@@ -177,6 +177,33 @@ impl Process {
         }
     }
 
+    /// [`Process::new`] in its `Arc`, written in place (as `Arc::new` takes it, the record is
+    /// built on the stack and then copied into its block: a 464-byte copy per spawn).
+    #[inline(always)]
+    pub(crate) fn new_arc(
+        pid: Pid,
+        node: Arc<NodeInner>,
+        parent: Option<Pid>,
+        initial_call: Cow<'static, str>,
+        account: Option<&'static Account>,
+        ties: Ties,
+    ) -> Arc<Process> {
+        let arc = Arc::<Process>::new_uninit();
+        let record = Process::new(pid, node, parent, initial_call, account, ties);
+        // SAFETY: the `Arc` was made just above and no reference to its value exists (no clone,
+        // no borrow), so this is the only access to it: writing through its pointer (from
+        // `Arc::as_ptr`, derived from the block's own pointer, not from a shared reference) is
+        // exclusive. (`Arc::get_mut` would check that with a compare-and-swap.) Once written,
+        // the value is initialized, so `assume_init` is sound.
+        #[allow(unsafe_code)]
+        unsafe {
+            Arc::as_ptr(&arc)
+                .cast_mut()
+                .write(std::mem::MaybeUninit::new(record));
+            arc.assume_init()
+        }
+    }
+
     /// The account its allocations are charged to: `Some` exactly when
     /// [`CountingAlloc`](crate::CountingAlloc) is installed.
     #[inline]

@@ -252,14 +252,14 @@ where
             // The new process's record and mailbox are its own (charged as "shared": the
             // process may start running before the spawner is done).
             let _charging = Charging::shared(account);
-            Arc::new(Process::new(
+            Process::new_arc(
                 pid,
                 Arc::clone(node),
                 parent.map(|p| p.pid),
                 initial_call,
                 account,
                 ties,
-            ))
+            )
         })
     })
     .map_err(|e| {
