@@ -43,7 +43,22 @@ pub(crate) enum Envelope {
 struct Incoming {
     queue: VecDeque<Envelope>,
     closed: bool,
+    /// A receive waits, polled with its process's task waker: the next push wakes that one, by
+    /// reference (the process keeps it for as long as it lives), so a receive polled by its
+    /// own task clones no waker and a push drops none.
+    wake_task: bool,
+    /// A receive waits, polled with this other waker (or with the task's, before the process
+    /// kept it): the next push takes it and wakes it.
     waker: Option<Waker>,
+}
+
+/// What [`Mailbox::push`] asks of its caller once the envelope is queued.
+#[must_use = "a waiting receive must be woken"]
+pub(crate) enum Pushed {
+    /// Nothing: no receive waits with the task's waker.
+    Queued,
+    /// Wake the process's task (a receive of it waits).
+    WakeTask,
 }
 
 /// The owner's half: messages taken from incoming but not yet received.
@@ -68,11 +83,16 @@ pub(crate) struct Mailbox {
     saved_len: AtomicUsize,
 }
 
-/// Keeps `cx`'s waker to be woken by the next push. A different waker already kept (another
-/// receive of the same process, polled under its own waker, as in `FuturesUnordered`) is woken
-/// now rather than lost: a spurious wake, never a missed one.
+/// Keeps `cx`'s waker to be woken by the next push: as a flag when it is the process's task
+/// waker (`task`, once the process has kept it), else a clone. A different waker already kept
+/// (another receive of the same process, polled under its own waker, as in
+/// `FuturesUnordered`) is woken now rather than lost: a spurious wake, never a missed one.
 #[inline]
-fn register(incoming: &mut Incoming, cx: &Context<'_>) {
+fn register(incoming: &mut Incoming, cx: &Context<'_>, task: Option<&Waker>) {
+    if task.is_some_and(|t| t.will_wake(cx.waker())) {
+        incoming.wake_task = true;
+        return;
+    }
     match &incoming.waker {
         Some(w) if w.will_wake(cx.waker()) => {}
         _ => {
@@ -90,30 +110,43 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Mailbox {
-    /// Queues an envelope; gives it back when the mailbox is closed (its process exited).
-    pub(crate) fn push(&self, env: Envelope) -> Result<(), Envelope> {
+    /// Queues an envelope; gives it back when the mailbox is closed (its process exited). The
+    /// caller wakes the process's task when asked to ([`Process`] keeps that waker).
+    #[inline]
+    pub(crate) fn push(&self, env: Envelope) -> Result<Pushed, Envelope> {
         let mut incoming = lock(&self.incoming);
         if incoming.closed {
             return Err(env);
         }
         incoming.queue.push_back(env);
+        let wake_task = std::mem::take(&mut incoming.wake_task);
         let waker = incoming.waker.take();
         drop(incoming);
         if let Some(waker) = waker {
             waker.wake();
         }
-        Ok(())
+        Ok(if wake_task {
+            Pushed::WakeTask
+        } else {
+            Pushed::Queued
+        })
     }
 
     /// Closes the mailbox and returns whatever it still held, for the caller to drop inside the
-    /// exiting process. Later pushes fail.
+    /// exiting process. Later pushes fail. Called by the owner (its exit), which alone changes
+    /// `saved`: when its own `saved_len` says nothing is saved, `saved` is left alone (a lock
+    /// round trip fewer per exit).
     pub(crate) fn close(&self) -> (VecDeque<Envelope>, VecDeque<Message>) {
         let incoming = {
             let mut incoming = lock(&self.incoming);
             incoming.closed = true;
+            incoming.wake_task = false;
             incoming.waker = None;
             std::mem::take(&mut incoming.queue)
         };
+        if self.saved_len.load(Ordering::Relaxed) == 0 {
+            return (incoming, VecDeque::new());
+        }
         let saved = std::mem::take(&mut lock(&self.saved).queue);
         self.saved_len.store(0, Ordering::Relaxed);
         (incoming, saved)
@@ -154,6 +187,7 @@ impl Mailbox {
         &self,
         matches: &mut F,
         cx: &mut Context<'_>,
+        task: Option<&Waker>,
     ) -> Option<Poll<Message>> {
         if self.saved_len.load(Ordering::Relaxed) != 0 {
             return None;
@@ -162,7 +196,7 @@ impl Mailbox {
             let mut incoming = lock(&self.incoming);
             match incoming.queue.front() {
                 None => {
-                    register(&mut incoming, cx);
+                    register(&mut incoming, cx, task);
                     return Some(Poll::Pending);
                 }
                 Some(Envelope::Message(_)) => match incoming.queue.pop_front() {
@@ -219,7 +253,7 @@ impl Mailbox {
             {
                 let mut incoming = lock(&self.incoming);
                 if incoming.queue.is_empty() {
-                    register(&mut incoming, cx);
+                    register(&mut incoming, cx, process.task_waker());
                     return Poll::Pending;
                 }
                 std::mem::swap(&mut incoming.queue, spare);
@@ -296,7 +330,10 @@ impl<F: FnMut(&Message) -> bool + Unpin> Future for ReceiveMatch<F> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Message> {
         let this = self.get_mut();
         current_process_for_receive(|process| {
-            match process.mailbox.poll_take_front(&mut this.matches, cx) {
+            match process
+                .mailbox
+                .poll_take_front(&mut this.matches, cx, process.task_waker())
+            {
                 Some(poll) => poll,
                 None => process
                     .mailbox

@@ -36,6 +36,15 @@ use crate::{ExitReason, Pid};
 static DIRECTORY: Segmented<ArcSwapOption<NodeInner>> = Segmented::new();
 static NEXT_NODE: AtomicU32 = AtomicU32::new(1);
 
+/// How many monitor references a thread takes from a node's counter at a time.
+const REF_BLOCK: u64 = 64;
+
+thread_local! {
+    /// The block of monitor references this thread took last: the node's id (0, no node's,
+    /// when none), the next reference and the end of the block.
+    static REFS: std::cell::Cell<(u32, u64, u64)> = const { std::cell::Cell::new((0, 0, 0)) };
+}
+
 /// The default time [`NodeHandle::shutdown`] gives processes to end after `Shutdown` before it
 /// kills them.
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
@@ -94,8 +103,26 @@ impl NodeInner {
         self.stopping.load(Ordering::Acquire)
     }
 
+    /// A monitor reference unique on this node. A thread takes them from the node's counter a
+    /// block at a time ([`REF_BLOCK`]), so that a `spawn_monitor` or `monitor` costs no atomic
+    /// read-modify-write on a line every thread writes (node ids are never reused, so a block
+    /// left in a thread's cache cannot collide with a later node's references).
+    #[inline]
     pub(crate) fn next_monitor_ref(&self) -> MonitorRef {
-        MonitorRef((u64::from(self.id) << 40) | self.next_ref.fetch_add(1, Ordering::Relaxed))
+        let n = REFS
+            .try_with(|cache| {
+                let (node, next, end) = cache.get();
+                if node == self.id && next < end {
+                    cache.set((node, next + 1, end));
+                    next
+                } else {
+                    let base = self.next_ref.fetch_add(REF_BLOCK, Ordering::Relaxed);
+                    cache.set((self.id, base + 1, base + REF_BLOCK));
+                    base
+                }
+            })
+            .unwrap_or_else(|_| self.next_ref.fetch_add(1, Ordering::Relaxed));
+        MonitorRef((u64::from(self.id) << 40) | n)
     }
 
     pub(crate) fn process_spawned(&self) {}

@@ -49,7 +49,7 @@ pub(crate) use spawn::{spawn_on_node, spawn_pid_on_node};
 pub(crate) use table::{InsertError, ProcessTable};
 
 use crate::heap::{Account, AccountCell, Charging};
-use crate::mailbox::{Envelope, Mailbox};
+use crate::mailbox::{Envelope, Mailbox, Pushed};
 use crate::node::NodeInner;
 use crate::registry::Name;
 use crate::signal::{Down, MonitorRef, Signal, send_exit_signal};
@@ -85,7 +85,9 @@ pub(crate) struct Process {
     flags: AtomicU8,
     status: AtomicU8,
     trap_exit: AtomicBool,
-    /// The task's waker, kept from the first poll, to wake the process for a signal.
+    /// The task's waker, kept at the process's first suspension (one that ends in its first
+    /// poll never needs it: a clone and a drop of the task's reference count, and a
+    /// compare-and-swap, fewer), to wake the process for a signal.
     task_waker: SetOnce<Waker>,
     state: Mutex<State>,
     exit_reason: SetOnce<ExitReason>,
@@ -175,6 +177,33 @@ impl Process {
         }
     }
 
+    /// [`Process::new`] in its `Arc`, written in place (as `Arc::new` takes it, the record is
+    /// built on the stack and then copied into its block: a 464-byte copy per spawn).
+    #[inline(always)]
+    pub(crate) fn new_arc(
+        pid: Pid,
+        node: Arc<NodeInner>,
+        parent: Option<Pid>,
+        initial_call: Cow<'static, str>,
+        account: Option<&'static Account>,
+        ties: Ties,
+    ) -> Arc<Process> {
+        let arc = Arc::<Process>::new_uninit();
+        let record = Process::new(pid, node, parent, initial_call, account, ties);
+        // SAFETY: the `Arc` was made just above and no reference to its value exists (no clone,
+        // no borrow), so this is the only access to it: writing through its pointer (from
+        // `Arc::as_ptr`, derived from the block's own pointer, not from a shared reference) is
+        // exclusive. (`Arc::get_mut` would check that with a compare-and-swap.) Once written,
+        // the value is initialized, so `assume_init` is sound.
+        #[allow(unsafe_code)]
+        unsafe {
+            Arc::as_ptr(&arc)
+                .cast_mut()
+                .write(std::mem::MaybeUninit::new(record));
+            arc.assume_init()
+        }
+    }
+
     /// The account its allocations are charged to: `Some` exactly when
     /// [`CountingAlloc`](crate::CountingAlloc) is installed.
     #[inline]
@@ -221,7 +250,10 @@ impl Process {
             self.mailbox.push(Envelope::Message(msg))
         };
         match pushed {
-            Ok(()) => {
+            Ok(pushed) => {
+                if let Pushed::WakeTask = pushed {
+                    self.wake_task();
+                }
                 let max = self.max_queue_len.load(Ordering::Relaxed);
                 if max != usize::MAX && self.mailbox.len() > max {
                     self.set_pending_exit(ExitReason::MaxMessageQueueLen);
@@ -240,11 +272,8 @@ impl Process {
     }
 
     pub(crate) fn push_signal(&self, signal: Signal) {
-        if self
-            .mailbox
-            .push(Envelope::Signal(Box::new(signal)))
-            .is_ok()
-        {
+        // The wake below wakes the task whatever a receive asked for.
+        if let Ok(_pushed) = self.mailbox.push(Envelope::Signal(Box::new(signal))) {
             self.flags.fetch_or(SIGNAL_PENDING, Ordering::Release);
             self.wake();
         }
@@ -256,10 +285,45 @@ impl Process {
         self.wake();
     }
 
+    /// Wakes the process after a flag was set for it. The fence pairs with the one in
+    /// [`Process::keep_task_waker`]: either this sees the waker, or the process's checkpoint
+    /// after keeping it sees the flag.
     fn wake(&self) {
+        std::sync::atomic::fence(Ordering::SeqCst);
         if let Some(waker) = self.task_waker.get() {
             waker.wake_by_ref();
         }
+    }
+
+    /// The task's waker, once the process has kept it (see [`Process::keep_task_waker`]).
+    #[inline]
+    pub(crate) fn task_waker(&self) -> Option<&Waker> {
+        self.task_waker.get()
+    }
+
+    /// Wakes the task for a receive that waits with its waker (`Pushed::WakeTask`): the
+    /// receive set its flag after the waker was kept, under the mailbox lock the push took.
+    #[inline]
+    fn wake_task(&self) {
+        if let Some(waker) = self.task_waker.get() {
+            waker.wake_by_ref();
+        }
+    }
+
+    /// Keeps the task's waker, at the process's first suspension (run by the poll wrapper
+    /// before its checkpoint): to wake it for signals, and for its call deadline if its first
+    /// call came before.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn keep_task_waker(&self, waker: &Waker) {
+        if self.task_waker.set(waker.clone()).is_ok()
+            && let Some(timer) = self.call_timer.get()
+        {
+            timer.set_task(waker.clone());
+        }
+        // Pairs with the fence in `wake` (and the call timer's in `fire`): the checkpoint that
+        // follows sees the flags set before a wake that missed the waker.
+        std::sync::atomic::fence(Ordering::SeqCst);
     }
 
     fn set_pending_exit(&self, reason: ExitReason) {
@@ -450,17 +514,24 @@ impl Process {
     /// Records why the process is ending, before its future is dropped, so that whatever
     /// that drop tells others (a call left unanswered) can name the reason. The first reason
     /// recorded stands.
+    #[inline]
     pub(crate) fn begin_exit(&self, reason: ExitReason) {
         let _ = self.exit_reason.set(reason);
         self.status.store(STATUS_EXITING, Ordering::Relaxed);
     }
 
     /// The bookkeeping of an ending process, run inside it (or, when a runtime shuts down
-    /// under it, wherever its task is dropped). Idempotent.
+    /// under it, wherever its task is dropped). Idempotent. Its callers never run at the same
+    /// time (the process's task, or its spawner before the task exists), so the guard is a
+    /// load and a store, not a read-modify-write.
     fn finish(&self, reason: ExitReason) {
-        if self.finished.swap(true, Ordering::AcqRel) {
+        if self.finished.load(Ordering::Relaxed) {
             return;
         }
+        self.finished.store(true, Ordering::Relaxed);
+        // Last, or on the way out if anything below panics: its slot holds no count of its
+        // own, so the process must leave it before its task lets go of it.
+        let _leave = LeaveTable(self);
         self.begin_exit(reason);
         let reason = self
             .exit_reason
@@ -509,7 +580,17 @@ impl Process {
             self.node
                 .with_process_near(target, |t| t.remove_monitored_by(mref));
         }
-        self.node.table.remove(self);
-        self.node.process_exited();
+    }
+}
+
+/// The end of [`Process::finish`]: frees the process's slot and tells the node, when dropped
+/// (also when `finish` unwinds).
+struct LeaveTable<'a>(&'a Process);
+
+impl Drop for LeaveTable<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        self.0.node.table.remove(self.0);
+        self.0.node.process_exited();
     }
 }

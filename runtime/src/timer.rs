@@ -19,7 +19,7 @@
 //!   next pass.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering, fence};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::task::{Context, Waker};
 use std::time::Duration;
 
@@ -65,8 +65,9 @@ pub(crate) struct CallTimer {
     last: AtomicU64,
     registered: AtomicBool,
     /// The owning process's task waker, which its calls are normally polled with: woken
-    /// whenever the timer fires, so those calls register nothing.
-    task: Option<Waker>,
+    /// whenever the timer fires, so those calls register nothing. Set when the timer is made,
+    /// or at the process's first suspension if it made its first call before that.
+    task: OnceLock<Waker>,
     /// The last other waker (a call polled from inside a combinator with wakers of its own,
     /// or moved to another task).
     waker: Mutex<Option<Waker>>,
@@ -82,15 +83,26 @@ struct TimerEntry {
 impl CallTimer {
     /// A timer for the process whose task wakes with `task`.
     pub(crate) fn new(task: Option<Waker>) -> CallTimer {
+        let cell = OnceLock::new();
+        if let Some(task) = task {
+            let _ = cell.set(task);
+        }
         CallTimer {
             armed: AtomicU64::new(0),
             after: AtomicU64::new(0),
             fired: AtomicU64::new(0),
             last: AtomicU64::new(0),
             registered: AtomicBool::new(false),
-            task,
+            task: cell,
             waker: Mutex::new(None),
         }
+    }
+
+    /// Gives the timer its process's task waker, made before the process had one (the caller
+    /// then fences before its next poll of a call, as `poll_fired_other` does: a firing that
+    /// misses it wakes the waker the call registered meanwhile).
+    pub(crate) fn set_task(&self, task: Waker) {
+        let _ = self.task.set(task);
     }
 
     /// Arms the timer for a call that gives up after `after`; `None` when a call of this
@@ -141,7 +153,7 @@ impl CallTimer {
             return true;
         }
         // The process's own task: `fire` always wakes it, after storing `fired`.
-        if self.task.as_ref().is_some_and(|t| t.will_wake(cx.waker())) {
+        if self.task.get().is_some_and(|t| t.will_wake(cx.waker())) {
             return false;
         }
         self.poll_fired_other(seq, cx)
@@ -168,7 +180,7 @@ impl CallTimer {
     fn fire(&self, seq: u64) {
         self.fired.store(seq, Ordering::Release);
         fence(Ordering::SeqCst);
-        if let Some(task) = &self.task {
+        if let Some(task) = self.task.get() {
             task.wake_by_ref();
         }
         let waker = self.waker.lock().unwrap_or_else(|e| e.into_inner()).clone();

@@ -2,7 +2,7 @@
 //! process's task waker and exit reason, without its out-of-line `Once` state machine (which
 //! cost about 90 instructions per first write on a spawn+exit of some 5,000).
 //!
-//! As with `OnceLock`, once `set` or `get_or_init` returns, the cell holds a value: a writer
+//! As with `OnceLock`, once `set` returns, the cell holds a value: a writer
 //! that loses the race waits for the winner to finish writing (a move of the value), yielding
 //! its thread meanwhile.
 
@@ -59,6 +59,15 @@ impl<T> SetOnce<T> {
     /// written is readable.
     #[inline]
     pub(crate) fn set(&self, value: T) -> Result<(), T> {
+        // A cell already written is refused without a read-modify-write (as a process's exit
+        // reason, recorded before its future is dropped and offered again by its exit).
+        let seen = self.state.load(Ordering::Acquire);
+        if seen != EMPTY {
+            if seen == WRITING {
+                self.wait_written();
+            }
+            return Err(value);
+        }
         if let Err(seen) =
             self.state
                 .compare_exchange(EMPTY, WRITING, Ordering::Acquire, Ordering::Acquire)
@@ -82,19 +91,6 @@ impl<T> SetOnce<T> {
         while self.state.load(Ordering::Acquire) != READY {
             std::thread::yield_now();
         }
-    }
-
-    /// The value, writing `init()` first if nothing was written yet. (Unlike `OnceLock`'s,
-    /// `init` may run on two racing threads; the value of the one that loses is dropped.)
-    #[inline]
-    pub(crate) fn get_or_init(&self, init: impl FnOnce() -> T) -> &T {
-        if let Some(value) = self.get() {
-            return value;
-        }
-        let _ = self.set(init());
-        // SAFETY: `set` returned, so the cell is READY (written by this thread or the winner,
-        // which the loser waited for).
-        unsafe { (*self.value.get()).assume_init_ref() }
     }
 }
 
@@ -127,14 +123,6 @@ mod tests {
         assert_eq!(cell.set(String::from("a")), Ok(()));
         assert_eq!(cell.set(String::from("b")), Err(String::from("b")));
         assert_eq!(cell.get().map(String::as_str), Some("a"));
-        assert_eq!(cell.get_or_init(|| unreachable!()), "a");
-    }
-
-    #[test]
-    fn get_or_init_writes_once() {
-        let cell = SetOnce::new();
-        assert_eq!(*cell.get_or_init(|| 7), 7);
-        assert_eq!(*cell.get_or_init(|| 8), 7);
     }
 
     /// Counts its drops.

@@ -261,14 +261,14 @@ where
             // The new process's record and mailbox are its own (charged as "shared": the
             // process may start running before the spawner is done).
             let _charging = Charging::shared(account);
-            Arc::new(Process::new(
+            Process::new_arc(
                 pid,
                 Arc::clone(node),
                 parent.map(|p| p.pid),
                 initial_call,
                 account,
                 ties,
-            ))
+            )
         })
     })
     .map_err(|e| {
@@ -280,6 +280,9 @@ where
             InsertError::Stopping => SpawnError::NodeStopping { node: node.id },
         }
     })?;
+    // Until its task has it, this function holds the count that keeps the process in its slot
+    // alive: a panic on the way takes it out of the slot before that count drops.
+    let process = InSlot(Some(process));
     node.process_spawned();
     if let Some(name) = &opts.name
         && let Err(e) = node.registry.register(name, &process)
@@ -321,9 +324,46 @@ where
     {
         // Its task is its own too.
         let _charging = Charging::shared(account);
-        node.handle.spawn(ProcessTask::new(future, process));
+        node.handle
+            .spawn(ProcessTask::new(future, process.into_inner()));
     }
     Ok(Started { pid, kept, monitor })
+}
+
+/// A process just put in its slot, held by its spawner until its task takes it: dropped (by a
+/// panic before that, or a refused name), it takes the process out of its slot, as the table's
+/// slots hold no count of their own (see `ProcessTable::remove`).
+struct InSlot(Option<Arc<Process>>);
+
+impl InSlot {
+    /// The process, for its task, which takes it out of its slot from then on.
+    #[inline]
+    fn into_inner(mut self) -> Arc<Process> {
+        match self.0.take() {
+            Some(process) => process,
+            None => unreachable!("taken once"),
+        }
+    }
+}
+
+impl std::ops::Deref for InSlot {
+    type Target = Arc<Process>;
+
+    #[inline]
+    fn deref(&self) -> &Arc<Process> {
+        match &self.0 {
+            Some(process) => process,
+            None => unreachable!("taken once, by value"),
+        }
+    }
+}
+
+impl Drop for InSlot {
+    fn drop(&mut self) {
+        if let Some(process) = &self.0 {
+            process.node.table.remove(process);
+        }
+    }
 }
 
 use crate::ExitReason;

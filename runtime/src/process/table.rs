@@ -18,6 +18,12 @@
 //! which visits every thread's debt list (`Debt::pay_all`) to settle loans of the old value,
 //! and a resolution records its hold in the slot rather than in a thread-local debt slot. A
 //! slot is 16 bytes.
+//!
+//! A slot holds no reference count of its own: the process's task does, and it takes the
+//! process out of its slot before letting go of it ([`ProcessTable::remove`] at the end of
+//! `Process::finish`, also when that unwinds; the spawner's `InSlot` until the task has it). Only
+//! the process's single remover writes a filled slot, so taking it out is a load and a store,
+//! not a compare-and-swap, and putting a process in a vacant slot is a plain release store.
 
 use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -41,7 +47,8 @@ struct Slot {
     readers: AtomicU32,
     /// The serial of the last process spawned into this slot (written under the slab lock).
     serial: AtomicU32,
-    /// `Arc::into_raw` of the slot's process (the slot owns that strong count), or null.
+    /// The slot's process, or null. The slot owns no strong count: the process's task keeps it
+    /// alive until it has taken it out of the slot (see the module documentation).
     process: AtomicPtr<Process>,
 }
 
@@ -88,12 +95,15 @@ impl Slot {
     }
 
     /// Puts `process` in the slot, which must be empty (a vacant index: its last process has
-    /// been removed and its readers drained).
-    fn put(&self, process: Arc<Process>) {
-        let old = self
-            .process
-            .swap(Arc::into_raw(process).cast_mut(), Ordering::SeqCst);
-        debug_assert!(old.is_null(), "a vacant slot is empty");
+    /// been removed and its readers drained). A release store: a reader that loads the pointer
+    /// sees the record it points to.
+    fn put(&self, process: &Process) {
+        debug_assert!(
+            self.process.load(Ordering::Relaxed).is_null(),
+            "a vacant slot is empty"
+        );
+        self.process
+            .store(std::ptr::from_ref(process).cast_mut(), Ordering::Release);
     }
 
     /// Takes `process` out of the slot if it is the slot's process, once no reader can still
@@ -105,20 +115,19 @@ impl Slot {
     /// works on a slot at a time: a process takes itself out, once, and spawn reuses a slot
     /// only after that. So when the epoch flips, the readers of the new epoch are all gone
     /// already: the previous flip waited for them, and none entered that epoch since.)
+    ///
+    /// Being the slot's only writer while its process is in it (the process's own exit, or
+    /// the drop of its task, which do not run at the same time), this takes it out with a load
+    /// and a store rather than a compare-and-swap. The store needs no ordering of its own: a
+    /// reader that enters after the flip synchronizes with the flip (a release read-modify-write
+    /// after the store) when its compare-and-swap on the count reads it, so it sees the store;
+    /// one that entered before is waited for.
     fn remove(&self, process: &Process) -> bool {
         let ptr = std::ptr::from_ref(process).cast_mut();
-        if self
-            .process
-            .compare_exchange(
-                ptr,
-                std::ptr::null_mut(),
-                Ordering::SeqCst,
-                Ordering::Relaxed,
-            )
-            .is_err()
-        {
+        if self.process.load(Ordering::Relaxed) != ptr {
             return false;
         }
+        self.process.store(std::ptr::null_mut(), Ordering::Relaxed);
         let old = if self.readers.fetch_xor(EPOCH, Ordering::SeqCst) & EPOCH == 0 {
             READERS_0
         } else {
@@ -128,26 +137,7 @@ impl Slot {
         while self.readers.load(Ordering::SeqCst) & old != 0 {
             backoff(&mut spins);
         }
-        // SAFETY: `ptr` came from `Arc::into_raw` in `put` (the compare-and-swap found it in
-        // the slot), and the slot's strong count it stood for is now this function's alone:
-        // the slot no longer holds it, and every reader that could have read it (entered
-        // before the flip, in the old epoch) has left; readers entering after the flip read
-        // the slot after it was emptied.
-        #[allow(unsafe_code)]
-        drop(unsafe { Arc::from_raw(ptr.cast_const()) });
         true
-    }
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        let ptr = *self.process.get_mut();
-        if !ptr.is_null() {
-            // SAFETY: the slot owns the strong count of the `Arc::into_raw` in `put`, and no
-            // reader is left (`&mut self`).
-            #[allow(unsafe_code)]
-            drop(unsafe { Arc::from_raw(ptr.cast_const()) });
-        }
     }
 }
 
@@ -162,11 +152,15 @@ impl SlotRead<'_> {
     /// The process read, if any.
     #[inline]
     pub(crate) fn as_deref(&self) -> Option<&Process> {
-        // SAFETY: a non-null pointer read from the slot came from `Arc::into_raw` in `put`; the
-        // slot's strong count keeps the process alive until `Slot::remove` drops it, which it
-        // does only after every reader counted in the epoch this one entered has left (see
-        // `Slot::remove`), and this one is counted until it drops. The reference is tied to
-        // `&self`, so it cannot outlive the hold.
+        // SAFETY: a non-null pointer read from the slot was put there by `ProcessTable::insert`
+        // from the `Arc` it returns. That process stays alive until its slot no longer holds
+        // it and the readers that read it have left: its last strong count is dropped only
+        // after `Slot::remove` took it out and waited for every reader counted in the epoch in
+        // which it could be read (see `Slot::remove`), because the holder of the count taken at
+        // spawn (the spawner until the task has it: `InSlot`; then the task, which runs
+        // `Process::finish` before dropping it: its `LeaveTable`, also on unwind) removes it before dropping that count, and every other count is
+        // taken from a live process while that one is held. This reader is counted until it
+        // drops, and the reference is tied to `&self`, so it cannot outlive the hold.
         #[allow(unsafe_code)]
         unsafe {
             self.process.cast_const().as_ref()
@@ -177,8 +171,9 @@ impl SlotRead<'_> {
     fn to_arc(&self) -> Option<Arc<Process>> {
         let process = self.as_deref()?;
         let ptr = std::ptr::from_ref(process);
-        // SAFETY: `ptr` came from `Arc::into_raw` and its strong count is kept by the slot
-        // while this hold lasts (see `as_deref`), so adding one and taking it is sound.
+        // SAFETY: `ptr` is the address of an `Arc`'s process (put by `ProcessTable::insert`),
+        // alive with a strong count held elsewhere while this hold lasts (see `as_deref`), so
+        // adding one and taking it is sound.
         #[allow(unsafe_code)]
         unsafe {
             Arc::increment_strong_count(ptr);
@@ -258,7 +253,7 @@ impl ProcessTable {
         let serial = slot.serial.load(Ordering::Relaxed).wrapping_add(1);
         slot.serial.store(serial, Ordering::Relaxed);
         let process = make(Pid::from_parts(self.node, index, serial));
-        slot.put(Arc::clone(&process));
+        slot.put(&process);
         entry.insert(());
         // Under the lock: a store, not a read-modify-write.
         self.written.live.store(indices.len(), Ordering::Relaxed);
@@ -277,7 +272,9 @@ impl ProcessTable {
         }
     }
 
-    /// Frees the slot of an exited process (a no-op once done).
+    /// Frees the slot of an exited process (a no-op once done). Called by the holder of the
+    /// count taken at spawn (the spawner or the process's task) before it drops that count,
+    /// and by no one else while the process is in its slot (see `Slot::remove`).
     pub(crate) fn remove(&self, process: &Process) {
         let Some(slot) = self.slots.get(process.pid.index()) else {
             return;

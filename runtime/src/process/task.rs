@@ -83,9 +83,8 @@ where
             return Poll::Ready(());
         }
         enter(p, false, || {
-            // Before the poll: keep the task's waker, mark running, act on pending signals,
-            // and start measuring it for the sessions that do.
-            p.task_waker.get_or_init(|| cx.waker().clone());
+            // Before the poll: mark running, act on pending signals, and start measuring it
+            // for the sessions that do.
             p.status.store(STATUS_RUNNING, Ordering::Relaxed);
             let before = checkpoint(p);
             let mut measured = p.trace_flags.traced() & trace::measuring();
@@ -111,14 +110,20 @@ where
                     }
                     match polled {
                         Ok(Poll::Ready(reason)) => reason,
-                        // After a pending poll: act on signals that came during it, or suspend.
-                        Ok(Poll::Pending) => match checkpoint(p) {
-                            Some(reason) => reason,
-                            None => {
-                                p.status.store(STATUS_WAITING, Ordering::Relaxed);
-                                return Poll::Pending;
+                        // After a pending poll: act on signals that came during it, or suspend
+                        // (keeping the task's waker at the first suspension, before looking).
+                        Ok(Poll::Pending) => {
+                            if p.task_waker.get().is_none() {
+                                p.keep_task_waker(cx.waker());
                             }
-                        },
+                            match checkpoint(p) {
+                                Some(reason) => reason,
+                                None => {
+                                    p.status.store(STATUS_WAITING, Ordering::Relaxed);
+                                    return Poll::Pending;
+                                }
+                            }
+                        }
                         Err(payload) => reason_of_panic(payload),
                     }
                 }
@@ -162,4 +167,100 @@ impl<F: Future> Future for HelperTask<F> {
 /// Runs a blocking closure with `process` as its (helper) current process.
 pub(crate) fn run_as_helper<R>(process: Arc<Process>, f: impl FnOnce() -> R) -> R {
     enter(&process, true, f)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    use crate::gen_server::{self, CallError, CallReply, Caller, GenServer, Timeout};
+    use crate::{Down, ExitReason, Node, receive, self_pid, spawn_monitor};
+
+    /// A server type for calls to a process that never answers.
+    struct Silent;
+
+    #[async_trait::async_trait]
+    impl GenServer for Silent {
+        type Args = ();
+        type Call = ();
+        type Reply = ();
+        type Cast = ();
+        async fn init((): ()) -> Result<Self, ExitReason> {
+            Ok(Silent)
+        }
+        async fn handle_call(&mut self, (): (), _from: &mut Caller<()>) -> CallReply<()> {
+            CallReply::NoReply
+        }
+    }
+
+    /// A process whose first call comes in its first poll makes its call deadline before it
+    /// has kept its task's waker: the deadline gets the waker at the first suspension, and
+    /// that call's timeout and the next one's still wake it.
+    #[test]
+    fn calls_made_before_the_first_suspension_time_out() {
+        let node = Node::builder().current_thread().build().expect("node");
+        let (first, second) = node
+            .run(async {
+                let sink = crate::spawn(std::future::pending::<()>()).expect("spawn");
+                let after = Timeout::After(Duration::from_millis(20));
+                let first = gen_server::call::<Silent>(sink, (), after).await;
+                let second = gen_server::call::<Silent>(sink, (), after).await;
+                (first, second)
+            })
+            .expect("ran");
+        assert!(matches!(first, Err(CallError::Timeout { .. })), "{first:?}");
+        assert!(
+            matches!(second, Err(CallError::Timeout { .. })),
+            "{second:?}"
+        );
+    }
+
+    /// A process keeps its task's waker only at its first suspension: a kill that comes during
+    /// its first poll, before that, still ends it when that poll suspends (the poll wrapper's
+    /// checkpoint after keeping the waker sees the flag), from itself or from another thread.
+    #[test]
+    fn a_kill_during_the_first_poll_ends_the_process_when_it_suspends() {
+        let node = Node::builder().current_thread().build().expect("node");
+        let down = node
+            .run(async {
+                let (_pid, _) = spawn_monitor(async {
+                    crate::exit(self_pid(), ExitReason::Kill);
+                    std::future::pending::<()>().await;
+                })
+                .expect("spawn");
+                receive::<Down>().await
+            })
+            .expect("ran");
+        assert_eq!(down.reason, ExitReason::Killed);
+
+        let node = Node::builder().worker_threads(2).build().expect("node");
+        let (polling_tx, polling_rx) = mpsc::channel();
+        let (killed_tx, killed_rx) = mpsc::channel::<()>();
+        let (down_tx, down_rx) = mpsc::channel();
+        let watcher = node
+            .spawn(async move {
+                let (pid, _) = spawn_monitor(async move {
+                    polling_tx.send(self_pid()).expect("send");
+                    // Blocks the first poll until the kill is in.
+                    killed_rx.recv().expect("killed");
+                    std::future::pending::<()>().await;
+                })
+                .expect("spawn");
+                let down: Down = receive().await;
+                down_tx.send((pid, down)).expect("send");
+            })
+            .expect("spawn");
+        let pid = polling_rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("first poll");
+        node.exit(pid, ExitReason::Kill);
+        killed_tx.send(()).expect("send");
+        let (dead, down) = down_rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the killed process ended");
+        assert_eq!(dead, pid);
+        assert_eq!(down.reason, ExitReason::Killed);
+        let _ = watcher;
+    }
 }
