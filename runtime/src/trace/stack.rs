@@ -25,7 +25,14 @@
 //! over sessions, no mask per frame. In flat mode, a sync call's entry and return are one
 //! out-of-line call each, whose common case (nothing allocated since the last event, time read
 //! from the TSC inline) makes no further call; in call-tree mode, the entry also looks its path
-//! up ([`push_lean_tree`]) and the pop restores the caller's path.
+//! up ([`push_lean_tree`]) and the pop restores the caller's path. A poll of an async call
+//! finds the stack once, in the call's out-of-line poll wrapper ([`poll_in_frame`]), where a
+//! lean poll's push and pop are inline.
+//!
+//! The end of a poll flushes in the same look at the stack: the touched figures go straight
+//! into the process's table under its lock ([`super::measure::Flush`]); only the rare steps of
+//! a flush that allocate (a new table, session or function) run with allocation charging
+//! suppressed.
 
 use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
