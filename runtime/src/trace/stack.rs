@@ -1175,7 +1175,7 @@ impl FrameGuard {
 
 /// Runs `poll`, one poll of an async call of function `id`, in the call's frame: pushed for
 /// the sessions of `mask` that measure this poll, if any (`call` at the call's first poll), and
-/// popped when `poll` returns (its `bool`: the poll returned `Pending`) or unwinds. `polled`:
+/// popped when `poll` returns or unwinds. `polled`:
 /// the clock ticks the call has been polled for in its earlier polls, brought up to date when
 /// the frame is popped (unless it was not kept: not measured, or deeper than the stack).
 ///
@@ -1187,8 +1187,8 @@ pub(crate) fn poll_in_frame<R>(
     mask: u64,
     call: bool,
     polled: &mut u64,
-    poll: impl FnOnce() -> (R, bool),
-) -> R {
+    poll: impl FnOnce() -> std::task::Poll<R>,
+) -> std::task::Poll<R> {
     with_stack(|s| {
         let mut guard = FrameGuard::NONE;
         if mask & s.lean.get() != 0 {
@@ -1199,9 +1199,10 @@ pub(crate) fn poll_in_frame<R>(
             guard.pushed = PUSHED;
         }
         // Popped by `guard` if this unwinds.
-        let (out, pending) = poll();
+        let out = poll();
         if guard.pushed != NOT_PUSHED {
             guard.pushed = NOT_PUSHED;
+            let pending = out.is_pending();
             let so_far = if s.lean.get() != 0 {
                 pop_lean::<true>(s, pending)
             } else {
