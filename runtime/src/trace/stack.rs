@@ -545,7 +545,7 @@ fn drain(s: &Stack, table: &mut super::measure::Flush<'_>) {
                     .and_then(|t| t.get(id as usize))
             };
             if let Some(acc) = acc {
-                table.add(bit, s.generations[bit as usize].get(), id, acc.take());
+                table.add(bit, s.generations[bit as usize].get(), id, acc);
             }
         }
     }
@@ -563,12 +563,12 @@ fn drain_all(s: &Stack, table: &mut super::measure::Flush<'_>) {
         let generation = s.generations[bit as usize].get();
         if s.tree.get() & (1 << bit) != 0 {
             tree::for_each_touched(bit as usize, &mut |path, acc| {
-                table.add(bit, generation, path, acc.take());
+                table.add(bit, generation, path, acc);
             });
         } else if let Some(t) = s.tables[bit as usize].get() {
             for (id, acc) in t.iter().enumerate() {
                 if acc.touched.load(Ordering::Relaxed) {
-                    table.add(bit, generation, id as u32, acc.take());
+                    table.add(bit, generation, id as u32, acc);
                 }
             }
         }
