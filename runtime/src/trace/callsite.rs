@@ -265,9 +265,7 @@ fn poll_in_frame<F: Future>(
     cx: &mut Context<'_>,
 ) -> Poll<F::Output> {
     super::stack::poll_in_frame(callsite.id() as u32, sessions, call, polled, || {
-        let out = future.poll(cx);
-        let pending = out.is_pending();
-        (out, pending)
+        future.poll(cx)
     })
 }
 

@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::session::{SessionState, generation_of, session_in_slot};
+use super::stack::Accumulator;
 use super::{Callsite, callsites};
 use crate::Pid;
 use crate::process::Process;
@@ -357,11 +358,30 @@ pub(crate) fn flush(process: &Process, drain: impl FnOnce(&mut Flush<'_>)) {
 }
 
 impl Flush<'_> {
-    /// Adds `acc`, gathered for the session in slot `bit` of `generation` in function (or
-    /// path) `id`, to the process's figures; dropped when that session is paused or no longer
-    /// measures.
+    /// Moves the figures of `acc` (zeroing it), gathered for the session in slot `bit` of
+    /// `generation` in function (or path) `id`, into the process's figures; dropped when that
+    /// session is paused or no longer measures.
     #[inline(always)]
-    pub(crate) fn add(&mut self, bit: u32, generation: u64, id: u32, acc: Acc) {
+    pub(crate) fn add(&mut self, bit: u32, generation: u64, id: u32, acc: &Accumulator) {
+        // The common case: the function the last flush ended on, for a session still measuring
+        // (as `session_data` checks), read and zeroed in place.
+        if self.paused & (1 << bit) == 0
+            && let Some((b, g, index, at)) = self.table.hint
+            && b == bit
+            && g == generation
+            && g == generation_of(bit)
+            && let Some(f) = self.table.sessions[index].functions.get_mut(at)
+            && f.0 == id
+        {
+            f.1 = f.1.plus(&acc.take());
+            return;
+        }
+        self.add_taken(bit, generation, id, acc.take());
+    }
+
+    /// [`add`](Self::add) in every case, with the figures already taken.
+    #[inline(never)]
+    fn add_taken(&mut self, bit: u32, generation: u64, id: u32, acc: Acc) {
         if self.paused & (1 << bit) != 0 || acc.is_zero() {
             return;
         }

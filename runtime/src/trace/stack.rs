@@ -25,7 +25,14 @@
 //! over sessions, no mask per frame. In flat mode, a sync call's entry and return are one
 //! out-of-line call each, whose common case (nothing allocated since the last event, time read
 //! from the TSC inline) makes no further call; in call-tree mode, the entry also looks its path
-//! up ([`push_lean_tree`]) and the pop restores the caller's path.
+//! up ([`push_lean_tree`]) and the pop restores the caller's path. A poll of an async call
+//! finds the stack once, in the call's out-of-line poll wrapper ([`poll_in_frame`]), where a
+//! lean poll's push and pop are inline.
+//!
+//! The end of a poll flushes in the same look at the stack: the touched figures go straight
+//! into the process's table under its lock ([`super::measure::Flush`]); only the rare steps of
+//! a flush that allocate (a new table, session or function) run with allocation charging
+//! suppressed.
 
 use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -538,7 +545,7 @@ fn drain(s: &Stack, table: &mut super::measure::Flush<'_>) {
                     .and_then(|t| t.get(id as usize))
             };
             if let Some(acc) = acc {
-                table.add(bit, s.generations[bit as usize].get(), id, acc.take());
+                table.add(bit, s.generations[bit as usize].get(), id, acc);
             }
         }
     }
@@ -556,12 +563,12 @@ fn drain_all(s: &Stack, table: &mut super::measure::Flush<'_>) {
         let generation = s.generations[bit as usize].get();
         if s.tree.get() & (1 << bit) != 0 {
             tree::for_each_touched(bit as usize, &mut |path, acc| {
-                table.add(bit, generation, path, acc.take());
+                table.add(bit, generation, path, acc);
             });
         } else if let Some(t) = s.tables[bit as usize].get() {
             for (id, acc) in t.iter().enumerate() {
                 if acc.touched.load(Ordering::Relaxed) {
-                    table.add(bit, generation, id as u32, acc.take());
+                    table.add(bit, generation, id as u32, acc);
                 }
             }
         }
@@ -1168,7 +1175,7 @@ impl FrameGuard {
 
 /// Runs `poll`, one poll of an async call of function `id`, in the call's frame: pushed for
 /// the sessions of `mask` that measure this poll, if any (`call` at the call's first poll), and
-/// popped when `poll` returns (its `bool`: the poll returned `Pending`) or unwinds. `polled`:
+/// popped when `poll` returns or unwinds. `polled`:
 /// the clock ticks the call has been polled for in its earlier polls, brought up to date when
 /// the frame is popped (unless it was not kept: not measured, or deeper than the stack).
 ///
@@ -1180,8 +1187,8 @@ pub(crate) fn poll_in_frame<R>(
     mask: u64,
     call: bool,
     polled: &mut u64,
-    poll: impl FnOnce() -> (R, bool),
-) -> R {
+    poll: impl FnOnce() -> std::task::Poll<R>,
+) -> std::task::Poll<R> {
     with_stack(|s| {
         let mut guard = FrameGuard::NONE;
         if mask & s.lean.get() != 0 {
@@ -1192,9 +1199,10 @@ pub(crate) fn poll_in_frame<R>(
             guard.pushed = PUSHED;
         }
         // Popped by `guard` if this unwinds.
-        let (out, pending) = poll();
+        let out = poll();
         if guard.pushed != NOT_PUSHED {
             guard.pushed = NOT_PUSHED;
+            let pending = out.is_pending();
             let so_far = if s.lean.get() != 0 {
                 pop_lean::<true>(s, pending)
             } else {
