@@ -418,13 +418,21 @@ pub(crate) fn count_only(callsite: &Callsite, mask: std::num::NonZeroU64) -> boo
 fn count_only_in(c: &CountCache, callsite: &Callsite, mask: u64) -> bool {
     if mask == c.fast_single.get() {
         // One count-only session: no loop, and `not_fast` need not be read.
-        if c.node.get() != current_node_id() {
-            return false;
-        }
+        let counters = c.single_counters.get();
+        let id = callsite.raw_id();
         // SAFETY: as in `CountCache::count`: `fast_single` is `single` or 0, `mask` is not 0,
         // and `single_counters` is the counters of slot `single`.
         #[allow(unsafe_code)]
-        return unsafe { increment(c.single_counters.get(), callsite.raw_id()) };
+        if c.node.get() == current_node_id() && unsafe { is_open(counters, id) } {
+            // SAFETY: as above, and `id` is below the shard's `open` word (just checked).
+            #[allow(unsafe_code)]
+            unsafe {
+                increment_unchecked(counters, id)
+            };
+            return true;
+        }
+        std::hint::cold_path();
+        return false;
     }
     mask & c.not_fast.get() == 0
         && c.node.get() == current_node_id()
