@@ -232,6 +232,12 @@ pub fn enter(callsite: &'static Callsite) -> Frame {
             _not_send: std::marker::PhantomData,
         };
     }
+    if super::session::count_many_only(callsite, mask) {
+        return Frame {
+            guard: FrameGuard::NONE,
+            _not_send: std::marker::PhantomData,
+        };
+    }
     if let Some(guard) = FrameGuard::enter_quick(callsite, mask.get()) {
         return Frame {
             guard,
