@@ -25,7 +25,10 @@
 //! over sessions, no mask per frame. In flat mode, a sync call's entry and return are one
 //! out-of-line call each, whose common case (nothing allocated since the last event, time read
 //! from the TSC inline) makes no further call; in call-tree mode, the entry also looks its path
-//! up ([`push_lean_tree`]) and the pop restores the caller's path.
+//! up ([`push_lean_tree`]) and the pop restores the caller's path. When the lean poll is flat
+//! and measures memory only ([`Stack::quick`]), a sync call whose mask is that session's, with
+//! nothing allocated since the last event, enters inline at its callsite
+//! ([`FrameGuard::enter_quick`]), and its guard hands the frame's depth to the pop.
 
 use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
