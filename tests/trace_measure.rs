@@ -49,6 +49,41 @@ fn nothing(n: u64) -> u64 {
 }
 
 #[traced]
+fn quick_leaf(n: u64) -> u64 {
+    n.wrapping_add(1)
+}
+
+/// Asserts that `process_info` names `function` as the one the calling process is in, when
+/// `check` (`process_info` allocates: not where the figures are checked).
+fn assert_current_function(check: bool, function: Option<&str>) {
+    if check {
+        let info = runtime::process_info(self_pid()).unwrap();
+        assert_eq!(info.current_function.map(|c| c.function()), function);
+    }
+}
+
+#[traced]
+fn quick_alloc(check: bool) -> usize {
+    assert_current_function(check, Some("quick_alloc"));
+    allocate(CHUNK).capacity()
+}
+
+/// Allocates nothing before its traced callees (so that they can enter on the quickest path
+/// of a memory-only poll), one of which allocates, then allocates itself.
+#[traced]
+fn quick_outer(check: bool) -> usize {
+    let mut x = 0;
+    for i in 0..10 {
+        x += quick_leaf(i);
+    }
+    assert_current_function(check, Some("quick_outer"));
+    let a = quick_alloc(check);
+    assert_current_function(check, Some("quick_outer"));
+    let b = allocate(CHUNK);
+    x as usize + a + b.capacity() + quick_leaf(1) as usize
+}
+
+#[traced]
 fn recurse(depth: u32) -> usize {
     let v = allocate(8 * depth as usize + 8);
     if depth == 0 {
@@ -134,6 +169,66 @@ fn an_untraced_callee_is_charged_to_its_traced_caller() {
     assert_eq!(outer.bytes, 3 * CHUNK as u64);
     assert_eq!(outer.blocks, 3);
     assert!(of(&m, pid, "middle").is_none());
+}
+
+/// Synchronous calls in a poll measured for memory only, in flat mode, mostly with nothing
+/// allocated between events: the inline entry and its pop (and their fallbacks when something
+/// was allocated) keep the figures exact and the current function right.
+#[test]
+fn calls_that_allocate_nothing_between_events_are_measured_exactly() {
+    let node = node();
+    let s = session(
+        &node,
+        TraceTypes::CALL_MEMORY,
+        &["quick_leaf", "quick_alloc", "quick_outer"],
+    );
+    let (pid, reason) = run_in_process(&node, async {
+        for i in 0..1000 {
+            std::hint::black_box(quick_leaf(i));
+        }
+        for _ in 0..100 {
+            std::hint::black_box(quick_outer(false));
+        }
+    });
+    assert_eq!(reason, ExitReason::Normal);
+    let m = s.measurements();
+    let leaf = of(&m, pid, "quick_leaf").unwrap();
+    assert_eq!(
+        (leaf.calls, leaf.words, leaf.blocks),
+        (1000 + 100 * 11, 0, 0)
+    );
+    let alloc = of(&m, pid, "quick_alloc").unwrap();
+    assert_eq!(
+        (alloc.calls, alloc.words, alloc.blocks),
+        (100, 100 * 100, 100)
+    );
+    let outer = of(&m, pid, "quick_outer").unwrap();
+    assert_eq!(
+        (outer.calls, outer.words, outer.blocks),
+        (100, 100 * 100, 100)
+    );
+}
+
+/// The same calls name the function the process is in while they run, and its caller's once
+/// they return.
+#[test]
+fn calls_that_allocate_nothing_between_events_keep_the_current_function() {
+    let node = node();
+    let s = session(
+        &node,
+        TraceTypes::CALL_MEMORY,
+        &["quick_leaf", "quick_alloc", "quick_outer"],
+    );
+    let (pid, reason) = run_in_process(&node, async {
+        for _ in 0..10 {
+            std::hint::black_box(quick_outer(true));
+            assert_current_function(true, None);
+        }
+    });
+    assert_eq!(reason, ExitReason::Normal);
+    let m = s.measurements();
+    assert_eq!(of(&m, pid, "quick_outer").unwrap().calls, 10);
+    assert_eq!(of(&m, pid, "quick_alloc").unwrap().calls, 10);
 }
 
 #[test]

@@ -232,6 +232,18 @@ pub fn enter(callsite: &'static Callsite) -> Frame {
             _not_send: std::marker::PhantomData,
         };
     }
+    if super::session::count_many_only(callsite, mask) {
+        return Frame {
+            guard: FrameGuard::NONE,
+            _not_send: std::marker::PhantomData,
+        };
+    }
+    if let Some(guard) = FrameGuard::enter_quick(callsite, mask.get()) {
+        return Frame {
+            guard,
+            _not_send: std::marker::PhantomData,
+        };
+    }
     // A call some session wants: count it, and push a frame for the sessions measuring the
     // calling process. Marked cold so that the inlined cases above keep no register for it.
     std::hint::cold_path();

@@ -203,6 +203,7 @@ thread_local! {
             fast_single: Cell::new(0),
             single_counters: Cell::new(std::ptr::null()),
             pair: Cell::new(0),
+            fast_pair: Cell::new(0),
             pair_counters: [const { Cell::new(std::ptr::null()) }; 2],
             counters: [const { Cell::new(std::ptr::null()) }; MAX_SESSIONS],
         }
@@ -229,6 +230,9 @@ struct CountCache {
     /// The two bits of `counted` when it has two, 0 otherwise: a call whose mask is those two
     /// slots takes no loop either.
     pair: Cell<u64>,
+    /// `pair` when both its sessions count and measure nothing per process, 0 otherwise: a
+    /// call whose mask is this needs nothing but the two counts.
+    fast_pair: Cell<u64>,
     /// Their counters, lower slot first.
     pair_counters: [Cell<*const AtomicU64>; 2],
     /// Per slot of `counted`, the counters of its [`SHARDS`] entry.
@@ -243,6 +247,7 @@ impl CountCache {
         self.single.set(0);
         self.fast_single.set(0);
         self.pair.set(0);
+        self.fast_pair.set(0);
     }
 
     /// Forgets slot `bit` (before its [`SHARDS`] entry is replaced).
@@ -256,6 +261,7 @@ impl CountCache {
         }
         if self.pair.get() & 1 << bit != 0 {
             self.pair.set(0);
+            self.fast_pair.set(0);
         }
     }
 
@@ -274,10 +280,16 @@ impl CountCache {
             let low = counted.trailing_zeros() as usize;
             let high = 63 - counted.leading_zeros() as usize;
             self.pair.set(counted);
+            self.fast_pair.set(if counted & self.not_fast.get() == 0 {
+                counted
+            } else {
+                0
+            });
             self.pair_counters[0].set(self.counters[low].get());
             self.pair_counters[1].set(self.counters[high].get());
         } else {
             self.pair.set(0);
+            self.fast_pair.set(0);
         }
     }
 
@@ -288,12 +300,12 @@ impl CountCache {
         let id = callsite.raw_id();
         // SAFETY (all blocks): every slot of `mask` is in `counted` (the callers check `mask`
         // against it, or against `not_fast`, whose complement is in `counted`), and `single`
-        // and the slots of `pair` are among them or 0 (`fast_single` is `single` or 0, and no
-        // mask is 0). So each pointer was copied by `remember` from this thread's `SHARDS`
+        // and the slots of `pair` are among them or 0 (`fast_single` and `fast_pair` are
+        // `single` and `pair` or 0, and no mask is 0). So each pointer was copied by `remember` from this thread's `SHARDS`
         // entry for its slot, an `Arc<Shard>` of one word more than there are callsites, and
         // that entry still holds it: `SHARDS` entries are replaced only by `record_call_slow`,
-        // which calls `forget` for the slot first (clearing `single`, `fast_single` and `pair`
-        // if they name it), and dropped only at thread exit, by `Shards::drop`, which empties
+        // which calls `forget` for the slot first (clearing `single`, `pair` and their `fast_`
+        // copies if they name it), and dropped only at thread exit, by `Shards::drop`, which empties
         // this cache first.
         if mask == self.single.get() {
             // SAFETY: see above; `single_counters` is the counters of slot `single`.
@@ -303,25 +315,35 @@ impl CountCache {
         self.count_many(mask, id)
     }
 
+    /// [`count`](Self::count) for the mask `pair` (or `fast_pair`, which is `pair` or 0), not
+    /// 0: counts for both slots unless one of their shards is closed.
+    #[inline(always)]
+    fn count_pair(&self, id: usize) -> bool {
+        let [low, high] = [self.pair_counters[0].get(), self.pair_counters[1].get()];
+        // SAFETY: as in `count`: the mask was `pair`, and not 0, so `pair` is two slots of
+        // `counted`, and `pair_counters` are their counters, copied by `remember` from this
+        // thread's `SHARDS` entries, which still hold them (`forget` clears `pair` and
+        // `fast_pair` first).
+        #[allow(unsafe_code)]
+        let open = unsafe { is_open(low, id) && is_open(high, id) };
+        if !open {
+            return false;
+        }
+        // SAFETY: as above; both have a counter for `id` (just checked).
+        #[allow(unsafe_code)]
+        unsafe {
+            increment_unchecked(low, id);
+            increment_unchecked(high, id);
+        }
+        true
+    }
+
     /// [`count`](Self::count) for a mask of more than one slot.
     #[inline(always)]
     fn count_many(&self, mask: u64, id: usize) -> bool {
         // SAFETY (all blocks): as in `count`, which this continues.
         if mask == self.pair.get() {
-            let [low, high] = [self.pair_counters[0].get(), self.pair_counters[1].get()];
-            // SAFETY: see above; `pair_counters` are the counters of the slots of `pair`.
-            #[allow(unsafe_code)]
-            let open = unsafe { is_open(low, id) && is_open(high, id) };
-            if !open {
-                return false;
-            }
-            // SAFETY: see above; both have a counter for `id` (just checked).
-            #[allow(unsafe_code)]
-            unsafe {
-                increment_unchecked(low, id);
-                increment_unchecked(high, id);
-            }
-            return true;
+            return self.count_pair(id);
         }
         // All open first: a call counts for all of them here or for none.
         let mut m = mask;
@@ -402,9 +424,10 @@ unsafe fn increment_unchecked(counters: *const AtomicU64, id: usize) {
     c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
 }
 
-/// A traced call's cheapest case, inlined where it is called: every session in `mask` counts
-/// calls and measures nothing per process, and this thread has counted for each for this
-/// node. Counts the call and returns true; false when the call needs [`record_call`] or more.
+/// A traced call's cheapest cases, inlined where it is called: one or two sessions want it
+/// (`mask`), which count calls and measure nothing per process, and this thread has counted
+/// for them for this node. Counts the call and returns true; false when the call needs
+/// [`count_many_only`], [`record_call`] or more.
 #[inline(always)]
 pub(crate) fn count_only(callsite: &Callsite, mask: std::num::NonZeroU64) -> bool {
     with_count(
@@ -418,17 +441,40 @@ pub(crate) fn count_only(callsite: &Callsite, mask: std::num::NonZeroU64) -> boo
 fn count_only_in(c: &CountCache, callsite: &Callsite, mask: u64) -> bool {
     if mask == c.fast_single.get() {
         // One count-only session: no loop, and `not_fast` need not be read.
-        if c.node.get() != current_node_id() {
-            return false;
-        }
+        let counters = c.single_counters.get();
+        let id = callsite.raw_id();
         // SAFETY: as in `CountCache::count`: `fast_single` is `single` or 0, `mask` is not 0,
         // and `single_counters` is the counters of slot `single`.
         #[allow(unsafe_code)]
-        return unsafe { increment(c.single_counters.get(), callsite.raw_id()) };
+        if c.node.get() == current_node_id() && unsafe { is_open(counters, id) } {
+            // SAFETY: as above, and `id` is below the shard's `open` word (just checked).
+            #[allow(unsafe_code)]
+            unsafe {
+                increment_unchecked(counters, id)
+            };
+            return true;
+        }
+        std::hint::cold_path();
+        return false;
     }
-    mask & c.not_fast.get() == 0
+    // Two count-only sessions: no loop either.
+    mask == c.fast_pair.get()
         && c.node.get() == current_node_id()
-        && c.count_many(mask, callsite.raw_id())
+        && c.count_pair(callsite.raw_id())
+}
+
+/// [`count_only`] for any number of sessions, each counting calls and measuring nothing per
+/// process (checked after the inline measured case: two sessions take `count_only`).
+#[inline(always)]
+pub(crate) fn count_many_only(callsite: &Callsite, mask: std::num::NonZeroU64) -> bool {
+    with_count(
+        #[inline(always)]
+        |c| {
+            mask.get() & c.not_fast.get() == 0
+                && c.node.get() == current_node_id()
+                && c.count_many(mask.get(), callsite.raw_id())
+        },
+    )
 }
 
 /// A traced call: counts it for every session in `mask` that belongs to the calling process's

@@ -25,9 +25,12 @@
 //! over sessions, no mask per frame. In flat mode, a sync call's entry and return are one
 //! out-of-line call each, whose common case (nothing allocated since the last event, time read
 //! from the TSC inline) makes no further call; in call-tree mode, the entry also looks its path
-//! up ([`push_lean_tree`]) and the pop restores the caller's path. A poll of an async call
-//! finds the stack once, in the call's out-of-line poll wrapper ([`poll_in_frame`]), where a
-//! lean poll's push and pop are inline.
+//! up ([`push_lean_tree`]) and the pop restores the caller's path. When the lean poll is flat
+//! and measures memory only ([`Stack::quick`]), a sync call whose mask is that session's, with
+//! nothing allocated since the last event, enters inline at its callsite
+//! ([`FrameGuard::enter_quick`]), and its guard hands the frame's depth to the pop. A poll of
+//! an async call finds the stack once, in the call's out-of-line poll wrapper
+//! ([`poll_in_frame`]), where a lean poll's push and pop are inline.
 //!
 //! The end of a poll flushes in the same look at the stack: the touched figures go straight
 //! into the process's table under its lock ([`super::measure::Flush`]); only the rare steps of
@@ -119,6 +122,10 @@ struct Stack {
     lean_table: Cell<Table>,
     /// ... and the accumulator of the innermost frame (`None` at the root).
     lean_current: Cell<Option<&'static Accumulator>>,
+    /// `lean` when the lean poll is in flat mode and does not measure time (so it measures
+    /// memory only), 0 otherwise: a synchronous call whose mask is this takes
+    /// [`FrameGuard::enter_quick`], inline, whose frame has nothing to charge but memory.
+    quick: Cell<u64>,
     /// The lean poll's session is in call-tree mode: its frames are measured into the
     /// accumulators of their paths ([`push_lean_tree`]), `lean_table` is empty, and ...
     lean_tree: Cell<bool>,
@@ -196,6 +203,7 @@ thread_local! {
             lean_slot: Cell::new(0),
             lean_table: Cell::new(&[]),
             lean_current: Cell::new(None),
+            quick: Cell::new(0),
             lean_tree: Cell::new(false),
             lean_path: Cell::new(tree::ROOT),
             tsc: Cell::new(false),
@@ -362,16 +370,18 @@ pub(crate) fn active() -> u64 {
 
 /// Runs `f` with measuring off on this thread (restored afterwards, on unwind too).
 pub(crate) fn with_measuring_off<R>(f: impl FnOnce() -> R) -> R {
-    struct Restore(u64, u64);
+    struct Restore(u64, u64, u64);
     impl Drop for Restore {
         fn drop(&mut self) {
             STACK.with(|s| {
                 s.active.set(self.0);
                 s.lean.set(self.1);
+                s.quick.set(self.2);
             });
         }
     }
-    let _restore = STACK.with(|s| Restore(s.active.replace(0), s.lean.replace(0)));
+    let _restore =
+        STACK.with(|s| Restore(s.active.replace(0), s.lean.replace(0), s.quick.replace(0)));
     f()
 }
 
@@ -427,8 +437,10 @@ pub(crate) fn begin_poll(
                 }
             });
             s.lean_current.set(None);
+            s.quick.set(if in_tree || timing { 0 } else { active });
         } else {
             s.lean.set(0);
+            s.quick.set(0);
         }
         let mut m = active;
         while m != 0 {
@@ -493,6 +505,7 @@ pub(crate) fn end_poll(process: &crate::process::Process) {
         }
         s.active.set(0);
         s.lean.set(0);
+        s.quick.set(0);
         s.tree.set(0);
         s.events.set(0);
         s.extra.set(0);
@@ -1056,6 +1069,39 @@ fn pop_sync_lean() {
     with_stack(pop_lean_sync);
 }
 
+/// Pops a synchronous call's frame pushed by [`push_in`] (`pushed` is [`PUSHED`]) or by
+/// [`FrameGuard::enter_quick`] (`QUICK | depth`); finds the stack itself.
+#[inline(never)]
+fn pop_sync_any(pushed: u8) {
+    if pushed & QUICK == 0 {
+        std::hint::cold_path();
+        return pop_sync();
+    }
+    // The mask keeps the index within the stack's arrays (it is below `CAPACITY` already), so
+    // that no bounds check is left.
+    pop_quick(usize::from(pushed) & (CAPACITY - 1));
+}
+
+/// Pops a synchronous call's frame pushed by [`FrameGuard::enter_quick`] at `depth`: in the
+/// common case (it is the top frame, and nothing was allocated since the last event: the
+/// poll measures nothing else) with no load of the depth, which the guard carries; any other
+/// case takes [`pop_sync_lean`], which pops the top frame.
+#[inline(always)]
+fn pop_quick(depth: usize) {
+    with_stack(|s| {
+        if s.depth.get() == depth + 1
+            && s.blocks.get().load(Ordering::Relaxed) == s.last_mem.get()[2]
+        {
+            s.depth.set(depth);
+            s.lean_current.set(s.parents[depth].get());
+            record_restore(s, s.ids[depth].get());
+            return;
+        }
+        std::hint::cold_path();
+        pop_sync_lean();
+    });
+}
+
 /// Pops a synchronous call's frame pushed by [`push_in`]; finds the stack itself.
 #[inline(never)]
 fn pop_sync() {
@@ -1148,6 +1194,10 @@ const NOT_PUSHED: u8 = 0;
 const PUSHED: u8 = 1;
 /// A synchronous call's frame pushed by [`push_lean`].
 const PUSHED_LEAN: u8 = 2;
+/// `QUICK | depth`: a synchronous call's frame pushed by [`FrameGuard::enter_quick`], kept at
+/// `depth` (below [`CAPACITY`], so that it fits the low bits).
+const QUICK: u8 = 0x80;
+const _: () = assert!(CAPACITY == QUICK as usize);
 
 /// A frame on the traced stack, popped when dropped (on unwind too) unless its pusher pops
 /// it itself ([`poll_in_frame`]).
@@ -1164,6 +1214,45 @@ impl FrameGuard {
     #[inline(always)]
     pub(crate) fn enter_call(callsite: &'static Callsite, mask: u64) -> FrameGuard {
         with_stack(|s| enter_call_in(s, callsite, mask))
+    }
+
+    /// A synchronous call of `callsite` in the commonest measured case, inline where it is
+    /// called: the sessions of `mask` are exactly the one measuring this lean poll, in flat
+    /// mode and for memory only (see [`Stack::quick`]), none of them counts, the call is kept
+    /// on the stack, its function's accumulator is already touched in this poll, and nothing
+    /// was allocated since the last event. Pushes its frame as [`push_lean`] would and
+    /// returns its guard, which hands the frame's depth to the pop; `None`, having done
+    /// nothing, in every other case.
+    #[inline(always)]
+    pub(crate) fn enter_quick(callsite: &Callsite, mask: u64) -> Option<FrameGuard> {
+        with_stack(|s| {
+            // Something allocated since the last event (common where the call does real
+            // work) is checked first: such a call gives up here at the least cost.
+            if mask != s.quick.get()
+                || s.blocks.get().load(Ordering::Relaxed) != s.last_mem.get()[2]
+                || mask & super::measure::not_lean() != 0
+            {
+                return None;
+            }
+            let depth = s.depth.get();
+            let table = s.lean_table.get();
+            let id = callsite.raw_id();
+            if depth >= CAPACITY || id >= table.len() {
+                return None;
+            }
+            let acc = &table[id];
+            if !acc.touched.load(Ordering::Relaxed) {
+                return None;
+            }
+            bump(&acc.calls, 1);
+            s.depth.set(depth + 1);
+            s.parents[depth].set(s.lean_current.replace(Some(acc)));
+            s.ids[depth + 1].set(id as u32);
+            s.function.get().store(id as u32, Ordering::Relaxed);
+            Some(FrameGuard {
+                pushed: QUICK | depth as u8,
+            })
+        })
     }
 
     /// Whether a frame was pushed.
@@ -1219,10 +1308,12 @@ pub(crate) fn poll_in_frame<R>(
 impl Drop for FrameGuard {
     #[inline(always)]
     fn drop(&mut self) {
+        // This shape (one comparison with a constant, then the rest out of line) lets the
+        // compiler keep a small traced body's inlined cases free of any test here.
         if self.pushed == PUSHED_LEAN {
             pop_sync_lean();
         } else if self.pushed != NOT_PUSHED {
-            pop_sync();
+            pop_sync_any(self.pushed);
         }
     }
 }
