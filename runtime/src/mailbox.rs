@@ -133,23 +133,24 @@ impl Mailbox {
     }
 
     /// Closes the mailbox and returns whatever it still held, for the caller to drop inside the
-    /// exiting process. Later pushes fail. Called by the owner (its exit), which alone changes
-    /// `saved`: when its own `saved_len` says nothing is saved, `saved` is left alone (a lock
-    /// round trip fewer per exit).
-    pub(crate) fn close(&self) -> (VecDeque<Envelope>, VecDeque<Message>) {
+    /// exiting process (`None` for a queue that was empty: an exit with an empty mailbox
+    /// moves and drops no queue). Later pushes fail. Called by the owner (its exit), which
+    /// alone changes `saved`: when its own `saved_len` says nothing is saved, `saved` is left
+    /// alone (a lock round trip fewer per exit).
+    pub(crate) fn close(&self) -> (Option<VecDeque<Envelope>>, Option<VecDeque<Message>>) {
         let incoming = {
             let mut incoming = lock(&self.incoming);
             incoming.closed = true;
             incoming.wake_task = false;
             incoming.waker = None;
-            std::mem::take(&mut incoming.queue)
+            (!incoming.queue.is_empty()).then(|| std::mem::take(&mut incoming.queue))
         };
         if self.saved_len.load(Ordering::Relaxed) == 0 {
-            return (incoming, VecDeque::new());
+            return (incoming, None);
         }
         let saved = std::mem::take(&mut lock(&self.saved).queue);
         self.saved_len.store(0, Ordering::Relaxed);
-        (incoming, saved)
+        (incoming, Some(saved))
     }
 
     /// Messages waiting: queued by senders and saved by the owner.
