@@ -23,6 +23,8 @@ use crate::traced;
 use std::any::Any;
 use std::collections::VecDeque;
 use std::future::Future;
+use std::mem::ManuallyDrop;
+use std::ops::{Deref, DerefMut};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
@@ -39,9 +41,41 @@ pub(crate) enum Envelope {
     Signal(Box<Signal>),
 }
 
+/// A queue of envelopes whose drop skips the element drops (two out-of-line calls, one per
+/// half of the ring, even when empty) when it never allocated, as most processes' queues end:
+/// such a queue holds nothing (its length is at most its capacity, 0) and owns no memory.
+#[derive(Default)]
+struct EnvelopeQueue(ManuallyDrop<VecDeque<Envelope>>);
+
+impl Deref for EnvelopeQueue {
+    type Target = VecDeque<Envelope>;
+
+    #[inline]
+    fn deref(&self) -> &VecDeque<Envelope> {
+        &self.0
+    }
+}
+
+impl DerefMut for EnvelopeQueue {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut VecDeque<Envelope> {
+        &mut self.0
+    }
+}
+
+impl Drop for EnvelopeQueue {
+    #[inline]
+    fn drop(&mut self) {
+        if self.0.capacity() != 0 {
+            // Dropped as any queue (what is left in its place is empty and owns nothing).
+            drop(std::mem::take(&mut *self.0));
+        }
+    }
+}
+
 #[derive(Default)]
 struct Incoming {
-    queue: VecDeque<Envelope>,
+    queue: EnvelopeQueue,
     closed: bool,
     /// A receive waits, polled with its process's task waker: the next push wakes that one, by
     /// reference (the process keeps it for as long as it lives), so a receive polled by its
@@ -67,7 +101,7 @@ pub(crate) struct Saved {
     pub(crate) queue: VecDeque<Message>,
     /// Swapped with incoming's queue to take a batch, so that neither queue gives up its
     /// capacity (no allocation per batch).
-    spare: VecDeque<Envelope>,
+    spare: EnvelopeQueue,
     /// How many messages receives have taken out of `queue`: a receive future's scan hint is
     /// valid only while this has not changed.
     removals: u64,
@@ -133,23 +167,24 @@ impl Mailbox {
     }
 
     /// Closes the mailbox and returns whatever it still held, for the caller to drop inside the
-    /// exiting process. Later pushes fail. Called by the owner (its exit), which alone changes
-    /// `saved`: when its own `saved_len` says nothing is saved, `saved` is left alone (a lock
-    /// round trip fewer per exit).
-    pub(crate) fn close(&self) -> (VecDeque<Envelope>, VecDeque<Message>) {
+    /// exiting process (`None` for a queue that was empty: an exit with an empty mailbox
+    /// moves and drops no queue). Later pushes fail. Called by the owner (its exit), which
+    /// alone changes `saved`: when its own `saved_len` says nothing is saved, `saved` is left
+    /// alone (a lock round trip fewer per exit).
+    pub(crate) fn close(&self) -> (Option<VecDeque<Envelope>>, Option<VecDeque<Message>>) {
         let incoming = {
             let mut incoming = lock(&self.incoming);
             incoming.closed = true;
             incoming.wake_task = false;
             incoming.waker = None;
-            std::mem::take(&mut incoming.queue)
+            (!incoming.queue.is_empty()).then(|| std::mem::take(&mut *incoming.queue))
         };
         if self.saved_len.load(Ordering::Relaxed) == 0 {
-            return (incoming, VecDeque::new());
+            return (incoming, None);
         }
         let saved = std::mem::take(&mut lock(&self.saved).queue);
         self.saved_len.store(0, Ordering::Relaxed);
-        (incoming, saved)
+        (incoming, Some(saved))
     }
 
     /// Messages waiting: queued by senders and saved by the owner.
@@ -436,4 +471,43 @@ pub async fn receive_timeout<T: Any + Send>(timeout: Duration) -> Option<T> {
 #[traced(module = "runtime")]
 pub async fn receive_any_timeout(timeout: Duration) -> Option<Message> {
     tokio::time::timeout(timeout, receive_any()).await.ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::{Envelope, EnvelopeQueue};
+    use crate::Message;
+
+    /// Counts its drops.
+    struct Counted(Arc<AtomicUsize>);
+
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// A queue that allocated drops what it holds, wrapped around its ring too; one that never
+    /// allocated holds nothing to drop.
+    #[test]
+    fn an_envelope_queue_drops_what_it_holds() {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let mut queue = EnvelopeQueue::default();
+        assert_eq!(queue.capacity(), 0);
+        for _ in 0..3 {
+            queue.push_back(Envelope::Message(Message::new(Counted(Arc::clone(&drops)))));
+        }
+        drop(queue.pop_front());
+        // Wraps around: both halves of the ring hold envelopes.
+        for _ in 0..queue.capacity() - queue.len() {
+            queue.push_back(Envelope::Message(Message::new(Counted(Arc::clone(&drops)))));
+        }
+        let held = queue.len();
+        drop(queue);
+        assert_eq!(drops.load(Ordering::SeqCst), held + 1);
+        drop(EnvelopeQueue::default());
+    }
 }

@@ -556,11 +556,15 @@ impl Process {
         // caller that the server died, and a message whose destructor panics does not keep
         // the others, or the links and monitors below, from being dealt with.
         let (incoming, saved) = self.mailbox.close();
-        for env in incoming {
-            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(env)));
+        if let Some(incoming) = incoming {
+            for env in incoming {
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(env)));
+            }
         }
-        for msg in saved {
-            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(msg)));
+        if let Some(saved) = saved {
+            for msg in saved {
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(msg)));
+            }
         }
         for pid in links {
             self.node.with_process_near(pid, |other| {
