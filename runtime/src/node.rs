@@ -106,7 +106,9 @@ impl NodeInner {
     /// A monitor reference unique on this node. A thread takes them from the node's counter a
     /// block at a time ([`REF_BLOCK`]), so that a `spawn_monitor` or `monitor` costs no atomic
     /// read-modify-write on a line every thread writes (node ids are never reused, so a block
-    /// left in a thread's cache cannot collide with a later node's references).
+    /// left in a thread's cache cannot collide with a later node's references). A thread that
+    /// alternates between nodes abandons up to `REF_BLOCK - 1` serials at each switch: the
+    /// serial is 64 bits wide and apart from the node's number, so it still never wraps.
     #[inline]
     pub(crate) fn next_monitor_ref(&self) -> MonitorRef {
         let n = REFS
@@ -122,7 +124,10 @@ impl NodeInner {
                 }
             })
             .unwrap_or_else(|_| self.next_ref.fetch_add(1, Ordering::Relaxed));
-        MonitorRef((u64::from(self.id) << 40) | n)
+        MonitorRef {
+            node: self.id,
+            serial: n,
+        }
     }
 
     pub(crate) fn process_spawned(&self) {}

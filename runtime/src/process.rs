@@ -193,8 +193,11 @@ impl Process {
         // SAFETY: the `Arc` was made just above and no reference to its value exists (no clone,
         // no borrow), so this is the only access to it: writing through its pointer (from
         // `Arc::as_ptr`, derived from the block's own pointer, not from a shared reference) is
-        // exclusive. (`Arc::get_mut` would check that with a compare-and-swap.) Once written,
-        // the value is initialized, so `assume_init` is sound.
+        // exclusive. (`Arc::get_mut` would check that with a compare-and-swap.) Its docs do not
+        // promise that the pointer may be written through; std derives it with `&raw mut` from
+        // the block's pointer precisely so that it keeps write provenance (its source says so,
+        // for `get_mut` after `from_raw`), and this relies on that. Once written, the value is
+        // initialized, so `assume_init` is sound.
         #[allow(unsafe_code)]
         unsafe {
             Arc::as_ptr(&arc)
@@ -393,7 +396,7 @@ impl Process {
 
     /// Sets `max_heap_size` (live bytes).
     pub(crate) fn set_heap_limit(&self, bytes: u64) {
-        // Without the counting allocator there is no account, and the limit never triggers.
+        // Without the counting allocator there is no account (and spawn refuses a limit).
         if let Some(account) = self.account.get() {
             account.set_limit(bytes);
         }
@@ -425,10 +428,17 @@ impl Process {
     }
 
     /// Forgets the link and monitor it was built with ([`Ties`]).
-    pub(crate) fn clear_ties(&self) {
+    /// Forgets the ties its spawner `parent` was given at spawn (a link to it, its monitor
+    /// `monitor`), leaving those other processes made since.
+    pub(crate) fn clear_ties_of(&self, parent: Option<Pid>, monitor: Option<MonitorRef>) {
+        let Some(parent) = parent else {
+            return;
+        };
         let mut state = self.state();
-        state.links = Few::default();
-        state.monitored_by = Few::default();
+        state.links.retain(|p| *p != parent);
+        if let Some(mref) = monitor {
+            state.monitored_by.retain(|(r, _)| *r != mref);
+        }
     }
 
     pub(crate) fn add_monitored_by(&self, mref: MonitorRef, watcher: Pid) -> bool {

@@ -511,3 +511,56 @@ fn a_spawn_refused_for_its_name_tells_its_parent_nothing() {
         .unwrap();
     assert_eq!(got, None);
 }
+
+#[test]
+fn monitor_references_are_unique_across_nodes_and_threads() {
+    // Two current-thread nodes driven by this one thread in turn (so each switch abandons the
+    // thread's block of references), and a 2-worker node monitored from both of its workers.
+    let a = Node::builder().current_thread().build().unwrap();
+    let b = Node::builder().current_thread().build().unwrap();
+    let c = node();
+    let mut refs = Vec::new();
+    let monitor_one = || async {
+        let target = spawn(wait_forever()).unwrap();
+        let mref = monitor(target).unwrap();
+        exit(target, ExitReason::Kill);
+        let down: Down = receive().await;
+        assert_eq!(down.monitor_ref, mref);
+        mref
+    };
+    for _ in 0..50 {
+        refs.push(a.run(monitor_one()).unwrap());
+        refs.push(b.run(monitor_one()).unwrap());
+    }
+    refs.extend(
+        c.run(async move {
+            let me = self_pid();
+            for _ in 0..20 {
+                spawn(async move {
+                    for _ in 0..20 {
+                        let target = spawn(wait_forever()).unwrap();
+                        send(me, monitor(target).unwrap());
+                        exit(target, ExitReason::Kill);
+                    }
+                })
+                .unwrap();
+            }
+            let mut refs = Vec::new();
+            for _ in 0..400 {
+                refs.push(receive_timeout::<runtime::MonitorRef>(LONG).await.unwrap());
+            }
+            refs
+        })
+        .unwrap(),
+    );
+    assert_eq!(refs.len(), 500);
+    let distinct: std::collections::HashSet<_> = refs.iter().copied().collect();
+    assert_eq!(
+        distinct.len(),
+        refs.len(),
+        "a monitor reference was handed out twice"
+    );
+    // The node's number is part of the reference: `#Ref<node.serial>`.
+    let shown = format!("{:?}", refs[0]);
+    assert!(shown.starts_with("#Ref<") && shown.contains('.'), "{shown}");
+}

@@ -249,6 +249,7 @@ where
         Some(_) if opts.monitor => Some(node.next_monitor_ref()),
         _ => None,
     };
+    let ties_parent = parent.map(|p| p.pid);
     let ties = match parent {
         Some(parent) => Ties {
             link: opts.link.then_some(parent.pid),
@@ -284,13 +285,17 @@ where
     // alive: a panic on the way takes it out of the slot before that count drops.
     let process = InSlot(Some(process));
     node.process_spawned();
+    #[cfg(test)]
+    after_insert::run();
     if let Some(name) = &opts.name
         && let Err(e) = node.registry.register(name, &process)
     {
         // It never was: its parent hears nothing of it (the parent's side of the link and
-        // monitor is not set yet).
-        process.clear_ties();
-        process.finish(ExitReason::Normal);
+        // monitor is not set yet). A process that linked to or monitored the new pid in the
+        // meantime (it was resolvable from the insert on) gets its exit signal or `Down`, with
+        // reason `NoProc`, as for any pid that is gone.
+        process.clear_ties_of(ties_parent, monitor);
+        process.finish(ExitReason::NoProc);
         return Err(SpawnError::Name(e));
     }
     if opts.trap_exit {
@@ -359,9 +364,12 @@ impl std::ops::Deref for InSlot {
 }
 
 impl Drop for InSlot {
+    /// A panic between the insert and the hand-over to the task: the process ends there, in
+    /// full (its slot, its name, its ties, and the node's exit waiters, such as a shutdown
+    /// waiting for the table to empty), so nothing is stranded.
     fn drop(&mut self) {
         if let Some(process) = &self.0 {
-            process.node.table.remove(process);
+            process.finish(ExitReason::Killed);
         }
     }
 }
@@ -477,3 +485,6 @@ where
     let handle = owner.node.handle.clone();
     Ok(handle.spawn_blocking(move || run_as_helper(owner, f)))
 }
+
+#[cfg(test)]
+mod after_insert;

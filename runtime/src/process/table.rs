@@ -7,7 +7,7 @@
 //! process has gone resolves to nothing, even after its slot has been reused.
 //!
 //! A reader never waits. A process's exit takes it out of its slot, then waits until the
-//! readers that may have read it are gone before dropping the slot's reference: readers count
+//! readers that may have read it are gone before its task may drop the process: readers count
 //! in one of two epochs, and the exit flips the epoch after emptying the slot, then waits for
 //! the old epoch's readers only, so a steady stream of new readers cannot hold it up. A reader
 //! may resolve the same pid again while it holds its slot (nested [`ProcessTable::get`], as
@@ -116,8 +116,9 @@ impl Slot {
     /// only after that. So when the epoch flips, the readers of the new epoch are all gone
     /// already: the previous flip waited for them, and none entered that epoch since.)
     ///
-    /// Being the slot's only writer while its process is in it (the process's own exit, or
-    /// the drop of its task, which do not run at the same time), this takes it out with a load
+    /// Being the slot's only writer while its process is in it (the process's own exit, the
+    /// drop of its task, or its spawner before the task has it — on a refused name or a panic
+    /// in spawn —, which never run at the same time), this takes it out with a load
     /// and a store rather than a compare-and-swap. The store needs no ordering of its own: a
     /// reader that enters after the flip synchronizes with the flip (a release read-modify-write
     /// after the store) when its compare-and-swap on the count reads it, so it sees the store;
