@@ -39,12 +39,16 @@ fn a_trapping_process_sees_shutdown_and_may_clean_up() {
         .build()
         .unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
+    let (trapping_tx, trapping) = std::sync::mpsc::channel();
     node.spawn(async move {
         trap_exit(true).unwrap();
+        trapping_tx.send(()).unwrap();
         let exit: Exit = receive().await;
         tx.send(exit.reason).unwrap();
     })
     .unwrap();
+    // Stopped once it traps exits: a shutdown signal before that ends it, as it would in Erlang.
+    trapping.recv_timeout(Duration::from_secs(30)).unwrap();
     node.stop();
     assert_eq!(rx.try_recv().unwrap(), runtime::ExitReason::Shutdown);
 }
