@@ -30,7 +30,10 @@
 //! A second group, `gen_server_call`, times a call round trip to a gen_server with every
 //! runtime function traced: `untraced`, `call_count` (pattern `runtime::_`, `runtime::gen_server::_`
 //! for one session) and `call_time` (the same, measuring both processes). It prints the traced
-//! calls per round trip (each costs two clock reads under call_time, plus one per poll).
+//! calls per round trip. Under call_time, each poll of a traced call reads the clock twice (its
+//! frame's push and pop) and the start and end of a process's poll read none: a round trip
+//! makes 8 reads (`call` and `receive_any`, each polled twice; counted as executed `rdtsc`
+//! instructions under callgrind).
 //!
 //! The overhead of a row is its time minus `untraced`'s (of a `nested_` row, minus
 //! `nested_untraced`'s), in ns per call. The session masks are
@@ -230,7 +233,7 @@ fn bench_gen_server(c: &mut Criterion) {
     let traced_calls: u64 = counting.call_counts().iter().map(|c| c.calls).sum();
     eprintln!(
         "gen_server_call: {:.1} traced calls per round trip (call_time reads the clock twice \
-         for each, plus once per measured poll)",
+         per poll of each)",
         traced_calls as f64 / 10_000.0
     );
     drop(counting);
