@@ -36,13 +36,18 @@ use crate::{ExitReason, Pid};
 static DIRECTORY: Segmented<ArcSwapOption<NodeInner>> = Segmented::new();
 static NEXT_NODE: AtomicU32 = AtomicU32::new(1);
 
-/// How many monitor references a thread takes from a node's counter at a time.
+/// The next block of monitor references: one counter for all the nodes of the OS process, so
+/// that a reference is unique among them all. 64 bits: it never wraps in practice (centuries
+/// at a billion references a second).
+static NEXT_REF: AtomicU64 = AtomicU64::new(1);
+
+/// How many monitor references a thread takes from [`NEXT_REF`] at a time.
 const REF_BLOCK: u64 = 64;
 
 thread_local! {
-    /// The block of monitor references this thread took last: the node's id (0, no node's,
-    /// when none), the next reference and the end of the block.
-    static REFS: std::cell::Cell<(u32, u64, u64)> = const { std::cell::Cell::new((0, 0, 0)) };
+    /// The block of monitor references this thread took last: the next reference and the end
+    /// of the block.
+    static REFS: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((0, 0)) };
 }
 
 /// The default time [`NodeHandle::shutdown`] gives processes to end after `Shutdown` before it
@@ -64,7 +69,6 @@ pub(crate) struct NodeInner {
     /// How many `wait_until` calls are waiting: an exit notifies only when some are (tokio's
     /// `notify_waiters` takes a lock shared by the whole node).
     exit_waiters: AtomicUsize,
-    next_ref: AtomicU64,
     shutdown_grace: Duration,
     /// The slots of the trace sessions open on this node: a process flag whose session is not
     /// here (dropped, or another node's session in a reused slot) counts for nothing.
@@ -86,7 +90,6 @@ impl NodeInner {
             stopping: AtomicBool::new(false),
             exited: tokio::sync::Notify::new(),
             exit_waiters: AtomicUsize::new(0),
-            next_ref: AtomicU64::new(1),
             shutdown_grace,
             trace_sessions: AtomicU64::new(0),
             env_run: std::sync::Mutex::new(None),
@@ -103,31 +106,25 @@ impl NodeInner {
         self.stopping.load(Ordering::Acquire)
     }
 
-    /// A monitor reference unique on this node. A thread takes them from the node's counter a
-    /// block at a time ([`REF_BLOCK`]), so that a `spawn_monitor` or `monitor` costs no atomic
-    /// read-modify-write on a line every thread writes (node ids are never reused, so a block
-    /// left in a thread's cache cannot collide with a later node's references). A thread that
-    /// alternates between nodes abandons up to `REF_BLOCK - 1` serials at each switch: the
-    /// serial is 64 bits wide and apart from the node's number, so it still never wraps.
+    /// A monitor reference, unique among all the nodes of the OS process. A thread takes them
+    /// from one counter a block at a time ([`REF_BLOCK`]), so that a `spawn_monitor` or
+    /// `monitor` costs no atomic read-modify-write on a line every thread writes.
     #[inline]
     pub(crate) fn next_monitor_ref(&self) -> MonitorRef {
         let n = REFS
             .try_with(|cache| {
-                let (node, next, end) = cache.get();
-                if node == self.id && next < end {
-                    cache.set((node, next + 1, end));
+                let (next, end) = cache.get();
+                if next < end {
+                    cache.set((next + 1, end));
                     next
                 } else {
-                    let base = self.next_ref.fetch_add(REF_BLOCK, Ordering::Relaxed);
-                    cache.set((self.id, base + 1, base + REF_BLOCK));
+                    let base = NEXT_REF.fetch_add(REF_BLOCK, Ordering::Relaxed);
+                    cache.set((base + 1, base + REF_BLOCK));
                     base
                 }
             })
-            .unwrap_or_else(|_| self.next_ref.fetch_add(1, Ordering::Relaxed));
-        MonitorRef {
-            node: self.id,
-            serial: n,
-        }
+            .unwrap_or_else(|_| NEXT_REF.fetch_add(1, Ordering::Relaxed));
+        MonitorRef(n)
     }
 
     pub(crate) fn process_spawned(&self) {}

@@ -30,18 +30,14 @@ pub(crate) enum Signal {
 
 /// Identifies one monitor, as returned by [`monitor`]; carried by the [`Down`] message.
 ///
-/// Unique among all the monitors of all the nodes of the OS process: the node's number and a
-/// 64-bit serial that never wraps in practice. Their order means nothing (a thread takes
-/// serials a block at a time).
+/// Unique among all the monitors of all the nodes of the OS process (a 64-bit serial that never
+/// wraps in practice). Their order means nothing: a thread takes serials a block at a time.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct MonitorRef {
-    pub(crate) node: u32,
-    pub(crate) serial: u64,
-}
+pub struct MonitorRef(pub(crate) u64);
 
 impl fmt::Debug for MonitorRef {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "#Ref<{}.{}>", self.node, self.serial)
+        write!(f, "#Ref<{}>", self.0)
     }
 }
 

@@ -560,7 +560,4 @@ fn monitor_references_are_unique_across_nodes_and_threads() {
         refs.len(),
         "a monitor reference was handed out twice"
     );
-    // The node's number is part of the reference: `#Ref<node.serial>`.
-    let shown = format!("{:?}", refs[0]);
-    assert!(shown.starts_with("#Ref<") && shown.contains('.'), "{shown}");
 }
