@@ -171,17 +171,22 @@ fn an_untraced_callee_is_charged_to_its_traced_caller() {
     assert!(of(&m, pid, "middle").is_none());
 }
 
+/// A call_memory session (flat mode) tracing the `quick_` functions.
+fn quick_session(node: &Node) -> TraceSession {
+    session(
+        node,
+        TraceTypes::CALL_MEMORY,
+        &["quick_leaf", "quick_alloc", "quick_outer"],
+    )
+}
+
 /// Synchronous calls in a poll measured for memory only, in flat mode, mostly with nothing
 /// allocated between events: the inline entry and its pop (and their fallbacks when something
 /// was allocated) keep the figures exact and the current function right.
 #[test]
 fn calls_that_allocate_nothing_between_events_are_measured_exactly() {
     let node = node();
-    let s = session(
-        &node,
-        TraceTypes::CALL_MEMORY,
-        &["quick_leaf", "quick_alloc", "quick_outer"],
-    );
+    let s = quick_session(&node);
     let (pid, reason) = run_in_process(&node, async {
         for i in 0..1000 {
             std::hint::black_box(quick_leaf(i));
@@ -214,11 +219,7 @@ fn calls_that_allocate_nothing_between_events_are_measured_exactly() {
 #[test]
 fn calls_that_allocate_nothing_between_events_keep_the_current_function() {
     let node = node();
-    let s = session(
-        &node,
-        TraceTypes::CALL_MEMORY,
-        &["quick_leaf", "quick_alloc", "quick_outer"],
-    );
+    let s = quick_session(&node);
     let (pid, reason) = run_in_process(&node, async {
         for _ in 0..10 {
             std::hint::black_box(quick_outer(true));

@@ -140,18 +140,21 @@ struct State {
 }
 
 impl Process {
+    /// A new process record in its `Arc`, written in place (as `Arc::new` takes it, the record is
+    /// built on the stack and then copied into its block: a 464-byte copy per spawn).
     #[inline(always)]
-    pub(crate) fn new(
+    pub(crate) fn new_arc(
         pid: Pid,
         node: Arc<NodeInner>,
         parent: Option<Pid>,
         initial_call: Cow<'static, str>,
         account: Option<&'static Account>,
         ties: Ties,
-    ) -> Process {
+    ) -> Arc<Process> {
+        let arc = Arc::<Process>::new_uninit();
         let links = ties.link.map_or(Few::Zero, Few::One);
         let monitored_by = ties.monitored_by.map_or(Few::Zero, Few::One);
-        Process {
+        let record = Process {
             pid,
             node,
             parent,
@@ -174,22 +177,7 @@ impl Process {
             account: AccountCell::new(account),
             max_queue_len: AtomicUsize::new(usize::MAX),
             trace_data: OnceLock::new(),
-        }
-    }
-
-    /// [`Process::new`] in its `Arc`, written in place (as `Arc::new` takes it, the record is
-    /// built on the stack and then copied into its block: a 464-byte copy per spawn).
-    #[inline(always)]
-    pub(crate) fn new_arc(
-        pid: Pid,
-        node: Arc<NodeInner>,
-        parent: Option<Pid>,
-        initial_call: Cow<'static, str>,
-        account: Option<&'static Account>,
-        ties: Ties,
-    ) -> Arc<Process> {
-        let arc = Arc::<Process>::new_uninit();
-        let record = Process::new(pid, node, parent, initial_call, account, ties);
+        };
         // SAFETY: the `Arc` was made just above and no reference to its value exists (no clone,
         // no borrow), so this is the only access to it: writing through its pointer (from
         // `Arc::as_ptr`, derived from the block's own pointer, not from a shared reference) is
