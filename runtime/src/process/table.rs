@@ -154,14 +154,15 @@ impl SlotRead<'_> {
     #[inline]
     pub(crate) fn as_deref(&self) -> Option<&Process> {
         // SAFETY: a non-null pointer read from the slot was put there by `ProcessTable::insert`
-        // from the `Arc` it returns. That process stays alive until its slot no longer holds
-        // it and the readers that read it have left: its last strong count is dropped only
-        // after `Slot::remove` took it out and waited for every reader counted in the epoch in
-        // which it could be read (see `Slot::remove`), because the holder of the count taken at
-        // spawn (the spawner until the task has it: `InSlot`; then the task, which runs
-        // `Process::finish` before dropping it: its `LeaveTable`, also on unwind) removes it before dropping that count, and every other count is
-        // taken from a live process while that one is held. This reader is counted until it
-        // drops, and the reference is tied to `&self`, so it cannot outlive the hold.
+        // from the `Arc` it returns. That process stays alive until its slot no longer holds it and
+        // the readers that read it have left: its last strong count is dropped only after
+        // `Slot::remove` took it out and waited for every reader counted in the epoch in which it
+        // could be read (see `Slot::remove`), because the holder of the count taken at spawn (the
+        // spawner until the task has it: `InSlot`; then the task, which runs `Process::finish`
+        // before dropping it: its `LeaveTable`, also on unwind) removes it before dropping that
+        // count, and every other count is taken from a live process while that one is held. This
+        // reader is counted until it drops, and the reference is tied to `&self`, so it cannot
+        // outlive the hold.
         #[allow(unsafe_code)]
         unsafe {
             self.process.cast_const().as_ref()

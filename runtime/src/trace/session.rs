@@ -299,14 +299,14 @@ impl CountCache {
     fn count(&self, callsite: &Callsite, mask: u64) -> bool {
         let id = callsite.raw_id();
         // SAFETY (all blocks): every slot of `mask` is in `counted` (the callers check `mask`
-        // against it, or against `not_fast`, whose complement is in `counted`), and `single`
-        // and the slots of `pair` are among them or 0 (`fast_single` and `fast_pair` are
-        // `single` and `pair` or 0, and no mask is 0). So each pointer was copied by `remember` from this thread's `SHARDS`
-        // entry for its slot, an `Arc<Shard>` of one word more than there are callsites, and
-        // that entry still holds it: `SHARDS` entries are replaced only by `record_call_slow`,
-        // which calls `forget` for the slot first (clearing `single`, `pair` and their `fast_`
-        // copies if they name it), and dropped only at thread exit, by `Shards::drop`, which empties
-        // this cache first.
+        // against it, or against `not_fast`, whose complement is in `counted`), and `single` and
+        // the slots of `pair` are among them or 0 (`fast_single` and `fast_pair` are `single` and
+        // `pair` or 0, and no mask is 0). So each pointer was copied by `remember` from this
+        // thread's `SHARDS` entry for its slot, an `Arc<Shard>` of one word more than there are
+        // callsites, and that entry still holds it: `SHARDS` entries are replaced only by
+        // `record_call_slow`, which calls `forget` for the slot first (clearing `single`, `pair`
+        // and their `fast_` copies if they name it), and dropped only at thread exit, by
+        // `Shards::drop`, which empties this cache first.
         if mask == self.single.get() {
             // SAFETY: see above; `single_counters` is the counters of slot `single`.
             #[allow(unsafe_code)]

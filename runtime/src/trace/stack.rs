@@ -1226,8 +1226,9 @@ impl FrameGuard {
     #[inline(always)]
     pub(crate) fn enter_quick(callsite: &Callsite, mask: u64) -> Option<FrameGuard> {
         with_stack(|s| {
-            // Something allocated since the last event (common where the call does real
-            // work) is checked first: such a call gives up here at the least cost.
+            // Not this poll's quick session, or something allocated since the last event
+            // (common where the call does real work): such a call gives up here at the least
+            // cost, before the stack's other fields are read.
             if mask != s.quick.get()
                 || s.blocks.get().load(Ordering::Relaxed) != s.last_mem.get()[2]
                 || mask & super::measure::not_lean() != 0
