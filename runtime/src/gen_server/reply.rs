@@ -25,25 +25,31 @@
 //! # Reuse
 //!
 //! A call that got its outcome gives its slot back to a per-thread spare when nothing else
-//! holds it (the `ReplyTo` is gone: `Arc::get_mut`), and the next call on that thread with the
-//! same reply type takes it, keeping the waker it holds: a process making calls in a loop
-//! allocates no slot and clones no waker per call.
+//! holds it (the `ReplyTo` is gone: the strong count is 1), and the next call on that thread
+//! with the same reply type takes it, keeping the waker it holds: a process making calls in a
+//! loop allocates no slot and clones no waker per call.
 //!
 //! # Safety
 //!
-//! The two `UnsafeCell`s are this file's `unsafe`. The contract, upheld by the protocol above:
+//! The `UnsafeCell`s are this file's `unsafe`. The contract, upheld by the protocol above:
 //! `value` is written only by the one writer before it sets `SENT` (or after its `SENT` update
 //! found `CLOSED`, when the reader has stopped reading), and read only by the reader after it
 //! saw `SENT` and before it sets `CLOSED` (or after its `CLOSED` update found `SENT`); `waker`
 //! is written only by the reader while `WAKER` is unset and `SENT` was unset after clearing it,
-//! and read only by the writer when its `SENT` update found `WAKER` set. A slot taken for reuse
-//! is held by `&mut` (`Arc::get_mut`), so nobody else can touch it.
+//! and read only by the writer when its `SENT` update found `WAKER` set.
+//!
+//! A slot is reused only by the holder of its one strong reference: no `Weak` to a slot is ever
+//! made, so a strong count of 1 means nobody else can reach it, and an acquire fence after
+//! reading that count orders the reuse after everything the `ReplyTo` did before its release
+//! decrement. Only then are `server` and `from` written (they are read by the `ReplyTo`, which
+//! no longer exists) and the cells touched. This is `Arc::get_mut` without its
+//! compare-and-swap on the weak count, which guards against `Weak`s a slot never has.
 #![allow(unsafe_code)]
 
 use std::any::Any;
 use std::cell::{Cell, UnsafeCell};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering, fence};
 use std::task::{Context, Poll, Waker};
 
 use crate::Pid;
@@ -71,8 +77,9 @@ pub(crate) struct ReplySlot<R> {
     state: AtomicUsize,
     value: UnsafeCell<Option<Outcome<R>>>,
     waker: UnsafeCell<Option<Waker>>,
-    server: Pid,
-    from: Option<Pid>,
+    /// Written only when the slot is reused (see the module's Safety section).
+    server: UnsafeCell<Pid>,
+    from: UnsafeCell<Option<Pid>>,
 }
 
 // SAFETY: the outcome moves from the writer's thread to the reader's (`R: Send`, and
@@ -94,21 +101,14 @@ impl<R: Send + 'static> ReplySlot<R> {
     pub(crate) fn new(server: Pid, from: Option<Pid>) -> (Arc<ReplySlot<R>>, ReplyTo<R>) {
         let spare = SPARE.try_with(Cell::take).ok().flatten();
         let slot = match spare.map(Arc::downcast::<ReplySlot<R>>) {
-            Some(Ok(mut spare)) => match Arc::get_mut(&mut spare) {
-                Some(s) => {
-                    // Keeps the waker, for a caller polled by the same task as before.
-                    let waker = if s.waker.get_mut().is_some() {
-                        WAKER
-                    } else {
-                        0
-                    };
-                    *s.state.get_mut() = waker;
-                    s.server = server;
-                    s.from = from;
-                    spare
-                }
-                None => Arc::new(ReplySlot::fresh(server, from)),
-            },
+            Some(Ok(spare)) if Arc::strong_count(&spare) == 1 => {
+                fence(Ordering::Acquire);
+                // SAFETY: this is the only reference to the slot, and the fence orders this
+                // after everything its last `ReplyTo` did (see the module's Safety section).
+                unsafe { spare.reuse(server, from) };
+                spare
+            }
+            Some(Ok(_held)) => Arc::new(ReplySlot::fresh(server, from)),
             Some(Err(other)) => {
                 // Another reply type's: left for its next call.
                 let _ = SPARE.try_with(|s| s.set(Some(other)));
@@ -122,23 +122,60 @@ impl<R: Send + 'static> ReplySlot<R> {
         (slot, reply_to)
     }
 
-    /// Gives a slot whose call is over back to this thread's spare, if nothing else holds it.
+    /// Gives a slot whose call is over back to this thread's spare, if nothing else holds it
+    /// (`new` checks that again before reusing it).
     #[inline]
-    pub(crate) fn recycle(mut slot: Arc<ReplySlot<R>>) {
-        if Arc::get_mut(&mut slot).is_some() {
+    pub(crate) fn recycle(slot: Arc<ReplySlot<R>>) {
+        if Arc::strong_count(&slot) == 1 {
             let _ = SPARE.try_with(|s| s.set(Some(slot)));
+        }
+    }
+
+    /// Readies a finished slot for a new call, keeping its waker, for a caller polled by the
+    /// same task as before.
+    ///
+    /// # Safety
+    /// The caller holds the only reference to the slot, and has fenced (acquire) after seeing
+    /// that its strong count is 1.
+    #[inline]
+    unsafe fn reuse(&self, server: Pid, from: Option<Pid>) {
+        // SAFETY: nobody else can reach the slot (the caller's contract), so these accesses
+        // race with nothing.
+        unsafe {
+            let waker = if (*self.waker.get()).is_some() {
+                WAKER
+            } else {
+                0
+            };
+            self.state.store(waker, Ordering::Relaxed);
+            *self.server.get() = server;
+            *self.from.get() = from;
         }
     }
 }
 
 impl<R> ReplySlot<R> {
+    /// The server called.
+    #[inline]
+    fn server(&self) -> Pid {
+        // SAFETY: written only while nobody else holds the slot (see `reuse`).
+        unsafe { *self.server.get() }
+    }
+
+    /// The calling process, if the call came from a process.
+    #[inline]
+    fn from(&self) -> Option<Pid> {
+        // SAFETY: as for `server`.
+        unsafe { *self.from.get() }
+    }
+
     fn fresh(server: Pid, from: Option<Pid>) -> ReplySlot<R> {
         ReplySlot {
             state: AtomicUsize::new(0),
             value: UnsafeCell::new(None),
             waker: UnsafeCell::new(None),
-            server,
-            from,
+            server: UnsafeCell::new(server),
+            from: UnsafeCell::new(from),
         }
     }
 
@@ -263,7 +300,7 @@ pub struct ReplyTo<R> {
 impl<R> std::fmt::Debug for ReplyTo<R> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ReplyTo")
-            .field("server", &self.slot.as_ref().map(|s| s.server))
+            .field("server", &self.slot.as_ref().map(|s| s.server()))
             .field("answered", &self.slot.is_none())
             .finish()
     }
@@ -272,7 +309,7 @@ impl<R> std::fmt::Debug for ReplyTo<R> {
 impl<R> ReplyTo<R> {
     /// The calling process, if the call came from a process.
     pub(crate) fn caller(&self) -> Option<Pid> {
-        self.slot.as_ref().and_then(|s| s.from)
+        self.slot.as_ref().and_then(|s| s.from())
     }
 
     /// Answers the call. Returns false when the caller has stopped waiting (its timeout
@@ -303,7 +340,7 @@ impl<R> ReplyTo<R> {
         // Dropped inside the server while it ends (its future or mailbox being dropped, or a
         // panic unwinding): the caller reads the exit reason from the server itself.
         let dying = with_current_owner(|c| {
-            c.filter(|p| p.pid == slot.server && (std::thread::panicking() || p.is_exiting()))
+            c.filter(|p| p.pid == slot.server() && (std::thread::panicking() || p.is_exiting()))
                 .map(Arc::clone)
         });
         let outcome = match dying {
