@@ -26,7 +26,7 @@ use std::future::Future;
 use std::mem::ManuallyDrop;
 use std::ops::{Deref, DerefMut};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
@@ -77,10 +77,6 @@ impl Drop for EnvelopeQueue {
 struct Incoming {
     queue: EnvelopeQueue,
     closed: bool,
-    /// A receive waits, polled with its process's task waker: the next push wakes that one, by
-    /// reference (the process keeps it for as long as it lives), so a receive polled by its
-    /// own task clones no waker and a push drops none.
-    wake_task: bool,
     /// A receive waits, polled with this other waker (or with the task's, before the process
     /// kept it): the next push takes it and wakes it.
     waker: Option<Waker>,
@@ -115,6 +111,13 @@ pub(crate) struct Mailbox {
     /// `saved`'s length, written by the owner under the `saved` lock: a receive with nothing
     /// saved takes straight from incoming without that lock.
     saved_len: AtomicUsize,
+    /// The next push wakes the process's task, by reference (the process keeps that waker for
+    /// as long as it lives), so a receive polled by its own task clones no waker and a push
+    /// drops none. Written only under the `incoming` lock: set by a receive of the process's
+    /// task that found incoming empty, or that took its last message (so that the next
+    /// receive, finding it still set, knows without the lock that nothing came since), and
+    /// cleared by the push that wakes the task. See [`Mailbox::poll_take_front`].
+    wake_task: AtomicBool,
 }
 
 /// Keeps `cx`'s waker to be woken by the next push: as a flag when it is the process's task
@@ -122,9 +125,14 @@ pub(crate) struct Mailbox {
 /// (another receive of the same process, polled under its own waker, as in
 /// `FuturesUnordered`) is woken now rather than lost: a spurious wake, never a missed one.
 #[inline]
-fn register(incoming: &mut Incoming, cx: &Context<'_>, task: Option<&Waker>) {
+fn register(
+    incoming: &mut Incoming,
+    wake_task: &AtomicBool,
+    cx: &Context<'_>,
+    task: Option<&Waker>,
+) {
     if task.is_some_and(|t| t.will_wake(cx.waker())) {
-        incoming.wake_task = true;
+        wake_task.store(true, Ordering::Relaxed);
         return;
     }
     match &incoming.waker {
@@ -153,7 +161,12 @@ impl Mailbox {
             return Err(env);
         }
         incoming.queue.push_back(env);
-        let wake_task = std::mem::take(&mut incoming.wake_task);
+        // A load and a store rather than a swap: the lock orders them against the receiver's
+        // writes.
+        let wake_task = self.wake_task.load(Ordering::Relaxed);
+        if wake_task {
+            self.wake_task.store(false, Ordering::Relaxed);
+        }
         let waker = incoming.waker.take();
         drop(incoming);
         if let Some(waker) = waker {
@@ -175,7 +188,7 @@ impl Mailbox {
         let incoming = {
             let mut incoming = lock(&self.incoming);
             incoming.closed = true;
-            incoming.wake_task = false;
+            self.wake_task.store(false, Ordering::Relaxed);
             incoming.waker = None;
             (!incoming.queue.is_empty()).then(|| std::mem::take(&mut *incoming.queue))
         };
@@ -217,6 +230,15 @@ impl Mailbox {
     /// queued message is the first candidate. Ready with it if `matches` accepts it; Pending
     /// (with the waker kept) when nothing is queued; `None` for the general case
     /// ([`Mailbox::poll_take`]), with the message, if one was looked at, saved first.
+    ///
+    /// A receive polled by its process's task that takes the last queued message sets
+    /// `wake_task`, as a receive that found nothing would: the next receive, typically that
+    /// of a loop, then waits without taking the lock when the flag is still set. That is
+    /// exact: the flag is set only under the lock with incoming empty, and the first push
+    /// after that clears it under the lock and wakes the task. So a receive that reads it set
+    /// either comes before that push, and nothing is queued, or races with it, and is woken.
+    /// A process that does not receive again is woken once by the next push, as any future
+    /// may be woken for nothing.
     #[inline(always)]
     fn poll_take_front<F: FnMut(&Message) -> bool>(
         &self,
@@ -227,15 +249,24 @@ impl Mailbox {
         if self.saved_len.load(Ordering::Relaxed) != 0 {
             return None;
         }
+        let own_task = || task.is_some_and(|t| t.will_wake(cx.waker()));
+        if self.wake_task.load(Ordering::Relaxed) && own_task() {
+            return Some(Poll::Pending);
+        }
         let msg = {
             let mut incoming = lock(&self.incoming);
             match incoming.queue.front() {
                 None => {
-                    register(&mut incoming, cx, task);
+                    register(&mut incoming, &self.wake_task, cx, task);
                     return Some(Poll::Pending);
                 }
                 Some(Envelope::Message(_)) => match incoming.queue.pop_front() {
-                    Some(Envelope::Message(msg)) => msg,
+                    Some(Envelope::Message(msg)) => {
+                        if incoming.queue.is_empty() && own_task() {
+                            self.wake_task.store(true, Ordering::Relaxed);
+                        }
+                        msg
+                    }
                     _ => unreachable!("the front is a message"),
                 },
                 Some(Envelope::Signal(_)) => return None,
@@ -288,7 +319,7 @@ impl Mailbox {
             {
                 let mut incoming = lock(&self.incoming);
                 if incoming.queue.is_empty() {
-                    register(&mut incoming, cx, process.task_waker());
+                    register(&mut incoming, &self.wake_task, cx, process.task_waker());
                     return Poll::Pending;
                 }
                 std::mem::swap(&mut incoming.queue, spare);

@@ -292,3 +292,101 @@ fn two_receives_polled_with_different_wakers_both_get_woken() {
     assert!(woken.0 >= 1, "the first receive was never woken");
     assert_eq!(woken.1, Some(1));
 }
+
+/// A receive of the process's own task that takes the last queued message leaves the next
+/// push to wake the task, so that the next receive waits without the mailbox lock. A receive
+/// polled under another waker after that must still register its own waker, and be woken.
+#[test]
+fn a_receive_under_another_waker_after_the_last_message_was_taken_is_woken() {
+    use std::sync::Arc;
+    use std::sync::atomic::Ordering;
+    use std::task::{Context, Poll, Waker};
+
+    let node = node();
+    let (woken, got) = node
+        .run(async {
+            // One suspension first, so that the process keeps its task's waker.
+            tokio::task::yield_now().await;
+            send(self_pid(), 1u8);
+            assert_eq!(receive::<u8>().await, 1);
+            let other = Arc::new(CountingWaker(Default::default()));
+            let waker = Waker::from(Arc::clone(&other));
+            let mut next = std::pin::pin!(receive::<u16>());
+            assert!(
+                next.as_mut()
+                    .poll(&mut Context::from_waker(&waker))
+                    .is_pending()
+            );
+            send(self_pid(), 2u16);
+            let woken = other.0.load(Ordering::SeqCst);
+            let got = match next.as_mut().poll(&mut Context::from_waker(&waker)) {
+                Poll::Ready(v) => Some(v),
+                Poll::Pending => None,
+            };
+            (woken, got)
+        })
+        .unwrap();
+    assert_eq!(woken, 1, "the receive under its own waker was not woken");
+    assert_eq!(got, Some(2));
+}
+
+/// After taking its last message, a process awaiting something else is woken by the next
+/// message (a wake for nothing) and goes on waiting; nothing is lost or reordered.
+#[test]
+fn a_process_woken_by_a_message_while_it_awaits_something_else_loses_nothing() {
+    let node = node();
+    let got = node
+        .run(async {
+            let me = self_pid();
+            send(me, 0u32);
+            let first: u32 = receive().await;
+            let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+            spawn(async move {
+                for i in 1..=100u32 {
+                    send(me, i);
+                    tokio::task::yield_now().await;
+                }
+                let _ = tx.send(());
+            })
+            .unwrap();
+            rx.await.expect("the sender finished");
+            let mut got = vec![first];
+            for _ in 0..100 {
+                got.push(receive_timeout::<u32>(LONG).await.expect("a message"));
+            }
+            got
+        })
+        .unwrap();
+    assert_eq!(got, (0..=100).collect::<Vec<u32>>());
+}
+
+/// One message at a time from another worker, each taken as it comes: every push that follows
+/// a take of the last message wakes the receiver (none is lost to a wait without the lock).
+#[test]
+fn a_receive_loop_fed_one_message_at_a_time_from_another_worker_misses_none() {
+    const N: u32 = 20_000;
+    let node = node();
+    let got = node
+        .run(async {
+            let me = self_pid();
+            spawn(async move {
+                for i in 0..N {
+                    send(me, i);
+                    if i % 3 == 0 {
+                        tokio::task::yield_now().await;
+                    }
+                }
+            })
+            .unwrap();
+            let mut next = 0;
+            while next < N {
+                match receive_timeout::<u32>(LONG).await {
+                    Some(i) if i == next => next += 1,
+                    other => return Err(format!("expected {next}, got {other:?}")),
+                }
+            }
+            Ok(next)
+        })
+        .unwrap();
+    assert_eq!(got, Ok(N));
+}
