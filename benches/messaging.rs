@@ -29,7 +29,10 @@
 //!   always unbounded; kameo is given `mailbox::unbounded()` (its default is bounded, 64).
 //! - **Replies**: runtime `gen_server::call` (through its one-shot reply slot) with the default
 //!   5 s timeout (`runtime`) and with `Timeout::Infinity` (`runtime_infinity`); tokio: mpsc +
-//!   oneshot; ractor: `ActorRef::call` without timeout; kameo: `ask` without timeout.
+//!   oneshot, without timeout (`tokio`, the baseline, to compare with
+//!   `runtime_infinity`) and with the same 5 s timeout as `tokio::time::timeout` around the
+//!   oneshot (`tokio_timeout`, to compare with `runtime`); ractor: `ActorRef::call` without
+//!   timeout; kameo: `ask` without timeout.
 //!
 //! # Workloads
 //!
@@ -690,6 +693,37 @@ fn spawn_exit(c: &mut Criterion) {
 // ---------------------------------------------------------------------------------------------
 // call (request/reply round trip)
 
+/// A tokio server answering through a oneshot per request, called `iters` times; with
+/// `TIMEOUT`, each wait is bounded by [`CALL_TIMEOUT`] (a tokio timer per call). A const
+/// parameter, so that the row without a timeout runs the plain loop.
+async fn tokio_call<const TIMEOUT: bool>(iters: u64) -> Duration {
+    let (tx, mut rx) = mpsc::unbounded_channel::<oneshot::Sender<u64>>();
+    let server = tokio::spawn(async move {
+        let mut n = 0u64;
+        while let Some(reply) = rx.recv().await {
+            n += 1;
+            let _ = reply.send(n);
+        }
+    });
+    let start = Instant::now();
+    for _ in 0..iters {
+        let (reply, answer) = oneshot::channel();
+        tx.send(reply).expect("the server is alive");
+        let got = if TIMEOUT {
+            tokio::time::timeout(CALL_TIMEOUT, answer)
+                .await
+                .expect("in time")
+        } else {
+            answer.await
+        };
+        black_box(got.expect("reply"));
+    }
+    let elapsed = start.elapsed();
+    drop(tx);
+    server.await.expect("join");
+    elapsed
+}
+
 async fn runtime_call(iters: u64, timeout: Timeout) -> Duration {
     let server = gen_server::start::<Counter>((), StartOptions::new())
         .await
@@ -712,26 +746,8 @@ fn call(c: &mut Criterion) {
         rows.node("runtime_infinity", sched, |iters| {
             runtime_call(iters, Timeout::Infinity)
         });
-        rows.tokio("tokio", sched, |iters| async move {
-            let (tx, mut rx) = mpsc::unbounded_channel::<oneshot::Sender<u64>>();
-            let server = tokio::spawn(async move {
-                let mut n = 0u64;
-                while let Some(reply) = rx.recv().await {
-                    n += 1;
-                    let _ = reply.send(n);
-                }
-            });
-            let start = Instant::now();
-            for _ in 0..iters {
-                let (reply, answer) = oneshot::channel();
-                tx.send(reply).expect("the server is alive");
-                black_box(answer.await.expect("reply"));
-            }
-            let elapsed = start.elapsed();
-            drop(tx);
-            server.await.expect("join");
-            elapsed
-        });
+        rows.tokio("tokio", sched, tokio_call::<false>);
+        rows.tokio("tokio_timeout", sched, tokio_call::<true>);
         rows.tokio("ractor", sched, |iters| async move {
             let (actor, handle) = ractor::Actor::spawn(None, ractor_actors::Counter, ())
                 .await
