@@ -97,13 +97,17 @@ impl Slot {
     /// Puts `process` in the slot, which must be empty (a vacant index: its last process has
     /// been removed and its readers drained). A release store: a reader that loads the pointer
     /// sees the record it points to.
-    fn put(&self, process: &Process) {
+    ///
+    /// The pointer stored is `Arc::as_ptr`'s, which may reach the whole `Arc` allocation,
+    /// reference counts included (what `SlotRead::to_arc` needs), where one made from a
+    /// `&Process` may reach the `Process` only.
+    fn put(&self, process: &Arc<Process>) {
         debug_assert!(
             self.process.load(Ordering::Relaxed).is_null(),
             "a vacant slot is empty"
         );
         self.process
-            .store(std::ptr::from_ref(process).cast_mut(), Ordering::Release);
+            .store(Arc::as_ptr(process).cast_mut(), Ordering::Release);
     }
 
     /// Takes `process` out of the slot if it is the slot's process, once no reader can still
@@ -171,9 +175,13 @@ impl SlotRead<'_> {
 
     /// A new reference to the process read, if any.
     fn to_arc(&self) -> Option<Arc<Process>> {
-        let process = self.as_deref()?;
-        let ptr = std::ptr::from_ref(process);
-        // SAFETY: `ptr` is the address of an `Arc`'s process (put by `ProcessTable::insert`),
+        // The pointer as the slot holds it (from `Arc::as_ptr`, see `Slot::put`), not one made
+        // from `as_deref`'s reference, which may not reach the reference counts.
+        let ptr = self.process.cast_const();
+        if ptr.is_null() {
+            return None;
+        }
+        // SAFETY: `ptr` is `Arc::as_ptr` of a process's `Arc` (put by `ProcessTable::insert`),
         // alive with a strong count held elsewhere while this hold lasts (see `as_deref`), so
         // adding one and taking it is sound.
         #[allow(unsafe_code)]
