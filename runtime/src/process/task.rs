@@ -33,7 +33,8 @@ pin_project! {
     impl<F> PinnedDrop for ProcessTask<F> {
         fn drop(this: Pin<&mut Self>) {
             let mut this = this.project();
-            if this.future.is_none() {
+            // Through `as_pin_mut`, never `&Option<F>`: see `poll`.
+            if this.future.as_mut().as_pin_mut().is_none() {
                 return;
             }
             let process: &Arc<Process> = this.process;
@@ -79,7 +80,11 @@ where
         let this = self.project();
         let p: &Arc<Process> = this.process;
         let mut future = this.future;
-        if future.is_none() {
+        // Checked through a pinned `&mut`, not `future.is_none()`: that takes a shared
+        // reference to the whole future, which under Stacked Borrows invalidates the pointers
+        // a suspended `async` block keeps into itself (Miri reports the next poll through
+        // them as undefined behaviour; see the test `a_self_borrowing_future_is_polled_in_place`).
+        if future.as_mut().as_pin_mut().is_none() {
             return Poll::Ready(());
         }
         enter(p, false, || {
@@ -192,6 +197,25 @@ mod tests {
         async fn handle_call(&mut self, (): (), _from: &mut Caller<()>) -> CallReply<()> {
             CallReply::NoReply
         }
+    }
+
+    /// A process's future that keeps a pointer into itself across a suspension (tokio's
+    /// `yield_now` does: its closure borrows a local of its `async fn`) is polled and checked
+    /// through a pinned `&mut` only. A shared reference to it, taken by the poll wrapper
+    /// between two polls, would invalidate that pointer under Stacked Borrows: `.ci/miri`
+    /// reported the next poll as undefined behaviour before the wrapper stopped taking one.
+    #[test]
+    fn a_self_borrowing_future_is_polled_in_place() {
+        let node = Node::builder().current_thread().build().expect("node");
+        let polled = node.run(async {
+            let mut resumed = 0u32;
+            for _ in 0..3 {
+                tokio::task::yield_now().await;
+                resumed += 1;
+            }
+            resumed
+        });
+        assert_eq!(polled, Ok(3));
     }
 
     /// A process whose first call comes in its first poll makes its call deadline before it
