@@ -237,6 +237,11 @@ impl Mailbox {
     /// exact: the flag is set only under the lock with incoming empty, and the first push
     /// after that clears it under the lock and wakes the task. So a receive that reads it set
     /// either comes before that push, and nothing is queued, or races with it, and is woken.
+    /// The read takes no lock, so a poll that the push's wake interrupts may still read the
+    /// flag set; the poll that the wake causes cannot, because a wake happens-before the poll
+    /// it causes, coalesced wakes included: `Waker`'s contract, which tokio's `wake_by_ref`
+    /// keeps with a release write even when the task is already notified (tokio-rs/tokio#7622;
+    /// the workspace requires tokio 1.54).
     /// A process that does not receive again is woken once by the next push, as any future
     /// may be woken for nothing.
     #[inline(always)]
