@@ -498,6 +498,7 @@ impl Process {
     }
 
     /// The deadline this process's calls re-arm.
+    #[inline]
     pub(crate) fn call_timer(&self) -> &Arc<CallTimer> {
         self.call_timer
             .get_or_init(|| Arc::new(CallTimer::new(self.task_waker.get().cloned())))

@@ -92,7 +92,11 @@ where
             // for the sessions that do.
             p.status.store(STATUS_RUNNING, Ordering::Relaxed);
             let before = checkpoint(p);
-            let mut measured = p.trace_flags.traced() & trace::measuring();
+            // The global mask first: it is 0 whenever no session measures anything.
+            let mut measured = trace::measuring();
+            if measured != 0 {
+                measured &= p.trace_flags.traced();
+            }
             if measured != 0 {
                 // Only sessions open on this process's node (a flag may outlive its session).
                 measured &= p.node.trace_sessions.load(Ordering::Relaxed);

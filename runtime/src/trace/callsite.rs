@@ -266,19 +266,36 @@ fn enter_async(callsite: &'static Callsite, mask: u64) -> u64 {
     mask & super::stack::active()
 }
 
-/// A poll of a measured call: its frame is on the traced stack for the length of the poll.
+/// A poll of a measured call (`call` at its first poll): its frame is on the traced stack for
+/// the length of the poll.
 #[inline(never)]
-fn poll_in_frame<F: Future>(
+fn poll_measured<F: Future>(
     callsite: &'static Callsite,
-    sessions: u64,
+    state: &mut TracedState,
     call: bool,
-    polled: &mut u64,
     future: Pin<&mut F>,
     cx: &mut Context<'_>,
 ) -> Poll<F::Output> {
-    super::stack::poll_in_frame(callsite.id() as u32, sessions, call, polled, || {
+    let TracedState::Measured { sessions, polled } = state else {
+        unreachable!("only a measured call is polled in a frame")
+    };
+    super::stack::poll_in_frame(callsite.id() as u32, *sessions, call, polled, || {
         future.poll(cx)
     })
+}
+
+/// Where a [`Traced`] call stands: one word to write when the future is made, and one to test
+/// per poll while no session measures the call.
+#[derive(Clone, Copy)]
+enum TracedState {
+    /// Not polled yet: the call is entered at its first poll.
+    New,
+    /// Polled, and measured by no session (a call first polled before tracing started is
+    /// never counted).
+    Plain,
+    /// Measured as a call of its process by `sessions`, polled for `polled` clock ticks so
+    /// far (for call durations).
+    Measured { sessions: u64, polled: u64 },
 }
 
 pin_project! {
@@ -287,12 +304,7 @@ pin_project! {
     /// one.
     pub struct Traced<F> {
         callsite: &'static Callsite,
-        // Polled at least once: a call already running when tracing starts is not a call.
-        started: bool,
-        // The sessions measuring it as a call of its process, fixed at its first poll.
-        measured: u64,
-        // Clock ticks it has been polled for, while measured (for call durations).
-        polled: u64,
+        state: TracedState,
         #[pin]
         future: F,
     }
@@ -304,9 +316,7 @@ impl<F> Traced<F> {
     pub fn new(callsite: &'static Callsite, future: F) -> Traced<F> {
         Traced {
             callsite,
-            started: false,
-            measured: 0,
-            polled: 0,
+            state: TracedState::New,
             future,
         }
     }
@@ -316,7 +326,7 @@ impl<F> fmt::Debug for Traced<F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Traced")
             .field("callsite", &format_args!("{}", self.callsite))
-            .field("started", &self.started)
+            .field("started", &!matches!(self.state, TracedState::New))
             .finish_non_exhaustive()
     }
 }
@@ -327,27 +337,29 @@ impl<F: Future> Future for Traced<F> {
     #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         let this = self.project();
-        let mut call = false;
-        if !*this.started {
-            // Entered at its first poll; a call first polled before tracing started is never
-            // counted.
-            *this.started = true;
-            let mask = this.callsite.sessions();
-            if mask != 0 {
-                *this.measured = enter_async(this.callsite, mask);
-                call = true;
+        match *this.state {
+            TracedState::Plain => this.future.poll(cx),
+            TracedState::New => {
+                // Entered at its first poll.
+                let mask = this.callsite.sessions();
+                let sessions = if mask == 0 {
+                    0
+                } else {
+                    enter_async(this.callsite, mask)
+                };
+                if sessions == 0 {
+                    *this.state = TracedState::Plain;
+                    return this.future.poll(cx);
+                }
+                *this.state = TracedState::Measured {
+                    sessions,
+                    polled: 0,
+                };
+                poll_measured(this.callsite, this.state, true, this.future, cx)
+            }
+            TracedState::Measured { .. } => {
+                poll_measured(this.callsite, this.state, false, this.future, cx)
             }
         }
-        if *this.measured != 0 {
-            return poll_in_frame(
-                this.callsite,
-                *this.measured,
-                call,
-                this.polled,
-                this.future,
-                cx,
-            );
-        }
-        this.future.poll(cx)
     }
 }

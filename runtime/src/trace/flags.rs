@@ -28,6 +28,7 @@ pub(crate) struct TraceFlags {
 }
 
 impl TraceFlags {
+    #[inline]
     pub(crate) fn traced(&self) -> u64 {
         self.traced.load(Ordering::Relaxed)
     }
