@@ -44,9 +44,14 @@
 //! decrement. Only then are `server` and `from` written (they are read by the `ReplyTo`, which
 //! no longer exists) and the cells touched. This is `Arc::get_mut` without its
 //! compare-and-swap on the weak count, which guards against `Weak`s a slot never has.
+//!
+//! The per-thread spare is an `Arc<dyn Any>` kept with the type id of the slot it holds, put
+//! there by `recycle` from the slot's own type; `new` turns it back into a slot only when that
+//! id is its own slot type's (`Arc::downcast`, with the id compared to a constant rather than
+//! asked of the vtable).
 #![allow(unsafe_code)]
 
-use std::any::Any;
+use std::any::{Any, TypeId};
 use std::cell::{Cell, UnsafeCell};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering, fence};
@@ -91,7 +96,7 @@ unsafe impl<R: Send> Sync for ReplySlot<R> {}
 
 thread_local! {
     /// A finished call's slot, kept for the next call made on this thread.
-    static SPARE: Cell<Option<Arc<dyn Any + Send + Sync>>> = const { Cell::new(None) };
+    static SPARE: Cell<Option<(TypeId, Arc<dyn Any + Send + Sync>)>> = const { Cell::new(None) };
 }
 
 impl<R: Send + 'static> ReplySlot<R> {
@@ -100,16 +105,24 @@ impl<R: Send + 'static> ReplySlot<R> {
     #[inline]
     pub(crate) fn new(server: Pid, from: Option<Pid>) -> (Arc<ReplySlot<R>>, ReplyTo<R>) {
         let spare = SPARE.try_with(Cell::take).ok().flatten();
-        let slot = match spare.map(Arc::downcast::<ReplySlot<R>>) {
-            Some(Ok(spare)) if Arc::strong_count(&spare) == 1 => {
-                fence(Ordering::Acquire);
-                // SAFETY: this is the only reference to the slot, and the fence orders this
-                // after everything its last `ReplyTo` did (see the module's Safety section).
-                unsafe { spare.reuse(server, from) };
-                spare
+        let slot = match spare {
+            // The type id is a constant here: no call through `Any`'s vtable to compare it.
+            Some((ty, spare)) if ty == TypeId::of::<ReplySlot<R>>() => {
+                // SAFETY: the `Arc` holds a `ReplySlot<R>` (its type id, stored with it by
+                // `recycle`, says so): this is `Arc::downcast` without asking the vtable.
+                let spare = unsafe { Arc::from_raw(Arc::into_raw(spare).cast::<ReplySlot<R>>()) };
+                if Arc::strong_count(&spare) == 1 {
+                    fence(Ordering::Acquire);
+                    // SAFETY: this is the only reference to the slot, and the fence orders
+                    // this after everything its last `ReplyTo` did (see the module's Safety
+                    // section).
+                    unsafe { spare.reuse(server, from) };
+                    spare
+                } else {
+                    Arc::new(ReplySlot::fresh(server, from))
+                }
             }
-            Some(Ok(_held)) => Arc::new(ReplySlot::fresh(server, from)),
-            Some(Err(other)) => {
+            Some(other) => {
                 // Another reply type's: left for its next call.
                 let _ = SPARE.try_with(|s| s.set(Some(other)));
                 Arc::new(ReplySlot::fresh(server, from))
@@ -127,7 +140,7 @@ impl<R: Send + 'static> ReplySlot<R> {
     #[inline]
     pub(crate) fn recycle(slot: Arc<ReplySlot<R>>) {
         if Arc::strong_count(&slot) == 1 {
-            let _ = SPARE.try_with(|s| s.set(Some(slot)));
+            let _ = SPARE.try_with(|s| s.set(Some((TypeId::of::<ReplySlot<R>>(), slot))));
         }
     }
 
@@ -426,6 +439,28 @@ mod tests {
         drop(other);
         let (again, _reply_to) = ReplySlot::<u64>::new(server, from);
         assert_eq!(Arc::as_ptr(&again), first);
+    }
+
+    /// The spare slot goes back only to a call with its own reply type, one whose reply owns
+    /// memory here, and the slot of another type neither takes nor drops it.
+    #[test]
+    fn the_spare_slot_is_taken_only_by_a_call_of_its_reply_type() {
+        let (server, from) = pids();
+        let (slot, reply_to) = ReplySlot::<String>::new(server, from);
+        assert!(reply_to.reply("first".to_owned()));
+        assert!(matches!(slot.close(), Outcome::Replied(r) if r == "first"));
+        let first = Arc::as_ptr(&slot);
+        ReplySlot::recycle(slot);
+        let (other, reply_to) = ReplySlot::<u64>::new(server, from);
+        assert_ne!(Arc::as_ptr(&other).cast::<()>(), first.cast::<()>());
+        assert!(reply_to.reply(3));
+        assert!(matches!(other.close(), Outcome::Replied(3)));
+        drop(other);
+        let (again, reply_to) = ReplySlot::<String>::new(server, None);
+        assert_eq!(Arc::as_ptr(&again), first);
+        assert_eq!(reply_to.caller(), None);
+        assert!(reply_to.reply("second".to_owned()));
+        assert!(matches!(again.close(), Outcome::Replied(r) if r == "second"));
     }
 
     #[test]
