@@ -20,6 +20,7 @@
 //! pending, whether or not the process is receiving.
 
 use crate::traced;
+use parking_lot::Mutex;
 use std::any::Any;
 use std::collections::VecDeque;
 use std::future::Future;
@@ -27,7 +28,6 @@ use std::mem::ManuallyDrop;
 use std::ops::{Deref, DerefMut};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
@@ -106,6 +106,9 @@ pub(crate) struct Saved {
 /// A process's mailbox. See the module documentation.
 #[derive(Default)]
 pub(crate) struct Mailbox {
+    /// Queued by senders. Both locks are `parking_lot`'s: no poisoning to check on every
+    /// lock and unlock (each critical section is one push, pop or swap, which a panic cannot
+    /// leave half done), and an inlined fast path.
     incoming: Mutex<Incoming>,
     saved: Mutex<Saved>,
     /// `saved`'s length, written by the owner under the `saved` lock: a receive with nothing
@@ -145,18 +148,12 @@ fn register(
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panic while one of these short critical sections runs cannot leave the queues
-    // half-updated (each is one push or pop), so a poisoned lock is still consistent.
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 impl Mailbox {
     /// Queues an envelope; gives it back when the mailbox is closed (its process exited). The
     /// caller wakes the process's task when asked to ([`Process`] keeps that waker).
     #[inline]
     pub(crate) fn push(&self, env: Envelope) -> Result<Pushed, Envelope> {
-        let mut incoming = lock(&self.incoming);
+        let mut incoming = self.incoming.lock();
         if incoming.closed {
             return Err(env);
         }
@@ -186,7 +183,7 @@ impl Mailbox {
     /// alone (a lock round trip fewer per exit).
     pub(crate) fn close(&self) -> (Option<VecDeque<Envelope>>, Option<VecDeque<Message>>) {
         let incoming = {
-            let mut incoming = lock(&self.incoming);
+            let mut incoming = self.incoming.lock();
             incoming.closed = true;
             self.wake_task.store(false, Ordering::Relaxed);
             incoming.waker = None;
@@ -195,27 +192,27 @@ impl Mailbox {
         if self.saved_len.load(Ordering::Relaxed) == 0 {
             return (incoming, None);
         }
-        let saved = std::mem::take(&mut lock(&self.saved).queue);
+        let saved = std::mem::take(&mut self.saved.lock().queue);
         self.saved_len.store(0, Ordering::Relaxed);
         (incoming, Some(saved))
     }
 
     /// Messages waiting: queued by senders and saved by the owner.
     pub(crate) fn len(&self) -> usize {
-        self.saved_len.load(Ordering::Relaxed) + lock(&self.incoming).queue.len()
+        self.saved_len.load(Ordering::Relaxed) + self.incoming.lock().queue.len()
     }
 
     /// Whether senders have queued anything the owner has not looked at yet.
     pub(crate) fn has_incoming(&self) -> bool {
-        !lock(&self.incoming).queue.is_empty()
+        !self.incoming.lock().queue.is_empty()
     }
 
     /// Moves everything queued by senders into `saved`, acting on signals on the way.
     /// Returns whether a message was added to `saved`.
     pub(crate) fn drain_incoming(&self, process: &Process) -> bool {
-        let mut saved = lock(&self.saved);
+        let mut saved = self.saved.lock();
         let Saved { queue, spare, .. } = &mut *saved;
-        std::mem::swap(&mut lock(&self.incoming).queue, spare);
+        std::mem::swap(&mut self.incoming.lock().queue, spare);
         let before = queue.len();
         for env in spare.drain(..) {
             if let Some(msg) = process.ingest(env) {
@@ -259,7 +256,7 @@ impl Mailbox {
             return Some(Poll::Pending);
         }
         let msg = {
-            let mut incoming = lock(&self.incoming);
+            let mut incoming = self.incoming.lock();
             match incoming.queue.front() {
                 None => {
                     register(&mut incoming, &self.wake_task, cx, task);
@@ -298,7 +295,7 @@ impl Mailbox {
         matches: &mut dyn FnMut(&Message) -> bool,
         cx: &mut Context<'_>,
     ) -> Poll<Message> {
-        let mut saved = lock(&self.saved);
+        let mut saved = self.saved.lock();
         let Saved {
             queue,
             spare,
@@ -322,7 +319,7 @@ impl Mailbox {
             hint.checked = queue.len();
             // Nothing saved matches: move a batch over from incoming, or wait for one.
             {
-                let mut incoming = lock(&self.incoming);
+                let mut incoming = self.incoming.lock();
                 if incoming.queue.is_empty() {
                     register(&mut incoming, &self.wake_task, cx, process.task_waker());
                     return Poll::Pending;
@@ -365,7 +362,7 @@ impl Mailbox {
     #[cold]
     #[inline(never)]
     fn save_front(&self, msg: Message) {
-        let mut saved = lock(&self.saved);
+        let mut saved = self.saved.lock();
         saved.queue.push_front(msg);
         self.saved_len.store(saved.queue.len(), Ordering::Relaxed);
     }

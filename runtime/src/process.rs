@@ -32,8 +32,10 @@ mod task;
 
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::task::Waker;
+
+use parking_lot::{Mutex, MutexGuard};
 
 pub(crate) use current::{
     current_node_id, current_process_for_receive, with_current, with_current_owner,
@@ -218,8 +220,9 @@ impl Process {
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
-        // Every critical section on `state` is a few field updates that cannot panic halfway.
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        // Every critical section on `state` is a few field updates that cannot panic halfway
+        // (and `parking_lot`'s lock does not poison).
+        self.state.lock()
     }
 
     /// Queues a message; a dead process drops it.

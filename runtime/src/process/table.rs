@@ -25,8 +25,10 @@
 //! the process's single remover writes a filled slot, so taking it out is a load and a store,
 //! not a compare-and-swap, and putting a process in a vacant slot is a plain release store.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+
+use parking_lot::{Mutex, MutexGuard};
 
 use slab::Slab;
 
@@ -240,11 +242,8 @@ impl ProcessTable {
         }
     }
 
-    fn indices(&self) -> std::sync::MutexGuard<'_, Slab<()>> {
-        self.written
-            .indices
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+    fn indices(&self) -> MutexGuard<'_, Slab<()>> {
+        self.written.indices.lock()
     }
 
     /// Gives a new process a slot: `make` builds it from its pid.
