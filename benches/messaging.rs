@@ -52,8 +52,16 @@
 //!   hand-written equivalent (a save queue scanned before the channel). ractor and kameo have
 //!   none either; an actor would need the same hand-written queue, so they have no row.
 //!
+//! # Ratios
+//!
+//! The `ratio` group (`messaging/ratio.rs`) measures the targets as ratios: each sample
+//! times the runtime's loop and its baseline's back to back, so that both see the same state
+//! of a shared machine, and reports the runtime's time in percent of the baseline's
+//! (`ratio/call_vs_tokio/current_thread`, ...). Prefer these rows to dividing two rows of the
+//! groups above, which criterion measures seconds or minutes apart.
+//!
 //! Run with `cargo bench --bench messaging` (criterion's options after `--`, e.g.
-//! `-- call/` to filter, `--measurement-time 5`).
+//! `-- call/` to filter, `-- ratio/` for the ratios alone, `--measurement-time 5`).
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -65,6 +73,9 @@ use criterion::{BenchmarkId, Criterion, Throughput};
 use runtime::gen_server::{self, CallReply, Caller, GenServer, StartOptions, Timeout};
 use runtime::{Down, ExitReason, Node, Pid, receive, receive_where, self_pid, send};
 use tokio::sync::{mpsc, oneshot};
+
+#[path = "messaging/ratio.rs"]
+mod ratio;
 
 /// The timeout the runtime's `call` rows pass (Erlang's default).
 const CALL_TIMEOUT: Duration = Duration::from_secs(5);
@@ -644,25 +655,29 @@ use kameo::actor::Spawn as _;
 // ---------------------------------------------------------------------------------------------
 // spawn + exit
 
+async fn runtime_spawn_exit(iters: u64) -> Duration {
+    let start = Instant::now();
+    for _ in 0..iters {
+        let (pid, _mref) = runtime::spawn_monitor(async {}).expect("spawn");
+        let down: Down = receive().await;
+        debug_assert_eq!(down.pid, pid);
+    }
+    start.elapsed()
+}
+
+async fn tokio_spawn_exit(iters: u64) -> Duration {
+    let start = Instant::now();
+    for _ in 0..iters {
+        tokio::spawn(async {}).await.expect("join");
+    }
+    start.elapsed()
+}
+
 fn spawn_exit(c: &mut Criterion) {
     let mut rows = group(c, "spawn_exit");
     for sched in Sched::ALL {
-        rows.node("runtime", sched, |iters| async move {
-            let start = Instant::now();
-            for _ in 0..iters {
-                let (pid, _mref) = runtime::spawn_monitor(async {}).expect("spawn");
-                let down: Down = receive().await;
-                debug_assert_eq!(down.pid, pid);
-            }
-            start.elapsed()
-        });
-        rows.tokio("tokio", sched, |iters| async move {
-            let start = Instant::now();
-            for _ in 0..iters {
-                tokio::spawn(async {}).await.expect("join");
-            }
-            start.elapsed()
-        });
+        rows.node("runtime", sched, runtime_spawn_exit);
+        rows.tokio("tokio", sched, tokio_spawn_exit);
         rows.tokio("ractor", sched, |iters| async move {
             let start = Instant::now();
             for _ in 0..iters {
@@ -737,6 +752,24 @@ async fn runtime_call(iters: u64, timeout: Timeout) -> Duration {
     elapsed
 }
 
+async fn ractor_call(iters: u64) -> Duration {
+    let (actor, handle) = ractor::Actor::spawn(None, ractor_actors::Counter, ())
+        .await
+        .expect("spawn");
+    let start = Instant::now();
+    for _ in 0..iters {
+        let r = actor
+            .call(ractor_actors::CounterMsg::Get, None)
+            .await
+            .expect("call");
+        black_box(r.success_or("reply").expect("reply"));
+    }
+    let elapsed = start.elapsed();
+    actor.stop(None);
+    handle.await.expect("join");
+    elapsed
+}
+
 fn call(c: &mut Criterion) {
     let mut rows = group(c, "call");
     for sched in Sched::ALL {
@@ -748,23 +781,7 @@ fn call(c: &mut Criterion) {
         });
         rows.tokio("tokio", sched, tokio_call::<false>);
         rows.tokio("tokio_timeout", sched, tokio_call::<true>);
-        rows.tokio("ractor", sched, |iters| async move {
-            let (actor, handle) = ractor::Actor::spawn(None, ractor_actors::Counter, ())
-                .await
-                .expect("spawn");
-            let start = Instant::now();
-            for _ in 0..iters {
-                let r = actor
-                    .call(ractor_actors::CounterMsg::Get, None)
-                    .await
-                    .expect("call");
-                black_box(r.success_or("reply").expect("reply"));
-            }
-            let elapsed = start.elapsed();
-            actor.stop(None);
-            handle.await.expect("join");
-            elapsed
-        });
+        rows.tokio("ractor", sched, ractor_call);
         rows.tokio("kameo", sched, |iters| async move {
             let actor = kameo_actors::Counter::spawn_with_mailbox(
                 kameo_actors::Counter(0),
@@ -787,50 +804,54 @@ fn call(c: &mut Criterion) {
 // ---------------------------------------------------------------------------------------------
 // ping-pong between two processes
 
+async fn runtime_ping_pong(iters: u64) -> Duration {
+    let me = self_pid();
+    let peer = runtime::spawn(async move {
+        loop {
+            let n: u64 = receive().await;
+            if n == u64::MAX {
+                return;
+            }
+            send(me, n);
+        }
+    })
+    .expect("spawn");
+    let start = Instant::now();
+    for i in 0..iters {
+        send(peer, i);
+        black_box(receive::<u64>().await);
+    }
+    let elapsed = start.elapsed();
+    send(peer, u64::MAX);
+    elapsed
+}
+
+async fn tokio_ping_pong(iters: u64) -> Duration {
+    let (ping_tx, mut ping_rx) = mpsc::unbounded_channel::<u64>();
+    let (pong_tx, mut pong_rx) = mpsc::unbounded_channel::<u64>();
+    let peer = tokio::spawn(async move {
+        while let Some(n) = ping_rx.recv().await {
+            if pong_tx.send(n).is_err() {
+                break;
+            }
+        }
+    });
+    let start = Instant::now();
+    for i in 0..iters {
+        ping_tx.send(i).expect("the peer is alive");
+        black_box(pong_rx.recv().await.expect("pong"));
+    }
+    let elapsed = start.elapsed();
+    drop(ping_tx);
+    peer.await.expect("join");
+    elapsed
+}
+
 fn ping_pong(c: &mut Criterion) {
     let mut rows = group(c, "ping_pong");
     for sched in Sched::ALL {
-        rows.node("runtime", sched, |iters| async move {
-            let me = self_pid();
-            let peer = runtime::spawn(async move {
-                loop {
-                    let n: u64 = receive().await;
-                    if n == u64::MAX {
-                        return;
-                    }
-                    send(me, n);
-                }
-            })
-            .expect("spawn");
-            let start = Instant::now();
-            for i in 0..iters {
-                send(peer, i);
-                black_box(receive::<u64>().await);
-            }
-            let elapsed = start.elapsed();
-            send(peer, u64::MAX);
-            elapsed
-        });
-        rows.tokio("tokio", sched, |iters| async move {
-            let (ping_tx, mut ping_rx) = mpsc::unbounded_channel::<u64>();
-            let (pong_tx, mut pong_rx) = mpsc::unbounded_channel::<u64>();
-            let peer = tokio::spawn(async move {
-                while let Some(n) = ping_rx.recv().await {
-                    if pong_tx.send(n).is_err() {
-                        break;
-                    }
-                }
-            });
-            let start = Instant::now();
-            for i in 0..iters {
-                ping_tx.send(i).expect("the peer is alive");
-                black_box(pong_rx.recv().await.expect("pong"));
-            }
-            let elapsed = start.elapsed();
-            drop(ping_tx);
-            peer.await.expect("join");
-            elapsed
-        });
+        rows.node("runtime", sched, runtime_ping_pong);
+        rows.tokio("tokio", sched, tokio_ping_pong);
         rows.tokio("ractor", sched, |iters| async move {
             use ractor_actors::{Player, PlayerMsg};
             let (a, ha) = ractor::Actor::spawn(None, Player, ()).await.expect("spawn");
@@ -1210,4 +1231,14 @@ fn main() {
     fan_out_in(&mut c);
     selective_receive(&mut c);
     c.final_summary();
+    // The measurement time is in percent-operations here (see `ratio`): a row runs about
+    // three to ten times as long.
+    let mut r = Criterion::default()
+        .with_measurement(ratio::Ratio)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(1))
+        .sample_size(20)
+        .configure_from_args();
+    ratio::ratios(&mut r);
+    r.final_summary();
 }
