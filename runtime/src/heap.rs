@@ -208,9 +208,13 @@ fn over_limit_exit() {
 }
 
 /// Runs `f` with this thread's allocations charged to no one: the runtime's and the profiler's
-/// own work.
+/// own work. Without [`CountingAlloc`], which alone reads the charge (and without which
+/// nothing ever sets it: it stays `None`), just runs `f`.
 #[inline]
 pub(crate) fn suppressed<R>(f: impl FnOnce() -> R) -> R {
+    if !installed() {
+        return f();
+    }
     struct Restore(account::Charge);
     impl Drop for Restore {
         fn drop(&mut self) {

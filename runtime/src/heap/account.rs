@@ -575,11 +575,17 @@ impl Charging {
         }
     }
 
-    /// As [`new`](Self::new) with `shared`, or charging no one without an account.
+    /// As [`new`](Self::new) with `shared`, or charging no one without an account; nothing at
+    /// all without [`CountingAlloc`](crate::CountingAlloc), which alone reads the charge (and
+    /// without which nothing ever sets it: it stays `None`).
     #[inline]
-    pub(crate) fn shared(account: Option<&'static Account>) -> Charging {
-        Charging {
-            prev: set_charge(account.map_or(Charge::None, Charge::Shared)),
+    pub(crate) fn shared(account: Option<&'static Account>) -> Option<Charging> {
+        match account {
+            Some(account) => Some(Charging::new(account, true)),
+            None if !super::installed() => None,
+            None => Some(Charging {
+                prev: set_charge(Charge::None),
+            }),
         }
     }
 }
