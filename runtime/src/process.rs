@@ -76,8 +76,9 @@ const STATUS_WAITING: u8 = 3;
 
 /// One process's shared record. See the module documentation for who touches what.
 ///
-/// 464 bytes (480 with its `Arc`'s counts): see `benches/idle_memory.rs` before changing its
-/// size, as the RSS per idle process depends on how its block and the task cell pack.
+/// 472 bytes (488 with its `Arc`'s counts, a 496-byte chunk of glibc's): see
+/// `benches/idle_memory.rs` before changing its size, as the RSS per idle process depends on
+/// how its block and the task cell pack (the test `the_record_fits_its_chunk` bounds it).
 pub(crate) struct Process {
     pub(crate) pid: Pid,
     pub(crate) node: Arc<NodeInner>,
@@ -143,7 +144,7 @@ struct State {
 
 impl Process {
     /// A new process record in its `Arc`, written in place (as `Arc::new` takes it, the record is
-    /// built on the stack and then copied into its block: a 464-byte copy per spawn).
+    /// built on the stack and then copied into its block: a 472-byte copy per spawn).
     #[inline(always)]
     pub(crate) fn new_arc(
         pid: Pid,
@@ -598,5 +599,23 @@ impl Drop for LeaveTable<'_> {
     fn drop(&mut self) {
         self.0.node.table.remove(self.0);
         self.0.node.process_exited();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// A process record with its `Arc`'s two counts, as glibc's allocator chunks it (an 8-byte
+    /// header, 16-byte granules), stays within a 496-byte chunk: with the task cell's 272-byte
+    /// chunk that makes six 128-byte lines, so that idle processes pack without gaps (see
+    /// `benches/idle_memory.rs`).
+    #[test]
+    fn the_record_fits_its_chunk() {
+        let block = std::mem::size_of::<super::Process>() + 2 * std::mem::size_of::<usize>();
+        let chunk = (block + 8).next_multiple_of(16);
+        assert!(
+            chunk <= 496,
+            "a process record's block is {block} bytes, in a {chunk}-byte chunk: see \
+             benches/idle_memory.rs before growing it"
+        );
     }
 }
