@@ -575,18 +575,12 @@ impl Charging {
         }
     }
 
-    /// As [`new`](Self::new) with `shared`, or charging no one without an account; nothing at
-    /// all without [`CountingAlloc`](crate::CountingAlloc), which alone reads the charge (and
-    /// without which nothing ever sets it: it stays `None`).
+    /// As [`new`](Self::new) with `shared`; nothing without an account (a spawn takes one
+    /// exactly when [`CountingAlloc`](crate::CountingAlloc), which alone reads the charge, is
+    /// installed).
     #[inline]
     pub(crate) fn shared(account: Option<&'static Account>) -> Option<Charging> {
-        match account {
-            Some(account) => Some(Charging::new(account, true)),
-            None if !super::installed() => None,
-            None => Some(Charging {
-                prev: set_charge(Charge::None),
-            }),
-        }
+        account.map(|account| Charging::new(account, true))
     }
 }
 
