@@ -68,7 +68,6 @@ use std::future::Future;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use async_trait::async_trait;
 use criterion::{BenchmarkId, Criterion, Throughput};
 use runtime::gen_server::{self, CallReply, Caller, GenServer, StartOptions, Timeout};
 use runtime::{Down, ExitReason, Node, Pid, receive, receive_where, self_pid, send};
@@ -193,7 +192,6 @@ fn group<'a>(c: &'a mut Criterion, name: &str) -> Rows<'a> {
 /// The runtime's counter server.
 struct Counter(u64);
 
-#[async_trait]
 impl GenServer for Counter {
     type Args = ();
     type Call = ();

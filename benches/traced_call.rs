@@ -178,7 +178,6 @@ fn bench(c: &mut Criterion) {
 /// A server that answers each call with the request plus one.
 struct Echo;
 
-#[async_trait::async_trait]
 impl GenServer for Echo {
     type Args = ();
     type Call = u64;

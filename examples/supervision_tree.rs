@@ -22,7 +22,6 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
-use async_trait::async_trait;
 use runtime::gen_server::{self, CallReply, Caller, GenServer, Next, StartOptions};
 use runtime::supervisor::{self, ChildSpec, Strategy, SupervisorFlags, SupervisorSpec};
 use runtime::trace::TracePattern;
@@ -63,7 +62,6 @@ enum KvReply {
 }
 
 #[traced]
-#[async_trait]
 impl GenServer for WordCounts {
     type Args = ();
     type Call = KvCall;
@@ -128,7 +126,6 @@ enum PgReply {
 }
 
 #[traced]
-#[async_trait]
 impl GenServer for ProcessGroups {
     type Args = ();
     type Call = PgCall;

@@ -3,7 +3,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use async_trait::async_trait;
 use runtime::gen_server::{self, CallReply, Caller, GenServer, StartOptions, Timeout};
 use runtime::{ExitReason, traced};
 
@@ -27,7 +26,6 @@ enum Reply {
 }
 
 #[traced]
-#[async_trait]
 impl GenServer for Counter {
     type Args = ();
     type Call = Req;

@@ -550,7 +550,6 @@ fn pause_makes_measurements_stable_and_restart_zeroes_them() {
 struct Chunks;
 
 #[traced]
-#[async_trait::async_trait]
 impl GenServer for Chunks {
     type Args = ();
     type Call = u32;
@@ -573,7 +572,7 @@ impl GenServer for Chunks {
 }
 
 #[test]
-fn an_async_trait_method_and_the_runtime_api_are_measured() {
+fn a_gen_server_handler_and_the_runtime_api_are_measured() {
     let node = node();
     let s = node.trace_session_with(TraceTypes::ALL).unwrap();
     s.set_pattern(&TracePattern::function(
@@ -613,6 +612,42 @@ fn an_async_trait_method_and_the_runtime_api_are_measured() {
         .map(|f| f.calls)
         .sum();
     assert!(calls >= 4, "start and three calls: {calls}");
+}
+
+/// A trait whose method `#[async_trait]` boxes: `#[traced]` on the impl sees (and measures)
+/// the boxed future.
+#[async_trait::async_trait]
+trait Fetch {
+    async fn fetch(&self, n: u32) -> usize;
+}
+
+struct Fetcher;
+
+#[traced]
+#[async_trait::async_trait]
+impl Fetch for Fetcher {
+    async fn fetch(&self, n: u32) -> usize {
+        let v = allocate(CHUNK * n as usize);
+        YieldOnce(false).await;
+        v.capacity()
+    }
+}
+
+#[test]
+fn an_async_trait_method_is_measured_across_its_suspensions() {
+    let node = node();
+    let s = session(&node, TraceTypes::ALL, &["<Fetcher as Fetch>::fetch"]);
+    let (pid, reason) = run_in_process(&node, async {
+        for n in 1..=3 {
+            assert_eq!(Fetcher.fetch(n).await, CHUNK * n as usize);
+        }
+    });
+    assert_eq!(reason, ExitReason::Normal);
+    let m = s.measurements();
+    let fetch = of(&m, pid, "<Fetcher as Fetch>::fetch").unwrap();
+    assert_eq!(fetch.calls, 3);
+    assert_eq!(fetch.words, 6 * 100);
+    assert_eq!(fetch.blocks, 3);
 }
 
 /// Spawns a process that calls `outer` and then keeps its poll (and its worker) busy until the

@@ -6,7 +6,6 @@ use std::process::{Command, ExitCode};
 use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
 use std::time::Instant;
 
-use async_trait::async_trait;
 use runtime::gen_server::{self, CallReply, Caller, GenServer, StartOptions};
 use runtime::{ExitReason, Node, receive};
 
@@ -116,7 +115,6 @@ async fn wait_ready(n: usize) {
 /// A gen_server with unit state.
 struct Unit;
 
-#[async_trait]
 impl GenServer for Unit {
     type Args = ();
     type Call = ();

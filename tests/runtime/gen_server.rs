@@ -2,7 +2,6 @@
 
 use std::time::Duration;
 
-use async_trait::async_trait;
 use runtime::gen_server::{
     self, CallError, CallReply, Caller, CastError, GenServer, Next, ReplyTo, Server, StartError,
     StartOptions, Timeout,
@@ -51,7 +50,6 @@ enum Cast {
     Stop,
 }
 
-#[async_trait]
 impl GenServer for Kv {
     type Args = Option<Pid>;
     type Call = Req;
@@ -443,7 +441,6 @@ fn handle_info_gets_other_messages() {
 
 struct FailsInit;
 
-#[async_trait]
 impl GenServer for FailsInit {
     type Args = bool;
     type Call = ();
@@ -556,7 +553,6 @@ fn concurrent_timed_calls_of_one_process_each_time_out() {
 
 struct Defers;
 
-#[async_trait]
 impl GenServer for Defers {
     type Args = ();
     type Call = u8;

@@ -549,7 +549,6 @@ fn intensity_zero_gives_up_at_the_first_crash() {
 
 struct Counter(u64);
 
-#[async_trait::async_trait]
 impl GenServer for Counter {
     type Args = u64;
     type Call = ();

@@ -4,7 +4,6 @@
 
 use std::fmt;
 
-use async_trait::async_trait;
 use runtime::gen_server::{
     self, CallError, CallReply, Caller, GenServer, Server, StartError, StartOptions, Timeout,
 };
@@ -161,7 +160,6 @@ struct TprofServer {
     paused: bool,
 }
 
-#[async_trait]
 impl GenServer for TprofServer {
     type Args = (TraceType, TraceTypes);
     type Call = Request;

@@ -195,7 +195,6 @@ fn total_report_sorted_by_measurement_descending() {
 struct Store;
 
 #[traced]
-#[async_trait::async_trait]
 impl runtime::gen_server::GenServer for Store {
     type Args = ();
     type Call = u32;

@@ -189,7 +189,6 @@ mod tests {
     /// A server type for calls to a process that never answers.
     struct Silent;
 
-    #[async_trait::async_trait]
     impl GenServer for Silent {
         type Args = ();
         type Call = ();
