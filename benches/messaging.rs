@@ -24,9 +24,10 @@
 //!   the table slot freed). ractor: `Actor::spawn` (which returns once the actor started),
 //!   `stop(None)`, and its `JoinHandle` awaited. kameo: spawned from a `PreparedActor` (so a
 //!   `JoinHandle` exists), `stop_gracefully`, and the `JoinHandle` awaited.
-//! - **Mailbox kinds**: the runtime's mailbox is unbounded (one boxed message per send);
-//!   tokio uses `mpsc::unbounded_channel` (plus `oneshot` for replies); ractor's mailbox is
-//!   always unbounded; kameo is given `mailbox::unbounded()` (its default is bounded, 64).
+//! - **Mailbox kinds**: the runtime's mailbox is unbounded (a message of up to 16 bytes
+//!   travels inline; a larger one, such as spawn_exit's `Down`, is boxed once); tokio uses
+//!   `mpsc::unbounded_channel` (plus `oneshot` for replies); ractor's mailbox is always
+//!   unbounded; kameo is given `mailbox::unbounded()` (its default is bounded, 64).
 //! - **Replies**: runtime `gen_server::call` (through its one-shot reply slot) with the default
 //!   5 s timeout (`runtime`) and with `Timeout::Infinity` (`runtime_infinity`); tokio: mpsc +
 //!   oneshot, without timeout (`tokio`, the baseline, to compare with
