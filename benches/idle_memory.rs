@@ -26,7 +26,7 @@
 //! as a smoke test.
 //!
 //! Where a runtime row's requested bytes go, at 100,000 processes (2 blocks per process):
-//! the process record (`Arc<Process>`, 488 bytes), tokio's task cell with the process's future
+//! the process record (`Arc<Process>`, 480 bytes), tokio's task cell with the process's future
 //! in it (256 bytes for both rows: cells are 128-byte aligned, so a future a few bytes too big
 //! costs 128 more), its process-table slot (16 bytes in doubling segments: ~21) and its entry in
 //! the table's slab of indices (16 bytes in a doubling `Vec`: ~21); with a `current_thread`

@@ -14,13 +14,18 @@
 //! `select!` or a timeout) loses and reorders nothing. The hint is discarded whenever another
 //! receive has taken a message from `saved` since.
 //!
+//! The incoming lock also guards the process's links, monitors, name and pending exit
+//! ([`Mailbox::state`]): one lock per process for everything others change in it, so that an
+//! exit closes the mailbox and takes its links and monitors at once, and a `Down` is queued as
+//! its monitor is forgotten.
+//!
 //! Exit signals travel through incoming too, so that the signals and messages sent by one
 //! process to another are seen in the order they were sent. They are acted on when the owner
 //! takes them from incoming, which the poll wrapper does at the start of a poll whenever one is
 //! pending, whether or not the process is receiving.
 
 use crate::traced;
-use parking_lot::Mutex;
+use parking_lot::{MappedMutexGuard, Mutex, MutexGuard};
 use std::any::Any;
 use std::collections::VecDeque;
 use std::future::Future;
@@ -32,7 +37,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use crate::Message;
-use crate::process::{Process, current_process_for_receive};
+use crate::process::{Process, State, current_process_for_receive};
 use crate::signal::Signal;
 
 /// What travels through a mailbox: a message, or an exit signal to act on.
@@ -73,13 +78,24 @@ impl Drop for EnvelopeQueue {
     }
 }
 
-#[derive(Default)]
 struct Incoming {
     queue: EnvelopeQueue,
     closed: bool,
     /// A receive waits, polled with this other waker (or with the task's, before the process
     /// kept it): the next push takes it and wakes it.
     waker: Option<Waker>,
+    /// The owner's links, monitors, name and pending exit, under the same lock: an exit
+    /// closes the mailbox and takes them in one critical section, and a monitor's `Down` is
+    /// queued as the monitor is removed (see [`Mailbox::state`]).
+    state: State,
+}
+
+/// What [`Mailbox::close`] hands back to the exiting owner, to drop or act on outside the lock.
+pub(crate) struct Closed {
+    /// What senders had queued (`None` when nothing).
+    pub(crate) incoming: Option<VecDeque<Envelope>>,
+    /// What the owner had saved (`None` when nothing).
+    pub(crate) saved: Option<VecDeque<Message>>,
 }
 
 /// What [`Mailbox::push`] asks of its caller once the envelope is queued.
@@ -104,11 +120,11 @@ pub(crate) struct Saved {
 }
 
 /// A process's mailbox. See the module documentation.
-#[derive(Default)]
 pub(crate) struct Mailbox {
-    /// Queued by senders. Both locks are `parking_lot`'s: no poisoning to check on every
-    /// lock and unlock (each critical section is one push, pop or swap, which a panic cannot
-    /// leave half done), and an inlined fast path.
+    /// Queued by senders, with the owner's [`State`]. Both locks are `parking_lot`'s: no
+    /// poisoning to check on every lock and unlock (each critical section is one push, pop or
+    /// swap, or a few field updates, which a panic cannot leave half done), and an inlined
+    /// fast path.
     incoming: Mutex<Incoming>,
     saved: Mutex<Saved>,
     /// `saved`'s length, written by the owner under the `saved` lock: a receive with nothing
@@ -149,14 +165,63 @@ fn register(
 }
 
 impl Mailbox {
+    /// An empty mailbox for an owner whose state starts as `state`. Every field written out,
+    /// so that the process record is built in place.
+    #[inline(always)]
+    pub(crate) fn new(state: State) -> Mailbox {
+        Mailbox {
+            incoming: Mutex::new(Incoming {
+                queue: EnvelopeQueue::default(),
+                closed: false,
+                waker: None,
+                state,
+            }),
+            saved: Mutex::new(Saved::default()),
+            saved_len: AtomicUsize::new(0),
+            wake_task: AtomicBool::new(false),
+        }
+    }
+
     /// Queues an envelope; gives it back when the mailbox is closed (its process exited). The
     /// caller wakes the process's task when asked to ([`Process`] keeps that waker).
     #[inline]
     pub(crate) fn push(&self, env: Envelope) -> Result<Pushed, Envelope> {
-        let mut incoming = self.incoming.lock();
+        let incoming = self.incoming.lock();
         if incoming.closed {
             return Err(env);
         }
+        self.push_locked(incoming, env)
+    }
+
+    /// Queues an envelope if `admit`, run on the owner's state under the mailbox's lock, says
+    /// so (a monitor's `Down`, admitted as its monitor is removed: none arrives after
+    /// `demonitor` returns); gives it back when not, or when the mailbox is closed.
+    pub(crate) fn push_if(
+        &self,
+        env: Envelope,
+        admit: impl FnOnce(&mut State) -> bool,
+    ) -> Result<Pushed, Envelope> {
+        let mut incoming = self.incoming.lock();
+        if incoming.closed || !admit(&mut incoming.state) {
+            return Err(env);
+        }
+        self.push_locked(incoming, env)
+    }
+
+    /// The owner's links, monitors, name and pending exit, under the mailbox's lock. Hold it
+    /// briefly, and touch no mailbox (this one's lock is not reentrant) while holding it.
+    #[inline]
+    pub(crate) fn state(&self) -> MappedMutexGuard<'_, State> {
+        MutexGuard::map(self.incoming.lock(), |incoming| &mut incoming.state)
+    }
+
+    /// The rest of a push, once the lock is held and the mailbox known open.
+    #[inline]
+    fn push_locked(
+        &self,
+        mut incoming: MutexGuard<'_, Incoming>,
+        env: Envelope,
+    ) -> Result<Pushed, Envelope> {
         incoming.queue.push_back(env);
         // A load and a store rather than a swap: the lock orders them against the receiver's
         // writes.
@@ -180,21 +245,25 @@ impl Mailbox {
     /// exiting process (`None` for a queue that was empty: an exit with an empty mailbox
     /// moves and drops no queue). Later pushes fail. Called by the owner (its exit), which
     /// alone changes `saved`: when its own `saved_len` says nothing is saved, `saved` is left
-    /// alone (a lock round trip fewer per exit).
-    pub(crate) fn close(&self) -> (Option<VecDeque<Envelope>>, Option<VecDeque<Message>>) {
+    /// alone (a lock round trip fewer per exit). `on_state` runs on the owner's state in the
+    /// same critical section (the exit takes its links and monitors there).
+    pub(crate) fn close(&self, on_state: impl FnOnce(&mut State)) -> Closed {
         let incoming = {
             let mut incoming = self.incoming.lock();
             incoming.closed = true;
             self.wake_task.store(false, Ordering::Relaxed);
             incoming.waker = None;
+            on_state(&mut incoming.state);
             (!incoming.queue.is_empty()).then(|| std::mem::take(&mut *incoming.queue))
         };
-        if self.saved_len.load(Ordering::Relaxed) == 0 {
-            return (incoming, None);
-        }
-        let saved = std::mem::take(&mut self.saved.lock().queue);
-        self.saved_len.store(0, Ordering::Relaxed);
-        (incoming, Some(saved))
+        let saved = if self.saved_len.load(Ordering::Relaxed) == 0 {
+            None
+        } else {
+            let saved = std::mem::take(&mut self.saved.lock().queue);
+            self.saved_len.store(0, Ordering::Relaxed);
+            Some(saved)
+        };
+        Closed { incoming, saved }
     }
 
     /// Messages waiting: queued by senders and saved by the owner.

@@ -14,7 +14,7 @@
 use std::future::Future;
 use std::ops::Deref;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 use std::{fmt, io};
 
@@ -65,10 +65,9 @@ pub(crate) struct NodeInner {
     pub(crate) handle: tokio::runtime::Handle,
     pub(crate) timers: DeadlineWheel,
     stopping: AtomicBool,
+    /// Notified at an exit while a `wait_until` watches (tokio's `notify_waiters` takes a lock
+    /// shared by the whole node: see `ProcessTable::watch_exits`).
     exited: tokio::sync::Notify,
-    /// How many `wait_until` calls are waiting: an exit notifies only when some are (tokio's
-    /// `notify_waiters` takes a lock shared by the whole node).
-    exit_waiters: AtomicUsize,
     shutdown_grace: Duration,
     /// The slots of the trace sessions open on this node: a process flag whose session is not
     /// here (dropped, or another node's session in a reused slot) counts for nothing.
@@ -89,7 +88,6 @@ impl NodeInner {
             handle,
             stopping: AtomicBool::new(false),
             exited: tokio::sync::Notify::new(),
-            exit_waiters: AtomicUsize::new(0),
             shutdown_grace,
             trace_sessions: AtomicU64::new(0),
             env_run: std::sync::Mutex::new(None),
@@ -129,11 +127,10 @@ impl NodeInner {
 
     pub(crate) fn process_spawned(&self) {}
 
-    pub(crate) fn process_exited(&self) {
-        // Pairs with the fence in `wait_until`: either the waiter sees this exit's effects,
-        // or this sees the waiter and notifies it.
-        std::sync::atomic::fence(Ordering::SeqCst);
-        if self.exit_waiters.load(Ordering::Relaxed) != 0 {
+    /// Frees the slot of `process`, which has done everything else an exit does, and wakes
+    /// the `wait_until`s that watch exits.
+    pub(crate) fn process_exited(&self, process: &Process) {
+        if self.table.remove(process) {
             self.exited.notify_waiters();
         }
     }
@@ -183,16 +180,13 @@ impl NodeInner {
     }
 
     /// Waits until `done` holds, re-checking after each process exit.
+    ///
+    /// `done` must depend only on what exits change before they leave the process table (all
+    /// of an exit but its notification does): an exit after the watch is taken notifies, and
+    /// one before it is visible to `done` (see `ProcessTable::watch_exits`). A notification
+    /// between `notified()` and `done()` is kept by the `Notified` future, made first.
     pub(crate) async fn wait_until(&self, mut done: impl FnMut() -> bool) {
-        struct Waiting<'a>(&'a AtomicUsize);
-        impl Drop for Waiting<'_> {
-            fn drop(&mut self) {
-                self.0.fetch_sub(1, Ordering::SeqCst);
-            }
-        }
-        self.exit_waiters.fetch_add(1, Ordering::SeqCst);
-        std::sync::atomic::fence(Ordering::SeqCst);
-        let _waiting = Waiting(&self.exit_waiters);
+        let _watch = self.table.watch_exits();
         loop {
             let notified = self.exited.notified();
             tokio::pin!(notified);

@@ -16,8 +16,9 @@
 //! - `pid`, `node`, `parent`, `initial_call`: fixed at spawn.
 //! - `mailbox`: incoming pushed by anyone; saved touched only by the process itself (and read
 //!   by `process_info`).
-//! - `state` (links, monitors, name, pending exit): under its own lock, taken briefly by the
-//!   process and by whoever links to it, monitors it, registers it or signals it.
+//! - `State` (links, monitors, name, pending exit): under the mailbox's incoming lock (one lock
+//!   per process), taken briefly by the process and by whoever sends to it, links to it,
+//!   monitors it, registers it or signals it.
 //! - `flags`: set by senders of exit signals, cleared by the process.
 //! - `exit_reason`: written once, by the process as it ends, before its mailbox closes, so a
 //!   caller that sees its request dropped can read why.
@@ -35,7 +36,7 @@ use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::task::Waker;
 
-use parking_lot::{Mutex, MutexGuard};
+use parking_lot::MappedMutexGuard;
 
 pub(crate) use current::{
     current_node_id, current_process_for_receive, with_current, with_current_owner,
@@ -51,7 +52,7 @@ pub(crate) use spawn::{spawn_on_node, spawn_pid_on_node};
 pub(crate) use table::{InsertError, ProcessTable};
 
 use crate::heap::{Account, AccountCell, Charging};
-use crate::mailbox::{Envelope, Mailbox, Pushed};
+use crate::mailbox::{Closed, Envelope, Mailbox, Pushed};
 use crate::node::NodeInner;
 use crate::registry::Name;
 use crate::signal::{Down, MonitorRef, Signal, send_exit_signal};
@@ -76,7 +77,7 @@ const STATUS_WAITING: u8 = 3;
 
 /// One process's shared record. See the module documentation for who touches what.
 ///
-/// 472 bytes (488 with its `Arc`'s counts, a 496-byte chunk of glibc's): see
+/// 464 bytes (480 with its `Arc`'s counts, a 496-byte chunk of glibc's): see
 /// `benches/idle_memory.rs` before changing its size, as the RSS per idle process depends on
 /// how its block and the task cell pack (the test `the_record_fits_its_chunk` bounds it).
 pub(crate) struct Process {
@@ -92,7 +93,6 @@ pub(crate) struct Process {
     /// poll never needs it: a clone and a drop of the task's reference count, and a
     /// compare-and-swap, fewer), to wake the process for a signal.
     task_waker: SetOnce<Waker>,
-    state: Mutex<State>,
     exit_reason: SetOnce<ExitReason>,
     finished: AtomicBool,
     /// The deadline its calls re-arm, made at its first call with a timeout.
@@ -128,8 +128,10 @@ pub(crate) struct Ties {
     pub(crate) monitored_by: Option<(MonitorRef, Pid)>,
 }
 
+/// What others change in a process besides its mailbox: kept under its mailbox's lock
+/// ([`Mailbox::state`]).
 #[derive(Default)]
-struct State {
+pub(crate) struct State {
     alive: bool,
     links: Few<Pid>,
     /// Monitors this process holds on others.
@@ -142,9 +144,17 @@ struct State {
     is_supervisor: bool,
 }
 
+impl State {
+    /// Forgets the monitor `mref` this process holds; its target, if it held it.
+    fn remove_monitoring(&mut self, mref: MonitorRef) -> Option<Pid> {
+        let i = self.monitoring.iter().position(|(r, _)| *r == mref)?;
+        Some(self.monitoring.swap_remove(i).1)
+    }
+}
+
 impl Process {
     /// A new process record in its `Arc`, written in place (as `Arc::new` takes it, the record is
-    /// built on the stack and then copied into its block: a 472-byte copy per spawn).
+    /// built on the stack and then copied into its block: a 464-byte copy per spawn).
     #[inline(always)]
     pub(crate) fn new_arc(
         pid: Pid,
@@ -162,17 +172,16 @@ impl Process {
             node,
             parent,
             initial_call,
-            mailbox: Mailbox::default(),
-            flags: AtomicU8::new(0),
-            status: AtomicU8::new(STATUS_NEW),
-            trap_exit: AtomicBool::new(false),
-            task_waker: SetOnce::new(),
-            state: Mutex::new(State {
+            mailbox: Mailbox::new(State {
                 alive: true,
                 links,
                 monitored_by,
                 ..State::default()
             }),
+            flags: AtomicU8::new(0),
+            status: AtomicU8::new(STATUS_NEW),
+            trap_exit: AtomicBool::new(false),
+            task_waker: SetOnce::new(),
             exit_reason: SetOnce::new(),
             finished: AtomicBool::new(false),
             call_timer: OnceLock::new(),
@@ -220,10 +229,13 @@ impl Process {
         self.account.get().and_then(|a| a.current_function())
     }
 
-    fn state(&self) -> MutexGuard<'_, State> {
-        // Every critical section on `state` is a few field updates that cannot panic halfway
-        // (and `parking_lot`'s lock does not poison).
-        self.state.lock()
+    /// Its links, monitors, name and pending exit, under its mailbox's lock. Every critical
+    /// section on it is a few field updates that cannot panic halfway (and `parking_lot`'s
+    /// lock does not poison), and none touches a mailbox (that lock is not reentrant, and
+    /// holding it while taking another process's could deadlock).
+    #[inline]
+    fn state(&self) -> MappedMutexGuard<'_, State> {
+        self.mailbox.state()
     }
 
     /// Queues a message; a dead process drops it.
@@ -236,13 +248,23 @@ impl Process {
     /// Queues a message, giving it back when the process has exited. Its envelope moves to
     /// this process's heap account, and growing the queue is charged here too.
     #[inline]
-    pub(crate) fn try_push_message(&self, mut msg: Message) -> Result<(), Message> {
+    pub(crate) fn try_push_message(&self, msg: Message) -> Result<(), Message> {
+        self.push_message_with(msg, Mailbox::push)
+    }
+
+    /// [`Process::try_push_message`] with the mailbox's push given.
+    #[inline(always)]
+    fn push_message_with(
+        &self,
+        mut msg: Message,
+        push: impl FnOnce(&Mailbox, Envelope) -> Result<Pushed, Envelope>,
+    ) -> Result<(), Message> {
         let pushed = if let Some(account) = self.heap_account() {
             msg.move_to(account);
             let _charging = Charging::new(account, true);
-            self.mailbox.push(Envelope::Message(msg))
+            push(&self.mailbox, Envelope::Message(msg))
         } else {
-            self.mailbox.push(Envelope::Message(msg))
+            push(&self.mailbox, Envelope::Message(msg))
         };
         match pushed {
             Ok(pushed) => {
@@ -451,24 +473,17 @@ impl Process {
     }
 
     /// Delivers the `Down` of a monitor this process holds, unless it was removed (by
-    /// `demonitor`) first. Removal and delivery happen under the same lock, so no `Down`
+    /// `demonitor`) first. Removal and delivery happen in one critical section, so no `Down`
     /// arrives after `demonitor` returns.
     pub(crate) fn fire_monitor(&self, down: Down) {
-        let mut state = self.state();
-        if let Some(i) = state
-            .monitoring
-            .iter()
-            .position(|(r, _)| *r == down.monitor_ref)
-        {
-            state.monitoring.swap_remove(i);
-            self.push_message(Message::new(down));
-        }
+        let mref = down.monitor_ref;
+        let _ = self.push_message_with(Message::new(down), |mailbox, env| {
+            mailbox.push_if(env, |state| state.remove_monitoring(mref).is_some())
+        });
     }
 
     pub(crate) fn remove_monitoring(&self, mref: MonitorRef) -> Option<Pid> {
-        let mut state = self.state();
-        let i = state.monitoring.iter().position(|(r, _)| *r == mref)?;
-        Some(state.monitoring.swap_remove(i).1)
+        self.state().remove_monitoring(mref)
     }
 
     /// Records `name` as this process's registered name; false if it has exited or has one.
@@ -541,16 +556,16 @@ impl Process {
             .get()
             .cloned()
             .unwrap_or(ExitReason::Normal);
-        let (links, monitored_by, monitoring, name) = {
-            let mut state = self.state();
+        // One critical section: later pushes fail, and later links and monitors see it dead.
+        let (mut links, mut monitored_by, mut monitoring, mut name) =
+            (Few::Zero, Few::Zero, Vec::new(), None);
+        let Closed { incoming, saved } = self.mailbox.close(|state| {
             state.alive = false;
-            (
-                std::mem::take(&mut state.links),
-                std::mem::take(&mut state.monitored_by),
-                std::mem::take(&mut state.monitoring),
-                state.name.take(),
-            )
-        };
+            std::mem::swap(&mut links, &mut state.links);
+            std::mem::swap(&mut monitored_by, &mut state.monitored_by);
+            std::mem::swap(&mut monitoring, &mut state.monitoring);
+            std::mem::swap(&mut name, &mut state.name);
+        });
         if let Some(name) = name {
             crate::heap::suppressed(|| crate::trace::remember_name(self, &name));
             self.node.registry.remove_if(&name, self.pid);
@@ -558,7 +573,6 @@ impl Process {
         // Dropped here, inside the process, one at a time: a call request among them tells its
         // caller that the server died, and a message whose destructor panics does not keep
         // the others, or the links and monitors below, from being dealt with.
-        let (incoming, saved) = self.mailbox.close();
         if let Some(incoming) = incoming {
             for env in incoming {
                 let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(env)));
@@ -597,8 +611,7 @@ struct LeaveTable<'a>(&'a Process);
 impl Drop for LeaveTable<'_> {
     #[inline]
     fn drop(&mut self) {
-        self.0.node.table.remove(self.0);
-        self.0.node.process_exited();
+        self.0.node.process_exited(self.0);
     }
 }
 

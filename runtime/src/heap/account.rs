@@ -204,7 +204,7 @@ pub(crate) struct Account {
 }
 
 /// A process's heap account, if it has one yet: set at most once (then kept until the
-/// process's record is dropped). A pointer, 8 bytes: a process record stays 472 bytes, whose
+/// process's record is dropped). A pointer, 8 bytes: a process record stays 464 bytes, whose
 /// block packs with its task cell (see `benches/idle_memory.rs`).
 pub(crate) struct AccountCell(AtomicPtr<Account>);
 

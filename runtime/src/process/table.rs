@@ -218,6 +218,20 @@ pub(crate) struct ProcessTable {
 struct Written {
     indices: Mutex<Slab<()>>,
     live: AtomicUsize,
+    /// How many [`ExitWatch`]es there are: an exit reports one only when some are. Raised
+    /// under the `indices` lock, and read by `remove` under it, so that either the exit sees
+    /// the watch or the watcher, once watching, sees the exit (no fence on the exit's path).
+    watchers: AtomicUsize,
+}
+
+/// A registration of interest in exits: while it lives, [`ProcessTable::remove`] says when a
+/// process has left (see [`ProcessTable::watch_exits`]).
+pub(crate) struct ExitWatch<'a>(&'a AtomicUsize);
+
+impl Drop for ExitWatch<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// Why a process could not get a slot.
@@ -238,6 +252,7 @@ impl ProcessTable {
             written: Written {
                 indices: Mutex::new(Slab::new()),
                 live: AtomicUsize::new(0),
+                watchers: AtomicUsize::new(0),
             },
         }
     }
@@ -284,15 +299,29 @@ impl ProcessTable {
     /// Frees the slot of an exited process (a no-op once done). Called by the holder of the
     /// count taken at spawn (the spawner or the process's task) before it drops that count,
     /// and by no one else while the process is in its slot (see `Slot::remove`).
-    pub(crate) fn remove(&self, process: &Process) {
+    ///
+    /// Returns whether an [`ExitWatch`] was registered before this removal: its holder may
+    /// wait for the removal and must be told.
+    pub(crate) fn remove(&self, process: &Process) -> bool {
         let Some(slot) = self.slots.get(process.pid.index()) else {
-            return;
+            return false;
         };
-        if slot.remove(process) {
-            let mut indices = self.indices();
-            indices.remove(process.pid.index() as usize);
-            self.written.live.store(indices.len(), Ordering::Relaxed);
+        if !slot.remove(process) {
+            return false;
         }
+        let mut indices = self.indices();
+        indices.remove(process.pid.index() as usize);
+        self.written.live.store(indices.len(), Ordering::Relaxed);
+        self.written.watchers.load(Ordering::Relaxed) != 0
+    }
+
+    /// Registers interest in exits until the watch is dropped. Every removal ordered after
+    /// this call (by the `indices` lock) returns true; every one before it is visible to the
+    /// caller afterwards (the lock's acquisition follows that removal's release).
+    pub(crate) fn watch_exits(&self) -> ExitWatch<'_> {
+        let _indices = self.indices();
+        self.written.watchers.fetch_add(1, Ordering::Relaxed);
+        ExitWatch(&self.written.watchers)
     }
 
     /// How many processes are alive.
@@ -409,5 +438,44 @@ mod tests {
         assert_eq!(newer.index(), pid.index(), "the slot is reused");
         assert_ne!(newer, pid);
         assert!(table.get(pid).is_none());
+    }
+
+    /// A wait for exits misses none: each round, processes on two workers exit while a thread
+    /// waits for the table to empty, registering its watch as they go (a wait whose last exit
+    /// went unnoticed would wait until its timeout).
+    #[test]
+    fn a_wait_for_exits_sees_the_last_exit() {
+        let node = Node::builder().worker_threads(2).build().expect("node");
+        let inner = std::sync::Arc::clone(&node.handle().inner);
+        for round in 0..50u32 {
+            for i in 0..=round % 7 {
+                node.spawn(async move {
+                    for _ in 0..i {
+                        tokio::task::yield_now().await;
+                    }
+                })
+                .expect("spawn");
+            }
+            let waiter = std::thread::Builder::new()
+                .name("exit-waiter".into())
+                .spawn({
+                    let inner = std::sync::Arc::clone(&inner);
+                    move || {
+                        let wait = inner.wait_until(|| inner.table.len() == 0);
+                        inner.handle.block_on(async {
+                            tokio::time::timeout(Duration::from_secs(30), wait).await
+                        })
+                    }
+                });
+            let waited = waiter
+                .expect("the waiter's thread started")
+                .join()
+                .expect("the waiter ran");
+            assert!(
+                waited.is_ok(),
+                "round {round}: the last exit went unnoticed"
+            );
+            assert_eq!(inner.table.len(), 0);
+        }
     }
 }
