@@ -184,7 +184,7 @@ impl Mailbox {
 
     /// Queues an envelope; gives it back when the mailbox is closed (its process exited). The
     /// caller wakes the process's task when asked to ([`Process`] keeps that waker).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn push(&self, env: Envelope) -> Result<Pushed, Envelope> {
         let incoming = self.incoming.lock();
         if incoming.closed {
@@ -216,7 +216,7 @@ impl Mailbox {
     }
 
     /// The rest of a push, once the lock is held and the mailbox known open.
-    #[inline]
+    #[inline(always)]
     fn push_locked(
         &self,
         mut incoming: MutexGuard<'_, Incoming>,

@@ -249,22 +249,29 @@ impl Process {
     /// this process's heap account, and growing the queue is charged here too.
     #[inline]
     pub(crate) fn try_push_message(&self, msg: Message) -> Result<(), Message> {
-        self.push_message_with(msg, Mailbox::push)
+        self.push_message_with(msg, None)
     }
 
-    /// [`Process::try_push_message`] with the mailbox's push given.
+    /// [`Process::try_push_message`], or with `down_of` the `Down` of that monitor, queued
+    /// only as the monitor is removed.
     #[inline(always)]
     fn push_message_with(
         &self,
         mut msg: Message,
-        push: impl FnOnce(&Mailbox, Envelope) -> Result<Pushed, Envelope>,
+        down_of: Option<MonitorRef>,
     ) -> Result<(), Message> {
+        let push = |env| match down_of {
+            None => self.mailbox.push(env),
+            Some(mref) => self
+                .mailbox
+                .push_if(env, |state| state.remove_monitoring(mref).is_some()),
+        };
         let pushed = if let Some(account) = self.heap_account() {
             msg.move_to(account);
             let _charging = Charging::new(account, true);
-            push(&self.mailbox, Envelope::Message(msg))
+            push(Envelope::Message(msg))
         } else {
-            push(&self.mailbox, Envelope::Message(msg))
+            push(Envelope::Message(msg))
         };
         match pushed {
             Ok(pushed) => {
@@ -477,9 +484,7 @@ impl Process {
     /// arrives after `demonitor` returns.
     pub(crate) fn fire_monitor(&self, down: Down) {
         let mref = down.monitor_ref;
-        let _ = self.push_message_with(Message::new(down), |mailbox, env| {
-            mailbox.push_if(env, |state| state.remove_monitoring(mref).is_some())
-        });
+        let _ = self.push_message_with(Message::new(down), Some(mref));
     }
 
     pub(crate) fn remove_monitoring(&self, mref: MonitorRef) -> Option<Pid> {
