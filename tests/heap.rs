@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use proptest::prelude::*;
+use runtime::gen_server::{self, CallReply, Caller, GenServer, StartOptions, Timeout};
 use runtime::heap::{self, HeapStats};
 use runtime::{
     Down, ExitReason, Node, Pid, SpawnOptions, receive, self_pid, send, spawn, spawn_blocking,
@@ -31,6 +32,57 @@ fn the_allocator_is_detected() {
         .run(async { runtime::process_info(self_pid()).unwrap() })
         .unwrap();
     assert!(info.heap.is_some());
+}
+
+/// A counter whose state and handler allocate nothing.
+struct Counter(u64);
+
+impl GenServer for Counter {
+    type Args = ();
+    type Call = u64;
+    type Reply = u64;
+    type Cast = ();
+
+    async fn init((): ()) -> Result<Self, ExitReason> {
+        Ok(Counter(0))
+    }
+
+    async fn handle_call(&mut self, n: u64, _from: &mut Caller<u64>) -> CallReply<u64> {
+        self.0 += n;
+        CallReply::Reply(self.0)
+    }
+}
+
+/// Once warm, a call allocates nothing on either side: the server's handler future lives in
+/// its own task (no box per message), the request travels inline in the message, the reply
+/// goes through the caller's reused slot and the deadline re-arms the caller's timer entry.
+#[test]
+fn a_call_allocates_nothing_on_either_side() {
+    let node = Node::builder().current_thread().build().unwrap();
+    let (client, server) = node
+        .run(async {
+            let server = gen_server::start::<Counter>((), StartOptions::new())
+                .await
+                .unwrap();
+            let timeout = Timeout::After(Duration::from_secs(30));
+            for n in 0..10 {
+                server.call(n, timeout).await.unwrap();
+            }
+            let before = (me(), heap::process_heap(server.pid()).unwrap());
+            for n in 0..200 {
+                server.call(n, timeout).await.unwrap();
+            }
+            let total = server.call(0, Timeout::Infinity).await.unwrap();
+            assert_eq!(total, (0..10).sum::<u64>() + (0..200).sum::<u64>());
+            let after = (me(), heap::process_heap(server.pid()).unwrap());
+            (
+                (before.0.blocks, after.0.blocks),
+                (before.1.blocks, after.1.blocks),
+            )
+        })
+        .unwrap();
+    assert_eq!(client.1 - client.0, 0, "the caller allocated per call");
+    assert_eq!(server.1 - server.0, 0, "the server allocated per call");
 }
 
 #[test]

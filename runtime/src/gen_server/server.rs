@@ -281,7 +281,6 @@ fn stop_reason(next: Next) -> Option<ExitReason> {
 
 #[cfg(test)]
 mod tests {
-
     use super::*;
 
     struct Unit;
