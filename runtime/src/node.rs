@@ -125,8 +125,6 @@ impl NodeInner {
         MonitorRef(n)
     }
 
-    pub(crate) fn process_spawned(&self) {}
-
     /// Frees the slot of `process`, which has done everything else an exit does, and wakes
     /// the `wait_until`s that watch exits.
     pub(crate) fn process_exited(&self, process: &Process) {

@@ -284,7 +284,6 @@ where
     // Until its task has it, this function holds the count that keeps the process in its slot
     // alive: a panic on the way takes it out of the slot before that count drops.
     let process = InSlot(Some(process));
-    node.process_spawned();
     #[cfg(test)]
     after_insert::run();
     if let Some(name) = &opts.name
