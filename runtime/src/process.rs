@@ -475,8 +475,13 @@ impl Process {
         self.state().monitored_by.retain(|(r, _)| *r != mref);
     }
 
-    pub(crate) fn add_monitoring(&self, mref: MonitorRef, target: Pid) {
-        self.state().monitoring.push((mref, target));
+    pub(crate) fn add_monitoring(&self, mref: MonitorRef, target: Pid) -> bool {
+        let mut state = self.state();
+        if !state.alive {
+            return false;
+        }
+        state.monitoring.push((mref, target));
+        true
     }
 
     /// Delivers the `Down` of a monitor this process holds, unless it was removed (by

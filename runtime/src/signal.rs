@@ -62,7 +62,9 @@ pub struct Down {
 /// The error of [`link`]: the other process does not exist.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LinkError {
-    /// The pid names no live process.
+    /// The pid names no live process: the other process for [`link`], or the calling one
+    /// when it has ended and a helper task ([`spawn_task`](crate::spawn_task)) it left behind
+    /// asks for a link or a monitor.
     NoProc(Pid),
     /// Called outside a process: only a process can link.
     NotInProcess,
@@ -71,7 +73,7 @@ pub enum LinkError {
 impl fmt::Display for LinkError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            LinkError::NoProc(pid) => write!(f, "cannot link to {pid}: no such process (it has exited or never existed)"),
+            LinkError::NoProc(pid) => write!(f, "no such process: {pid} has exited or never existed"),
             LinkError::NotInProcess => f.write_str("link/unlink/monitor called outside a process: call it from code running in a process spawned on a node"),
         }
     }
@@ -138,7 +140,8 @@ pub fn exit_self(reason: ExitReason) -> ! {
 /// Links the calling process with `pid`, both ways.
 ///
 /// # Errors
-/// [`LinkError::NoProc`] when `pid` is not alive, [`LinkError::NotInProcess`] outside a process.
+/// [`LinkError::NoProc`] when `pid` is not alive (or with the caller's own pid, from a helper
+/// task of a process that has ended), [`LinkError::NotInProcess`] outside a process.
 #[allow(unsafe_code)]
 #[traced(module = "runtime")]
 pub fn link(pid: Pid) -> Result<(), LinkError> {
@@ -177,20 +180,27 @@ pub fn unlink(pid: Pid) -> Result<(), LinkError> {
 /// it already has). Each call makes a new monitor.
 ///
 /// # Errors
-/// [`LinkError::NotInProcess`] outside a process.
+/// [`LinkError::NotInProcess`] outside a process; [`LinkError::NoProc`] with the caller's own
+/// pid from a helper task of a process that has ended.
 #[allow(unsafe_code)]
 #[traced(module = "runtime")]
 pub fn monitor(pid: Pid) -> Result<MonitorRef, LinkError> {
     let me = current_or_err()?;
     let mref = me.node.next_monitor_ref();
-    monitor_with(&me, pid, mref);
+    if !monitor_with(&me, pid, mref) {
+        // A helper task acting for a process that has ended: as `link`.
+        return Err(LinkError::NoProc(me.pid));
+    }
     Ok(mref)
 }
 
-pub(crate) fn monitor_with(me: &Arc<Process>, pid: Pid, mref: MonitorRef) {
+/// Makes the monitor `mref` of `me` on `pid`; false, and nothing made, if `me` has ended.
+pub(crate) fn monitor_with(me: &Arc<Process>, pid: Pid, mref: MonitorRef) -> bool {
     // The watcher's entry first: if the target ends right after accepting the monitor, its
     // `Down` finds the entry.
-    me.add_monitoring(mref, pid);
+    if !me.add_monitoring(mref, pid) {
+        return false;
+    }
     let set =
         NodeInner::with_process(pid, |other| other.add_monitored_by(mref, me.pid)).unwrap_or(false);
     if !set {
@@ -201,6 +211,7 @@ pub(crate) fn monitor_with(me: &Arc<Process>, pid: Pid, mref: MonitorRef) {
             monitor_ref: mref,
         }));
     }
+    true
 }
 
 /// Removes a monitor made with [`monitor`]. A `Down` message already delivered stays in the

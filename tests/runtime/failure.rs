@@ -135,11 +135,12 @@ fn kill_cannot_be_trapped_and_links_see_killed() {
             let wref = monitor(watcher).unwrap();
             exit(victim, ExitReason::Kill);
             let victim_down = down_of(victim).await.reason;
-            let _ = receive_where_ref(wref).await;
-            victim_down
+            // The watcher ends with the reason its link delivered.
+            let watcher_down = receive_where_ref(wref).await.reason;
+            (victim_down, watcher_down)
         })
         .unwrap();
-    assert_eq!(out, ExitReason::Killed);
+    assert_eq!(out, (ExitReason::Killed, ExitReason::Killed));
 }
 
 #[test]
@@ -457,6 +458,63 @@ fn a_helper_of_an_ended_process_cannot_leave_a_one_sided_link() {
         "the target keeps no link to a process that has ended"
     );
     node.send(target, ());
+}
+
+/// What a helper task left behind by an ended process may no longer do in its name: tie a new
+/// process to it. Each refusal is typed, and no process is left running.
+#[test]
+fn a_helper_of_an_ended_process_cannot_tie_new_processes_to_it() {
+    let node = node();
+    let (owner, results) = node
+        .run(async {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            let (gate_tx, gate_rx) = tokio::sync::oneshot::channel::<()>();
+            let (owner, _) = spawn_monitor(async move {
+                runtime::spawn_task(async move {
+                    let _ = gate_rx.await;
+                    let linked = spawn_link(wait_forever());
+                    let monitored = spawn_monitor(wait_forever()).map(|(pid, _)| pid);
+                    let named = runtime::spawn_opt(
+                        wait_forever(),
+                        runtime::SpawnOptions::new().name("orphan").link(),
+                    )
+                    .map(|s| s.pid);
+                    let watched = monitor(self_pid());
+                    let plain = spawn(async {});
+                    let _ = tx.send((linked, monitored, named, watched, plain));
+                })
+                .unwrap();
+            })
+            .unwrap();
+            let down: Down = receive().await;
+            assert_eq!(down.pid, owner);
+            gate_tx.send(()).unwrap();
+            (owner, rx.await.unwrap())
+        })
+        .unwrap();
+    let (linked, monitored, named, watched, plain) = results;
+    let refused = runtime::SpawnError::CallerExited { pid: owner };
+    assert_eq!(linked, Err(refused.clone()));
+    assert_eq!(monitored, Err(refused.clone()));
+    assert_eq!(named, Err(refused));
+    assert_eq!(watched, Err(LinkError::NoProc(owner)));
+    assert!(
+        runtime::SpawnError::CallerExited { pid: owner }
+            .to_string()
+            .contains(&owner.to_string())
+    );
+    // A process with no tie may still be started (Erlang's `spawn` names no one to signal).
+    assert!(plain.is_ok(), "{plain:?}");
+    assert_eq!(
+        node.whereis("orphan"),
+        None,
+        "the refused process's name is free"
+    );
+    let deadline = std::time::Instant::now() + LONG;
+    while !node.processes().is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(node.processes(), vec![], "no refused process runs");
 }
 
 #[test]

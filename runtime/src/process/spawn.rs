@@ -137,6 +137,12 @@ pub enum SpawnError {
         /// The node's number.
         node: u32,
     },
+    /// Link or monitor was asked for by a helper task ([`spawn_task`]) of a process that has
+    /// ended: the new process would be tied to a pid that never signals it.
+    CallerExited {
+        /// The calling process, which has ended.
+        pid: Pid,
+    },
     /// The name in [`SpawnOptions::name`] could not be registered.
     Name(RegistryError),
     /// The node's process table has no free index left (over four billion live processes).
@@ -157,6 +163,11 @@ impl fmt::Display for SpawnError {
             SpawnError::NodeStopping { node } => {
                 write!(f, "node {node} is shutting down and takes no new processes")
             }
+            SpawnError::CallerExited { pid } => write!(
+                f,
+                "the calling process {pid} has exited: a task it left behind cannot spawn a \
+                 process linked to or monitored by it"
+            ),
             SpawnError::Name(e) => write!(f, "cannot spawn: {e}"),
             SpawnError::TableFull => f.write_str("the node's process table is full"),
             SpawnError::HeapLimit(e) => write!(f, "cannot spawn with max_heap_size: {e}"),
@@ -315,12 +326,16 @@ where
     if let Some(parent) = parent {
         // The parent's side (the new process's was set as it was built). As `link` and
         // `monitor_with`, without resolving the pid: the new process has not run yet, so it is
-        // alive.
-        if opts.link {
-            parent.add_link(process.pid);
-        }
-        if let Some(mref) = monitor {
-            parent.add_monitoring(mref, process.pid);
+        // alive. A parent that has ended (the spawner is a helper task it left behind) takes
+        // no new tie, so the spawn is refused, as `link` and `monitor` refuse: the new process
+        // would otherwise be linked to, or watched by, a pid that never signals it.
+        let tied = (!opts.link || parent.add_link(process.pid))
+            && monitor.is_none_or(|mref| parent.add_monitoring(mref, process.pid));
+        if !tied {
+            parent.remove_link(process.pid);
+            process.clear_ties_of(ties_parent, monitor);
+            process.finish(ExitReason::NoProc);
+            return Err(SpawnError::CallerExited { pid: parent.pid });
         }
     }
     let pid = process.pid;
@@ -407,7 +422,8 @@ where
 /// Spawns a process linked to the caller, atomically (Erlang's `spawn_link`).
 ///
 /// # Errors
-/// As [`spawn`].
+/// As [`spawn`], and [`SpawnError::CallerExited`] from a helper task of a process that has
+/// ended (then no process runs).
 #[allow(unsafe_code)]
 #[traced(module = "runtime")]
 pub fn spawn_link<F>(future: F) -> Result<Pid, SpawnError>
@@ -421,7 +437,8 @@ where
 /// Spawns a process monitored by the caller, atomically (Erlang's `spawn_monitor`).
 ///
 /// # Errors
-/// As [`spawn`].
+/// As [`spawn`], and [`SpawnError::CallerExited`] from a helper task of a process that has
+/// ended (then no process runs).
 #[allow(unsafe_code)]
 #[traced(module = "runtime")]
 pub fn spawn_monitor<F>(future: F) -> Result<(Pid, MonitorRef), SpawnError>
@@ -437,8 +454,9 @@ where
 /// Spawns a process with options (name, link, monitor, trap_exit, initial call).
 ///
 /// # Errors
-/// As [`spawn`], and [`SpawnError::Name`] when the name cannot be registered (then no process
-/// runs).
+/// As [`spawn`], [`SpawnError::Name`] when the name cannot be registered, and
+/// [`SpawnError::CallerExited`] when link or monitor is asked for from a helper task of a
+/// process that has ended (in both cases no process runs).
 #[allow(unsafe_code)]
 #[traced(module = "runtime")]
 pub fn spawn_opt<F>(future: F, opts: SpawnOptions) -> Result<Spawned, SpawnError>
