@@ -471,6 +471,11 @@ fn start_errors_are_typed() {
             let panicked = gen_server::start::<FailsInit>(true, StartOptions::new())
                 .await
                 .unwrap_err();
+            // A panic is a failed init too: the link goes before the exit signal would.
+            let panicked_linked = gen_server::start_link::<FailsInit>(true, StartOptions::new())
+                .await
+                .unwrap_err();
+            assert_eq!(panicked_linked, panicked);
             let kv = gen_server::start::<Kv>(None, StartOptions::new().name("kv"))
                 .await
                 .unwrap();

@@ -94,7 +94,8 @@ pub async fn start<S: GenServer>(
 }
 
 /// As [`start`], and links the server to the caller, Erlang's `gen_server:start_link/3,4`.
-/// If `init` fails the link is removed first, so the caller is not killed.
+/// If `init` fails (returns an error, panics, or is killed) the link is removed first, so the
+/// caller is not killed.
 ///
 /// # Errors
 /// As [`start`].
@@ -145,15 +146,17 @@ async fn start_inner<S: GenServer>(
         spawn_opts = spawn_opts.trap_exit();
     }
     let future = async move {
+        // Until `init` succeeds: however it fails (an error, a panic, a kill while it runs),
+        // the caller is unlinked before the server exits, so the failure does not kill it.
+        let unlink_on_failure = UnlinkParentOnDrop { armed: link };
         let state = match S::init(args).await {
             Ok(state) => {
+                unlink_on_failure.disarm();
                 let _ = ack_tx.send(Ok(()));
                 state
             }
             Err(reason) => {
-                if link && let Some(parent) = parent_of_current() {
-                    let _ = crate::unlink(parent);
-                }
+                drop(unlink_on_failure);
                 let _ = ack_tx.send(Err(reason.clone()));
                 return reason;
             }
@@ -183,6 +186,29 @@ async fn start_inner<S: GenServer>(
 /// The spawning parent of the current process (a server's parent is its process's).
 fn parent_of_current() -> Option<Pid> {
     with_current(|p| p.and_then(|p| p.parent))
+}
+
+/// Unlinks the server from its parent when dropped armed. A panic in `init` leaves it in the
+/// server's future, which the process drops inside itself before its exit signals go out, as
+/// it does for a kill; an error return drops it on the way out.
+struct UnlinkParentOnDrop {
+    armed: bool,
+}
+
+impl UnlinkParentOnDrop {
+    fn disarm(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for UnlinkParentOnDrop {
+    fn drop(&mut self) {
+        if self.armed
+            && let Some(parent) = parent_of_current()
+        {
+            let _ = crate::unlink(parent);
+        }
+    }
 }
 
 /// The receive loop of a gen_server.
