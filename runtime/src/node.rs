@@ -22,7 +22,7 @@ use arc_swap::ArcSwapOption;
 
 use crate::exit::IntoExitReason;
 use crate::process::{
-    Process, ProcessInfo, ProcessTable, SpawnError, SpawnOptions, Spawned, spawn_on_node,
+    Helpers, Process, ProcessInfo, ProcessTable, SpawnError, SpawnOptions, Spawned, spawn_on_node,
     spawn_pid_on_node, with_current,
 };
 use crate::registry::{Name, Registry, RegistryError};
@@ -74,6 +74,8 @@ pub(crate) struct NodeInner {
     pub(crate) trace_sessions: AtomicU64,
     /// Profiling switched on from the environment, until the node stops.
     env_run: std::sync::Mutex<Option<crate::trace::env_run::EnvRun>>,
+    /// The helper tasks of its processes, cancelled when the node is dropped.
+    pub(crate) helpers: Helpers,
 }
 
 impl NodeInner {
@@ -91,6 +93,7 @@ impl NodeInner {
             shutdown_grace,
             trace_sessions: AtomicU64::new(0),
             env_run: std::sync::Mutex::new(None),
+            helpers: Helpers::default(),
         });
         DIRECTORY.get_or_alloc(id).store(Some(Arc::clone(&inner)));
         inner
@@ -476,6 +479,7 @@ impl Drop for Node {
         for p in inner.table.all() {
             p.kill();
         }
+        inner.helpers.cancel_all();
         if let Some(slot) = DIRECTORY.get(inner.id) {
             slot.store(None);
         }

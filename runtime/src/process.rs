@@ -25,6 +25,7 @@
 
 mod current;
 mod few;
+mod helpers;
 mod info;
 mod once;
 mod spawn;
@@ -43,6 +44,7 @@ pub(crate) use current::{
     with_node_hidden,
 };
 pub use current::{self_pid, try_self_pid};
+pub(crate) use helpers::Helpers;
 pub use info::{ProcessInfo, ProcessStatus, process_info, processes};
 pub use spawn::{
     SpawnError, SpawnOptions, Spawned, spawn, spawn_blocking, spawn_link, spawn_monitor, spawn_opt,

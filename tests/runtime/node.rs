@@ -168,3 +168,47 @@ async fn dropping_a_node_on_a_borrowed_runtime_kills_its_processes() {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
+
+/// A helper task outlives its process, but not its node: dropping a node on a runtime it does
+/// not own cancels the helpers still running, which would otherwise keep its internals alive.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_a_node_on_a_borrowed_runtime_cancels_the_helpers_of_its_processes() {
+    let (tx, rx) = mpsc::channel();
+    let node = Node::start_on(tokio::runtime::Handle::current());
+    let handle = node.handle().clone();
+    let (task_tx, task_rx) = tokio::sync::oneshot::channel();
+    let owner = node
+        .spawn(async move {
+            let helper = runtime::spawn_task(async move {
+                let _guard = OnDrop(tx);
+                std::future::pending::<()>().await;
+            })
+            .unwrap();
+            let _ = task_tx.send(helper);
+        })
+        .unwrap();
+    let helper = task_rx.await.unwrap();
+    // Its process has ended; the helper runs on.
+    let start = std::time::Instant::now();
+    while handle.processes().contains(&owner) {
+        assert!(start.elapsed() < LONG, "the owner ended");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(!helper.is_finished());
+    drop(node);
+    let joined = tokio::time::timeout(LONG, helper).await.expect("cancelled");
+    assert!(joined.is_err_and(|e| e.is_cancelled()));
+    assert_eq!(
+        tokio::task::spawn_blocking(move || rx.recv_timeout(LONG))
+            .await
+            .unwrap()
+            .unwrap(),
+        "dropped"
+    );
+    let start = std::time::Instant::now();
+    while handle.__strong_count() > 1 {
+        assert!(start.elapsed() < LONG, "node internals leaked");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(handle.processes().is_empty());
+}

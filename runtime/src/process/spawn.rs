@@ -469,11 +469,16 @@ where
 
 /// Runs helper async work that belongs to the calling process: a tokio task whose polls run
 /// with the caller as the current process, so that later profiling attributes its work to the
-/// caller. It is not a process: it has no pid or mailbox of its own (receiving in it panics),
-/// and it keeps running if the caller exits.
+/// caller. It is not a process: it has no pid or mailbox of its own (receiving in it panics).
+/// It keeps running if the caller exits, and after the node's
+/// [`shutdown`](crate::NodeHandle::shutdown) (which stops processes, not helpers, so that a
+/// helper may call it and go on), until it ends or the node is dropped: dropping the node
+/// cancels the helpers still running, also on a runtime the node does not own (their
+/// `JoinHandle`s then report cancellation).
 ///
 /// # Errors
-/// [`SpawnError::NotInProcess`] outside a process.
+/// [`SpawnError::NotInProcess`] outside a process, [`SpawnError::NodeStopping`] once the node
+/// is dropped.
 #[allow(unsafe_code)]
 #[traced(module = "runtime")]
 pub fn spawn_task<F>(future: F) -> Result<tokio::task::JoinHandle<F::Output>, SpawnError>
@@ -482,12 +487,19 @@ where
     F::Output: Send + 'static,
 {
     let owner = with_current(|c| c.map(Arc::clone)).ok_or(SpawnError::NotInProcess)?;
-    let handle = owner.node.handle.clone();
-    Ok(handle.spawn(HelperTask::new(future, owner)))
+    let node = Arc::clone(&owner.node);
+    let key = node
+        .helpers
+        .enter()
+        .ok_or(SpawnError::NodeStopping { node: node.id })?;
+    let task = node.handle.spawn(HelperTask::new(future, owner, key));
+    node.helpers.attach(key, task.abort_handle());
+    Ok(task)
 }
 
 /// Runs blocking work on tokio's blocking pool, on behalf of the calling process (as
-/// [`spawn_task`]).
+/// [`spawn_task`]). Blocking work cannot be cancelled once it runs: a node's stop does not
+/// wait for it.
 ///
 /// # Errors
 /// [`SpawnError::NotInProcess`] outside a process.

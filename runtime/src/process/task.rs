@@ -149,17 +149,30 @@ where
 
 pin_project! {
     /// A helper task of [`spawn_task`](crate::spawn_task): runs with its owner as the current
-    /// process (marked as a helper), so its work is the owner's.
+    /// process (marked as a helper), so its work is the owner's. `key` is its entry in the
+    /// node's helpers, left when the task is dropped (it ended or was cancelled).
     pub(crate) struct HelperTask<F> {
         #[pin]
         future: F,
         process: Arc<Process>,
+        key: u64,
+    }
+
+    impl<F> PinnedDrop for HelperTask<F> {
+        fn drop(this: Pin<&mut Self>) {
+            let this = this.project();
+            this.process.node.helpers.leave(*this.key);
+        }
     }
 }
 
 impl<F> HelperTask<F> {
-    pub(crate) fn new(future: F, process: Arc<Process>) -> HelperTask<F> {
-        HelperTask { future, process }
+    pub(crate) fn new(future: F, process: Arc<Process>, key: u64) -> HelperTask<F> {
+        HelperTask {
+            future,
+            process,
+            key,
+        }
     }
 }
 
