@@ -76,6 +76,9 @@ pub(crate) struct NodeInner {
     env_run: std::sync::Mutex<Option<crate::trace::env_run::EnvRun>>,
     /// The helper tasks of its processes, cancelled when the node is dropped.
     pub(crate) helpers: Helpers,
+    /// Its supervisors in start order (those that have ended are pruned as it grows), so that
+    /// shutdown stops the root ones last started first.
+    supervisors: std::sync::Mutex<Vec<Pid>>,
 }
 
 impl NodeInner {
@@ -94,6 +97,7 @@ impl NodeInner {
             trace_sessions: AtomicU64::new(0),
             env_run: std::sync::Mutex::new(None),
             helpers: Helpers::default(),
+            supervisors: std::sync::Mutex::new(Vec::new()),
         });
         DIRECTORY.get_or_alloc(id).store(Some(Arc::clone(&inner)));
         inner
@@ -199,30 +203,46 @@ impl NodeInner {
         }
     }
 
+    /// Records `process` as a supervisor, started now.
+    pub(crate) fn supervisor_started(&self, process: &Process) {
+        process.mark_supervisor();
+        let mut supervisors = self.supervisors.lock().unwrap_or_else(|e| e.into_inner());
+        if supervisors.len() == supervisors.capacity() {
+            supervisors.retain(|pid| self.table.get(*pid).is_some());
+        }
+        supervisors.push(process.pid);
+    }
+
     async fn shutdown(self: Arc<Self>) {
         self.stopping.store(true, Ordering::Release);
         let grace = self.shutdown_grace;
-        // Supervisors first: each root supervisor stops its children in reverse start order.
-        let all = self.table.all();
+        // Supervisors first, as OTP stops applications: the root ones one at a time, last
+        // started first, each stopping its children in reverse start order.
+        let started = self
+            .supervisors
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         let is_live_supervisor = |pid: Pid| {
             self.table
                 .get(pid)
                 .and_then(|g| g.as_deref().map(Process::is_supervisor))
                 .unwrap_or(false)
         };
-        let roots: Vec<Arc<Process>> = all
-            .iter()
+        let mut roots: Vec<Arc<Process>> = self
+            .table
+            .all()
+            .into_iter()
             .filter(|p| p.is_supervisor() && !p.parent.is_some_and(is_live_supervisor))
-            .cloned()
             .collect();
-        for sup in roots.iter().rev() {
-            send_exit_signal(sup, sup.pid, ExitReason::Shutdown, false);
+        roots.sort_by_key(|p| std::cmp::Reverse(started.iter().position(|pid| *pid == p.pid)));
+        for sup in roots {
+            send_exit_signal(&sup, sup.pid, ExitReason::Shutdown, false);
+            // Each supervisor bounds its own children's stop by their shutdown policies.
+            let pid = sup.pid;
+            drop(sup);
+            self.wait_until(|| self.table.get(pid).is_none()).await;
         }
-        // Each supervisor bounds its own children's stop by their shutdown policies.
-        self.wait_until(|| roots.iter().all(|s| self.table.get(s.pid).is_none()))
-            .await;
-        drop(roots);
-        drop(all);
         // Then everything else: an orderly `Shutdown`, and a kill after the grace period.
         for p in self.table.all() {
             send_exit_signal(&p, p.pid, ExitReason::Shutdown, false);
@@ -744,11 +764,16 @@ impl NodeHandle {
         self.inner.is_stopping()
     }
 
-    /// Stops every process in order and returns when they are all gone: root supervisors are
-    /// sent `Shutdown` first (each stops its children in reverse start order), then every
-    /// other process is sent `Shutdown` and, after the grace period, killed. New spawns fail
-    /// from the start. Safe to call from one of the node's own processes (the stop runs in a
-    /// task of its own, and the caller is stopped with the rest).
+    /// Stops every process in order and returns when they are all gone: root supervisors
+    /// first, one at a time, last started first (each is sent `Shutdown` and stops its
+    /// children in reverse start order, bounded by their shutdown policies), then every other
+    /// process is sent `Shutdown` and, after the grace period, killed. New spawns fail from
+    /// the start. Safe to call from one of the node's own processes (the stop runs in a task
+    /// of its own, and the caller is stopped with the rest).
+    ///
+    /// As in OTP, a supervisor acts on `Shutdown` only between its own steps: one still
+    /// starting a child whose start never returns holds the stop up. To bound the stop in any
+    /// case, wrap it in a timeout and then drop the [`Node`], which kills what is left.
     pub async fn shutdown(&self) {
         let inner = Arc::clone(&self.inner);
         let task = self.inner.handle.spawn(inner.shutdown());
@@ -759,5 +784,40 @@ impl NodeHandle {
     /// Whether anything still refers to the node's internals besides `self` (for leak tests).
     pub fn __strong_count(&self) -> usize {
         Arc::strong_count(&self.inner)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use crate::supervisor::{self, StartOptions, SupervisorFlags, SupervisorSpec};
+    use crate::{Down, ExitReason, Node};
+
+    #[test]
+    fn the_supervisors_kept_for_shutdown_are_pruned_as_they_end() {
+        let node = Node::builder().current_thread().build().expect("node");
+        let inner = Arc::clone(&node.handle().inner);
+        let kept = node
+            .run(async move {
+                for _ in 0..100 {
+                    let spec = SupervisorSpec::new(SupervisorFlags::default());
+                    let sup = supervisor::start(spec, StartOptions::new())
+                        .await
+                        .expect("started");
+                    let mref = crate::monitor(sup).expect("in a process");
+                    crate::exit(sup, ExitReason::Kill);
+                    let _: Down = crate::receive_where(move |d: &Down| d.monitor_ref == mref).await;
+                }
+                let spec = SupervisorSpec::new(SupervisorFlags::default());
+                let live = supervisor::start(spec, StartOptions::new())
+                    .await
+                    .expect("started");
+                (live, inner.supervisors.lock().expect("lock").clone())
+            })
+            .expect("ran");
+        let (live, kept) = kept;
+        assert!(kept.len() <= 8, "{} supervisors kept", kept.len());
+        assert_eq!(kept.last(), Some(&live));
     }
 }

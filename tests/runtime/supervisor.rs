@@ -1047,6 +1047,54 @@ fn node_stop_stops_supervisors_first() {
     assert_eq!(stops, [stopped("c"), stopped("b"), stopped("a")]);
 }
 
+/// Root supervisors stop one at a time, last started first (as OTP stops applications): the
+/// first one's worker is told only once the second tree is gone, even though the second
+/// tree's worker takes its time to stop.
+#[test]
+fn node_shutdown_stops_root_supervisors_last_started_first() {
+    let node = Node::builder()
+        .shutdown_grace(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let (tx, mut rx) = unbounded_channel();
+    let slow_log = tx.clone();
+    let slow = ChildSpec::new("slow", move || {
+        let log = slow_log.clone();
+        async move {
+            let body_log = log.clone();
+            let spawned = spawn_opt(
+                async move {
+                    let exit: Exit = runtime::receive().await;
+                    // Takes a while: a concurrent stop would let the other tree's worker
+                    // report first.
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                    let _ = body_log.send(Event::Stopped("slow", exit.reason.clone()));
+                    exit.reason
+                },
+                SpawnOptions::new().link().trap_exit(),
+            )?;
+            let _ = log.send(Event::Started("slow", spawned.pid));
+            Ok::<Pid, runtime::SpawnError>(spawned.pid)
+        }
+    });
+    let first = spec(Strategy::OneForOne, &["a"], &tx);
+    let second = SupervisorSpec::new(SupervisorFlags::default()).child(slow);
+    drop(tx);
+    node.block_on(supervisor::start_on(&node, first, StartOptions::new()))
+        .unwrap();
+    node.block_on(supervisor::start_on(&node, second, StartOptions::new()))
+        .unwrap();
+    let started = node.block_on(events(&mut rx, 2));
+    started_pid(&started[0], "a");
+    started_pid(&started[1], "slow");
+    node.stop();
+    let mut stops = Vec::new();
+    while let Ok(event) = rx.try_recv() {
+        stops.push(event);
+    }
+    assert_eq!(stops, [stopped("slow"), stopped("a")]);
+}
+
 #[test]
 fn a_start_function_that_panics_fails_the_start_without_killing_the_caller() {
     let node = Node::new().unwrap();

@@ -127,7 +127,7 @@ async fn start_inner(
         }
         Err(e) => return Err(StartError::Spawn(e)),
     };
-    process.mark_supervisor();
+    node.supervisor_started(&process);
     let outcome = match ack_rx.await {
         Ok(Ok(())) => return Ok(process.pid),
         Ok(Err(e)) => e,
