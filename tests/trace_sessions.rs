@@ -180,11 +180,48 @@ fn the_runtime_api_is_traced_like_bifs() {
             let _: u32 = receive().await;
         }
         spawn(async {}).unwrap();
+        // Introspection is traced too, as `erlang:processes/0` and `process_info/1` are.
+        let all = runtime::processes();
+        assert!(all.contains(&me));
+        assert!(runtime::process_info(me).is_some());
     })
     .unwrap();
     assert_eq!(calls_of(&s, "send"), 10);
     assert_eq!(calls_of(&s, "receive"), 10);
     assert_eq!(calls_of(&s, "spawn"), 1);
+    assert_eq!(calls_of(&s, "self_pid"), 1);
+    assert_eq!(calls_of(&s, "processes"), 1);
+    assert_eq!(calls_of(&s, "process_info"), 1);
+}
+
+#[test]
+fn the_supervisor_api_is_traced_in_its_own_module() {
+    use runtime::supervisor::{self, StartOptions, SupervisorFlags, SupervisorSpec};
+    let node = node();
+    let s = node.trace_session().unwrap();
+    let n = s
+        .set_pattern(&TracePattern::module("runtime::supervisor"))
+        .unwrap();
+    assert_eq!(
+        n, 8,
+        "start, start_link, start_on and five client functions"
+    );
+    node.run(async {
+        let spec = SupervisorSpec::new(SupervisorFlags::default());
+        let sup = supervisor::start(spec, StartOptions::new()).await.unwrap();
+        let timeout = std::time::Duration::from_secs(30);
+        assert!(
+            supervisor::which_children(sup, timeout)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        supervisor::count_children(sup, timeout).await.unwrap();
+    })
+    .unwrap();
+    assert_eq!(calls_of(&s, "start"), 1);
+    assert_eq!(calls_of(&s, "which_children"), 1);
+    assert_eq!(calls_of(&s, "count_children"), 1);
 }
 
 #[test]

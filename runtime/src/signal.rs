@@ -133,6 +133,8 @@ pub fn exit(pid: Pid, reason: ExitReason) {
 ///
 /// # Panics
 /// Outside a process this is an ordinary panic.
+#[allow(unsafe_code)]
+#[traced(module = "runtime")]
 pub fn exit_self(reason: ExitReason) -> ! {
     std::panic::resume_unwind(Box::new(crate::exit::ExitPayload(reason)))
 }

@@ -15,6 +15,7 @@
 //! returns or unwinds, and no guard leaves it; a reference made from the pointer is handed only
 //! to a closure that runs inside that `enter`.
 
+use crate::traced;
 use std::cell::Cell;
 use std::sync::Arc;
 
@@ -160,6 +161,8 @@ pub fn try_self_pid() -> Option<Pid> {
 ///
 /// # Panics
 /// Outside a process; [`try_self_pid`] returns `None` there instead.
+#[allow(unsafe_code)]
+#[traced(module = "runtime")]
 pub fn self_pid() -> Pid {
     try_self_pid().expect("self_pid called outside a process; use try_self_pid to check")
 }

@@ -1,5 +1,6 @@
 //! Introspection: `processes()` and `process_info(pid)`.
 
+use crate::traced;
 use std::borrow::Cow;
 use std::sync::atomic::Ordering;
 
@@ -100,12 +101,16 @@ impl Process {
 
 /// The pids of every live process on the caller's node, in slot order; empty outside a process
 /// (use [`NodeHandle::processes`](crate::NodeHandle::processes) there).
+#[allow(unsafe_code)]
+#[traced(module = "runtime")]
 pub fn processes() -> Vec<Pid> {
     with_current(|c| c.map(|p| p.node.processes()).unwrap_or_default())
 }
 
 /// A snapshot of the process `pid` (on any node of this OS process), or `None` if it is not
 /// alive.
+#[allow(unsafe_code)]
+#[traced(module = "runtime")]
 pub fn process_info(pid: Pid) -> Option<ProcessInfo> {
     NodeInner::with_process(pid, Process::info)
 }

@@ -1,6 +1,7 @@
 //! The server side: starting a supervisor, its process's receive loop, and how it starts,
 //! stops and restarts its children.
 
+use crate::traced;
 use std::any::Any;
 use std::borrow::Cow;
 use std::future::Future;
@@ -58,6 +59,8 @@ use crate::{Down, Exit, ExitReason, NodeHandle, Pid};
 /// [`StartError::ChildFailed`], [`StartError::DuplicateChildId`],
 /// [`StartError::AlreadyStarted`], [`StartError::Spawn`] (`NotInProcess` outside a process: use
 /// [`start_on`] there), [`StartError::Exited`].
+#[allow(unsafe_code)]
+#[traced(module = "runtime::supervisor")]
 pub async fn start_link(spec: SupervisorSpec, opts: StartOptions) -> Result<Pid, StartError> {
     let parent =
         with_current(|c| c.map(Arc::clone)).ok_or(StartError::Spawn(SpawnError::NotInProcess))?;
@@ -70,6 +73,8 @@ pub async fn start_link(spec: SupervisorSpec, opts: StartOptions) -> Result<Pid,
 ///
 /// # Errors
 /// As [`start_link`].
+#[allow(unsafe_code)]
+#[traced(module = "runtime::supervisor")]
 pub async fn start(spec: SupervisorSpec, opts: StartOptions) -> Result<Pid, StartError> {
     let parent =
         with_current(|c| c.map(Arc::clone)).ok_or(StartError::Spawn(SpawnError::NotInProcess))?;
@@ -83,6 +88,8 @@ pub async fn start(spec: SupervisorSpec, opts: StartOptions) -> Result<Pid, Star
 ///
 /// # Errors
 /// As [`start_link`].
+#[allow(unsafe_code)]
+#[traced(module = "runtime::supervisor")]
 pub async fn start_on(
     node: &NodeHandle,
     spec: SupervisorSpec,
