@@ -133,3 +133,32 @@ fn heap_figures_without_the_counting_allocator_say_how_to_install_it() {
     assert_eq!(err, runtime::heap::HeapError::NotInstalled);
     assert!(err.to_string().contains("#[global_allocator]"), "{err}");
 }
+
+/// While a process ends (a kill drops its suspended future inside it), it reports `Exiting`.
+#[test]
+fn an_ending_process_reports_exiting() {
+    struct ReportOnDrop(Option<tokio::sync::oneshot::Sender<Option<ProcessStatus>>>);
+    impl Drop for ReportOnDrop {
+        fn drop(&mut self) {
+            let status = process_info(self_pid()).map(|info| info.status);
+            if let Some(tx) = self.0.take() {
+                let _ = tx.send(status);
+            }
+        }
+    }
+    let node = node();
+    let status = node
+        .run(async {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            let guard = ReportOnDrop(Some(tx));
+            let pid = spawn(async move {
+                let _guard = guard;
+                let () = receive().await;
+            })
+            .unwrap();
+            runtime::exit(pid, runtime::ExitReason::Kill);
+            rx.await.unwrap()
+        })
+        .unwrap();
+    assert_eq!(status, Some(ProcessStatus::Exiting));
+}
