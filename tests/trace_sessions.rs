@@ -392,3 +392,33 @@ fn count_only_sessions_and_a_measuring_session_on_one_function_each_see_every_ca
         .sum();
     assert_eq!(measured, 100);
 }
+
+/// `exit_self` never returns: it unwinds the process through its own traced frame, which is
+/// counted once and leaves nothing behind (the process ends with the reason it gave).
+#[test]
+fn exit_self_is_counted_as_it_unwinds_the_process() {
+    let node = node();
+    let s = node.trace_session().unwrap();
+    assert_eq!(
+        s.set_pattern(&TracePattern::function("runtime", "exit_self"))
+            .unwrap(),
+        1
+    );
+    let reasons = node
+        .run(async {
+            let mut reasons = Vec::new();
+            for _ in 0..3 {
+                let (_, mref) = runtime::spawn_monitor(async {
+                    runtime::exit_self(runtime::ExitReason::custom("done"))
+                })
+                .unwrap();
+                let down: runtime::Down =
+                    runtime::receive_where(move |d: &runtime::Down| d.monitor_ref == mref).await;
+                reasons.push(down.reason);
+            }
+            reasons
+        })
+        .unwrap();
+    assert_eq!(reasons, vec![runtime::ExitReason::custom("done"); 3]);
+    assert_eq!(calls_of(&s, "exit_self"), 3);
+}
