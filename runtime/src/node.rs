@@ -7,8 +7,8 @@
 //!
 //! [`Node`] is the owner; dropping it kills the node's processes and, if it owns its runtime,
 //! shuts that down in the background: it never blocks. [`NodeHandle::shutdown`] is the orderly,
-//! async stop: supervisors first (each stops its children in reverse start order), then every
-//! other process, and it returns when they are all gone. [`NodeHandle`] is a cheap clone that
+//! async stop: root supervisors first, last started first (each stops its children in reverse
+//! start order), then every other process, and it returns when they are all gone. [`NodeHandle`] is a cheap clone that
 //! processes and other tasks use to reach the node.
 
 use std::future::Future;
