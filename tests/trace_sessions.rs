@@ -206,6 +206,9 @@ fn the_supervisor_api_is_traced_in_its_own_module() {
         n, 8,
         "start, start_link, start_on and five client functions"
     );
+    // The runtime's own use of its API inside a supervisor is not the user's call.
+    s.set_pattern(&TracePattern::function("runtime", "self_pid"))
+        .unwrap();
     node.run(async {
         let spec = SupervisorSpec::new(SupervisorFlags::default());
         let sup = supervisor::start(spec, StartOptions::new()).await.unwrap();
@@ -222,6 +225,7 @@ fn the_supervisor_api_is_traced_in_its_own_module() {
     assert_eq!(calls_of(&s, "start"), 1);
     assert_eq!(calls_of(&s, "which_children"), 1);
     assert_eq!(calls_of(&s, "count_children"), 1);
+    assert_eq!(calls_of(&s, "self_pid"), 0);
 }
 
 #[test]

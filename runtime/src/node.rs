@@ -203,7 +203,7 @@ impl NodeInner {
         }
     }
 
-    /// Records `process` as a supervisor, started now.
+    /// Records `process` as a supervisor, started now (before its task exists).
     pub(crate) fn supervisor_started(&self, process: &Process) {
         process.mark_supervisor();
         let mut supervisors = self.supervisors.lock().unwrap_or_else(|e| e.into_inner());
@@ -235,7 +235,13 @@ impl NodeInner {
             .into_iter()
             .filter(|p| p.is_supervisor() && !p.parent.is_some_and(is_live_supervisor))
             .collect();
-        roots.sort_by_key(|p| std::cmp::Reverse(started.iter().position(|pid| *pid == p.pid)));
+        let order: std::collections::HashMap<Pid, usize> = started
+            .iter()
+            .enumerate()
+            .map(|(i, pid)| (*pid, i))
+            .collect();
+        // Last started first (one missing from the list, which cannot happen, first of all).
+        roots.sort_by_key(|p| std::cmp::Reverse(order.get(&p.pid).copied().unwrap_or(usize::MAX)));
         for sup in roots {
             send_exit_signal(&sup, sup.pid, ExitReason::Shutdown, false);
             // Each supervisor bounds its own children's stop by their shutdown policies.
@@ -469,7 +475,9 @@ impl Node {
         self.block_on(self.handle.run_async(future))
     }
 
-    /// Stops the node in order ([`NodeHandle::shutdown`]) and waits, blocking this thread.
+    /// Stops the node in order ([`NodeHandle::shutdown`]) and waits, blocking this thread. Root
+    /// supervisors stop one after another, so this takes as long as all their stops together;
+    /// to bound it, run `shutdown` under a timeout instead and then drop the node.
     ///
     /// # Panics
     /// When called from inside an async context.

@@ -459,6 +459,53 @@ impl GenServer for FailsInit {
     }
 }
 
+/// A server whose `init` tells `Args` its pid and then never returns.
+struct HangsInInit;
+
+impl GenServer for HangsInInit {
+    type Args = Pid;
+    type Call = ();
+    type Reply = ();
+    type Cast = ();
+
+    async fn init(tell: Pid) -> Result<Self, ExitReason> {
+        send(tell, self_pid());
+        std::future::pending().await
+    }
+
+    async fn handle_call(&mut self, _: (), _: &mut Caller<()>) -> CallReply<()> {
+        CallReply::Reply(())
+    }
+}
+
+/// A kill during `init` is a failed start too: the linked caller, which does not trap exits,
+/// gets the error and lives on.
+#[test]
+fn start_link_survives_a_server_killed_in_init() {
+    let node = node();
+    let (outcome, starter_down) = node
+        .run(async {
+            let me = self_pid();
+            let (starter, mref) = runtime::spawn_monitor(async move {
+                let started = gen_server::start_link::<HangsInInit>(me, StartOptions::new()).await;
+                send(me, started.map(|s| s.pid()).unwrap_err());
+                // Alive after the error: it ends normally, not with the server's reason.
+            })
+            .unwrap();
+            let server: Pid = receive().await;
+            runtime::exit(server, ExitReason::Kill);
+            // Bounded: were the starter killed with its server, no outcome would come.
+            let outcome: Option<StartError> =
+                runtime::receive_timeout(Duration::from_secs(30)).await;
+            let down: Down = runtime::receive_where(move |d: &Down| d.monitor_ref == mref).await;
+            assert_eq!(down.pid, starter);
+            (outcome, down.reason)
+        })
+        .unwrap();
+    assert_eq!(outcome, Some(StartError::Init(ExitReason::Killed)));
+    assert_eq!(starter_down, ExitReason::Normal);
+}
+
 #[test]
 fn start_errors_are_typed() {
     let node = node();

@@ -188,9 +188,9 @@ fn parent_of_current() -> Option<Pid> {
     with_current(|p| p.and_then(|p| p.parent))
 }
 
-/// Unlinks the server from its parent when dropped armed. A panic in `init` leaves it in the
-/// server's future, which the process drops inside itself before its exit signals go out, as
-/// it does for a kill; an error return drops it on the way out.
+/// Unlinks the server from its parent when dropped armed, always inside the server's process
+/// and before its exit signals go out: on an error return, on the way out; on a panic in
+/// `init`, as the panic unwinds the poll; on a kill, when the process drops its future.
 struct UnlinkParentOnDrop {
     armed: bool,
 }

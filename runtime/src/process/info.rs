@@ -60,6 +60,11 @@ pub struct ProcessInfo {
 }
 
 impl Process {
+    /// Its registered name, if any.
+    pub(crate) fn registered_name(&self) -> Option<Name> {
+        self.state().name.clone()
+    }
+
     pub(crate) fn info(&self) -> ProcessInfo {
         let message_queue_len = self.mailbox.len();
         let status = match self.status.load(Ordering::Relaxed) {

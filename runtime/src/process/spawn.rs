@@ -39,6 +39,9 @@ pub struct SpawnOptions {
     traced_by: Vec<(u32, u32, u64, bool)>,
     max_heap_size: Option<u64>,
     max_message_queue_len: Option<usize>,
+    /// The process is a supervisor: recorded as one before it can run (see
+    /// `NodeInner::supervisor_started`).
+    supervisor: bool,
 }
 
 impl SpawnOptions {
@@ -105,6 +108,12 @@ impl SpawnOptions {
     /// poll).
     pub fn max_message_queue_len(mut self, len: usize) -> SpawnOptions {
         self.max_message_queue_len = Some(len);
+        self
+    }
+
+    /// Marks the process as a supervisor (for `supervisor::start*`).
+    pub(crate) fn supervisor(mut self) -> SpawnOptions {
+        self.supervisor = true;
         self
     }
 
@@ -332,11 +341,17 @@ where
         let tied = (!opts.link || parent.add_link(process.pid))
             && monitor.is_none_or(|mref| parent.add_monitoring(mref, process.pid));
         if !tied {
-            parent.remove_link(process.pid);
+            // Nothing to undo on the parent's side: it ended, and its exit took its links
+            // (this one too if `add_link` came first, whose exit signal the `finish` below
+            // discards with the mailbox).
             process.clear_ties_of(ties_parent, monitor);
             process.finish(ExitReason::NoProc);
             return Err(SpawnError::CallerExited { pid: parent.pid });
         }
+    }
+    if opts.supervisor {
+        // Before it can run, so that the supervisors it starts are recorded after it.
+        node.supervisor_started(&process);
     }
     let pid = process.pid;
     let kept = keep.then(|| Arc::clone(&process));

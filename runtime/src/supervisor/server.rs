@@ -119,6 +119,7 @@ async fn start_inner(
     let parent_pid = parent.map(|p| p.pid);
     let mut spawn_opts = SpawnOptions::new()
         .trap_exit()
+        .supervisor()
         .initial_call(Cow::Borrowed(INITIAL_CALL));
     if let Some(name) = opts.name {
         spawn_opts = spawn_opts.name(name);
@@ -134,7 +135,6 @@ async fn start_inner(
         }
         Err(e) => return Err(StartError::Spawn(e)),
     };
-    node.supervisor_started(&process);
     let outcome = match ack_rx.await {
         Ok(Ok(())) => return Ok(process.pid),
         Ok(Err(e)) => e,
@@ -160,7 +160,8 @@ async fn run(
     ack: oneshot::Sender<Result<(), StartError>>,
 ) -> ExitReason {
     let mut sup = Supervisor {
-        me: crate::self_pid(),
+        // Untraced: a supervisor's own start shows no `self_pid` call in a profile.
+        me: crate::try_self_pid().expect("a supervisor runs in its process"),
         parent,
         strategy: spec.flags.strategy,
         intensity: RestartIntensity::new(spec.flags.intensity, spec.flags.period),

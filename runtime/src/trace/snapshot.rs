@@ -209,9 +209,14 @@ impl TraceSession {
                 .measurements()
                 .into_iter()
                 .map(|p| {
-                    let live_name = crate::process_info(p.pid)
-                        .and_then(|info| info.registered_name)
-                        .map(|n| n.to_string());
+                    // The untraced lookup: a snapshot taken in a traced process does not
+                    // show up as its `process_info` calls.
+                    let live_name = crate::node::NodeInner::with_process(
+                        p.pid,
+                        crate::process::Process::registered_name,
+                    )
+                    .flatten()
+                    .map(|n| n.to_string());
                     SnapshotProcess {
                         pid: p.pid.to_string(),
                         initial_call: p.initial_call.to_string(),
