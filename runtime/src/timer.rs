@@ -139,11 +139,15 @@ impl CallTimer {
     }
 
     /// Disarms call `seq` (it finished, or was dropped).
+    ///
+    /// A plain store, not a compare-and-swap: `armed` is `seq` here. Only the owning process
+    /// writes `armed` (the ticker reads it), and it arms a call only while `armed` is 0, so
+    /// from `arm` to this drop of the call's [`Armed`] no other call changes it, even if the
+    /// call's future was moved to another task meanwhile.
     #[inline]
     fn disarm(&self, seq: u64) {
-        let _ = self
-            .armed
-            .compare_exchange(seq, 0, Ordering::Release, Ordering::Relaxed);
+        debug_assert_eq!(self.armed.load(Ordering::Relaxed), seq);
+        self.armed.store(0, Ordering::Release);
     }
 
     /// Whether call `seq` has expired; if not, the waker is kept to be woken when it does.
