@@ -14,7 +14,10 @@
 //! - `call_vs_tokio`: `gen_server::call` with the 5 s timeout against tokio's mpsc + oneshot
 //!   without one (the "call round trip ≤ 1.3× raw tokio": at most 130 %);
 //! - `call_infinity_vs_tokio`: the same call with `Timeout::Infinity`;
-//! - `call_vs_ractor`: the call with its timeout against ractor's `call` (at most 50 %);
+//! - `call_vs_ractor`: the call with its timeout against ractor's `call` without one (the
+//!   issue's "≤ 0.5× ractor's call": at most 50 %), the stricter comparison;
+//! - `call_infinity_vs_ractor`: like for like, neither side with a timeout (ractor's
+//!   `call(msg, None)` and `Timeout::Infinity`).
 //! - `ping_pong_vs_tokio`: ping-pong against tokio's unbounded channels (at most 130 %);
 //! - `spawn_exit_vs_tokio`: spawn + monitor + `Down` against spawn + join (at most 200 %).
 //!
@@ -149,6 +152,13 @@ pub(crate) fn ratios(c: &mut Criterion<Ratio>) {
             "call_vs_ractor",
             sched,
             |iters| runtime_call(iters, Timeout::After(CALL_TIMEOUT)),
+            ractor_call,
+        );
+        row(
+            &mut group,
+            "call_infinity_vs_ractor",
+            sched,
+            |iters| runtime_call(iters, Timeout::Infinity),
             ractor_call,
         );
         row(
