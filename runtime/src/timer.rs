@@ -108,7 +108,11 @@ impl CallTimer {
     /// Arms the timer for a call that gives up after `after`; `None` when a call of this
     /// process is already armed (the caller then registers a one-off entry).
     #[inline]
-    pub(crate) fn arm(self: &Arc<Self>, node: &Arc<NodeInner>, after: Duration) -> Option<Armed> {
+    pub(crate) fn arm(
+        self: &Arc<Self>,
+        node: &Arc<NodeInner>,
+        after: Duration,
+    ) -> Option<Armed<'_>> {
         if self.armed.load(Ordering::Relaxed) != 0 {
             return None;
         }
@@ -120,10 +124,7 @@ impl CallTimer {
         if !self.registered.load(Ordering::SeqCst) {
             self.register(node);
         }
-        Some(Armed {
-            timer: Arc::clone(self),
-            seq,
-        })
+        Some(Armed { timer: self, seq })
     }
 
     #[cold]
@@ -195,12 +196,16 @@ impl CallTimer {
 }
 
 /// A call's arming of its process's [`CallTimer`]; disarms when dropped.
-pub(crate) struct Armed {
-    timer: Arc<CallTimer>,
+///
+/// It borrows the timer rather than holding a count of it (two read-modify-writes per timed
+/// call): a call borrows it from its reply slot, which keeps the calling process's timer (see
+/// `ReplySlot::new_for`) for as long as the call holds the slot.
+pub(crate) struct Armed<'a> {
+    timer: &'a CallTimer,
     seq: u64,
 }
 
-impl Armed {
+impl Armed<'_> {
     /// Whether the call's deadline passed; if not, the waker is kept to be woken when it
     /// does.
     #[inline]
@@ -209,7 +214,7 @@ impl Armed {
     }
 }
 
-impl Drop for Armed {
+impl Drop for Armed<'_> {
     #[inline]
     fn drop(&mut self) {
         self.timer.disarm(self.seq);

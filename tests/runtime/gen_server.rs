@@ -238,6 +238,63 @@ fn a_call_times_out_never_early_and_the_server_lives_on() {
     assert_eq!(after, Reply::Value(None));
 }
 
+/// Answers every call with its request.
+struct Echo;
+
+impl GenServer for Echo {
+    type Args = ();
+    type Call = u8;
+    type Reply = u8;
+    type Cast = ();
+
+    async fn init((): ()) -> Result<Self, ExitReason> {
+        Ok(Echo)
+    }
+
+    async fn handle_call(&mut self, n: u8, _: &mut Caller<u8>) -> CallReply<u8> {
+        CallReply::Reply(n)
+    }
+}
+
+/// The processes of one thread take turns with its spare reply slot, which keeps the last
+/// caller's call timer: each timed call arms its own process's deadline (checked in debug
+/// builds where the call arms it), and each times out when it should.
+#[test]
+fn timed_calls_of_processes_taking_turns_on_one_thread_each_time_out() {
+    let node = Node::builder().current_thread().build().unwrap();
+    let outcomes = node
+        .run(async {
+            let kv = gen_server::start::<Kv>(None, StartOptions::new())
+                .await
+                .unwrap();
+            let echo = gen_server::start::<Echo>((), StartOptions::new())
+                .await
+                .unwrap();
+            let me = self_pid();
+            let mut outcomes = Vec::new();
+            for i in 0..4u8 {
+                spawn(async move {
+                    // Answered: its slot goes back to the thread's spare, which the next
+                    // process's echo call takes, with this process's timer in it.
+                    let echoed = echo.call(i, LONG).await;
+                    send(me, echoed == Ok(i));
+                    // Held by the server (a slot of another reply type: the spare stays).
+                    let call = kv.call(Req::Hang, Duration::from_millis(20));
+                    let outcome = tokio::time::timeout(LONG, call).await;
+                    send(me, matches!(outcome, Ok(Err(CallError::Timeout { .. }))));
+                })
+                .unwrap();
+                for _ in 0..2 {
+                    // Bounded: a caller that failed otherwise sends nothing.
+                    outcomes.push(runtime::receive_timeout::<bool>(LONG).await == Some(true));
+                }
+            }
+            outcomes
+        })
+        .unwrap();
+    assert_eq!(outcomes, vec![true; 8]);
+}
+
 #[test]
 fn a_call_polled_with_another_waker_than_its_process_still_times_out() {
     let node = node();

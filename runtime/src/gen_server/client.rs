@@ -222,7 +222,13 @@ pub async fn call<S: GenServer>(
     if me == Some(pid) {
         return Err(CallError::CallingSelf(pid));
     }
-    let (slot, reply_to) = ReplySlot::<S::Reply>::new(pid, me);
+    // A timed call of a process arms the process's timer, which the slot keeps and lends.
+    let (slot, reply_to) = match timeout {
+        Timeout::After(_) => with_current_owner(|owner| {
+            ReplySlot::<S::Reply>::new_for(pid, me, owner.map(|p| p.call_timer()))
+        }),
+        Timeout::Infinity => ReplySlot::<S::Reply>::new(pid, me),
+    };
     let msg = Message::new(CallRequest::<S::Call, S::Reply> { request, reply_to });
     // A process's own calls re-arm its reusable deadline; anything else registers a one-off.
     let mut deadline = Deadline::None;
@@ -231,8 +237,11 @@ pub async fn call<S: GenServer>(
         if queued && let Timeout::After(after) = timeout {
             let armed = with_current_owner(|me| {
                 let me = me?;
-                // On the caller's node: its ticker runs as long as the caller does.
-                me.call_timer().arm(&me.node, after).map(Deadline::Armed)
+                // On the caller's node: its ticker runs as long as the caller does. The slot
+                // keeps `me`'s timer: `new_for` above, in this same poll of `me`.
+                let timer = slot.timer()?;
+                debug_assert!(Arc::ptr_eq(timer, me.call_timer()));
+                timer.arm(&me.node, after).map(Deadline::Armed)
             })
             .unwrap_or_else(|| {
                 let one_off = Arc::new(OneOffDeadline::default());
@@ -297,18 +306,18 @@ async fn server_died<R>(
 }
 
 /// How a call's wait ends if no reply comes in time.
-enum Deadline {
+enum Deadline<'a> {
     /// Waits for ever.
     None,
     /// The calling process's reusable deadline.
-    Armed(Armed),
+    Armed(Armed<'a>),
     /// An entry of its own in the deadline wheel.
     OneOff(Arc<OneOffDeadline>),
 }
 
 struct WaitReply<'a, R> {
     slot: &'a ReplySlot<R>,
-    deadline: &'a Deadline,
+    deadline: &'a Deadline<'a>,
 }
 
 impl<R> Future for WaitReply<'_, R> {

@@ -59,7 +59,7 @@ use std::task::{Context, Poll, Waker};
 
 use crate::Pid;
 use crate::process::{Process, with_current_owner};
-use crate::timer::Expire;
+use crate::timer::{CallTimer, Expire};
 
 pub(crate) enum Outcome<R> {
     Replied(R),
@@ -85,6 +85,10 @@ pub(crate) struct ReplySlot<R> {
     /// Written only when the slot is reused (see the module's Safety section).
     server: UnsafeCell<Pid>,
     from: UnsafeCell<Option<Pid>>,
+    /// The call timer of the last process that made a timed call with this slot, kept across
+    /// reuses so that the same process's next call takes no count of it (see `new_for`).
+    /// Written, as `server`, only while nobody else holds the slot.
+    timer: UnsafeCell<Option<Arc<CallTimer>>>,
 }
 
 // SAFETY: the outcome moves from the writer's thread to the reader's (`R: Send`, and
@@ -104,6 +108,18 @@ impl<R: Send + 'static> ReplySlot<R> {
     /// right to answer it.
     #[inline]
     pub(crate) fn new(server: Pid, from: Option<Pid>) -> (Arc<ReplySlot<R>>, ReplyTo<R>) {
+        Self::new_for(server, from, None)
+    }
+
+    /// As [`ReplySlot::new`], for a timed call of a process whose call timer is `timer`: the
+    /// slot keeps it ([`ReplySlot::timer`] lends it to the call), taking a count of it only
+    /// when it kept another process's (or none) before.
+    #[inline]
+    pub(crate) fn new_for(
+        server: Pid,
+        from: Option<Pid>,
+        timer: Option<&Arc<CallTimer>>,
+    ) -> (Arc<ReplySlot<R>>, ReplyTo<R>) {
         let spare = SPARE.try_with(Cell::take).ok().flatten();
         let slot = match spare {
             // The type id is a constant here: no call through `Any`'s vtable to compare it.
@@ -129,6 +145,16 @@ impl<R: Send + 'static> ReplySlot<R> {
             }
             None => Arc::new(ReplySlot::fresh(server, from)),
         };
+        if let Some(timer) = timer {
+            // SAFETY: `slot` is the only reference to the slot (fresh, or a spare whose count
+            // was 1, fenced above), and no borrow of the cell is alive: one made by
+            // `ReplySlot::timer` borrows the caller's `Arc`, which the borrow checker made it
+            // give up before the slot could go back to the spare.
+            let kept = unsafe { &mut *slot.timer.get() };
+            if !kept.as_ref().is_some_and(|k| Arc::ptr_eq(k, timer)) {
+                *kept = Some(Arc::clone(timer));
+            }
+        }
         let reply_to = ReplyTo {
             slot: Some(Arc::clone(&slot)),
         };
@@ -182,6 +208,16 @@ impl<R> ReplySlot<R> {
         unsafe { *self.from.get() }
     }
 
+    /// The call timer the slot keeps (the one given to `new_for` when the slot was taken,
+    /// or an earlier caller's when none was given), lent for as long as the slot is borrowed.
+    #[inline]
+    pub(crate) fn timer(&self) -> Option<&Arc<CallTimer>> {
+        // SAFETY: written only in `new_for`, while nobody else holds the slot; the `ReplyTo`
+        // never touches it. A write needs the slot's only `Arc`, which the borrow returned
+        // here keeps borrowed.
+        unsafe { (*self.timer.get()).as_ref() }
+    }
+
     fn fresh(server: Pid, from: Option<Pid>) -> ReplySlot<R> {
         ReplySlot {
             state: AtomicUsize::new(0),
@@ -189,6 +225,7 @@ impl<R> ReplySlot<R> {
             waker: UnsafeCell::new(None),
             server: UnsafeCell::new(server),
             from: UnsafeCell::new(from),
+            timer: UnsafeCell::new(None),
         }
     }
 
@@ -439,6 +476,45 @@ mod tests {
         drop(other);
         let (again, _reply_to) = ReplySlot::<u64>::new(server, from);
         assert_eq!(Arc::as_ptr(&again), first);
+    }
+
+    /// A reused slot keeps the call timer it was given: the same process's next timed call
+    /// takes no count of it, another process's replaces it, and an untimed call leaves it.
+    #[test]
+    fn a_reused_slot_keeps_its_callers_timer_and_changes_it_for_another() {
+        let (server, from) = pids();
+        let mine = Arc::new(CallTimer::new(None));
+        let theirs = Arc::new(CallTimer::new(None));
+        let answer = |slot: Arc<ReplySlot<i8>>, reply_to: ReplyTo<i8>| {
+            assert!(reply_to.reply(1));
+            assert!(matches!(slot.close(), Outcome::Replied(1)));
+            ReplySlot::recycle(slot);
+        };
+        let (slot, reply_to) = ReplySlot::<i8>::new_for(server, from, Some(&mine));
+        assert!(slot.timer().is_some_and(|t| Arc::ptr_eq(t, &mine)));
+        assert_eq!(Arc::strong_count(&mine), 2, "kept by the slot");
+        let first = Arc::as_ptr(&slot);
+        answer(slot, reply_to);
+        let (slot, reply_to) = ReplySlot::<i8>::new_for(server, from, Some(&mine));
+        assert_eq!(Arc::as_ptr(&slot), first, "the spare, reused");
+        assert_eq!(Arc::strong_count(&mine), 2, "no count taken again");
+        answer(slot, reply_to);
+        let (slot, reply_to) = ReplySlot::<i8>::new(server, from);
+        assert!(slot.timer().is_some_and(|t| Arc::ptr_eq(t, &mine)));
+        answer(slot, reply_to);
+        let (slot, reply_to) = ReplySlot::<i8>::new_for(server, from, Some(&theirs));
+        assert_eq!(Arc::as_ptr(&slot), first);
+        assert!(slot.timer().is_some_and(|t| Arc::ptr_eq(t, &theirs)));
+        assert_eq!(
+            Arc::strong_count(&mine),
+            1,
+            "the other process's count let go"
+        );
+        assert_eq!(Arc::strong_count(&theirs), 2);
+        answer(slot, reply_to);
+        // The spare holds the last one until the thread's slot goes.
+        let _ = SPARE.try_with(Cell::take);
+        assert_eq!(Arc::strong_count(&theirs), 1);
     }
 
     /// The spare slot goes back only to a call with its own reply type, one whose reply owns
