@@ -44,8 +44,8 @@
 //! decrement. Only then are `server` and `from` written (they are read by the `ReplyTo`, which
 //! no longer exists) and the cells touched, and `timer` (never touched by the `ReplyTo`;
 //! lent to the caller by `timer`, a borrow of the caller's `Arc` that ends before the slot can
-//! be reused). This is `Arc::get_mut` without its
-//! compare-and-swap on the weak count, which guards against `Weak`s a slot never has.
+//! be reused). This is `Arc::get_mut` without its compare-and-swap on the weak count, which
+//! guards against `Weak`s a slot never has.
 //!
 //! The per-thread spare is an `Arc<dyn Any>` kept with the type id of the slot it holds, put
 //! there by `recycle` from the slot's own type; `new` turns it back into a slot only when that
