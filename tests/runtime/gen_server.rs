@@ -238,24 +238,6 @@ fn a_call_times_out_never_early_and_the_server_lives_on() {
     assert_eq!(after, Reply::Value(None));
 }
 
-/// Answers every call with its request.
-struct Echo;
-
-impl GenServer for Echo {
-    type Args = ();
-    type Call = u8;
-    type Reply = u8;
-    type Cast = ();
-
-    async fn init((): ()) -> Result<Self, ExitReason> {
-        Ok(Echo)
-    }
-
-    async fn handle_call(&mut self, n: u8, _: &mut Caller<u8>) -> CallReply<u8> {
-        CallReply::Reply(n)
-    }
-}
-
 /// The processes of one thread take turns with its spare reply slot, which keeps the last
 /// caller's call timer: each timed call arms its own process's deadline (checked in debug
 /// builds where the call arms it), and each times out when it should.
@@ -267,12 +249,13 @@ fn timed_calls_of_processes_taking_turns_on_one_thread_each_time_out() {
             let kv = gen_server::start::<Kv>(None, StartOptions::new())
                 .await
                 .unwrap();
-            let echo = gen_server::start::<Echo>((), StartOptions::new())
+            // Echoes requests of 2 and up.
+            let echo = gen_server::start::<Defers>((), StartOptions::new())
                 .await
                 .unwrap();
             let me = self_pid();
             let mut outcomes = Vec::new();
-            for i in 0..4u8 {
+            for i in 2..6u8 {
                 spawn(async move {
                     // Answered: its slot goes back to the thread's spare, which the next
                     // process's echo call takes, with this process's timer in it.
