@@ -164,16 +164,90 @@ fn write_run_file(dir: &std::path::Path, run: &RunFile) {
     let partial = dir.join(format!(".{name}.partial"));
     let written = crate::heap::suppressed(|| {
         std::fs::File::create(&partial)
-            .and_then(|mut f| {
-                serde_json::to_writer(&mut f, run)?;
-                f.flush()
-            })
+            .and_then(|f| encode(run, f))
             .and_then(|()| std::fs::rename(&partial, &path))
     });
     if let Err(e) = written {
         eprintln!(
             "tprof: cannot write the profile of node {node} to {}: {e}",
             path.display()
+        );
+    }
+}
+
+/// Writes `run` as JSON to `out`, through a buffer: serde_json writes token by token, and a
+/// file written unbuffered takes one system call per token (millions for a call tree).
+fn encode(run: &RunFile, out: impl Write) -> std::io::Result<()> {
+    let mut out = std::io::BufWriter::with_capacity(64 << 10, out);
+    serde_json::to_writer(&mut out, run)?;
+    out.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::{SnapshotFigures, SnapshotProcess};
+
+    /// A writer that counts the calls made to it.
+    #[derive(Default)]
+    struct Counting {
+        writes: usize,
+        bytes: usize,
+    }
+
+    impl Write for Counting {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.writes += 1;
+            self.bytes += buf.len();
+            Ok(buf.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_run_file_is_written_in_a_few_large_writes() {
+        let figures = |id| SnapshotFigures {
+            id,
+            calls: 3,
+            time_ns: 12_345,
+            ..SnapshotFigures::default()
+        };
+        let processes = (0..2_000)
+            .map(|i| SnapshotProcess {
+                pid: format!("<0.{i}.0>"),
+                initial_call: "app::worker/1".to_owned(),
+                registered_name: None,
+                functions: (0..5).map(figures).collect(),
+                paths: (0..5).map(figures).collect(),
+                events: Vec::new(),
+                events_dropped: 0,
+            })
+            .collect();
+        let run = RunFile {
+            version: RUN_FILE_VERSION,
+            trace_type: "call_time".to_owned(),
+            program: vec!["app".to_owned()],
+            os_pid: 1,
+            started_unix_ms: 0,
+            duration_ns: 0,
+            snapshot: Snapshot {
+                processes,
+                ..Snapshot::default()
+            },
+            error: None,
+        };
+        let mut out = Counting::default();
+        encode(&run, &mut out).unwrap();
+        assert!(out.bytes > 1 << 20, "{} bytes", out.bytes);
+        // One write per 64 KiB or so, not one per JSON token.
+        assert!(
+            out.writes <= out.bytes / (32 << 10) + 2,
+            "{} writes for {} bytes",
+            out.writes,
+            out.bytes
         );
     }
 }
