@@ -79,6 +79,15 @@
 //! a known section longer than 16 MiB is refused as corrupt without reading it, so a damaged
 //! length never makes it allocate more than the input holds.
 //!
+//! Nor can a small file make the profile it reads, or the exports drawn from it, huge: the
+//! reader refuses (as corrupt, at the offset where it goes over) a call path deeper than
+//! [`MAX_PATH_DEPTH`] frames, and records that name more than [`MAX_NAMED_BYTES`] (or 64 times
+//! the archive's size) of strings. The writer checks the same limits before it writes a byte
+//! and refuses such a profile with [`ArchiveError::TooLarge`], so every archive it writes
+//! reads back. Every other count in the format (a run's nodes, a trace's entries, a log's
+//! events) is one of records that each take at least a byte of the file, and is never used
+//! to reserve memory.
+//!
 //! **A reader skips every section whose tag it does not know** (it checks the CRC and goes
 //! on). So a later version can add data in new sections without a format break: version 1
 //! readers read a newer file that only adds sections, and ignore what they cannot show. Tags
@@ -135,6 +144,7 @@ use crate::{Profile, TraceType};
 
 mod decode;
 mod encode;
+mod limits;
 mod merge;
 
 pub use merge::{Merger, merge};
@@ -144,6 +154,18 @@ pub const MAGIC: &[u8] = b"\x89TPROF\r\n\x1a\n";
 
 /// The format version [`write()`] writes; [`read`] reads versions 1 to this one.
 pub const VERSION: u16 = 1;
+
+/// The deepest call path an archive may hold, in frames: eight times the deepest the runtime
+/// keeps ([`runtime::trace::STACK_CAPACITY`]). Every stack-shaped export draws each path whole, so
+/// a deeper one would make them run out of memory.
+pub const MAX_PATH_DEPTH: u32 = 1024;
+
+/// The bytes of strings an archive's records may name in all, however short the archive: a
+/// string is stored once and named by many records, each of which holds a copy once read. A
+/// reader refuses an archive whose records name more than this or 64 times its size, whichever
+/// is more (so a small crafted file cannot exhaust memory); the writer refuses a profile whose
+/// records would name more than this, so that every archive it writes reads back.
+pub const MAX_NAMED_BYTES: u64 = 1 << 30;
 
 /// The longest payload of a known section a reader accepts, in bytes.
 const MAX_SECTION_LEN: u64 = 16 << 20;
@@ -231,12 +253,16 @@ pub enum ArchiveError {
         /// What is wrong.
         what: String,
     },
-    /// The profile holds a record too large for a section (a string of more than 16 MiB).
+    /// The profile holds more than an archive may: a record too large for a section (a
+    /// string of more than 16 MiB), a call path deeper than [`MAX_PATH_DEPTH`], records that
+    /// name more than [`MAX_NAMED_BYTES`] of strings.
     TooLarge {
-        /// What is too large.
+        /// What is too large, and by how much.
         what: String,
-        /// Its size in bytes.
+        /// Its size (bytes, or frames for a path).
         len: u64,
+        /// The most an archive may hold of it.
+        limit: u64,
     },
     /// Reading or writing failed.
     Io(io::Error),
@@ -296,11 +322,9 @@ impl fmt::Display for ArchiveError {
             ArchiveError::Corrupt { at, what } => {
                 write!(f, "the archive is damaged at byte {at}: {what}")
             }
-            ArchiveError::TooLarge { what, len } => write!(
-                f,
-                "cannot archive the profile: {what} takes {len} bytes, more than the \
-                 {MAX_SECTION_LEN} a section can hold"
-            ),
+            ArchiveError::TooLarge { what, .. } => {
+                write!(f, "cannot archive the profile: {what}")
+            }
             ArchiveError::Io(e) => write!(f, "input/output error: {e}"),
             ArchiveError::File { path, source } => write!(f, "{}: {source}", path.display()),
         }
@@ -378,8 +402,9 @@ impl std::error::Error for MergeError {}
 ///
 /// # Errors
 ///
-/// [`ArchiveError::Io`] when writing fails, [`ArchiveError::TooLarge`] for a string of more
-/// than 16 MiB.
+/// [`ArchiveError::Io`] when writing fails, [`ArchiveError::TooLarge`] for a profile that holds
+/// more than an archive may (a string of more than 16 MiB, a path deeper than
+/// [`MAX_PATH_DEPTH`], more than [`MAX_NAMED_BYTES`] of strings named): then nothing is written.
 ///
 /// # Examples
 ///

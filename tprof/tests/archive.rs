@@ -1581,7 +1581,105 @@ fn a_string_named_over_and_over_cannot_exhaust_memory() {
         ArchiveError::Corrupt { at, what } => {
             assert!(*at <= bytes.len() as u64);
             assert!(what.contains("64 times"), "{what}");
+            assert!(what.contains("bytes of strings"), "{what}");
         }
         other => panic!("{other}"),
     }
+}
+
+#[test]
+fn what_the_writer_writes_the_reader_reads_functions_sharing_a_long_module() {
+    // 40 functions of one module whose name takes 1 MiB, each traced and in the function
+    // table: a 1 MiB archive whose records name 120 MiB of strings.
+    let module = "m".repeat(1 << 20);
+    let mut profile = Profile::empty(TraceType::CallCount);
+    for i in 0..40 {
+        let f = function_in("src/m.rs", &module, &format!("f{i}"), 0, i);
+        profile.function_table.push(f.clone());
+        profile.functions.push(FunctionTrace {
+            function: f,
+            entries: vec![entry(Group::All, 1, 1)],
+        });
+    }
+    let bytes = bytes_of(&profile);
+    assert!(bytes.len() < 2 << 20, "{}", bytes.len());
+    let read = read_bytes(&bytes).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(read, profile);
+}
+
+#[test]
+fn a_string_named_too_often_is_refused_in_one_plain_sentence() {
+    let mut meta = Vec::new();
+    leb128::write::unsigned(&mut meta, 0).unwrap();
+    let big = vec![b'x'; 1 << 20];
+    let mut strings = Vec::new();
+    leb128::write::unsigned(&mut strings, big.len() as u64).unwrap();
+    strings.extend_from_slice(&big);
+    let functions = [0, 0, 0, 0, 1].repeat(2_000);
+    let bytes = frame(&[(1, meta), (2, strings), (3, functions)]);
+    let err = read_bytes(&bytes).unwrap_err().to_string();
+    assert!(!err.contains("  "), "a run of spaces: {err:?}");
+}
+
+/// An archive of one function and a chain of `depth` call paths, each extending the one
+/// before, with an entry on the deepest.
+fn chain(depth: u32) -> Profile {
+    let pid = Pid::from_parts(1, 0, 1);
+    let mut profile = Profile::empty(TraceType::CallTime);
+    profile.function_table = vec![function("app", "recurse", 1, 1)];
+    profile.call_tree.nodes = (0..depth)
+        .map(|i| PathNode {
+            parent: i.checked_sub(1),
+            function: 0,
+        })
+        .collect();
+    profile.call_tree.entries = vec![path_entry(Group::Process(pid), depth - 1, 1, 10)];
+    profile.processes = vec![process(pid, None, WORKER_CALL, 0)];
+    profile
+}
+
+#[test]
+fn a_call_path_deeper_than_the_limit_is_refused_at_its_offset() {
+    let limit = archive::MAX_PATH_DEPTH;
+    assert_eq!(read_bytes(&bytes_of(&chain(limit))).unwrap(), chain(limit));
+
+    // Written by hand (the writer refuses it): a chain of 100,000 paths.
+    let deep = chain(100_000);
+    let mut meta = Vec::new();
+    leb128::write::unsigned(&mut meta, 1).unwrap();
+    let mut strings = Vec::new();
+    for s in ["app", "recurse", "src/app.rs"] {
+        leb128::write::unsigned(&mut strings, s.len() as u64).unwrap();
+        strings.extend_from_slice(s.as_bytes());
+    }
+    let mut nodes = Vec::new();
+    for n in &deep.call_tree.nodes {
+        leb128::write::unsigned(&mut nodes, n.parent.map_or(0, |p| u64::from(p) + 1)).unwrap();
+        leb128::write::unsigned(&mut nodes, n.function.into()).unwrap();
+    }
+    let mut sections = vec![
+        (1, meta),
+        (2, strings),
+        (3, vec![0, 1, 1, 2, 1]),
+        (4, vec![0]),
+    ];
+    // Where the TREE_NODES section starts: where END starts without it.
+    let nodes_at = frame(&sections).len() as u64 - 10;
+    sections.push((10, nodes));
+    let bytes = frame(&sections);
+    let err = read_bytes(&bytes).unwrap_err();
+    match &err {
+        ArchiveError::Corrupt { at, what } => {
+            assert!(*at > nodes_at && *at < bytes.len() as u64, "{at}: {what}");
+            assert!(what.contains(&format!("{limit}")), "{what}");
+            assert!(what.contains("deep"), "{what}");
+        }
+        other => panic!("{other}"),
+    }
+
+    // The writer refuses it too, before writing anything.
+    let mut out = Vec::new();
+    let err = archive::write(&chain(limit + 1), &mut out).unwrap_err();
+    assert!(out.is_empty());
+    assert!(err.to_string().contains("deep"), "{err}");
 }

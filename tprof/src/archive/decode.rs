@@ -11,7 +11,8 @@ use std::io::{self, Read};
 use crc32fast::Hasher;
 use runtime::Pid;
 
-use super::{ArchiveError, MAGIC, MAX_SECTION_LEN, VERSION, tag};
+use super::limits::{self, Depths, function_bytes};
+use super::{ArchiveError, MAGIC, MAX_PATH_DEPTH, MAX_SECTION_LEN, VERSION, tag};
 use crate::{
     CallTree, Entry, Event, EventKind, EventLog, Function, FunctionTrace, Group, Meta, PathEntry,
     PathNode, Percentiles, ProcessRecord, Profile, Run, TraceType,
@@ -376,27 +377,16 @@ struct State {
     /// Bytes of strings copied into records so far (a string is stored once and named by
     /// many records).
     copied: u64,
-}
-
-/// The bytes of strings a function holds.
-fn function_bytes(f: &Function) -> usize {
-    f.module.len() + f.name.len() + f.file.len()
+    /// The depth of each call path read so far.
+    depths: Depths,
 }
 
 impl State {
     /// Counts `bytes` more of strings copied into records, at offset `at`: an archive that
-    /// names its strings so often that the profile would take more than 64 times its own size
-    /// (and over 64 MiB) is refused, rather than exhausting memory.
-    fn copy(&mut self, bytes: usize, at: u64) -> Result<(), ArchiveError> {
-        self.copied = self.copied.saturating_add(bytes as u64);
-        if self.copied > at.saturating_mul(64).max(64 << 20) {
-            return Err(ArchiveError::Corrupt {
-                at,
-                what: "its records name their strings so often that the profile would take                        more than 64 times the archive's size: tprof does not write such files"
-                    .to_owned(),
-            });
-        }
-        Ok(())
+    /// names its strings so often that the profile would exhaust memory is refused
+    /// ([`limits::check_named`]).
+    fn copy(&mut self, bytes: u64, at: u64) -> Result<(), ArchiveError> {
+        limits::check_named(&mut self.copied, bytes, at)
     }
 
     /// Decodes one record of a section of `tag` (a known tag other than END).
@@ -446,7 +436,7 @@ impl State {
                 let arity = p.u8("a function's arity")?;
                 let file = p.string("a function's file", &self.strings)?;
                 let line = p.u32("a function's line")?;
-                self.copy(module.len() + name.len() + file.len(), p.offset())?;
+                self.copy((module.len() + name.len() + file.len()) as u64, p.offset())?;
                 self.functions.push(Function {
                     module,
                     name,
@@ -462,7 +452,7 @@ impl State {
             }
             tag::RUNS => {
                 let program = p.string("a run's program", &self.strings)?;
-                self.copy(program.len(), p.offset())?;
+                self.copy(program.len() as u64, p.offset())?;
                 let started_unix_ms = p.varint("a run's start")?;
                 let duration_ns = p.varint("a run's duration")?;
                 let count = p.varint("a run's node count")?;
@@ -484,7 +474,7 @@ impl State {
                 let name = p.optional_string("a process's name", &self.strings)?;
                 let initial_call = p.string("a process's initial call", &self.strings)?;
                 self.copy(
-                    initial_call.len() + name.as_ref().map_or(0, String::len),
+                    (initial_call.len() + name.as_ref().map_or(0, String::len)) as u64,
                     p.offset(),
                 )?;
                 let run = p.u32("a process's run")?;
@@ -562,6 +552,17 @@ impl State {
                     })?),
                 };
                 let function = p.u32("a path's function")?;
+                let depth = self.depths.push(parent);
+                if depth > MAX_PATH_DEPTH {
+                    return Err(p.corrupt(
+                        start,
+                        format_args!(
+                            "call path {} is {depth} frames deep, more than the \
+                             {MAX_PATH_DEPTH} an archive may hold (tprof writes no deeper path)",
+                            self.nodes.len()
+                        ),
+                    ));
+                }
                 self.nodes.push(PathNode { parent, function });
             }
             tag::TREE_ENTRIES => {

@@ -7,7 +7,7 @@ use std::io::{self, Write};
 
 use crc32fast::Hasher;
 
-use super::{ArchiveError, CHUNK, MAGIC, MAX_SECTION_LEN, VERSION, tag, trace_type_code};
+use super::{ArchiveError, CHUNK, MAGIC, MAX_SECTION_LEN, VERSION, limits, tag, trace_type_code};
 use crate::{EventKind, Function, Group, Profile};
 
 /// Appends `v` as a varint.
@@ -100,10 +100,12 @@ fn table<I: IntoIterator>(
         if len > MAX_SECTION_LEN {
             return Err(ArchiveError::TooLarge {
                 what: format!(
-                    "record {i} of the {} section",
+                    "record {i} of the {} section takes {len} bytes, more than the \
+                     {MAX_SECTION_LEN} a section can hold",
                     tag::name(tag).unwrap_or("unknown")
                 ),
                 len,
+                limit: MAX_SECTION_LEN,
             });
         }
         if buf.len() as u64 > MAX_SECTION_LEN {
@@ -153,12 +155,16 @@ pub(super) fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), Archiv
     {
         return Err(ArchiveError::TooLarge {
             what: format!(
-                "the string `{}…`",
-                long.chars().take(40).collect::<String>().escape_debug()
+                "the string `{}…` takes {} bytes, more than the {} a section can hold",
+                long.chars().take(40).collect::<String>().escape_debug(),
+                long.len(),
+                MAX_SECTION_LEN - 10
             ),
             len: long.len() as u64,
+            limit: MAX_SECTION_LEN - 10,
         });
     }
+    limits::check_writable(profile, &functions.order)?;
 
     let mut out = Out {
         inner: out,
