@@ -1479,7 +1479,17 @@ proptest! {
         let merged = archive::merge(&[a.clone(), b.clone()]).unwrap();
         let (fa, ta) = measured(&a);
         let (fb, tb) = measured(&b);
-        prop_assert_eq!(measured(&merged), (fa + fb, ta + tb));
+        // A flat input's figures become paths of one frame when the other has a call tree.
+        let trees = [&a, &b].map(|p| !p.call_tree.is_empty());
+        let as_paths = |p: &Profile, flat| if trees.contains(&true) && p.call_tree.is_empty() {
+            flat
+        } else {
+            0
+        };
+        prop_assert_eq!(
+            measured(&merged),
+            (fa + fb, ta + tb + as_paths(&a, fa) + as_paths(&b, fb))
+        );
         let runs_a = a.meta.runs.len().max(1);
         prop_assert_eq!(merged.meta.runs.len(), runs_a + b.meta.runs.len().max(1));
         prop_assert_eq!(merged.processes.len(), a.processes.len() + b.processes.len());
@@ -1682,4 +1692,51 @@ fn a_call_path_deeper_than_the_limit_is_refused_at_its_offset() {
     let err = archive::write(&chain(limit + 1), &mut out).unwrap_err();
     assert!(out.is_empty());
     assert!(err.to_string().contains("deep"), "{err}");
+}
+
+#[test]
+fn a_flat_run_merged_with_a_call_tree_run_keeps_its_figures_as_one_frame_per_function() {
+    let tree = tree_profile(&["main", "parse"], &[&["main", "parse"], &["main"]], 10);
+    let pid = Pid::from_parts(1, 0, 1);
+    let mut flat = Profile::empty(TraceType::CallTime);
+    flat.functions = vec![
+        FunctionTrace {
+            function: function("app", "parse", 0, 1),
+            entries: vec![entry(Group::Process(pid), 4, 400)],
+        },
+        FunctionTrace {
+            function: function("app", "flat_only", 0, 1),
+            entries: vec![entry(Group::Process(pid), 2, 200)],
+        },
+    ];
+    flat.processes = vec![process(pid, None, WORKER_CALL, 0)];
+    for inputs in [[tree.clone(), flat.clone()], [flat.clone(), tree.clone()]] {
+        let merged = archive::merge(&inputs).unwrap();
+        let stacks = tprof::export::stacks(&merged);
+        let measured: u64 = stacks.iter().map(|s| s.measurement).sum();
+        assert_eq!(
+            measured,
+            10 + 10 + 400 + 200,
+            "every run's figures are drawn"
+        );
+        // The flat run's process is the one on the other node.
+        let flat_groups: Vec<Group> = stacks
+            .iter()
+            .filter(|s| s.measurement >= 200)
+            .map(|s| s.group)
+            .collect();
+        assert_eq!(flat_groups.len(), 2);
+        assert!(flat_groups.iter().all(|&g| g == flat_groups[0]));
+        let mut frames: Vec<Vec<&str>> = stacks
+            .iter()
+            .filter(|s| s.group == flat_groups[0])
+            .map(|s| s.frames.iter().map(|f| f.name.as_str()).collect())
+            .collect();
+        frames.sort();
+        assert_eq!(frames, [["flat_only"], ["parse"]]);
+    }
+    // Flat runs alone stay flat.
+    let merged = archive::merge(&[flat.clone(), flat]).unwrap();
+    assert!(merged.call_tree.is_empty());
+    assert!(merged.function_table.is_empty());
 }

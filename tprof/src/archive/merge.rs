@@ -31,7 +31,10 @@ use crate::{
 ///   one's entries in group order, processes in pid order.
 /// - **Call trees**: the function tables are united (each distinct function once) and the
 ///   call paths re-interned by (parent, function), so a path that several inputs have is one
-///   node in the output, with each process's figures on it.
+///   node in the output, with each process's figures on it. An input without a call tree
+///   (a `--flat` run) merged with one that has a call tree gives each of its functions as a
+///   path of one frame, with that function's flat figures for each of its processes, so the
+///   stack-shaped exports draw every run (as they draw a flat profile alone).
 /// - **Event logs** are kept, every input's, as they were: each log's process renumbered as
 ///   the processes are, and its events' functions pointed into the united function table.
 ///   They are not combined (a pid of one input is never one of another's), only ordered by
@@ -176,6 +179,11 @@ struct Acc {
     /// (group, node) → index in `tree`.
     tree_index: HashMap<(Group, u32), usize>,
     event_logs: Vec<EventLog>,
+    /// The flat figures of inputs without a call tree (in the output's pids): paths of one
+    /// frame if another input has a call tree.
+    flat_only: Vec<(Function, Vec<Entry>)>,
+    /// Whether an input so far has a call tree.
+    has_tree: bool,
     runs: Vec<Run>,
     /// Node numbers the pids of the inputs so far have.
     used_nodes: BTreeSet<u32>,
@@ -196,6 +204,8 @@ impl Acc {
             tree: Vec::new(),
             tree_index: HashMap::new(),
             event_logs: Vec::new(),
+            flat_only: Vec::new(),
+            has_tree: false,
             runs: Vec::new(),
             used_nodes: BTreeSet::new(),
         }
@@ -292,6 +302,20 @@ impl Acc {
         }
 
         // Flat figures, summed per (function, group).
+        self.has_tree |= !p.call_tree.is_empty();
+        if p.call_tree.is_empty() {
+            for ft in p.functions.iter().filter(|ft| !ft.entries.is_empty()) {
+                let entries = ft
+                    .entries
+                    .iter()
+                    .map(|e| Entry {
+                        group: map_group(e.group),
+                        ..*e
+                    })
+                    .collect();
+                self.flat_only.push((ft.function.clone(), entries));
+            }
+        }
         for ft in &p.functions {
             let fi = *self
                 .function_index
@@ -385,7 +409,37 @@ impl Acc {
         Ok(())
     }
 
-    fn finish(self) -> Profile {
+    /// Adds the figures of the flat inputs as paths of one frame, if an input has a call tree.
+    fn add_flat_paths(&mut self) {
+        if !self.has_tree {
+            return;
+        }
+        for (function, entries) in std::mem::take(&mut self.flat_only) {
+            let f = self.table.function(&function);
+            let node = self.table.node(None, f);
+            for e in entries {
+                let at = *self.tree_index.entry((e.group, node)).or_insert_with(|| {
+                    self.tree.push(PathEntry {
+                        group: e.group,
+                        node,
+                        calls: 0,
+                        measurement: 0,
+                        bytes: 0,
+                        blocks: 0,
+                    });
+                    self.tree.len() - 1
+                });
+                let into = &mut self.tree[at];
+                sum(&mut into.calls, e.calls);
+                sum(&mut into.measurement, e.measurement);
+                sum(&mut into.bytes, e.bytes);
+                sum(&mut into.blocks, e.blocks);
+            }
+        }
+    }
+
+    fn finish(mut self) -> Profile {
+        self.add_flat_paths();
         let mut functions = self.functions;
         for f in &mut functions {
             f.entries.sort_by_key(|e| e.group);
