@@ -481,27 +481,55 @@ pub fn read_file(path: &Path) -> Result<Profile, ArchiveError> {
     read(&mut BufReader::new(file)).map_err(|e| e.in_file(path))
 }
 
-/// Writes `profile` as an archive to the file at `path`, replacing the file if there is one.
+/// Writes `profile` as an archive to the file at `path`.
+///
+/// A regular file (or none) is written beside it and renamed over it, so a failed write
+/// leaves a file that was there as it was; a symlink is followed, the file it points to
+/// written so and the link kept. Anything else — a device, a FIFO, a terminal — is written in
+/// place, as any program writes to it, and stays what it is.
 ///
 /// # Errors
 ///
-/// As [`write()`], and when the file cannot be created; each error is an
-/// [`ArchiveError::File`] that names the file.
+/// As [`write()`], and when the file cannot be created or written (a full device:
+/// `ENOSPC`); each error is an [`ArchiveError::File`] that names the file.
 pub fn write_file(profile: &Profile, path: &Path) -> Result<(), ArchiveError> {
+    write_file_as(path, |out| write(profile, out)).map_err(|e| e.in_file(path))
+}
+
+/// Writes the file at `path` with `write`, as [`write_file`] says: a regular file (or none,
+/// or one a symlink points to) through a rename, anything else in place.
+pub(crate) fn write_file_as<E: From<io::Error>>(
+    path: &Path,
+    write: impl FnOnce(&mut dyn Write) -> Result<(), E>,
+) -> Result<(), E> {
+    let target = match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => {
+            std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned())
+        }
+        _ => path.to_owned(),
+    };
+    let regular = match std::fs::metadata(&target) {
+        Ok(m) => m.is_file(),
+        Err(_) => true,
+    };
+    if !regular {
+        let file = std::fs::OpenOptions::new().write(true).open(&target)?;
+        let mut out = BufWriter::new(file);
+        write(&mut out)?;
+        return Ok(out.flush()?);
+    }
     // Written beside it and renamed over it: a failed write leaves an existing file as it was.
-    let mut partial = path.as_os_str().to_owned();
+    let mut partial = target.as_os_str().to_owned();
     partial.push(".partial");
-    let partial = std::path::PathBuf::from(partial);
-    let run = || -> Result<(), ArchiveError> {
+    let partial = PathBuf::from(partial);
+    let run = || -> Result<(), E> {
         let mut out = BufWriter::new(File::create(&partial)?);
-        write(profile, &mut out)?;
-        out.flush()?;
-        drop(out);
-        std::fs::rename(&partial, path)?;
+        write(&mut out)?;
+        out.into_inner().map_err(io::IntoInnerError::into_error)?;
+        std::fs::rename(&partial, &target)?;
         Ok(())
     };
-    run().map_err(|e| {
+    run().inspect_err(|_| {
         let _ = std::fs::remove_file(&partial);
-        e.in_file(path)
     })
 }

@@ -440,6 +440,73 @@ fn files_read_back_and_errors_name_the_file() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+#[cfg(unix)]
+#[test]
+fn a_symlink_a_fifo_or_a_device_is_written_in_place_not_replaced() {
+    use std::os::unix::fs::{FileTypeExt, symlink};
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let profile = fixture_profile();
+
+    // A symlink to a regular file: the file it points to gets the archive; the link stays.
+    let target = dir.join("target.tprof");
+    std::fs::write(&target, b"old").unwrap();
+    let link = dir.join("link.tprof");
+    symlink(&target, &link).unwrap();
+    archive::write_file(&profile, &link).unwrap();
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert_eq!(archive::read_file(&target).unwrap(), profile);
+
+    // A FIFO: its reader gets the archive; the FIFO stays.
+    let fifo = dir.join("fifo");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reading = fifo.clone();
+    std::thread::Builder::new()
+        .name("fifo reader".into())
+        .spawn(move || {
+            let _ = tx.send(std::fs::read(&reading));
+        })
+        .unwrap();
+    archive::write_file(&profile, &fifo).unwrap();
+    let bytes = rx
+        .recv_timeout(std::time::Duration::from_secs(120))
+        .unwrap()
+        .unwrap();
+    assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo());
+    assert_eq!(read_bytes(&bytes).unwrap(), profile);
+
+    // A device that is full: the error is reported, and the link to it stays.
+    if std::path::Path::new("/dev/full").exists() {
+        let full = dir.join("full.tprof");
+        symlink("/dev/full", &full).unwrap();
+        let err = archive::write_file(&profile, &full).unwrap_err();
+        assert!(err.to_string().contains("full.tprof"), "{err}");
+        assert!(err.to_string().contains("No space left"), "{err}");
+        assert!(
+            std::fs::symlink_metadata(&full)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+        assert!(
+            std::fs::metadata(&full)
+                .unwrap()
+                .file_type()
+                .is_char_device()
+        );
+    }
+}
+
 // --- Damage ---
 
 #[test]
