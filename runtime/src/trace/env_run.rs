@@ -6,7 +6,8 @@
 //! and when it stops — [`NodeHandle::shutdown`](crate::NodeHandle::shutdown),
 //! [`Node::stop`](crate::Node::stop) or dropping the [`Node`](crate::Node) — writes what the
 //! session gathered as a [`RunFile`] (JSON) into the folder [`ENV_DIR`] names, one file per
-//! node. A program that ends with `std::process::exit` before its node stops writes nothing.
+//! node (`tprof-run-<os pid>-node<node>.json`; `tprof report`, `merge` and `view` read such a
+//! file, or the folder).
 //!
 //! | variable | value |
 //! | --- | --- |
@@ -15,18 +16,53 @@
 //! | `TPROF_RUN_CALL_TREE` | `1`: call-tree mode too (call_time, call_memory) |
 //! | `TPROF_RUN_PERCENTILES` | `1`: call-duration histograms too (call_time) |
 //! | `TPROF_RUN_EVENTS` | `1`: an event log per process too (call_time, call_memory) |
+//! | `TPROF_RUN_SNAPSHOT_EVERY` | seconds between snapshots (default 2; `0`: none) |
+//! | `TPROF_RUN_SIGNALS` | `exit` (default), `keep` or `off`: what SIGINT and SIGTERM do |
 //!
-//! A wrong value is reported on stderr and the program runs unprofiled: profiling never stops
-//! a program from running.
+//! A wrong value is reported on stderr and the program runs unprofiled (or, for the last two,
+//! with the default): profiling never stops a program from running.
+//!
+//! # A program that does not stop its nodes
+//!
+//! A program can end before its nodes stop, and so before they write their profile: killed
+//! by a signal, or ending with `std::process::exit`. So that it still leaves a profile:
+//!
+//! - **Snapshots.** While a node runs, a thread writes its run file every
+//!   [`ENV_SNAPSHOT_EVERY`] seconds (less often when writing one takes long: at most about a
+//!   tenth of that thread's time), marked [`RunFile::partial`] with the time it was written.
+//!   A program killed by SIGKILL, or ending with `std::process::exit`, leaves the last one:
+//!   `tprof run` reads it and says how old it was.
+//! - **SIGINT and SIGTERM** (Unix). The node installs, through the `signal-hook` crate, a
+//!   handler that only wakes a thread (a self-pipe: the handler takes no lock and never
+//!   allocates); that thread writes every node's run file (marked with the signal) and then,
+//!   by default ([`Signals::Exit`]), raises the signal again with its default action, so the
+//!   program dies of it as it would have without tprof.
+//!
+//! ## A program with signal handlers of its own
+//!
+//! The handler is installed when the first profiled node starts, and only then: a program run
+//! without `TPROF_RUN` is not touched. `signal-hook` keeps the handlers a program installed
+//! before that and calls them too, and those a program installs later through `signal-hook`
+//! or a crate built on it (`tokio::signal`, `ctrlc`) run beside tprof's. But with
+//! [`Signals::Exit`], once the profile is written the program dies of the signal, whatever its
+//! own handler meant to do: a program that handles SIGINT or SIGTERM itself, to shut down
+//! gracefully, should be run with [`Signals::Keep`] (`TPROF_RUN_SIGNALS=keep`, `tprof run
+//! --signals keep`): the profile is still written as each signal arrives, the signal is left to
+//! the program, and its nodes write the whole profile as they stop. [`Signals::Off`] installs
+//! nothing. A program that installs a handler with `sigaction` itself after its node started
+//! replaces tprof's: the snapshots still hold what it gathered up to the last one.
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
 use super::{ProcessSpec, Snapshot, TracePattern, TraceSession, TraceTypes};
 use crate::NodeHandle;
+
+mod watch;
 
 /// The trace type to measure: `call_count`, `call_time` or `call_memory`.
 pub const ENV_TYPE: &str = "TPROF_RUN";
@@ -38,6 +74,62 @@ pub const ENV_CALL_TREE: &str = "TPROF_RUN_CALL_TREE";
 pub const ENV_PERCENTILES: &str = "TPROF_RUN_PERCENTILES";
 /// `1` for an event log per process.
 pub const ENV_EVENTS: &str = "TPROF_RUN_EVENTS";
+/// The seconds between two snapshots of a running node (a decimal; `0`: none).
+pub const ENV_SNAPSHOT_EVERY: &str = "TPROF_RUN_SNAPSHOT_EVERY";
+/// What SIGINT and SIGTERM do: a [`Signals`] name.
+pub const ENV_SIGNALS: &str = "TPROF_RUN_SIGNALS";
+
+/// The time between two snapshots of a running node when [`ENV_SNAPSHOT_EVERY`] is not set.
+pub const DEFAULT_SNAPSHOT_EVERY: Duration = Duration::from_secs(2);
+
+/// What a profiled program does on SIGINT and SIGTERM ([`ENV_SIGNALS`]); see "A program with
+/// signal handlers of its own" in the [module docs](self).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Signals {
+    /// Write every node's profile, then die of the signal, as without tprof (`exit`).
+    #[default]
+    Exit,
+    /// Write every node's profile and leave the signal to the program's own handler
+    /// (`keep`): for a program that handles SIGINT or SIGTERM itself.
+    Keep,
+    /// Install no handler (`off`).
+    Off,
+}
+
+impl Signals {
+    /// Its name in [`ENV_SIGNALS`]: `exit`, `keep` or `off`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Signals::Exit => "exit",
+            Signals::Keep => "keep",
+            Signals::Off => "off",
+        }
+    }
+}
+
+impl std::str::FromStr for Signals {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Signals, String> {
+        [Signals::Exit, Signals::Keep, Signals::Off]
+            .into_iter()
+            .find(|m| m.name() == s.trim())
+            .ok_or_else(|| format!("`{s}` is not one of exit, keep or off"))
+    }
+}
+
+/// The name of signal `signal` (`SIGKILL`), if it is one this platform names.
+pub fn signal_name(signal: i32) -> Option<&'static str> {
+    #[cfg(unix)]
+    {
+        signal_hook::low_level::signal_name(signal)
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = signal;
+        None
+    }
+}
 
 /// The version of [`RunFile`] this runtime writes.
 pub const RUN_FILE_VERSION: u32 = 1;
@@ -62,15 +154,71 @@ pub struct RunFile {
     /// Why the node could not be profiled (the snapshot is then empty).
     #[serde(default)]
     pub error: Option<String>,
+    /// Whether the node was still running when this was written: a periodic snapshot, or one
+    /// written as a signal arrived (`false`: written as the node stopped).
+    #[serde(default)]
+    pub partial: bool,
+    /// The signal arriving as this was written (`SIGINT`, `SIGTERM`), if one was.
+    #[serde(default)]
+    pub signal: Option<String>,
+    /// When this was written, in milliseconds since the Unix epoch (0 in the files of a
+    /// runtime that predates the field).
+    #[serde(default)]
+    pub written_unix_ms: u64,
 }
 
 /// A node's profiling from the environment, until it stops.
-pub(crate) struct EnvRun {
+pub(crate) struct EnvRun(Arc<Profiled>);
+
+/// A node being profiled, shared with the threads that write its snapshots ([`watch`]).
+struct Profiled {
     session: TraceSession,
     trace_type: String,
     dir: PathBuf,
     started: SystemTime,
     clock: Instant,
+    /// Held while the node's run file is written; `true` once it was written as the node
+    /// stopped (no snapshot may replace it then).
+    stopped: Mutex<bool>,
+}
+
+/// Why a run file is written.
+#[derive(Clone, Copy, Debug)]
+enum Moment {
+    /// The node stopped: the whole profile.
+    Stopped,
+    /// A periodic snapshot.
+    Snapshot,
+    /// The signal named is arriving.
+    Signal(&'static str),
+}
+
+impl Profiled {
+    /// Writes the node's run file as of `moment`, unless it was written as the node stopped.
+    fn write(&self, moment: Moment) {
+        let mut stopped = self.stopped.lock().unwrap_or_else(PoisonError::into_inner);
+        if *stopped {
+            return;
+        }
+        let run = RunFile {
+            version: RUN_FILE_VERSION,
+            trace_type: self.trace_type.clone(),
+            program: std::env::args().collect(),
+            os_pid: std::process::id(),
+            started_unix_ms: unix_ms(self.started),
+            duration_ns: self.clock.elapsed().as_nanos() as u64,
+            snapshot: self.session.snapshot(),
+            error: None,
+            partial: !matches!(moment, Moment::Stopped),
+            signal: match moment {
+                Moment::Signal(name) => Some(name.to_owned()),
+                Moment::Stopped | Moment::Snapshot => None,
+            },
+            written_unix_ms: unix_ms(SystemTime::now()),
+        };
+        write_run_file(&self.dir, &run);
+        *stopped = matches!(moment, Moment::Stopped);
+    }
 }
 
 /// Starts profiling `node` if the environment asks for it.
@@ -115,6 +263,9 @@ pub(crate) fn start(node: &NodeHandle) -> Option<EnvRun> {
                     ..Snapshot::default()
                 },
                 error: Some(e.to_string()),
+                partial: false,
+                signal: None,
+                written_unix_ms: unix_ms(SystemTime::now()),
             };
             write_run_file(&dir, &failed);
             return None;
@@ -124,29 +275,23 @@ pub(crate) fn start(node: &NodeHandle) -> Option<EnvRun> {
         eprintln!("tprof: node {} has no traced function: {e}", node.id());
     }
     let _ = session.enable_trace(ProcessSpec::New, true);
-    Some(EnvRun {
+    let profiled = Arc::new(Profiled {
         session,
         trace_type,
         dir,
         started: SystemTime::now(),
         clock: Instant::now(),
-    })
+        stopped: Mutex::new(false),
+    });
+    watch::add(&profiled);
+    Some(EnvRun(profiled))
 }
 
 impl EnvRun {
     /// Writes what the session gathered into the run folder (errors go to stderr).
     pub(crate) fn finish(self) {
-        let run = RunFile {
-            version: RUN_FILE_VERSION,
-            trace_type: self.trace_type,
-            program: std::env::args().collect(),
-            os_pid: std::process::id(),
-            started_unix_ms: unix_ms(self.started),
-            duration_ns: self.clock.elapsed().as_nanos() as u64,
-            snapshot: self.session.snapshot(),
-            error: None,
-        };
-        write_run_file(&self.dir, &run);
+        self.0.write(Moment::Stopped);
+        watch::remove(&self.0);
     }
 }
 
@@ -238,6 +383,9 @@ mod tests {
                 ..Snapshot::default()
             },
             error: None,
+            partial: false,
+            signal: None,
+            written_unix_ms: 0,
         };
         let mut out = Counting::default();
         encode(&run, &mut out).unwrap();
