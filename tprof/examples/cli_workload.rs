@@ -7,7 +7,8 @@
 //! ```
 //!
 //! Arguments: `--fail` ends with exit code 3 (after its node stopped); `--two-nodes` runs a
-//! second node beside the first.
+//! second node beside the first; `--wait-for-signal` prints `ready <os pid>` once the work is
+//! done and then waits, its node running, until a signal ends it.
 
 use std::process::ExitCode;
 
@@ -66,6 +67,13 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
     let node = Node::new().expect("start a node");
     let mut total = workload(&node);
+    if args.iter().any(|a| a == "--wait-for-signal") {
+        println!("ready {}", std::process::id());
+        let _ = std::io::Write::flush(&mut std::io::stdout());
+        loop {
+            std::thread::sleep(std::time::Duration::from_secs(3600));
+        }
+    }
     if args.iter().any(|a| a == "--two-nodes") {
         let second = Node::new().expect("start a second node");
         total += workload(&second);

@@ -8,21 +8,30 @@
 //! - [`merge`]: merges profile files of one trace type ([`crate::archive::merge`]).
 //! - [`view`]: writes the HTML viewer of a profile file and opens it in a browser.
 //!
-//! A *profile file* is a `.tprof` archive, or a profile exported as `json`.
+//! A *profile file* is a `.tprof` archive, a profile exported as `json`, a run file a program
+//! profiled through the `TPROF_RUN*` variables wrote, or a folder of run files; `-` reads
+//! standard input, and an output `-` is standard output ([`read_profile`], [`write_output`]).
 
 use std::ffi::OsString;
 use std::fmt;
 use std::fs;
-use std::io::{self, Read, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use runtime::trace::env_run::{self, RunFile};
+use runtime::trace::env_run;
 
-use crate::archive::{self, ArchiveError, Merger};
-use crate::export::{self, Format};
-use crate::{Profile, Run, TraceType};
+use crate::archive::Merger;
+use crate::export::Format;
+use crate::{Profile, TraceType};
+
+mod input;
+mod output;
+
+use input::{is_std, read_run_dir_of};
+pub use input::{read_profile, read_run_dir};
+pub use output::{Output, write_archive, write_export, write_output};
 
 /// Why a command failed; [`exit_code`](CommandError::exit_code) tells the shell which kind.
 #[derive(Debug)]
@@ -46,13 +55,17 @@ pub enum CommandError {
     },
     /// The program could not be run, or it wrote no profile (exit code 4).
     Program(String),
+    /// Standard output was closed before all was written: its reader went away (`| head`).
+    /// The command ends quietly, as Unix tools do: exit code 0, nothing said.
+    BrokenPipe,
 }
 
 impl CommandError {
     /// The process exit code for this error: 2 bad usage, 3 bad input, 4 a failure to run or
-    /// to write.
+    /// to write; 0 for a [`BrokenPipe`](CommandError::BrokenPipe).
     pub fn exit_code(&self) -> i32 {
         match self {
+            CommandError::BrokenPipe => 0,
             CommandError::Usage(_) => 2,
             CommandError::Input { .. } => 3,
             CommandError::Output { .. } | CommandError::Program(_) => 4,
@@ -86,6 +99,7 @@ impl fmt::Display for CommandError {
             CommandError::Output { path: None, reason } => {
                 write!(f, "cannot write to standard output: {reason}")
             }
+            CommandError::BrokenPipe => f.write_str("standard output was closed by its reader"),
         }
     }
 }
@@ -103,11 +117,17 @@ pub struct RunOptions {
     pub percentiles: bool,
     /// Keep an event log per process, for timelines (call_time and call_memory; default off).
     pub events: bool,
-    /// Where to write: the archive, or the export when [`format`](RunOptions::format) is
-    /// set (default: `PROGRAM.tprof` in the current folder, or standard output for an export).
+    /// Where to write (`-`: standard output); its name's extension says the format when
+    /// [`format`](RunOptions::format) is not set ([`Output::of_path`]). Default:
+    /// `PROGRAM.tprof` in the current folder, or standard output for an export.
     pub out: Option<PathBuf>,
     /// Write this export instead of an archive.
     pub format: Option<Format>,
+    /// How often each node of the program writes a snapshot of its profile, so that a program
+    /// killed with SIGKILL leaves one at most this old (`None`: never; default 2 s).
+    pub snapshot_every: Option<std::time::Duration>,
+    /// What the program does on SIGINT and SIGTERM ([`env_run::ENV_SIGNALS`]).
+    pub signals: env_run::Signals,
     /// The program.
     pub program: OsString,
     /// Its arguments.
@@ -124,9 +144,38 @@ impl RunOptions {
             events: false,
             out: None,
             format: None,
+            snapshot_every: Some(env_run::DEFAULT_SNAPSHOT_EVERY),
+            signals: env_run::Signals::default(),
             program: program.into(),
             args,
         }
+    }
+
+    /// The options set that do nothing for this trace type, each with why: `--percentiles`
+    /// without call_time, `--events` and `--flat` with call_count.
+    pub fn ignored(&self) -> Vec<String> {
+        let mut ignored = Vec::new();
+        let t = self.trace_type;
+        if self.percentiles && t != TraceType::CallTime {
+            ignored.push(format!(
+                "--percentiles does nothing with {t}: only call_time records call durations"
+            ));
+        }
+        if t == TraceType::CallCount {
+            if self.events {
+                ignored.push(
+                    "--events does nothing with call_count: it keeps no per-process figures"
+                        .to_owned(),
+                );
+            }
+            if !self.call_tree {
+                ignored.push(
+                    "--flat does nothing with call_count: it has no call tree to leave out"
+                        .to_owned(),
+                );
+            }
+        }
+        ignored
     }
 }
 
@@ -139,45 +188,74 @@ pub struct RunOutcome {
     pub written: Option<PathBuf>,
     /// The profile.
     pub profile: Profile,
+    /// When the program ended before its nodes stopped (killed, or `std::process::exit`):
+    /// how old the profile was then, the newest snapshot of each node being read.
+    pub snapshot_age: Option<std::time::Duration>,
 }
 
 /// Runs a program built on the runtime with profiling switched on through the environment,
 /// waits for it, and writes its profile (as [`RunOptions`] says). A program that fails still
-/// has its profile written: what it gathered before is kept.
+/// has its profile written: what it gathered before is kept. A program killed by SIGINT or
+/// SIGTERM writes what it gathered as the signal arrives; one killed by SIGKILL leaves the
+/// snapshot its nodes wrote last, at most [`RunOptions::snapshot_every`] old, and `run` says
+/// how old (on stderr, and in [`RunOutcome::snapshot_age`]).
 ///
 /// # Errors
 ///
 /// [`CommandError::Program`] when the program cannot be started or wrote no profile (it
-/// started no node, or ended with `std::process::exit` before its nodes stopped);
-/// [`CommandError::Output`] when the profile cannot be written.
+/// started no node, or ended — by a signal, or `std::process::exit` — before its nodes
+/// stopped and before their first snapshot); [`CommandError::Output`] when the profile cannot
+/// be written.
 pub fn run(options: &RunOptions) -> Result<RunOutcome, CommandError> {
+    for ignored in options.ignored() {
+        eprintln!("tprof: warning: {ignored}");
+    }
+    let what = Output::resolve(
+        options.format.map(Output::Export),
+        options.out.as_deref(),
+        Output::Archive,
+    );
+    let written = match (&options.out, what) {
+        (Some(out), _) if is_std(out) => None,
+        (Some(out), _) => Some(out.clone()),
+        (None, Output::Export(_)) => None,
+        (None, Output::Archive) => {
+            let stem = Path::new(&options.program)
+                .file_stem()
+                .map_or_else(|| "tprof".into(), |s| s.to_string_lossy().into_owned());
+            Some(PathBuf::from(format!("{stem}.tprof")))
+        }
+    };
     let dir = scratch_dir("run")
         .map_err(|e| CommandError::Program(format!("cannot make a scratch folder: {e}")))?;
     let started = SystemTime::now();
+    let flag = |on: bool| if on { "1" } else { "0" };
     let mut command = Command::new(&options.program);
     command
         .args(&options.args)
         .env(env_run::ENV_TYPE, options.trace_type.name())
         .env(env_run::ENV_DIR, &dir)
+        .env(env_run::ENV_CALL_TREE, flag(options.call_tree))
+        .env(env_run::ENV_PERCENTILES, flag(options.percentiles))
+        .env(env_run::ENV_EVENTS, flag(options.events))
         .env(
-            env_run::ENV_CALL_TREE,
-            if options.call_tree { "1" } else { "0" },
+            env_run::ENV_SNAPSHOT_EVERY,
+            options
+                .snapshot_every
+                .map_or_else(|| "0".to_owned(), |d| d.as_secs_f64().to_string()),
         )
-        .env(
-            env_run::ENV_PERCENTILES,
-            if options.percentiles { "1" } else { "0" },
-        )
-        .env(env_run::ENV_EVENTS, if options.events { "1" } else { "0" });
-    if options.format.is_some() && options.out.is_none() {
-        // The export goes to standard output: the program's own output goes to stderr.
+        .env(env_run::ENV_SIGNALS, options.signals.name());
+    if written.is_none() {
+        // The profile goes to standard output: the program's own output goes to stderr.
         command.stdout(std::process::Stdio::from(io::stderr()));
     }
     let status = command.spawn().and_then(|mut child| {
         let os_pid = child.id();
         child.wait().map(|status| (status, os_pid))
     });
-    let profile = match &status {
-        Ok((_, os_pid)) => read_run_dir_of(&dir, options.trace_type, Some(*os_pid)),
+    let ended = SystemTime::now();
+    let runs = match &status {
+        Ok((_, os_pid)) => read_run_dir_of(&dir, Some(options.trace_type), Some(*os_pid)),
         Err(_) => Err(CommandError::Program(String::new())),
     };
     let _ = fs::remove_dir_all(&dir);
@@ -187,17 +265,35 @@ pub fn run(options: &RunOptions) -> Result<RunOutcome, CommandError> {
             Path::new(&options.program).display()
         ))
     })?;
-    let mut profile = profile.map_err(|e| match e {
-        CommandError::Program(msg) => CommandError::Program(format!(
-            "{msg}{}",
-            if status.success() {
-                String::new()
-            } else {
-                format!(" (it ended with {status})")
-            }
-        )),
+    let runs = runs.map_err(|e| match e {
+        CommandError::Program(msg) => CommandError::Program(match ended_by(&status) {
+            Some(signal) => format!(
+                "the program was killed by {signal} before it wrote a profile: it writes one \
+                 as its nodes stop, on SIGINT or SIGTERM, and every {} while it runs",
+                options
+                    .snapshot_every
+                    .map_or_else(|| "(never: snapshots are off)".to_owned(), seconds)
+            ),
+            None if status.success() => msg,
+            None => format!("{msg} (it ended with {status})"),
+        }),
         other => other,
     })?;
+    let snapshot_age = snapshot_age(&runs.files, ended);
+    if let Some(age) = snapshot_age {
+        let how = match ended_by(&status) {
+            Some(signal) => format!("was killed by {signal}"),
+            None => "ended before its nodes stopped (std::process::exit?)".to_owned(),
+        };
+        eprintln!(
+            "tprof: the program {how}: its profile is the snapshot its nodes wrote {} before \
+             it ended",
+            seconds(age)
+        );
+    } else if let Some(signal) = ended_by(&status) {
+        eprintln!("tprof: the program was killed by {signal}: its profile was written then");
+    }
+    let mut profile = runs.profile;
     let mut program = vec![options.program.to_string_lossy().into_owned()];
     program.extend(
         options
@@ -211,206 +307,81 @@ pub fn run(options: &RunOptions) -> Result<RunOutcome, CommandError> {
             run.started_unix_ms = unix_ms(started);
         }
     }
-    let written = match (&options.out, options.format) {
-        (Some(out), _) => Some(out.clone()),
-        (None, Some(_)) => None,
-        (None, None) => {
-            let stem = Path::new(&options.program)
-                .file_stem()
-                .map_or_else(|| "tprof".into(), |s| s.to_string_lossy().into_owned());
-            Some(PathBuf::from(format!("{stem}.tprof")))
-        }
-    };
-    match options.format {
-        None => write_archive(
-            &profile,
-            written.as_deref().unwrap_or(Path::new("out.tprof")),
-        )?,
-        Some(format) => write_export(&profile, format, written.as_deref())?,
-    }
+    write_output(&profile, what, written.as_deref())?;
     Ok(RunOutcome {
         status,
         written,
         profile,
+        snapshot_age,
     })
 }
 
-/// Reads the run files a profiled program's nodes wrote into `dir` as one profile of
-/// `trace_type` (the nodes' processes side by side).
-///
-/// # Errors
-///
-/// [`CommandError::Program`] when there is none; [`CommandError::Input`] for one that
-/// cannot be read.
-pub fn read_run_dir(dir: &Path, trace_type: TraceType) -> Result<Profile, CommandError> {
-    read_run_dir_of(dir, trace_type, None)
+/// How old the oldest snapshot among `files` was at `ended`, if any file is a snapshot of a
+/// node still running (a file written as a signal arrived is not: it holds all there was).
+fn snapshot_age(files: &[env_run::RunFile], ended: SystemTime) -> Option<std::time::Duration> {
+    let oldest = files
+        .iter()
+        .filter(|f| f.partial && f.signal.is_none())
+        .map(|f| f.written_unix_ms)
+        .min()?;
+    Some(std::time::Duration::from_millis(
+        unix_ms(ended).saturating_sub(oldest),
+    ))
 }
 
-/// [`read_run_dir`], keeping only the files OS process `os_pid` wrote (the program `run`
-/// started: programs it starts in turn inherit the environment and write run files too, of
-/// their own nodes, whose pids would collide with its own).
-fn read_run_dir_of(
-    dir: &Path,
-    trace_type: TraceType,
-    os_pid: Option<u32>,
-) -> Result<Profile, CommandError> {
-    let mut files: Vec<PathBuf> = fs::read_dir(dir)
-        .map_err(|e| CommandError::input(dir, e))?
-        .filter_map(|entry| entry.ok().map(|e| e.path()))
-        .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("tprof-run-") && n.ends_with(".json"))
+/// `d` in seconds, to a tenth.
+fn seconds(d: std::time::Duration) -> String {
+    format!("{:.1} s", d.as_secs_f64())
+}
+
+/// The signal that ended a program, as `signal 9 (SIGKILL)`, if one did.
+fn ended_by(status: &ExitStatus) -> Option<String> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        let signal = status.signal()?;
+        Some(match env_run::signal_name(signal) {
+            Some(name) => format!("signal {signal} ({name})"),
+            None => format!("signal {signal}"),
         })
-        .collect();
-    if let Some(os_pid) = os_pid {
-        let prefix = format!("tprof-run-{os_pid}-");
-        let before = files.len();
-        files.retain(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with(&prefix))
-        });
-        if files.len() < before {
-            eprintln!(
-                "tprof: {} profile(s) of programs the program started were left out",
-                before - files.len()
-            );
-        }
     }
-    files.sort();
-    if files.is_empty() {
-        return Err(CommandError::Program(
-            "the program wrote no profile: it must start a runtime node (runtime::Node) and \
-             let it stop — return from main, or call Node::stop — rather than end with \
-             std::process::exit"
-                .to_owned(),
-        ));
+    #[cfg(not(unix))]
+    {
+        let _ = status;
+        None
     }
-    let mut snapshots = Vec::new();
-    let mut errors = Vec::new();
-    let mut started = u64::MAX;
-    let mut duration = 0;
-    for file in &files {
-        let text = fs::read(file).map_err(|e| CommandError::input(file, e))?;
-        let run: RunFile = serde_json::from_slice(&text)
-            .map_err(|e| CommandError::input(file, format!("not a run file: {e}")))?;
-        if run.version > env_run::RUN_FILE_VERSION {
-            return Err(CommandError::input(
-                file,
-                format!(
-                    "run file version {} is newer than this tprof reads ({}): use the tprof \
-                     of the program's runtime version",
-                    run.version,
-                    env_run::RUN_FILE_VERSION
-                ),
-            ));
-        }
-        if let Some(error) = run.error {
-            errors.push(format!("node {}: {error}", run.snapshot.node));
-            continue;
-        }
-        started = started.min(run.started_unix_ms);
-        duration = duration.max(run.duration_ns);
-        snapshots.push(run.snapshot);
-    }
-    if snapshots.is_empty() {
-        return Err(CommandError::Program(format!(
-            "the program could not be profiled: {}",
-            errors.join("; ")
-        )));
-    }
-    for error in &errors {
-        eprintln!("tprof: not profiled: {error}");
-    }
-    let mut profile = Profile::from_snapshots(&snapshots, trace_type, &["tprof"]);
-    profile.meta.runs = vec![Run {
-        program: String::new(),
-        started_unix_ms: if started == u64::MAX { 0 } else { started },
-        duration_ns: duration,
-        nodes: snapshots.iter().map(|s| s.node).collect(),
-    }];
-    Ok(profile)
 }
 
-/// Reads a profile file: a `.tprof` archive, or a profile exported as `json`.
+/// `tprof report`: reads the profile file `input` (`-`: standard input) and writes it to `out`
+/// (standard output when `None` or `-`) in `format`, else in the format `out`'s name says
+/// ([`Output::of_path`]: an archive for `.tprof`), else as the `pretty` report.
 ///
 /// # Errors
 ///
-/// [`CommandError::Input`] naming the file and what is wrong (with the byte offset for a
-/// damaged archive).
-pub fn read_profile(path: &Path) -> Result<Profile, CommandError> {
-    let mut file = fs::File::open(path).map_err(|e| CommandError::input(path, e))?;
-    let mut head = [0u8; 1];
-    let n = file
-        .read(&mut head)
-        .map_err(|e| CommandError::input(path, e))?;
-    if n == 1 && (head[0] == b'{' || head[0].is_ascii_whitespace()) {
-        let text = fs::read(path).map_err(|e| CommandError::input(path, e))?;
-        return serde_json::from_slice(&text)
-            .map_err(|e| CommandError::input(path, format!("not a tprof json profile: {e}")));
-    }
-    archive::read_file(path).map_err(|e| match e {
-        ArchiveError::File { source, .. } => CommandError::input(path, source),
-        other => CommandError::input(path, other),
-    })
-}
-
-/// Writes `profile` in `format` to `out` (standard output when `None`).
-///
-/// # Errors
-///
-/// [`CommandError::Output`] when it cannot be written, or the format cannot show it.
-pub fn write_export(
-    profile: &Profile,
-    format: Format,
+/// As [`read_profile`] and [`write_output`].
+pub fn report(
+    input: &Path,
+    format: Option<Format>,
     out: Option<&Path>,
 ) -> Result<(), CommandError> {
-    let mut bytes = Vec::new();
-    export::write(format, profile, &mut bytes).map_err(|e| CommandError::output(out, e))?;
-    match out {
-        Some(path) => fs::write(path, &bytes).map_err(|e| CommandError::output(Some(path), e)),
-        None => {
-            let mut stdout = io::stdout().lock();
-            stdout
-                .write_all(&bytes)
-                .and_then(|()| stdout.flush())
-                .map_err(|e| CommandError::output(None, e))
-        }
-    }
-}
-
-/// Writes `profile` as a `.tprof` archive at `path`.
-///
-/// # Errors
-///
-/// [`CommandError::Output`] when it cannot be written.
-pub fn write_archive(profile: &Profile, path: &Path) -> Result<(), CommandError> {
-    archive::write_file(profile, path).map_err(|e| match e {
-        ArchiveError::File { source, .. } => CommandError::output(Some(path), source),
-        other => CommandError::output(Some(path), other),
-    })
-}
-
-/// `tprof report`: reads the profile file `input` and writes it in `format` to `out`
-/// (standard output when `None`).
-///
-/// # Errors
-///
-/// As [`read_profile`] and [`write_export`].
-pub fn report(input: &Path, format: Format, out: Option<&Path>) -> Result<(), CommandError> {
+    let what = Output::resolve(
+        format.map(Output::Export),
+        out,
+        Output::Export(Format::Pretty),
+    );
     let profile = read_profile(input)?;
-    write_export(&profile, format, out)
+    write_output(&profile, what, out)
 }
 
-/// `tprof merge`: merges the profile files `inputs` (of one trace type) into the archive
-/// `out`; `progress` hears of each input as it is read, with its index.
+/// `tprof merge`: merges the profile files `inputs` (of one trace type; `-` once at most,
+/// standard input) into `out` (`-`: standard output): an archive, or the export `out`'s name
+/// says ([`Output::of_path`]); `progress` hears of each input as it is read, with its index.
 ///
 /// # Errors
 ///
-/// [`CommandError::Usage`] for no input; [`CommandError::Input`] for an input that cannot be
-/// read, or whose trace type differs from the first's; [`CommandError::Output`] when `out`
-/// cannot be written.
+/// [`CommandError::Usage`] for no input, or `-` twice; [`CommandError::Input`] for an input
+/// that cannot be read, or whose trace type differs from the first's; [`CommandError::Output`]
+/// when `out` cannot be written.
 pub fn merge(
     inputs: &[PathBuf],
     out: &Path,
@@ -421,6 +392,12 @@ pub fn merge(
             "merge needs at least one input".to_owned(),
         ));
     };
+    if inputs.iter().filter(|p| is_std(p)).count() > 1 {
+        return Err(CommandError::Usage(
+            "standard input (-) can be merged once only".to_owned(),
+        ));
+    }
+    let what = Output::resolve(None, Some(out), Output::Archive);
     progress(0, first);
     let mut merger = Merger::new(read_profile(first)?);
     for (i, input) in rest.iter().enumerate() {
@@ -430,52 +407,95 @@ pub fn merge(
             .map_err(|e| CommandError::input(input, e))?;
     }
     let merged = merger.finish();
-    write_archive(&merged, out)?;
+    write_output(&merged, what, Some(out))?;
     Ok(merged)
 }
 
+/// Whether [`view`] got a browser to show the page.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Opened {
+    /// The browser (or the system's opener) took the page: it ended successfully, or is still
+    /// showing it.
+    Yes,
+    /// None did: why (no opener, or it failed).
+    No(String),
+    /// The page went to standard output (`-o -`): nothing to open.
+    Written,
+}
+
 /// `tprof view`: writes the HTML viewer of the profile file `input` to `out` (default: a file
-/// in the system's temporary folder) and opens it in a browser — `$BROWSER`, else the
-/// system's opener. Returns the page's path and whether a browser was started.
+/// in the system's temporary folder; `-`: standard output) and opens it in a browser —
+/// `$BROWSER`, else the system's opener. Returns the page's path (`None` on standard output)
+/// and whether a browser showed it: one that fails within a few seconds (no display, say)
+/// did not.
 ///
 /// # Errors
 ///
 /// As [`read_profile`] and [`write_export`].
-pub fn view(input: &Path, out: Option<&Path>) -> Result<(PathBuf, bool), CommandError> {
+pub fn view(input: &Path, out: Option<&Path>) -> Result<(Option<PathBuf>, Opened), CommandError> {
     let profile = read_profile(input)?;
+    if out.is_some_and(is_std) {
+        write_export(&profile, Format::Html, None)?;
+        return Ok((None, Opened::Written));
+    }
     let page = match out {
         Some(out) => out.to_owned(),
         None => {
-            let stem = input
-                .file_stem()
+            let stem = Some(input)
+                .filter(|p| !is_std(p))
+                .and_then(Path::file_stem)
                 .map_or_else(|| "profile".into(), |s| s.to_string_lossy().into_owned());
             std::env::temp_dir().join(format!("tprof-view-{stem}-{}.html", std::process::id()))
         }
     };
     write_export(&profile, Format::Html, Some(&page))?;
-    Ok((page.clone(), open_in_browser(&page)))
+    let opened = open_in_browser(&page);
+    Ok((Some(page), opened))
 }
 
 /// Starts a browser on `page`: `$BROWSER` if set, else `xdg-open` (`open` on macOS, `start`
-/// on Windows). Whether one started.
-fn open_in_browser(page: &Path) -> bool {
-    let mut command = match std::env::var_os("BROWSER").filter(|b| !b.is_empty()) {
-        Some(browser) => Command::new(browser),
-        None if cfg!(target_os = "macos") => Command::new("open"),
-        None if cfg!(windows) => {
-            let mut c = Command::new("cmd");
-            c.args(["/C", "start", ""]);
-            c
+/// on Windows), and waits a few seconds to see whether it fails (an opener with no browser or
+/// no display ends with an error); one still running then is taken to show the page.
+fn open_in_browser(page: &Path) -> Opened {
+    let browser = std::env::var_os("BROWSER").filter(|b| !b.is_empty());
+    let opener = browser.clone().unwrap_or_else(|| {
+        if cfg!(target_os = "macos") {
+            "open".into()
+        } else if cfg!(windows) {
+            "cmd".into()
+        } else {
+            "xdg-open".into()
         }
-        None => Command::new("xdg-open"),
-    };
-    command
+    });
+    let mut command = Command::new(&opener);
+    if browser.is_none() && cfg!(windows) {
+        command.args(["/C", "start", ""]);
+    }
+    let started = command
         .arg(page)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
-        .spawn()
-        .is_ok()
+        .spawn();
+    let name = Path::new(&opener).display().to_string();
+    let mut child = match started {
+        Ok(child) => child,
+        Err(e) => return Opened::No(format!("cannot start {name}: {e}")),
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) if status.success() => return Opened::Yes,
+            Ok(Some(status)) => return Opened::No(format!("{name} failed ({status})")),
+            Ok(None) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            // Still running: a browser showing the page.
+            Ok(None) => return Opened::Yes,
+            Err(e) => return Opened::No(format!("cannot wait for {name}: {e}")),
+        }
+    }
 }
 
 /// A new empty folder under the system's temporary folder, made by this call alone.

@@ -493,3 +493,387 @@ fn the_event_logs_of_two_nodes_share_one_time_axis() {
     let (first, second) = (span(nodes[0]), span(nodes[1]));
     assert!(first.1 < second.0, "{first:?} then {second:?}");
 }
+
+// --- Outputs and inputs ---
+
+/// `tprof ARGS` in `dir` with `input` on its standard input.
+fn tprof_with_input(dir: &Path, args: &[&str], input: &[u8]) -> Output {
+    use std::io::Write;
+    let mut child = Command::new(TPROF)
+        .current_dir(dir)
+        .args(args)
+        .env_remove("BROWSER")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let input = input.to_vec();
+    let feeding = std::thread::Builder::new()
+        .name("stdin".into())
+        .spawn(move || {
+            let _ = stdin.write_all(&input);
+        })
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    feeding.join().unwrap();
+    o
+}
+
+#[test]
+fn a_dash_writes_to_standard_output_and_reads_standard_input() {
+    let dir = scratch("dash");
+    let profile = run(&dir, "call_time", "t.tprof", &[]);
+    // merge -o -: the archive on stdout.
+    let o = tprof(&dir, &["merge", "-o", "-", "t.tprof"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(!dir.join("-").exists());
+    assert_eq!(
+        tprof::archive::read(&mut o.stdout.as_slice()).unwrap(),
+        profile
+    );
+    // report - reads it back from a pipe; so does merge.
+    let o = tprof_with_input(&dir, &["report", "-f", "json", "-"], &o.stdout);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert_eq!(
+        serde_json::from_slice::<Profile>(&o.stdout).unwrap(),
+        profile
+    );
+    let o = tprof_with_input(&dir, &["merge", "-o", "m.tprof", "-", "t.tprof"], &o.stdout);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert_eq!(
+        tprof::archive::read_file(&dir.join("m.tprof"))
+            .unwrap()
+            .meta
+            .runs
+            .len(),
+        2
+    );
+    // run -o -: the archive on stdout, the program's own output on stderr.
+    let program = workload();
+    let o = tprof(&dir, &["run", "-o", "-", "--", program.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("total 29700"));
+    let counted = tprof::archive::read(&mut o.stdout.as_slice()).unwrap();
+    assert_eq!(counted.function("parse").unwrap().entries[0].calls, 100);
+    // view -o -: the page on stdout.
+    let o = tprof(&dir, &["view", "-o", "-", "t.tprof"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stdout)
+            .to_ascii_lowercase()
+            .starts_with("<!doctype html")
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn an_output_that_is_a_device_or_a_symlink_is_written_in_place() {
+    use std::os::unix::fs::symlink;
+    let dir = scratch("device");
+    run(&dir, "call_time", "t.tprof", &[]);
+    symlink("/dev/full", dir.join("full.tprof")).unwrap();
+    let o = tprof(&dir, &["merge", "-o", "full.tprof", "t.tprof"]);
+    assert_eq!(o.status.code(), Some(4), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("No space left"),
+        "{}",
+        text(&o.stderr)
+    );
+    let link = std::fs::symlink_metadata(dir.join("full.tprof")).unwrap();
+    assert!(link.file_type().is_symlink());
+}
+
+#[test]
+fn the_output_format_follows_the_file_name() {
+    let dir = scratch("extension");
+    let program = workload();
+    let o = tprof(
+        &dir,
+        &[
+            "run",
+            "-t",
+            "call_time",
+            "-o",
+            "x.speedscope.json",
+            "--",
+            program.to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let speedscope: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("x.speedscope.json")).unwrap()).unwrap();
+    assert!(
+        speedscope["$schema"]
+            .as_str()
+            .is_some_and(|s| s.contains("speedscope")),
+        "{speedscope}"
+    );
+    run(&dir, "call_time", "t.tprof", &[]);
+    let o = tprof(&dir, &["report", "-o", "t.svg", "t.tprof"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(text(&std::fs::read(dir.join("t.svg")).unwrap()).contains("<svg"));
+    let o = tprof(&dir, &["merge", "-o", "m.folded", "t.tprof", "t.tprof"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let folded = text(&std::fs::read(dir.join("m.folded")).unwrap());
+    assert!(
+        folded.lines().any(|l| l.contains(";cli_workload::parse ")),
+        "{folded}"
+    );
+    // An explicit format wins, with a warning.
+    let o = tprof(&dir, &["report", "-f", "folded", "-o", "f.svg", "t.tprof"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("warning"), "{}", text(&o.stderr));
+    assert!(!text(&std::fs::read(dir.join("f.svg")).unwrap()).contains("<svg"));
+}
+
+#[test]
+fn the_files_tprof_run_variables_write_are_read_by_every_command() {
+    let dir = scratch("runfiles");
+    let o = Command::new(workload())
+        .current_dir(&dir)
+        .env("TPROF_RUN", "call_time")
+        .env("TPROF_RUN_DIR", &dir)
+        .env("TPROF_RUN_CALL_TREE", "1")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let file = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "json"))
+        .expect("a run file");
+    let file = file.to_str().unwrap();
+    for input in [file, "."] {
+        let o = tprof(&dir, &["report", "-f", "folded", input]);
+        assert!(o.status.success(), "{input}: {}", text(&o.stderr));
+        assert!(
+            text(&o.stdout).contains("summer;cli_workload::parse "),
+            "{input}"
+        );
+    }
+    let o = tprof(&dir, &["merge", "-o", "m.tprof", file, file]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let merged = tprof::archive::read_file(&dir.join("m.tprof")).unwrap();
+    assert_eq!(merged.meta.runs.len(), 2);
+    assert!(merged.meta.runs[0].program.contains("cli_workload"));
+    let o = tprof(&dir, &["view", "-o", "p.html", file]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+}
+
+#[test]
+fn view_says_opened_only_when_a_browser_took_the_page() {
+    let dir = scratch("browser");
+    run(&dir, "call_time", "t.tprof", &[]);
+    let o = Command::new(TPROF)
+        .current_dir(&dir)
+        .args(["view", "-o", "page.html", "t.tprof"])
+        .env("BROWSER", "false")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(!text(&o.stderr).contains("opened"), "{}", text(&o.stderr));
+    assert_eq!(text(&o.stdout).trim(), "page.html");
+}
+
+#[test]
+fn a_closed_pipe_ends_the_command_quietly() {
+    let dir = scratch("pipe");
+    // A report larger than a pipe holds, so tprof is still writing when the pipe closes.
+    let mut profile = Profile::empty(TraceType::CallTime);
+    let pid = runtime::Pid::from_parts(1, 0, 1);
+    for i in 0..20_000 {
+        profile.functions.push(tprof::FunctionTrace {
+            function: common::function("app", &format!("function_{i}"), 1, i),
+            entries: vec![common::entry(Group::Process(pid), 1, 1_000)],
+        });
+    }
+    tprof::archive::write_file(&profile, &dir.join("t.tprof")).unwrap();
+    let o = tprof(&dir, &["report", "-f", "folded", "t.tprof"]);
+    assert!(o.stdout.len() > 1 << 18, "{}", o.stdout.len());
+    let mut child = Command::new(TPROF)
+        .current_dir(&*dir)
+        .args(["report", "-f", "folded", "t.tprof"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert_eq!(text(&o.stderr), "");
+}
+
+#[test]
+fn options_that_do_nothing_in_a_mode_are_warned_of() {
+    let dir = scratch("ignored");
+    let program = workload();
+    let o = tprof(
+        &dir,
+        &[
+            "run",
+            "-t",
+            "call_count",
+            "--percentiles",
+            "--events",
+            "--flat",
+            "-o",
+            "c.tprof",
+            "--",
+            program.to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let err = text(&o.stderr);
+    for option in ["--percentiles", "--events", "--flat"] {
+        assert!(
+            err.lines()
+                .any(|l| l.contains("warning") && l.contains(option)),
+            "{option}: {err}"
+        );
+    }
+}
+
+#[test]
+fn report_on_another_kind_of_file_says_what_it_is_and_what_reads_it() {
+    let dir = scratch("kinds");
+    run(&dir, "call_time", "t.tprof", &[]);
+    for (format, says, reader) in [
+        ("pprof", "pprof", "go tool pprof"),
+        ("folded", "folded stacks", "inferno"),
+        ("speedscope", "speedscope", "speedscope"),
+        ("chrome", "Chrome trace", "Perfetto"),
+        ("svg", "SVG", "browser"),
+        ("html", "HTML", "browser"),
+        ("pretty", "text report", ".tprof archive"),
+    ] {
+        let out = format!("out.{format}");
+        let o = tprof(&dir, &["report", "-f", format, "-o", &out, "t.tprof"]);
+        assert!(o.status.success(), "{format}: {}", text(&o.stderr));
+        let o = tprof(&dir, &["report", &out]);
+        assert_eq!(o.status.code(), Some(3), "{format}");
+        let err = text(&o.stderr);
+        assert!(err.contains(&out), "{format}: {err}");
+        assert!(err.contains(says), "{format}: {err}");
+        assert!(err.contains(reader), "{format}: {err}");
+    }
+}
+
+// --- A program that does not stop its nodes ---
+
+/// `tprof run ARGS -- workload --wait-for-signal` in `dir` (with `env`), once the program has
+/// done its work: the running tprof and the program's OS pid.
+fn run_until_ready(
+    dir: &Path,
+    args: &[&str],
+    env: &[(&str, &Path)],
+) -> (std::process::Child, String) {
+    use std::io::BufRead;
+    let program = workload();
+    let mut command = Command::new(TPROF);
+    command
+        .current_dir(dir)
+        .arg("run")
+        .args(args)
+        .args(["--", program.to_str().unwrap(), "--wait-for-signal"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    let mut child = command.spawn().unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let pid = loop {
+        let line = lines.next().expect("the program says it is ready").unwrap();
+        if let Some(pid) = line.strip_prefix("ready ") {
+            break pid.to_owned();
+        }
+    };
+    (child, pid)
+}
+
+fn kill(signal: &str, pid: &str) {
+    let status = Command::new("kill")
+        .args([&format!("-{signal}"), pid])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+#[cfg(unix)]
+#[test]
+fn a_program_ended_by_sigterm_or_sigint_leaves_its_profile() {
+    for signal in ["TERM", "INT"] {
+        let dir = scratch("sigterm");
+        let (child, pid) = run_until_ready(&dir, &["-o", "p.tprof"], &[]);
+        kill(signal, &pid);
+        let o = child.wait_with_output().unwrap();
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert!(err.contains(&format!("(SIG{signal})")), "{err}");
+        assert!(!err.contains("process::exit"), "{err}");
+        let profile = tprof::archive::read_file(&dir.join("p.tprof")).unwrap();
+        assert_eq!(profile.function("parse").unwrap().entries[0].calls, 100);
+    }
+}
+
+#[cfg(unix)]
+#[test]
+fn a_program_killed_by_sigkill_leaves_its_last_snapshot_and_tprof_says_how_old() {
+    let dir = scratch("sigkill");
+    let tmp = dir.join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let (child, pid) = run_until_ready(
+        &dir,
+        &["--snapshot-every", "0.1", "-o", "p.tprof"],
+        &[("TMPDIR", &tmp)],
+    );
+    // Waits for a snapshot taken after the work was done (at most two minutes).
+    let prefix = format!("tprof-run-{pid}-");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    'wait: loop {
+        assert!(std::time::Instant::now() < deadline, "no snapshot");
+        for scratch in std::fs::read_dir(&tmp).unwrap() {
+            for file in std::fs::read_dir(scratch.unwrap().path()).unwrap() {
+                let file = file.unwrap();
+                let name = file.file_name().to_string_lossy().into_owned();
+                if !name.starts_with(&prefix) {
+                    continue;
+                }
+                let Ok(bytes) = std::fs::read(file.path()) else {
+                    continue;
+                };
+                let run: runtime::trace::env_run::RunFile = serde_json::from_slice(&bytes).unwrap();
+                if run.partial && run.snapshot.call_counts.iter().any(|&(_, c)| c == 100) {
+                    break 'wait;
+                }
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    kill("KILL", &pid);
+    let o = child.wait_with_output().unwrap();
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("signal 9 (SIGKILL)"), "{err}");
+    assert!(
+        err.contains("snapshot") && err.contains(" s before"),
+        "{err}"
+    );
+    let profile = tprof::archive::read_file(&dir.join("p.tprof")).unwrap();
+    assert_eq!(profile.function("parse").unwrap().entries[0].calls, 100);
+}
+
+#[cfg(unix)]
+#[test]
+fn a_program_killed_before_any_snapshot_is_said_to_be_killed() {
+    let dir = scratch("killed");
+    let (child, pid) = run_until_ready(&dir, &["--snapshot-every", "0", "-o", "p.tprof"], &[]);
+    kill("KILL", &pid);
+    let o = child.wait_with_output().unwrap();
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(4), "{err}");
+    assert!(err.contains("killed by signal 9 (SIGKILL)"), "{err}");
+    assert!(!err.contains("process::exit"), "{err}");
+}

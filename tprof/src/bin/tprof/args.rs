@@ -4,6 +4,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
+use runtime::trace::env_run::Signals;
 use tprof::TraceType;
 use tprof::export::Format;
 
@@ -37,13 +38,24 @@ pub(crate) enum Cmd {
         /// timeline in the chrome and html exports.
         #[arg(long)]
         events: bool,
-        /// Where to write (default: PROGRAM.tprof; standard output for --format).
+        /// Where to write (default: PROGRAM.tprof; standard output for --format; `-`:
+        /// standard output). Without --format, the name's extension says the format
+        /// (`.speedscope.json`, `.svg`, ...; an archive for `.tprof` or another name).
         #[arg(long, short = 'o')]
         out: Option<PathBuf>,
         /// Write this export instead of an archive: pretty, json, speedscope, chrome, pprof,
         /// folded, svg or html.
         #[arg(long, short = 'f', value_parser = parse_format)]
         format: Option<Format>,
+        /// Seconds between two snapshots of the profile while the program runs, so that one
+        /// killed with SIGKILL leaves one at most this old (0: none).
+        #[arg(long, value_name = "SECONDS", default_value = "2", value_parser = parse_seconds)]
+        snapshot_every: f64,
+        /// On SIGINT and SIGTERM the profile is written, then: `exit` — the program dies of
+        /// the signal; `keep` — the signal is left to the program's own handler (for a program
+        /// that handles them to shut down gracefully); `off` — tprof installs no handler.
+        #[arg(long, value_name = "MODE", default_value = "exit", value_parser = parse_signals)]
+        signals: Signals,
         /// The program, then its arguments (after `--`).
         #[arg(
             required = true,
@@ -53,34 +65,37 @@ pub(crate) enum Cmd {
         )]
         command: Vec<OsString>,
     },
-    /// Write a profile file (.tprof, or a json export) in another format.
+    /// Write a profile file (.tprof, a json export, or a run file or folder of them that
+    /// TPROF_RUN wrote) in another format.
     Report {
-        /// pretty, json, speedscope, chrome, pprof, folded, svg or html.
-        #[arg(long, short = 'f', default_value = "pretty", value_parser = parse_format)]
-        format: Format,
-        /// Where to write (default: standard output).
+        /// pretty, json, speedscope, chrome, pprof, folded, svg or html (default: what the
+        /// --out name's extension says, else pretty).
+        #[arg(long, short = 'f', value_parser = parse_format)]
+        format: Option<Format>,
+        /// Where to write (default, and `-`: standard output).
         #[arg(long, short = 'o')]
         out: Option<PathBuf>,
-        /// The profile file.
+        /// The profile file (`-`: standard input).
         file: PathBuf,
     },
     /// Merge profile files of one trace type into one archive; the processes of each run
     /// stay apart.
     Merge {
-        /// The archive to write.
+        /// The archive to write (`-`: standard output), or the export its extension names.
         #[arg(long, short = 'o', required = true)]
         out: PathBuf,
-        /// The profile files.
+        /// The profile files (`-`: standard input).
         #[arg(required = true, num_args = 1..)]
         inputs: Vec<PathBuf>,
     },
     /// Write the HTML viewer of a profile file and open it in the browser (or print its path
     /// when there is none).
     View {
-        /// Where to write the page (default: a file in the temporary folder).
+        /// Where to write the page (default: a file in the temporary folder; `-`: standard
+        /// output, and no browser).
         #[arg(long, short = 'o')]
         out: Option<PathBuf>,
-        /// The profile file.
+        /// The profile file (`-`: standard input).
         file: PathBuf,
     },
 }
@@ -88,6 +103,17 @@ pub(crate) enum Cmd {
 fn parse_format(s: &str) -> Result<Format, String> {
     s.parse()
         .map_err(|e: tprof::export::FormatError| e.to_string())
+}
+
+fn parse_seconds(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        _ => Err(format!("`{s}` is not a number of seconds (0 or more)")),
+    }
+}
+
+fn parse_signals(s: &str) -> Result<Signals, String> {
+    s.parse()
 }
 
 fn parse_type(s: &str) -> Result<TraceType, String> {

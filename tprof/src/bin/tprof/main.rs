@@ -1,20 +1,21 @@
 //! The `tprof` command: a thin wrapper around [`tprof::command`].
 //!
-//! Exit codes: 0 success; 2 bad usage; 3 bad input (a file that is not a profile, or is
-//! damaged); 4 a program that cannot be run or wrote no profile, or an output that cannot be
-//! written; for `run`, the program's own exit code when it failed.
+//! Exit codes: 0 success (and when standard output's reader went away, `| head`: tprof then
+//! ends quietly); 2 bad usage; 3 bad input (a file that is not a profile, or is damaged); 4 a
+//! program that cannot be run or wrote no profile, or an output that cannot be written; for
+//! `run`, the program's own exit code when it failed (1 when a signal ended it).
 //!
 //! While `run` waits for its program, Ctrl-C (and SIGTERM) do not stop tprof: they reach the
 //! program, and tprof writes the profile once it has stopped.
 
 mod args;
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
-use tprof::command::{self, CommandError, RunOptions};
+use tprof::command::{self, CommandError, Opened, RunOptions};
 
 use args::{Args, Cmd};
 
@@ -22,6 +23,7 @@ fn main() -> ExitCode {
     let args = Args::parse();
     match execute(args.command) {
         Ok(code) => code,
+        Err(CommandError::BrokenPipe) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("tprof: {e}");
             ExitCode::from(e.exit_code() as u8)
@@ -38,6 +40,8 @@ fn execute(command: Cmd) -> Result<ExitCode, CommandError> {
             events,
             out,
             format,
+            snapshot_every,
+            signals,
             command: mut argv,
         } => {
             let program = argv.remove(0);
@@ -53,6 +57,9 @@ fn execute(command: Cmd) -> Result<ExitCode, CommandError> {
                 events,
                 out,
                 format,
+                snapshot_every: (snapshot_every > 0.0)
+                    .then(|| std::time::Duration::from_secs_f64(snapshot_every.min(1e9))),
+                signals,
                 ..RunOptions::new(program, argv)
             };
             let outcome = command::run(&options)?;
@@ -88,16 +95,32 @@ fn execute(command: Cmd) -> Result<ExitCode, CommandError> {
             eprintln!(
                 "tprof: {} run(s) merged into {}",
                 merged.meta.runs.len(),
-                out.display()
+                if out.as_os_str() == "-" {
+                    "standard output".to_owned()
+                } else {
+                    out.display().to_string()
+                }
             );
             Ok(ExitCode::SUCCESS)
         }
         Cmd::View { out, file } => {
             let (page, opened) = command::view(&file, out.as_deref())?;
-            if opened {
-                eprintln!("tprof: opened {}", page.display());
-            } else {
-                println!("{}", page.display());
+            match (page, opened) {
+                (Some(page), Opened::Yes) => eprintln!("tprof: opened {}", page.display()),
+                (Some(page), Opened::No(why)) => {
+                    eprintln!("tprof: no browser showed the page ({why}): open it yourself");
+                    let mut stdout = std::io::stdout().lock();
+                    writeln!(stdout, "{}", page.display())
+                        .and_then(|()| stdout.flush())
+                        .map_err(|e| match e.kind() {
+                            std::io::ErrorKind::BrokenPipe => CommandError::BrokenPipe,
+                            _ => CommandError::Output {
+                                path: None,
+                                reason: e.to_string(),
+                            },
+                        })?;
+                }
+                _ => {}
             }
             Ok(ExitCode::SUCCESS)
         }
