@@ -184,13 +184,19 @@
 //! tprof report --format speedscope -o time.speedscope.json my_service.tprof
 //! tprof merge -o all.tprof monday.tprof tuesday.tprof
 //! tprof view my_service.tprof                              # the HTML viewer, in a browser
+//! tprof run -o - -- ./my_service | tprof report -f folded - # `-`: standard output / input
 //! ```
 //!
 //! `run` measures call paths too (`--flat` turns that off); call_memory needs the program to
-//! install [`runtime::CountingAlloc`]. Exit codes: 2 bad usage, 3 a file that is not a profile
-//! or is damaged (the message names the file and the byte), 4 a program that cannot run or
-//! wrote no profile; `run` passes on the program's own exit code when it fails, after writing
-//! its profile. The library side is [`command`].
+//! install [`runtime::CountingAlloc`]. Without `--format`, `-o`'s extension names the format
+//! (`x.speedscope.json`, `x.svg`; an archive otherwise). A program killed by SIGINT or SIGTERM
+//! writes its profile as it dies; one killed by SIGKILL leaves a snapshot at most
+//! `--snapshot-every` seconds old (default 2), and `run` says how old. `report`, `merge` and
+//! `view` also read the run files a program run with `TPROF_RUN` set writes, and their folder.
+//! Exit codes: 2 bad usage, 3 a file that is not a profile or is damaged (the message names the
+//! file and the byte, or what kind of file it looks like and what reads it), 4 a program that
+//! cannot run or wrote no profile; `run` passes on the program's own exit code when it fails,
+//! after writing its profile. The library side is [`command`].
 //!
 //! # Testing what allocates
 //!
