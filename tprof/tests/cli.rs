@@ -653,6 +653,15 @@ fn the_files_tprof_run_variables_write_are_read_by_every_command() {
             "{input}"
         );
     }
+    let empty = dir.join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let o = tprof(&dir, &["report", "empty"]);
+    assert_eq!(o.status.code(), Some(3));
+    assert!(
+        text(&o.stderr).contains("tprof-run-"),
+        "{}",
+        text(&o.stderr)
+    );
     let o = tprof(&dir, &["merge", "-o", "m.tprof", file, file]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     let merged = tprof::archive::read_file(&dir.join("m.tprof")).unwrap();

@@ -28,7 +28,15 @@ pub(super) fn is_std(path: &Path) -> bool {
 /// looks like and what reads it.
 pub fn read_profile(path: &Path) -> Result<Profile, CommandError> {
     if !is_std(path) && path.is_dir() {
-        return read_run_dir_of(path, None, None).map(|runs| runs.profile);
+        return read_run_dir_of(path, None, None)
+            .map(|runs| runs.profile)
+            .map_err(|e| match e {
+                CommandError::Program(why) => CommandError::input(
+                    path,
+                    format!("a folder, read as the run files (tprof-run-*.json) in it: {why}"),
+                ),
+                other => other,
+            });
     }
     let source: Box<dyn Read> = if is_std(path) {
         Box::new(io::stdin().lock())
