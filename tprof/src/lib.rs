@@ -173,7 +173,9 @@
 //!
 //! # The `tprof` command
 //!
-//! `cargo install --path tprof` installs it. It profiles any program built on the runtime
+//! `cargo install --path tprof` installs it: it is the crate's feature `cli`, on by default. A
+//! program that only profiles itself can leave it out (`default-features = false`), and with it
+//! the command's own dependencies (clap, indicatif, ctrlc). It profiles any program built on the runtime
 //! without a change to its code — the runtime reads the environment as a node starts and
 //! writes what it gathered as the node stops ([`runtime::trace::env_run`]) — and turns
 //! profile files into any export:
