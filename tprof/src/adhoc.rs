@@ -224,13 +224,17 @@ impl fmt::Display for Failure {
 impl std::error::Error for Failure {}
 
 /// What [`profile`] returns: the function's result (or why there is none) and the profile
-/// gathered, whatever happened.
+/// gathered, whatever happened — also when the report could not be printed.
 #[derive(Debug)]
 pub struct Outcome<T> {
     /// The function's output, or why it has none.
     pub result: Result<T, Failure>,
     /// The raw profile (also when it was printed).
     pub profile: Profile,
+    /// Why the report could not be printed (standard output closed, a pipe to `head` that
+    /// has ended, a device that failed), if it could not; `None` when it was printed or
+    /// [`Report::Return`] asked for none. The result and the profile are here all the same.
+    pub print_error: Option<io::Error>,
 }
 
 /// Why profiling could not run.
@@ -245,8 +249,6 @@ pub enum ProfileError {
     Node(NodeError),
     /// The profiled process could not be spawned.
     Spawn(SpawnError),
-    /// Printing the report failed.
-    Io(io::Error),
 }
 
 impl fmt::Display for ProfileError {
@@ -256,7 +258,6 @@ impl fmt::Display for ProfileError {
             ProfileError::Pattern(e) => write!(f, "cannot profile: {e}"),
             ProfileError::Node(e) => write!(f, "cannot profile: {e}"),
             ProfileError::Spawn(e) => write!(f, "cannot profile: {e}"),
-            ProfileError::Io(e) => write!(f, "cannot print the profile: {e}"),
         }
     }
 }
@@ -268,7 +269,6 @@ impl std::error::Error for ProfileError {
             ProfileError::Pattern(e) => Some(e),
             ProfileError::Node(e) => Some(e),
             ProfileError::Spawn(e) => Some(e),
-            ProfileError::Io(e) => Some(e),
         }
     }
 }
@@ -295,7 +295,8 @@ impl std::error::Error for ProfileError {
 ///
 /// # Errors
 /// [`ProfileError`] when profiling could not run; what the function did (a panic, a timeout)
-/// is in the [`Outcome`].
+/// is in the [`Outcome`], and so is a report that could not be printed
+/// ([`Outcome::print_error`]).
 pub fn profile<F, Fut, T>(fun: F, options: ProfileOptions) -> Result<Outcome<T>, ProfileError>
 where
     F: FnOnce() -> Fut + Send + 'static,
@@ -464,13 +465,18 @@ where
         Report::Process(sort) => Some((Aggregate::Process, sort)),
         Report::Total(sort) => Some((Aggregate::Total, sort)),
     };
-    if let Some((aggregate, sort)) = sort_and_aggregate {
+    // A report that cannot be printed loses nothing: the error goes beside the outcome.
+    let print_error = sort_and_aggregate.and_then(|(aggregate, sort)| {
         let inspected = inspect(&profile, aggregate, sort);
         match options.device.as_mut() {
             Some(device) => format(device, &inspected),
             None => format(&mut io::stdout().lock(), &inspected),
         }
-        .map_err(ProfileError::Io)?;
-    }
-    Ok(Outcome { result, profile })
+        .err()
+    });
+    Ok(Outcome {
+        result,
+        profile,
+        print_error,
+    })
 }

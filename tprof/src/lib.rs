@@ -70,8 +70,10 @@
 //! (true), `rootset` (extra processes — a registered server the code calls, say — or all,
 //! existing, new), `report` (per process or total, with a sort, or [`Report::Return`]) and
 //! `device` (any `io::Write`). A panic in the function comes back as [`Failure::Panic`], with
-//! the data. [`profile_on`] profiles on a node you already have, [`profile_async`] from inside a
-//! process. Nothing the profiler itself does shows in the profile.
+//! the data; a report that cannot be printed (a closed stdout) comes back beside them
+//! ([`Outcome::print_error`]). [`profile_on`] profiles on a node you already have,
+//! [`profile_async`] from inside a process. Nothing the profiler itself does shows in the
+//! profile.
 //!
 //! # Server-aided
 //!

@@ -484,3 +484,53 @@ fn the_profile_waits_for_a_spawned_process_still_finishing_its_poll() {
     assert_eq!(seq.entries[0].calls, 1);
     assert_eq!(seq.entries[0].measurement, 3 * 10 + 3);
 }
+
+/// A device that is closed: every write fails, as on a stdout piped to a `head` that ended.
+struct Closed;
+
+impl std::io::Write for Closed {
+    fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+        Err(std::io::ErrorKind::BrokenPipe.into())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn a_report_that_cannot_be_printed_keeps_the_result_and_the_profile() {
+    let outcome = tprof::profile(
+        || async { seq_loop(2).len() },
+        ProfileOptions::new()
+            .trace_type(TraceType::CallMemory)
+            .pattern(only_here())
+            .device(Closed),
+    )
+    .unwrap();
+    assert_eq!(outcome.result, Ok(2));
+    assert_eq!(
+        outcome.profile.function("seq_loop").unwrap().entries[0].measurement,
+        22
+    );
+    assert_eq!(
+        outcome.print_error.map(|e| e.kind()),
+        Some(std::io::ErrorKind::BrokenPipe)
+    );
+    // Printed, or not asked for: no error.
+    let printed = tprof::profile(
+        || async { seq_loop(1).len() },
+        ProfileOptions::new()
+            .pattern(only_here())
+            .device(Capture::default()),
+    )
+    .unwrap();
+    assert!(printed.print_error.is_none());
+    let returned = tprof::profile(
+        || async { seq_loop(1).len() },
+        ProfileOptions::new()
+            .pattern(only_here())
+            .report(Report::Return),
+    )
+    .unwrap();
+    assert!(returned.print_error.is_none());
+}
