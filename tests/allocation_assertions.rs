@@ -148,3 +148,29 @@ fn a_function_never_called_is_an_error_that_says_why() {
     let msg = failure.downcast_ref::<String>().unwrap();
     assert!(msg.contains("never called"), "{msg}");
 }
+
+#[tokio::test]
+async fn the_async_form_measures_from_a_tokio_test() {
+    let report = tprof::allocations_async(drive).await;
+    assert_eq!(report.result.as_deref(), Ok("total=55 after 10 adds"));
+    report
+        .function("Counter::add")
+        .calls(10)
+        .allocates_nothing();
+    report
+        .function("Counter::report")
+        .calls(1)
+        .blocks(1)
+        .bytes(64);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_blocking_form_in_a_tokio_test_panics_naming_the_async_one() {
+    let failure = std::panic::catch_unwind(|| tprof::allocations(|| async { 1 })).unwrap_err();
+    let msg = failure.downcast_ref::<String>().unwrap();
+    assert!(
+        msg.contains("tprof::allocations blocks")
+            && msg.contains("call `tprof::allocations_async(..).await` there instead"),
+        "{msg}"
+    );
+}

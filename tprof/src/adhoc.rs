@@ -249,6 +249,18 @@ pub enum ProfileError {
     Node(NodeError),
     /// The profiled process could not be spawned.
     Spawn(SpawnError),
+    /// A blocking entry point ([`profile`], [`profile_on`]) was called inside an async
+    /// runtime, where blocking the thread is not allowed: `instead` is the async entry point
+    /// to await there.
+    InAsyncContext {
+        /// The blocking function called, e.g. `tprof::profile`.
+        function: &'static str,
+        /// What to call instead, e.g. `tprof::profile_async`.
+        instead: &'static str,
+    },
+    /// [`profile_async`] was polled outside any process and outside any tokio runtime: there
+    /// is nothing to run the function on.
+    NoRuntime,
 }
 
 impl fmt::Display for ProfileError {
@@ -258,6 +270,18 @@ impl fmt::Display for ProfileError {
             ProfileError::Pattern(e) => write!(f, "cannot profile: {e}"),
             ProfileError::Node(e) => write!(f, "cannot profile: {e}"),
             ProfileError::Spawn(e) => write!(f, "cannot profile: {e}"),
+            ProfileError::InAsyncContext { function, instead } => write!(
+                f,
+                "{function} blocks this thread until the profile is done, so it cannot be \
+                 called inside an async runtime (an async fn, #[tokio::main], #[tokio::test], \
+                 a process of the runtime crate): call `{instead}(..).await` there instead"
+            ),
+            ProfileError::NoRuntime => write!(
+                f,
+                "tprof::profile_async runs the function on the current tokio runtime, and \
+                 there is none: await it in #[tokio::main], #[tokio::test] or a process, or \
+                 call tprof::profile from synchronous code"
+            ),
         }
     }
 }
@@ -269,12 +293,14 @@ impl std::error::Error for ProfileError {
             ProfileError::Pattern(e) => Some(e),
             ProfileError::Node(e) => Some(e),
             ProfileError::Spawn(e) => Some(e),
+            ProfileError::InAsyncContext { .. } | ProfileError::NoRuntime => None,
         }
     }
 }
 
 /// Profiles `fun` on a private node made for the call (so parallel tests never see each
-/// other), blocking until it ends: tprof's `profile/2`.
+/// other), blocking until it ends: tprof's `profile/2`. From async code, await
+/// [`profile_async`] instead.
 ///
 /// ```
 /// use tprof::{ProfileOptions, Report, TraceType};
@@ -296,19 +322,40 @@ impl std::error::Error for ProfileError {
 /// # Errors
 /// [`ProfileError`] when profiling could not run; what the function did (a panic, a timeout)
 /// is in the [`Outcome`], and so is a report that could not be printed
-/// ([`Outcome::print_error`]).
+/// ([`Outcome::print_error`]). Called inside an async runtime, where it would have to block
+/// a thread the runtime runs tasks on, [`ProfileError::InAsyncContext`], which names
+/// [`profile_async`]. (A thread of tokio's `spawn_blocking` is inside the runtime too: there,
+/// `tokio::runtime::Handle::current().block_on(tprof::profile_async(..))`.)
 pub fn profile<F, Fut, T>(fun: F, options: ProfileOptions) -> Result<Outcome<T>, ProfileError>
 where
     F: FnOnce() -> Fut + Send + 'static,
     Fut: Future<Output = T> + Send + 'static,
     T: Send + 'static,
 {
+    profile_blocking(fun, options, "tprof::profile", "tprof::profile_async")
+}
+
+/// [`profile`], with the names a [`ProfileError::InAsyncContext`] error gives: the blocking
+/// entry point called and the async one to call instead.
+pub(crate) fn profile_blocking<F, Fut, T>(
+    fun: F,
+    options: ProfileOptions,
+    function: &'static str,
+    instead: &'static str,
+) -> Result<Outcome<T>, ProfileError>
+where
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: Future<Output = T> + Send + 'static,
+    T: Send + 'static,
+{
+    not_in_async_context(function, instead)?;
     let node = Node::new().map_err(ProfileError::Node)?;
     let handle = node.handle().clone();
     node.block_on(profile_async_on(&handle, fun, options))
 }
 
-/// Profiles `fun` on `node`, blocking until it ends. Call it from outside the node's runtime.
+/// Profiles `fun` on `node`, blocking until it ends. Call it from outside the node's runtime
+/// (from inside, await [`profile_async`] in a process of the node).
 ///
 /// # Errors
 /// As [`profile`].
@@ -322,15 +369,50 @@ where
     Fut: Future<Output = T> + Send + 'static,
     T: Send + 'static,
 {
+    not_in_async_context("tprof::profile_on", "tprof::profile_async")?;
     node.block_on(profile_async_on(node.handle(), fun, options))
 }
 
-/// Profiles `fun` on the calling process's node, from async code. Nothing the profiler does
-/// here shows in the profile.
+/// [`ProfileError::InAsyncContext`] when called inside a tokio runtime, where blocking on
+/// another runtime panics (tokio forbids it) or stalls the tasks of this one.
+fn not_in_async_context(function: &'static str, instead: &'static str) -> Result<(), ProfileError> {
+    match tokio::runtime::Handle::try_current() {
+        Ok(_) => Err(ProfileError::InAsyncContext { function, instead }),
+        Err(_) => Ok(()),
+    }
+}
+
+/// Profiles `fun` from async code: the entry point for `#[tokio::main]`, `#[tokio::test]`
+/// and processes, where the blocking [`profile`] cannot run. Inside a process, it profiles
+/// on that process's node (its registered servers can be in the rootset); elsewhere, on a
+/// private node started on the current tokio runtime for the call (which must have its time
+/// driver enabled, as `#[tokio::main]` and `#[tokio::test]` do), stopped when it returns.
+/// Nothing the profiler does here shows in the profile.
+///
+/// ```
+/// use tprof::{ProfileOptions, Report};
+///
+/// #[runtime::traced]
+/// fn double(n: u64) -> u64 { n * 2 }
+///
+/// #[tokio::main(flavor = "current_thread")]
+/// async fn main() {
+///     let outcome = tprof::profile_async(
+///         || async { (0..10).map(double).sum::<u64>() },
+///         ProfileOptions::new()
+///             .pattern(runtime::trace::TracePattern::function(module_path!(), "double"))
+///             .report(Report::Return),
+///     )
+///     .await
+///     .unwrap();
+///     assert_eq!(outcome.result, Ok(90));
+///     assert_eq!(outcome.profile.function("double").unwrap().entries[0].calls, 10);
+/// }
+/// ```
 ///
 /// # Errors
-/// As [`profile`]; outside a process, [`ProfileError::Spawn`] with
-/// [`SpawnError::NotInProcess`].
+/// As [`profile`]; polled outside any process and any tokio runtime (by another executor),
+/// [`ProfileError::NoRuntime`].
 pub async fn profile_async<F, Fut, T>(
     fun: F,
     options: ProfileOptions,
@@ -340,8 +422,14 @@ where
     Fut: Future<Output = T> + Send + 'static,
     T: Send + 'static,
 {
-    let node = NodeHandle::current().ok_or(ProfileError::Spawn(SpawnError::NotInProcess))?;
-    profile_async_on(&node, fun, options).await
+    if let Some(node) = NodeHandle::current() {
+        return profile_async_on(&node, fun, options).await;
+    }
+    let runtime = tokio::runtime::Handle::try_current().map_err(|_| ProfileError::NoRuntime)?;
+    // Dropped on return: it kills what the function left running, never blocking.
+    let node = Node::start_on(runtime);
+    let handle = node.handle().clone();
+    profile_async_on(&handle, fun, options).await
 }
 
 /// How long a profile waits, at most, once the profiled function has ended, for measured polls

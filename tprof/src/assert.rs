@@ -7,7 +7,9 @@ use std::future::Future;
 
 use runtime::Pid;
 
-use crate::adhoc::{Failure, ProfileOptions, Report, profile};
+use crate::adhoc::{
+    Failure, ProfileError, ProfileOptions, Report, profile_async, profile_blocking,
+};
 use crate::profile::{Group, Profile, TraceType};
 use crate::table::function_table;
 
@@ -73,9 +75,14 @@ pub struct Allocations<T> {
 /// # }
 /// ```
 ///
+/// From async code (`#[tokio::test]`, a process), await [`allocations_async`] instead.
+///
 /// # Panics
 /// When profiling cannot run: most often because [`CountingAlloc`](runtime::CountingAlloc) is
-/// not the test binary's global allocator (the message says how to install it).
+/// not the test binary's global allocator (the message says how to install it); and when
+/// called inside an async runtime (`#[tokio::test]`, `#[tokio::main]`, a process), where it
+/// would block a thread the runtime runs tasks on (the message names
+/// [`allocations_async`]).
 #[track_caller]
 pub fn allocations<F, Fut, T>(fun: F) -> Allocations<T>
 where
@@ -101,11 +108,71 @@ where
     let options = options
         .trace_type(TraceType::CallMemory)
         .report(Report::Return);
-    match profile(fun, options) {
+    allocated(profile_blocking(
+        fun,
+        options,
+        "tprof::allocations",
+        "tprof::allocations_async",
+    ))
+}
+
+/// [`allocations`] from async code: `#[tokio::test]`, `#[tokio::main]`, a process. Inside a
+/// process it measures on that process's node; elsewhere on a private node started on the
+/// current tokio runtime for the call, so tests in parallel never see each other's figures.
+///
+/// ```
+/// #[global_allocator]
+/// static ALLOC: runtime::CountingAlloc = runtime::CountingAlloc::system();
+///
+/// #[runtime::traced]
+/// fn greet(name: &str) -> String { format!("hello, {name}") }
+///
+/// #[tokio::main(flavor = "current_thread")] // as #[tokio::test] runs a test
+/// async fn main() {
+///     let report = tprof::allocations_async(|| async { greet("world") }).await;
+///     assert_eq!(report.result.as_deref(), Ok("hello, world"));
+///     report.function("greet").calls(1).blocks(1);
+/// }
+/// ```
+///
+/// # Panics
+/// When profiling cannot run (as [`allocations`]), or when polled outside any process and
+/// any tokio runtime.
+pub async fn allocations_async<F, Fut, T>(fun: F) -> Allocations<T>
+where
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: Future<Output = T> + Send + 'static,
+    T: Send + 'static,
+{
+    allocations_async_with(ProfileOptions::new(), fun).await
+}
+
+/// [`allocations_async`] with options, as [`allocations_with`].
+///
+/// # Panics
+/// As [`allocations_async`].
+pub async fn allocations_async_with<F, Fut, T>(options: ProfileOptions, fun: F) -> Allocations<T>
+where
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: Future<Output = T> + Send + 'static,
+    T: Send + 'static,
+{
+    let options = options
+        .trace_type(TraceType::CallMemory)
+        .report(Report::Return);
+    allocated(profile_async(fun, options).await)
+}
+
+/// The allocations of a profile run, or the panic that says why there are none.
+#[track_caller]
+fn allocated<T>(outcome: Result<crate::adhoc::Outcome<T>, ProfileError>) -> Allocations<T> {
+    match outcome {
         Ok(outcome) => Allocations {
             result: outcome.result,
             profile: outcome.profile,
         },
+        // It says what to call instead.
+        Err(e @ ProfileError::InAsyncContext { .. }) => panic!("{e}"),
         Err(e) => panic!("tprof::allocations could not run: {e}"),
     }
 }

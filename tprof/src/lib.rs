@@ -71,9 +71,32 @@
 //! existing, new), `report` (per process or total, with a sort, or [`Report::Return`]) and
 //! `device` (any `io::Write`). A panic in the function comes back as [`Failure::Panic`], with
 //! the data; a report that cannot be printed (a closed stdout) comes back beside them
-//! ([`Outcome::print_error`]). [`profile_on`] profiles on a node you already have,
-//! [`profile_async`] from inside a process. Nothing the profiler itself does shows in the
-//! profile.
+//! ([`Outcome::print_error`]). [`profile_on`] profiles on a node you already have. Nothing the
+//! profiler itself does shows in the profile.
+//!
+//! `profile` blocks until the profile is done. **From async code** — `#[tokio::main]`,
+//! `#[tokio::test]`, a process — await [`profile_async`] instead: it takes the same arguments
+//! and profiles on the current process's node or, outside processes, on a private node on the
+//! current tokio runtime. Called there, `profile` returns [`ProfileError::InAsyncContext`],
+//! which says so.
+//!
+//! ```
+//! use tprof::{ProfileOptions, Report};
+//!
+//! #[runtime::traced]
+//! fn parse(line: &str) -> usize { line.split(',').count() }
+//!
+//! #[tokio::main]
+//! async fn main() {
+//!     let options = || ProfileOptions::new().report(Report::Return);
+//!     let outcome = tprof::profile_async(|| async { parse("a,b,c") }, options()).await.unwrap();
+//!     assert_eq!(outcome.result, Ok(3));
+//!     assert_eq!(outcome.profile.function("parse").unwrap().entries[0].calls, 1);
+//!
+//!     let err = tprof::profile(|| async { parse("a") }, options()).unwrap_err();
+//!     assert!(err.to_string().contains("tprof::profile_async"), "{err}");
+//! }
+//! ```
 //!
 //! # Server-aided
 //!
@@ -176,9 +199,9 @@
 //! # The `tprof` command
 //!
 //! `cargo install --path tprof` installs it: it is the crate's feature `cli`, on by default. A
-//! program that only profiles itself can leave it out (`default-features = false`), and with it
-//! the command's own dependencies (clap, indicatif, ctrlc). It profiles any program built on the runtime
-//! without a change to its code — the runtime reads the environment as a node starts and
+//! program that only profiles itself can leave it out (`default-features = false`), and with
+//! it the command's own dependencies (clap, indicatif, ctrlc). The command profiles any
+//! program built on the runtime without a change to its code — the runtime reads the environment as a node starts and
 //! writes what it gathered as the node stops ([`runtime::trace::env_run`]) — and turns
 //! profile files into any export:
 //!
@@ -207,7 +230,8 @@
 //! The most common allocation question in Rust — "does this handler allocate?" — is one call
 //! of [`allocations`] and one assertion. It runs on a private multi-thread node, so tests in
 //! parallel never see each other, and a failed check prints the table of the processes that
-//! called the function:
+//! called the function (from async code, `#[tokio::test]` above all, await
+//! [`allocations_async`]):
 //!
 //! ```
 //! #[global_allocator]
@@ -242,7 +266,10 @@ pub use adhoc::{
     Failure, Outcome, ProcessRef, ProfileError, ProfileOptions, Report, RootSet, profile,
     profile_async, profile_on,
 };
-pub use assert::{Allocated, Allocations, FunctionCheck, allocations, allocations_with};
+pub use assert::{
+    Allocated, Allocations, FunctionCheck, allocations, allocations_async, allocations_async_with,
+    allocations_with,
+};
 pub use comfy_table;
 pub use format::{format, format_group, format_to_string};
 pub use inspect::{

@@ -431,14 +431,23 @@ fn the_async_form_profiles_on_the_callers_node_and_never_shows_the_caller() {
         !pids.contains(&caller),
         "the calling process is not profiled"
     );
-    // From outside any process there is no caller's node.
-    let err = node
-        .block_on(tprof::profile_async(|| async {}, ProfileOptions::new()))
-        .unwrap_err();
-    assert!(matches!(
-        err,
-        tprof::ProfileError::Spawn(runtime::SpawnError::NotInProcess)
-    ));
+    // From outside any process, on the node's runtime: a private node on that runtime.
+    let outcome = node
+        .block_on(tprof::profile_async(
+            test_spawn,
+            ProfileOptions::new()
+                .trace_type(TraceType::CallMemory)
+                .pattern(only_here())
+                .report(Report::Return),
+        ))
+        .unwrap();
+    assert_eq!(outcome.result, Ok("done"));
+    let pids = outcome.profile.pids();
+    assert_eq!(pids.len(), 2);
+    assert!(
+        pids.iter().all(|p| p.node() != node.id()),
+        "on a node of its own"
+    );
 }
 
 #[test]
@@ -483,6 +492,105 @@ fn the_profile_waits_for_a_spawned_process_still_finishing_its_poll() {
     assert_eq!(seq.entries.len(), 1);
     assert_eq!(seq.entries[0].calls, 1);
     assert_eq!(seq.entries[0].measurement, 3 * 10 + 3);
+}
+
+/// The checks of `call_memory_per_process_with_exact_words`, on an outcome of `test_spawn`.
+fn assert_test_spawn_measured(outcome: &tprof::Outcome<&'static str>) {
+    assert_eq!(outcome.result, Ok("done"));
+    assert_eq!(outcome.profile.pids().len(), 2, "the process and its child");
+    let words: Vec<u64> = (outcome.profile.function("seq_loop").unwrap().entries)
+        .iter()
+        .map(|e| e.measurement)
+        .collect();
+    assert!(
+        words.contains(&(9 * 10 + 9)) && words.contains(&(10 + 1)),
+        "{words:?}"
+    );
+}
+
+fn measure_test_spawn() -> ProfileOptions {
+    ProfileOptions::new()
+        .trace_type(TraceType::CallMemory)
+        .pattern(only_here())
+        .report(Report::Return)
+}
+
+#[tokio::test]
+async fn from_a_tokio_test_the_async_form_profiles_on_the_current_runtime() {
+    let outcome = tprof::profile_async(test_spawn, measure_test_spawn())
+        .await
+        .unwrap();
+    assert_test_spawn_measured(&outcome);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn from_a_multi_thread_tokio_main_the_async_form_profiles_on_the_current_runtime() {
+    let outcome = tprof::profile_async(test_spawn, measure_test_spawn())
+        .await
+        .unwrap();
+    assert_test_spawn_measured(&outcome);
+}
+
+#[tokio::test]
+async fn the_blocking_forms_inside_a_runtime_are_an_error_naming_the_async_form() {
+    let err = tprof::profile(|| async { 1 }, ProfileOptions::new()).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            tprof::ProfileError::InAsyncContext {
+                function: "tprof::profile",
+                instead: "tprof::profile_async",
+            }
+        ),
+        "{err:?}"
+    );
+    let text = err.to_string();
+    assert!(
+        text.contains("call `tprof::profile_async(..).await` there instead"),
+        "{text}"
+    );
+    // Inside a process of a node with a runtime of its own, too.
+    let err = std::thread::spawn(|| {
+        let node = runtime::Node::builder().worker_threads(1).build().unwrap();
+        let inner = node.handle().clone();
+        node.run(async move {
+            let here = runtime::Node::start_on(inner.tokio_handle().clone());
+            let on = tprof::profile_on(&here, || async { 1 }, ProfileOptions::new());
+            (tprof::profile(|| async { 1 }, ProfileOptions::new()), on)
+        })
+        .unwrap()
+    })
+    .join()
+    .unwrap();
+    for (err, function) in [(err.0, "tprof::profile"), (err.1, "tprof::profile_on")] {
+        match err {
+            Err(tprof::ProfileError::InAsyncContext { function: f, .. }) => assert_eq!(f, function),
+            other => panic!("{function}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn the_async_form_outside_any_runtime_says_there_is_none() {
+    use std::future::Future;
+    use std::task::{Context, Poll, Waker};
+
+    // Polled by an executor that is not tokio, outside any process.
+    let mut profiling = std::pin::pin!(tprof::profile_async(|| async { 1 }, ProfileOptions::new()));
+    match profiling
+        .as_mut()
+        .poll(&mut Context::from_waker(Waker::noop()))
+    {
+        Poll::Ready(Err(err @ tprof::ProfileError::NoRuntime)) => {
+            assert!(
+                err.to_string()
+                    .contains("tprof::profile from synchronous code"),
+                "{err}"
+            );
+        }
+        Poll::Ready(other) => panic!("{other:?}"),
+        Poll::Pending => panic!("it pends"),
+    }
 }
 
 /// A device that is closed: every write fails, as on a stdout piped to a `head` that ended.
