@@ -22,6 +22,11 @@
 //! A wrong value is reported on stderr and the program runs unprofiled (or, for the last two,
 //! with the default): profiling never stops a program from running.
 //!
+//! A program built without instrumentation (the feature `runtime/no-trace`,
+//! [`INSTRUMENTED`](super::INSTRUMENTED) false) runs unprofiled too; its node writes a
+//! [`RunFile`] whose `error` says so, and `tprof run` fails with that reason rather than write
+//! an empty profile.
+//!
 //! # A program that does not stop its nodes
 //!
 //! A program can end before its nodes stop, and so before they write their profile: killed
@@ -246,28 +251,20 @@ pub(crate) fn start(node: &NodeHandle) -> Option<EnvRun> {
         types = types | TraceTypes::CALL_EVENTS;
     }
     let dir = std::env::var_os(ENV_DIR).map_or_else(|| PathBuf::from("."), PathBuf::from);
+    if !super::INSTRUMENTED {
+        let why = format!(
+            "instrumentation is compiled out of this program. {}",
+            super::session::COMPILED_OUT
+        );
+        eprintln!("tprof: cannot profile node {}: {why}", node.id());
+        write_failure(node, &dir, trace_type, why);
+        return None;
+    }
     let session = match node.trace_session_with(types) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("tprof: cannot profile node {}: {e}", node.id());
-            // Tell `tprof run` why, so it can say more than "no profile".
-            let failed = RunFile {
-                version: RUN_FILE_VERSION,
-                trace_type,
-                program: std::env::args().collect(),
-                os_pid: std::process::id(),
-                started_unix_ms: unix_ms(SystemTime::now()),
-                duration_ns: 0,
-                snapshot: Snapshot {
-                    node: node.id(),
-                    ..Snapshot::default()
-                },
-                error: Some(e.to_string()),
-                partial: false,
-                signal: None,
-                written_unix_ms: unix_ms(SystemTime::now()),
-            };
-            write_run_file(&dir, &failed);
+            write_failure(node, &dir, trace_type, e.to_string());
             return None;
         }
     };
@@ -293,6 +290,28 @@ impl EnvRun {
         self.0.write(Moment::Stopped);
         watch::remove(&self.0);
     }
+}
+
+/// Tells `tprof run` why `node` is not profiled, so that it can say more than "no profile":
+/// a run file with an empty snapshot and the reason.
+fn write_failure(node: &NodeHandle, dir: &std::path::Path, trace_type: String, why: String) {
+    let failed = RunFile {
+        version: RUN_FILE_VERSION,
+        trace_type,
+        program: std::env::args().collect(),
+        os_pid: std::process::id(),
+        started_unix_ms: unix_ms(SystemTime::now()),
+        duration_ns: 0,
+        snapshot: Snapshot {
+            node: node.id(),
+            ..Snapshot::default()
+        },
+        error: Some(why),
+        partial: false,
+        signal: None,
+        written_unix_ms: unix_ms(SystemTime::now()),
+    };
+    write_run_file(dir, &failed);
 }
 
 fn unix_ms(t: SystemTime) -> u64 {

@@ -604,6 +604,12 @@ pub enum PatternError {
         /// The pattern.
         pattern: TracePattern,
     },
+    /// The build has no instrumentation at all: the feature `runtime/no-trace` is on
+    /// ([`INSTRUMENTED`](super::INSTRUMENTED) is false), so no pattern can match.
+    CompiledOut {
+        /// The pattern.
+        pattern: TracePattern,
+    },
 }
 
 impl fmt::Display for PatternError {
@@ -617,6 +623,11 @@ impl fmt::Display for PatternError {
                  binary links only the crates it uses: a test binary that never names a crate \
                  has none of its functions"
             ),
+            PatternError::CompiledOut { pattern } => write!(
+                f,
+                "no traced function matches {pattern}: instrumentation is compiled out of this \
+                 build. {COMPILED_OUT}"
+            ),
             PatternError::NotTraced { pattern } => {
                 write!(
                     f,
@@ -628,6 +639,12 @@ impl fmt::Display for PatternError {
 }
 
 impl std::error::Error for PatternError {}
+
+/// Why a build has no instrumentation, and how to find what turned it off: the feature is
+/// often enabled by another crate of the build, through feature unification.
+pub(crate) const COMPILED_OUT: &str = "The feature `runtime/no-trace` is on, so every \
+     #[traced] function was built without its callsite; a crate in the build may enable it \
+     for all (`cargo tree -e features -i runtime` shows which). Build without it to profile.";
 
 /// The functions a session traces, by module: Erlang's trace map.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -882,7 +899,8 @@ impl TraceSession {
     /// Traces every function that `pattern` matches; returns how many it matched.
     ///
     /// # Errors
-    /// [`PatternError::NoMatch`] when no traced function in the binary matches.
+    /// [`PatternError::NoMatch`] when no traced function in the binary matches;
+    /// [`PatternError::CompiledOut`] in a build without instrumentation (`runtime/no-trace`).
     pub fn set_pattern(&self, pattern: &TracePattern) -> Result<usize, PatternError> {
         let mut traced = lock(&self.state.traced);
         let mut matched = 0;
@@ -892,6 +910,11 @@ impl TraceSession {
                 traced[cs.id()] = true;
                 cs.add_session(self.state.bit);
             }
+        }
+        if matched == 0 && !super::INSTRUMENTED {
+            return Err(PatternError::CompiledOut {
+                pattern: pattern.clone(),
+            });
         }
         if matched == 0 {
             return Err(PatternError::NoMatch {
