@@ -80,6 +80,142 @@ pub mod supervisor;
 mod timer;
 pub mod trace;
 
+/// Traces a function, or every method of an `impl` block: its calls can then be counted, timed
+/// and charged the memory they allocate, by a [`TraceSession`](trace::TraceSession) of the
+/// runtime or by `tprof`.
+///
+/// The attribute registers one static [`Callsite`](trace::Callsite) per function at compile
+/// time — module, name, arity, file, line: the function is in the trace map before it is ever
+/// called — and wraps the body so that a call enters and leaves a traced frame. While no
+/// session traces the function, a call costs one relaxed load (see [`trace`] for the
+/// figures).
+///
+/// # Names
+///
+/// A function is named as the trace map prints it, `module::path::function/arity`: the
+/// module is `module_path!()` where the function is written, the arity counts `self`, methods
+/// of an `impl` block are `Type::method` and methods of a trait impl `<Type as
+/// Trait>::method` (the attribute on the block is how a method gets its type's name, which an
+/// attribute on the method alone cannot see). [`TracePattern`](trace::TracePattern)s select
+/// functions by these names. Three options change them:
+///
+/// | option | on | effect |
+/// | --- | --- | --- |
+/// | `name = "..."` | a function, or a method of a traced `impl` | the whole name (for a method, in place of `Type::method`) |
+/// | `module = "..."` | a function, or a method of a traced `impl` | the module path it is filed under instead of `module_path!()` |
+/// | `skip` | a method of a traced `impl` (or a function) | leaves it untraced |
+///
+/// ```
+/// use runtime::trace::callsites;
+///
+/// #[runtime::traced]
+/// fn parse_line(line: &str) -> usize { line.split(',').count() }
+///
+/// #[runtime::traced(name = "checkout", module = "shop")]
+/// fn checkout_v2(total: u32) -> u32 { total }
+///
+/// struct Cart { items: Vec<u32> }
+///
+/// #[runtime::traced]
+/// impl Cart {
+///     fn add(&mut self, item: u32) { self.items.push(item) }
+///
+///     #[traced(skip)] // too small to be worth a frame
+///     fn len(&self) -> usize { self.items.len() }
+/// }
+///
+/// trait Priced { fn total(&self) -> u32; }
+///
+/// #[runtime::traced]
+/// impl Priced for Cart {
+///     fn total(&self) -> u32 { self.items.iter().sum() }
+/// }
+///
+/// let here = module_path!();
+/// let names: Vec<String> = callsites()
+///     .iter()
+///     .filter(|c| c.module() == here || c.module() == "shop")
+///     .map(|c| c.to_string())
+///     .collect();
+/// for name in [
+///     format!("{here}::parse_line/1"),
+///     "shop::checkout/1".to_owned(),
+///     format!("{here}::Cart::add/2"),
+///     format!("{here}::<Cart as Priced>::total/1"),
+/// ] {
+///     assert!(names.contains(&name), "{name} in {names:?}");
+/// }
+/// assert!(!names.iter().any(|n| n.contains("Cart::len")), "skipped");
+/// ```
+///
+/// # Shapes
+///
+/// - a `fn`, generic or not: the call is the frame, from entry to return (or to a panic
+///   unwinding through it);
+/// - an `async fn`: the call is entered at the future's first poll and left when it completes;
+///   the time and memory of each poll in between count, not the waits. A free `async fn` whose
+///   signature names no lifetime becomes a `fn` returning `impl Future` with the same output:
+///   one state machine instead of two, its parameters still moved into the future;
+/// - a `fn` returning `impl Future`: the returned future is what is traced, as for an
+///   `async fn`;
+/// - a `fn` returning `Pin<Box<dyn Future ...>>`, which is what `#[async_trait]` makes of an
+///   `async fn`: the boxed future is traced, whichever of the two attributes runs first;
+/// - an `impl` block, inherent or of a trait: every method, in any of these shapes.
+///
+/// A `const fn` is refused (it may run at compile time), and so is any other item.
+///
+/// ```
+/// use std::future::Future;
+/// use std::pin::Pin;
+///
+/// use runtime::Node;
+/// use runtime::trace::TracePattern;
+///
+/// #[runtime::traced]
+/// async fn fetch(key: u32) -> u32 {
+///     tokio::task::yield_now().await; // one call, however many polls
+///     key * 2
+/// }
+///
+/// #[runtime::traced]
+/// fn fetch_later(key: u32) -> impl Future<Output = u32> {
+///     async move { key + 1 }
+/// }
+///
+/// #[runtime::traced]
+/// fn fetch_boxed(key: u32) -> Pin<Box<dyn Future<Output = u32> + Send>> {
+///     Box::pin(async move { key })
+/// }
+///
+/// let node = Node::new().unwrap();
+/// let session = node.trace_session().unwrap();
+/// session.set_pattern(&TracePattern::module(module_path!())).unwrap();
+/// let sum = node
+///     .run(async { fetch(1).await + fetch(2).await + fetch_later(3).await + fetch_boxed(4).await })
+///     .unwrap();
+/// assert_eq!(sum, 2 + 4 + 4 + 4);
+/// let calls = |name: &str| {
+///     session.call_counts().iter().find(|c| c.callsite.function() == name).map(|c| c.calls)
+/// };
+/// assert_eq!(calls("fetch"), Some(2));
+/// assert_eq!(calls("fetch_later"), Some(1));
+/// assert_eq!(calls("fetch_boxed"), Some(1));
+/// ```
+///
+/// An option the attribute does not know is a compile error that lists the ones it does:
+///
+/// ```compile_fail
+/// #[runtime::traced(label = "parse")] // expected `name = "..."`, `module = "..."` or `skip`
+/// fn parse(line: &str) -> usize { line.len() }
+/// ```
+///
+/// # A block, and no tracing at all
+///
+/// [`trace::traced!`] traces a block as a call of its own. With the feature `no-trace` the
+/// attribute leaves code exactly as written (no callsite, no frame, no cost):
+/// [`trace::INSTRUMENTED`] is then false, and setting a pattern says instrumentation is
+/// compiled out.
+#[doc(inline)]
 pub use runtime_macros::traced;
 
 #[doc(hidden)]
