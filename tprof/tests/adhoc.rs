@@ -532,7 +532,7 @@ async fn from_a_multi_thread_tokio_main_the_async_form_profiles_on_the_current_r
 }
 
 #[tokio::test]
-async fn the_blocking_forms_inside_a_runtime_are_an_error_naming_the_async_form() {
+async fn the_blocking_form_in_a_tokio_test_is_an_error_naming_the_async_form() {
     let err = tprof::profile(|| async { 1 }, ProfileOptions::new()).unwrap_err();
     assert!(
         matches!(
@@ -549,20 +549,25 @@ async fn the_blocking_forms_inside_a_runtime_are_an_error_naming_the_async_form(
         text.contains("call `tprof::profile_async(..).await` there instead"),
         "{text}"
     );
-    // Inside a process of a node with a runtime of its own, too.
-    let err = std::thread::spawn(|| {
-        let node = runtime::Node::builder().worker_threads(1).build().unwrap();
-        let inner = node.handle().clone();
-        node.run(async move {
-            let here = runtime::Node::start_on(inner.tokio_handle().clone());
-            let on = tprof::profile_on(&here, || async { 1 }, ProfileOptions::new());
-            (tprof::profile(|| async { 1 }, ProfileOptions::new()), on)
+}
+
+#[test]
+fn the_blocking_forms_in_a_process_are_an_error_naming_the_async_form() {
+    let node = runtime::Node::builder().worker_threads(1).build().unwrap();
+    let runtime = node.tokio_handle().clone();
+    let (profiled, profiled_on) = node
+        .run(async move {
+            let here = runtime::Node::start_on(runtime);
+            (
+                tprof::profile(|| async { 1 }, ProfileOptions::new()),
+                tprof::profile_on(&here, || async { 1 }, ProfileOptions::new()),
+            )
         })
-        .unwrap()
-    })
-    .join()
-    .unwrap();
-    for (err, function) in [(err.0, "tprof::profile"), (err.1, "tprof::profile_on")] {
+        .unwrap();
+    for (err, function) in [
+        (profiled, "tprof::profile"),
+        (profiled_on, "tprof::profile_on"),
+    ] {
         match err {
             Err(tprof::ProfileError::InAsyncContext { function: f, .. }) => assert_eq!(f, function),
             other => panic!("{function}: {other:?}"),
