@@ -8,7 +8,7 @@
 //! per call at least 8, percent at least 5. Functions print as `module::path::function/arity`.
 //! call_time prints whole microseconds, each function's rounded from the nanoseconds kept in
 //! the raw data, and derives its total, per-call and percent columns from them as tprof does;
-//! the label is tprof's, `TIME (μs)`.
+//! the label is tprof's, `TIME (us)`, in ASCII as OTP prints it.
 
 use std::io::{self, Write};
 
@@ -19,7 +19,7 @@ use crate::profile::{Group, TraceType};
 fn label(trace_type: TraceType) -> &'static str {
     match trace_type {
         TraceType::CallCount => "CALLS",
-        TraceType::CallTime => "TIME (μs)",
+        TraceType::CallTime => "TIME (us)",
         TraceType::CallMemory => "WORDS",
     }
 }

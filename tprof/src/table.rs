@@ -40,7 +40,7 @@ pub fn process_summary(profile: &Profile) -> Table {
     let memory = profile.trace_type == TraceType::CallMemory;
     let measurement = match profile.trace_type {
         TraceType::CallCount => "calls",
-        TraceType::CallTime => "time (μs)",
+        TraceType::CallTime => "time (us)",
         TraceType::CallMemory => "words",
     };
     let mut header = vec!["process", "name", "calls", measurement];
@@ -91,7 +91,7 @@ pub fn function_table(profile: &Profile, group: Group, sort: SortBy) -> Table {
     let time = profile.trace_type == TraceType::CallTime;
     let measurement = match profile.trace_type {
         TraceType::CallCount => "calls",
-        TraceType::CallTime => "time (μs)",
+        TraceType::CallTime => "time (us)",
         TraceType::CallMemory => "words",
     };
     let mut header = vec!["function", "calls", measurement, "per call", "%"];
@@ -101,7 +101,7 @@ pub fn function_table(profile: &Profile, group: Group, sort: SortBy) -> Table {
     // Percentiles are per function over all processes: shown in the `all` table.
     let percentiles = time && group == Group::All && !profile.percentiles.is_empty();
     if percentiles {
-        header.extend(["p50 (μs)", "p90 (μs)", "p99 (μs)", "max (μs)"]);
+        header.extend(["p50 (us)", "p90 (us)", "p99 (us)", "max (us)"]);
     }
     let mut table = new_table(&header);
     let inspected = inspect_keeping_zeros(profile, aggregate, sort);

@@ -224,7 +224,7 @@ fn report_writes_every_format_and_each_reads_back() {
     assert!(o.status.success());
     let pretty = text(&o.stdout);
     assert!(pretty.contains("cli_workload::parse/1"), "{pretty}");
-    assert!(pretty.contains("TIME (μs)"), "{pretty}");
+    assert!(pretty.contains("TIME (us)"), "{pretty}");
     // json: the same profile.
     let back: Profile = serde_json::from_slice(&report("json")).unwrap();
     assert_eq!(back, profile);

@@ -465,6 +465,11 @@ fn html_of_real_profiles_is_self_contained_and_carries_the_data() {
         // Flat: one frame per function, so the stacks' total is the profile's.
         assert_eq!(data["total"], profile.total());
         assert!(html.contains(&format!("<title>{t} profile (")), "{t}");
+        // Time columns are labelled as tprof labels its own, in ASCII.
+        assert!(
+            html.contains("'time (us)'") && !html.contains("(µs)"),
+            "{t}"
+        );
         let processes = data["processes"].as_array().unwrap();
         if t == TraceType::CallCount {
             assert_eq!(processes.len(), 1);

@@ -195,7 +195,7 @@ fn call_time_prints_microseconds_rounded_from_nanoseconds() {
     );
     let expected = "
 ****** Process <0.1.0>  --  100.00% of total *** 
-FUNCTION         CALLS  TIME (μs)  PER CALL  [    %]
+FUNCTION         CALLS  TIME (us)  PER CALL  [    %]
 format::f/0          2          1      0.50  [ 0.10]
 format::apply/2      4       1001    250.25  [99.90]
                              1002            [100.0]
@@ -301,7 +301,7 @@ fn call_time_totals_per_call_and_percent_follow_from_the_printed_microseconds() 
     // Each rounds to 1 us: the total is their sum, 2 (not 2.8 rounded to 3), per call 1.00.
     let expected = "
 ****** Process <0.1.0>  --  100.00% of total *** 
-FUNCTION         CALLS  TIME (μs)  PER CALL  [    %]
+FUNCTION         CALLS  TIME (us)  PER CALL  [    %]
 format::f/0          1          1      1.00  [50.00]
 format::apply/2      1          1      1.00  [50.00]
                                 2            [100.0]

@@ -416,8 +416,8 @@
     const cols = [{ key: 'name', title: 'function' }, { key: 'calls', title: 'calls' }];
     // call_count measures calls: its value is the calls column, and per call is always 1
     if (data.trace_type !== 'call_count') {
-      cols.push({ key: 'value', title: TIME ? 'time (µs)' : MEASURE[data.trace_type] },
-        { key: 'per', title: 'per call' + (TIME ? ' (µs)' : '') });
+      cols.push({ key: 'value', title: TIME ? 'time (us)' : MEASURE[data.trace_type] },
+        { key: 'per', title: 'per call' + (TIME ? ' (us)' : '') });
     }
     cols.push({ key: 'pct', title: '%' });
     if (MEMORY) cols.push({ key: 'bytes', title: 'bytes' }, { key: 'blocks', title: 'blocks' });
@@ -470,7 +470,7 @@
     }
     if (data.percentiles.length && process < 0) {
       box.append(el('h2', { text: 'Call durations, every process (callees included)' }));
-      const cols = ['function', 'calls', 'p50 (µs)', 'p90 (µs)', 'p99 (µs)', 'max (µs)'];
+      const cols = ['function', 'calls', 'p50 (us)', 'p90 (us)', 'p99 (us)', 'max (us)'];
       const t = el('table', { class: 'functions percentiles' },
         el('thead', {}, el('tr', {}, ...cols.map((c) => el('th', { text: c })))));
       const body = el('tbody');
