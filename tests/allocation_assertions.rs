@@ -174,3 +174,80 @@ async fn the_blocking_form_in_a_tokio_test_panics_naming_the_async_one() {
         "{msg}"
     );
 }
+
+/// Two functions named `parse`, in two modules: only `b`'s allocates.
+mod a {
+    #[runtime::traced]
+    pub(crate) fn parse(line: &str) -> usize {
+        line.split(',').count()
+    }
+}
+
+mod b {
+    #[runtime::traced]
+    pub(crate) fn parse(line: &str) -> Vec<&str> {
+        line.split(',').collect()
+    }
+}
+
+/// The message of the panic `check` raises.
+fn panic_message(check: impl FnOnce()) -> String {
+    let failure = std::panic::catch_unwind(std::panic::AssertUnwindSafe(check)).unwrap_err();
+    match failure.downcast::<String>() {
+        Ok(msg) => *msg,
+        Err(other) => other.downcast_ref::<&str>().unwrap().to_string(),
+    }
+}
+
+#[test]
+fn a_bare_name_two_modules_share_is_an_error_that_lists_them() {
+    let report = tprof::allocations(|| async { a::parse("1,2") + b::parse("1,2,3").len() });
+    assert_eq!(report.result, Ok(5));
+    let msg = panic_message(|| {
+        report.function("parse").allocates_nothing();
+    });
+    assert!(msg.contains("`parse` names 2 functions"), "{msg}");
+    assert!(msg.contains("allocation_assertions::a::parse/1"), "{msg}");
+    assert!(msg.contains("allocation_assertions::b::parse/1"), "{msg}");
+    assert_eq!(report.profile.function("parse"), None);
+}
+
+#[test]
+fn names_as_the_tables_print_them_check_that_function() {
+    let report = tprof::allocations(|| async { a::parse("1,2") + b::parse("1,2,3").len() });
+    // As the tables print it, with and without the arity, and with the module's last part.
+    for name in [
+        "allocation_assertions::a::parse/1",
+        "allocation_assertions::a::parse",
+        "a::parse",
+        "a::parse/1",
+    ] {
+        report.function(name).calls(1).allocates_nothing();
+    }
+    for name in ["allocation_assertions::b::parse/1", "b::parse"] {
+        report.function(name).calls(1).blocks(1);
+        let msg = panic_message(|| {
+            report.function(name).allocates_nothing();
+        });
+        assert!(msg.contains("expected no allocation"), "{name}: {msg}");
+    }
+    // The wrong arity is no function of the profile.
+    let msg = panic_message(|| {
+        let _ = report.function("a::parse/2");
+    });
+    assert!(msg.contains("never called"), "{msg}");
+    // Per process too.
+    let pid = report.profile.pids()[0];
+    assert_eq!(report.in_process(pid, "b::parse/1").blocks, 1);
+    assert_eq!(report.in_process(pid, "a::parse").blocks, 0);
+    let msg = panic_message(|| {
+        let _ = report.in_process(pid, "parse");
+    });
+    assert!(msg.contains("names 2 functions"), "{msg}");
+    // Types' methods keep their `Type::method` names.
+    let counter = tprof::allocations(drive);
+    counter
+        .function("allocation_assertions::Counter::add/2")
+        .calls(10)
+        .allocates_nothing();
+}

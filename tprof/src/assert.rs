@@ -10,7 +10,7 @@ use runtime::Pid;
 use crate::adhoc::{
     Failure, ProfileError, ProfileOptions, Report, profile_async, profile_blocking,
 };
-use crate::profile::{Group, Profile, TraceType};
+use crate::profile::{FunctionTrace, Group, LookupError, Profile, TraceType};
 use crate::table::function_table;
 
 /// What a function allocated: calls, words, bytes and blocks.
@@ -178,20 +178,25 @@ fn allocated<T>(outcome: Result<crate::adhoc::Outcome<T>, ProfileError>) -> Allo
 }
 
 impl<T> Allocations<T> {
-    /// Checks on the function named `name` (`name`, `Type::method` or
-    /// `<Type as Trait>::method`, as the trace map prints it), summed over every process.
+    /// Checks on the function `name` names, summed over every process: its bare name
+    /// (`parse`, `Type::method`, `<Type as Trait>::method`), or the name the tables print,
+    /// `module::name/arity`, with or without the arity, and with as much of the module as
+    /// tells it apart (`a::parse`): see [`Profile::lookup`].
     ///
     /// # Panics
-    /// When the function was never called under measurement.
+    /// When no function of that name was called under measurement, or when several were
+    /// (a bare name two modules share): the message lists them, and the tables.
     #[track_caller]
     #[must_use = "a check does nothing until one of its assertions is called"]
     pub fn function(&self, name: &str) -> FunctionCheck<'_> {
-        let Some(f) = self.profile.function(name) else {
-            panic!(
+        let f = match self.profile.lookup(name) {
+            Ok(f) => f,
+            Err(LookupError::NotFound { .. }) => panic!(
                 "`{name}` was never called in a measured process: is it #[traced], and did the \
                  code call it?\n{}",
                 self.table()
-            );
+            ),
+            Err(e) => panic!("{e}\n{}", self.table()),
         };
         let pids = f
             .entries
@@ -202,26 +207,26 @@ impl<T> Allocations<T> {
             })
             .collect();
         FunctionCheck {
-            name: name.to_owned(),
-            figures: sum(self
-                .profile
-                .function(name)
-                .into_iter()
-                .flat_map(|f| f.entries.iter())),
+            name: f.function.mfa(),
+            figures: sum(f.entries.iter()),
+            function: f,
             pids,
             profile: &self.profile,
         }
     }
 
-    /// What the function named `name` allocated in process `pid` (zero when it made no call
-    /// there).
+    /// What the function `name` names (as [`function`](Self::function) reads it) allocated
+    /// in process `pid`: zero when no such function made a call there, or none at all.
+    ///
+    /// # Panics
+    /// When several functions go by `name`: the message lists them.
+    #[track_caller]
     pub fn in_process(&self, pid: Pid, name: &str) -> Allocated {
-        sum(self
-            .profile
-            .function(name)
-            .into_iter()
-            .flat_map(|f| f.entries.iter())
-            .filter(|e| e.group == Group::Process(pid)))
+        match self.profile.lookup(name) {
+            Ok(f) => sum(f.entries.iter().filter(|e| e.group == Group::Process(pid))),
+            Err(LookupError::NotFound { .. }) => Allocated::default(),
+            Err(e) => panic!("{e}"),
+        }
     }
 
     /// Everything process `pid` allocated in traced functions.
@@ -264,7 +269,9 @@ fn sum<'a>(entries: impl Iterator<Item = &'a crate::Entry>) -> Allocated {
 /// it fails, panics with what was measured and the tables of the processes that called it.
 #[derive(Debug)]
 pub struct FunctionCheck<'a> {
+    /// The function, as the tables print it.
     name: String,
+    function: &'a FunctionTrace,
     figures: Allocated,
     pids: Vec<Pid>,
     profile: &'a Profile,
@@ -280,10 +287,9 @@ impl FunctionCheck<'_> {
     #[must_use = "a check does nothing until one of its assertions is called"]
     pub fn in_process(mut self, pid: Pid) -> Self {
         self.figures = sum(self
-            .profile
-            .function(&self.name)
-            .into_iter()
-            .flat_map(|f| f.entries.iter())
+            .function
+            .entries
+            .iter()
             .filter(|e| e.group == Group::Process(pid)));
         self.pids = vec![pid];
         self

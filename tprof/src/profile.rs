@@ -14,6 +14,10 @@ use std::collections::HashMap;
 use runtime::trace::{Callsite, Snapshot, TraceSession, TraceTypes};
 use serde::{Deserialize, Serialize};
 
+mod lookup;
+
+pub use lookup::LookupError;
+
 /// What to measure: tprof's `trace_type()`.
 #[derive(
     Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
@@ -798,10 +802,12 @@ impl Profile {
         builder.finish(snapshots)
     }
 
-    /// The figures of the function named `function` (as [`Callsite::function`] gives it), in
-    /// any module.
-    pub fn function(&self, function: &str) -> Option<&FunctionTrace> {
-        self.functions.iter().find(|f| f.function() == function)
+    /// The figures of the one function `name` names: its bare name (as
+    /// [`Callsite::function`] gives it), or the name the reports print, with or without the
+    /// module and the arity ([`lookup`](Profile::lookup) says which forms). `None` when no
+    /// function, or more than one, goes by `name`: [`lookup`](Profile::lookup) says which.
+    pub fn function(&self, name: &str) -> Option<&FunctionTrace> {
+        self.lookup(name).ok()
     }
 
     /// The processes that have figures, in pid order.
