@@ -15,6 +15,11 @@
 //!
 //! A profile without call paths (taken without call-tree mode) exports each function as a
 //! stack of one frame.
+//!
+//! Every format but `pretty` and `json` values a trace type in one unit, and labels it:
+//! calls (call_count), nanoseconds (call_time) and **bytes** (call_memory), where tprof's
+//! text report counts words. Processes go by their registered names, with the pid added where
+//! several processes of the profile share a name ([`Profile::labels`]).
 
 use std::fmt;
 use std::io::{self, Write};
@@ -50,7 +55,7 @@ pub enum Format {
     /// frame (a call, or one poll of an async call) a slice at the time it ran, nested as the
     /// frames were, its log's dropped events noted. The other processes show their call tree
     /// as nested slices whose durations are the inclusive figures — polled time for
-    /// call_time; for call_count and call_memory, 1 µs per call or per word allocated.
+    /// call_time; for call_count and call_memory, 1 µs per call or per byte allocated.
     Chrome,
     /// Gzipped `profile.proto`, for `go tool pprof`: a sample per process and call path,
     /// labelled `process` and `pid` (the messages: [`pprof`]).
@@ -58,7 +63,8 @@ pub enum Format {
     /// Folded stacks, for flamegraph.pl and inferno: one line per process and call path, the
     /// process as the root frame, valued in calls, nanoseconds or bytes (call_memory).
     Folded,
-    /// A flame graph of every process, as SVG (drawn by inferno).
+    /// A flame graph of every process, as SVG (drawn by inferno), in calls, nanoseconds or
+    /// bytes (call_memory).
     Svg,
     /// One self-contained HTML page: a flame graph with zoom and search, per-process
     /// tables, and per-process timelines when the profile has event logs

@@ -276,8 +276,9 @@ pub use inspect::{
     Aggregate, Column, Direction, GroupProfile, Inspected, Line, SortBy, inspect, sort_lines,
 };
 pub use profile::{
-    CallTree, Entry, Event, EventKind, EventLog, Function, FunctionTrace, Group, LookupError, Meta,
-    PathEntry, PathNode, Percentiles, ProcessRecord, Profile, Run, TraceType, TraceTypeError,
+    CallTree, Entry, Event, EventKind, EventLog, Function, FunctionTrace, Group, Labels,
+    LookupError, Meta, PathEntry, PathNode, Percentiles, ProcessRecord, Profile, Run, TraceType,
+    TraceTypeError,
 };
 pub use server::{DEFAULT_NAME, ServerError, ServerOptions, Tprof};
 pub use table::{function_table, process_summary, rich_report};

@@ -14,8 +14,11 @@ use std::collections::HashMap;
 use runtime::trace::{Callsite, Snapshot, TraceSession, TraceTypes};
 use serde::{Deserialize, Serialize};
 
+mod labels;
 mod lookup;
 
+pub(crate) use labels::ALL as ALL_PROCESSES;
+pub use labels::Labels;
 pub use lookup::LookupError;
 
 /// What to measure: tprof's `trace_type()`.
@@ -265,7 +268,8 @@ pub struct ProcessRecord {
 }
 
 impl ProcessRecord {
-    /// How reports name it: its registered name, else its pid.
+    /// Its registered name, else its pid. Reports and exports add the pid to a name other
+    /// processes of the profile share ([`Profile::labels`]).
     pub fn label(&self) -> String {
         match &self.name {
             Some(name) => name.clone(),
@@ -824,19 +828,6 @@ impl Profile {
         pids.sort_unstable();
         pids.dedup();
         pids
-    }
-
-    /// The name `group` goes by in reports and exports: the process's registered name, else
-    /// its pid; `all processes` for [`Group::All`].
-    pub fn group_label(&self, group: Group) -> String {
-        match group {
-            Group::All => "all processes".to_owned(),
-            Group::Process(pid) => self
-                .processes
-                .iter()
-                .find(|p| p.pid == pid)
-                .map_or_else(|| pid.to_string(), ProcessRecord::label),
-        }
     }
 
     /// The sum of every entry's measurement.

@@ -596,10 +596,10 @@ fn chrome_children_lie_within_their_parents() {
             }
             totals.insert(label.clone(), total);
         }
-        // call_memory lays out words (the measurement); the other exports weigh bytes.
+        // Laid out in what every export weighs: bytes for call_memory.
         let mut want: BTreeMap<String, u64> = BTreeMap::new();
         for p in expected_paths(&profile) {
-            *want.entry(p.label).or_insert(0) += p.measurement;
+            *want.entry(p.label).or_insert(0) += weight(profile.trace_type, p.measurement, p.bytes);
         }
         want.retain(|_, v| *v > 0);
         assert_eq!(totals, want, "{what}");
@@ -615,9 +615,14 @@ fn chrome_children_lie_within_their_parents() {
                 .and_then(|s| s.iter().find(|s| s.path == path));
             match found {
                 Some(s) => {
-                    assert_eq!((s.calls, s.measurement), (p.calls, p.measurement), "{what}");
+                    let w = weight(profile.trace_type, p.measurement, p.bytes);
+                    assert_eq!((s.calls, s.measurement), (p.calls, w), "{what}");
                 }
-                None => assert_eq!(p.measurement, 0, "{what}: {p:?} is missing"),
+                None => assert_eq!(
+                    weight(profile.trace_type, p.measurement, p.bytes),
+                    0,
+                    "{what}: {p:?} is missing"
+                ),
             }
         }
     }
@@ -634,11 +639,11 @@ fn chrome_names_tracks_by_registered_name() {
         tracks,
         [(&1, &"dispatcher".to_owned()), (&2, &"<0.6.1>".to_owned())]
     );
-    // The worker's handle has no figures of its own under main, which still frames it: main
-    // spans handle (70 words) and next below it (30 words).
+    // The worker's main has no figures of its own, and still frames what ran under it: main
+    // spans handle (70 words, 553 bytes) and next below it (30 words, 226 bytes).
     let worker = &slices[&2];
     let main = worker.iter().find(|s| s.path == "app::main").unwrap();
-    assert_eq!((main.calls, main.measurement, main.inclusive), (0, 0, 100));
+    assert_eq!((main.calls, main.measurement, main.inclusive), (0, 0, 779));
     let file: Value = serde_json::from_str(&text).unwrap();
     let thread = file["traceEvents"]
         .as_array()
@@ -646,7 +651,7 @@ fn chrome_names_tracks_by_registered_name() {
         .iter()
         .find(|e| e["name"] == "thread_name")
         .unwrap();
-    assert_eq!(thread["args"]["name"], "words allocated (1 µs = 1 word)");
+    assert_eq!(thread["args"]["name"], "bytes allocated (1 µs = 1 byte)");
     let x = file["traceEvents"]
         .as_array()
         .unwrap()
@@ -655,6 +660,131 @@ fn chrome_names_tracks_by_registered_name() {
         .unwrap();
     assert_eq!(x["args"]["bytes"], 793);
     assert_eq!(x["args"]["blocks"], 1);
+}
+
+// ---- processes sharing a name
+
+/// [`tree_profile`] with both processes registered as `worker` (one after the other, say), and
+/// a third process of its own name.
+fn twins_profile(trace_type: TraceType) -> Profile {
+    let mut profile = tree_profile(trace_type);
+    let third = Pid::from_parts(0, 7, 0);
+    for p in &mut profile.processes {
+        p.name = Some("worker".to_owned());
+    }
+    profile
+        .processes
+        .push(process(third, Some("solo"), "app::solo", 0));
+    let log = profile.function_table[3].clone();
+    let f = profile
+        .functions
+        .iter_mut()
+        .find(|f| f.function == log)
+        .unwrap();
+    f.entries.push(common::entry(Group::Process(third), 1, 5));
+    f.entries.sort_by_key(|e| e.group);
+    profile
+        .call_tree
+        .entries
+        .push(path_entry(Group::Process(third), 4, 1, 5));
+    profile
+}
+
+#[test]
+fn processes_sharing_a_name_are_told_apart_by_pid() {
+    let profile = twins_profile(TraceType::CallTime);
+    let (a, b) = ("worker <0.5.0>", "worker <0.6.1>");
+    assert_eq!(profile.group_label(Group::Process(DISPATCHER)), a);
+    assert_eq!(profile.group_label(Group::Process(WORKER)), b);
+    let solo = Group::Process(Pid::from_parts(0, 7, 0));
+    assert_eq!(profile.group_label(solo), "solo", "a name no one shares");
+    // folded: the root frame.
+    let folded = export_text(Format::Folded, &profile);
+    let mut roots: Vec<String> = parse_folded(&folded)
+        .into_iter()
+        .map(|(frames, _)| frames[0].clone())
+        .collect();
+    roots.dedup();
+    assert_eq!(roots, ["worker_<0.5.0>", "worker_<0.6.1>", "solo"]);
+    // speedscope: the profiles' names.
+    let file: Value = serde_json::from_str(&export_text(Format::Speedscope, &profile)).unwrap();
+    let names: Vec<&str> = file["profiles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, [a, b, "solo"]);
+    // chrome: the tracks' names.
+    let (names, _) = parse_chrome(&export_text(Format::Chrome, &profile));
+    let mut tracks: Vec<(u64, String)> = names.into_iter().collect();
+    tracks.sort();
+    let tracks: Vec<&str> = tracks.iter().map(|(_, n)| n.as_str()).collect();
+    assert_eq!(tracks, [a, b, "solo"]);
+    // pprof keeps the registered name as `process` (to focus on every worker), and the pid.
+    let p = decode_pprof(&profile);
+    let mut labels: Vec<(&str, &str)> = p
+        .sample
+        .iter()
+        .map(|s| (p.string(s.label[0].str), p.string(s.label[1].str)))
+        .collect();
+    labels.dedup();
+    assert_eq!(
+        labels,
+        [
+            ("worker", "<0.5.0>"),
+            ("worker", "<0.6.1>"),
+            ("solo", "<0.7.0>")
+        ]
+    );
+}
+
+// ---- units
+
+#[test]
+fn chrome_lays_call_memory_out_in_bytes_as_every_export_weighs_it() {
+    let profile = tree_profile(TraceType::CallMemory);
+    let text = export_text(Format::Chrome, &profile);
+    let file: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        file["otherData"]["duration_unit"],
+        "1 µs of duration = 1 byte allocated"
+    );
+    let thread = file["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "thread_name")
+        .unwrap();
+    assert_eq!(thread["args"]["name"], "bytes allocated (1 µs = 1 byte)");
+    let (_, slices) = parse_chrome(&text);
+    // Per process, the roots' inclusive figures are the bytes folded and speedscope weigh.
+    let folded = parse_folded(&export_text(Format::Folded, &profile));
+    let (names, _) = parse_chrome(&text);
+    for (pid, slices) in &slices {
+        let label = &names[pid];
+        let roots: u64 = slices
+            .iter()
+            .filter(|s| s.path == s.name)
+            .map(|s| s.inclusive)
+            .sum();
+        let want: u64 = folded
+            .iter()
+            .filter(|(frames, _)| frames[0] == label.replace(' ', "_"))
+            .map(|(_, v)| v)
+            .sum();
+        assert_eq!(roots, want, "{label}");
+        assert!(slices.iter().all(|s| s.measurement <= s.inclusive));
+    }
+    let x = file["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["ph"] == "X" && e["args"]["path"] == "app::main" && e["pid"] == 1)
+        .unwrap();
+    assert_eq!(x["args"]["unit"], "bytes");
+    assert_eq!(x["args"]["measurement"], 793);
+    assert_eq!(x["args"]["words"], 100);
 }
 
 // ---- pprof

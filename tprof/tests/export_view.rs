@@ -12,7 +12,7 @@ use common::{Real, TYPES, function, path_entry, pid, process, real_profile};
 use quick_xml::XmlVersion;
 use quick_xml::events::Event;
 use serde_json::Value;
-use tprof::export::{self, ExportError, Format, stacks};
+use tprof::export::{self, ExportError, Format, Stack, stacks};
 use tprof::{CallTree, FunctionTrace, Group, Meta, PathNode, Profile, Run, TraceType};
 
 /// The real (flat) profiles of this file: a process calling `branch` three times, and a child
@@ -190,12 +190,25 @@ fn folded_name(name: &str) -> String {
         .collect()
 }
 
+/// What every export weighs a stack of a `trace_type` profile by: bytes for call_memory,
+/// else its measurement.
+fn weight(trace_type: TraceType, s: &Stack<'_>) -> u64 {
+    if trace_type == TraceType::CallMemory {
+        s.bytes
+    } else {
+        s.measurement
+    }
+}
+
 /// Checks the flame graph of `profile`: every measured function and every process is a
 /// frame, the root spans the total, and every width is proportional to its value.
 fn check_svg(profile: &Profile, unit: &str) -> Vec<Frame> {
     let svg = export::to_string(Format::Svg, profile).unwrap();
     let (frames, total) = svg_frames(&svg);
-    let sum: u64 = stacks(profile).iter().map(|s| s.measurement).sum();
+    let sum: u64 = stacks(profile)
+        .iter()
+        .map(|s| weight(profile.trace_type, s))
+        .sum();
     assert!(sum > 0);
     assert_eq!(total, sum);
     let title = format!("{} flame graph ({unit})", profile.trace_type);
@@ -220,7 +233,7 @@ fn check_svg(profile: &Profile, unit: &str) -> Vec<Frame> {
     // Each process: a frame as wide as its stacks.
     let mut per_group: BTreeMap<Group, u64> = BTreeMap::new();
     for s in stacks(profile) {
-        *per_group.entry(s.group).or_default() += s.measurement;
+        *per_group.entry(s.group).or_default() += weight(profile.trace_type, &s);
     }
     for (group, value) in per_group {
         let label = folded_name(&profile.group_label(group));
@@ -232,7 +245,7 @@ fn check_svg(profile: &Profile, unit: &str) -> Vec<Frame> {
     let mut measured: BTreeMap<String, u64> = BTreeMap::new();
     for s in stacks(profile) {
         let last = s.frames.last().unwrap();
-        *measured.entry(last.mfa()).or_default() += s.measurement;
+        *measured.entry(last.mfa()).or_default() += weight(profile.trace_type, &s);
     }
     for (mfa, value) in measured {
         let found = frames.iter().any(|f| f.name == folded_name(&mfa));
@@ -246,7 +259,7 @@ fn svg_of_real_profiles_has_every_function_and_process() {
     for (t, unit) in [
         (TraceType::CallCount, "calls"),
         (TraceType::CallTime, "ns"),
-        (TraceType::CallMemory, "words"),
+        (TraceType::CallMemory, "bytes"),
     ] {
         let profile = real_profile(t, REAL);
         let frames = check_svg(&profile, unit);
@@ -260,13 +273,14 @@ fn svg_of_real_profiles_has_every_function_and_process() {
             assert_eq!(leaf.units, 8);
         }
         if t == TraceType::CallMemory {
-            // The child's leaf(4) + leaf(8) is 12 words; as a Vec may round up, at least 12.
+            // The child's leaf(4) + leaf(8) is 12 words; as a Vec may round up, at least 12:
+            // 96 bytes.
             let leaves: u64 = frames
                 .iter()
                 .filter(|f| f.name == "fixture::leaf/1")
                 .map(|f| f.units)
                 .sum();
-            assert!(leaves >= 12 + 3 * 24, "{leaves}");
+            assert!(leaves >= 8 * (12 + 3 * 24), "{leaves}");
         }
     }
 }
@@ -297,6 +311,25 @@ fn svg_of_a_call_tree_nests_paths_with_inclusive_widths() {
     );
     let svg = export::to_string(Format::Svg, &profile).unwrap();
     assert!(svg.contains("app --input big.txt (1.500 ms)"), "the run");
+}
+
+#[test]
+fn svg_and_html_tell_apart_processes_sharing_a_name() {
+    let mut profile = plain_tree();
+    profile.processes[1].name = Some("worker".to_owned());
+    let frames = check_svg(&profile, "ns");
+    let width = |name: &str| frames.iter().find(|f| f.name == name).map(|f| f.units);
+    assert_eq!(width("worker\u{A0}<1.0.1>"), Some(650));
+    assert_eq!(width("worker\u{A0}<1.0.2>"), Some(100));
+    let html = export::to_string(Format::Html, &profile).unwrap();
+    let data = check_data(&profile, &html);
+    let labels: Vec<&str> = data["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["label"].as_str().unwrap())
+        .collect();
+    assert_eq!(labels, ["worker <1.0.1>", "worker <1.0.2>"]);
 }
 
 #[test]
@@ -382,7 +415,16 @@ fn check_data(profile: &Profile, html: &str) -> Value {
             .unwrap()
     };
 
-    // The stacks, as the export module gives them.
+    let unit = match profile.trace_type {
+        TraceType::CallCount => "calls",
+        TraceType::CallTime => "ns",
+        TraceType::CallMemory => "bytes",
+    };
+    assert_eq!(
+        data["unit"], unit,
+        "one unit per trace type, as the other exports"
+    );
+    // The stacks, as the export module gives them, valued in the unit.
     let expected: Vec<(String, Vec<String>, u64, u64)> = stacks(profile)
         .iter()
         .map(|s| {
@@ -390,7 +432,7 @@ fn check_data(profile: &Profile, html: &str) -> Value {
                 profile.group_label(s.group),
                 s.frames.iter().map(|f| f.mfa()).collect(),
                 s.calls,
-                s.measurement,
+                weight(profile.trace_type, s),
             )
         })
         .collect();
@@ -416,8 +458,9 @@ fn check_data(profile: &Profile, html: &str) -> Value {
     let total: u64 = expected.iter().map(|s| s.3).sum();
     assert_eq!(data["total"], total);
 
-    // The flat rows: every entry of every function.
-    let mut rows: Vec<(String, String, u64, u64, u64, u64)> = data["rows"]
+    // The flat rows: every entry of every function, valued in the unit, with their words.
+    let memory = profile.trace_type == TraceType::CallMemory;
+    let mut rows: Vec<(String, String, u64, u64, u64, u64, u64)> = data["rows"]
         .as_array()
         .unwrap()
         .iter()
@@ -427,12 +470,13 @@ fn check_data(profile: &Profile, html: &str) -> Value {
                 mfa(&r["function"]).to_owned(),
                 r["calls"].as_u64().unwrap(),
                 r["value"].as_u64().unwrap(),
+                r["words"].as_u64().unwrap(),
                 r["bytes"].as_u64().unwrap(),
                 r["blocks"].as_u64().unwrap(),
             )
         })
         .collect();
-    let mut flat: Vec<(String, String, u64, u64, u64, u64)> = profile
+    let mut flat: Vec<(String, String, u64, u64, u64, u64, u64)> = profile
         .functions
         .iter()
         .flat_map(|f| {
@@ -441,7 +485,8 @@ fn check_data(profile: &Profile, html: &str) -> Value {
                     profile.group_label(e.group),
                     f.function.mfa(),
                     e.calls,
-                    e.measurement,
+                    if memory { e.bytes } else { e.measurement },
+                    if memory { e.measurement } else { 0 },
                     e.bytes,
                     e.blocks,
                 )
@@ -451,7 +496,6 @@ fn check_data(profile: &Profile, html: &str) -> Value {
     rows.sort();
     flat.sort();
     assert_eq!(rows, flat);
-    assert_eq!(rows.iter().map(|r| r.3).sum::<u64>(), profile.total());
     data
 }
 
@@ -462,8 +506,18 @@ fn html_of_real_profiles_is_self_contained_and_carries_the_data() {
         let html = export::to_string(Format::Html, &profile).unwrap();
         check_self_contained(&html);
         let data = check_data(&profile, &html);
-        // Flat: one frame per function, so the stacks' total is the profile's.
-        assert_eq!(data["total"], profile.total());
+        // Flat: one frame per function, so the stacks' total is the profile's, in the unit.
+        let total: u64 = if t == TraceType::CallMemory {
+            profile
+                .functions
+                .iter()
+                .flat_map(|f| &f.entries)
+                .map(|e| e.bytes)
+                .sum()
+        } else {
+            profile.total()
+        };
+        assert_eq!(data["total"], total);
         assert!(html.contains(&format!("<title>{t} profile (")), "{t}");
         // Time columns are labelled as tprof labels its own, in ASCII.
         assert!(
@@ -568,7 +622,7 @@ fn html_of_an_empty_profile_still_opens() {
     let data = embedded(&html);
     assert_eq!(data["total"], 0);
     assert!(data["stacks"].as_array().unwrap().is_empty());
-    assert_eq!(data["unit"], "words");
+    assert_eq!(data["unit"], "bytes");
 }
 
 #[test]

@@ -11,8 +11,9 @@
 //!
 //! - Each process (in pid order; for call_count, the one group of all processes) gets a small
 //!   `pid` of its own, 1, 2, 3, ..., with one thread whose `tid` is that same number.
-//!   Metadata events (`"ph": "M"`) name them: `process_name` is the process's registered name,
-//!   else its pid ([`Profile::group_label`]), `thread_name` says what the track shows, and
+//!   Metadata events (`"ph": "M"`) name them: `process_name` is the process's registered name
+//!   (with its pid where other processes share the name), else its pid
+//!   ([`Profile::labels`]), `thread_name` says what the track shows, and
 //!   `process_sort_index` keeps pid order.
 //! - A process with an event log ([`Profile::event_logs`]) is drawn as a **timeline** (below);
 //!   the others get the **synthetic layout** of their call tree or flat figures.
@@ -51,14 +52,14 @@
 //!   laid one after another from 0. A profile without call paths gives one event per
 //!   function, side by side.
 //! - Durations: call_time lays out the polled **nanoseconds** (shown as time, as measured).
-//!   call_count and call_memory have no time, so they lay out their measurement, **1 µs per
-//!   call** or **1 µs per word** (8 bytes) allocated: a slice of 16 µs is 16 calls or 16 words.
-//!   The thread's name says which (`calls (1 µs = 1 call)`, `words allocated (1 µs = 1 word)`),
-//!   and `otherData.duration_unit` too.
+//!   call_count and call_memory have no time, so they lay out what every export weighs them
+//!   in (the `weight` module), **1 µs per call** or **1 µs per byte** allocated: a slice of
+//!   16 µs is 16 calls or 16 bytes. The thread's name says which (`calls (1 µs = 1 call)`,
+//!   `bytes allocated (1 µs = 1 byte)`), and `otherData.duration_unit` too.
 //! - `args` of each event: `calls` (made on that path), `measurement` (its own figure, in
-//!   `unit`), `inclusive` (with the paths below it), `unit` (`ns`, `calls` or `words`) and
-//!   `path` (the functions from the root, `;`-separated); call_memory adds `bytes` and
-//!   `blocks` (its own).
+//!   `unit`), `inclusive` (with the paths below it), `unit` (`ns`, `calls` or `bytes`) and
+//!   `path` (the functions from the root, `;`-separated); call_memory adds `bytes`, `words`
+//!   (tprof's measurement) and `blocks` (its own).
 //! - A path whose inclusive figure is 0 (a call_memory function that allocated nothing, with
 //!   nothing allocating below it) has no width and is left out, as in a flame graph: a slice
 //!   of no width would not nest unambiguously.
@@ -71,7 +72,7 @@ use std::io::Write;
 use serde::Serialize;
 
 use super::timeline::{self, Log, frames};
-use super::weight::frame_name;
+use super::weight::{frame_name, unit, weight};
 use super::{ExportError, Stack, stacks};
 use crate::{Function, Group, Profile, TraceType};
 
@@ -152,6 +153,8 @@ struct SliceArgs {
     #[serde(skip_serializing_if = "Option::is_none")]
     bytes: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    words: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     blocks: Option<u64>,
     path: String,
 }
@@ -161,7 +164,10 @@ struct SliceArgs {
 struct Node<'a> {
     function: &'a Function,
     calls: u64,
+    /// Its own figure, in the export's unit.
     own: u64,
+    /// Its own measurement (call_memory: words).
+    measurement: u64,
     bytes: u64,
     blocks: u64,
     /// Own figure plus the children's inclusive ones.
@@ -177,8 +183,9 @@ struct Tree<'a> {
 }
 
 impl<'a> Tree<'a> {
-    /// Adds `stack`'s figures at its path, creating the path's nodes as needed.
-    fn add(&mut self, stack: &Stack<'a>) {
+    /// Adds `stack`'s figures (of a `trace_type` profile) at its path, creating the path's
+    /// nodes as needed.
+    fn add(&mut self, trace_type: TraceType, stack: &Stack<'a>) {
         let mut at: Option<usize> = None;
         for &function in &stack.frames {
             let siblings = match at {
@@ -197,6 +204,7 @@ impl<'a> Tree<'a> {
                         function,
                         calls: 0,
                         own: 0,
+                        measurement: 0,
                         bytes: 0,
                         blocks: 0,
                         inclusive: 0,
@@ -214,7 +222,8 @@ impl<'a> Tree<'a> {
         if let Some(i) = at {
             let node = &mut self.nodes[i];
             node.calls = node.calls.saturating_add(stack.calls);
-            node.own = node.own.saturating_add(stack.measurement);
+            node.own = node.own.saturating_add(weight(trace_type, stack));
+            node.measurement = node.measurement.saturating_add(stack.measurement);
             node.bytes = node.bytes.saturating_add(stack.bytes);
             node.blocks = node.blocks.saturating_add(stack.blocks);
         }
@@ -236,7 +245,7 @@ impl<'a> Tree<'a> {
 /// How a trace type's figures become durations.
 #[derive(Clone, Copy, Debug)]
 struct Scale {
-    /// Microseconds per unit of the measurement.
+    /// Microseconds per unit of the weight.
     us_per_unit: f64,
     /// The unit's name in `args`.
     unit: &'static str,
@@ -251,21 +260,21 @@ impl Scale {
         match trace_type {
             TraceType::CallTime => Scale {
                 us_per_unit: 1e-3,
-                unit: "ns",
+                unit: unit(TraceType::CallTime),
                 thread_name: "polled time",
                 duration_unit: "durations are polled time",
             },
             TraceType::CallCount => Scale {
                 us_per_unit: 1.0,
-                unit: "calls",
+                unit: unit(TraceType::CallCount),
                 thread_name: "calls (1 µs = 1 call)",
                 duration_unit: "1 µs of duration = 1 call",
             },
             TraceType::CallMemory => Scale {
                 us_per_unit: 1.0,
-                unit: "words",
-                thread_name: "words allocated (1 µs = 1 word)",
-                duration_unit: "1 µs of duration = 1 word (8 bytes) allocated",
+                unit: unit(TraceType::CallMemory),
+                thread_name: "bytes allocated (1 µs = 1 byte)",
+                duration_unit: "1 µs of duration = 1 byte allocated",
             },
         }
     }
@@ -302,12 +311,17 @@ pub(super) fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), Export
     // The tracks, one per process, in pid order (`stacks` gives them by process).
     let mut tracks: BTreeMap<Group, Track<'_>> = BTreeMap::new();
     for stack in stacks(profile) {
-        tracks.entry(stack.group).or_default().tree.add(&stack);
+        tracks
+            .entry(stack.group)
+            .or_default()
+            .tree
+            .add(profile.trace_type, &stack);
     }
     for (group, log) in timeline::logs(profile) {
         tracks.entry(group).or_default().log = Some(log);
     }
     let origin = timeline::origin(profile);
+    let labels = profile.labels();
     let mut events = Vec::new();
     let mut timelines = false;
     for (n, (group, mut track)) in tracks.into_iter().enumerate() {
@@ -332,7 +346,7 @@ pub(super) fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), Export
         events.push(meta(
             "process_name",
             Args::Name {
-                name: profile.group_label(group),
+                name: labels.get(group).into_owned(),
                 dropped: None,
             },
         ));
@@ -472,6 +486,7 @@ fn draw_tree(
                 inclusive: node.inclusive,
                 unit: scale.unit,
                 bytes: memory.then_some(node.bytes),
+                words: memory.then_some(node.measurement),
                 blocks: memory.then_some(node.blocks),
                 path: path.clone(),
             }),

@@ -1,15 +1,16 @@
 //! `svg`: a flame graph of every process, drawn by [`inferno`] from folded lines.
 //!
 //! The root frame (`all`) is the whole profile; above it, one frame per process (its
-//! [label](Profile::group_label): the registered name, else the pid; `all processes` for
-//! call_count), and above each process its call paths as [`stacks()`] gives them
-//! (a flat profile: one frame per function). A frame is as wide as the measurement of its
-//! path and everything called on it; the title names the trace type and the unit.
+//! [label](Profile::labels): the registered name, with the pid where processes share it, else
+//! the pid; `all processes` for call_count), and above each process its call paths as
+//! [`stacks()`] gives them (a flat profile: one frame per function). A frame is as wide as the
+//! weight of its path and everything called on it — calls, nanoseconds or bytes, as every
+//! export weighs them (the `weight` module); the title names the trace type and the unit.
 //!
 //! Frame names are `module::name/arity`. The folded format inferno reads separates frames
 //! with `;` and the count with a space, so names are made safe first: `;` becomes `；`
 //! (U+FF1B), a space becomes a no-break space (U+00A0, drawn the same), and other control
-//! characters (a newline, a tab) become their Rust escape (`\n`). Paths whose measurement is
+//! characters (a newline, a tab) become their Rust escape (`\n`). Paths whose weight is
 //! 0 take no width and are left out.
 
 use std::fmt::Write as _;
@@ -17,17 +18,9 @@ use std::io::Write;
 
 use inferno::flamegraph::{self, Options};
 
+use super::weight::{unit, weight};
 use super::{ExportError, Format, stacks};
-use crate::{Profile, TraceType};
-
-/// The unit of the measurement, as a flame graph counts it.
-pub(super) fn unit(trace_type: TraceType) -> &'static str {
-    match trace_type {
-        TraceType::CallCount => "calls",
-        TraceType::CallTime => "ns",
-        TraceType::CallMemory => "words",
-    }
-}
+use crate::Profile;
 
 /// `name` made safe as one frame of a folded line (see the module docs).
 pub(super) fn frame_name(name: &str) -> String {
@@ -60,20 +53,22 @@ pub(super) fn duration(ns: u64) -> String {
     }
 }
 
-/// The folded lines of `profile`: per process, each path with a measurement, process first.
+/// The folded lines of `profile`: per process, each path with a weight, process first.
 pub(super) fn folded_lines(profile: &Profile) -> Vec<String> {
     let stacks = stacks(profile);
+    let weigh = |s: &super::Stack<'_>| u128::from(weight(profile.trace_type, s));
     // inferno adds the values up in a `usize` and draws in `f64`: past 2^53 in all, every value
     // is divided by the same factor (widths keep their proportions) so that the sum fits.
-    let total: u128 = stacks.iter().map(|s| u128::from(s.measurement)).sum();
+    let total: u128 = stacks.iter().map(weigh).sum();
     let divisor = total.div_ceil(1 << 53).max(1);
+    let labels = profile.labels();
     let mut lines = Vec::new();
     for stack in stacks {
-        let value = u128::from(stack.measurement) / divisor;
+        let value = weigh(&stack) / divisor;
         if value == 0 {
             continue;
         }
-        let mut line = frame_name(&profile.group_label(stack.group));
+        let mut line = frame_name(&labels.get(stack.group));
         for f in &stack.frames {
             line.push(';');
             line.push_str(&frame_name(&f.mfa()));
@@ -105,8 +100,8 @@ fn runs(profile: &Profile) -> Option<String> {
 ///
 /// # Errors
 ///
-/// [`ExportError::Unsupported`] when nothing was measured (no path has a measurement above
-/// 0: there is nothing to give a width), [`ExportError::Io`] when writing fails.
+/// [`ExportError::Unsupported`] when nothing was measured (no path weighs more than 0: there
+/// is nothing to give a width), [`ExportError::Io`] when writing fails.
 pub(super) fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), ExportError> {
     let lines = folded_lines(profile);
     if lines.is_empty() {

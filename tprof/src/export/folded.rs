@@ -9,8 +9,9 @@
 //! worker;app::handle;app::parse 1200
 //! ```
 //!
-//! - The first frame is the process: its registered name, else its pid
-//!   ([`Profile::group_label`]); `all_processes` for call_count, which has no per-process
+//! - The first frame is the process: its registered name (followed by its pid where other
+//!   processes of the profile share the name: `worker_<1.5.0>`), else its pid
+//!   ([`Profile::labels`]); `all_processes` for call_count, which has no per-process
 //!   figures. Flame graphs thus split by process at their root.
 //! - Then the path's functions, outermost first, each `module::name`. A profile without call
 //!   paths gives each function as a path of one.
@@ -33,6 +34,7 @@ use crate::{Group, Profile};
 
 /// Writes `profile` as folded stacks.
 pub(super) fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), ExportError> {
+    let names = profile.labels();
     let mut labels: BTreeMap<Group, String> = BTreeMap::new();
     let mut text = String::new();
     for stack in stacks(profile) {
@@ -42,7 +44,7 @@ pub(super) fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), Export
         }
         let label = labels
             .entry(stack.group)
-            .or_insert_with(|| frame_text(&profile.group_label(stack.group)));
+            .or_insert_with(|| frame_text(&names.get(stack.group)));
         text.push_str(label);
         for function in &stack.frames {
             text.push(';');

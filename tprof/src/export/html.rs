@@ -12,7 +12,7 @@
 //!   total;
 //! - a search box: the frames whose function (or process) contains the text are highlighted,
 //!   and the share of the total they cover is shown;
-//! - per process, the table of its functions (calls, measurement, per call, %, and bytes and
+//! - per process, the table of its functions (calls, the value, per call, %, and words and
 //!   blocks for call_memory), sorted by clicking a column's header; call_time with
 //!   percentiles also gets the table of call durations;
 //! - when the profile has event logs ([`Profile::event_logs`]), a timeline of each process
@@ -22,14 +22,16 @@
 //!
 //! # The embedded JSON
 //!
-//! An object with `version` (1), `trace_type`, `unit` (`calls`, `ns` or `words`),
+//! An object with `version` (1), `trace_type`, `unit` (`calls`, `ns` or `bytes`: the unit
+//! every export weighs a trace type in, the `weight` module's),
 //! `call_tree` (whether the stacks are call paths or one function each), `runs` (the
 //! profile's [`Run`]s), `functions` (each `module`, `name`, `arity`, `file`,
 //! `line`, `mfa`), `processes` (each `id` — the pid, or `all` —, `label`, `name`,
 //! `initial_call`, `run`), `stacks` (each `process` and `frames`, indices into the lists
-//! above, outermost frame first, with `calls`, `value`, `bytes`, `blocks`, exclusive of the
-//! frames above it: [`stacks()`] of the profile), `rows` (the flat figures per
-//! process and function, same fields), `percentiles`, `total` (the sum of the stacks'
+//! above, outermost frame first, with `calls`, `value` (in `unit`), `bytes`, `blocks`,
+//! exclusive of the frames above it: [`stacks()`] of the profile), `rows` (the flat figures
+//! per process and function, same fields and `words`, tprof's measurement of call_memory, 0
+//! for the other types), `percentiles`, `total` (the sum of the stacks'
 //! values) and `timelines`: per process with an event log, `process`, `dropped` and `frames`,
 //! each `[function, start_ns, end_ns, depth, cut_short]` (times since the profile's earliest
 //! logged event, `cut_short` 1 for a frame still open where the log ends, else 0), in the
@@ -42,8 +44,9 @@ use std::io::Write;
 
 use serde::Serialize;
 
-use super::flamegraph::{duration, unit};
+use super::flamegraph::duration;
 use super::timeline::{self, frames};
+use super::weight::{unit, weight};
 use super::{ExportError, stacks};
 use crate::{Function, Group, Profile, Run, TraceType};
 
@@ -109,7 +112,11 @@ struct Figures {
     #[serde(skip_serializing_if = "Option::is_none")]
     function: Option<usize>,
     calls: u64,
+    /// In the page's unit: calls, nanoseconds or bytes.
     value: u64,
+    /// tprof's measurement of call_memory (0 otherwise); on the flat rows only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    words: Option<u64>,
     bytes: u64,
     blocks: u64,
 }
@@ -188,16 +195,19 @@ fn view_data(profile: &Profile) -> ViewData<'_> {
     for group in logs.keys() {
         groups.insert(*group, 0);
     }
+    let labels = profile.labels();
+    let records: HashMap<runtime::Pid, &crate::ProcessRecord> =
+        profile.processes.iter().map(|p| (p.pid, p)).collect();
     let mut processes = Vec::new();
     for (i, (group, index)) in groups.iter_mut().enumerate() {
         *index = i;
         let record = match group {
-            Group::Process(pid) => profile.processes.iter().find(|p| p.pid == *pid),
+            Group::Process(pid) => records.get(pid).copied(),
             Group::All => None,
         };
         processes.push(ProcessView {
             id: group.to_string(),
-            label: profile.group_label(*group),
+            label: labels.get(*group).into_owned(),
             name: record.and_then(|r| r.name.clone()),
             initial_call: record.map(|r| r.initial_call.clone()).unwrap_or_default(),
             run: record.map(|r| r.run),
@@ -210,11 +220,21 @@ fn view_data(profile: &Profile) -> ViewData<'_> {
             frames: Some(s.frames.iter().map(|f| functions.of(f)).collect()),
             function: None,
             calls: s.calls,
-            value: s.measurement,
+            value: weight(profile.trace_type, s),
+            words: None,
             bytes: s.bytes,
             blocks: s.blocks,
         })
         .collect();
+    let memory = profile.trace_type == TraceType::CallMemory;
+    // A flat row's value and words, from its measurement and bytes.
+    let value_words = |measurement: u64, bytes: u64| {
+        if memory {
+            (bytes, Some(measurement))
+        } else {
+            (measurement, Some(0))
+        }
+    };
     let mut rows = Vec::new();
     if profile.functions.is_empty() {
         // No flat figures: each function's are the sum over the paths that end in it.
@@ -230,13 +250,15 @@ fn view_data(profile: &Profile) -> ViewData<'_> {
                 sum[3] = sum[3].saturating_add(s.blocks);
             }
         }
-        for ((process, function), [calls, value, bytes, blocks]) in sums {
+        for ((process, function), [calls, measurement, bytes, blocks]) in sums {
+            let (value, words) = value_words(measurement, bytes);
             rows.push(Figures {
                 process,
                 frames: None,
                 function: Some(function),
                 calls,
                 value,
+                words,
                 bytes,
                 blocks,
             });
@@ -244,12 +266,14 @@ fn view_data(profile: &Profile) -> ViewData<'_> {
     } else {
         for f in &profile.functions {
             for e in &f.entries {
+                let (value, words) = value_words(e.measurement, e.bytes);
                 rows.push(Figures {
                     process: groups[&e.group],
                     frames: None,
                     function: Some(functions.of(&f.function)),
                     calls: e.calls,
-                    value: e.measurement,
+                    value,
+                    words,
                     bytes: e.bytes,
                     blocks: e.blocks,
                 });

@@ -15,7 +15,8 @@
 //! - `sample`: one per process and call path (from [`stacks()`]), with the
 //!   path's own (exclusive) figures as `value`, one per sample type, and its `location_id`s
 //!   **leaf first** (pprof's order: the path's last function first). Labels: `process`, the
-//!   registered name else the pid ([`crate::Profile::group_label`]), and `pid`, the pid as it
+//!   registered name else the pid (the name alone, even where processes share it, so that
+//!   `-tagfocus process=worker` keeps every worker), and `pid`, the pid as it
 //!   prints (`<1.5.0>`; none for call_count's group of all processes). `go tool pprof
 //!   -tagfocus process=worker` keeps one process, `-tagroot process` splits by process.
 //!   Samples whose values are all 0 are left out. A profile without call paths gives each
@@ -289,6 +290,11 @@ pub fn to_proto(profile: &crate::Profile) -> Profile {
     let mut locations: Vec<Location> = Vec::new();
     let mut ids: HashMap<&crate::Function, u64> = HashMap::new();
     let mut labels: HashMap<Group, Vec<Label>> = HashMap::new();
+    let names: HashMap<runtime::Pid, &str> = profile
+        .processes
+        .iter()
+        .filter_map(|p| Some((p.pid, p.name.as_deref()?)))
+        .collect();
     let mut samples = Vec::new();
     for stack in stacks(profile) {
         let value: Vec<i64> = match profile.trace_type {
@@ -333,9 +339,15 @@ pub fn to_proto(profile: &crate::Profile) -> Profile {
         let label = labels
             .entry(stack.group)
             .or_insert_with(|| {
+                let name = match stack.group {
+                    Group::All => crate::profile::ALL_PROCESSES.to_owned(),
+                    Group::Process(pid) => names
+                        .get(&pid)
+                        .map_or_else(|| pid.to_string(), |n| (*n).to_owned()),
+                };
                 let mut label = vec![Label {
                     key: process_key,
-                    str: strings.intern(&profile.group_label(stack.group)),
+                    str: strings.intern(&name),
                     num: 0,
                     num_unit: 0,
                 }];

@@ -6,8 +6,9 @@
 //!
 //! - `shared.frames`: every function on some path, once: `name` is `module::name`, `file` and
 //!   `line` where it is defined (left out when unknown).
-//! - `profiles`: one `"sampled"` profile per process, named by its registered name, else its
-//!   pid ([`Profile::group_label`]; `all processes` for call_count), in pid order. Its
+//! - `profiles`: one `"sampled"` profile per process, named by its registered name (with its
+//!   pid where other processes share the name), else its pid ([`Profile::labels`];
+//!   `all processes` for call_count), in pid order. Its
 //!   `samples` are the process's call paths (from [`stacks()`]) as frame indices,
 //!   outermost first as speedscope wants them; `weights` the path's own (exclusive) figure:
 //!   calls (unit `none`, call_count), nanoseconds (`nanoseconds`, call_time) or bytes
@@ -81,6 +82,7 @@ pub(super) fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), Export
     let mut frames: Vec<Frame> = Vec::new();
     let mut frame_index: HashMap<&Function, usize> = HashMap::new();
     let mut profiles: Vec<(Group, SampledProfile)> = Vec::new();
+    let labels = profile.labels();
     for stack in stacks(profile) {
         let value = weight(profile.trace_type, &stack);
         if value == 0 {
@@ -109,7 +111,7 @@ pub(super) fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), Export
                 stack.group,
                 SampledProfile {
                     kind: "sampled",
-                    name: profile.group_label(stack.group),
+                    name: labels.get(stack.group).into_owned(),
                     unit,
                     start_value: 0,
                     end_value: 0,

@@ -1,11 +1,12 @@
-//! What the stack-shaped exports (folded, speedscope) count for a stack, and the name a frame
-//! goes by in every stack-shaped export.
+//! What every stack-shaped and graphical export (folded, speedscope, pprof, svg, html, chrome)
+//! counts for a stack, its unit, and the name a frame goes by.
 //!
-//! A stack weighs its measurement — calls (call_count) or nanoseconds (call_time) — except in
-//! call_memory, where it weighs **bytes** rather than the words tprof's reports count: flame
-//! graph and speedscope users read memory in bytes, and speedscope has a `bytes` unit but no
-//! words. Bytes are what was asked of the allocator; words are bytes rounded up to 8 per
-//! allocation, so the two can differ slightly.
+//! One unit per trace type, in every export: **calls** (call_count), **nanoseconds**
+//! (call_time) and **bytes** (call_memory). call_memory weighs bytes rather than the words
+//! tprof's text report counts: flame graph, speedscope and pprof users read memory in bytes,
+//! and speedscope and pprof have a bytes unit but no words. Bytes are what was asked of the
+//! allocator; words are bytes rounded up to 8 per allocation, so the two can differ slightly.
+//! Only the text report (`pretty`), which is tprof's, counts words.
 
 use super::Stack;
 use crate::{Function, TraceType};
@@ -18,7 +19,16 @@ pub(super) fn weight(trace_type: TraceType, stack: &Stack<'_>) -> u64 {
     }
 }
 
-/// speedscope's unit for [`weight`]: `none` (calls), `nanoseconds` or `bytes`.
+/// The unit of [`weight`], as the exports label it: `calls`, `ns` or `bytes`.
+pub(super) fn unit(trace_type: TraceType) -> &'static str {
+    match trace_type {
+        TraceType::CallCount => "calls",
+        TraceType::CallTime => "ns",
+        TraceType::CallMemory => "bytes",
+    }
+}
+
+/// speedscope's name for the unit of [`weight`]: `none` (calls), `nanoseconds` or `bytes`.
 pub(super) fn speedscope_unit(trace_type: TraceType) -> &'static str {
     match trace_type {
         TraceType::CallCount => "none",

@@ -17,7 +17,6 @@
     call_time: 'time per function, counted while its process is polled',
     call_memory: 'memory allocated per function: words, bytes and blocks',
   };
-  const MEASURE = { call_count: 'calls', call_time: 'time', call_memory: 'words' };
   const FACT = { call_count: 'count', call_time: 'time', call_memory: 'allocated' };
 
   // ---- formatting
@@ -248,7 +247,7 @@
     rows.push([FACT[data.trace_type], value(n.total) + (f && n.list.length ? ' with callees' : '')]);
     if (f && n.list.length) rows.push(['own', value(n.self)]);
     if (MEMORY && f) {
-      rows.push(['bytes', int(n.bytes) + ' (' + int(n.blocks) + ' block' + (n.blocks === 1 ? '' : 's') + ')']);
+      rows.push(['allocations', int(n.blocks) + ' block' + (n.blocks === 1 ? '' : 's') + ' of its own']);
     }
     rows.push(['share', percent(n.total, root.total) + ' of the total' +
       (zoom !== root && zoom !== n && isUnder(n, zoom) ? ', ' + percent(n.total, zoom.total) + ' of the zoomed frame' : '')]);
@@ -416,11 +415,11 @@
     const cols = [{ key: 'name', title: 'function' }, { key: 'calls', title: 'calls' }];
     // call_count measures calls: its value is the calls column, and per call is always 1
     if (data.trace_type !== 'call_count') {
-      cols.push({ key: 'value', title: TIME ? 'time (us)' : MEASURE[data.trace_type] },
+      cols.push({ key: 'value', title: TIME ? 'time (us)' : data.unit },
         { key: 'per', title: 'per call' + (TIME ? ' (us)' : '') });
     }
     cols.push({ key: 'pct', title: '%' });
-    if (MEMORY) cols.push({ key: 'bytes', title: 'bytes' }, { key: 'blocks', title: 'blocks' });
+    if (MEMORY) cols.push({ key: 'words', title: 'words' }, { key: 'blocks', title: 'blocks' });
     return cols;
   }
   function cell(key, r) {
@@ -429,7 +428,7 @@
       case 'value': return TIME ? fixed(r.value / 1000, 1) : int(r.value);
       case 'per': return fixed(TIME ? r.per / 1000 : r.per, 2);
       case 'pct': return r.pct.toFixed(2);
-      case 'bytes': return int(r.bytes);
+      case 'words': return int(r.words);
       case 'blocks': return int(r.blocks);
       default: return '';
     }
@@ -459,7 +458,7 @@
       const rows = mine.map((r) => {
         const f = data.functions[r.function];
         return {
-          name: f.mfa, fn: r.function, calls: r.calls, value: r.value, bytes: r.bytes, blocks: r.blocks,
+          name: f.mfa, fn: r.function, calls: r.calls, value: r.value, words: r.words, blocks: r.blocks,
           per: r.calls > 0 ? r.value / r.calls : 0, pct: total > 0 ? (100 * r.value) / total : 0,
         };
       });
@@ -505,10 +504,10 @@
       }
       body.append(tr);
     }
-    const sums = rows.reduce((s, r) => ({ calls: s.calls + r.calls, bytes: s.bytes + r.bytes, blocks: s.blocks + r.blocks }), { calls: 0, bytes: 0, blocks: 0 });
+    const sums = rows.reduce((s, r) => ({ calls: s.calls + r.calls, words: s.words + r.words, blocks: s.blocks + r.blocks }), { calls: 0, words: 0, blocks: 0 });
     const foot = el('tr', {}, el('td', { text: 'total' }));
     for (const c of cols.slice(1)) {
-      const r = { calls: sums.calls, value: total, per: 0, pct: 100, bytes: sums.bytes, blocks: sums.blocks };
+      const r = { calls: sums.calls, value: total, per: 0, pct: 100, words: sums.words, blocks: sums.blocks };
       foot.append(el('td', { text: c.key === 'per' ? '' : cell(c.key, r) }));
     }
     return el('table', { class: 'functions' }, el('thead', {}, head), body, el('tfoot', {}, foot));
