@@ -11,7 +11,7 @@ use crate::adhoc::{
     Failure, ProfileError, ProfileOptions, Report, profile_async, profile_blocking,
 };
 use crate::profile::{FunctionTrace, Group, LookupError, Profile, TraceType};
-use crate::table::function_table;
+use crate::table::{Tables, heading, records};
 
 /// What a function allocated: calls, words, bytes and blocks.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -239,21 +239,35 @@ impl<T> Allocations<T> {
             .filter(|e| e.group == Group::Process(pid)))
     }
 
-    /// The per-function tables of every process measured.
+    /// The per-function tables of every process measured, each headed by the process's pid,
+    /// name and initial call.
     pub fn table(&self) -> String {
-        let sort = crate::SortBy::descending(crate::Column::Measurement);
-        let mut out = String::new();
-        for pid in self.profile.pids() {
-            out.push_str(&format!(
-                "process {pid}:\n{}\n",
-                function_table(&self.profile, Group::Process(pid), sort)
-            ));
-        }
+        let mut out = tables(&self.profile, &self.profile.pids());
         if out.is_empty() {
             out.push_str("(no measured process called a traced function)\n");
         }
         out
     }
+}
+
+/// The function tables of the processes `pids`, each headed by `process`, its pid, name and
+/// initial call.
+fn tables(profile: &Profile, pids: &[Pid]) -> String {
+    let tables = Tables::new(
+        profile,
+        crate::SortBy::descending(crate::Column::Measurement),
+    );
+    let records = records(profile);
+    let mut out = String::new();
+    for &pid in pids {
+        let group = Group::Process(pid);
+        out.push_str(&format!(
+            "process {}:\n{}\n",
+            heading(group, records.get(&pid).copied()),
+            tables.table(group)
+        ));
+    }
+    out
 }
 
 fn sum<'a>(entries: impl Iterator<Item = &'a crate::Entry>) -> Allocated {
@@ -298,14 +312,7 @@ impl FunctionCheck<'_> {
     #[track_caller]
     fn check(self, ok: bool, expected: fmt::Arguments<'_>) -> Self {
         if !ok {
-            let sort = crate::SortBy::descending(crate::Column::Measurement);
-            let mut tables = String::new();
-            for pid in &self.pids {
-                tables.push_str(&format!(
-                    "process {pid}:\n{}\n",
-                    function_table(self.profile, Group::Process(*pid), sort)
-                ));
-            }
+            let tables = tables(self.profile, &self.pids);
             panic!(
                 "allocation assertion failed for `{}`: expected {expected}, measured {}\n{tables}",
                 self.name, self.figures

@@ -4,7 +4,7 @@
 //!
 //! | [`Format`] | what it writes | read by |
 //! | --- | --- | --- |
-//! | `pretty` | tprof's text report, per process | people |
+//! | `pretty` | tprof's text report, per process, with the processes named and the call tree | people |
 //! | `json` | the [`Profile`] itself (serde; the schema is the model's field names) | scripts, [`Profile`]'s `Deserialize` |
 //! | `speedscope` | speedscope's file format, one profile per process | <https://speedscope.app> |
 //! | `chrome` | Chrome trace-event JSON, one track per process (a timeline where the process has an event log) | Perfetto, `chrome://tracing` |
@@ -25,7 +25,7 @@ use std::fmt;
 use std::io::{self, Write};
 use std::str::FromStr;
 
-use crate::{Aggregate, Profile, SortBy, TraceType};
+use crate::Profile;
 
 mod chrome;
 mod flamegraph;
@@ -33,6 +33,7 @@ mod folded;
 mod html;
 mod json;
 pub mod pprof;
+mod pretty;
 mod speedscope;
 mod stacks;
 mod timeline;
@@ -43,7 +44,9 @@ pub use stacks::{Stack, stacks};
 /// An export format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Format {
-    /// tprof's text report ([`format`](crate::format())), per process.
+    /// tprof's text report ([`format`](crate::format())), per process, byte for byte, after
+    /// a table naming the processes, and followed by the call tree when the profile has call
+    /// paths.
     Pretty,
     /// The profile as JSON.
     Json,
@@ -225,7 +228,7 @@ impl From<serde_json::Error> for ExportError {
 /// ```
 pub fn write(format: Format, profile: &Profile, out: &mut dyn Write) -> Result<(), ExportError> {
     match format {
-        Format::Pretty => pretty(profile, out),
+        Format::Pretty => pretty::write(profile, out),
         Format::Json => json::write(profile, out),
         Format::Speedscope => speedscope::write(profile, out),
         Format::Chrome => chrome::write(profile, out),
@@ -246,16 +249,4 @@ pub fn to_string(format: Format, profile: &Profile) -> Result<String, ExportErro
     let mut out = Vec::new();
     write(format, profile, &mut out)?;
     Ok(String::from_utf8_lossy(&out).into_owned())
-}
-
-/// tprof's report, per process (call_count: for all).
-fn pretty(profile: &Profile, out: &mut dyn Write) -> Result<(), ExportError> {
-    let aggregate = if profile.trace_type == TraceType::CallCount {
-        Aggregate::Total
-    } else {
-        Aggregate::Process
-    };
-    let inspected = crate::inspect(profile, aggregate, SortBy::default());
-    crate::format(out, &inspected)?;
-    Ok(())
 }

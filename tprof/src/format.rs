@@ -16,7 +16,7 @@ use crate::inspect::{GroupProfile, Inspected};
 use crate::profile::{Group, TraceType};
 
 /// The measurement column's label.
-fn label(trace_type: TraceType) -> &'static str {
+pub(crate) fn label(trace_type: TraceType) -> &'static str {
     match trace_type {
         TraceType::CallCount => "CALLS",
         TraceType::CallTime => "TIME (us)",
@@ -24,12 +24,13 @@ fn label(trace_type: TraceType) -> &'static str {
     }
 }
 
-fn width(s: &str) -> usize {
+/// The width of `s` as tprof counts it: in characters.
+pub(crate) fn width(s: &str) -> usize {
     s.chars().count()
 }
 
 /// Left-aligned in exactly `w` characters (cut when longer), as `~.Nts`.
-fn cut_pad(s: &str, w: usize) -> String {
+pub(crate) fn cut_pad(s: &str, w: usize) -> String {
     let mut out: String = s.chars().take(w).collect();
     let n = width(&out);
     out.extend(std::iter::repeat_n(' ', w - n));
@@ -37,18 +38,18 @@ fn cut_pad(s: &str, w: usize) -> String {
 }
 
 /// Right-aligned in at least `w` characters, as `~Ns`.
-fn right(s: &str, w: usize) -> String {
+pub(crate) fn right(s: &str, w: usize) -> String {
     format!("{s:>w$}")
 }
 
 /// Two decimals, ties rounded away from zero, as Erlang's `float_to_list(X, [{decimals, 2}])`
 /// prints them (Rust's `{:.2}` rounds ties to even).
-fn two_decimals(x: f64) -> String {
+pub(crate) fn two_decimals(x: f64) -> String {
     format!("{:.2}", (x * 100.0).round() / 100.0)
 }
 
 /// Nanoseconds to the microseconds tprof prints (rounded half up).
-fn micros(ns: u64) -> u64 {
+pub(crate) fn micros(ns: u64) -> u64 {
     ns.saturating_add(500) / 1000
 }
 

@@ -137,9 +137,12 @@
 //! [`inspect`] turns a raw [`Profile`] into lines per process (or in total) with calls, the
 //! measurement, per call and percent, sorted by any column; [`format()`] prints them in tprof's
 //! layout, byte for byte (call_time in microseconds, rounded from the nanoseconds the raw data
-//! keeps). [`rich_report`] prints comfy-table tables instead: a per-process summary (name,
-//! calls, measurement, bytes, blocks, live heap) and each process's functions with bytes and
-//! blocks per call.
+//! keeps). tprof's layout names processes by pid only; the reports of our own name them as the
+//! profile recorded them, registered name and initial call. [`rich_report`] prints
+//! comfy-table tables: a per-process summary (name, initial call, calls, measurement, bytes,
+//! blocks, live heap) and each process's functions with bytes and blocks per call. The
+//! `pretty` export prints tprof's report between a table of the processes and, when the
+//! profile has call paths, the call tree of each process.
 //!
 //! # Call trees and exports
 //!
@@ -147,7 +150,8 @@
 //! [`ServerOptions::call_tree`]), call_time and call_memory are also measured per traced call
 //! path — `summer → parse`, `client → send` — in [`Profile::call_tree`]; the flat table is the
 //! sum of the paths that end in each function. [`export::write`] writes any profile in the
-//! formats people open profiles with ([`export::Format`]): `pretty` (tprof's report), `json`,
+//! formats people open profiles with ([`export::Format`]): `pretty` (tprof's report, the
+//! processes named, and the call tree), `json`,
 //! `speedscope`, `chrome` (Perfetto), `pprof` (`go tool pprof`), `folded`, `svg` (a flame
 //! graph) and `html` (a self-contained viewer with a zoomable, searchable flame graph and the
 //! per-process tables). A profile without call paths draws each function as one frame. With

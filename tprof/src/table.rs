@@ -1,12 +1,23 @@
 //! A richer view than tprof's text: comfy-table tables of the processes and their functions,
-//! with bytes and blocks for call_memory.
+//! with bytes and blocks for call_memory and, for call_time with percentiles, the distribution
+//! of each function's time per call.
+//!
+//! Processes are named as the profile recorded them (the name each was registered under and
+//! its initial call, [`Profile::processes`]): a table drawn long after the processes ended, or
+//! from an archive on another machine, names them all the same. Only the live heap column is
+//! read at drawing time, from the processes still running.
+//!
+//! Everything is linear in the processes and functions: a report of 100,000 processes
+//! inspects the profile once and looks each figure up by hash.
+
+use std::collections::{BTreeMap, HashMap};
 
 use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{CellAlignment, Table};
 use runtime::Pid;
 
-use crate::inspect::{Aggregate, SortBy, inspect_keeping_zeros};
-use crate::profile::{Group, Profile, TraceType};
+use crate::inspect::{Aggregate, Inspected, Line, SortBy, inspect_keeping_zeros};
+use crate::profile::{Group, Percentiles, ProcessRecord, Profile, TraceType};
 
 fn new_table(header: &[&str]) -> Table {
     let mut table = Table::new();
@@ -20,36 +31,62 @@ fn new_table(header: &[&str]) -> Table {
     table
 }
 
-fn process_name(pid: Pid) -> String {
-    match runtime::process_info(pid) {
-        Some(info) => info
-            .registered_name
-            .map(|n| n.to_string())
-            .unwrap_or_else(|| info.initial_call.into_owned()),
-        None => "(ended)".to_owned(),
-    }
-}
-
 fn live_heap(pid: Pid) -> String {
     runtime::heap::process_heap(pid).map_or_else(|_| "-".to_owned(), |h| h.live_bytes.to_string())
 }
 
-/// Per process: its name (registered name, or initial call while alive), calls, the
-/// measurement, bytes and blocks (call_memory), and its live heap now.
-pub fn process_summary(profile: &Profile) -> Table {
-    let memory = profile.trace_type == TraceType::CallMemory;
-    let measurement = match profile.trace_type {
+/// The measurement's column title in the rich tables.
+fn measurement_title(trace_type: TraceType) -> &'static str {
+    match trace_type {
         TraceType::CallCount => "calls",
         TraceType::CallTime => "time (us)",
         TraceType::CallMemory => "words",
+    }
+}
+
+/// How a process's table is headed: its pid, then the name it was registered under and its
+/// initial call, as the profile recorded them (`<0.5.1> worker (app::worker/1)`).
+pub(crate) fn heading(group: Group, record: Option<&ProcessRecord>) -> String {
+    let mut out = match group {
+        Group::All => return crate::profile::ALL_PROCESSES.to_owned(),
+        Group::Process(pid) => pid.to_string(),
     };
-    let mut header = vec!["process", "name", "calls", measurement];
+    let Some(record) = record else {
+        return out;
+    };
+    if let Some(name) = &record.name {
+        out.push(' ');
+        out.push_str(name);
+    }
+    if !record.initial_call.is_empty() {
+        out.push_str(&format!(" ({})", record.initial_call));
+    }
+    out
+}
+
+/// Per process: its pid, the name it was registered under (`-` for none) and its initial
+/// call, as the profile recorded them; calls, the measurement, bytes and blocks
+/// (call_memory); and its live heap now (`-` once it has ended).
+pub fn process_summary(profile: &Profile) -> Table {
+    let memory = profile.trace_type == TraceType::CallMemory;
+    let mut header = vec![
+        "process",
+        "name",
+        "initial call",
+        "calls",
+        measurement_title(profile.trace_type),
+    ];
     if memory {
         header.extend(["bytes", "blocks"]);
     }
     header.push("live heap (bytes)");
     let mut table = new_table(&header);
-    let mut groups: std::collections::BTreeMap<Group, [u64; 4]> = Default::default();
+    for column in 1..3 {
+        if let Some(column) = table.column_mut(column) {
+            column.set_cell_alignment(CellAlignment::Left);
+        }
+    }
+    let mut groups: BTreeMap<Group, [u64; 4]> = BTreeMap::new();
     for f in &profile.functions {
         for e in &f.entries {
             let sums = groups.entry(e.group).or_default();
@@ -59,17 +96,37 @@ pub fn process_summary(profile: &Profile) -> Table {
             sums[3] = sums[3].saturating_add(e.blocks);
         }
     }
+    let records = records(profile);
     for (group, [calls, value, bytes, blocks]) in groups {
         let value = if profile.trace_type == TraceType::CallTime {
             format!("{:.1}", value as f64 / 1000.0)
         } else {
             value.to_string()
         };
-        let (name, live) = match group {
-            Group::Process(pid) => (process_name(pid), live_heap(pid)),
-            Group::All => ("(all processes)".to_owned(), "-".to_owned()),
+        let (name, initial_call, live) = match group {
+            Group::Process(pid) => {
+                let record = records.get(&pid);
+                (
+                    record
+                        .and_then(|r| r.name.clone())
+                        .unwrap_or_else(|| "-".to_owned()),
+                    record.map_or_else(|| "-".to_owned(), |r| r.initial_call.clone()),
+                    live_heap(pid),
+                )
+            }
+            Group::All => (
+                format!("({})", crate::profile::ALL_PROCESSES),
+                "-".to_owned(),
+                "-".to_owned(),
+            ),
         };
-        let mut row = vec![group.to_string(), name, calls.to_string(), value];
+        let mut row = vec![
+            group.to_string(),
+            name,
+            initial_call,
+            calls.to_string(),
+            value,
+        ];
         if memory {
             row.extend([bytes.to_string(), blocks.to_string()]);
         }
@@ -80,35 +137,149 @@ pub fn process_summary(profile: &Profile) -> Table {
 }
 
 /// The functions of one group (a process, or all together), sorted: calls, the measurement,
-/// per call and percent, and bytes and blocks (with per call) for call_memory. Unlike tprof's
-/// text, functions that allocated nothing are listed too.
+/// per call and percent, bytes and blocks (with per call) for call_memory, and for call_time
+/// with percentiles the distribution of the time per call. Unlike tprof's text, functions
+/// that allocated nothing are listed too.
+///
+/// Each call reads the whole profile: to draw the tables of many processes, use
+/// [`rich_report`].
 pub fn function_table(profile: &Profile, group: Group, sort: SortBy) -> Table {
-    let aggregate = match group {
-        Group::All => Aggregate::Total,
-        Group::Process(_) => Aggregate::Process,
-    };
-    let memory = profile.trace_type == TraceType::CallMemory;
-    let time = profile.trace_type == TraceType::CallTime;
-    let measurement = match profile.trace_type {
-        TraceType::CallCount => "calls",
-        TraceType::CallTime => "time (us)",
-        TraceType::CallMemory => "words",
-    };
-    let mut header = vec!["function", "calls", measurement, "per call", "%"];
-    if memory {
-        header.extend(["bytes", "bytes/call", "blocks", "blocks/call"]);
+    Tables::new(profile, sort).table(group)
+}
+
+/// The process summary, then each process's functions (or all together for call_count),
+/// sorted by measurement, largest first, each headed by the process's pid, name and initial
+/// call.
+pub fn rich_report(profile: &Profile) -> String {
+    if profile.is_empty() {
+        return "Trace is empty\n".to_owned();
     }
-    // Percentiles are per function over all processes: shown in the `all` table.
-    let percentiles = time && group == Group::All && !profile.percentiles.is_empty();
-    if percentiles {
-        header.extend(["p50 (us)", "p90 (us)", "p99 (us)", "max (us)"]);
-    }
-    let mut table = new_table(&header);
-    let inspected = inspect_keeping_zeros(profile, aggregate, sort);
-    let Some(lines) = inspected.groups.get(&group) else {
-        return table;
+    let tables = Tables::new(profile, SortBy::descending(crate::Column::Measurement));
+    let mut out = format!(
+        "{} profile\n{}\n",
+        profile.trace_type,
+        process_summary(profile)
+    );
+    let mut groups: Vec<Group> = if profile.trace_type == TraceType::CallCount {
+        vec![Group::All]
+    } else {
+        profile.pids().into_iter().map(Group::Process).collect()
     };
-    for line in &lines.lines {
+    // Percentiles are per function over every process: shown in the `all` table.
+    if groups.first() != Some(&Group::All) && !profile.percentiles.is_empty() {
+        groups.insert(0, Group::All);
+    }
+    let records = records(profile);
+    for group in groups {
+        let record = match group {
+            Group::Process(pid) => records.get(&pid).copied(),
+            Group::All => None,
+        };
+        out.push_str(&format!(
+            "\n{}\n{}\n",
+            heading(group, record),
+            tables.table(group)
+        ));
+    }
+    out
+}
+
+/// The records of `profile`'s processes, by pid.
+pub(crate) fn records(profile: &Profile) -> HashMap<Pid, &ProcessRecord> {
+    profile.processes.iter().map(|p| (p.pid, p)).collect()
+}
+
+/// A function as the tables' lines name it: module, name, arity.
+type Key<'a> = (Group, &'a str, &'a str, u8);
+
+/// The function tables of a profile, drawn from one inspection and indexed figures, so that
+/// the tables of every process together cost one pass over the profile.
+pub(crate) struct Tables<'a> {
+    profile: &'a Profile,
+    sort: SortBy,
+    /// The per-process inspection (not for call_count, which has only `all`).
+    processes: Inspected,
+    /// Bytes and blocks per process and function (call_memory).
+    sums: HashMap<Key<'a>, (u64, u64)>,
+    /// Percentiles per process (or all) and function (call_time with percentiles).
+    percentiles: HashMap<Key<'a>, &'a Percentiles>,
+}
+
+impl<'a> Tables<'a> {
+    pub(crate) fn new(profile: &'a Profile, sort: SortBy) -> Tables<'a> {
+        let processes = if profile.trace_type == TraceType::CallCount {
+            Inspected::default()
+        } else {
+            inspect_keeping_zeros(profile, Aggregate::Process, sort)
+        };
+        let mut sums: HashMap<Key<'a>, (u64, u64)> = HashMap::new();
+        if profile.trace_type == TraceType::CallMemory {
+            for f in &profile.functions {
+                let (module, name, arity) = (f.module(), f.function(), f.arity());
+                for e in &f.entries {
+                    for group in [e.group, Group::All] {
+                        let sum = sums.entry((group, module, name, arity)).or_default();
+                        sum.0 = sum.0.saturating_add(e.bytes);
+                        sum.1 = sum.1.saturating_add(e.blocks);
+                    }
+                }
+            }
+        }
+        let percentiles = profile
+            .percentiles
+            .iter()
+            .map(|p| {
+                let f = &p.function;
+                ((Group::All, f.module.as_str(), f.name.as_str(), f.arity), p)
+            })
+            .collect();
+        Tables {
+            profile,
+            sort,
+            processes,
+            sums,
+            percentiles,
+        }
+    }
+
+    /// The table of `group`: see [`function_table`].
+    pub(crate) fn table(&self, group: Group) -> Table {
+        let profile = self.profile;
+        let memory = profile.trace_type == TraceType::CallMemory;
+        let time = profile.trace_type == TraceType::CallTime;
+        let mut header = vec![
+            "function",
+            "calls",
+            measurement_title(profile.trace_type),
+            if time { "per call (us)" } else { "per call" },
+            "%",
+        ];
+        if memory {
+            header.extend(["bytes", "bytes/call", "blocks", "blocks/call"]);
+        }
+        let percentiles = time && self.percentiles.keys().any(|k| k.0 == group);
+        if percentiles {
+            header.extend(["p50 (us)", "p90 (us)", "p99 (us)", "max (us)"]);
+        }
+        let mut table = new_table(&header);
+        let total;
+        let lines = match group {
+            Group::All => {
+                total = inspect_keeping_zeros(profile, Aggregate::Total, self.sort);
+                total.groups.get(&Group::All)
+            }
+            Group::Process(_) => self.processes.groups.get(&group),
+        };
+        let Some(lines) = lines else {
+            return table;
+        };
+        for line in &lines.lines {
+            table.add_row(self.row(group, line, memory, time, percentiles));
+        }
+        table
+    }
+
+    fn row(&self, group: Group, line: &Line, memory: bool, time: bool, pct: bool) -> Vec<String> {
         let (value, per_call) = if time {
             (
                 format!("{:.1}", line.measurement as f64 / 1000.0),
@@ -127,20 +298,14 @@ pub fn function_table(profile: &Profile, group: Group, sort: SortBy) -> Table {
             per_call,
             format!("{:.2}", line.percent),
         ];
+        let key = (
+            group,
+            line.module.as_str(),
+            line.function.as_str(),
+            line.arity,
+        );
         if memory {
-            let (bytes, blocks) = profile
-                .functions
-                .iter()
-                .filter(|f| {
-                    f.module() == line.module
-                        && f.function() == line.function
-                        && f.arity() == line.arity
-                })
-                .flat_map(|f| f.entries.iter())
-                .filter(|e| group == Group::All || e.group == group)
-                .fold((0u64, 0u64), |(b, k), e| {
-                    (b.saturating_add(e.bytes), k.saturating_add(e.blocks))
-                });
+            let (bytes, blocks) = self.sums.get(&key).copied().unwrap_or_default();
             let per = |n: u64| {
                 if line.calls == 0 {
                     "0.00".to_owned()
@@ -155,48 +320,13 @@ pub fn function_table(profile: &Profile, group: Group, sort: SortBy) -> Table {
                 per(blocks),
             ]);
         }
-        if percentiles {
-            let found = profile.percentiles.iter().find(|p| {
-                p.function.module == line.module
-                    && p.function.name == line.function
-                    && p.function.arity == line.arity
-            });
+        if pct {
             let us = |ns: u64| format!("{:.2}", ns as f64 / 1000.0);
-            match found {
+            match self.percentiles.get(&key) {
                 Some(p) => row.extend([us(p.p50_ns), us(p.p90_ns), us(p.p99_ns), us(p.max_ns)]),
                 None => row.extend(std::iter::repeat_n("-".to_owned(), 4)),
             }
         }
-        table.add_row(row);
+        row
     }
-    table
-}
-
-/// The process summary, then each process's functions (or all together for call_count),
-/// sorted by measurement, largest first.
-pub fn rich_report(profile: &Profile) -> String {
-    if profile.is_empty() {
-        return "Trace is empty\n".to_owned();
-    }
-    let sort = SortBy::descending(crate::Column::Measurement);
-    let mut out = format!(
-        "{} profile\n{}\n",
-        profile.trace_type,
-        process_summary(profile)
-    );
-    let mut groups: Vec<Group> = if profile.trace_type == TraceType::CallCount {
-        vec![Group::All]
-    } else {
-        profile.pids().into_iter().map(Group::Process).collect()
-    };
-    if !profile.percentiles.is_empty() {
-        groups.insert(0, Group::All);
-    }
-    for group in groups {
-        out.push_str(&format!(
-            "\n{group}\n{}\n",
-            function_table(profile, group, sort)
-        ));
-    }
-    out
 }

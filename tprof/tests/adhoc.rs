@@ -336,8 +336,8 @@ fn the_rich_report_lists_processes_and_their_functions_with_bytes_and_blocks() {
     );
     assert!(text.contains("live heap (bytes)"), "{text}");
     assert!(
-        text.contains("(ended)"),
-        "the profiled processes have ended: {text}"
+        !text.contains("(ended)"),
+        "the profiled processes have ended, and are named as the profile recorded them: {text}"
     );
     assert_eq!(
         tprof::rich_report(&tprof::Profile::empty(TraceType::CallTime)),
