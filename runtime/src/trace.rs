@@ -98,7 +98,9 @@ pub use measure::{
 pub(crate) use measure::{ProcTraceRef, begin_poll, measuring, remember_name};
 pub use pattern::{Part, TracePattern};
 pub(crate) use session::record_call;
-pub use session::{CallCount, MAX_SESSIONS, PatternError, SessionError, TraceMap, TraceSession};
+pub use session::{
+    CallCount, MAX_SESSIONS, PatternError, SessionError, SessionOptions, TraceMap, TraceSession,
+};
 pub use snapshot::{
     Snapshot, SnapshotEvent, SnapshotFigures, SnapshotFunction, SnapshotPath, SnapshotPercentiles,
     SnapshotProcess, SnapshotTypes,

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use runtime::trace::{PatternError, ProcessSpec, SessionError, TracePattern};
+use runtime::trace::{PatternError, ProcessSpec, SessionError, SessionOptions, TracePattern};
 use runtime::{ExitReason, Name, Node, NodeError, NodeHandle, Pid, SpawnError, SpawnOptions};
 
 use crate::format::format;
@@ -81,6 +81,7 @@ pub struct ProfileOptions {
     report: Report,
     device: Option<Box<dyn Write + Send>>,
     percentiles: bool,
+    percentile_precision: u8,
     call_tree: bool,
     event_log: bool,
 }
@@ -96,6 +97,7 @@ impl Default for ProfileOptions {
             report: Report::default(),
             device: None,
             percentiles: false,
+            percentile_precision: SessionOptions::DEFAULT_PRECISION,
             call_tree: false,
             event_log: false,
         }
@@ -112,6 +114,7 @@ impl fmt::Debug for ProfileOptions {
             .field("rootset", &self.rootset)
             .field("report", &self.report)
             .field("percentiles", &self.percentiles)
+            .field("percentile_precision", &self.percentile_precision)
             .field("call_tree", &self.call_tree)
             .field("event_log", &self.event_log)
             .field(
@@ -167,11 +170,24 @@ impl ProfileOptions {
         self
     }
 
-    /// With call_time, also records each call's duration, for p50 / p90 / p99 / max per
-    /// function ([`Profile::percentiles`], and the columns of [`rich_report`](crate::rich_report)).
-    /// Off by default: it costs a few nanoseconds per call more.
+    /// With call_time, also records each call's own time — exclusive of traced callees, as
+    /// the time column counts it —, for p50 / p90 / p99 / max per process and function
+    /// ([`Profile::percentiles`], and the columns of [`rich_report`](crate::rich_report)).
+    /// Off by default: it costs a few nanoseconds per call more, and a histogram per process
+    /// and function called (a few KiB at the default precision).
     pub fn percentiles(mut self, on: bool) -> ProfileOptions {
         self.percentiles = on;
+        self
+    }
+
+    /// With [`percentiles`](Self::percentiles), the significant figures each histogram keeps
+    /// (hdrhistogram's precision): 1 to 5, default
+    /// [2](runtime::trace::SessionOptions::DEFAULT_PRECISION), each duration read to within
+    /// one part in 10^`significant_figures`. Each figure more makes the histograms about ten
+    /// times larger. Out of range, [`profile`] fails with
+    /// [`SessionError::HistogramPrecision`](runtime::trace::SessionError::HistogramPrecision).
+    pub fn percentile_precision(mut self, significant_figures: u8) -> ProfileOptions {
+        self.percentile_precision = significant_figures;
         self
     }
 
@@ -464,8 +480,10 @@ where
     );
     let started = std::time::SystemTime::now();
     let clock = std::time::Instant::now();
-    let session = runtime::trace::without_tracing(|| node.trace_session_with(types))
-        .map_err(ProfileError::Session)?;
+    let session_options = SessionOptions::new().histogram_precision(options.percentile_precision);
+    let session =
+        runtime::trace::without_tracing(|| node.trace_session_with_options(types, session_options))
+            .map_err(ProfileError::Session)?;
     if options.patterns.is_empty() {
         options.patterns.push(TracePattern::all());
     }

@@ -46,11 +46,12 @@
 //! | 6 | PROCESSES | pid (*group*, below), name (0 none, `i + 1` string `i`), initial_call (string index), run | STRINGS |
 //! | 7 | TRACES | a function index, its entry count: [`Profile::functions`], in order | FUNCTIONS |
 //! | 8 | ENTRIES | group, calls, measurement, bytes, blocks: the entries of the TRACES, in order (the first trace's `count` entries, then the next trace's, …) | TRACES |
-//! | 9 | PERCENTILES | a function index, calls, p50_ns, p90_ns, p99_ns, max_ns | FUNCTIONS |
+//! | 9 | PERCENTILES | a function index, calls, p50_ns, p90_ns, p99_ns, max_ns: the [`Profile::percentiles`] of every process together ([`Group::All`](crate::Group::All)), as older tprofs took them | FUNCTIONS |
 //! | 10 | TREE_NODES | parent (0 none, `i + 1` node `i`), function (an index into the function table) | |
 //! | 11 | TREE_ENTRIES | group, node, calls, measurement, bytes, blocks | |
 //! | 16 | EVENT_LOGS | group, dropped, event count: [`Profile::event_logs`], in order | |
 //! | 17 | EVENTS | time delta, function and kind: the events of the EVENT_LOGS, in order (the first log's `count` events, then the next log's, …) | EVENT_LOGS |
+//! | 18 | PROCESS_PERCENTILES | group, a function index, calls, p50_ns, p90_ns, p99_ns, max_ns: the [`Profile::percentiles`] of each process, in order | FUNCTIONS |
 //!
 //! Every number is a varint; a *string index* is an index into the STRINGS read so far, a
 //! *function index* one into the FUNCTIONS read so far. A *group* is one varint `g`: 0 for
@@ -106,6 +107,7 @@
 //! | --- | --- |
 //! | 1 | The first format: the sections above but EVENT_LOGS and EVENTS. |
 //! | 1 | EVENT_LOGS and EVENTS (tags 16 and 17) added, for [`Profile::event_logs`]: a new kind of section, which older version-1 readers skip, so the version stays 1; a profile without event logs is written byte for byte as before. |
+//! | 1 | PROCESS_PERCENTILES (tag 18) added, for percentiles per process (those of every process together stay in PERCENTILES): a new kind of section, which older version-1 readers skip — they read the profile without its percentiles —, so the version stays 1; a profile without per-process percentiles is written byte for byte as before. |
 //!
 //! ## Adding a fixture when the version is bumped
 //!
@@ -127,7 +129,9 @@
 //! with event logs), written once by `cargo test -p tprof --test archive -- --ignored
 //! write_events_fixture`; its tests check that it reads back, that the writer still writes
 //! it, and that without its EVENT_LOGS and EVENTS sections it is `v1.tprof` byte for byte
-//! (what a reader that predates them reads).
+//! (what a reader that predates them reads). `tests/data/v1-process-percentiles.tprof`
+//! holds `fixture_profile_with_process_percentiles()` likewise, for PROCESS_PERCENTILES
+//! (written by `write_process_percentiles_fixture`).
 //!
 //! # Merging
 //!
@@ -190,6 +194,7 @@ mod tag {
     // 12 to 15 are kept for the data planned next (see the compatibility rule).
     pub(super) const EVENT_LOGS: u64 = 16;
     pub(super) const EVENTS: u64 = 17;
+    pub(super) const PROCESS_PERCENTILES: u64 = 18;
 
     /// The name of a known section, for messages.
     pub(super) fn name(tag: u64) -> Option<&'static str> {
@@ -208,6 +213,7 @@ mod tag {
             TREE_ENTRIES => "TREE_ENTRIES",
             EVENT_LOGS => "EVENT_LOGS",
             EVENTS => "EVENTS",
+            PROCESS_PERCENTILES => "PROCESS_PERCENTILES",
             _ => return None,
         })
     }

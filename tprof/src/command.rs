@@ -115,6 +115,8 @@ pub struct RunOptions {
     pub call_tree: bool,
     /// Record call durations for percentiles (call_time; default off).
     pub percentiles: bool,
+    /// The significant figures of their histograms, 1 to 5 (default 2).
+    pub percentile_precision: u8,
     /// Keep an event log per process, for timelines (call_time and call_memory; default off).
     pub events: bool,
     /// Where to write (`-`: standard output); its name's extension says the format when
@@ -141,6 +143,7 @@ impl RunOptions {
             trace_type: TraceType::CallCount,
             call_tree: true,
             percentiles: false,
+            percentile_precision: runtime::trace::SessionOptions::DEFAULT_PRECISION,
             events: false,
             out: None,
             format: None,
@@ -237,6 +240,10 @@ pub fn run(options: &RunOptions) -> Result<RunOutcome, CommandError> {
         .env(env_run::ENV_DIR, &dir)
         .env(env_run::ENV_CALL_TREE, flag(options.call_tree))
         .env(env_run::ENV_PERCENTILES, flag(options.percentiles))
+        .env(
+            env_run::ENV_PERCENTILE_PRECISION,
+            options.percentile_precision.to_string(),
+        )
         .env(env_run::ENV_EVENTS, flag(options.events))
         .env(
             env_run::ENV_SNAPSHOT_EVERY,

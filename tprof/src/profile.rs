@@ -11,7 +11,7 @@ use std::fmt;
 use runtime::Pid;
 use std::collections::HashMap;
 
-use runtime::trace::{Callsite, Snapshot, TraceSession, TraceTypes};
+use runtime::trace::{Callsite, Snapshot, SnapshotPercentiles, TraceSession, TraceTypes};
 use serde::{Deserialize, Serialize};
 
 mod labels;
@@ -234,11 +234,18 @@ impl FunctionTrace {
     }
 }
 
-/// The distribution of one function's call durations over every process (call_time with
-/// percentiles): polled time from entry to return, callees included, to two significant
-/// digits.
+/// The distribution of one function's call durations in one process (call_time with
+/// percentiles): each call's own time, polled from entry to return, exclusive of the traced
+/// calls it made — the measure of the time column beside it, call by call — to the
+/// precision asked for ([`ProfileOptions::percentile_precision`](crate::ProfileOptions)).
+///
+/// Profiles of an older tprof have one per function over every process, with callees' time
+/// included: their group is [`Group::All`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Percentiles {
+    /// The process ([`Group::All`] in profiles of an older tprof: every process together).
+    #[serde(default = "group_all")]
+    pub group: Group,
     /// The function.
     pub function: Function,
     /// Calls recorded.
@@ -251,6 +258,11 @@ pub struct Percentiles {
     pub p99_ns: u64,
     /// Longest, in nanoseconds.
     pub max_ns: u64,
+}
+
+/// What a [`Percentiles`] of an older tprof, which had no group, was for.
+fn group_all() -> Group {
+    Group::All
 }
 
 /// A process that has figures in a profile.
@@ -542,6 +554,14 @@ impl Builder<'_> {
                 };
                 self.entry(function, entry);
             }
+            if self.trace_type == TraceType::CallTime {
+                for p in process.percentiles.iter().filter(|p| p.calls > 0) {
+                    if let Some((function, false)) = self.function(snapshot, p.function) {
+                        self.percentiles
+                            .push(percentiles(Group::Process(pid), function, p));
+                    }
+                }
+            }
             if seen {
                 self.processes.push(ProcessRecord {
                     pid,
@@ -551,17 +571,11 @@ impl Builder<'_> {
                 });
             }
         }
+        // A snapshot of an older runtime: percentiles over every process.
         if self.trace_type == TraceType::CallTime {
             for p in snapshot.percentiles.iter().filter(|p| p.calls > 0) {
                 if let Some((function, false)) = self.function(snapshot, p.function) {
-                    self.percentiles.push(Percentiles {
-                        function,
-                        calls: p.calls,
-                        p50_ns: p.p50_ns,
-                        p90_ns: p.p90_ns,
-                        p99_ns: p.p99_ns,
-                        max_ns: p.max_ns,
-                    });
+                    self.percentiles.push(percentiles(Group::All, function, p));
                 }
             }
         }
@@ -665,6 +679,8 @@ impl Builder<'_> {
         self.processes.sort_by_key(|p| p.pid);
         self.path_entries.sort_by_key(|e| (e.group, e.node));
         let mut profile = Profile::new(self.trace_type, self.functions);
+        // By process (stable: each process's in the order its session gave them).
+        self.percentiles.sort_by_key(|p| p.group);
         profile.percentiles = self.percentiles;
         profile.processes = self.processes;
         self.event_logs.sort_by_key(|l| l.group);
@@ -682,6 +698,19 @@ impl Builder<'_> {
             nodes: snapshots.iter().map(|s| s.node).collect(),
         });
         profile
+    }
+}
+
+/// The percentiles of `group` in `function`, as a snapshot holds them.
+fn percentiles(group: Group, function: Function, p: &SnapshotPercentiles) -> Percentiles {
+    Percentiles {
+        group,
+        function,
+        calls: p.calls,
+        p50_ns: p.p50_ns,
+        p90_ns: p.p90_ns,
+        p99_ns: p.p99_ns,
+        max_ns: p.max_ns,
     }
 }
 
@@ -712,8 +741,9 @@ pub struct Profile {
     pub trace_type: TraceType,
     /// The functions: in source order (file, then line) when read from a session.
     pub functions: Vec<FunctionTrace>,
-    /// Per function, the distribution of call durations over every process (call_time with
-    /// [`ProfileOptions::percentiles`](crate::ProfileOptions::percentiles); empty otherwise).
+    /// Per process and function, the distribution of the calls' own time (call_time with
+    /// [`ProfileOptions::percentiles`](crate::ProfileOptions::percentiles); empty otherwise),
+    /// by process, then function.
     #[serde(default)]
     pub percentiles: Vec<Percentiles>,
     /// The processes that have figures, in pid order, with their names.

@@ -8,8 +8,8 @@ use runtime::gen_server::{
     self, CallError, CallReply, Caller, GenServer, Server, StartError, StartOptions, Timeout,
 };
 use runtime::trace::{
-    FlagError, FlagOutcome, PatternError, ProcessSpec, SessionError, TraceMap, TracePattern,
-    TraceSession, TraceTypes,
+    FlagError, FlagOutcome, PatternError, ProcessSpec, SessionError, SessionOptions, TraceMap,
+    TracePattern, TraceSession, TraceTypes,
 };
 use runtime::{ExitReason, NodeHandle, Pid};
 
@@ -24,6 +24,7 @@ pub struct ServerOptions {
     trace_type: TraceType,
     name: String,
     percentiles: bool,
+    percentile_precision: u8,
     call_tree: bool,
     event_log: bool,
 }
@@ -34,6 +35,7 @@ impl Default for ServerOptions {
             trace_type: TraceType::CallCount,
             name: DEFAULT_NAME.to_owned(),
             percentiles: false,
+            percentile_precision: SessionOptions::DEFAULT_PRECISION,
             call_tree: false,
             event_log: false,
         }
@@ -52,10 +54,19 @@ impl ServerOptions {
         self
     }
 
-    /// With call_time, also records each call's duration (p50 / p90 / p99 / max per function
-    /// in [`Profile::percentiles`]).
+    /// With call_time, also records each call's own time, exclusive of traced callees as
+    /// the time column counts it (p50 / p90 / p99 / max per process and function in
+    /// [`Profile::percentiles`]).
     pub fn percentiles(mut self, on: bool) -> ServerOptions {
         self.percentiles = on;
+        self
+    }
+
+    /// With [`percentiles`](Self::percentiles), the significant figures each histogram keeps:
+    /// 1 to 5, default 2 (as
+    /// [`ProfileOptions::percentile_precision`](crate::ProfileOptions::percentile_precision)).
+    pub fn percentile_precision(mut self, significant_figures: u8) -> ServerOptions {
+        self.percentile_precision = significant_figures;
         self
     }
 
@@ -84,6 +95,16 @@ impl ServerOptions {
     fn session_types(&self) -> TraceTypes {
         self.trace_type
             .session_types_with(self.percentiles, self.call_tree, self.event_log)
+    }
+
+    /// The session's options, or why they cannot be.
+    fn session_options(&self) -> Result<SessionOptions, ServerError> {
+        if !SessionOptions::PRECISIONS.contains(&self.percentile_precision) {
+            return Err(ServerError::Session(SessionError::HistogramPrecision {
+                significant_figures: self.percentile_precision,
+            }));
+        }
+        Ok(SessionOptions::new().histogram_precision(self.percentile_precision))
     }
 }
 
@@ -161,15 +182,17 @@ struct TprofServer {
 }
 
 impl GenServer for TprofServer {
-    type Args = (TraceType, TraceTypes);
+    type Args = (TraceType, TraceTypes, SessionOptions);
     type Call = Request;
     type Reply = Reply;
     type Cast = ();
 
-    async fn init((trace_type, types): (TraceType, TraceTypes)) -> Result<Self, ExitReason> {
+    async fn init(
+        (trace_type, types, options): (TraceType, TraceTypes, SessionOptions),
+    ) -> Result<Self, ExitReason> {
         let node = NodeHandle::current().ok_or(ExitReason::NoProc)?;
         let session = node
-            .trace_session_with(types)
+            .trace_session_with_options(types, options)
             .map_err(|e| ExitReason::custom(e.to_string()))?;
         Ok(TprofServer {
             session,
@@ -252,11 +275,16 @@ impl Tprof {
     ///
     /// # Errors
     /// [`ServerError::AlreadyStarted`] with the running server when one has that name;
-    /// [`ServerError::Start`] when it could not start (call_memory without the allocator).
+    /// [`ServerError::Start`] when it could not start (call_memory without the allocator);
+    /// [`ServerError::Session`] for a percentile precision out of range.
     pub async fn start(node: &NodeHandle, options: ServerOptions) -> Result<Tprof, ServerError> {
         let started = gen_server::start_on::<TprofServer>(
             node,
-            (options.trace_type, options.session_types()),
+            (
+                options.trace_type,
+                options.session_types(),
+                options.session_options()?,
+            ),
             StartOptions::new().name(options.name.as_str()),
         )
         .await;
@@ -269,7 +297,11 @@ impl Tprof {
     /// As [`Tprof::start`].
     pub async fn start_link(options: ServerOptions) -> Result<Tprof, ServerError> {
         let started = gen_server::start_link::<TprofServer>(
-            (options.trace_type, options.session_types()),
+            (
+                options.trace_type,
+                options.session_types(),
+                options.session_options()?,
+            ),
             StartOptions::new().name(options.name.as_str()),
         )
         .await;

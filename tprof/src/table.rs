@@ -10,7 +10,7 @@
 //! Everything is linear in the processes and functions: a report of 100,000 processes
 //! inspects the profile once and looks each figure up by hash.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{CellAlignment, Table};
@@ -138,8 +138,9 @@ pub fn process_summary(profile: &Profile) -> Table {
 
 /// The functions of one group (a process, or all together), sorted: calls, the measurement,
 /// per call and percent, bytes and blocks (with per call) for call_memory, and for call_time
-/// with percentiles the distribution of the time per call. Unlike tprof's text, functions
-/// that allocated nothing are listed too.
+/// with percentiles p50, p90, p99 and max of the time per call — the calls' own time,
+/// exclusive of traced callees, as the time and per-call columns count it. Unlike tprof's
+/// text, functions that allocated nothing are listed too.
 ///
 /// Each call reads the whole profile: to draw the tables of many processes, use
 /// [`rich_report`].
@@ -165,8 +166,10 @@ pub fn rich_report(profile: &Profile) -> String {
     } else {
         profile.pids().into_iter().map(Group::Process).collect()
     };
-    // Percentiles are per function over every process: shown in the `all` table.
-    if groups.first() != Some(&Group::All) && !profile.percentiles.is_empty() {
+    // Percentiles of every process together (a profile of an older tprof) get that table.
+    if groups.first() != Some(&Group::All)
+        && profile.percentiles.iter().any(|p| p.group == Group::All)
+    {
         groups.insert(0, Group::All);
     }
     let records = records(profile);
@@ -203,6 +206,8 @@ pub(crate) struct Tables<'a> {
     sums: HashMap<Key<'a>, (u64, u64)>,
     /// Percentiles per process (or all) and function (call_time with percentiles).
     percentiles: HashMap<Key<'a>, &'a Percentiles>,
+    /// The groups that have percentiles.
+    with_percentiles: HashSet<Group>,
 }
 
 impl<'a> Tables<'a> {
@@ -230,7 +235,7 @@ impl<'a> Tables<'a> {
             .iter()
             .map(|p| {
                 let f = &p.function;
-                ((Group::All, f.module.as_str(), f.name.as_str(), f.arity), p)
+                ((p.group, f.module.as_str(), f.name.as_str(), f.arity), p)
             })
             .collect();
         Tables {
@@ -239,6 +244,7 @@ impl<'a> Tables<'a> {
             processes,
             sums,
             percentiles,
+            with_percentiles: profile.percentiles.iter().map(|p| p.group).collect(),
         }
     }
 
@@ -257,7 +263,7 @@ impl<'a> Tables<'a> {
         if memory {
             header.extend(["bytes", "bytes/call", "blocks", "blocks/call"]);
         }
-        let percentiles = time && self.percentiles.keys().any(|k| k.0 == group);
+        let percentiles = time && self.with_percentiles.contains(&group);
         if percentiles {
             header.extend(["p50 (us)", "p90 (us)", "p99 (us)", "max (us)"]);
         }

@@ -373,11 +373,118 @@ fn percentiles_are_opt_in_and_show_in_the_rich_report() {
     assert!(run(false).percentiles.is_empty());
     let profile = run(true);
     let p = &profile.percentiles[0];
+    assert_eq!(p.group, Group::Process(profile.pids()[0]), "per process");
     assert_eq!(p.calls, 200);
     assert!(p.p50_ns <= p.p90_ns && p.p90_ns <= p.p99_ns && p.p99_ns <= p.max_ns);
     let text = tprof::rich_report(&profile);
-    assert!(text.contains("p99 (us)"), "{text}");
-    assert!(text.contains("adhoc::spin/1"), "{text}");
+    // In the process's own table, beside its time per call.
+    let table = text
+        .split(&format!("\n{}", profile.pids()[0]))
+        .nth(1)
+        .unwrap();
+    assert!(
+        table.contains("per call (us)") && table.contains("p99 (us)"),
+        "{text}"
+    );
+    assert!(table.contains("adhoc::spin/1"), "{text}");
+    assert!(
+        !text.contains("\nall processes\n"),
+        "no table of every process: {text}"
+    );
+}
+
+/// Does nothing of its own but call [`sleeps`], `ms` long.
+#[traced]
+fn calls_a_sleeper(ms: u64) {
+    sleeps(ms);
+}
+
+#[traced]
+fn sleeps(ms: u64) {
+    std::thread::sleep(Duration::from_millis(ms));
+}
+
+#[test]
+fn percentiles_measure_what_the_time_column_does_per_process() {
+    let outcome = tprof::profile(
+        || async {
+            let (child, _) = spawn_monitor(async {
+                calls_a_sleeper(1);
+            })
+            .unwrap();
+            let _: Down = receive().await;
+            for _ in 0..3 {
+                calls_a_sleeper(3);
+            }
+            child
+        },
+        ProfileOptions::new()
+            .trace_type(TraceType::CallTime)
+            .pattern(only_here())
+            .percentiles(true)
+            .percentile_precision(3)
+            .report(Report::Return),
+    )
+    .unwrap();
+    let profile = outcome.profile;
+    let child = Group::Process(outcome.result.unwrap());
+    let parent = Group::Process(
+        *profile
+            .pids()
+            .iter()
+            .find(|p| Group::Process(**p) != child)
+            .unwrap(),
+    );
+    for (group, calls) in [(parent, 3), (child, 1)] {
+        for function in ["calls_a_sleeper", "sleeps"] {
+            let p = profile
+                .percentiles
+                .iter()
+                .find(|p| p.group == group && p.function.name == function)
+                .unwrap_or_else(|| panic!("{function} in {group}: {:#?}", profile.percentiles));
+            let entry = profile
+                .function(function)
+                .unwrap()
+                .entries
+                .iter()
+                .find(|e| e.group == group)
+                .unwrap();
+            assert_eq!(p.calls, calls);
+            assert_eq!(entry.calls, calls);
+            // A call's own time is at most the time column's, all calls' (to 0.1%).
+            assert!(
+                p.max_ns <= entry.measurement + entry.measurement / 500 + 1,
+                "{function} in {group}: {} ns in a call, {} ns in all",
+                p.max_ns,
+                entry.measurement
+            );
+        }
+    }
+}
+
+#[test]
+fn a_percentile_precision_out_of_range_is_an_error() {
+    let err = tprof::profile(
+        || async {},
+        ProfileOptions::new()
+            .trace_type(TraceType::CallTime)
+            .percentiles(true)
+            .percentile_precision(9),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            tprof::ProfileError::Session(runtime::trace::SessionError::HistogramPrecision {
+                significant_figures: 9
+            })
+        ),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains("1 to 5 significant figures"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -77,6 +77,7 @@ fn fixture_profile() -> Profile {
         ],
         percentiles: vec![
             Percentiles {
+                group: Group::All,
                 function: handle.clone(),
                 calls: 4,
                 p50_ns: 700,
@@ -85,6 +86,7 @@ fn fixture_profile() -> Profile {
                 max_ns: 1_000,
             },
             Percentiles {
+                group: Group::All,
                 function: parse.clone(),
                 calls: 8,
                 p50_ns: 9,
@@ -190,6 +192,34 @@ fn fixture_profile_with_events() -> Profile {
     profile
 }
 
+/// [`fixture_profile`] with percentiles per process too (of a process, the largest values;
+/// of another, two functions), after those of every process together.
+/// `tests/data/v1-process-percentiles.tprof` holds it; never change it.
+fn fixture_profile_with_process_percentiles() -> Profile {
+    let mut profile = fixture_profile();
+    let of = |group, function: &Function, calls, p50_ns, max_ns| Percentiles {
+        group,
+        function: function.clone(),
+        calls,
+        p50_ns,
+        p90_ns: p50_ns + 1,
+        p99_ns: p50_ns + 2,
+        max_ns,
+    };
+    let (handle, parse) = (
+        profile.functions[0].function.clone(),
+        profile.functions[1].function.clone(),
+    );
+    let p1 = Group::Process(Pid::from_parts(1, 0, 1));
+    let p3 = Group::Process(Pid::from_parts(2, 1, 3));
+    profile.percentiles.extend([
+        of(p1, &handle, 3, 900, 1_100),
+        of(p1, &parse, 7, 8, 12),
+        of(p3, &handle, 1, u64::MAX - 2, u64::MAX),
+    ]);
+    profile
+}
+
 fn fixture_path(version: u16) -> PathBuf {
     fixture_file(&format!("v{version}.tprof"))
 }
@@ -202,6 +232,8 @@ fn fixture_file(name: &str) -> PathBuf {
 /// The EVENT_LOGS and EVENTS tags.
 const EVENT_LOGS: u64 = 16;
 const EVENTS: u64 = 17;
+/// The PROCESS_PERCENTILES tag.
+const PROCESS_PERCENTILES: u64 = 18;
 
 /// The sections of an archive, END left out: (tag, payload). Panics on a bad frame.
 fn sections(bytes: &[u8]) -> Vec<(u64, Vec<u8>)> {
@@ -825,6 +857,43 @@ fn write_events_fixture() {
     archive::write_file(&fixture_profile_with_events(), &path).unwrap();
 }
 
+#[test]
+fn the_v1_process_percentiles_fixture_reads_as_its_profile() {
+    let profile = archive::read_file(&fixture_file("v1-process-percentiles.tprof")).unwrap();
+    assert_eq!(profile, fixture_profile_with_process_percentiles());
+}
+
+#[test]
+fn the_writer_writes_the_process_percentiles_fixture_byte_for_byte() {
+    let fixture = std::fs::read(fixture_file("v1-process-percentiles.tprof")).unwrap();
+    assert_eq!(
+        bytes_of(&fixture_profile_with_process_percentiles()),
+        fixture
+    );
+}
+
+/// A reader that predates per-process percentiles skips their section: what it reads is the
+/// v1 fixture, byte for byte, and the profile with the percentiles of every process only.
+#[test]
+fn without_its_process_percentiles_the_fixture_is_the_v1_fixture() {
+    let with = std::fs::read(fixture_file("v1-process-percentiles.tprof")).unwrap();
+    let mut parts = sections(&with);
+    let before = parts.len();
+    parts.retain(|(tag, _)| *tag != PROCESS_PERCENTILES);
+    assert_eq!(before - parts.len(), 1, "one PROCESS_PERCENTILES section");
+    assert_eq!(frame(&parts), std::fs::read(fixture_path(1)).unwrap());
+    assert_eq!(read_bytes(&frame(&parts)).unwrap(), fixture_profile());
+}
+
+/// Writes the fixture of the PROCESS_PERCENTILES section, added to version 1 without a bump:
+/// it was run once when it was added (see "Adding a fixture" in `tprof::archive`).
+#[test]
+#[ignore = "writes tests/data/v1-process-percentiles.tprof; it was run once, when the section came"]
+fn write_process_percentiles_fixture() {
+    let path = fixture_file("v1-process-percentiles.tprof");
+    archive::write_file(&fixture_profile_with_process_percentiles(), &path).unwrap();
+}
+
 // --- Merging ---
 
 /// `profile` as a program that ran it alone would have it: its processes on node 1.
@@ -843,6 +912,11 @@ fn as_run_alone(mut profile: Profile) -> Profile {
     for log in &mut profile.event_logs {
         if let Group::Process(pid) = log.group {
             log.group = Group::Process(alone(pid));
+        }
+    }
+    for p in &mut profile.percentiles {
+        if let Group::Process(pid) = p.group {
+            p.group = Group::Process(alone(pid));
         }
     }
     for run in &mut profile.meta.runs {
@@ -882,17 +956,30 @@ fn two_call_time_runs_keep_their_processes_apart() {
     assert_eq!(leaf.entries.len(), 2);
     assert!(leaf.entries.iter().all(|e| e.calls == 6), "{leaf:?}");
     assert_eq!(merged.total(), a.total() + b.total());
-    assert_eq!(merged.percentiles.len(), a.percentiles.len());
-    for p in &merged.percentiles {
-        let calls = |profile: &Profile| {
-            let q = profile
-                .percentiles
-                .iter()
-                .find(|q| q.function == p.function);
-            q.unwrap().calls
-        };
-        assert_eq!(p.calls, calls(&a) + calls(&b), "{p:?}");
-    }
+    // Percentiles are per process: each run keeps its own, as its processes are renumbered.
+    assert_eq!(
+        merged.percentiles.len(),
+        a.percentiles.len() + b.percentiles.len()
+    );
+    let figures_of = |profile: &Profile| {
+        profile
+            .percentiles
+            .iter()
+            .map(|p| (p.group, p.function.clone(), p.calls))
+            .collect::<Vec<_>>()
+    };
+    let (of_a, of_b): (Vec<_>, Vec<_>) = figures_of(&merged)
+        .into_iter()
+        .partition(|(g, _, _)| matches!(g, Group::Process(pid) if pid.node() == 1));
+    assert_eq!(of_a, figures_of(&a), "the first run keeps its pids");
+    let without_group = |v: Vec<(Group, Function, u64)>| -> Vec<(Function, u64)> {
+        v.into_iter().map(|(_, f, c)| (f, c)).collect()
+    };
+    assert_eq!(
+        without_group(of_b),
+        without_group(figures_of(&b)),
+        "the second run's, renumbered"
+    );
 
     // Each run's event log is kept, on its process as renumbered, naming the same functions.
     let logs: Vec<Group> = merged.event_logs.iter().map(|l| l.group).collect();
@@ -1084,6 +1171,7 @@ fn percentiles_after_a_merge_are_a_calls_weighted_choice() {
     let with = |calls, p50_ns, p90_ns, p99_ns, max_ns| {
         let mut p = Profile::empty(TraceType::CallTime);
         p.percentiles = vec![Percentiles {
+            group: Group::All,
             function: f.clone(),
             calls,
             p50_ns,
@@ -1317,8 +1405,9 @@ fn profile() -> impl Strategy<Value = Profile> {
         });
     let trace = (a_function(), prop::collection::vec(entry, 0..4))
         .prop_map(|(function, entries)| FunctionTrace { function, entries });
-    let percentiles = (a_function(), figures(), any::<u64>()).prop_map(
-        |(function, (calls, p50_ns, p90_ns, p99_ns), max_ns)| Percentiles {
+    let percentiles = (group(), a_function(), figures(), any::<u64>()).prop_map(
+        |(group, function, (calls, p50_ns, p90_ns, p99_ns), max_ns)| Percentiles {
+            group,
             function,
             calls,
             p50_ns,
@@ -1404,7 +1493,7 @@ fn profile() -> impl Strategy<Value = Profile> {
             |(
                 trace_type,
                 functions,
-                percentiles,
+                mut percentiles,
                 processes,
                 function_table,
                 nodes,
@@ -1412,6 +1501,8 @@ fn profile() -> impl Strategy<Value = Profile> {
                 runs,
                 event_logs,
             )| {
+                // In group order, as profiles keep them.
+                percentiles.sort_by_key(|p| p.group);
                 Profile {
                     trace_type,
                     functions,

@@ -535,6 +535,20 @@ fn html_of_real_profiles_is_self_contained_and_carries_the_data() {
             data["percentiles"].as_array().unwrap().is_empty(),
             t != TraceType::CallTime
         );
+        // Each process's percentiles, for its own table.
+        for q in data["percentiles"].as_array().unwrap() {
+            let process = &processes[q["process"].as_u64().unwrap() as usize];
+            assert_ne!(process["id"], "all", "{q}");
+            let function = q["function"].as_u64().unwrap();
+            assert!(
+                data["rows"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|r| r["process"] == q["process"] && r["function"] == function),
+                "a row for {q}"
+            );
+        }
         if t == TraceType::CallMemory {
             assert!(
                 data["rows"]

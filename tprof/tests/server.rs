@@ -284,3 +284,54 @@ fn start_link_ties_the_server_to_its_caller() {
     node.block_on(Tprof::start(&node, ServerOptions::new().name("linked")))
         .unwrap();
 }
+
+#[test]
+fn a_server_records_percentiles_per_process_to_the_precision_asked_for() {
+    let node = node();
+    let wrong = node.block_on(Tprof::start(
+        &node,
+        ServerOptions::new()
+            .trace_type(TraceType::CallTime)
+            .percentiles(true)
+            .percentile_precision(0),
+    ));
+    assert!(
+        matches!(
+            wrong,
+            Err(ServerError::Session(
+                runtime::trace::SessionError::HistogramPrecision {
+                    significant_figures: 0
+                }
+            ))
+        ),
+        "{wrong:?}"
+    );
+    let tprof = node
+        .block_on(Tprof::start(
+            &node,
+            ServerOptions::new()
+                .name("precise")
+                .trace_type(TraceType::CallTime)
+                .percentiles(true)
+                .percentile_precision(4),
+        ))
+        .unwrap();
+    node.block_on(tprof.set_pattern(here())).unwrap();
+    node.block_on(tprof.enable_trace(ProcessSpec::New, true))
+        .unwrap();
+    let a = run_work(&node, 3, 4);
+    let b = run_work(&node, 2, 4);
+    node.block_on(tprof.pause()).unwrap();
+    let profile = node.block_on(tprof.collect()).unwrap();
+    let calls: Vec<(tprof::Group, u64)> = profile
+        .percentiles
+        .iter()
+        .filter(|p| p.function.name == "work")
+        .map(|p| (p.group, p.calls))
+        .collect();
+    assert_eq!(
+        calls,
+        [(tprof::Group::Process(a), 3), (tprof::Group::Process(b), 2)]
+    );
+    node.block_on(tprof.stop()).unwrap();
+}

@@ -15,6 +15,7 @@
 //! | `TPROF_RUN_DIR` | the folder to write into (default: the current folder) |
 //! | `TPROF_RUN_CALL_TREE` | `1`: call-tree mode too (call_time, call_memory) |
 //! | `TPROF_RUN_PERCENTILES` | `1`: call-duration histograms too (call_time) |
+//! | `TPROF_RUN_PERCENTILE_PRECISION` | their significant figures, 1 to 5 (default 2) |
 //! | `TPROF_RUN_EVENTS` | `1`: an event log per process too (call_time, call_memory) |
 //! | `TPROF_RUN_SNAPSHOT_EVERY` | seconds between snapshots (default 2; `0`: none) |
 //! | `TPROF_RUN_SIGNALS` | `exit` (default), `keep` or `off`: what SIGINT and SIGTERM do |
@@ -64,7 +65,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
-use super::{ProcessSpec, Snapshot, TracePattern, TraceSession, TraceTypes};
+use super::{ProcessSpec, SessionOptions, Snapshot, TracePattern, TraceSession, TraceTypes};
 use crate::NodeHandle;
 
 mod watch;
@@ -77,6 +78,9 @@ pub const ENV_DIR: &str = "TPROF_RUN_DIR";
 pub const ENV_CALL_TREE: &str = "TPROF_RUN_CALL_TREE";
 /// `1` for call-duration histograms.
 pub const ENV_PERCENTILES: &str = "TPROF_RUN_PERCENTILES";
+/// The significant figures of call-duration histograms
+/// ([`SessionOptions::histogram_precision`]).
+pub const ENV_PERCENTILE_PRECISION: &str = "TPROF_RUN_PERCENTILE_PRECISION";
 /// `1` for an event log per process.
 pub const ENV_EVENTS: &str = "TPROF_RUN_EVENTS";
 /// The seconds between two snapshots of a running node (a decimal; `0`: none).
@@ -250,6 +254,20 @@ pub(crate) fn start(node: &NodeHandle) -> Option<EnvRun> {
     if flag(ENV_EVENTS) && trace_type != "call_count" {
         types = types | TraceTypes::CALL_EVENTS;
     }
+    let mut options = SessionOptions::new();
+    if let Ok(precision) = std::env::var(ENV_PERCENTILE_PRECISION) {
+        match precision.trim().parse::<u8>() {
+            Ok(p) => options = options.histogram_precision(p),
+            Err(_) => {
+                eprintln!(
+                    "tprof: {ENV_PERCENTILE_PRECISION}={precision} is not a number of \
+                     significant figures (1 to 5); node {} runs unprofiled",
+                    node.id()
+                );
+                return None;
+            }
+        }
+    }
     let dir = std::env::var_os(ENV_DIR).map_or_else(|| PathBuf::from("."), PathBuf::from);
     if !super::INSTRUMENTED {
         let why = format!(
@@ -260,7 +278,7 @@ pub(crate) fn start(node: &NodeHandle) -> Option<EnvRun> {
         write_failure(node, &dir, trace_type, why);
         return None;
     }
-    let session = match node.trace_session_with(types) {
+    let session = match node.trace_session_with_options(types, options) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("tprof: cannot profile node {}: {e}", node.id());
@@ -388,6 +406,7 @@ mod tests {
                 paths: (0..5).map(figures).collect(),
                 events: Vec::new(),
                 events_dropped: 0,
+                percentiles: Vec::new(),
             })
             .collect();
         let run = RunFile {

@@ -12,6 +12,7 @@
 //! begins after sees the mark. So once `pause` returns, what
 //! [`measurements`](super::TraceSession::measurements) reads is stable.
 
+use std::cell::RefCell;
 use std::fmt;
 use std::ops::BitOr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -48,6 +49,12 @@ static EVENTS: AtomicU64 = AtomicU64::new(0);
 
 /// Events a process keeps per session in its event log; later ones are counted as dropped.
 pub const EVENT_LOG_CAPACITY: usize = 1 << 16;
+
+thread_local! {
+    /// While a poll records call durations: the table of the process polled and its node, for
+    /// the durations to go to ([`record_durations`]), mid-poll too.
+    static RECORDING: RefCell<Option<(ProcTraceRef, u32)>> = const { RefCell::new(None) };
+}
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -102,9 +109,11 @@ impl TraceTypes {
     pub const CALL_MEMORY: TraceTypes = TraceTypes(4);
     /// All three.
     pub const ALL: TraceTypes = TraceTypes(7);
-    /// call_time, and the distribution of each function's call durations (polled time, from
-    /// entry to return, callees included) in an hdrhistogram: opt-in, since recording each call
-    /// costs a few nanoseconds more. Read with
+    /// call_time, and per process and function the distribution of its calls' own time —
+    /// polled time from entry to return, exclusive of traced callees, as the time figure is —
+    /// in an hdrhistogram: opt-in, since recording each call costs a few nanoseconds more,
+    /// and a histogram per process and function called (a few KiB each at the default
+    /// precision, [`SessionOptions::histogram_precision`](super::SessionOptions)). Read with
     /// [`TraceSession::call_time_percentiles`](super::TraceSession::call_time_percentiles).
     pub const CALL_TIME_HISTOGRAMS: TraceTypes = TraceTypes(2 | 8);
     /// Call-tree mode: per process, the figures of each traced call path (the functions
@@ -232,6 +241,10 @@ pub(crate) fn begin_poll(process: &Process, sessions: u64) {
     let histograms = sessions & HISTOGRAMS.load(Ordering::Relaxed);
     let trees = TREES.load(Ordering::Relaxed);
     let events = EVENTS.load(Ordering::Relaxed);
+    if timing && histograms != 0 {
+        let data = Arc::clone(table_of(process));
+        RECORDING.with(|r| *r.borrow_mut() = Some((data, process.node.id)));
+    }
     super::stack::begin_poll(
         sessions,
         trees,
@@ -322,6 +335,9 @@ struct SessionData {
     generation: u64,
     /// Sorted by callsite id.
     functions: Vec<(u32, Acc)>,
+    /// Per function (callsite id, sorted), the distribution of its calls' own time, in
+    /// nanoseconds (with call-duration histograms).
+    histograms: Vec<(u32, hdrhistogram::Histogram<u64>)>,
     /// The event log: (clock ticks, callsite id, entered).
     events: Vec<(u64, u32, bool)>,
     /// Events not kept.
@@ -392,9 +408,9 @@ impl Flush<'_> {
                 (index, at)
             }
             _ => {
-                let (data, process) = (self.data, self.process);
+                let (data, node) = (self.data, self.process.node.id);
                 let found =
-                    crate::heap::suppressed(|| session_data(table, bit, generation, data, process));
+                    crate::heap::suppressed(|| session_data(table, bit, generation, data, node));
                 let Some(index) = found else {
                     return;
                 };
@@ -436,14 +452,15 @@ fn table_of(process: &Process) -> &ProcTraceRef {
     })
 }
 
-/// The index of the figures of the session in slot `bit` of `generation` in `table`, made if
-/// need be; `None` when that session no longer measures (its figures are dropped).
+/// The index of the figures of the session in slot `bit` of `generation` in `table` (the table
+/// `data` holds, of a process of node `node`), made if need be; `None` when that session no
+/// longer measures (its figures are dropped).
 fn session_data(
     table: &mut ProcTrace,
     bit: u32,
     generation: u64,
     data: &ProcTraceRef,
-    process: &Process,
+    node: u32,
 ) -> Option<usize> {
     // Only the session that was measuring when the poll began, if it still is.
     if generation == 0 || generation != generation_of(bit) {
@@ -460,13 +477,14 @@ fn session_data(
     // of `sessions` change).
     table.hint = None;
     table.sessions.retain(|d| d.bit != bit);
-    if !register(bit, generation, data, process.node.id) {
+    if !register(bit, generation, data, node) {
         return None;
     }
     table.sessions.push(SessionData {
         bit,
         generation,
         functions: Vec::new(),
+        histograms: Vec::new(),
         events: Vec::new(),
         dropped: 0,
     });
@@ -495,8 +513,13 @@ pub(crate) fn flush_events(
     while sessions != 0 {
         let bit = sessions.trailing_zeros();
         sessions &= sessions - 1;
-        let Some(index) = session_data(&mut table, bit, generations[bit as usize], data, process)
-        else {
+        let Some(index) = session_data(
+            &mut table,
+            bit,
+            generations[bit as usize],
+            data,
+            process.node.id,
+        ) else {
             continue;
         };
         let d = &mut table.sessions[index];
@@ -515,59 +538,90 @@ pub(crate) fn flush_events(
     log.clear();
 }
 
-/// Records call durations (session slot, callsite id, clock ticks) into their sessions'
-/// histograms (run with allocation suppressed).
+/// Records call durations (session slot, its generation, callsite id, clock ticks) into the
+/// histograms of the process this thread polls (run with allocation suppressed), under its
+/// table's lock: after `pause` has taken that lock, nothing more lands. Durations of a
+/// session paused, or no longer the one in its slot, are dropped.
 pub(crate) fn record_durations(samples: &mut Vec<(u32, u64, u32, u64)>) {
-    let Some(clock) = super::stack::clock_if_set() else {
-        samples.clear();
-        return;
-    };
-    samples.sort_unstable_by_key(|s| s.0);
-    let mut rest = &samples[..];
-    while let Some(&(bit, _, _, _)) = rest.first() {
-        let n = rest.iter().take_while(|s| s.0 == bit).count();
-        let (these, next) = rest.split_at(n);
-        rest = next;
-        let Some(session) = session_in_slot(bit) else {
-            continue;
-        };
-        let mut histograms = lock(&session.histograms);
-        // Under the lock `pause` takes once: after it returns, nothing more lands.
-        if PAUSED.load(Ordering::SeqCst) & (1 << bit) != 0 {
-            continue;
+    RECORDING.with(|recording| {
+        if let (Some(clock), Some((data, node))) =
+            (super::stack::clock_if_set(), &*recording.borrow())
+        {
+            record_into(clock, data, *node, samples);
         }
-        if histograms.len() < callsites().len() {
-            histograms.resize_with(callsites().len(), || None);
-        }
-        for &(_, generation, id, ticks) in these {
-            // Only the session that was measuring when the call was timed.
-            if generation != session.generation() {
-                continue;
-            }
-            if let Some(slot) = histograms.get_mut(id as usize) {
-                let h = slot.get_or_insert_with(new_histogram);
-                // `record` grows the histogram to the value (`saturating_record` would clamp
-                // it to the range so far); it fails only past i64::MAX / 2 nanoseconds.
-                let _ = h.record(clock.delta_as_nanos(0, ticks).max(1));
-            }
-        }
-    }
+    });
     samples.clear();
 }
 
-/// An auto-resizing histogram with two significant digits.
-fn new_histogram() -> hdrhistogram::Histogram<u64> {
-    hdrhistogram::Histogram::new(2)
-        .unwrap_or_else(|_| unreachable!("2 significant digits is valid"))
+/// [`record_durations`], the last of the poll: the poll no longer records.
+pub(crate) fn finish_durations(samples: &mut Vec<(u32, u64, u32, u64)>) {
+    if !samples.is_empty() {
+        record_durations(samples);
+    }
+    RECORDING.with(|recording| recording.borrow_mut().take());
 }
 
-/// The distribution of one function's call durations, as
+fn record_into(
+    clock: &quanta::Clock,
+    data: &ProcTraceRef,
+    node: u32,
+    samples: &mut [(u32, u64, u32, u64)],
+) {
+    samples.sort_unstable_by_key(|s| (s.0, s.1, s.2));
+    let mut table = lock(data);
+    let paused = PAUSED.load(Ordering::SeqCst);
+    let mut rest = &samples[..];
+    while let Some(&(bit, generation, _, _)) = rest.first() {
+        let n = rest
+            .iter()
+            .take_while(|s| (s.0, s.1) == (bit, generation))
+            .count();
+        let (these, next) = rest.split_at(n);
+        rest = next;
+        if paused & (1 << bit) != 0 {
+            continue;
+        }
+        let Some(index) = session_data(&mut table, bit, generation, data, node) else {
+            continue;
+        };
+        let histograms = &mut table.sessions[index].histograms;
+        let mut at = 0;
+        for &(_, _, id, ticks) in these {
+            // The samples are sorted by callsite: each finds its histogram at or after the
+            // last one's.
+            at += histograms[at..].partition_point(|(i, _)| *i < id);
+            if histograms.get(at).is_none_or(|(i, _)| *i != id) {
+                let Some(h) = new_histogram(bit, generation) else {
+                    continue;
+                };
+                histograms.insert(at, (id, h));
+            }
+            // `record` grows the histogram to the value (`saturating_record` would clamp it to
+            // the range so far); it fails only past i64::MAX / 2 nanoseconds.
+            let _ = histograms[at]
+                .1
+                .record(clock.delta_as_nanos(0, ticks).max(1));
+        }
+    }
+}
+
+/// An auto-resizing histogram with the precision of the session in slot `bit` of
+/// `generation`; `None` when that session is gone.
+fn new_histogram(bit: u32, generation: u64) -> Option<hdrhistogram::Histogram<u64>> {
+    let session = session_in_slot(bit).filter(|s| s.generation() == generation)?;
+    hdrhistogram::Histogram::new(session.histogram_precision()).ok()
+}
+
+/// The distribution of one function's call durations in one process, as
 /// [`TraceSession::call_time_percentiles`](super::TraceSession::call_time_percentiles)
-/// reports it: polled time from entry to return, callees included, in nanoseconds (to two
-/// significant digits).
+/// reports it: each call's own time — polled time from entry to return, exclusive of the
+/// traced calls it made, as the time figure beside it is — in nanoseconds, to the session's
+/// [precision](super::SessionOptions::histogram_precision).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct CallPercentiles {
+    /// The process.
+    pub pid: Pid,
     /// The function.
     pub callsite: &'static Callsite,
     /// Calls recorded (calls that returned while measured).
@@ -916,11 +970,10 @@ impl SessionState {
             MEASURING.fetch_and(!m, Ordering::SeqCst);
             derive();
         }
+        // A flush, or a batch of call durations being recorded, finishes before this returns.
         for data in self.tables() {
             drop(lock(&data));
         }
-        // A batch of call durations being recorded finishes before this returns.
-        drop(lock(&self.histograms));
     }
 
     /// Measures again (after pause or restart) if the session measures anything per process.
@@ -934,38 +987,45 @@ impl SessionState {
         derive();
     }
 
-    /// Per function, the distribution of call durations recorded so far.
+    /// Per process and function, the distribution of call durations recorded so far, in pid
+    /// order, then callsite order.
     pub(crate) fn percentiles(&self) -> Vec<CallPercentiles> {
-        let histograms = lock(&self.histograms);
-        histograms
-            .iter()
-            .enumerate()
-            .filter_map(|(id, h)| {
-                let h = h.as_ref()?;
-                let callsite = callsites().get(id)?;
+        let mut out = Vec::new();
+        for data in self.tables() {
+            let table = lock(&data);
+            let Some(d) = table
+                .sessions
+                .iter()
+                .find(|d| d.bit == self.bit() && d.generation == self.generation())
+            else {
+                continue;
+            };
+            out.extend(d.histograms.iter().filter_map(|(id, h)| {
                 Some(CallPercentiles {
-                    callsite,
+                    pid: table.pid,
+                    callsite: callsites().get(*id as usize)?,
                     calls: h.len(),
                     p50_ns: h.value_at_quantile(0.5),
                     p90_ns: h.value_at_quantile(0.9),
                     p99_ns: h.value_at_quantile(0.99),
                     max_ns: h.max(),
                 })
-            })
-            .collect()
+            }));
+        }
+        // Each table's are in callsite order already; the sort is stable.
+        out.sort_by_key(|p| p.pid);
+        out
     }
 
     /// Zeroes every process's figures for this session.
     pub(crate) fn clear_measurements(&self) {
-        for h in lock(&self.histograms).iter_mut().flatten() {
-            h.reset();
-        }
         let (bit, generation) = (self.bit(), self.generation());
         for data in self.tables() {
             let mut table = lock(&data);
             for d in table.sessions.iter_mut() {
                 if d.bit == bit && d.generation == generation {
                     d.functions.clear();
+                    d.histograms.clear();
                     d.events.clear();
                     d.dropped = 0;
                 }

@@ -72,8 +72,8 @@ pub(crate) struct SessionState {
     types: TraceTypes,
     /// The tables of the processes this session has measured (call_time, call_memory).
     pub(super) measured: Mutex<Vec<ProcTraceRef>>,
-    /// Per callsite, the distribution of call durations (with call-time histograms).
-    pub(super) histograms: Mutex<Vec<Option<hdrhistogram::Histogram<u64>>>>,
+    /// The significant figures of its call-duration histograms.
+    histogram_precision: u8,
     /// Which callsites this session traces, by callsite id.
     traced: Mutex<Vec<bool>>,
     /// Every thread's shard, kept after the thread exits.
@@ -129,6 +129,11 @@ impl SessionState {
 
     pub(crate) fn types(&self) -> TraceTypes {
         self.types
+    }
+
+    /// The significant figures its call-duration histograms keep.
+    pub(crate) fn histogram_precision(&self) -> u8 {
+        self.histogram_precision
     }
 
     /// The clock when the session opened (0 without an event log).
@@ -567,6 +572,12 @@ pub enum SessionError {
     /// call_memory was asked for, but [`CountingAlloc`](crate::CountingAlloc) is not the
     /// global allocator.
     AllocatorNotInstalled,
+    /// Call-duration histograms were asked to keep a number of significant figures outside
+    /// [`SessionOptions::PRECISIONS`].
+    HistogramPrecision {
+        /// What was asked for.
+        significant_figures: u8,
+    },
 }
 
 impl fmt::Display for SessionError {
@@ -582,11 +593,58 @@ impl fmt::Display for SessionError {
                 "call_memory needs the counting allocator: {}",
                 crate::heap::HeapError::NotInstalled
             ),
+            SessionError::HistogramPrecision {
+                significant_figures,
+            } => write!(
+                f,
+                "call-duration histograms keep {} to {} significant figures, not \
+                 {significant_figures}; the default, {}, reads durations to 1%",
+                SessionOptions::PRECISIONS.start(),
+                SessionOptions::PRECISIONS.end(),
+                SessionOptions::DEFAULT_PRECISION
+            ),
         }
     }
 }
 
 impl std::error::Error for SessionError {}
+
+/// How a trace session measures, beyond its [`TraceTypes`]
+/// ([`NodeHandle::trace_session_with_options`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SessionOptions {
+    histogram_precision: u8,
+}
+
+impl SessionOptions {
+    /// The significant figures a call-duration histogram may keep: hdrhistogram's range.
+    pub const PRECISIONS: std::ops::RangeInclusive<u8> = 1..=5;
+    /// The significant figures call-duration histograms keep unless told otherwise: 2, each
+    /// duration to within 1%.
+    pub const DEFAULT_PRECISION: u8 = 2;
+
+    /// The defaults: histograms of [`DEFAULT_PRECISION`](Self::DEFAULT_PRECISION).
+    pub const fn new() -> SessionOptions {
+        SessionOptions {
+            histogram_precision: Self::DEFAULT_PRECISION,
+        }
+    }
+
+    /// The significant figures each call-duration histogram
+    /// ([`TraceTypes::CALL_TIME_HISTOGRAMS`]) keeps, in [`PRECISIONS`](Self::PRECISIONS): a
+    /// duration is read to within one part in 10^`significant_figures`. Each figure more
+    /// makes a histogram about ten times larger (at 2, a few KiB per process and function).
+    pub const fn histogram_precision(mut self, significant_figures: u8) -> SessionOptions {
+        self.histogram_precision = significant_figures;
+        self
+    }
+}
+
+impl Default for SessionOptions {
+    fn default() -> SessionOptions {
+        SessionOptions::new()
+    }
+}
 
 /// Why a pattern could not be set or cleared; each names the pattern.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -713,6 +771,39 @@ impl NodeHandle {
     /// [`SessionError::AllocatorNotInstalled`] for call_memory without
     /// [`CountingAlloc`](crate::CountingAlloc).
     pub fn trace_session_with(&self, types: TraceTypes) -> Result<TraceSession, SessionError> {
+        self.trace_session_with_options(types, SessionOptions::new())
+    }
+
+    /// [`trace_session_with`](Self::trace_session_with), with `options`: the precision of
+    /// call-duration histograms.
+    ///
+    /// ```
+    /// use runtime::trace::{SessionError, SessionOptions, TraceTypes};
+    ///
+    /// let node = runtime::Node::new().unwrap();
+    /// let precise = SessionOptions::new().histogram_precision(4);
+    /// let session = node.trace_session_with_options(TraceTypes::CALL_TIME_HISTOGRAMS, precise);
+    /// assert!(session.is_ok());
+    /// let wrong = SessionOptions::new().histogram_precision(9);
+    /// assert_eq!(
+    ///     node.trace_session_with_options(TraceTypes::CALL_TIME_HISTOGRAMS, wrong).unwrap_err(),
+    ///     SessionError::HistogramPrecision { significant_figures: 9 },
+    /// );
+    /// ```
+    ///
+    /// # Errors
+    /// As [`trace_session_with`](Self::trace_session_with), and
+    /// [`SessionError::HistogramPrecision`] for a precision out of range.
+    pub fn trace_session_with_options(
+        &self,
+        types: TraceTypes,
+        options: SessionOptions,
+    ) -> Result<TraceSession, SessionError> {
+        if !SessionOptions::PRECISIONS.contains(&options.histogram_precision) {
+            return Err(SessionError::HistogramPrecision {
+                significant_figures: options.histogram_precision,
+            });
+        }
         if types.contains(TraceTypes::CALL_MEMORY) && !crate::heap::installed() {
             return Err(SessionError::AllocatorNotInstalled);
         }
@@ -733,7 +824,7 @@ impl NodeHandle {
             generation: GENERATION.fetch_add(1, Ordering::Relaxed),
             types,
             measured: Mutex::new(Vec::new()),
-            histograms: Mutex::new(Vec::new()),
+            histogram_precision: options.histogram_precision,
             traced: Mutex::new(vec![false; callsites().len()]),
             shards: Mutex::new(ShardList::default()),
             counters: Mutex::new(CounterState {
@@ -836,8 +927,9 @@ impl TraceSession {
         crate::heap::suppressed(|| self.state.event_logs())
     }
 
-    /// With [`TraceTypes::CALL_TIME_HISTOGRAMS`]: per function called, the distribution of
-    /// its call durations (p50, p90, p99, max), over every measured process; empty otherwise.
+    /// With [`TraceTypes::CALL_TIME_HISTOGRAMS`]: per process measured and function it called,
+    /// the distribution of the calls' own time (p50, p90, p99, max), exclusive of traced
+    /// callees as the time figure is, in pid order; empty otherwise.
     pub fn call_time_percentiles(&self) -> Vec<CallPercentiles> {
         self.settle(Self::SETTLE_LIMIT);
         crate::heap::suppressed(|| self.state.percentiles())

@@ -64,6 +64,10 @@ pub struct SnapshotProcess {
     /// Events its log could not keep.
     #[serde(default)]
     pub events_dropped: u64,
+    /// Per function it called, the distribution of the calls' own time (call_time with
+    /// histograms), in function order.
+    #[serde(default)]
+    pub percentiles: Vec<SnapshotPercentiles>,
 }
 
 /// One entry of a process's event log.
@@ -86,7 +90,8 @@ pub struct SnapshotPath {
     pub function: u32,
 }
 
-/// One function's call-duration distribution (call_time with histograms).
+/// One function's call-duration distribution in one process (call_time with histograms): each
+/// call's own time, exclusive of traced callees, as the time figures are.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SnapshotPercentiles {
     /// The function (an index into [`Snapshot::functions`]).
@@ -119,7 +124,10 @@ pub struct Snapshot {
     pub processes: Vec<SnapshotProcess>,
     /// Call-tree mode: the paths seen; a parent comes before its children.
     pub paths: Vec<SnapshotPath>,
-    /// call_time with histograms: per function.
+    /// Call-duration distributions per function over every process, as a runtime before
+    /// per-process histograms wrote them (with callees' time included); empty now: each
+    /// process has its own ([`SnapshotProcess::percentiles`]).
+    #[serde(default)]
     pub percentiles: Vec<SnapshotPercentiles>,
     /// When the session was opened, in nanoseconds since the Unix epoch: event times count
     /// from then.
@@ -254,6 +262,7 @@ impl TraceSession {
                             .unwrap_or_default(),
                         events: Vec::new(),
                         events_dropped: 0,
+                        percentiles: Vec::new(),
                     }
                 })
                 .collect();
@@ -273,18 +282,24 @@ impl TraceSession {
                 }
             }
             processes.sort_by_key(|p| p.pid.parse::<crate::Pid>().ok());
-            let percentiles = self
-                .call_time_percentiles()
-                .into_iter()
-                .map(|p| SnapshotPercentiles {
+            let index: HashMap<String, usize> = processes
+                .iter()
+                .enumerate()
+                .map(|(i, p)| (p.pid.clone(), i))
+                .collect();
+            for p in self.call_time_percentiles() {
+                let Some(&at) = index.get(&p.pid.to_string()) else {
+                    continue;
+                };
+                processes[at].percentiles.push(SnapshotPercentiles {
                     function: functions.id(p.callsite),
                     calls: p.calls,
                     p50_ns: p.p50_ns,
                     p90_ns: p.p90_ns,
                     p99_ns: p.p99_ns,
                     max_ns: p.max_ns,
-                })
-                .collect();
+                });
+            }
             Snapshot {
                 types: types.into(),
                 node: self.node(),
@@ -292,7 +307,7 @@ impl TraceSession {
                 call_counts,
                 processes,
                 paths,
-                percentiles,
+                percentiles: Vec::new(),
                 opened_unix_ns: self.opened_unix_ns(),
             }
         })

@@ -15,6 +15,15 @@
 //! call); a pop points it back. The end of the poll moves what the poll touched into the
 //! process's own table ([`super::measure`]).
 //!
+//! A session recording call durations (histograms) gets each call's **own** time: the ticks
+//! charged to its frame over the whole call, across its polls — exclusive of its traced
+//! callees, as the time figure beside it. While such a poll runs, each event adds what
+//! passed to the innermost frame those sessions measure as well ([`Stack::own`]); an async
+//! call carries what its earlier polls charged it (`polled`) into the next. Polls without
+//! such a session (the lean ones among them) keep nothing of this. When two sessions
+//! recording durations measure one process with different patterns, a frame's own time is
+//! what passed while it was the innermost frame either of them measures.
+//!
 //! Only processes that a session measures (call_time or call_memory, and a trace flag) touch
 //! this stack; for every other poll the cost is two relaxed loads in the poll wrapper.
 //!
@@ -51,6 +60,9 @@ pub const CAPACITY: usize = 128;
 
 /// `u32::MAX`: no function.
 pub(crate) const NO_FUNCTION: u32 = u32::MAX;
+
+/// No frame of the stack: [`Stack::hist_top`] when no frame recording durations is open.
+const NO_FRAME: usize = usize::MAX;
 
 /// How many (session, function) pairs a poll tracks before it falls back to scanning its
 /// tables at the end of the poll.
@@ -170,9 +182,18 @@ struct Stack {
     /// the outermost frame.
     ids: [Cell<u32>; CAPACITY + 1],
     masks: [Cell<u64>; CAPACITY],
-    /// When each frame's call started, in polled clock ticks (its earlier polls' time
-    /// subtracted), for call durations.
-    starts: [Cell<u64>; CAPACITY],
+    /// Per frame, in a poll recording call durations: the clock ticks charged to it so far
+    /// over its whole call — its earlier polls' included —, exclusive of the traced calls it
+    /// made: its call's duration when it returns. Only [`charge`] adds to it, and only to the
+    /// frame `hist_top` names.
+    own: [Cell<u64>; CAPACITY],
+    /// The innermost frame kept that a session recording call durations measures ([`NO_FRAME`]
+    /// when none is open): what passes is its own time, for those sessions, until a frame
+    /// they measure is pushed above it or it pops.
+    hist_top: Cell<usize>,
+    /// Per frame that such a session measures: `hist_top` before it was pushed, to go back to
+    /// when it pops.
+    hist_parents: [Cell<usize>; CAPACITY],
     /// For a frame measured for one session: that session's accumulator before the frame was
     /// pushed (the innermost frame below it), to point back to when it pops.
     parents: [Cell<Option<&'static Accumulator>>; CAPACITY],
@@ -222,7 +243,9 @@ thread_local! {
             last_mem: Cell::new([0; 3]),
             ids: [const { Cell::new(NO_FUNCTION) }; CAPACITY + 1],
             masks: [const { Cell::new(0) }; CAPACITY],
-            starts: [const { Cell::new(0) }; CAPACITY],
+            own: [const { Cell::new(0) }; CAPACITY],
+            hist_top: Cell::new(NO_FRAME),
+            hist_parents: [const { Cell::new(NO_FRAME) }; CAPACITY],
             parents: [const { Cell::new(None) }; CAPACITY],
             parent_paths: [const { Cell::new(tree::ROOT) }; CAPACITY],
             tables: [const { Cell::new(None) }; MAX_SESSIONS],
@@ -419,6 +442,7 @@ pub(crate) fn begin_poll(
         s.tsc.set(tsc);
         // Frames never outlive a poll; start clean whatever happened before.
         s.depth.set(0);
+        s.hist_top.set(NO_FRAME);
         // Lean: one session, no event log or histograms (call-tree mode allowed), and time (if
         // measured) from the time-stamp counter.
         if active.is_power_of_two() && events | histograms == 0 && (tsc || !timing) {
@@ -486,7 +510,7 @@ pub(crate) fn end_poll(process: &crate::process::Process) {
         // Only a leaked frame guard (mem::forget) leaves frames open: close them.
         while s.depth.get() > 0 {
             if s.lean.get() != 0 {
-                pop_lean::<false>(s, false);
+                pop_lean(s, false);
             } else {
                 pop_checked(s, false);
             }
@@ -520,9 +544,7 @@ fn end_poll_extra(s: &Stack, process: &crate::process::Process) {
     if s.histograms.get() != 0 {
         SAMPLES.with(|samples| {
             let mut samples = samples.borrow_mut();
-            if !samples.is_empty() {
-                crate::heap::suppressed(|| super::measure::record_durations(&mut samples));
-            }
+            crate::heap::suppressed(|| super::measure::finish_durations(&mut samples));
         });
     }
     if s.events.get() != 0 {
@@ -597,6 +619,10 @@ fn charge(s: &Stack) -> u64 {
     if s.timing.get() {
         now = ticks();
         dt = now.saturating_sub(s.last_ticks.replace(now));
+        // The innermost frame recording durations: its own time, for its call's duration.
+        if let Some(own) = s.own.get(s.hist_top.get()) {
+            own.set(own.get().wrapping_add(dt));
+        }
     }
     let mut dm = [0u64; 3];
     if let Some(account) = s.memory.get() {
@@ -674,7 +700,8 @@ fn new_table(s: &Stack, bit: usize) -> Table {
 
 /// Enters a frame of function `id` for the sessions in `mask` (measuring this poll);
 /// `call` when this is the call's entry (its first poll) rather than a later poll of it.
-/// `prior`: the clock ticks the call was polled for before this poll.
+/// `prior`: the clock ticks charged to the call in its earlier polls (its own time so far,
+/// for call durations).
 #[inline(never)]
 fn push_in(s: &Stack, id: u32, mask: u64, call: bool, prior: u64) {
     let now = charge(s);
@@ -717,7 +744,12 @@ fn push_in(s: &Stack, id: u32, mask: u64, call: bool, prior: u64) {
     }
     s.ids[depth + 1].set(id);
     s.masks[depth].set(mask);
-    s.starts[depth].set(now.wrapping_sub(prior));
+    if mask & s.histograms.get() != 0 {
+        // Its own time so far; what passes from now on is its own until a frame it calls
+        // that these sessions measure is pushed.
+        s.own[depth].set(prior);
+        s.hist_parents[depth].set(s.hist_top.replace(depth));
+    }
     s.function.get().store(id, Ordering::Relaxed);
 }
 
@@ -801,12 +833,14 @@ fn push_tree(s: &Stack, id: u32, mask: u64, trees: u64, call: bool, depth: usize
 }
 
 /// Leaves the top frame; `pending` when it is a future's poll that returned `Pending`.
-/// Returns the ticks the call has been polled for so far (0 when time is not measured), or
-/// `None` when the frame was not kept (deeper than the stack).
+/// Returns the clock ticks charged to the call so far, its own time (in a poll recording its
+/// duration; else 0), or `None` when the frame was not kept (deeper than the stack) or the
+/// poll is lean (it records no durations).
 #[inline(never)]
 fn pop_any(s: &Stack, pending: bool) -> Option<u64> {
     if s.lean.get() != 0 {
-        pop_lean::<true>(s, pending)
+        pop_lean(s, pending);
+        None
     } else {
         pop_checked(s, pending)
     }
@@ -832,7 +866,13 @@ fn pop_in(s: &Stack, pending: bool) -> u64 {
     s.depth.set(depth);
     let id = s.ids[depth + 1].get();
     let mask = s.masks[depth].get();
-    let polled = now.wrapping_sub(s.starts[depth].get());
+    // Its own time over the call so far (`charge` has just added the last of it).
+    let polled = if mask & s.histograms.get() != 0 {
+        s.hist_top.set(s.hist_parents[depth].get());
+        s.own[depth].get()
+    } else {
+        0
+    };
     let trees = if mask & s.extra.get() != 0 {
         pop_extra(s, id, mask, now, polled, pending)
     } else {
@@ -930,12 +970,11 @@ fn log_event(mask: u64, id: u32, entered: bool, now: u64) {
 const MAX_SAMPLES: usize = 4096;
 
 /// Adds what passed since the last event to the innermost frame's accumulator, in a lean
-/// poll; returns the clock now (0 when time is not measured).
+/// poll.
 #[inline(always)]
-fn charge_lean(s: &Stack) -> u64 {
-    let mut now = 0;
+fn charge_lean(s: &Stack) {
     if s.tsc.get() {
-        now = rdtsc();
+        let now = rdtsc();
         let dt = now.saturating_sub(s.last_ticks.replace(now));
         if let Some(acc) = s.lean_current.get() {
             bump(&acc.ticks, dt);
@@ -947,7 +986,6 @@ fn charge_lean(s: &Stack) -> u64 {
             charge_memory_lean(s, account);
         }
     }
-    now
 }
 
 #[cold]
@@ -964,11 +1002,11 @@ fn charge_memory_lean(s: &Stack, account: &Account) {
 }
 
 /// [`push_in`] in a lean poll: enters a frame of function `id` for the one session measuring
-/// it; `call` when this is the call's entry; `prior` (with `ASYNC`): the clock ticks the call
-/// was polled for before this poll.
+/// it; `call` when this is the call's entry. A lean poll records no call durations (no
+/// session measuring it asks for them), so it keeps no frame's own time.
 #[inline(always)]
-fn push_lean<const ASYNC: bool>(s: &Stack, id: u32, call: bool, prior: u64) {
-    let now = charge_lean(s);
+fn push_lean(s: &Stack, id: u32, call: bool) {
+    charge_lean(s);
     let depth = s.depth.get();
     let acc = if s.lean_tree.get() {
         push_lean_tree(s, id, depth)
@@ -988,9 +1026,6 @@ fn push_lean<const ASYNC: bool>(s: &Stack, id: u32, call: bool, prior: u64) {
     }
     s.parents[depth].set(s.lean_current.replace(Some(acc)));
     s.ids[depth + 1].set(id);
-    if ASYNC {
-        s.starts[depth].set(now.wrapping_sub(prior));
-    }
     s.function.get().store(id, Ordering::Relaxed);
 }
 
@@ -1013,19 +1048,18 @@ fn push_lean_tree(s: &Stack, id: u32, depth: usize) -> &'static Accumulator {
 }
 
 /// [`pop_checked`] in a lean poll: leaves the top frame (`pending` when it is a future's poll
-/// that returned `Pending`); returns (with `ASYNC`) the ticks the call has been polled for so
-/// far, or `None` when the frame was not kept.
+/// that returned `Pending`).
 #[inline(always)]
-fn pop_lean<const ASYNC: bool>(s: &Stack, pending: bool) -> Option<u64> {
+fn pop_lean(s: &Stack, pending: bool) {
     let depth = s.depth.get();
     if depth.wrapping_sub(1) >= CAPACITY {
         // Deeper than the stack (nothing kept), or its poll has ended (a leaked guard).
         if depth > 0 {
             s.depth.set(depth - 1);
         }
-        return None;
+        return;
     }
-    let now = charge_lean(s);
+    charge_lean(s);
     let depth = depth - 1;
     s.depth.set(depth);
     s.lean_current.set(s.parents[depth].get());
@@ -1036,11 +1070,6 @@ fn pop_lean<const ASYNC: bool>(s: &Stack, pending: bool) -> Option<u64> {
         record_pending(s, s.ids[depth + 1].get());
     } else {
         record_restore(s, s.ids[depth].get());
-    }
-    if ASYNC {
-        Some(now.wrapping_sub(s.starts[depth].get()))
-    } else {
-        Some(0)
     }
 }
 
@@ -1124,7 +1153,7 @@ fn pop_lean_sync(s: &Stack) {
 
 #[inline(never)]
 fn pop_lean_sync_full(s: &Stack) {
-    pop_lean::<false>(s, false);
+    pop_lean(s, false);
 }
 
 /// A call of `callsite` that some session wants (`mask`) and that the inlined count-only
@@ -1171,7 +1200,7 @@ fn enter_call_full(s: &Stack, callsite: &'static Callsite, mask: u64) -> FrameGu
     }
     let id = callsite.id() as u32;
     if mask & s.lean.get() != 0 {
-        push_lean::<false>(s, id, true, 0);
+        push_lean(s, id, true);
         // A call-tree frame is popped by `pop_lean`, which restores its path too.
         let pushed = if s.lean_tree.get() {
             PUSHED
@@ -1265,9 +1294,9 @@ impl FrameGuard {
 
 /// Runs `poll`, one poll of an async call of function `id`, in the call's frame: pushed for
 /// the sessions of `mask` that measure this poll, if any (`call` at the call's first poll), and
-/// popped when `poll` returns or unwinds. `polled`:
-/// the clock ticks the call has been polled for in its earlier polls, brought up to date when
-/// the frame is popped (unless it was not kept: not measured, or deeper than the stack).
+/// popped when `poll` returns or unwinds. `polled`: the clock ticks charged to the call in
+/// its earlier polls, exclusive of the traced calls it made (its own time, for its duration),
+/// brought up to date when a poll recording durations pops the frame.
 ///
 /// The thread's stack is found once for the push and the pop; a lean poll's push and pop are
 /// inline (their uncommon cases out of line).
@@ -1282,7 +1311,7 @@ pub(crate) fn poll_in_frame<R>(
     with_stack(|s| {
         let mut guard = FrameGuard::NONE;
         if mask & s.lean.get() != 0 {
-            push_lean::<true>(s, id, call, *polled);
+            push_lean(s, id, call);
             guard.pushed = PUSHED;
         } else if mask & s.active.get() != 0 {
             push_in(s, id, mask & s.active.get(), call, *polled);
@@ -1294,7 +1323,8 @@ pub(crate) fn poll_in_frame<R>(
             guard.pushed = NOT_PUSHED;
             let pending = out.is_pending();
             let so_far = if s.lean.get() != 0 {
-                pop_lean::<true>(s, pending)
+                pop_lean(s, pending);
+                None
             } else {
                 pop_any(s, pending)
             };

@@ -100,6 +100,7 @@ fn rest_of(tag: u64) -> &'static str {
         tag::TREE_ENTRIES => "the rest of a TREE_ENTRIES section",
         tag::EVENT_LOGS => "the rest of an EVENT_LOGS section",
         tag::EVENTS => "the rest of an EVENTS section",
+        tag::PROCESS_PERCENTILES => "the rest of a PROCESS_PERCENTILES section",
         _ => "the rest of a section of a kind this tprof does not know",
     }
 }
@@ -524,7 +525,12 @@ impl State {
                     self.filling += 1;
                 }
             }
-            tag::PERCENTILES => {
+            tag::PERCENTILES | tag::PROCESS_PERCENTILES => {
+                let group = if tag == tag::PERCENTILES {
+                    Group::All
+                } else {
+                    p.group("a percentile's process")?
+                };
                 let function = p.function("a percentile's function", &self.functions)?;
                 self.copy(function_bytes(&function), p.offset())?;
                 let calls = p.varint("calls")?;
@@ -533,6 +539,7 @@ impl State {
                 let p99_ns = p.varint("p99")?;
                 let max_ns = p.varint("max")?;
                 self.percentiles.push(Percentiles {
+                    group,
                     function,
                     calls,
                     p50_ns,

@@ -222,7 +222,8 @@ pub(super) fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), Archiv
         varint(b, e.bytes);
         varint(b, e.blocks);
     })?;
-    table(&mut out, tag::PERCENTILES, &profile.percentiles, |b, p| {
+    let all = profile.percentiles.iter().filter(|p| p.group == Group::All);
+    table(&mut out, tag::PERCENTILES, all, |b, p| {
         varint(b, functions.at(&p.function));
         varint(b, p.calls);
         varint(b, p.p50_ns);
@@ -272,6 +273,16 @@ pub(super) fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), Archiv
             EventKind::Leave => 1,
         };
         varint(b, u64::from(e.function) << 1 | kind);
+    })?;
+    let per_process = profile.percentiles.iter().filter(|p| p.group != Group::All);
+    table(&mut out, tag::PROCESS_PERCENTILES, per_process, |b, p| {
+        group(b, p.group);
+        varint(b, functions.at(&p.function));
+        varint(b, p.calls);
+        varint(b, p.p50_ns);
+        varint(b, p.p90_ns);
+        varint(b, p.p99_ns);
+        varint(b, p.max_ns);
     })?;
 
     let whole = out.crc.clone().finalize();

@@ -39,7 +39,9 @@ use crate::{
 ///   the processes are, and its events' functions pointed into the united function table.
 ///   They are not combined (a pid of one input is never one of another's), only ordered by
 ///   process like the rest.
-/// - **Percentiles are approximate after a merge**: `calls` is the sum and `max_ns` the
+/// - **Percentiles** are per process and function, so each run keeps its own, renumbered as
+///   the processes are. Those of every process together ([`Group::All`], from older
+///   profiles) are **approximate after a merge**: `calls` is the sum and `max_ns` the
 ///   largest, exactly, but the durations themselves are not in the profiles, so p50, p90 and
 ///   p99 are each a calls-weighted choice among the inputs' values — the smallest input value
 ///   at which the inputs holding at most that value account for the percentile's share of the
@@ -170,9 +172,9 @@ struct Acc {
     function_index: HashMap<Function, usize>,
     /// (index in `functions`, group) → index in its entries.
     entry_index: HashMap<(usize, Group), usize>,
-    /// Per function, each input's percentiles.
-    percentiles: Vec<(Function, Vec<Percentiles>)>,
-    percentile_index: HashMap<Function, usize>,
+    /// Per function and group, each input's percentiles.
+    percentiles: Vec<(Function, Group, Vec<Percentiles>)>,
+    percentile_index: HashMap<(Function, Group), usize>,
     processes: Vec<ProcessRecord>,
     table: TreeTable,
     tree: Vec<PathEntry>,
@@ -346,15 +348,19 @@ impl Acc {
             }
         }
 
+        // Per process, each input's own (its pids are apart from the others'); those of every
+        // process together (older profiles) combined over the inputs.
         for pc in &p.percentiles {
+            let group = map_group(pc.group);
             let k = *self
                 .percentile_index
-                .entry(pc.function.clone())
+                .entry((pc.function.clone(), group))
                 .or_insert_with(|| {
-                    self.percentiles.push((pc.function.clone(), Vec::new()));
+                    self.percentiles
+                        .push((pc.function.clone(), group, Vec::new()));
                     self.percentiles.len() - 1
                 });
-            self.percentiles[k].1.push(pc.clone());
+            self.percentiles[k].2.push(pc.clone());
         }
 
         // Call trees: one function table, paths re-interned by (parent, function).
@@ -454,11 +460,15 @@ impl Acc {
         Profile {
             trace_type: self.trace_type,
             functions,
-            percentiles: self
-                .percentiles
-                .into_iter()
-                .map(|(function, parts)| combine(function, &parts))
-                .collect(),
+            percentiles: {
+                let mut percentiles: Vec<Percentiles> = self
+                    .percentiles
+                    .into_iter()
+                    .map(|(function, group, parts)| combine(function, group, &parts))
+                    .collect();
+                percentiles.sort_by_key(|p| p.group);
+                percentiles
+            },
             processes,
             function_table,
             call_tree: CallTree { nodes, entries },
@@ -533,8 +543,8 @@ fn check(p: &Profile, index: usize) -> Result<(), MergeError> {
     Ok(())
 }
 
-/// One function's percentiles from each input's: see [`merge`].
-fn combine(function: Function, parts: &[Percentiles]) -> Percentiles {
+/// One function's percentiles in `group` from each input's: see [`merge`].
+fn combine(function: Function, group: Group, parts: &[Percentiles]) -> Percentiles {
     let calls = parts.iter().fold(0u64, |a, p| a.saturating_add(p.calls));
     let max_ns = parts.iter().map(|p| p.max_ns).max().unwrap_or(0);
     let pick = |share: u128, value: fn(&Percentiles) -> u64| -> u64 {
@@ -551,6 +561,7 @@ fn combine(function: Function, parts: &[Percentiles]) -> Percentiles {
         values.last().map_or(0, |&(v, _)| v)
     };
     Percentiles {
+        group,
         function,
         calls,
         p50_ns: pick(50, |p| p.p50_ns),

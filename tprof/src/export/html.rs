@@ -13,8 +13,8 @@
 //! - a search box: the frames whose function (or process) contains the text are highlighted,
 //!   and the share of the total they cover is shown;
 //! - per process, the table of its functions (calls, the value, per call, %, and words and
-//!   blocks for call_memory), sorted by clicking a column's header; call_time with
-//!   percentiles also gets the table of call durations;
+//!   blocks for call_memory), sorted by clicking a column's header; with percentiles
+//!   (call_time), p50, p90, p99 and max of each function's time per call in that process;
 //! - when the profile has event logs ([`Profile::event_logs`]), a timeline of each process
 //!   that has one (of the one chosen, or of every one, on a shared time axis): its frames at
 //!   the times they ran, nested, hover one for its function, start and duration; a log that
@@ -31,7 +31,8 @@
 //! above, outermost frame first, with `calls`, `value` (in `unit`), `bytes`, `blocks`,
 //! exclusive of the frames above it: [`stacks()`] of the profile), `rows` (the flat figures
 //! per process and function, same fields and `words`, tprof's measurement of call_memory, 0
-//! for the other types), `percentiles`, `total` (the sum of the stacks'
+//! for the other types), `percentiles` (each `process`, `function`, `calls`, `p50_ns`,
+//! `p90_ns`, `p99_ns`, `max_ns`: the calls' own time, as the time column), `total` (the sum of the stacks'
 //! values) and `timelines`: per process with an event log, `process`, `dropped` and `frames`,
 //! each `[function, start_ns, end_ns, depth, cut_short]` (times since the profile's earliest
 //! logged event, `cut_short` 1 for a frame still open where the log ends, else 0), in the
@@ -121,9 +122,10 @@ struct Figures {
     blocks: u64,
 }
 
-/// One function's call durations over every process.
+/// One function's call durations in one process (or every process, in older profiles).
 #[derive(Serialize)]
 struct PercentilesView {
+    process: usize,
     function: usize,
     calls: u64,
     p50_ns: u64,
@@ -194,6 +196,9 @@ fn view_data(profile: &Profile) -> ViewData<'_> {
     let logs = timeline::logs(profile);
     for group in logs.keys() {
         groups.insert(*group, 0);
+    }
+    for p in &profile.percentiles {
+        groups.insert(p.group, 0);
     }
     let labels = profile.labels();
     let records: HashMap<runtime::Pid, &crate::ProcessRecord> =
@@ -284,6 +289,7 @@ fn view_data(profile: &Profile) -> ViewData<'_> {
         .percentiles
         .iter()
         .map(|p| PercentilesView {
+            process: groups[&p.group],
             function: functions.of(&p.function),
             calls: p.calls,
             p50_ns: p.p50_ns,

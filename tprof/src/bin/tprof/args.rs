@@ -31,9 +31,19 @@ pub(crate) enum Cmd {
         /// Only per-function figures: no call paths (flame graphs show one frame per function).
         #[arg(long)]
         flat: bool,
-        /// With call_time, record call durations for p50/p90/p99/max.
+        /// With call_time, record each call's own time for p50/p90/p99/max per process and
+        /// function.
         #[arg(long)]
         percentiles: bool,
+        /// With --percentiles, the significant figures each histogram keeps: 1 to 5 (each
+        /// more makes them about ten times larger).
+        #[arg(
+            long,
+            default_value_t = 2,
+            requires = "percentiles",
+            value_parser = clap::value_parser!(u8).range(1..=5)
+        )]
+        percentile_precision: u8,
         /// Keep an event log per process (each traced frame entered and left), for a real
         /// timeline in the chrome and html exports.
         #[arg(long)]

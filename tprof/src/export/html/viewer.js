@@ -8,6 +8,9 @@
   const $ = (id) => document.getElementById(id);
   const TIME = data.trace_type === 'call_time';
   const MEMORY = data.trace_type === 'call_memory';
+  // Percentiles of each process's functions (their own time per call), by 'process:function'.
+  const PCT = new Map(data.percentiles.map((q) => [q.process + ':' + q.function, q]));
+  const PCT_COLS = ['p50', 'p90', 'p99', 'max'];
   const ROW = 20;        // px per graph row
   const MIN_PX = 0.35;   // frames narrower than this are not drawn
   const LABEL_PX = 28;   // frames narrower than this get no text
@@ -411,7 +414,7 @@
 
   // ---- tables
   const sort = { key: data.trace_type === 'call_count' ? 'calls' : 'value', dir: -1 };
-  function columns() {
+  function columns(withPct) {
     const cols = [{ key: 'name', title: 'function' }, { key: 'calls', title: 'calls' }];
     // call_count measures calls: its value is the calls column, and per call is always 1
     if (data.trace_type !== 'call_count') {
@@ -420,6 +423,7 @@
     }
     cols.push({ key: 'pct', title: '%' });
     if (MEMORY) cols.push({ key: 'words', title: 'words' }, { key: 'blocks', title: 'blocks' });
+    if (TIME && withPct) for (const k of PCT_COLS) cols.push({ key: k, title: k + ' (us)' });
     return cols;
   }
   function cell(key, r) {
@@ -429,6 +433,8 @@
       case 'per': return fixed(TIME ? r.per / 1000 : r.per, 2);
       case 'pct': return r.pct.toFixed(2);
       case 'words': return int(r.words);
+      case 'p50': case 'p90': case 'p99': case 'max':
+        return r[key] < 0 ? '-' : fixed(r[key] / 1000, 2);
       case 'blocks': return int(r.blocks);
       default: return '';
     }
@@ -451,29 +457,40 @@
     if (data.rows.length === 0) {
       box.append(el('p', { text: 'No function was called.' }));
     }
+    const byProcess = new Map();
+    for (const r of data.rows) {
+      if (!byProcess.has(r.process)) byProcess.set(r.process, []);
+      byProcess.get(r.process).push(r);
+    }
     for (const p of procs) {
-      const mine = data.rows.filter((r) => r.process === p);
+      const mine = byProcess.get(p) || [];
       if (!mine.length) continue;
+      let withPct = false;
       const total = mine.reduce((s, r) => s + r.value, 0);
       const rows = mine.map((r) => {
         const f = data.functions[r.function];
+        const q = PCT.get(p + ':' + r.function);
+        if (q) withPct = true;
         return {
           name: f.mfa, fn: r.function, calls: r.calls, value: r.value, words: r.words, blocks: r.blocks,
           per: r.calls > 0 ? r.value / r.calls : 0, pct: total > 0 ? (100 * r.value) / total : 0,
+          p50: q ? q.p50_ns : -1, p90: q ? q.p90_ns : -1, p99: q ? q.p99_ns : -1, max: q ? q.max_ns : -1,
         };
       });
       const info = data.processes[p];
       const head = el('h3', {}, label({ kind: 'process', proc: p }),
         el('span', { class: 'sub', text: (info.initial_call ? ' — ' + info.initial_call : '') + ' — ' + value(total) + (all > 0 && data.processes.length > 1 ? ', ' + percent(total, all) + ' of all' : '') }));
-      box.append(el('section', { 'data-process': info.id }, head, table(columns(), sorted(rows), total)));
+      box.append(el('section', { 'data-process': info.id }, head, table(columns(withPct), sorted(rows), total)));
     }
-    if (data.percentiles.length && process < 0) {
+    // Percentiles of every process together: a profile of an older tprof, callees included.
+    const together = data.percentiles.filter((q) => data.processes[q.process].id === 'all');
+    if (together.length && process < 0) {
       box.append(el('h2', { text: 'Call durations, every process (callees included)' }));
       const cols = ['function', 'calls', 'p50 (us)', 'p90 (us)', 'p99 (us)', 'max (us)'];
       const t = el('table', { class: 'functions percentiles' },
         el('thead', {}, el('tr', {}, ...cols.map((c) => el('th', { text: c })))));
       const body = el('tbody');
-      for (const q of data.percentiles) {
+      for (const q of together) {
         const us = (ns) => fixed(ns / 1000, 2);
         body.append(el('tr', {}, el('td', { class: 'fn', text: data.functions[q.function].mfa }),
           el('td', { text: int(q.calls) }), el('td', { text: us(q.p50_ns) }), el('td', { text: us(q.p90_ns) }),
@@ -508,7 +525,8 @@
     const foot = el('tr', {}, el('td', { text: 'total' }));
     for (const c of cols.slice(1)) {
       const r = { calls: sums.calls, value: total, per: 0, pct: 100, words: sums.words, blocks: sums.blocks };
-      foot.append(el('td', { text: c.key === 'per' ? '' : cell(c.key, r) }));
+      const blank = c.key === 'per' || PCT_COLS.includes(c.key);
+      foot.append(el('td', { text: blank ? '' : cell(c.key, r) }));
     }
     return el('table', { class: 'functions' }, el('thead', {}, head), body, el('tfoot', {}, foot));
   }
