@@ -142,7 +142,11 @@
 //! comfy-table tables: a per-process summary (name, initial call, calls, measurement, bytes,
 //! blocks, live heap) and each process's functions with bytes and blocks per call. The
 //! `pretty` export prints tprof's report between a table of the processes and, when the
-//! profile has call paths, the call tree of each process.
+//! profile has call paths, the call tree of each process. With
+//! [`ProfileOptions::percentiles`], call_time also keeps, per process and function, the
+//! distribution of each call's own time — the time column's measure, call by call — to the
+//! precision [`ProfileOptions::percentile_precision`] asks for; the rich tables show its p50,
+//! p90, p99 and max beside the time per call.
 //!
 //! # Call trees and exports
 //!
