@@ -334,6 +334,72 @@ fn bad_usage_exits_2_and_says_what_is_expected() {
     assert_eq!(o.status.code(), Some(2), "--out is required");
     let o = tprof(&dir, &["frobnicate"]);
     assert_eq!(o.status.code(), Some(2));
+    let o = tprof(
+        &dir,
+        &[
+            "run",
+            "-t",
+            "call_time",
+            "--percentiles",
+            "--percentile-precision",
+            "7",
+            "--",
+            "true",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("1..=5"), "{}", text(&o.stderr));
+    let o = tprof(&dir, &["run", "--percentile-precision", "3", "--", "true"]);
+    assert_eq!(o.status.code(), Some(2), "only with --percentiles");
+}
+
+#[test]
+fn run_with_percentiles_keeps_each_process_s_to_the_precision_asked_for() {
+    let dir = scratch("percentiles");
+    let workload = workload();
+    let o = tprof(
+        &dir,
+        &[
+            "run",
+            "-t",
+            "call_time",
+            "--percentiles",
+            "--percentile-precision",
+            "3",
+            "-o",
+            "time.tprof",
+            "--",
+            workload.to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let profile = tprof::archive::read_file(&dir.join("time.tprof")).unwrap();
+    let summer = profile
+        .processes
+        .iter()
+        .find(|p| p.name.as_deref() == Some("summer"))
+        .unwrap();
+    let parse = profile
+        .percentiles
+        .iter()
+        .find(|p| p.function.name == "parse")
+        .unwrap();
+    assert_eq!(parse.group, tprof::Group::Process(summer.pid));
+    assert_eq!(parse.calls, 100);
+    // The precision reaches the program's session (out of range there, through the library).
+    let options = tprof::command::RunOptions {
+        trace_type: TraceType::CallTime,
+        percentiles: true,
+        percentile_precision: 9,
+        out: Some(dir.join("never.tprof")),
+        ..tprof::command::RunOptions::new(workload.as_os_str(), Vec::new())
+    };
+    let err = tprof::command::run(&options).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("keep 1 to 5 significant figures, not 9"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -140,3 +140,13 @@ fn figures_near_the_top_of_u64_export_without_panicking() {
     let all = tprof::inspect(&profile, tprof::Aggregate::Total, tprof::SortBy::default());
     assert_eq!(all.all().unwrap().total, u64::MAX);
 }
+
+#[test]
+fn json_of_an_older_tprof_reads_its_percentiles_as_every_process_together() {
+    let old = r#"{"trace_type":"call_time","functions":[],"percentiles":[{"function":
+        {"module":"app","name":"handle","arity":1,"file":"src/app.rs","line":3},
+        "calls":4,"p50_ns":7,"p90_ns":8,"p99_ns":9,"max_ns":10}]}"#;
+    let profile: Profile = serde_json::from_str(old).unwrap();
+    assert_eq!(profile.percentiles[0].group, tprof::Group::All);
+    assert_eq!(profile.percentiles[0].calls, 4);
+}
