@@ -88,14 +88,14 @@ fn children_and_all_children_follow_spawning_parents() {
     let s = node.trace_session().unwrap();
     let (root, kids) = family(&node, 2);
     assert_eq!(
-        s.enable_trace(ProcessSpec::Children(root), false)
+        s.enable_trace(ProcessSpec::children(root), false)
             .unwrap()
             .count,
         2
     );
     assert_eq!(traced(&s, &kids), vec![true, true]);
     assert!(!s.is_traced(root));
-    s.disable_trace(ProcessSpec::Children(root)).unwrap();
+    s.disable_trace(ProcessSpec::children(root)).unwrap();
     // A three-level tree: all_children reaches the grandchildren.
     let (top, mids) = node
         .run(async {
@@ -135,16 +135,46 @@ fn children_and_all_children_follow_spawning_parents() {
         std::thread::yield_now();
     }
     assert_eq!(
-        s.enable_trace(ProcessSpec::Children(top), false)
+        s.enable_trace(ProcessSpec::children(top), false)
             .unwrap()
             .count,
         2
     );
     assert_eq!(
-        s.enable_trace(ProcessSpec::AllChildren(top), false)
+        s.enable_trace(ProcessSpec::all_children(top), false)
             .unwrap()
             .count,
         4
+    );
+}
+
+/// `Children` and `AllChildren` take a registered name as every other spec does; a name
+/// that is not registered is an error naming it.
+#[test]
+fn children_and_all_children_take_a_registered_name() {
+    let node = node();
+    let s = node.trace_session().unwrap();
+    let (root, kids) = family(&node, 3);
+    node.register("family_root", root).unwrap();
+    assert_eq!(
+        s.enable_trace(ProcessSpec::children("family_root"), false)
+            .unwrap()
+            .count,
+        3
+    );
+    assert_eq!(traced(&s, &kids), vec![true; 3]);
+    assert!(!s.is_traced(root));
+    assert_eq!(
+        s.disable_trace(ProcessSpec::all_children("family_root"))
+            .unwrap()
+            .count,
+        3
+    );
+    assert_eq!(traced(&s, &kids), vec![false; 3]);
+    assert_eq!(
+        s.enable_trace(ProcessSpec::children("nobody_by_that_name"), false)
+            .unwrap_err(),
+        FlagError::NotRegistered("nobody_by_that_name".into())
     );
 }
 

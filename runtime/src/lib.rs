@@ -237,7 +237,7 @@ pub use process::{
     self_pid, spawn, spawn_blocking, spawn_link, spawn_monitor, spawn_opt, spawn_task,
     try_self_pid,
 };
-pub use registry::{Name, RegistryError, register, registered, unregister, whereis};
+pub use registry::{Name, ProcessRef, RegistryError, register, registered, unregister, whereis};
 pub use send::{SendError, send, send_named};
 pub use signal::{
     Down, LinkError, MonitorRef, demonitor, exit, exit_self, link, monitor, trap_exit, unlink,

@@ -10,32 +10,13 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use runtime::trace::{PatternError, ProcessSpec, SessionError, SessionOptions, TracePattern};
-use runtime::{ExitReason, Name, Node, NodeError, NodeHandle, Pid, SpawnError, SpawnOptions};
+use runtime::{ExitReason, Node, NodeError, NodeHandle, SpawnError, SpawnOptions};
 
 use crate::format::format;
 use crate::inspect::{Aggregate, SortBy, inspect};
 use crate::profile::{Profile, TraceType};
 
-/// A process named in a rootset: a pid or a registered name.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ProcessRef {
-    /// A pid.
-    Pid(Pid),
-    /// A registered name.
-    Name(Name),
-}
-
-impl From<Pid> for ProcessRef {
-    fn from(pid: Pid) -> ProcessRef {
-        ProcessRef::Pid(pid)
-    }
-}
-
-impl From<&str> for ProcessRef {
-    fn from(name: &str) -> ProcessRef {
-        ProcessRef::Name(name.into())
-    }
-}
+pub use runtime::ProcessRef;
 
 /// Extra processes to trace besides the profiled one (tprof's `rootset`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -499,12 +480,7 @@ where
         RootSet::Existing => Some(ProcessSpec::Existing),
         RootSet::New => Some(ProcessSpec::New),
         RootSet::Processes(list) => Some(ProcessSpec::List(
-            list.iter()
-                .map(|p| match p {
-                    ProcessRef::Pid(pid) => ProcessSpec::Pid(*pid),
-                    ProcessRef::Name(name) => ProcessSpec::Name(name.clone()),
-                })
-                .collect(),
+            list.iter().cloned().map(ProcessSpec::from).collect(),
         )),
     };
     if let Some(spec) = &rootset {

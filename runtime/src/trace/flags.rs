@@ -5,6 +5,7 @@
 //! can also ask for every process spawned on its node from now on (`New`). The flags are what
 //! the per-process trace types (call_time, call_memory) look at; call_count needs none.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -13,7 +14,7 @@ use super::session::{SessionState, session_in_slot};
 use crate::Pid;
 use crate::node::NodeInner;
 use crate::process::Process;
-use crate::registry::Name;
+use crate::registry::{Name, ProcessRef};
 
 /// Sessions that want every new process of their node, one bit per session slot.
 static NEW_MASK: AtomicU64 = AtomicU64::new(0);
@@ -159,10 +160,12 @@ pub enum ProcessSpec {
     Existing,
     /// Every process spawned from now on.
     New,
-    /// The processes this one spawned (its direct children, alive now).
-    Children(Pid),
-    /// Every live descendant of this process, by spawning parent.
-    AllChildren(Pid),
+    /// The processes this one (a pid, or a name registered on the session's node) spawned:
+    /// its direct children, alive now.
+    Children(ProcessRef),
+    /// Every live descendant of this process (a pid or a registered name), by spawning
+    /// parent.
+    AllChildren(ProcessRef),
     /// Several pids or names; failures are reported per item, in input order.
     List(Vec<ProcessSpec>),
 }
@@ -179,6 +182,27 @@ impl From<&str> for ProcessSpec {
     }
 }
 
+impl From<ProcessRef> for ProcessSpec {
+    fn from(process: ProcessRef) -> ProcessSpec {
+        match process {
+            ProcessRef::Pid(pid) => ProcessSpec::Pid(pid),
+            ProcessRef::Name(name) => ProcessSpec::Name(name),
+        }
+    }
+}
+
+impl ProcessSpec {
+    /// [`ProcessSpec::Children`] of `parent`, a pid or a registered name.
+    pub fn children(parent: impl Into<ProcessRef>) -> ProcessSpec {
+        ProcessSpec::Children(parent.into())
+    }
+
+    /// [`ProcessSpec::AllChildren`] of `ancestor`, a pid or a registered name.
+    pub fn all_children(ancestor: impl Into<ProcessRef>) -> ProcessSpec {
+        ProcessSpec::AllChildren(ancestor.into())
+    }
+}
+
 impl fmt::Display for ProcessSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -187,8 +211,8 @@ impl fmt::Display for ProcessSpec {
             ProcessSpec::All => f.write_str("all"),
             ProcessSpec::Existing => f.write_str("existing"),
             ProcessSpec::New => f.write_str("new"),
-            ProcessSpec::Children(pid) => write!(f, "children of {pid}"),
-            ProcessSpec::AllChildren(pid) => write!(f, "all children of {pid}"),
+            ProcessSpec::Children(parent) => write!(f, "children of {parent}"),
+            ProcessSpec::AllChildren(ancestor) => write!(f, "all children of {ancestor}"),
             ProcessSpec::List(items) => write!(f, "a list of {} processes", items.len()),
         }
     }
@@ -280,16 +304,30 @@ pub(crate) fn apply(
             }
         }
         ProcessSpec::Children(parent) | ProcessSpec::AllChildren(parent) => {
+            let root = match parent {
+                // A parent that has ended may have children alive: no error for a pid.
+                ProcessRef::Pid(pid) => *pid,
+                ProcessRef::Name(name) => node
+                    .registry
+                    .whereis(name)
+                    .ok_or_else(|| FlagError::NotRegistered(name.clone()))?,
+            };
             let all = node.table.all();
-            let mut parents = vec![*parent];
-            let mut seen = 0;
-            while seen < parents.len() {
-                let current = parents[seen];
-                seen += 1;
-                for p in all.iter().filter(|p| p.parent == Some(current)) {
+            // Each process's children, found in one pass over the table (then a walk down
+            // from the root for every descendant): linear in the processes of the node.
+            let mut children: HashMap<Pid, Vec<&Process>> = HashMap::new();
+            for p in &all {
+                if let Some(parent) = p.parent {
+                    children.entry(parent).or_default().push(&**p);
+                }
+            }
+            let deep = matches!(spec, ProcessSpec::AllChildren(_));
+            let mut parents = vec![root];
+            while let Some(current) = parents.pop() {
+                for p in children.remove(&current).unwrap_or_default() {
                     set(p);
                     outcome.count += 1;
-                    if matches!(spec, ProcessSpec::AllChildren(_)) {
+                    if deep {
                         parents.push(p.pid);
                     }
                 }
