@@ -40,8 +40,8 @@ use std::task::Waker;
 use parking_lot::MappedMutexGuard;
 
 pub(crate) use current::{
-    current_node_id, current_process_for_receive, with_current, with_current_owner,
-    with_node_hidden,
+    current_is_helper, current_node_id, current_process_for_receive, with_current,
+    with_current_owner, with_node_hidden,
 };
 pub use current::{self_pid, try_self_pid};
 pub(crate) use helpers::Helpers;

@@ -132,11 +132,25 @@ pub fn exit(pid: Pid, reason: ExitReason) {
 /// process's future like a panic, without printing a panic message.
 ///
 /// # Panics
-/// Outside a process this is an ordinary panic.
+/// Outside a process, and in a helper task of [`spawn_task`](crate::spawn_task) or
+/// [`spawn_blocking`](crate::spawn_blocking) (whose process runs elsewhere), there is no
+/// process to end here: it panics with a message saying to call [`exit`] with the pid instead.
 #[allow(unsafe_code)]
 #[traced(module = "runtime")]
 pub fn exit_self(reason: ExitReason) -> ! {
-    std::panic::resume_unwind(Box::new(crate::exit::ExitPayload(reason)))
+    match crate::process::current_is_helper() {
+        Some(false) => std::panic::resume_unwind(Box::new(crate::exit::ExitPayload(reason))),
+        Some(true) => panic!(
+            "exit_self({reason}) called in a helper task (spawn_task/spawn_blocking), which \
+             cannot end its process from here: call runtime::exit(runtime::self_pid(), reason) \
+             to end it, or return from the task"
+        ),
+        None => panic!(
+            "exit_self({reason}) called outside a process: there is no process to end; call \
+             runtime::exit(pid, reason) to end a process by its pid, or return (or \
+             std::process::exit) to end the program"
+        ),
+    }
 }
 
 /// Links the calling process with `pid`, both ways.

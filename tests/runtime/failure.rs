@@ -339,6 +339,34 @@ fn exit_self_ends_the_process_with_the_reason() {
     assert_eq!(err, ExitReason::Panic("kaboom".into()));
 }
 
+/// Outside a process, `exit_self` has no process to end: it panics with a message that says
+/// what to call instead (it used to unwind with an empty payload, printed as `Box<dyn Any>`).
+#[test]
+fn exit_self_outside_a_process_says_what_to_call_instead() {
+    let payload = std::panic::catch_unwind(|| exit_self(ExitReason::Shutdown)).unwrap_err();
+    let message = payload
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| payload.downcast_ref::<&str>().copied())
+        .expect("a panic message");
+    assert!(message.contains("outside a process"), "{message}");
+    assert!(message.contains("runtime::exit("), "{message}");
+    // In a helper task: the process runs elsewhere; the message points at `exit` too.
+    let node = node();
+    let message = node
+        .run(async {
+            let helper = runtime::spawn_task(async { exit_self(ExitReason::Shutdown) }).unwrap();
+            let payload = helper.await.unwrap_err().into_panic();
+            payload
+                .downcast_ref::<String>()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .unwrap();
+    assert!(message.contains("helper task"), "{message}");
+    assert!(message.contains("runtime::exit("), "{message}");
+}
+
 #[test]
 fn a_fired_monitor_is_gone_from_the_watcher() {
     let node = node();

@@ -118,6 +118,13 @@ fn with_raw<R>(f: impl FnOnce(Option<(&Arc<Process>, bool)>) -> R) -> R {
     f(Some((process, helper)))
 }
 
+/// Whether the caller is a helper task of its current process (`Some(true)`), the process
+/// itself (`Some(false)`), or outside any process (`None`).
+#[inline]
+pub(crate) fn current_is_helper() -> Option<bool> {
+    with_raw(|c| c.map(|(_, helper)| helper))
+}
+
 /// Runs `f` with the current process, if any (helpers included).
 #[inline]
 pub(crate) fn with_current<R>(f: impl FnOnce(Option<&Arc<Process>>) -> R) -> R {
