@@ -114,6 +114,13 @@ impl ServerOptions {
 pub enum ServerError {
     /// A server with that name already runs: here it is.
     AlreadyStarted(Tprof),
+    /// The name is registered to a process that is not a tprof server.
+    NameTaken {
+        /// The name asked for.
+        name: String,
+        /// The process that holds it.
+        pid: Pid,
+    },
     /// The server could not start.
     Start(StartError),
     /// Its trace session could not be opened.
@@ -140,6 +147,11 @@ impl fmt::Display for ServerError {
                     t.name, t.pid
                 )
             }
+            ServerError::NameTaken { name, pid } => write!(
+                f,
+                "cannot start a tprof server named `{name}`: the name is taken by {pid}, which \
+                 is not a tprof server; choose another name (ServerOptions::name)"
+            ),
             ServerError::Start(e) => write!(f, "cannot start the tprof server: {e}"),
             ServerError::Session(e) => write!(f, "cannot start the tprof server: {e}"),
             ServerError::NotRunning => f.write_str("tprof is paused already (not running)"),
@@ -242,6 +254,12 @@ impl GenServer for TprofServer {
     }
 }
 
+/// Whether `pid` runs a tprof server (a gen_server's initial call is its type).
+fn is_tprof_server(pid: Pid) -> bool {
+    runtime::process_info(pid)
+        .is_some_and(|info| info.initial_call == std::any::type_name::<TprofServer>())
+}
+
 /// A running tprof server: tprof's server-aided API.
 ///
 /// Its methods call the server (a gen_server), so they are async; from a plain thread use
@@ -317,20 +335,26 @@ impl Tprof {
                 pid: server.pid(),
                 name,
             }),
-            Err(StartError::AlreadyStarted { pid, .. }) => {
+            Err(StartError::AlreadyStarted { pid, .. }) if is_tprof_server(pid) => {
                 Err(ServerError::AlreadyStarted(Tprof { pid, name }))
+            }
+            Err(StartError::AlreadyStarted { pid, .. }) => {
+                Err(ServerError::NameTaken { name, pid })
             }
             Err(e) => Err(ServerError::Start(e)),
         }
     }
 
-    /// The server registered as `name` on `node`, if one runs (the default server:
-    /// [`DEFAULT_NAME`]).
+    /// The tprof server registered as `name` on `node`, if one runs (the default server:
+    /// [`DEFAULT_NAME`]); `None` when no process, or a process that is not a tprof server,
+    /// has that name.
     pub fn whereis(node: &NodeHandle, name: &str) -> Option<Tprof> {
-        node.whereis(name).map(|pid| Tprof {
-            pid,
-            name: name.to_owned(),
-        })
+        node.whereis(name)
+            .filter(|pid| is_tprof_server(*pid))
+            .map(|pid| Tprof {
+                pid,
+                name: name.to_owned(),
+            })
     }
 
     /// The server's process.

@@ -69,6 +69,55 @@ fn one_default_server_per_node_and_named_ones_beside_it() {
     node.block_on(named.set_pattern(here())).unwrap();
 }
 
+/// A gen_server that answers every call with its request.
+struct Echo;
+
+impl runtime::gen_server::GenServer for Echo {
+    type Args = ();
+    type Call = u32;
+    type Reply = u32;
+    type Cast = ();
+
+    async fn init((): ()) -> Result<Echo, runtime::ExitReason> {
+        Ok(Echo)
+    }
+
+    async fn handle_call(
+        &mut self,
+        request: u32,
+        _from: &mut runtime::gen_server::Caller<u32>,
+    ) -> runtime::gen_server::CallReply<u32> {
+        runtime::gen_server::CallReply::Reply(request)
+    }
+}
+
+/// A name taken by a process that is not a tprof server is not "a tprof server already runs":
+/// the error says another process holds the name, and gives its pid.
+#[test]
+fn a_name_taken_by_another_process_is_not_a_running_tprof_server() {
+    let node = node();
+    let echo = node
+        .block_on(runtime::gen_server::start_on::<Echo>(
+            &node,
+            (),
+            runtime::gen_server::StartOptions::new().name("echo"),
+        ))
+        .unwrap()
+        .pid();
+    let started = node.block_on(Tprof::start(&node, ServerOptions::new().name("echo")));
+    match started {
+        Err(ServerError::NameTaken { ref name, pid }) => {
+            assert_eq!(name, "echo");
+            assert_eq!(pid, echo);
+        }
+        other => panic!("expected NameTaken, got {other:?}"),
+    }
+    let message = started.unwrap_err().to_string();
+    assert!(message.contains(&echo.to_string()), "{message}");
+    assert!(message.contains("not a tprof server"), "{message}");
+    assert_eq!(Tprof::whereis(&node, "echo"), None);
+}
+
 #[test]
 fn patterns_and_the_trace_map() {
     let node = node();
