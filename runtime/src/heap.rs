@@ -83,6 +83,12 @@ pub struct HeapStats {
     pub peak_live_bytes: u64,
 }
 
+/// What to say when the counting allocator is missing, after what needs it ("heap figures
+/// ...", "call_memory ...").
+pub(crate) const NEEDS_THE_ALLOCATOR: &str = "need the counting allocator, which this program \
+     does not use; add `#[global_allocator] static ALLOC: runtime::CountingAlloc = \
+     runtime::CountingAlloc::system();` to the binary (main.rs, or each integration-test file)";
+
 /// Why heap figures could not be read.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -96,12 +102,7 @@ pub enum HeapError {
 impl fmt::Display for HeapError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            HeapError::NotInstalled => f.write_str(
-                "heap figures need the counting allocator, which this program does not use; \
-                 add `#[global_allocator] static ALLOC: runtime::CountingAlloc = \
-                 runtime::CountingAlloc::system();` to the binary (main.rs, or each \
-                 integration-test file)",
-            ),
+            HeapError::NotInstalled => write!(f, "heap figures {NEEDS_THE_ALLOCATOR}"),
             HeapError::NoProc(pid) => write!(f, "no process {pid} is alive"),
         }
     }

@@ -1,7 +1,8 @@
 //! A program on the runtime that does not install the counting allocator: `tprof run --type
 //! call_memory` cannot profile it, and says why. With `--drop-while-running`, its `main` ends
 //! (dropping its node) while a process is still in the middle of a long poll: what that poll
-//! measured is in the profile all the same.
+//! measured is in the profile all the same. With `--three-nodes`, it runs three nodes, one after
+//! another.
 
 use std::time::{Duration, Instant};
 
@@ -33,7 +34,14 @@ fn main() {
         println!("dropping the node");
         return; // the node is dropped with the spinner in its poll
     }
-    let total = node.run(async { work(100) }).expect("the work runs");
+    let mut total = node.run(async { work(100) }).expect("the work runs");
     node.stop();
+    if std::env::args().any(|a| a == "--three-nodes") {
+        for _ in 0..2 {
+            let node = Node::new().expect("start a node");
+            total += node.run(async { work(100) }).expect("the work runs");
+            node.stop();
+        }
+    }
     println!("total {total}");
 }

@@ -240,6 +240,7 @@ pub fn run(options: &RunOptions) -> Result<RunOutcome, CommandError> {
         .env(env_run::ENV_DIR, &dir)
         .env(env_run::ENV_CALL_TREE, flag(options.call_tree))
         .env(env_run::ENV_PERCENTILES, flag(options.percentiles))
+        .env(env_run::ENV_QUIET, "1")
         .env(
             env_run::ENV_PERCENTILE_PRECISION,
             options.percentile_precision.to_string(),

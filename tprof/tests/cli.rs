@@ -493,6 +493,42 @@ fn an_export_on_stdout_is_not_mixed_with_the_program_output() {
     assert!(text(&o.stderr).contains("total 29700"));
 }
 
+/// A program without the counting allocator cannot be profiled for call_memory: with three
+/// nodes, that is said once, naming the nodes, not once per node by the program and again per
+/// node by the command.
+#[test]
+fn a_missing_counting_allocator_is_reported_once_per_run() {
+    let dir = scratch("no-allocator");
+    let plain = example("plain_node");
+    let o = tprof(
+        &dir,
+        &[
+            "run",
+            "-t",
+            "call_memory",
+            "-o",
+            "memory.tprof",
+            "--",
+            plain.to_str().unwrap(),
+            "--three-nodes",
+        ],
+    );
+    let stderr = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(4), "{stderr}");
+    assert_eq!(stderr.matches("counting allocator").count(), 1, "{stderr}");
+    assert!(stderr.contains("nodes "), "{stderr}");
+    // Run by hand with the environment set, the program itself says it once.
+    let o = Command::new(&plain)
+        .arg("--three-nodes")
+        .env("TPROF_RUN", "call_memory")
+        .env("TPROF_RUN_DIR", &*dir)
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let stderr = text(&o.stderr);
+    assert_eq!(stderr.matches("counting allocator").count(), 1, "{stderr}");
+}
+
 #[test]
 fn a_node_dropped_mid_poll_still_hands_over_that_poll() {
     let dir = scratch("drop");

@@ -21,11 +21,14 @@
 //! | `TPROF_RUN_SIGNALS` | `exit` (default), `keep` or `off`: what SIGINT and SIGTERM do |
 //!
 //! A wrong value is reported on stderr and the program runs unprofiled (or, for the last two,
-//! with the default): profiling never stops a program from running.
+//! with the default): profiling never stops a program from running. A node that cannot be
+//! profiled (call_memory without the counting allocator, say) says why on stderr once per
+//! program, not once per node, and in its run file; with `TPROF_RUN_QUIET` set
+//! ([`ENV_QUIET`], as `tprof run` sets it), in its run file only.
 //!
 //! A program built without instrumentation (the feature `runtime/no-trace`,
 //! [`INSTRUMENTED`](super::INSTRUMENTED) false) runs unprofiled too; its node writes a
-//! [`RunFile`] whose `error` says so, and `tprof run` fails with that reason rather than write
+//! [`RunFile`] whose `error` says so (and stderr, as above), and `tprof run` fails with that reason rather than write
 //! an empty profile.
 //!
 //! # A program that does not stop its nodes
@@ -139,6 +142,10 @@ pub fn signal_name(signal: i32) -> Option<&'static str> {
         None
     }
 }
+
+/// Set (by `tprof run`, which reports the reasons from the run files itself): a node that
+/// cannot be profiled says why in its run file only, not on stderr.
+pub const ENV_QUIET: &str = "TPROF_RUN_QUIET";
 
 /// The version of [`RunFile`] this runtime writes.
 pub const RUN_FILE_VERSION: u32 = 1;
@@ -274,14 +281,12 @@ pub(crate) fn start(node: &NodeHandle) -> Option<EnvRun> {
             "instrumentation is compiled out of this program. {}",
             super::session::COMPILED_OUT
         );
-        eprintln!("tprof: cannot profile node {}: {why}", node.id());
         write_failure(node, &dir, trace_type, why);
         return None;
     }
     let session = match node.trace_session_with_options(types, options) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("tprof: cannot profile node {}: {e}", node.id());
             write_failure(node, &dir, trace_type, e.to_string());
             return None;
         }
@@ -310,9 +315,18 @@ impl EnvRun {
     }
 }
 
-/// Tells `tprof run` why `node` is not profiled, so that it can say more than "no profile":
-/// a run file with an empty snapshot and the reason.
+/// Says why `node` is not profiled: on stderr once per run, not per node (every node of the
+/// program fails the same way), and not at all under `tprof run` ([`ENV_QUIET`]), which
+/// reports the run files' reasons itself; and to `tprof run`, so that it can say more than
+/// "no profile": a run file with an empty snapshot and the reason.
 fn write_failure(node: &NodeHandle, dir: &std::path::Path, trace_type: String, why: String) {
+    if std::env::var_os(ENV_QUIET).is_none() && first_time(&why) {
+        eprintln!(
+            "tprof: cannot profile node {} (nor any other node of this program failing the \
+             same way): {why}",
+            node.id()
+        );
+    }
     let failed = RunFile {
         version: RUN_FILE_VERSION,
         trace_type,
@@ -330,6 +344,17 @@ fn write_failure(node: &NodeHandle, dir: &std::path::Path, trace_type: String, w
         written_unix_ms: unix_ms(SystemTime::now()),
     };
     write_run_file(dir, &failed);
+}
+
+/// Whether `message` is reported for the first time in this OS process.
+fn first_time(message: &str) -> bool {
+    static REPORTED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut reported = REPORTED.lock().unwrap_or_else(|e| e.into_inner());
+    if reported.iter().any(|m| m == message) {
+        return false;
+    }
+    reported.push(message.to_owned());
+    true
 }
 
 fn unix_ms(t: SystemTime) -> u64 {

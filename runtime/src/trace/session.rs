@@ -590,8 +590,8 @@ impl fmt::Display for SessionError {
             ),
             SessionError::AllocatorNotInstalled => write!(
                 f,
-                "call_memory needs the counting allocator: {}",
-                crate::heap::HeapError::NotInstalled
+                "call_memory figures {}",
+                crate::heap::NEEDS_THE_ALLOCATOR
             ),
             SessionError::HistogramPrecision {
                 significant_figures,

@@ -271,7 +271,7 @@ fn from_run_files(
     trace_type: Option<TraceType>,
 ) -> Result<RunFiles, CommandError> {
     let mut snapshots = Vec::new();
-    let mut errors = Vec::new();
+    let mut errors: Vec<(String, Vec<u32>)> = Vec::new();
     let mut started = u64::MAX;
     let mut duration = 0;
     let mut kept = Vec::new();
@@ -304,7 +304,11 @@ fn from_run_files(
             ));
         }
         if let Some(error) = run.error.take() {
-            errors.push(format!("node {}: {error}", run.snapshot.node));
+            // Each distinct reason once, with the nodes it stopped.
+            match errors.iter_mut().find(|(e, _)| *e == error) {
+                Some((_, nodes)) => nodes.push(run.snapshot.node),
+                None => errors.push((error, vec![run.snapshot.node])),
+            }
             continue;
         }
         if program.is_empty() {
@@ -316,6 +320,14 @@ fn from_run_files(
         run.snapshot.node = snapshots.last().map_or(0, |s| s.node);
         kept.push(run);
     }
+    let errors: Vec<String> = errors
+        .into_iter()
+        .map(|(error, nodes)| {
+            let nodes: Vec<String> = nodes.iter().map(u32::to_string).collect();
+            let label = if nodes.len() == 1 { "node" } else { "nodes" };
+            format!("{label} {}: {error}", nodes.join(", "))
+        })
+        .collect();
     if snapshots.is_empty() {
         return Err(CommandError::Program(format!(
             "the program could not be profiled: {}",
