@@ -203,8 +203,8 @@ fn the_supervisor_api_is_traced_in_its_own_module() {
         .set_pattern(&TracePattern::module("runtime::supervisor"))
         .unwrap();
     assert_eq!(
-        n, 8,
-        "start, start_link, start_on and five client functions"
+        n, 9,
+        "start, start_link, start_on, stop and five client functions"
     );
     // The runtime's own use of its API inside a supervisor is not the user's call.
     s.set_pattern(&TracePattern::function("runtime", "self_pid"))

@@ -4,9 +4,9 @@
 //! from the start arguments, [`handle_call`] answers requests, [`handle_cast`] takes
 //! fire-and-forget messages, [`handle_info`] takes every other message (monitors' `Down`,
 //! trapped `Exit`s, plain sends), and [`terminate`] runs when the server stops on its own or is
-//! told to by its parent. Start it with [`start`], [`start_link`] or [`start_on`]; talk to it
-//! with [`call`] and [`cast`], by pid or registered name, or through the typed [`Server`]
-//! handle.
+//! told to by its parent or by [`stop`]. Start it with [`start`], [`start_link`] or
+//! [`start_on`]; talk to it with [`call`] and [`cast`], by pid or registered name, or through
+//! the typed [`Server`] handle; [`stop`] it and wait until it has ended.
 //!
 //! ```
 //! use runtime::gen_server::{self, CallReply, Caller, GenServer, StartOptions};
@@ -68,10 +68,13 @@
 mod client;
 mod reply;
 mod server;
+mod stop;
 
 pub use client::{CallError, CastError, Server, ServerRef, Timeout, call, cast};
 pub use reply::ReplyTo;
 pub use server::{StartError, StartOptions, start, start_link, start_on};
+pub use stop::{StopError, stop};
+pub(crate) use stop::{StopRequest, stop_process};
 
 use crate::{ExitReason, Message, Pid};
 
@@ -160,8 +163,9 @@ pub trait GenServer: Sized + Send + 'static {
         std::future::ready(Next::Continue)
     }
 
-    /// Runs when the server stops because a handler said so, or because its parent (when it
-    /// traps exits) told it to. Not run when it is killed or panics.
+    /// Runs when the server stops because a handler said so, because [`stop`] asked, or
+    /// because its parent (when it traps exits) told it to. Not run when it is killed or
+    /// panics.
     fn terminate(&mut self, reason: &ExitReason) -> impl Future<Output = ()> + Send {
         let _ = reason;
         std::future::ready(())

@@ -11,8 +11,9 @@
 //! - a child's [`Exit`] message: the child is restarted or not according to its [`Restart`]
 //!   type, and then according to the supervisor's [`Strategy`];
 //! - an [`Exit`] from its parent, or from itself (how [`NodeHandle::shutdown`] and
-//!   `exit(sup, reason)` from outside a process reach it): it stops every child, last started
-//!   first, and exits with that reason;
+//!   `exit(sup, reason)` from outside a process reach it), or a [`stop`] request: it stops
+//!   every child, last started first, and exits with that reason ([`stop`] returns once it
+//!   has);
 //! - a request ([`which_children`], [`count_children`], [`terminate_child`], [`restart_child`],
 //!   [`delete_child`]), answered through a one-shot channel, so they work from a process or
 //!   from any async code;
@@ -129,7 +130,9 @@ mod server;
 mod spec;
 mod strategy;
 
-pub use client::{count_children, delete_child, restart_child, terminate_child, which_children};
+pub use client::{
+    count_children, delete_child, restart_child, stop, terminate_child, which_children,
+};
 pub use error::{CallError, ChildError, StartChildError, StartError};
 pub use intensity::{REACHED_MAX_RESTART_INTENSITY, reached_max_restart_intensity};
 pub use server::{start, start_link, start_on};

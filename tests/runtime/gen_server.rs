@@ -741,3 +741,107 @@ fn a_server_reports_its_type_as_its_initial_call() {
         .unwrap();
     assert_eq!(call, std::any::type_name::<Kv>());
 }
+
+/// A server whose `terminate` takes a while: it waits for a message from its observer, then
+/// reports, so that a stop returning before `terminate` ends would be seen.
+struct SlowTerminate(Pid);
+
+impl GenServer for SlowTerminate {
+    type Args = Pid;
+    type Call = ();
+    type Reply = ();
+    type Cast = ();
+
+    async fn init(observer: Pid) -> Result<Self, ExitReason> {
+        Ok(SlowTerminate(observer))
+    }
+
+    async fn handle_call(&mut self, (): (), _from: &mut Caller<()>) -> CallReply<()> {
+        CallReply::Reply(())
+    }
+
+    async fn terminate(&mut self, reason: &ExitReason) {
+        send(self.0, ("terminating", reason.clone()));
+        let () = receive().await;
+    }
+}
+
+/// `stop` asks the server to stop after what its mailbox holds, runs its `terminate` and
+/// returns once it has ended, name freed: a new server starts under the name at once. Stopping
+/// a dead server is `NoProc`, one that ends otherwise is `Exit`, and a server stopping itself
+/// is refused.
+#[test]
+fn stop_waits_until_the_server_has_ended() {
+    let node = node();
+    node.run(async {
+        let me = self_pid();
+        let opts = || StartOptions::new().name("slow");
+        let server = gen_server::start::<SlowTerminate>(me, opts())
+            .await
+            .unwrap();
+        let stopper = runtime::spawn_task(async move {
+            gen_server::stop("slow", ExitReason::Shutdown, Timeout::Infinity).await
+        });
+        let (what, reason): (&str, ExitReason) = receive().await;
+        assert_eq!((what, reason), ("terminating", ExitReason::Shutdown));
+        // terminate waits: the stop has not returned, the name is still taken.
+        assert!(runtime::whereis("slow").is_some());
+        let stopper = stopper.unwrap();
+        assert!(!stopper.is_finished());
+        send(server.pid(), ());
+        stopper.await.unwrap().unwrap();
+        assert_eq!(runtime::whereis("slow"), None);
+        assert!(runtime::process_info(server.pid()).is_none());
+        gen_server::start::<SlowTerminate>(me, opts())
+            .await
+            .unwrap();
+        // Gone already; no such name.
+        assert_eq!(
+            server.stop(ExitReason::Normal, LONG).await,
+            Err(gen_server::StopError::NoProc(server.pid().into()))
+        );
+        assert_eq!(
+            gen_server::stop("nobody", ExitReason::Normal, LONG).await,
+            Err(gen_server::StopError::NoProc("nobody".into()))
+        );
+        // A server that ends with another reason first (a cast queued before the request
+        // stops it) reports that reason.
+        let kv = gen_server::start::<Kv>(None, StartOptions::new())
+            .await
+            .unwrap();
+        kv.cast(Cast::Stop);
+        assert_eq!(
+            kv.stop(ExitReason::Shutdown, LONG).await,
+            Err(gen_server::StopError::Exit {
+                server: kv.pid(),
+                reason: ExitReason::Normal
+            })
+        );
+        // A server that asks to stop itself would wait for ever.
+        let me_stopping = gen_server::stop(me, ExitReason::Normal, LONG).await;
+        assert_eq!(me_stopping, Err(gen_server::StopError::CallingSelf(me)));
+    })
+    .unwrap();
+    // From outside any process, by pid; a stop that outlasts its timeout says so.
+    let observer = node.spawn(async { receive::<()>().await }).unwrap();
+    let server = node
+        .block_on(gen_server::start_on::<SlowTerminate>(
+            &node,
+            observer,
+            StartOptions::new(),
+        ))
+        .unwrap();
+    let timed_out = node.block_on(server.stop(
+        ExitReason::Normal,
+        Timeout::After(Duration::from_millis(50)),
+    ));
+    assert_eq!(
+        timed_out,
+        Err(gen_server::StopError::Timeout {
+            server: server.pid().into(),
+            after: Duration::from_millis(50)
+        })
+    );
+    node.send(server.pid(), ());
+    node.send(observer, ());
+}

@@ -1117,3 +1117,31 @@ fn a_start_function_that_panics_fails_the_start_without_killing_the_caller() {
     );
     assert!(err.to_string().contains("no config"), "{err}");
 }
+
+/// `supervisor::stop` stops the children, last started first, and returns once the supervisor
+/// has ended: its name is free and its children are gone.
+#[test]
+fn stop_stops_the_children_and_returns_once_the_supervisor_has_ended() {
+    let node = Node::builder().worker_threads(2).build().unwrap();
+    let (tx, mut rx) = unbounded_channel();
+    node.run(async move {
+        let spec = SupervisorSpec::new(SupervisorFlags::new(Strategy::OneForOne))
+            .child(worker("a", &tx))
+            .child(worker("b", &tx));
+        let sup = supervisor::start(spec, StartOptions::new().name("sup"))
+            .await
+            .unwrap();
+        let started = events(&mut rx, 2).await;
+        let (a, b) = (started_pid(&started[0], "a"), started_pid(&started[1], "b"));
+        supervisor::stop("sup", ExitReason::Shutdown, WAIT)
+            .await
+            .unwrap();
+        assert_eq!(events(&mut rx, 2).await, vec![stopped("b"), stopped("a")]);
+        assert_eq!(runtime::whereis("sup"), None);
+        for pid in [sup, a, b] {
+            assert!(runtime::process_info(pid).is_none(), "{pid}");
+        }
+        assert_no_more_events(&mut rx);
+    })
+    .unwrap();
+}

@@ -5,7 +5,8 @@
 use std::fmt;
 
 use runtime::gen_server::{
-    self, CallError, CallReply, Caller, GenServer, Server, StartError, StartOptions, Timeout,
+    self, CallError, CallReply, Caller, GenServer, Server, StartError, StartOptions, StopError,
+    Timeout,
 };
 use runtime::trace::{
     FlagError, FlagOutcome, PatternError, ProcessSpec, SessionError, SessionOptions, TraceMap,
@@ -135,6 +136,8 @@ pub enum ServerError {
     Flags(FlagError),
     /// The server could not be reached (it stopped, or never ran).
     Call(CallError),
+    /// The server could not be stopped (it had stopped already, or never ran).
+    Stop(StopError),
 }
 
 impl fmt::Display for ServerError {
@@ -159,6 +162,7 @@ impl fmt::Display for ServerError {
             ServerError::Pattern(e) => write!(f, "{e}"),
             ServerError::Flags(e) => write!(f, "{e}"),
             ServerError::Call(e) => write!(f, "the tprof server did not answer: {e}"),
+            ServerError::Stop(e) => write!(f, "cannot stop the tprof server: {e}"),
         }
     }
 }
@@ -175,7 +179,6 @@ enum Request {
     Resume,
     Restart,
     Collect,
-    Stop,
 }
 
 enum Reply {
@@ -248,7 +251,6 @@ impl GenServer for TprofServer {
             Request::Collect => {
                 Reply::Profile(Profile::from_session(&self.session, self.trace_type, &[]))
             }
-            Request::Stop => return CallReply::Stop(ExitReason::Normal, Some(Reply::Done(Ok(())))),
         };
         CallReply::Reply(reply)
     }
@@ -477,12 +479,15 @@ impl Tprof {
         }
     }
 
-    /// Stops the server: its session ends, tracing it enabled is switched off and its data
-    /// is dropped.
+    /// Stops the server and returns once it has ended, as tprof's `stop/0` (`gen_server:stop`):
+    /// its session is closed, tracing it enabled is switched off, its data is dropped and its
+    /// name is free, so a [`Tprof::start`] right after it starts a new server.
     ///
     /// # Errors
-    /// [`ServerError::Call`] when the server is gone already.
+    /// [`ServerError::Stop`] when the server is gone already.
     pub async fn stop(&self) -> Result<(), ServerError> {
-        self.done(Request::Stop).await
+        gen_server::stop(self.pid, ExitReason::Normal, Timeout::Infinity)
+            .await
+            .map_err(ServerError::Stop)
     }
 }

@@ -69,6 +69,35 @@ fn one_default_server_per_node_and_named_ones_beside_it() {
     node.block_on(named.set_pattern(here())).unwrap();
 }
 
+/// `stop` returns once the server has ended, as OTP's `gen_server:stop` does: its name is free
+/// and its session closed, so a `start` right after it starts a new server. (It used to return
+/// on the server's reply, while the server was still dropping its session — slow on a node of
+/// many processes — and with its name still registered.)
+#[test]
+fn stop_returns_once_the_server_has_ended() {
+    let node = node();
+    // Many processes: closing a session visits each, which makes the stop take a while.
+    let idle: Vec<Pid> = (0..20_000)
+        .map(|_| node.spawn(async { receive::<()>().await }).unwrap())
+        .collect();
+    for round in 0..20 {
+        let tprof = node
+            .block_on(Tprof::start(&node, ServerOptions::new()))
+            .unwrap_or_else(|e| panic!("round {round}: {e}"));
+        node.block_on(tprof.set_pattern(here())).unwrap();
+        node.block_on(tprof.stop()).unwrap();
+        assert_eq!(node.whereis(tprof::DEFAULT_NAME), None, "round {round}");
+        assert!(node.process_info(tprof.pid()).is_none(), "round {round}");
+        assert!(
+            matches!(node.block_on(tprof.stop()), Err(ServerError::Stop(_))),
+            "round {round}"
+        );
+    }
+    for pid in idle {
+        node.send(pid, ());
+    }
+}
+
 /// A gen_server that answers every call with its request.
 struct Echo;
 

@@ -406,6 +406,18 @@ impl<S: GenServer> Server<S> {
     pub fn cast(&self, msg: S::Cast) {
         crate::send(self.pid, CastRequest::<S::Cast>(msg));
     }
+
+    /// [`stop`](super::stop) this server with `reason`, waiting until it has ended.
+    ///
+    /// # Errors
+    /// As [`stop`](super::stop).
+    pub fn stop(
+        &self,
+        reason: ExitReason,
+        timeout: impl Into<Timeout>,
+    ) -> impl Future<Output = Result<(), super::StopError>> + Send + 'static {
+        super::stop(self.pid, reason, timeout.into())
+    }
 }
 
 impl<S> Clone for Server<S> {

@@ -6,7 +6,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::client::{CallRequest, CastRequest, Server};
-use super::{CallReply, Caller, GenServer, Next};
+use super::{CallReply, Caller, GenServer, Next, StopRequest};
 use crate::node::NodeInner;
 use crate::process::{Process, SpawnError, SpawnOptions, spawn_on_node, with_current};
 use crate::registry::{Name, RegistryError};
@@ -280,11 +280,16 @@ async fn serve<S: GenServer>(mut state: S) -> ExitReason {
     }
 }
 
-/// The reason to stop with when `msg` is an [`Exit`] from the server's parent, or from itself
-/// (how node shutdown and `exit` from outside a process reach a server without a parent);
+/// The reason to stop with when `msg` is a [`StopRequest`] ([`stop`](super::stop)), or an
+/// [`Exit`] from the server's parent, or from itself (how node shutdown and `exit` from outside
+/// a process reach a server without a parent);
 /// otherwise `msg`, for `handle_info`. Takes the message by value, so that the loop's future
 /// does not keep it (a borrowed local is kept across the awaits that follow).
 fn exit_to_stop(msg: Message) -> Result<ExitReason, Message> {
+    let msg = match msg.downcast::<StopRequest>() {
+        Ok(StopRequest(reason)) => return Ok(reason),
+        Err(msg) => msg,
+    };
     match msg.downcast_ref::<Exit>() {
         Some(exit)
             if Some(exit.from) == parent_of_current()

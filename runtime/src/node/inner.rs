@@ -136,6 +136,13 @@ impl NodeInner {
         })
     }
 
+    /// The live process `pid`, on whichever node of this OS process it lives, as a reference
+    /// of its own (kept after it exits: its exit reason, its node).
+    pub(crate) fn process(pid: Pid) -> Option<Arc<Process>> {
+        let node = DIRECTORY.get(pid.node())?.load_full()?;
+        node.table.get_arc(pid)
+    }
+
     /// As [`NodeInner::with_process`], from a caller that knows its node (an exiting process
     /// telling its links and monitors): a pid of this node is resolved in its table without
     /// looking up the thread's current process.

@@ -296,6 +296,11 @@ impl ProcessTable {
         }
     }
 
+    /// The live process `pid`, as a reference of its own.
+    pub(crate) fn get_arc(&self, pid: Pid) -> Option<Arc<Process>> {
+        self.get(pid)?.to_arc()
+    }
+
     /// Frees the slot of an exited process (a no-op once done). Called by the holder of the
     /// count taken at spawn (the spawner or the process's task) before it drops that count,
     /// and by no one else while the process is in its slot (see `Slot::remove`).

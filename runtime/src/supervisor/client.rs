@@ -5,10 +5,10 @@ use crate::traced;
 use tokio::sync::oneshot;
 
 use super::{CallError, ChildCounts, ChildError, ChildInfo, ChildKind};
-use crate::gen_server::{ServerRef, Timeout};
+use crate::gen_server::{ServerRef, StopError, Timeout, stop_process};
 use crate::node::NodeInner;
 use crate::process::with_current;
-use crate::{Message, Pid};
+use crate::{ExitReason, Message, Pid};
 
 /// The supervisor's children, in start order, Erlang's `supervisor:which_children/1`. Works
 /// from a process or from any async code (a name needs a process, to know the node).
@@ -109,6 +109,23 @@ pub async fn delete_child(
         Request::DeleteChild(id, reply)
     })
     .await?
+}
+
+/// Stops the supervisor with `reason` and waits until it has ended, as `gen_server:stop/3`
+/// stops an OTP supervisor: it takes the request after the messages already in its mailbox,
+/// stops every child by its shutdown policy, last started first, and exits with `reason`.
+/// When this returns `Ok`, the supervisor and its children are gone and their names are free.
+///
+/// # Errors
+/// As [`gen_server::stop`](crate::gen_server::stop).
+#[allow(unsafe_code)]
+#[traced(module = "runtime::supervisor")]
+pub async fn stop(
+    supervisor: impl Into<ServerRef>,
+    reason: ExitReason,
+    timeout: impl Into<Timeout>,
+) -> Result<(), StopError> {
+    stop_process(supervisor.into(), reason, timeout.into()).await
 }
 
 /// A request as it travels to a supervisor: a private type, so only this module's functions

@@ -17,6 +17,7 @@ use super::{
     ChildError, ChildInfo, ChildSpec, Restart, Shutdown, StartChildError, StartError, StartOptions,
     Strategy, SupervisorSpec, reached_max_restart_intensity,
 };
+use crate::gen_server::StopRequest;
 use crate::node::NodeInner;
 use crate::process::{Process, SpawnError, SpawnOptions, spawn_on_node, with_current};
 use crate::registry::RegistryError;
@@ -270,6 +271,13 @@ impl Supervisor {
                 Ok(request) => {
                     self.handle_request(request).await;
                     continue;
+                }
+                Err(msg) => msg,
+            };
+            let msg = match msg.downcast::<StopRequest>() {
+                Ok(StopRequest(reason)) => {
+                    self.stop_all().await;
+                    return reason;
                 }
                 Err(msg) => msg,
             };
