@@ -13,6 +13,21 @@
 //! stores (no read-modify-write), so a poll pays two stores at each end. Marks are never freed:
 //! a thread that ends leaves its mark even (idle), and a new thread takes a mark whose thread
 //! has ended before it makes one.
+//!
+//! # Pausing: a cut between the polls kept and the polls dropped
+//!
+//! `pause` (and `restart`) must keep what was gathered before it returns and let nothing in
+//! after. A poll's figures reach its process's table only when it ends, so a poll running when
+//! `pause` is called ends after it began. [`keep_running`] marks every measured poll running
+//! now (that `pause` can see) as *kept* for the pausing sessions — (its sequence number, the
+//! sessions) in its mark's `kept` — before the sessions are marked paused; `pause` then waits
+//! for those polls to end ([`wait`]). A flush that finds its session paused keeps its figures
+//! only if its own poll is kept ([`kept`]): the polls `pause` waited for. A poll `pause` could
+//! not see began after it looked, and gathered nothing from before it; one that outlives the
+//! wait ([`TraceSession::SETTLE_LIMIT`](super::TraceSession::SETTLE_LIMIT): a process computing
+//! without yielding) is let go ([`let_go`]) and loses what it gathers, so that once `pause`
+//! returns nothing more lands. No cost on a poll's path: only a flush that finds its session
+//! paused reads `kept`.
 
 use std::cell::Cell;
 use std::sync::Mutex;
@@ -20,13 +35,16 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// One thread's measured poll: whether one runs, and for which sessions.
-struct PollMark {
+pub(super) struct PollMark {
     /// Odd while a measured poll runs on the owning thread.
     seq: AtomicU64,
     /// The sessions measuring the running poll (0 between polls).
     sessions: AtomicU64,
     /// Whether a live thread owns this mark.
     owned: AtomicBool,
+    /// The poll (its `seq`) whose figures the sessions here keep although they are paused:
+    /// it was running when they paused (see the module documentation).
+    kept: Mutex<(u64, u64)>,
 }
 
 /// Every mark ever made (marks of ended threads are reused).
@@ -87,6 +105,7 @@ fn take_mark() -> Option<&'static PollMark> {
                     seq: AtomicU64::new(0),
                     sessions: AtomicU64::new(0),
                     owned: AtomicBool::new(true),
+                    kept: Mutex::new((0, 0)),
                 }));
                 marks.push(mark);
                 mark
@@ -122,13 +141,14 @@ pub(super) fn end() {
     }
 }
 
-/// Waits until every poll measured by a session in `sessions` that was running on another
-/// thread when this was called has ended, for at most `limit`. Returns how many were still
-/// running when it gave up (0 when all ended). A poll running on the calling thread is not
-/// waited for: it cannot end while its thread waits.
-pub(crate) fn settle(sessions: u64, limit: Duration) -> usize {
+/// Polls measured by some sessions, running on other threads: each one's mark and sequence
+/// number.
+pub(super) type Running = Vec<(&'static PollMark, u64)>;
+
+/// The polls measured by a session in `sessions` running on another thread now.
+fn running(sessions: u64) -> Running {
     let own = MARK.try_with(Cell::get).ok().flatten();
-    let mut pending: Vec<(&'static PollMark, u64)> = crate::heap::suppressed(|| {
+    crate::heap::suppressed(|| {
         let marks = MARKS.lock().unwrap_or_else(|e| e.into_inner());
         marks
             .iter()
@@ -137,16 +157,72 @@ pub(crate) fn settle(sessions: u64, limit: Duration) -> usize {
             .map(|m| (*m, m.seq.load(Ordering::Acquire)))
             .filter(|(_, seq)| seq & 1 == 1)
             .collect()
-    });
+    })
+}
+
+fn lock_kept(mark: &PollMark) -> std::sync::MutexGuard<'_, (u64, u64)> {
+    mark.kept.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Marks every poll measured by a session in `sessions` that runs on another thread now as
+/// kept for those sessions, and returns them: their figures reach the sessions even if they
+/// end after the sessions are paused (see the module documentation).
+pub(super) fn keep_running(sessions: u64) -> Running {
+    let polls = running(sessions);
+    for &(mark, seq) in &polls {
+        let mut kept = lock_kept(mark);
+        if kept.0 != seq {
+            *kept = (seq, 0);
+        }
+        kept.1 |= sessions;
+    }
+    polls
+}
+
+/// Lets go of polls [`keep_running`] kept for `sessions`: what they gather from now on is
+/// dropped if the sessions are paused.
+pub(super) fn let_go(polls: &Running, sessions: u64) {
+    for &(mark, seq) in polls {
+        let mut kept = lock_kept(mark);
+        if kept.0 == seq {
+            kept.1 &= !sessions;
+        }
+    }
+}
+
+/// The paused sessions that keep the figures of the poll running on this thread (see
+/// [`keep_running`]); 0 outside a measured poll.
+#[cold]
+pub(super) fn kept() -> u64 {
+    let Some(mark) = MARK.try_with(Cell::get).ok().flatten() else {
+        return 0;
+    };
+    let seq = mark.seq.load(Ordering::Relaxed);
+    let kept = lock_kept(mark);
+    if seq & 1 == 1 && kept.0 == seq {
+        kept.1
+    } else {
+        0
+    }
+}
+
+/// Waits until every poll measured by a session in `sessions` that was running on another
+/// thread when this was called has ended, for at most `limit`. Returns how many were still
+/// running when it gave up (0 when all ended). A poll running on the calling thread is not
+/// waited for: it cannot end while its thread waits.
+pub(crate) fn settle(sessions: u64, limit: Duration) -> usize {
+    wait(running(sessions), limit).len()
+}
+
+/// Waits until each of `pending` has ended, for at most `limit`; returns those still running
+/// when it gave up.
+pub(super) fn wait(mut pending: Running, limit: Duration) -> Running {
     let start = Instant::now();
     let mut spins = 0u32;
     loop {
         pending.retain(|(m, seq)| m.seq.load(Ordering::Acquire) == *seq);
-        if pending.is_empty() {
-            return 0;
-        }
-        if start.elapsed() >= limit {
-            return pending.len();
+        if pending.is_empty() || start.elapsed() >= limit {
+            return pending;
         }
         // A poll usually ends within microseconds; one whose thread the OS has set aside
         // takes a time slice or more.
@@ -200,6 +276,44 @@ mod tests {
         worker.join().unwrap();
         // The ended thread's mark is idle (and free for the next thread).
         assert_eq!(settle(1 << 62, Duration::from_secs(30)), 0);
+    }
+
+    /// A poll running when sessions pause is kept for them until let go; the thread's next
+    /// poll is not.
+    #[test]
+    fn keep_running_keeps_the_polls_running_now_until_let_go() {
+        let (step_tx, step_rx) = mpsc::channel::<()>();
+        let (seen_tx, seen_rx) = mpsc::channel();
+        // Session bits 59 and 60: other tests' polls never use them.
+        let worker = std::thread::Builder::new()
+            .name("kept".into())
+            .spawn(move || {
+                begin(1 << 60);
+                for _ in 0..3 {
+                    seen_tx.send(kept()).unwrap();
+                    step_rx.recv().unwrap();
+                }
+                seen_tx.send(kept()).unwrap();
+                end();
+                begin(1 << 60);
+                seen_tx.send(kept()).unwrap();
+                end();
+            })
+            .unwrap();
+        assert_eq!(seen_rx.recv().unwrap(), 0);
+        assert_eq!(keep_running(1 << 59).len(), 0);
+        let running = keep_running(1 << 60);
+        assert_eq!(running.len(), 1);
+        step_tx.send(()).unwrap();
+        assert_eq!(seen_rx.recv().unwrap(), 1 << 60);
+        let_go(&running, 1 << 60);
+        step_tx.send(()).unwrap();
+        assert_eq!(seen_rx.recv().unwrap(), 0);
+        assert_eq!(keep_running(1 << 60).len(), 1);
+        step_tx.send(()).unwrap();
+        assert_eq!(seen_rx.recv().unwrap(), 1 << 60);
+        assert_eq!(seen_rx.recv().unwrap(), 0, "the next poll is not kept");
+        worker.join().unwrap();
     }
 
     #[test]

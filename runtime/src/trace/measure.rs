@@ -7,10 +7,13 @@
 //! it until it is restarted or dropped, so the functions of processes that have ended still
 //! show, as in tprof.
 //!
-//! `pause` marks the session paused (under the lock of its list of tables) and then takes
-//! every table's lock once: a flush that began before has finished by then, and one that
-//! begins after sees the mark. So once `pause` returns, what
-//! [`measurements`](super::TraceSession::measurements) reads is stable.
+//! `pause` stops new polls from measuring for the session, marks the polls measuring for it
+//! now as kept ([`super::inflight`]), marks the session paused (under the lock of its list of
+//! tables), waits for the kept polls to end, and then takes every table's lock once: a flush
+//! that began before has finished by then, and one that begins after sees the mark and keeps
+//! its figures only if its poll was kept. So what was gathered before `pause` returns is kept
+//! (a call made before `pause` whose poll ends after it included), and once `pause` returns,
+//! what [`measurements`](super::TraceSession::measurements) reads is stable.
 
 use std::cell::RefCell;
 use std::fmt;
@@ -364,7 +367,7 @@ pub(crate) struct Flush<'a> {
 pub(crate) fn flush(process: &Process, drain: impl FnOnce(&mut Flush<'_>)) {
     let data = table_of(process);
     let table = lock(data);
-    let paused = PAUSED.load(Ordering::SeqCst);
+    let paused = paused_here();
     drain(&mut Flush {
         table,
         data,
@@ -437,6 +440,18 @@ impl Flush<'_> {
     }
 }
 
+/// The paused sessions whose figures this thread's poll drops: all of them, but those that
+/// were measuring it when they paused (see [`super::inflight`]). Read under the lock that the
+/// figures then go in under (a table's, a session's list or histograms).
+#[inline(always)]
+fn paused_here() -> u64 {
+    let paused = PAUSED.load(Ordering::SeqCst);
+    if paused == 0 {
+        return 0;
+    }
+    paused & !super::inflight::kept()
+}
+
 /// `process`'s table, made at its first measured poll.
 fn table_of(process: &Process) -> &ProcTraceRef {
     process.trace_data.get_or_init(|| {
@@ -503,7 +518,7 @@ pub(crate) fn flush_events(
 ) {
     let data = table_of(process);
     let mut table = lock(data);
-    let paused = PAUSED.load(Ordering::SeqCst);
+    let paused = paused_here();
     let with_drops = dropped
         .iter()
         .enumerate()
@@ -569,7 +584,9 @@ fn record_into(
 ) {
     samples.sort_unstable_by_key(|s| (s.0, s.1, s.2));
     let mut table = lock(data);
-    let paused = PAUSED.load(Ordering::SeqCst);
+    // Under the lock `pause` takes once: after it returns, nothing more lands (but for a poll
+    // it kept, which it waited for).
+    let paused = paused_here();
     let mut rest = &samples[..];
     while let Some(&(bit, generation, _, _)) = rest.first() {
         let n = rest
@@ -645,7 +662,7 @@ fn register(bit: u32, generation: u64, data: &ProcTraceRef, node: u32) -> bool {
         return false;
     }
     let mut measured = lock(&session.measured);
-    if PAUSED.load(Ordering::SeqCst) & (1 << bit) != 0 {
+    if paused_here() & (1 << bit) != 0 {
         return false;
     }
     measured.push(Arc::clone(data));
@@ -961,15 +978,24 @@ impl SessionState {
         CallTreeMeasurement { paths, processes }
     }
 
-    /// Stops measuring, keeping the figures; once it returns they are stable.
-    pub(crate) fn pause_measuring(&self) {
+    /// Stops measuring, keeping the figures, those of the polls running now included (it
+    /// waits for them, up to `limit`); once it returns they are stable.
+    pub(crate) fn pause_measuring(&self, limit: std::time::Duration) {
         let m = 1u64 << self.bit();
+        // No poll begins measuring for the session from here (but one that read the mask
+        // just before may yet)...
+        MEASURING.fetch_and(!m, Ordering::SeqCst);
+        derive();
+        // ... those running now keep what they gather, even after the mark below ...
+        let running = super::inflight::keep_running(m);
         {
             let _measured = lock(&self.measured);
             PAUSED.fetch_or(m, Ordering::SeqCst);
-            MEASURING.fetch_and(!m, Ordering::SeqCst);
-            derive();
         }
+        // ... which every poll not kept finds when it flushes, and drops its figures. Those
+        // kept end and hand theirs over; one still running at the limit is let go.
+        let late = super::inflight::wait(running, limit);
+        super::inflight::let_go(&late, m);
         // A flush, or a batch of call durations being recorded, finishes before this returns.
         for data in self.tables() {
             drop(lock(&data));

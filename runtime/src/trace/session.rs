@@ -1079,14 +1079,18 @@ impl TraceSession {
             .collect()
     }
 
-    /// Stops counting, keeping the counts; returns false if already paused. Once it returns,
-    /// [`call_counts`](TraceSession::call_counts) is stable.
+    /// Stops counting and measuring, keeping what was gathered before it returns — the
+    /// figures of polls still running when it is called included: it waits for them to end
+    /// (for at most [`Self::SETTLE_LIMIT`]; a poll that runs longer, a process computing
+    /// without yielding, loses what that poll gathers). Returns false if already paused. Once
+    /// it returns, [`call_counts`](TraceSession::call_counts),
+    /// [`measurements`](TraceSession::measurements) and the other reads are stable.
     pub fn pause(&self) -> bool {
         let mut counters = lock(&self.state.counters);
         if counters.paused.is_some() {
             return false;
         }
-        self.state.pause_measuring();
+        self.state.pause_measuring(Self::SETTLE_LIMIT);
         let mut now = self.state.sums();
         for (s, b) in now.iter_mut().zip(counters.baseline.iter()) {
             *s -= b;
@@ -1110,9 +1114,12 @@ impl TraceSession {
         true
     }
 
-    /// Zeroes the counts and counts on (also when paused).
+    /// Zeroes the counts and figures and counts on (also when paused). Polls running when it
+    /// is called end first (as for [`pause`](Self::pause)), so that nothing gathered before
+    /// it lands after the zeroing.
     pub fn restart(&self) {
         let mut counters = lock(&self.state.counters);
+        self.state.pause_measuring(Self::SETTLE_LIMIT);
         counters.baseline = self.state.sums();
         counters.paused = None;
         self.state.clear_measurements();
