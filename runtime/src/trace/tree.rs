@@ -10,8 +10,11 @@
 //!
 //! Each thread keeps, per session slot, a cache of the paths it has seen (so a push takes no
 //! lock once a path is known), the parent of each, and one accumulator per path. The
-//! accumulators are leaked and reused by the next session in the slot: like the per-callsite
-//! tables, they cost memory per thread, here per path ever seen.
+//! accumulators live as long as the program (the traced stack holds `'static` references to
+//! them during a poll) and are reused: by the next session in the slot on the same thread, and,
+//! when the thread ends, by any thread ([`POOL`]). So the memory call-tree mode keeps is bounded
+//! by the threads running at once times the paths each has seen, however many sessions and
+//! threads (a node per profile) come and go: a profiler run again and again does not grow.
 //!
 //! Cost: a frame push in call-tree mode adds one thread-local access and one hash lookup (its
 //! path, in this thread's cache) to the function mode's. The pop of a frame that one session
@@ -21,6 +24,7 @@
 
 use rustc_hash::{FxBuildHasher, FxHashMap};
 use std::cell::RefCell;
+use std::sync::Mutex;
 
 use super::MAX_SESSIONS;
 use super::stack::{Accumulator, NO_FUNCTION};
@@ -60,6 +64,24 @@ impl PathTable {
     }
 }
 
+/// Accumulators of threads that have ended, zeroed, for the next thread that needs one.
+static POOL: Mutex<Vec<&'static Accumulator>> = Mutex::new(Vec::new());
+
+/// Accumulators ever made (not taken from the pool), for the tests.
+#[cfg(test)]
+static MADE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// An accumulator for a new path: one a thread that ended left, or a new one. Made with
+/// allocation charging suppressed (the profiler's own memory).
+fn new_accumulator() -> &'static Accumulator {
+    let pooled = POOL.lock().ok().and_then(|mut pool| pool.pop());
+    pooled.unwrap_or_else(|| {
+        #[cfg(test)]
+        MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Box::leak(Box::default())
+    })
+}
+
 /// One thread's view of one slot's call tree.
 struct Scratch {
     /// The session whose paths `cache` and `parents` hold.
@@ -79,6 +101,20 @@ impl Scratch {
             parents: Vec::new(),
             accs: Vec::new(),
         }
+    }
+}
+
+impl Drop for Scratch {
+    /// At thread exit: its accumulators go back to the pool, zeroed.
+    fn drop(&mut self) {
+        crate::heap::suppressed(|| {
+            for acc in &self.accs {
+                acc.take();
+            }
+            if let Ok(mut pool) = POOL.lock() {
+                pool.append(&mut self.accs);
+            }
+        });
     }
 }
 
@@ -123,7 +159,7 @@ fn learn(s: &mut Scratch, bit: usize, parent: u32, callsite: u32) -> u32 {
         // The session is gone: its figures are dropped at the flush. Any accumulator will do,
         // and nothing is remembered for a session that may take the slot next.
         if s.accs.is_empty() {
-            s.accs.push(Box::leak(Box::default()));
+            s.accs.push(new_accumulator());
         }
         return 0;
     };
@@ -139,7 +175,7 @@ fn learn(s: &mut Scratch, bit: usize, parent: u32, callsite: u32) -> u32 {
     }
     s.parents[at] = extends;
     while s.accs.len() <= at {
-        s.accs.push(Box::leak(Box::default()));
+        s.accs.push(new_accumulator());
     }
     path
 }
@@ -174,6 +210,43 @@ pub(crate) fn for_each_touched(bit: usize, f: &mut dyn FnMut(u32, &'static Accum
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Threads that end give their accumulators back: sessions on thread after thread (a node
+    /// per profile, each with its own worker threads) reuse them rather than leak one per path
+    /// per thread (56 bytes each, growing without bound before).
+    #[test]
+    fn accumulators_of_ended_threads_are_reused() {
+        use crate::trace::TraceTypes;
+        const PATHS: u32 = 50;
+        let node = crate::Node::builder()
+            .current_thread()
+            .build()
+            .expect("node");
+        let made_before = MADE.load(std::sync::atomic::Ordering::Relaxed);
+        for _ in 0..20 {
+            let session = node
+                .trace_session_with(TraceTypes::CALL_TIME | TraceTypes::CALL_TREE)
+                .expect("session");
+            let (bit, generation) = (session.slot() as usize, session.generation());
+            std::thread::Builder::new()
+                .name("tree".into())
+                .spawn(move || {
+                    begin_poll(bit, generation);
+                    let mut parent = ROOT;
+                    for callsite in 0..PATHS {
+                        parent = enter(bit, parent, callsite).0;
+                    }
+                })
+                .expect("thread")
+                .join()
+                .expect("joined");
+        }
+        let made = MADE.load(std::sync::atomic::Ordering::Relaxed) - made_before;
+        assert!(
+            (PATHS as usize..=2 * PATHS as usize).contains(&made),
+            "{made} accumulators made for 20 threads of {PATHS} paths each"
+        );
+    }
 
     #[test]
     fn a_full_table_records_new_paths_from_the_root() {
