@@ -883,3 +883,78 @@ proptest! {
         }
     }
 }
+
+#[traced]
+fn helper_work(spin: u32) -> usize {
+    let mut v = Vec::with_capacity(8);
+    for i in 0..spin {
+        v.push(std::hint::black_box(i));
+    }
+    std::hint::black_box(vec![0u64; 8]).len() + v.len()
+}
+
+/// Runs a process whose helper tasks, one of each kind, call `helper_work(spin)`, and then
+/// `nothing(1)` itself; returns its pid.
+fn run_helpers(node: &Node, spin: u32) -> Pid {
+    node.run(async move {
+        let task = runtime::spawn_task(async move { helper_work(spin) }).unwrap();
+        let blocking = runtime::spawn_blocking(move || helper_work(spin)).unwrap();
+        assert_eq!(task.await.unwrap(), spin as usize + 8);
+        assert_eq!(blocking.await.unwrap(), spin as usize + 8);
+        nothing(1);
+        self_pid()
+    })
+    .unwrap()
+}
+
+/// A process's helper tasks (`spawn_task`, `spawn_blocking`) work for it: their traced calls
+/// are in the process's call_time and call_memory figures, as they are in call_count (they used
+/// to be counted there only), and what they allocate while they run beside the process is
+/// counted for them, not for the process's own polls.
+#[test]
+fn helper_tasks_are_measured_as_their_process() {
+    let node = node();
+    let s = session(&node, TraceTypes::ALL, &["helper_work", "nothing"]);
+    let pid = run_helpers(&node, 1000);
+    let m = s.measurements();
+    let helped = of(&m, pid, "helper_work").expect("the helpers' calls are the process's");
+    assert_eq!(helped.calls, 2);
+    assert!(helped.time_ns > 0);
+    // Each call: the vector of 8 u64 (8 words), and one that grows to 1000 u32s.
+    assert!(helped.words >= 2 * (8 + 500), "{helped:?}");
+    assert!(helped.blocks >= 2 * 2, "{helped:?}");
+    // The process's own call allocates nothing: nothing of the helpers' landed on it.
+    let own = of(&m, pid, "nothing").unwrap();
+    assert_eq!((own.calls, own.words, own.blocks), (1, 0, 0));
+    let counted = s
+        .call_counts()
+        .into_iter()
+        .find(|c| c.callsite.function() == "helper_work")
+        .unwrap();
+    assert_eq!(counted.calls, 2);
+}
+
+/// A helper task's calls land in its process's call-duration histograms too, as in its time
+/// figures: a helper poll records durations into the process's table.
+#[test]
+fn helper_tasks_calls_are_in_their_process_histograms() {
+    let node = node();
+    let s = session(
+        &node,
+        TraceTypes::CALL_TIME_HISTOGRAMS,
+        &["helper_work", "nothing"],
+    );
+    let pid = run_helpers(&node, 10);
+    let p = s.call_time_percentiles();
+    let helped: Vec<_> = p
+        .iter()
+        .filter(|c| c.callsite.function() == "helper_work")
+        .collect();
+    assert_eq!(helped.len(), 1, "{p:?}");
+    assert_eq!((helped[0].pid, helped[0].calls), (pid, 2));
+    let own = p
+        .iter()
+        .find(|c| c.callsite.function() == "nothing")
+        .unwrap();
+    assert_eq!((own.pid, own.calls), (pid, 1));
+}

@@ -56,6 +56,7 @@
 
 mod account;
 mod alloc;
+mod counts;
 
 use std::fmt;
 use std::sync::OnceLock;
@@ -63,6 +64,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 
 pub(crate) use account::{Account, AccountCell, Charging, current_owner_account};
 pub use alloc::CountingAlloc;
+pub(crate) use counts::{Counts, Tally, Tallying};
 
 use crate::Pid;
 use crate::node::NodeInner;

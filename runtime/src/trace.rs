@@ -39,7 +39,14 @@
 //! - every entry is a call; an `async fn` is entered at its first poll and left when it
 //!   completes; a call already running when tracing starts is not counted;
 //! - a panic unwinding through traced frames pops them, so the counts include the calls that
-//!   panicked and the next process on that thread starts with an empty stack.
+//!   panicked and the next process on that thread starts with an empty stack;
+//! - a process's helper tasks ([`spawn_task`](crate::spawn_task),
+//!   [`spawn_blocking`](crate::spawn_blocking)) work for it: their traced calls are measured
+//!   into the process's figures, each of their polls (a blocking closure: its whole run) as
+//!   one of the process's. They may run beside the process on other threads, so its time can
+//!   add up to more than the wall time that passed; what they allocate is counted on their own
+//!   thread (in a tally of that thread's, while a session measures them), never mixed with
+//!   what the process allocates meanwhile.
 //!
 //! [`TraceSession::measurements`] reads the figures per process (ended ones included) while
 //! processes run; [`TraceSession::pause`] makes them stable.
@@ -95,7 +102,9 @@ pub use measure::{
     FunctionMeasurement, PathMeasurement, ProcessCallTree, ProcessEvents, ProcessMeasurement,
     TraceTypes,
 };
-pub(crate) use measure::{ProcTraceRef, begin_poll, measuring, remember_name};
+pub(crate) use measure::{
+    ProcTraceRef, Target, begin_poll, helper_poll, remember_name, sessions_measuring,
+};
 pub use pattern::{Part, TracePattern};
 pub(crate) use session::record_call;
 pub use session::{

@@ -16,6 +16,7 @@
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
+use super::counts::{Counts, Tally, add};
 use crate::segmented::Segmented;
 
 /// The bits of `remote` below its count: the low bits of the generation.
@@ -31,6 +32,9 @@ pub(super) enum Charge {
     Owner(&'static Account),
     /// A process this thread acts for while the process itself may run elsewhere.
     Shared(&'static Account),
+    /// Work this thread measures that is not a process's own poll: charged to the tally's
+    /// account (shared) or to no one, and counted in the tally ([`super::counts`]).
+    Tallied(&'static Tally),
     /// The probe of [`installed`](super::installed) is allocating.
     Probe,
 }
@@ -46,15 +50,18 @@ thread_local! {
 
 /// The low bits of [`CURRENT`] that say which [`Charge`] it holds; 0 for [`Charge::Owner`],
 /// whose account pointer is then the whole value (an `Account` is 64-aligned).
-const KIND_MASK: usize = 3;
+const KIND_MASK: usize = 7;
 /// [`Charge::None`].
 const NONE: usize = 1;
 /// [`Charge::Shared`]: the account pointer with this bit set.
 const SHARED: usize = 2;
 /// [`Charge::Probe`].
 const PROBE: usize = 3;
-// An account's address leaves the kind bits clear.
+/// [`Charge::Tallied`]: the tally's pointer with this bit set.
+const TALLIED: usize = 4;
+// An account's address, and a tally's, leave the kind bits clear.
 const _: () = assert!(std::mem::align_of::<Account>() > KIND_MASK);
+const _: () = assert!(std::mem::align_of::<Tally>() > KIND_MASK);
 
 impl Charge {
     #[inline(always)]
@@ -63,6 +70,9 @@ impl Charge {
             Charge::None => std::ptr::without_provenance(NONE),
             Charge::Owner(account) => account,
             Charge::Shared(account) => (account as *const Account).map_addr(|a| a | SHARED),
+            Charge::Tallied(tally) => (tally as *const Tally)
+                .cast::<Account>()
+                .map_addr(|a| a | TALLIED),
             Charge::Probe => std::ptr::without_provenance(PROBE),
         }
     }
@@ -82,6 +92,12 @@ impl Charge {
                 // gives back.
                 Charge::Shared(unsafe { deref(raw.map_addr(|a| a & !KIND_MASK)) })
             }
+            TALLIED => {
+                // SAFETY: likewise, a value with the TALLIED bits is `encode` of
+                // `Charge::Tallied`: a `&'static Tally`'s pointer, cast and with those bits
+                // set, which clearing them and casting back gives back.
+                Charge::Tallied(unsafe { deref(raw.map_addr(|a| a & !KIND_MASK).cast::<Tally>()) })
+            }
             PROBE => Charge::Probe,
             _ => Charge::None,
         }
@@ -89,12 +105,13 @@ impl Charge {
 }
 
 /// # Safety
-/// `raw` was made from a `&'static Account` (by [`Charge::encode`]).
+/// `raw` was made from a `&'static T` (an account or a tally, by [`Charge::encode`]).
 #[allow(unsafe_code)]
 #[inline(always)]
-unsafe fn deref(raw: *const Account) -> &'static Account {
-    // SAFETY: by the caller, `raw` is a `&'static Account` turned into a pointer (with its
-    // provenance: `map_addr` keeps it), and accounts are never freed.
+unsafe fn deref<T>(raw: *const T) -> &'static T {
+    // SAFETY: by the caller, `raw` is a `&'static T` turned into a pointer (with its
+    // provenance: `map_addr` and `cast` keep it); accounts are never freed, nor are tallies
+    // (they live in `'static` marks that are reused, never freed: see `trace::inflight`).
     unsafe { &*raw }
 }
 
@@ -169,9 +186,8 @@ impl Tag {
 pub(crate) struct Account {
     /// The packed [`Tag`] of the process that owns it; generation 0 while free.
     tag: AtomicU64,
-    words: AtomicU64,
-    bytes: AtomicU64,
-    blocks: AtomicU64,
+    /// What the owner allocated (while the process is polled).
+    owner: Counts,
     /// Bytes the owner allocated minus bytes of its blocks the owner freed (wrapping: the
     /// owner may free blocks moved into it, which it did not allocate).
     held: AtomicU64,
@@ -317,10 +333,8 @@ impl Account {
         while generation & 0xffff == 0 {
             generation = GENERATION.fetch_add(1, Ordering::Relaxed).wrapping_add(1);
         }
+        account.owner.reset();
         for field in [
-            &account.words,
-            &account.bytes,
-            &account.blocks,
             &account.held,
             &account.peak,
             &account.gate,
@@ -406,10 +420,7 @@ impl Account {
     #[inline(always)]
     #[must_use]
     pub(super) fn charge_owner(&self, size: u64) -> bool {
-        // `size` is at most `isize::MAX` (a `Layout`'s), so this does not overflow.
-        add(&self.words, (size + 7) >> 3);
-        add(&self.bytes, size);
-        add(&self.blocks, 1);
+        self.owner.add(size);
         let held = self.held.load(Ordering::Relaxed).wrapping_add(size);
         self.held.store(held, Ordering::Relaxed);
         // `held - taken > peak`, as `gate` is at most `peak + taken`.
@@ -512,48 +523,27 @@ impl Account {
     /// Words, bytes and blocks allocated while the process is polled (what call_memory
     /// measures between two points of a poll).
     #[inline(always)]
-    pub(crate) fn owner_totals(&self) -> [u64; 3] {
-        [
-            self.words.load(Ordering::Relaxed),
-            self.bytes.load(Ordering::Relaxed),
-            self.blocks.load(Ordering::Relaxed),
-        ]
+    pub(crate) fn owner_counts(&self) -> &Counts {
+        &self.owner
     }
 
-    /// Blocks allocated while the process is polled.
-    #[inline(always)]
-    pub(crate) fn owner_blocks(&self) -> u64 {
-        self.blocks.load(Ordering::Relaxed)
-    }
-
-    /// The counter [`owner_blocks`](Self::owner_blocks) reads, for the traced stack to keep
-    /// during a poll.
-    #[inline(always)]
-    pub(crate) fn owner_blocks_counter(&self) -> &AtomicU64 {
-        &self.blocks
+    /// Its slot in the table of accounts.
+    pub(super) fn slot(&self) -> u32 {
+        self.slot.load(Ordering::Relaxed)
     }
 
     /// Its figures now.
     pub(crate) fn stats(&self) -> super::HeapStats {
         let live = self.live();
+        let [words, bytes, blocks] = self.owner.totals();
         super::HeapStats {
-            words: self.words.load(Ordering::Relaxed) + self.shared_words.load(Ordering::Relaxed),
-            bytes: self.bytes.load(Ordering::Relaxed) + self.shared_bytes.load(Ordering::Relaxed),
-            blocks: self.blocks.load(Ordering::Relaxed)
-                + self.shared_blocks.load(Ordering::Relaxed),
+            words: words + self.shared_words.load(Ordering::Relaxed),
+            bytes: bytes + self.shared_bytes.load(Ordering::Relaxed),
+            blocks: blocks + self.shared_blocks.load(Ordering::Relaxed),
             live_bytes: live,
             peak_live_bytes: self.peak.load(Ordering::Relaxed).max(live),
         }
     }
-}
-
-/// A plain add by the only writer.
-#[inline(always)]
-fn add(field: &AtomicU64, n: u64) {
-    field.store(
-        field.load(Ordering::Relaxed).wrapping_add(n),
-        Ordering::Relaxed,
-    );
 }
 
 /// Makes `account` the one this thread charges until the guard drops; `shared` when the thread

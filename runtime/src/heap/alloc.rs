@@ -149,6 +149,7 @@ fn charge_other(raw: *const Account, size: usize, block: *mut u8) -> u64 {
             account.charge_shared(size as u64);
             account.tag_word()
         }
+        Charge::Tallied(tally) => tally.charge(size as u64),
         Charge::Probe => {
             PROBED.store(block as usize, Ordering::Relaxed);
             Tag::NONE.pack()

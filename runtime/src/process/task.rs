@@ -92,15 +92,7 @@ where
             // for the sessions that do.
             p.status.store(STATUS_RUNNING, Ordering::Relaxed);
             let before = checkpoint(p);
-            // The global mask first: it is 0 whenever no session measures anything.
-            let mut measured = trace::measuring();
-            if measured != 0 {
-                measured &= p.trace_flags.traced();
-            }
-            if measured != 0 {
-                // Only sessions open on this process's node (a flag may outlive its session).
-                measured &= p.node.trace_sessions.load(Ordering::Relaxed);
-            }
+            let mut measured = trace::sessions_measuring(p);
             if measured != 0 && before.is_none() {
                 trace::begin_poll(p, measured);
             } else {
@@ -115,7 +107,7 @@ where
                             None => Poll::Ready(ExitReason::Normal),
                         }));
                     if measured != 0 {
-                        trace::end_poll(p);
+                        trace::end_poll(&trace::Target::Process(p));
                     }
                     match polled {
                         Ok(Poll::Ready(reason)) => reason,
@@ -182,13 +174,18 @@ impl<F: Future> Future for HelperTask<F> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         let this = self.project();
         let future = this.future;
-        enter(this.process, true, || future.poll(cx))
+        let process: &Arc<Process> = this.process;
+        // Measured as its process's work, by the sessions measuring the process.
+        enter(process, true, || {
+            trace::helper_poll(process, || future.poll(cx))
+        })
     }
 }
 
-/// Runs a blocking closure with `process` as its (helper) current process.
+/// Runs a blocking closure with `process` as its (helper) current process, measured as one
+/// poll of its process's work.
 pub(crate) fn run_as_helper<R>(process: Arc<Process>, f: impl FnOnce() -> R) -> R {
-    enter(&process, true, f)
+    enter(&process, true, || trace::helper_poll(&process, f))
 }
 
 #[cfg(test)]

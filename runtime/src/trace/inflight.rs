@@ -31,7 +31,9 @@
 
 use std::cell::Cell;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+
+use crate::heap::Tally;
 use std::time::{Duration, Instant};
 
 /// One thread's measured poll: whether one runs, and for which sessions.
@@ -45,6 +47,30 @@ pub(super) struct PollMark {
     /// The poll (its `seq`) whose figures the sessions here keep although they are paused:
     /// it was running when they paused (see the module documentation).
     kept: Mutex<(u64, u64)>,
+    /// What the owning thread allocates in a measured poll that is not a process's own (a
+    /// helper task's, or traced calls outside any process).
+    tally: Tally,
+    /// Where such a poll records the function it is in: read by no one (the process's own
+    /// record is its own poll's).
+    sink: AtomicU32,
+}
+
+impl PollMark {
+    /// The tally of its thread's measured polls that are not a process's own.
+    pub(super) fn tally(&'static self) -> &'static Tally {
+        &self.tally
+    }
+
+    /// Where its thread's measured polls that are not a process's own record their current
+    /// function.
+    pub(super) fn sink(&'static self) -> &'static AtomicU32 {
+        &self.sink
+    }
+}
+
+/// This thread's mark, taken or made on first use; `None` while the thread's destructors run.
+pub(super) fn this_thread() -> Option<&'static PollMark> {
+    mark()
 }
 
 /// Every mark ever made (marks of ended threads are reused).
@@ -106,6 +132,8 @@ fn take_mark() -> Option<&'static PollMark> {
                     sessions: AtomicU64::new(0),
                     owned: AtomicBool::new(true),
                     kept: Mutex::new((0, 0)),
+                    tally: Tally::new(),
+                    sink: AtomicU32::new(u32::MAX),
                 }));
                 marks.push(mark);
                 mark

@@ -54,9 +54,10 @@ static EVENTS: AtomicU64 = AtomicU64::new(0);
 pub const EVENT_LOG_CAPACITY: usize = 1 << 16;
 
 thread_local! {
-    /// While a poll records call durations: the table of the process polled and its node, for
-    /// the durations to go to ([`record_durations`]), mid-poll too.
-    static RECORDING: RefCell<Option<(ProcTraceRef, u32)>> = const { RefCell::new(None) };
+    /// While a poll records call durations: the table they go to ([`record_durations`]),
+    /// mid-poll too — its process's, for a poll of the process or of a helper task of it —
+    /// and the node whose sessions it may join ([`session_data`]).
+    static RECORDING: RefCell<Option<(ProcTraceRef, Option<u32>)>> = const { RefCell::new(None) };
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -236,27 +237,68 @@ pub(crate) fn close(bit: u32) {
     derive();
 }
 
+/// The sessions that measure the polls of `process` now: those measuring (not paused) with a
+/// flag on it and open on its node. 0, after one load, whenever no session measures.
+#[inline(always)]
+pub(crate) fn sessions_measuring(process: &Process) -> u64 {
+    // The global mask first: it is 0 whenever no session measures anything.
+    let mut measured = measuring();
+    if measured != 0 {
+        measured &= process.trace_flags.traced();
+    }
+    if measured != 0 {
+        // Only sessions open on this process's node (a flag may outlive its session).
+        measured &= process.node.trace_sessions.load(Ordering::Relaxed);
+    }
+    measured
+}
+
 /// Begins measuring a poll of `process` for `sessions` (those measuring it, non-zero).
 #[inline]
 pub(crate) fn begin_poll(process: &Process, sessions: u64) {
+    let account = process.trace_account();
+    begin_for(
+        sessions,
+        account.owner_counts(),
+        account.current_function_cell(),
+        || (Arc::clone(table_of(process)), Some(process.node.id)),
+    );
+    forget_stale(process, sessions);
+}
+
+/// Begins measuring a poll for `sessions` whose allocations `counts` counts and whose current
+/// function goes to `function`; `recording` gives the table its call durations go to (and the
+/// node whose sessions it may join, if only one's), asked only when the poll records them.
+#[inline]
+pub(super) fn begin_for(
+    sessions: u64,
+    counts: &'static crate::heap::Counts,
+    function: &'static std::sync::atomic::AtomicU32,
+    recording: impl FnOnce() -> (ProcTraceRef, Option<u32>),
+) {
     let timing = sessions & TIMING.load(Ordering::Relaxed) != 0;
     let memory = sessions & MEMORY.load(Ordering::Relaxed) != 0;
     let histograms = sessions & HISTOGRAMS.load(Ordering::Relaxed);
     let trees = TREES.load(Ordering::Relaxed);
     let events = EVENTS.load(Ordering::Relaxed);
     if timing && histograms != 0 {
-        let data = Arc::clone(table_of(process));
-        RECORDING.with(|r| *r.borrow_mut() = Some((data, process.node.id)));
+        let target = recording();
+        RECORDING.with(|r| *r.borrow_mut() = Some(target));
     }
     super::stack::begin_poll(
-        sessions,
-        trees,
-        events,
-        timing,
-        memory,
-        histograms,
-        process.trace_account(),
+        sessions, trees, events, timing, memory, histograms, counts, function,
     );
+}
+
+/// Whether a session of `sessions` measures memory.
+pub(super) fn measures_memory(sessions: u64) -> bool {
+    sessions & MEMORY.load(Ordering::Relaxed) != 0
+}
+
+/// Gives up measuring the poll of `process` that just began for the sessions of `sessions`
+/// whose flag on it is stale.
+#[inline]
+fn forget_stale(process: &Process, sessions: u64) {
     // The flags were read before the sessions' generations: a session may have been dropped
     // and another opened in its slot in between, with the flag left from the first. Read
     // after the generations, the node's open sessions (whose opening swept stale flags first)
@@ -266,6 +308,43 @@ pub(crate) fn begin_poll(process: &Process, sessions: u64) {
     if stale != 0 {
         super::stack::forget_sessions(stale);
     }
+}
+
+/// Runs `poll`, a poll of a helper task of `process` ([`spawn_task`](crate::spawn_task)) or its
+/// blocking closure ([`spawn_blocking`](crate::spawn_blocking)), measured for the sessions
+/// measuring `process`: its work is the process's, so its figures go to the process's table.
+/// Its allocations are counted in this thread's tally (the process may be polled on another
+/// thread meanwhile, counting its own), and its current function is not recorded as the
+/// process's. Unmeasured, this costs what [`sessions_measuring`] costs.
+#[inline]
+pub(crate) fn helper_poll<R>(process: &Process, poll: impl FnOnce() -> R) -> R {
+    let sessions = sessions_measuring(process);
+    if sessions == 0 {
+        return poll();
+    }
+    helper_poll_measured(process, sessions, poll)
+}
+
+#[inline(never)]
+fn helper_poll_measured<R>(process: &Process, sessions: u64, poll: impl FnOnce() -> R) -> R {
+    let Some(mark) = super::inflight::this_thread() else {
+        return poll(); // this thread's destructors run: unmeasured
+    };
+    let _tallying = measures_memory(sessions)
+        .then(|| crate::heap::Tallying::new(mark.tally(), Some(process.trace_account())));
+    begin_for(sessions, mark.tally().counts(), mark.sink(), || {
+        (Arc::clone(table_of(process)), Some(process.node.id))
+    });
+    forget_stale(process, sessions);
+    /// Ends the poll when dropped, on unwind too (before the tally stops counting).
+    struct End<'a>(&'a Process);
+    impl Drop for End<'_> {
+        fn drop(&mut self) {
+            super::stack::end_poll(&Target::Process(self.0));
+        }
+    }
+    let _end = End(process);
+    poll()
 }
 
 /// Figures in nanoseconds, as a [`PathMeasurement`] (`path` left 0).
@@ -350,28 +429,53 @@ struct SessionData {
 /// A process's tables, shared with the sessions that measure it.
 pub(crate) type ProcTraceRef = Arc<Mutex<ProcTrace>>;
 
+/// Where a measured poll's figures go: the table of a process (its own poll's, or a helper
+/// task's), or a thread's table of the traced calls it made outside any process
+/// ([`super::outside`]).
+pub(crate) enum Target<'a> {
+    /// The table of the process, made at its first flush.
+    Process(&'a Process),
+    /// A table of traced calls outside any process.
+    Outside(&'a ProcTraceRef),
+}
+
+impl Target<'_> {
+    fn data(&self) -> &ProcTraceRef {
+        match self {
+            Target::Process(process) => table_of(process),
+            Target::Outside(data) => data,
+        }
+    }
+
+    /// The node whose sessions the table may join; `None` for any (outside processes: the
+    /// sessions measuring it were chosen when its poll began).
+    fn node(&self) -> Option<u32> {
+        match self {
+            Target::Process(process) => Some(process.node.id),
+            Target::Outside(_) => None,
+        }
+    }
+}
+
 /// A process's table, locked while a poll's figures move into it ([`flush`]).
 pub(crate) struct Flush<'a> {
     table: MutexGuard<'a, ProcTrace>,
-    data: &'a ProcTraceRef,
-    process: &'a Process,
+    target: &'a Target<'a>,
     /// The paused sessions, read once the lock is held.
     paused: u64,
 }
 
-/// Moves a poll's figures into the process's table: `drain` hands over each (session slot,
+/// Moves a poll's figures into its target's table: `drain` hands over each (session slot,
 /// session generation, callsite id, figures) the poll gathered through [`Flush::add`], under the
 /// table's lock. What it allocates (rarely: a new table, session or function) is charged to no
 /// process.
 #[inline]
-pub(crate) fn flush(process: &Process, drain: impl FnOnce(&mut Flush<'_>)) {
-    let data = table_of(process);
-    let table = lock(data);
+pub(crate) fn flush(target: &Target<'_>, drain: impl FnOnce(&mut Flush<'_>)) {
+    let table = lock(target.data());
     let paused = paused_here();
     drain(&mut Flush {
         table,
-        data,
-        process,
+        target,
         paused,
     });
 }
@@ -411,9 +515,10 @@ impl Flush<'_> {
                 (index, at)
             }
             _ => {
-                let (data, node) = (self.data, self.process.node.id);
-                let found =
-                    crate::heap::suppressed(|| session_data(table, bit, generation, data, node));
+                let target = self.target;
+                let found = crate::heap::suppressed(|| {
+                    session_data(table, bit, generation, target.data(), target.node())
+                });
                 let Some(index) = found else {
                     return;
                 };
@@ -468,14 +573,15 @@ fn table_of(process: &Process) -> &ProcTraceRef {
 }
 
 /// The index of the figures of the session in slot `bit` of `generation` in `table` (the table
-/// `data` holds, of a process of node `node`), made if need be; `None` when that session no
-/// longer measures (its figures are dropped).
+/// `data` holds: of a process of node `node`, or with `None` one that any node's sessions may
+/// join), made if need be; `None` when that session no longer measures (its figures are
+/// dropped).
 fn session_data(
     table: &mut ProcTrace,
     bit: u32,
     generation: u64,
     data: &ProcTraceRef,
-    node: u32,
+    node: Option<u32>,
 ) -> Option<usize> {
     // Only the session that was measuring when the poll began, if it still is.
     if generation == 0 || generation != generation_of(bit) {
@@ -511,13 +617,12 @@ fn session_data(
 /// events the poll could not log, `generations` each slot's session generation when the poll
 /// began.
 pub(crate) fn flush_events(
-    process: &Process,
+    target: &Target<'_>,
     log: &mut Vec<(u64, u32, bool, u64)>,
     dropped: &[u64; super::MAX_SESSIONS],
     generations: &[u64; super::MAX_SESSIONS],
 ) {
-    let data = table_of(process);
-    let mut table = lock(data);
+    let mut table = lock(target.data());
     let paused = paused_here();
     let with_drops = dropped
         .iter()
@@ -532,8 +637,8 @@ pub(crate) fn flush_events(
             &mut table,
             bit,
             generations[bit as usize],
-            data,
-            process.node.id,
+            target.data(),
+            target.node(),
         ) else {
             continue;
         };
@@ -554,7 +659,8 @@ pub(crate) fn flush_events(
 }
 
 /// Records call durations (session slot, its generation, callsite id, clock ticks) into the
-/// histograms of the process this thread polls (run with allocation suppressed), under its
+/// histograms of the table this thread's poll records into (its process's; run with
+/// allocation suppressed), under its
 /// table's lock: after `pause` has taken that lock, nothing more lands. Durations of a
 /// session paused, or no longer the one in its slot, are dropped.
 pub(crate) fn record_durations(samples: &mut Vec<(u32, u64, u32, u64)>) {
@@ -579,7 +685,7 @@ pub(crate) fn finish_durations(samples: &mut Vec<(u32, u64, u32, u64)>) {
 fn record_into(
     clock: &quanta::Clock,
     data: &ProcTraceRef,
-    node: u32,
+    node: Option<u32>,
     samples: &mut [(u32, u64, u32, u64)],
 ) {
     samples.sort_unstable_by_key(|s| (s.0, s.1, s.2));
@@ -653,12 +759,13 @@ pub struct CallPercentiles {
     pub max_ns: u64,
 }
 
-/// Adds a process's table to the list of session `bit`, unless the session is gone or paused.
-fn register(bit: u32, generation: u64, data: &ProcTraceRef, node: u32) -> bool {
+/// Adds a table to the list of session `bit`, unless the session is gone or paused, or (for a
+/// process's table) belongs to another node than `node`.
+fn register(bit: u32, generation: u64, data: &ProcTraceRef, node: Option<u32>) -> bool {
     let Some(session) = session_in_slot(bit) else {
         return false;
     };
-    if session.generation() != generation || session.node() != node {
+    if session.generation() != generation || node.is_some_and(|node| session.node() != node) {
         return false;
     }
     let mut measured = lock(&session.measured);

@@ -53,7 +53,7 @@ use std::sync::{Mutex, OnceLock};
 use super::measure::Acc;
 use super::tree;
 use super::{Callsite, MAX_SESSIONS};
-use crate::heap::Account;
+use crate::heap::Counts;
 
 /// Frames kept per thread; deeper calls are counted and charged to the deepest frame kept.
 pub const CAPACITY: usize = 128;
@@ -160,8 +160,9 @@ struct Stack {
     timing: Cell<bool>,
     /// Those that record call-duration histograms.
     histograms: Cell<u64>,
-    /// The process's account, when one of them measures memory.
-    memory: Cell<Option<&'static Account>>,
+    /// What the process allocates (its account's owner counts, or this thread's tally), when
+    /// one of them measures memory.
+    memory: Cell<Option<&'static Counts>>,
     /// Its blocks counter when one of them measures memory, [`NO_BLOCKS`] otherwise (and
     /// `last_mem` is then zero): a synchronous call's common case compares it with
     /// `last_mem` without testing `memory` first.
@@ -280,8 +281,9 @@ static NO_CELL: AtomicU32 = AtomicU32::new(NO_FUNCTION);
 #[inline(always)]
 fn record_restore(s: &Stack, id: u32) {
     let cell = s.restore.get();
-    // SAFETY: `restore` only ever holds `&NO_CELL` (a static), the `current_function_cell` of
-    // a `&'static Account` (`begin_poll`), or `&s.sink` (`record_pending`), where `s` is this
+    // SAFETY: `restore` only ever holds `&NO_CELL` (a static), the `&'static AtomicU32` given
+    // to `begin_poll` (a process's account's current-function cell, or a poll mark's sink), or
+    // `&s.sink` (`record_pending`), where `s` is this
     // thread's `STACK`: the only `Stack` there is, a thread-local without a destructor, whose
     // fields stay in place until this thread ends, and which no other thread reads. So `cell`
     // points at a live `AtomicU32` here, on this thread. Every measured test's pops write
@@ -416,7 +418,8 @@ pub(crate) fn begin_poll(
     timing: bool,
     memory: bool,
     histograms: u64,
-    account: &'static Account,
+    counts: &'static Counts,
+    function: &'static AtomicU32,
 ) {
     super::inflight::begin(active);
     with_stack(|s| {
@@ -429,15 +432,14 @@ pub(crate) fn begin_poll(
         s.timing.set(timing);
         s.histograms.set(histograms);
         s.extra.set(trees_here | events | histograms);
-        s.memory.set(memory.then_some(account));
+        s.memory.set(memory.then_some(counts));
         s.blocks.set(if memory {
-            account.owner_blocks_counter()
+            counts.blocks_counter()
         } else {
             &NO_BLOCKS
         });
-        let cell = account.current_function_cell();
-        s.function.set(cell);
-        s.restore.set(cell);
+        s.function.set(function);
+        s.restore.set(function);
         let tsc = timing && RAW_IS_TSC.get() == Some(&true);
         s.tsc.set(tsc);
         // Frames never outlive a poll; start clean whatever happened before.
@@ -482,11 +484,8 @@ pub(crate) fn begin_poll(
         // No clock read here: what passes before the poll's first frame is charged to no
         // frame (no accumulator is current at the root), so the first event's reading only
         // starts the count. That saves one clock read per measured poll.
-        s.last_mem.set(if memory {
-            account.owner_totals()
-        } else {
-            [0; 3]
-        });
+        s.last_mem
+            .set(if memory { counts.totals() } else { [0; 3] });
     });
 }
 
@@ -504,8 +503,8 @@ pub(crate) fn forget_sessions(stale: u64) {
     });
 }
 
-/// Ends the measured poll: what it gathered goes to the process's table.
-pub(crate) fn end_poll(process: &crate::process::Process) {
+/// Ends the measured poll: what it gathered goes to `target`'s table.
+pub(crate) fn end_poll(target: &super::measure::Target<'_>) {
     with_stack(|s| {
         // Only a leaked frame guard (mem::forget) leaves frames open: close them.
         while s.depth.get() > 0 {
@@ -521,11 +520,11 @@ pub(crate) fn end_poll(process: &crate::process::Process) {
         s.restore.set(&NO_CELL);
         s.tsc.set(false);
         if s.touched_len.get() > 0 || s.touched_overflow.get() {
-            super::measure::flush(process, |table| drain(s, table));
+            super::measure::flush(target, |table| drain(s, table));
         }
         // Call durations are sampled only for histograms, events logged only for event logs.
         if s.histograms.get() | s.events.get() != 0 {
-            end_poll_extra(s, process);
+            end_poll_extra(s, target);
         }
         s.active.set(0);
         s.lean.set(0);
@@ -540,7 +539,7 @@ pub(crate) fn end_poll(process: &crate::process::Process) {
 /// What [`end_poll`] does for histograms and event logs.
 #[cold]
 #[inline(never)]
-fn end_poll_extra(s: &Stack, process: &crate::process::Process) {
+fn end_poll_extra(s: &Stack, target: &super::measure::Target<'_>) {
     if s.histograms.get() != 0 {
         SAMPLES.with(|samples| {
             let mut samples = samples.borrow_mut();
@@ -556,7 +555,7 @@ fn end_poll_extra(s: &Stack, process: &crate::process::Process) {
                 let dropped: [u64; MAX_SESSIONS] =
                     LOG_DROPPED.with(|d| std::array::from_fn(|i| d[i].replace(0)));
                 crate::heap::suppressed(|| {
-                    super::measure::flush_events(process, &mut log, &dropped, &generations);
+                    super::measure::flush_events(target, &mut log, &dropped, &generations);
                 });
             }
         });
@@ -625,11 +624,11 @@ fn charge(s: &Stack) -> u64 {
         }
     }
     let mut dm = [0u64; 3];
-    if let Some(account) = s.memory.get() {
+    if let Some(counts) = s.memory.get() {
         // Most calls allocate nothing between two events: one load tells.
         let last = s.last_mem.get();
-        if account.owner_blocks() != last[2] {
-            let now = account.owner_totals();
+        if counts.blocks() != last[2] {
+            let now = counts.totals();
             s.last_mem.set(now);
             dm = [
                 now[0].wrapping_sub(last[0]),
@@ -980,19 +979,19 @@ fn charge_lean(s: &Stack) {
             bump(&acc.ticks, dt);
         }
     }
-    if let Some(account) = s.memory.get() {
+    if let Some(counts) = s.memory.get() {
         // Most calls allocate nothing between two events: one load tells.
-        if account.owner_blocks() != s.last_mem.get()[2] {
-            charge_memory_lean(s, account);
+        if counts.blocks() != s.last_mem.get()[2] {
+            charge_memory_lean(s, counts);
         }
     }
 }
 
 #[cold]
 #[inline(never)]
-fn charge_memory_lean(s: &Stack, account: &Account) {
+fn charge_memory_lean(s: &Stack, counts: &Counts) {
     let last = s.last_mem.get();
-    let now = account.owner_totals();
+    let now = counts.totals();
     s.last_mem.set(now);
     if let Some(acc) = s.lean_current.get() {
         bump(&acc.words, now[0].wrapping_sub(last[0]));
