@@ -117,13 +117,18 @@ impl NodeBuilder {
             }
             b
         };
+        let id = NodeInner::next_id();
         let runtime = builder
             .enable_all()
             .thread_name("node-worker")
-            .on_thread_start(crate::heap::warm_thread)
+            .on_thread_start(move || {
+                crate::heap::warm_thread();
+                // Its traced calls outside any process are the node's.
+                crate::process::set_thread_node(id);
+            })
             .build()
             .map_err(NodeError::Runtime)?;
-        let inner = NodeInner::new(runtime.handle().clone(), self.shutdown_grace);
+        let inner = NodeInner::new(id, runtime.handle().clone(), self.shutdown_grace);
         Ok(Node {
             handle: started(NodeHandle { inner }),
             runtime: Some(runtime),
@@ -197,7 +202,7 @@ impl Node {
     pub fn start_on(handle: tokio::runtime::Handle) -> Node {
         Node {
             handle: started(NodeHandle {
-                inner: NodeInner::new(handle, DEFAULT_SHUTDOWN_GRACE),
+                inner: NodeInner::new(NodeInner::next_id(), handle, DEFAULT_SHUTDOWN_GRACE),
             }),
             runtime: None,
         }
@@ -209,11 +214,14 @@ impl Node {
     }
 
     /// Runs a future to completion on the node's runtime, blocking this thread. The future
-    /// does not run in a process; use [`Node::run`] for that.
+    /// does not run in a process; use [`Node::run`] for that. Meanwhile the thread belongs to
+    /// the node: the future's traced calls are the node's calls outside any process (see
+    /// [`trace`](crate::trace#outside-processes)).
     ///
     /// # Panics
     /// When called from inside an async context (tokio forbids nested `block_on`).
     pub fn block_on<F: Future>(&self, future: F) -> F::Output {
+        let _node = crate::process::ThreadNode::set(self.handle.inner.id);
         match &self.runtime {
             Some(rt) => rt.block_on(future),
             None => self.handle.inner.handle.block_on(future),

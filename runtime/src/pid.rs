@@ -57,6 +57,33 @@ impl Pid {
     pub const fn serial(self) -> u32 {
         self.serial
     }
+
+    /// The pid under which profiles show the traced calls made outside any process (in
+    /// `main`, a plain tokio task, a thread of its own) on thread `thread` of node `node`, or on
+    /// every thread of the node together when `thread` is 0: serial 0, which no process ever
+    /// has. It names no process (sending to it does nothing).
+    ///
+    /// ```
+    /// use runtime::Pid;
+    ///
+    /// let outside = Pid::outside(1, 0);
+    /// assert!(outside.is_outside());
+    /// assert_eq!(outside.to_string(), "<1.0.0>");
+    /// assert!(!Pid::from_parts(1, 0, 1).is_outside());
+    /// ```
+    pub const fn outside(node: u32, thread: u32) -> Pid {
+        Pid {
+            node,
+            index: thread,
+            serial: 0,
+        }
+    }
+
+    /// Whether this pid names traced calls made outside any process ([`Pid::outside`]), not
+    /// a process.
+    pub const fn is_outside(self) -> bool {
+        self.serial == 0
+    }
 }
 
 impl fmt::Display for Pid {

@@ -40,8 +40,8 @@ use std::task::Waker;
 use parking_lot::MappedMutexGuard;
 
 pub(crate) use current::{
-    current_is_helper, current_node_id, current_process_for_receive, with_current,
-    with_current_owner, with_node_hidden,
+    OUTSIDE, ThreadNode, current_is_helper, current_node_id, current_process_for_receive,
+    set_thread_node, with_current, with_current_owner, with_node_hidden,
 };
 pub use current::{self_pid, try_self_pid};
 pub(crate) use helpers::Helpers;

@@ -73,6 +73,7 @@ pub mod env_run;
 mod flags;
 mod inflight;
 mod measure;
+mod outside;
 mod pattern;
 mod session;
 mod snapshot;

@@ -61,9 +61,18 @@ pub(crate) struct NodeInner {
 }
 
 impl NodeInner {
-    pub(super) fn new(handle: tokio::runtime::Handle, shutdown_grace: Duration) -> Arc<NodeInner> {
+    /// The number of the next node: taken before the node's runtime starts, so that its threads
+    /// know their node from their first instruction.
+    pub(super) fn next_id() -> u32 {
+        NEXT_NODE.fetch_add(1, Ordering::Relaxed)
+    }
+
+    pub(super) fn new(
+        id: u32,
+        handle: tokio::runtime::Handle,
+        shutdown_grace: Duration,
+    ) -> Arc<NodeInner> {
         crate::heap::warm_up();
-        let id = NEXT_NODE.fetch_add(1, Ordering::Relaxed);
         let inner = Arc::new(NodeInner {
             id,
             table: ProcessTable::new(id),

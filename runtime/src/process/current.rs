@@ -29,8 +29,9 @@ struct Current {
     /// The `Arc` of the innermost [`enter`] on this thread, or null outside any process.
     process: Cell<*const Arc<Process>>,
     helper: Cell<bool>,
-    /// The current process's node, 0 when none: read by the trace machinery on every traced
-    /// call.
+    /// The current process's node; outside any process, [`OUTSIDE`] with the node the thread
+    /// belongs to (0 for none); 0 while the trace machinery looks away (`with_node_hidden`).
+    /// Read by the trace machinery on every traced call.
     node: Cell<u32>,
 }
 
@@ -39,15 +40,53 @@ thread_local! {
         Current {
             process: Cell::new(std::ptr::null()),
             helper: Cell::new(false),
-            node: Cell::new(0),
+            node: Cell::new(OUTSIDE),
         }
     };
 }
 
-/// The node of this thread's current process, 0 outside any process.
+/// [`current_node_id`]'s bit for a thread outside any process.
+pub(crate) const OUTSIDE: u32 = 1 << 31;
+
+/// The node of this thread's current process; outside any process, [`OUTSIDE`] with the node
+/// this thread belongs to (0 when none: `main`, a thread of a runtime no node owns); 0 inside
+/// [`with_node_hidden`].
 #[inline(always)]
 pub(crate) fn current_node_id() -> u32 {
     CURRENT.with(|c| c.node.get())
+}
+
+/// Makes this thread belong to `node` (a thread of the node's runtime, as it starts).
+pub(crate) fn set_thread_node(node: u32) {
+    CURRENT.with(|c| {
+        if c.process.get().is_null() {
+            c.node.set(OUTSIDE | node);
+        }
+    });
+}
+
+/// This thread belongs to a node until dropped (while [`Node::block_on`](crate::Node::block_on)
+/// runs a future on it), then to the one it belonged to before.
+pub(crate) struct ThreadNode(Option<u32>);
+
+impl ThreadNode {
+    /// Makes this thread belong to `node`, if it runs no process (`block_on` cannot be called
+    /// from one: it is an async context).
+    pub(crate) fn set(node: u32) -> ThreadNode {
+        ThreadNode(CURRENT.with(|c| {
+            let prev = c.node.get();
+            (c.process.get().is_null() && prev & OUTSIDE != 0)
+                .then(|| c.node.replace(OUTSIDE | node))
+        }))
+    }
+}
+
+impl Drop for ThreadNode {
+    fn drop(&mut self) {
+        if let Some(prev) = self.0 {
+            CURRENT.with(|c| c.node.set(prev));
+        }
+    }
 }
 
 /// Runs `f` as if outside any node for the trace machinery (its calls are counted by no
@@ -184,7 +223,7 @@ mod tests {
     #[test]
     fn enter_nests_and_restores_on_unwind() {
         assert!(with_current(|p| p.is_none()));
-        assert_eq!(current_node_id(), 0);
+        assert_eq!(current_node_id(), OUTSIDE);
         let node = crate::Node::builder()
             .current_thread()
             .build()
@@ -215,6 +254,6 @@ mod tests {
             assert_eq!(current_process_for_receive(|p| p.pid), me.pid);
         });
         assert!(with_current(|p| p.is_none()));
-        assert_eq!(current_node_id(), 0);
+        assert_eq!(current_node_id(), OUTSIDE);
     }
 }

@@ -274,7 +274,9 @@ impl ProcessTable {
         let entry = indices.vacant_entry();
         let index = u32::try_from(entry.key()).map_err(|_| InsertError::Full)?;
         let slot = self.slots.get_or_alloc(index);
-        let serial = slot.serial.load(Ordering::Relaxed).wrapping_add(1);
+        // Serial 0 is no process's: it names the calls made outside processes
+        // (`Pid::outside`).
+        let serial = slot.serial.load(Ordering::Relaxed).wrapping_add(1).max(1);
         slot.serial.store(serial, Ordering::Relaxed);
         let process = make(Pid::from_parts(self.node, index, serial));
         slot.put(&process);

@@ -254,16 +254,22 @@ pub fn enter(callsite: &'static Callsite) -> Frame {
 }
 
 /// The first poll of a traced future some session wants: count the call; returns the sessions
-/// that measure it as a call of the polling process.
+/// that measure it as a call of the polling process, or as a call outside processes.
 #[inline(never)]
 fn enter_async(callsite: &'static Callsite, mask: u64) -> u64 {
     if mask & super::measure::counting() != 0 {
         super::record_call(callsite, mask);
     }
-    if mask & super::measure::measuring() == 0 {
+    let mask = mask & super::measure::measuring();
+    if mask == 0 {
         return 0;
     }
-    mask & super::stack::active()
+    match super::stack::active() {
+        // No measured poll here: perhaps a call outside any process, each of whose polls is
+        // then measured as one (`stack::poll_in_frame`).
+        0 => super::outside::wanted(mask),
+        active => mask & active,
+    }
 }
 
 /// A poll of a measured call (`call` at its first poll): its frame is on the traced stack for

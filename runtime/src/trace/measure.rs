@@ -134,6 +134,10 @@ impl TraceTypes {
     /// first [`EVENT_LOG_CAPACITY`] events and counts the rest as dropped. Combine it with
     /// [`CALL_TIME`](Self::CALL_TIME) or [`CALL_MEMORY`](Self::CALL_MEMORY).
     pub const CALL_EVENTS: TraceTypes = TraceTypes(32);
+    /// Traced calls made outside any process are measured for the session on every thread,
+    /// not only on its node's (see [`outside`](super#outside-processes)): `main`, and the
+    /// threads of a runtime the node does not own, count for it too.
+    pub const ANY_THREAD: TraceTypes = TraceTypes(64);
 
     /// Whether every type in `other` is in `self`.
     pub const fn contains(self, other: TraceTypes) -> bool {
@@ -162,6 +166,7 @@ impl fmt::Display for TraceTypes {
             (TraceTypes(8), "histograms"),
             (TraceTypes::CALL_TREE, "call_tree"),
             (TraceTypes::CALL_EVENTS, "events"),
+            (TraceTypes::ANY_THREAD, "any_thread"),
         ];
         let mut first = true;
         for (t, name) in names {
@@ -276,8 +281,13 @@ pub(super) fn begin_for(
     function: &'static std::sync::atomic::AtomicU32,
     recording: impl FnOnce() -> (ProcTraceRef, Option<u32>),
 ) {
+    if super::stack::active() != 0 {
+        // A poll begins inside a call outside processes being measured (a current-thread
+        // node run from a traced function): that call's measure ends here.
+        super::outside::end();
+    }
     let timing = sessions & TIMING.load(Ordering::Relaxed) != 0;
-    let memory = sessions & MEMORY.load(Ordering::Relaxed) != 0;
+    let memory = (sessions & MEMORY.load(Ordering::Relaxed) != 0).then_some(counts);
     let histograms = sessions & HISTOGRAMS.load(Ordering::Relaxed);
     let trees = TREES.load(Ordering::Relaxed);
     let events = EVENTS.load(Ordering::Relaxed);
@@ -286,7 +296,7 @@ pub(super) fn begin_for(
         RECORDING.with(|r| *r.borrow_mut() = Some(target));
     }
     super::stack::begin_poll(
-        sessions, trees, events, timing, memory, histograms, counts, function,
+        sessions, trees, events, timing, memory, histograms, function,
     );
 }
 
@@ -402,6 +412,29 @@ pub(crate) struct ProcTrace {
     /// `sessions`, index in its `functions`). A process's polls mostly touch the same
     /// functions, one or two per poll: the next flush tries there before it searches.
     hint: Option<(u32, u64, usize, usize)>,
+}
+
+impl ProcTrace {
+    /// An empty table of `pid`, spawned to run `initial_call`.
+    pub(super) fn new(pid: Pid, initial_call: std::borrow::Cow<'static, str>) -> ProcTrace {
+        ProcTrace {
+            pid,
+            initial_call,
+            name: None,
+            sessions: Vec::new(),
+            hint: None,
+        }
+    }
+
+    /// Its pid as session of `node` reports it: a table of calls outside processes serves
+    /// sessions of any node, each of which shows it under its own.
+    fn pid_for(&self, node: u32) -> Pid {
+        if self.pid.is_outside() {
+            Pid::outside(node, self.pid.index())
+        } else {
+            self.pid
+        }
+    }
 }
 
 /// Keeps the name `process` was registered under as it ends, so that reports of its figures
@@ -561,13 +594,10 @@ fn paused_here() -> u64 {
 fn table_of(process: &Process) -> &ProcTraceRef {
     process.trace_data.get_or_init(|| {
         crate::heap::suppressed(|| {
-            Arc::new(Mutex::new(ProcTrace {
-                pid: process.pid,
-                initial_call: process.initial_call.clone(),
-                name: None,
-                sessions: Vec::new(),
-                hint: None,
-            }))
+            Arc::new(Mutex::new(ProcTrace::new(
+                process.pid,
+                process.initial_call.clone(),
+            )))
         })
     })
 }
@@ -936,7 +966,7 @@ impl SessionState {
                 .find(|d| d.bit == self.bit() && d.generation == self.generation())
             {
                 let process = ProcessMeasurement {
-                    pid: table.pid,
+                    pid: table.pid_for(self.node()),
                     initial_call: table.initial_call.clone(),
                     registered_name: table.name.clone(),
                     functions: Vec::new(),
@@ -1023,7 +1053,7 @@ impl SessionState {
                 continue;
             }
             out.push(ProcessEvents {
-                pid: table.pid,
+                pid: table.pid_for(self.node()),
                 events: d
                     .events
                     .iter()
@@ -1135,7 +1165,7 @@ impl SessionState {
             };
             out.extend(d.histograms.iter().filter_map(|(id, h)| {
                 Some(CallPercentiles {
-                    pid: table.pid,
+                    pid: table.pid_for(self.node()),
                     callsite: callsites().get(*id as usize)?,
                     calls: h.len(),
                     p50_ns: h.value_at_quantile(0.5),

@@ -19,6 +19,10 @@
 //! stopping anything. `pause` and `restart` never write other threads' shards: they record a
 //! snapshot and a baseline that reads are taken against, so that once `pause` returns, reads
 //! are stable.
+//!
+//! Calls made outside any process ([`super::outside`]) are counted apart, in a second shard
+//! a thread makes when it first counts one ([`TraceSession::outside_call_counts`]): the
+//! thread's node is then `OUTSIDE` with the node it belongs to, so its cache counts there.
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
@@ -63,6 +67,8 @@ type Shard = [AtomicU64];
 struct ShardList {
     closed: bool,
     all: Vec<Arc<Shard>>,
+    /// The shards of calls outside processes.
+    outside: Vec<Arc<Shard>>,
 }
 
 pub(crate) struct SessionState {
@@ -151,11 +157,18 @@ impl SessionState {
         lock(&self.paths)
     }
 
+    /// The counts of every shard: per callsite, the calls made in processes, then per
+    /// callsite the calls made outside them.
     fn sums(&self) -> Vec<u64> {
-        let mut sums = vec![0u64; callsites().len()];
-        for shard in lock(&self.shards).all.iter() {
-            for (sum, c) in sums.iter_mut().zip(shard.iter().skip(1)) {
-                *sum += c.load(Ordering::Relaxed);
+        let len = callsites().len();
+        let mut sums = vec![0u64; 2 * len];
+        let shards = lock(&self.shards);
+        let (inside, outside) = sums.split_at_mut(len);
+        for (sums, list) in [(inside, &shards.all), (outside, &shards.outside)] {
+            for shard in list {
+                for (sum, c) in sums.iter_mut().zip(shard.iter().skip(1)) {
+                    *sum += c.load(Ordering::Relaxed);
+                }
             }
         }
         sums
@@ -180,7 +193,11 @@ struct SlotShard {
     node: u32,
     /// The session counts calls and measures nothing per process.
     count_only: bool,
+    /// The session counts calls outside processes on threads of no node.
+    any_thread: bool,
     shard: Arc<Shard>,
+    /// For calls outside processes, once the thread has counted one.
+    outside: Option<Arc<Shard>>,
 }
 
 /// This thread's shards, one per session slot. Dropping them (at thread exit) first empties
@@ -270,16 +287,18 @@ impl CountCache {
         }
     }
 
-    fn remember(&self, bit: usize, entry: &SlotShard) {
-        self.counters[bit].set(entry.shard.as_ptr());
+    /// Counts for slot `bit` in `shard`, one of the slot's [`SHARDS`] entry's (its shard, or
+    /// its shard of calls outside processes); `count_only` when its session counts calls and
+    /// measures nothing per process.
+    fn remember(&self, bit: usize, shard: &Arc<Shard>, count_only: bool) {
+        self.counters[bit].set(shard.as_ptr());
         self.counted.set(self.counted.get() | 1 << bit);
         self.single.set(1 << bit);
-        self.single_counters.set(entry.shard.as_ptr());
-        if entry.count_only {
+        self.single_counters.set(shard.as_ptr());
+        if count_only {
             self.not_fast.set(self.not_fast.get() & !(1 << bit));
         }
-        self.fast_single
-            .set(if entry.count_only { 1 << bit } else { 0 });
+        self.fast_single.set(if count_only { 1 << bit } else { 0 });
         let counted = self.counted.get();
         if counted.count_ones() == 2 {
             let low = counted.trailing_zeros() as usize;
@@ -307,8 +326,10 @@ impl CountCache {
         // against it, or against `not_fast`, whose complement is in `counted`), and `single` and
         // the slots of `pair` are among them or 0 (`fast_single` and `fast_pair` are `single` and
         // `pair` or 0, and no mask is 0). So each pointer was copied by `remember` from this
-        // thread's `SHARDS` entry for its slot, an `Arc<Shard>` of one word more than there are
-        // callsites, and that entry still holds it: `SHARDS` entries are replaced only by
+        // thread's `SHARDS` entry for its slot (its shard, or its shard of calls outside
+        // processes, which once made is kept as long as the entry), an `Arc<Shard>` of one word
+        // more than there are callsites, and that entry still holds it: `SHARDS` entries are
+        // replaced only by
         // `record_call_slow`, which calls `forget` for the slot first (clearing `single`, `pair`
         // and their `fast_` copies if they name it), and dropped only at thread exit, by
         // `Shards::drop`, which empties this cache first.
@@ -503,6 +524,10 @@ fn record_call_slow(callsite: &'static Callsite, mask: u64) {
     if node == 0 {
         return;
     }
+    // Outside any process: the calls of a thread of a node count for that node's sessions,
+    // those of a thread of no node for the sessions that ask for them.
+    let outside = node & crate::process::OUTSIDE != 0;
+    let home = node & !crate::process::OUTSIDE;
     let id = callsite.id();
     // Fails only while this thread's destructors run: such a call is not counted.
     let _ = SHARDS.try_with(|shards| {
@@ -523,14 +548,29 @@ fn record_call_slow(callsite: &'static Callsite, mask: u64) {
                         continue;
                     }
                 }
-                let Some(e) = entry.as_ref() else {
+                let Some(e) = entry.as_mut() else {
                     continue;
                 };
-                if e.node == node {
-                    let c = &e.shard[id + 1];
-                    c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-                    cache.remember(bit, e);
-                }
+                let shard = if !outside {
+                    if e.node != node {
+                        continue;
+                    }
+                    &e.shard
+                } else {
+                    if !(home == e.node || home == 0 && e.any_thread) {
+                        continue;
+                    }
+                    if e.outside.is_none() {
+                        e.outside = new_shard(bit, e.generation, true);
+                    }
+                    let Some(shard) = e.outside.as_ref() else {
+                        continue;
+                    };
+                    shard
+                };
+                let c = &shard[id + 1];
+                c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+                cache.remember(bit, shard, e.count_only);
             }
         });
     });
@@ -541,22 +581,37 @@ fn record_call_slow(callsite: &'static Callsite, mask: u64) {
 fn refill(bit: usize, entry: &mut Option<SlotShard>) -> Option<&mut SlotShard> {
     let guard = SLOTS[bit].load();
     let session = guard.as_deref()?;
+    let shard = new_shard(bit, session.generation, false)?;
+    Some(entry.insert(SlotShard {
+        generation: session.generation,
+        node: session.node,
+        count_only: !session.types.per_process(),
+        any_thread: session.types.contains(TraceTypes::ANY_THREAD),
+        shard,
+        outside: None,
+    }))
+}
+
+/// A new shard (of calls outside processes when `outside`) of the session in slot `bit`, if
+/// it is still the one of `generation`.
+#[cold]
+fn new_shard(bit: usize, generation: u64, outside: bool) -> Option<Arc<Shard>> {
+    let guard = SLOTS[bit].load();
+    let session = guard.as_deref().filter(|s| s.generation == generation)?;
     // The profiler's own memory: charged to no process or function.
-    let shard: Arc<Shard> = crate::heap::suppressed(|| {
+    Some(crate::heap::suppressed(|| {
         let mut shards = lock(&session.shards);
         let len = callsites().len();
         let open = if shards.closed { 0 } else { len as u64 };
         let shard: Arc<Shard> = std::iter::once(AtomicU64::new(open))
             .chain((0..len).map(|_| AtomicU64::new(0)))
             .collect();
-        shards.all.push(Arc::clone(&shard));
+        if outside {
+            shards.outside.push(Arc::clone(&shard));
+        } else {
+            shards.all.push(Arc::clone(&shard));
+        }
         shard
-    });
-    Some(entry.insert(SlotShard {
-        generation: session.generation,
-        node: session.node,
-        count_only: !session.types.per_process(),
-        shard,
     }))
 }
 
@@ -828,7 +883,7 @@ impl NodeHandle {
             traced: Mutex::new(vec![false; callsites().len()]),
             shards: Mutex::new(ShardList::default()),
             counters: Mutex::new(CounterState {
-                baseline: vec![0; callsites().len()],
+                baseline: vec![0; 2 * callsites().len()],
                 paused: None,
             }),
             paths: Mutex::new(super::tree::PathTable::default()),
@@ -841,6 +896,7 @@ impl NodeHandle {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_nanos() as u64),
         });
+        super::outside::open(bit, self.id(), types.contains(TraceTypes::ANY_THREAD));
         GENERATIONS[bit as usize].store(state.generation, Ordering::SeqCst);
         SLOTS[bit as usize].store(Some(Arc::clone(&state)));
         // A flag a dropped session of this node left on a process (one spawned while the
@@ -1067,7 +1123,8 @@ impl TraceSession {
     }
 
     /// The calls counted for every function this session traces or has traced, in callsite
-    /// order, zero counts included. Never stops the processes it counts.
+    /// order, zero counts included: calls made by processes of the node. Never stops the
+    /// processes it counts.
     pub fn call_counts(&self) -> Vec<CallCount> {
         let counts = self.state.counts();
         let traced = lock(&self.state.traced);
@@ -1075,6 +1132,19 @@ impl TraceSession {
             .iter()
             .zip(counts)
             .filter(|(cs, calls)| traced[cs.id()] || *calls > 0)
+            .map(|(callsite, calls)| CallCount { callsite, calls })
+            .collect()
+    }
+
+    /// The calls counted outside any process (see [`super::outside`]), per function called
+    /// so, in callsite order. Kept apart from [`call_counts`](Self::call_counts), as no
+    /// process made them.
+    pub fn outside_call_counts(&self) -> Vec<CallCount> {
+        let counts = self.state.counts();
+        callsites()
+            .iter()
+            .zip(counts.into_iter().skip(callsites().len()))
+            .filter(|(_, calls)| *calls > 0)
             .map(|(callsite, calls)| CallCount { callsite, calls })
             .collect()
     }
@@ -1148,10 +1218,11 @@ impl Drop for TraceSession {
         {
             let mut shards = lock(&self.state.shards);
             shards.closed = true;
-            for shard in &shards.all {
+            for shard in shards.all.iter().chain(&shards.outside) {
                 shard[0].store(0, Ordering::Relaxed);
             }
         }
+        super::outside::close(bit);
         // Release: whoever sees the slot free sees the masks above cleared.
         GENERATIONS[bit as usize].store(0, Ordering::SeqCst);
         SLOTS[bit as usize].store(None);

@@ -410,15 +410,16 @@ pub(crate) fn with_measuring_off<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
-/// Starts measuring a poll of a process for the sessions in `active` (non-zero).
+/// Starts measuring a poll of a process for the sessions in `active` (non-zero); `memory`:
+/// what counts the poll's allocations, when one of them measures memory; `function`: where its
+/// current function is recorded.
 pub(crate) fn begin_poll(
     active: u64,
     trees: u64,
     events: u64,
     timing: bool,
-    memory: bool,
+    memory: Option<&'static Counts>,
     histograms: u64,
-    counts: &'static Counts,
     function: &'static AtomicU32,
 ) {
     super::inflight::begin(active);
@@ -432,12 +433,9 @@ pub(crate) fn begin_poll(
         s.timing.set(timing);
         s.histograms.set(histograms);
         s.extra.set(trees_here | events | histograms);
-        s.memory.set(memory.then_some(counts));
-        s.blocks.set(if memory {
-            counts.blocks_counter()
-        } else {
-            &NO_BLOCKS
-        });
+        s.memory.set(memory);
+        s.blocks
+            .set(memory.map_or(&NO_BLOCKS, Counts::blocks_counter));
         s.function.set(function);
         s.restore.set(function);
         let tsc = timing && RAW_IS_TSC.get() == Some(&true);
@@ -484,8 +482,7 @@ pub(crate) fn begin_poll(
         // No clock read here: what passes before the poll's first frame is charged to no
         // frame (no accumulator is current at the root), so the first event's reading only
         // starts the count. That saves one clock read per measured poll.
-        s.last_mem
-            .set(if memory { counts.totals() } else { [0; 3] });
+        s.last_mem.set(memory.map_or([0; 3], Counts::totals));
     });
 }
 
@@ -1097,12 +1094,16 @@ fn pop_sync_lean() {
     with_stack(pop_lean_sync);
 }
 
-/// Pops a synchronous call's frame pushed by [`push_in`] (`pushed` is [`PUSHED`]) or by
-/// [`FrameGuard::enter_quick`] (`QUICK | depth`); finds the stack itself.
+/// Pops a synchronous call's frame pushed by [`push_in`] (`pushed` is [`PUSHED`]), by
+/// [`enter_outside`] ([`PUSHED_OUTSIDE`]) or by [`FrameGuard::enter_quick`] (`QUICK | depth`);
+/// finds the stack itself.
 #[inline(never)]
 fn pop_sync_any(pushed: u8) {
     if pushed & QUICK == 0 {
         std::hint::cold_path();
+        if pushed == PUSHED_OUTSIDE {
+            return pop_outside();
+        }
         return pop_sync();
     }
     // The mask keeps the index within the stack's arrays (it is below `CAPACITY` already), so
@@ -1197,6 +1198,17 @@ fn enter_call_full(s: &Stack, callsite: &'static Callsite, mask: u64) -> FrameGu
     if mask == 0 {
         return FrameGuard::NONE;
     }
+    if s.active.get() == 0 {
+        // No measured poll here: perhaps a call outside any process.
+        return enter_outside(callsite, mask);
+    }
+    push_call(s, callsite, mask)
+}
+
+/// Pushes the frame of a synchronous call of `callsite` for the sessions of `mask` that
+/// measure this poll, if any.
+#[inline(always)]
+fn push_call(s: &Stack, callsite: &'static Callsite, mask: u64) -> FrameGuard {
     let id = callsite.id() as u32;
     if mask & s.lean.get() != 0 {
         push_lean(s, id, true);
@@ -1216,12 +1228,86 @@ fn enter_call_full(s: &Stack, callsite: &'static Callsite, mask: u64) -> FrameGu
     FrameGuard::NONE
 }
 
+/// Enters a synchronous call of `callsite`, wanted by the measuring sessions of `mask`, made
+/// where no poll is measured: outside any process, it is measured as a call outside processes
+/// ([`super::outside`]) until it returns, if a session of `mask` measures those here.
+#[cold]
+#[inline(never)]
+fn enter_outside(callsite: &'static Callsite, mask: u64) -> FrameGuard {
+    let sessions = super::outside::begin(mask);
+    if sessions == 0 {
+        return FrameGuard::NONE;
+    }
+    let mut guard = with_stack(|s| push_call(s, callsite, sessions));
+    if !guard.pushed() {
+        super::outside::end();
+        return guard;
+    }
+    // Popped as the outermost frame, which ends the measure.
+    guard.pushed = PUSHED_OUTSIDE;
+    guard
+}
+
+/// Leaves the outermost frame of a call outside processes, and ends its measure (unless a
+/// poll that began inside it ended it already).
+#[cold]
+#[inline(never)]
+fn pop_outside() {
+    if super::outside::active() {
+        with_stack(|s| pop_any(s, false));
+        super::outside::end();
+    }
+}
+
+/// [`poll_in_frame`] where no poll is measured: outside any process, the poll is measured as a
+/// call outside processes ([`super::outside`]) for the sessions of `mask` that measure those
+/// here.
+#[cold]
+#[inline(never)]
+fn poll_outside<R>(
+    id: u32,
+    mask: u64,
+    call: bool,
+    polled: &mut u64,
+    poll: impl FnOnce() -> std::task::Poll<R>,
+) -> std::task::Poll<R> {
+    let sessions = super::outside::begin(mask);
+    if sessions == 0 {
+        return poll();
+    }
+    /// Ends the measure when dropped, on unwind too.
+    struct End;
+    impl Drop for End {
+        fn drop(&mut self) {
+            super::outside::end();
+        }
+    }
+    let _end = End;
+    with_stack(|s| {
+        if s.lean.get() != 0 {
+            push_lean(s, id, call);
+        } else {
+            push_in(s, id, sessions, call, *polled);
+        }
+    });
+    let out = poll();
+    // Unless a poll that began inside it ended the measure.
+    if super::outside::active()
+        && let Some(so_far) = with_stack(|s| pop_any(s, out.is_pending()))
+    {
+        *polled = so_far;
+    }
+    out
+}
+
 /// No frame pushed.
 const NOT_PUSHED: u8 = 0;
 /// A frame pushed by [`push_in`].
 const PUSHED: u8 = 1;
 /// A synchronous call's frame pushed by [`push_lean`].
 const PUSHED_LEAN: u8 = 2;
+/// The outermost frame of a call outside processes ([`enter_outside`]).
+const PUSHED_OUTSIDE: u8 = 3;
 /// `QUICK | depth`: a synchronous call's frame pushed by [`FrameGuard::enter_quick`], kept at
 /// `depth` (below [`CAPACITY`], so that it fits the low bits).
 const QUICK: u8 = 0x80;
@@ -1315,6 +1401,9 @@ pub(crate) fn poll_in_frame<R>(
         } else if mask & s.active.get() != 0 {
             push_in(s, id, mask & s.active.get(), call, *polled);
             guard.pushed = PUSHED;
+        } else if s.active.get() == 0 {
+            // No measured poll here: perhaps a call outside any process.
+            return poll_outside(id, mask, call, polled, poll);
         }
         // Popped by `guard` if this unwinds.
         let out = poll();
