@@ -65,6 +65,7 @@ pub struct ProfileOptions {
     percentile_precision: u8,
     call_tree: bool,
     event_log: bool,
+    outside_processes: bool,
 }
 
 impl Default for ProfileOptions {
@@ -81,6 +82,7 @@ impl Default for ProfileOptions {
             percentile_precision: SessionOptions::DEFAULT_PRECISION,
             call_tree: false,
             event_log: false,
+            outside_processes: false,
         }
     }
 }
@@ -98,6 +100,7 @@ impl fmt::Debug for ProfileOptions {
             .field("percentile_precision", &self.percentile_precision)
             .field("call_tree", &self.call_tree)
             .field("event_log", &self.event_log)
+            .field("outside_processes", &self.outside_processes)
             .field(
                 "device",
                 &self.device.as_ref().map_or("stdout", |_| "custom"),
@@ -186,6 +189,19 @@ impl ProfileOptions {
     /// ([`EVENT_LOG_CAPACITY`](runtime::trace::EVENT_LOG_CAPACITY)).
     pub fn event_log(mut self, on: bool) -> ProfileOptions {
         self.event_log = on;
+        self
+    }
+
+    /// Shows the traced calls made outside any process in tprof's per-process tables, as
+    /// groups of their own ([`OUTSIDE_PROCESSES`](crate::OUTSIDE_PROCESSES)), and measures
+    /// them on every thread, not only on the node's (`main`, the threads of a runtime the node
+    /// does not own: [`TraceTypes::ANY_THREAD`](runtime::trace::TraceTypes::ANY_THREAD)).
+    /// Off by default: the node's threads' calls outside processes are measured all the same
+    /// — in the raw profile, the exports and [`rich_report`](crate::rich_report) — and
+    /// tprof's tables, printed as OTP prints them, end with a line saying how many calls they
+    /// leave out.
+    pub fn outside_processes(mut self, on: bool) -> ProfileOptions {
+        self.outside_processes = on;
         self
     }
 
@@ -434,7 +450,7 @@ where
 const SETTLE_AFTER_RUN: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// A future polled with every trace session looking away.
-struct Unseen<F>(Pin<Box<F>>);
+pub(crate) struct Unseen<F>(pub(crate) Pin<Box<F>>);
 
 impl<F: Future> Future for Unseen<F> {
     type Output = F::Output;
@@ -454,11 +470,14 @@ where
     Fut: Future<Output = T> + Send + 'static,
     T: Send + 'static,
 {
-    let types = options.trace_type.session_types_with(
+    let mut types = options.trace_type.session_types_with(
         options.percentiles,
         options.call_tree,
         options.event_log,
     );
+    if options.outside_processes {
+        types = types | runtime::trace::TraceTypes::ANY_THREAD;
+    }
     let started = std::time::SystemTime::now();
     let clock = std::time::Instant::now();
     let session_options = SessionOptions::new().histogram_precision(options.percentile_precision);
@@ -523,6 +542,7 @@ where
     // in flight, generously, so that the profile holds everything the function caused.
     session.settle(SETTLE_AFTER_RUN);
     let mut profile = Profile::from_session(&session, options.trace_type, &["tprof"]);
+    profile.outside_in_tables = options.outside_processes;
     drop(session);
     if let Some(p) = profile.processes.iter_mut().find(|p| p.pid == pid) {
         p.initial_call = std::any::type_name::<F>().to_owned();

@@ -13,7 +13,7 @@
 use std::io::{self, Write};
 
 use crate::inspect::{GroupProfile, Inspected};
-use crate::profile::{Group, TraceType};
+use crate::profile::{Group, OUTSIDE_PROCESSES, TraceType};
 
 /// The measurement column's label.
 pub(crate) fn label(trace_type: TraceType) -> &'static str {
@@ -58,11 +58,42 @@ pub(crate) fn micros(ns: u64) -> u64 {
 /// # Errors
 /// What writing to `out` returns.
 pub fn format(out: &mut dyn Write, inspected: &Inspected) -> io::Result<()> {
+    format_groups(out, inspected)?;
+    if inspected.outside_left_out > 0 {
+        // Nothing measured is left out silently.
+        let n = inspected.outside_left_out;
+        let calls = if n == 1 { "call" } else { "calls" };
+        write!(
+            out,
+            "\n{OUTSIDE_PROCESSES}: {n} {calls} made outside any process not in these tables \
+             (ProfileOptions::outside_processes or ServerOptions::outside_processes shows \
+             them)\n"
+        )?;
+    }
+    Ok(())
+}
+
+/// The header of a group of calls made outside processes ([`OUTSIDE_PROCESSES`]).
+fn outside_header(group: Group) -> String {
+    format!("{OUTSIDE_PROCESSES} {group}")
+}
+
+fn format_groups(out: &mut dyn Write, inspected: &Inspected) -> io::Result<()> {
     if inspected.groups.is_empty() {
         return out.write_all(b"Trace is empty\n");
     }
     if let Some(all) = inspected.groups.get(&Group::All) {
-        return format_group(out, all);
+        format_group(out, all)?;
+        // With `outside_in_tables`: the calls outside processes, apart from `all`.
+        for (group, profile) in inspected
+            .groups
+            .iter()
+            .filter(|(g, _)| inspected.outside.contains(g))
+        {
+            write!(out, "\n****** {} *** \n", outside_header(*group))?;
+            format_group(out, profile)?;
+        }
+        return Ok(());
     }
     let grand: u64 = inspected
         .groups
@@ -77,10 +108,12 @@ pub fn format(out: &mut dyn Write, inspected: &Inspected) -> io::Result<()> {
             total as f64 * 100.0 / grand as f64
         };
         let share = two_decimals(share);
-        write!(
-            out,
-            "\n****** Process {group}  --  {share}% of total *** \n"
-        )?;
+        let name = if inspected.outside.contains(group) {
+            outside_header(*group)
+        } else {
+            format!("Process {group}")
+        };
+        write!(out, "\n****** {name}  --  {share}% of total *** \n")?;
         format_group(out, profile)?;
     }
     Ok(())

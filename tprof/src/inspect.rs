@@ -112,6 +112,12 @@ pub struct GroupProfile {
 pub struct Inspected {
     /// The groups, in pid order.
     pub groups: BTreeMap<Group, GroupProfile>,
+    /// Calls made outside any process that the groups leave out (see
+    /// [`Profile::outside_in_tables`]); [`format`](crate::format()) says so after the tables.
+    pub outside_left_out: u64,
+    /// The groups that hold calls made outside any process (with
+    /// [`Profile::outside_in_tables`]), which [`format`](crate::format()) heads as such.
+    pub outside: std::collections::BTreeSet<Group>,
 }
 
 impl Inspected {
@@ -144,7 +150,10 @@ fn shown(trace_type: TraceType, measurement: u64, calls: u64) -> bool {
 ///
 /// call_count has one group, `all`. Functions of a call_memory profile that allocated
 /// nothing are left out, as tprof's `collect` leaves them out (the raw [`Profile`] keeps
-/// them).
+/// them). The calls made outside any process ([`OUTSIDE_PROCESSES`](crate::OUTSIDE_PROCESSES))
+/// are left out too, and counted in [`Inspected::outside_left_out`], unless
+/// [`Profile::outside_in_tables`] is set: they are then groups of their own, in every
+/// aggregate (never part of `all`).
 ///
 /// ```
 /// use tprof::{Aggregate, Column, Entry, FunctionTrace, Group, Profile, SortBy, TraceType};
@@ -163,19 +172,26 @@ fn shown(trace_type: TraceType, measurement: u64, calls: u64) -> bool {
 /// assert_eq!(all.lines[0].percent, 100.0);
 /// ```
 pub fn inspect(profile: &Profile, aggregate: Aggregate, sort: SortBy) -> Inspected {
-    inspect_impl(profile, aggregate, sort, false)
+    inspect_impl(profile, aggregate, sort, false, profile.outside_in_tables)
 }
 
-/// [`inspect`], keeping the functions that allocated nothing (for tables and assertions).
+/// [`inspect`], keeping the functions that allocated nothing and the calls made outside
+/// processes (for tables and assertions).
 pub(crate) fn inspect_keeping_zeros(
     profile: &Profile,
     aggregate: Aggregate,
     sort: SortBy,
 ) -> Inspected {
-    inspect_impl(profile, aggregate, sort, true)
+    inspect_impl(profile, aggregate, sort, true, true)
 }
 
-fn inspect_impl(profile: &Profile, aggregate: Aggregate, sort: SortBy, zeros: bool) -> Inspected {
+fn inspect_impl(
+    profile: &Profile,
+    aggregate: Aggregate,
+    sort: SortBy,
+    zeros: bool,
+    outside: bool,
+) -> Inspected {
     let trace_type = profile.trace_type;
     let shown = |t, m, c| zeros || shown(t, m, c);
     let aggregate = if trace_type == TraceType::CallCount {
@@ -184,6 +200,10 @@ fn inspect_impl(profile: &Profile, aggregate: Aggregate, sort: SortBy, zeros: bo
         aggregate
     };
     let mut groups: BTreeMap<Group, GroupProfile> = BTreeMap::new();
+    let mut outside_left_out = 0u64;
+    let outside_pids = profile.outside_pids();
+    let is_outside =
+        |group: Group| matches!(group, Group::Process(pid) if outside_pids.contains(&pid));
     match aggregate {
         Aggregate::Process => {
             for f in &profile.functions {
@@ -191,27 +211,11 @@ fn inspect_impl(profile: &Profile, aggregate: Aggregate, sort: SortBy, zeros: bo
                     if !shown(trace_type, e.measurement, e.calls) {
                         continue;
                     }
-                    let group = groups.entry(e.group).or_insert_with(|| GroupProfile {
-                        trace_type,
-                        total: 0,
-                        lines: Vec::new(),
-                    });
-                    group.total = group.total.saturating_add(e.measurement);
-                    group.lines.push(Line {
-                        module: f.module().to_owned(),
-                        function: f.function().to_owned(),
-                        arity: f.arity(),
-                        calls: e.calls,
-                        measurement: e.measurement,
-                        per_call: divide(e.measurement as f64, e.calls as f64),
-                        percent: 0.0,
-                    });
-                }
-            }
-            for group in groups.values_mut() {
-                let total = group.total as f64;
-                for line in &mut group.lines {
-                    line.percent = divide(line.measurement as f64 * 100.0, total);
+                    if is_outside(e.group) && !outside {
+                        outside_left_out = outside_left_out.saturating_add(e.calls);
+                        continue;
+                    }
+                    add_line(&mut groups, trace_type, f, e);
                 }
             }
         }
@@ -219,13 +223,23 @@ fn inspect_impl(profile: &Profile, aggregate: Aggregate, sort: SortBy, zeros: bo
             let mut lines = Vec::new();
             let mut total = 0u64;
             for f in &profile.functions {
-                let (calls, measurement) = f
-                    .entries
-                    .iter()
-                    .filter(|e| shown(trace_type, e.measurement, e.calls))
-                    .fold((0u64, 0u64), |(c, m), e| {
-                        (c.saturating_add(e.calls), m.saturating_add(e.measurement))
-                    });
+                let mut in_processes = Vec::new();
+                for e in &f.entries {
+                    if !shown(trace_type, e.measurement, e.calls) {
+                        continue;
+                    }
+                    if !is_outside(e.group) {
+                        in_processes.push(e);
+                    } else if outside {
+                        // A group of its own, never part of `all`.
+                        add_line(&mut groups, trace_type, f, e);
+                    } else {
+                        outside_left_out = outside_left_out.saturating_add(e.calls);
+                    }
+                }
+                let (calls, measurement) = in_processes.iter().fold((0u64, 0u64), |(c, m), e| {
+                    (c.saturating_add(e.calls), m.saturating_add(e.measurement))
+                });
                 if calls == 0 && measurement == 0 {
                     continue;
                 }
@@ -240,9 +254,6 @@ fn inspect_impl(profile: &Profile, aggregate: Aggregate, sort: SortBy, zeros: bo
                     percent: 0.0,
                 });
             }
-            for line in &mut lines {
-                line.percent = divide(line.measurement as f64 * 100.0, total as f64);
-            }
             if !lines.is_empty() {
                 groups.insert(
                     Group::All,
@@ -256,9 +267,41 @@ fn inspect_impl(profile: &Profile, aggregate: Aggregate, sort: SortBy, zeros: bo
         }
     }
     for group in groups.values_mut() {
+        let total = group.total as f64;
+        for line in &mut group.lines {
+            line.percent = divide(line.measurement as f64 * 100.0, total);
+        }
         sort_lines(&mut group.lines, sort);
     }
-    Inspected { groups }
+    Inspected {
+        outside: groups.keys().copied().filter(|g| is_outside(*g)).collect(),
+        groups,
+        outside_left_out,
+    }
+}
+
+/// Adds entry `e` of function `f` as a line of its own group.
+fn add_line(
+    groups: &mut BTreeMap<Group, GroupProfile>,
+    trace_type: TraceType,
+    f: &crate::profile::FunctionTrace,
+    e: &crate::profile::Entry,
+) {
+    let group = groups.entry(e.group).or_insert_with(|| GroupProfile {
+        trace_type,
+        total: 0,
+        lines: Vec::new(),
+    });
+    group.total = group.total.saturating_add(e.measurement);
+    group.lines.push(Line {
+        module: f.module().to_owned(),
+        function: f.function().to_owned(),
+        arity: f.arity(),
+        calls: e.calls,
+        measurement: e.measurement,
+        per_call: divide(e.measurement as f64, e.calls as f64),
+        percent: 0.0,
+    });
 }
 
 /// Sorts `lines` as tprof does: a stable ascending sort, reversed for descending.

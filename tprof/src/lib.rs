@@ -285,8 +285,8 @@ pub use inspect::{
 };
 pub use profile::{
     CallTree, Entry, Event, EventKind, EventLog, Function, FunctionTrace, Group, Labels,
-    LookupError, Meta, PathEntry, PathNode, Percentiles, ProcessRecord, Profile, Run, TraceType,
-    TraceTypeError,
+    LookupError, Meta, OUTSIDE_PROCESSES, PathEntry, PathNode, Percentiles, ProcessRecord, Profile,
+    Run, TraceType, TraceTypeError,
 };
 pub use server::{DEFAULT_NAME, ServerError, ServerOptions, Tprof};
 pub use table::{function_table, process_summary, rich_report};

@@ -21,6 +21,13 @@ pub(crate) use labels::ALL as ALL_PROCESSES;
 pub use labels::Labels;
 pub use lookup::LookupError;
 
+/// How reports name the traced calls made outside any process (in `main`, a plain tokio task,
+/// `Node::block_on`): a [`ProcessRecord`] of this name, with a
+/// [`Pid::outside`](runtime::Pid::outside) pid — one per node (call_count, call_memory), or
+/// one per thread followed by the thread's name and number (call_time, where threads' times
+/// overlap).
+pub const OUTSIDE_PROCESSES: &str = "(outside processes)";
+
 /// What to measure: tprof's `trace_type()`.
 #[derive(
     Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
@@ -515,19 +522,74 @@ impl Builder<'_> {
         }
     }
 
+    /// The group a snapshot's process (or thread outside processes) is reported under: the
+    /// calls outside processes of a node's threads are one group for call_memory (their
+    /// words add up), one per thread for call_time (their times overlap).
+    fn group_of(&self, pid: Pid) -> Pid {
+        if pid.is_outside() && self.trace_type != TraceType::CallTime {
+            Pid::outside(pid.node(), 0)
+        } else {
+            pid
+        }
+    }
+
+    /// Records `pid`, once, as a process with figures (`process`: its snapshot entry).
+    fn record(&mut self, pid: Pid, process: Option<&runtime::trace::SnapshotProcess>) {
+        if self.processes.iter().any(|p| p.pid == pid) {
+            return;
+        }
+        let record = if pid.is_outside() {
+            let name = match process {
+                Some(thread) if pid.index() != 0 => {
+                    format!(
+                        "{OUTSIDE_PROCESSES} {} #{}",
+                        thread.initial_call,
+                        pid.index()
+                    )
+                }
+                _ => OUTSIDE_PROCESSES.to_owned(),
+            };
+            ProcessRecord {
+                pid,
+                name: Some(name),
+                initial_call: OUTSIDE_PROCESSES.to_owned(),
+                run: 0,
+            }
+        } else {
+            ProcessRecord {
+                pid,
+                name: process.and_then(|p| p.registered_name.clone()),
+                initial_call: process.map(|p| p.initial_call.clone()).unwrap_or_default(),
+                run: 0,
+            }
+        };
+        self.processes.push(record);
+    }
+
     fn add(&mut self, snapshot: &Snapshot) {
         let memory = self.trace_type == TraceType::CallMemory;
         if self.trace_type == TraceType::CallCount {
-            for &(id, calls) in &snapshot.call_counts {
-                if let Some((function, false)) = self.function(snapshot, id).filter(|_| calls > 0) {
-                    let entry = Entry {
-                        group: Group::All,
-                        calls,
-                        measurement: calls,
-                        bytes: 0,
-                        blocks: 0,
-                    };
-                    self.entry(function, entry);
+            let outside = Pid::outside(snapshot.node, 0);
+            for (counts, group) in [
+                (&snapshot.call_counts, Group::All),
+                (&snapshot.outside_call_counts, Group::Process(outside)),
+            ] {
+                for &(id, calls) in counts {
+                    if let Some((function, false)) =
+                        self.function(snapshot, id).filter(|_| calls > 0)
+                    {
+                        let entry = Entry {
+                            group,
+                            calls,
+                            measurement: calls,
+                            bytes: 0,
+                            blocks: 0,
+                        };
+                        self.entry(function, entry);
+                        if group != Group::All {
+                            self.record(outside, None);
+                        }
+                    }
                 }
             }
             return;
@@ -536,6 +598,7 @@ impl Builder<'_> {
             let Ok(pid) = process.pid.parse::<Pid>() else {
                 continue;
             };
+            let pid = self.group_of(pid);
             let mut seen = false;
             for f in &process.functions {
                 if f.calls == 0 && f.time_ns == 0 && f.words == 0 {
@@ -563,12 +626,7 @@ impl Builder<'_> {
                 }
             }
             if seen {
-                self.processes.push(ProcessRecord {
-                    pid,
-                    name: process.registered_name.clone(),
-                    initial_call: process.initial_call.clone(),
-                    run: 0,
-                });
+                self.record(pid, Some(process));
             }
         }
         // A snapshot of an older runtime: percentiles over every process.
@@ -594,6 +652,8 @@ impl Builder<'_> {
             if process.events.is_empty() && process.events_dropped == 0 {
                 continue;
             }
+            // A thread's timeline is its own, also where its figures are its node's.
+            self.record(pid, Some(process));
             let mut events = Vec::with_capacity(process.events.len());
             for e in &process.events {
                 let Some((function, false)) = self.function(snapshot, e.function) else {
@@ -645,6 +705,7 @@ impl Builder<'_> {
             let Ok(pid) = process.pid.parse::<Pid>() else {
                 continue;
             };
+            let pid = self.group_of(pid);
             for m in &process.paths {
                 let Some(Some((node, false))) = here.get(m.id as usize).copied() else {
                     continue;
@@ -678,6 +739,17 @@ impl Builder<'_> {
         }
         self.processes.sort_by_key(|p| p.pid);
         self.path_entries.sort_by_key(|e| (e.group, e.node));
+        // The threads outside processes of a node, one group for call_memory: each path once.
+        self.path_entries.dedup_by(|later, first| {
+            if (later.group, later.node) != (first.group, first.node) {
+                return false;
+            }
+            first.calls = first.calls.saturating_add(later.calls);
+            first.measurement = first.measurement.saturating_add(later.measurement);
+            first.bytes = first.bytes.saturating_add(later.bytes);
+            first.blocks = first.blocks.saturating_add(later.blocks);
+            true
+        });
         let mut profile = Profile::new(self.trace_type, self.functions);
         // By process (stable: each process's in the order its session gave them).
         self.percentiles.sort_by_key(|p| p.group);
@@ -763,6 +835,12 @@ pub struct Profile {
     /// Where the data came from.
     #[serde(default)]
     pub meta: Meta,
+    /// Whether tprof's per-process tables ([`inspect`](crate::inspect()),
+    /// [`format`](crate::format())) show the [`OUTSIDE_PROCESSES`] entries, as groups of their
+    /// own. Off by default, so that the tables stay as OTP's tprof prints them (which then
+    /// says how many calls it left out); every other report and export shows them.
+    #[serde(default)]
+    pub outside_in_tables: bool,
 }
 
 impl Profile {
@@ -782,6 +860,7 @@ impl Profile {
             call_tree: CallTree::default(),
             event_logs: Vec::new(),
             meta: Meta::default(),
+            outside_in_tables: false,
         }
     }
 
@@ -842,6 +921,16 @@ impl Profile {
     /// function, or more than one, goes by `name`: [`lookup`](Profile::lookup) says which.
     pub fn function(&self, name: &str) -> Option<&FunctionTrace> {
         self.lookup(name).ok()
+    }
+
+    /// The groups that hold the calls made outside any process: those recorded with
+    /// [`OUTSIDE_PROCESSES`] as their initial call.
+    pub fn outside_pids(&self) -> std::collections::HashSet<Pid> {
+        self.processes
+            .iter()
+            .filter(|p| p.initial_call == OUTSIDE_PROCESSES)
+            .map(|p| p.pid)
+            .collect()
     }
 
     /// The processes that have figures, in pid order.

@@ -28,6 +28,7 @@ pub struct ServerOptions {
     percentile_precision: u8,
     call_tree: bool,
     event_log: bool,
+    outside_processes: bool,
 }
 
 impl Default for ServerOptions {
@@ -39,6 +40,7 @@ impl Default for ServerOptions {
             percentile_precision: SessionOptions::DEFAULT_PRECISION,
             call_tree: false,
             event_log: false,
+            outside_processes: false,
         }
     }
 }
@@ -85,6 +87,14 @@ impl ServerOptions {
         self
     }
 
+    /// As [`ProfileOptions::outside_processes`](crate::ProfileOptions::outside_processes): the
+    /// profiles [`Tprof::collect`] returns show the traced calls made outside any process in
+    /// tprof's tables, and they are measured on every thread, not only on the node's.
+    pub fn outside_processes(mut self, on: bool) -> ServerOptions {
+        self.outside_processes = on;
+        self
+    }
+
     /// Registers the server under `name` instead of the default, so it can run beside it.
     pub fn name(mut self, name: impl Into<String>) -> ServerOptions {
         self.name = name.into();
@@ -94,8 +104,14 @@ impl ServerOptions {
 
 impl ServerOptions {
     fn session_types(&self) -> TraceTypes {
-        self.trace_type
-            .session_types_with(self.percentiles, self.call_tree, self.event_log)
+        let types =
+            self.trace_type
+                .session_types_with(self.percentiles, self.call_tree, self.event_log);
+        if self.outside_processes {
+            types | TraceTypes::ANY_THREAD
+        } else {
+            types
+        }
     }
 
     /// The session's options, or why they cannot be.
@@ -249,7 +265,9 @@ impl GenServer for TprofServer {
                 Reply::Done(Ok(()))
             }
             Request::Collect => {
-                Reply::Profile(Profile::from_session(&self.session, self.trace_type, &[]))
+                let mut profile = Profile::from_session(&self.session, self.trace_type, &[]);
+                profile.outside_in_tables = self.session.types().contains(TraceTypes::ANY_THREAD);
+                Reply::Profile(profile)
             }
         };
         CallReply::Reply(reply)
@@ -364,8 +382,11 @@ impl Tprof {
         self.pid
     }
 
+    /// Calls the server, unseen by every trace session: the profiler's own calls never show
+    /// in a profile.
     async fn call(&self, request: Request) -> Result<Reply, ServerError> {
-        gen_server::call::<TprofServer>(self.pid, request, Timeout::Infinity)
+        let call = gen_server::call::<TprofServer>(self.pid, request, Timeout::Infinity);
+        crate::adhoc::Unseen(Box::pin(call))
             .await
             .map_err(ServerError::Call)
     }
@@ -486,7 +507,8 @@ impl Tprof {
     /// # Errors
     /// [`ServerError::Stop`] when the server is gone already.
     pub async fn stop(&self) -> Result<(), ServerError> {
-        gen_server::stop(self.pid, ExitReason::Normal, Timeout::Infinity)
+        let stop = gen_server::stop(self.pid, ExitReason::Normal, Timeout::Infinity);
+        crate::adhoc::Unseen(Box::pin(stop))
             .await
             .map_err(ServerError::Stop)
     }

@@ -17,7 +17,7 @@ use comfy_table::{CellAlignment, Table};
 use runtime::Pid;
 
 use crate::inspect::{Aggregate, Inspected, Line, SortBy, inspect_keeping_zeros};
-use crate::profile::{Group, Percentiles, ProcessRecord, Profile, TraceType};
+use crate::profile::{Group, OUTSIDE_PROCESSES, Percentiles, ProcessRecord, Profile, TraceType};
 
 fn new_table(header: &[&str]) -> Table {
     let mut table = Table::new();
@@ -58,7 +58,8 @@ pub(crate) fn heading(group: Group, record: Option<&ProcessRecord>) -> String {
         out.push(' ');
         out.push_str(name);
     }
-    if !record.initial_call.is_empty() {
+    // Calls outside processes: the name says so already.
+    if !record.initial_call.is_empty() && record.initial_call != OUTSIDE_PROCESSES {
         out.push_str(&format!(" ({})", record.initial_call));
     }
     out
@@ -87,6 +88,7 @@ pub fn process_summary(profile: &Profile) -> Table {
         }
     }
     let mut groups: BTreeMap<Group, [u64; 4]> = BTreeMap::new();
+    let outside = profile.outside_pids();
     for f in &profile.functions {
         for e in &f.entries {
             let sums = groups.entry(e.group).or_default();
@@ -111,7 +113,12 @@ pub fn process_summary(profile: &Profile) -> Table {
                         .and_then(|r| r.name.clone())
                         .unwrap_or_else(|| "-".to_owned()),
                     record.map_or_else(|| "-".to_owned(), |r| r.initial_call.clone()),
-                    live_heap(pid),
+                    // Calls outside processes have no heap of their own.
+                    if outside.contains(&pid) {
+                        "-".to_owned()
+                    } else {
+                        live_heap(pid)
+                    },
                 )
             }
             Group::All => (
@@ -162,7 +169,10 @@ pub fn rich_report(profile: &Profile) -> String {
         process_summary(profile)
     );
     let mut groups: Vec<Group> = if profile.trace_type == TraceType::CallCount {
-        vec![Group::All]
+        // The calls made outside processes, apart from `all`.
+        std::iter::once(Group::All)
+            .chain(profile.pids().into_iter().map(Group::Process))
+            .collect()
     } else {
         profile.pids().into_iter().map(Group::Process).collect()
     };
@@ -200,7 +210,8 @@ type Key<'a> = (Group, &'a str, &'a str, u8);
 pub(crate) struct Tables<'a> {
     profile: &'a Profile,
     sort: SortBy,
-    /// The per-process inspection (not for call_count, which has only `all`).
+    /// The per-process inspection, calls outside processes included (for call_count: `all`
+    /// and the groups of calls outside processes).
     processes: Inspected,
     /// Bytes and blocks per process and function (call_memory).
     sums: HashMap<Key<'a>, (u64, u64)>,
@@ -212,11 +223,7 @@ pub(crate) struct Tables<'a> {
 
 impl<'a> Tables<'a> {
     pub(crate) fn new(profile: &'a Profile, sort: SortBy) -> Tables<'a> {
-        let processes = if profile.trace_type == TraceType::CallCount {
-            Inspected::default()
-        } else {
-            inspect_keeping_zeros(profile, Aggregate::Process, sort)
-        };
+        let processes = inspect_keeping_zeros(profile, Aggregate::Process, sort);
         let mut sums: HashMap<Key<'a>, (u64, u64)> = HashMap::new();
         if profile.trace_type == TraceType::CallMemory {
             for f in &profile.functions {
@@ -270,11 +277,12 @@ impl<'a> Tables<'a> {
         let mut table = new_table(&header);
         let total;
         let lines = match group {
-            Group::All => {
+            // call_count's inspection is of `all` already.
+            Group::All if profile.trace_type != TraceType::CallCount => {
                 total = inspect_keeping_zeros(profile, Aggregate::Total, self.sort);
                 total.groups.get(&Group::All)
             }
-            Group::Process(_) => self.processes.groups.get(&group),
+            _ => self.processes.groups.get(&group),
         };
         let Some(lines) = lines else {
             return table;

@@ -754,3 +754,97 @@ fn a_report_that_cannot_be_printed_keeps_the_result_and_the_profile() {
     .unwrap();
     assert!(returned.print_error.is_none());
 }
+
+/// A profiled function whose traced work runs in a plain tokio task, outside any process.
+async fn works_in_a_plain_task() -> usize {
+    tokio::spawn(async { seq_loop(3).len() }).await.unwrap()
+}
+
+/// Traced calls outside any process are measured under `(outside processes)`: in the raw
+/// profile and every export; tprof's tables stay as OTP prints them and say what they leave
+/// out (no more `Trace is empty` and nothing else), and `outside_processes(true)` puts them in
+/// the tables.
+#[test]
+fn calls_outside_processes_are_measured_and_never_dropped_silently() {
+    for trace_type in [
+        TraceType::CallCount,
+        TraceType::CallTime,
+        TraceType::CallMemory,
+    ] {
+        let out = Capture::default();
+        let outcome = tprof::profile(
+            works_in_a_plain_task,
+            ProfileOptions::new()
+                .trace_type(trace_type)
+                .pattern(only_here())
+                .call_tree(true)
+                .device(out.clone()),
+        )
+        .unwrap();
+        assert_eq!(outcome.result, Ok(3));
+        let profile = &outcome.profile;
+        let seq = profile.function("seq_loop").expect("measured");
+        assert_eq!(seq.entries.len(), 1, "{trace_type}: {seq:?}");
+        let Group::Process(outside) = seq.entries[0].group else {
+            panic!("{trace_type}: {seq:?}");
+        };
+        assert!(outside.is_outside(), "{trace_type}: {outside}");
+        assert_eq!(seq.entries[0].calls, 1);
+        if trace_type == TraceType::CallMemory {
+            assert_eq!(seq.entries[0].measurement, 3 * 10 + 3);
+        }
+        let label = profile.group_label(seq.entries[0].group);
+        assert!(label.starts_with(tprof::OUTSIDE_PROCESSES), "{label}");
+        // The text: nothing of it in the tables, and a line saying so.
+        let text = out.text();
+        assert!(text.contains("Trace is empty"), "{trace_type}: {text}");
+        assert!(
+            text.contains(
+                "(outside processes): 1 call made outside any process not in these tables"
+            ),
+            "{trace_type}: {text}"
+        );
+        // Every export shows it.
+        // (Folded stacks spell spaces as underscores.)
+        for (format, label) in [
+            (tprof::export::Format::Folded, "(outside_processes)"),
+            (tprof::export::Format::Json, tprof::OUTSIDE_PROCESSES),
+            (tprof::export::Format::Speedscope, tprof::OUTSIDE_PROCESSES),
+        ] {
+            let mut exported = Vec::new();
+            tprof::export::write(format, profile, &mut exported).unwrap();
+            let exported = String::from_utf8(exported).unwrap();
+            assert!(
+                exported.contains(label) && exported.contains("seq_loop"),
+                "{trace_type} {format:?}: {exported}"
+            );
+        }
+        let rich = tprof::rich_report(profile);
+        assert!(rich.contains(tprof::OUTSIDE_PROCESSES), "{rich}");
+        // Its own table, headed by its pid and name, lists the call (call_count too).
+        let heading = format!("\n{outside} {label}\n");
+        let table = rich.split(&heading).nth(1).unwrap_or_default();
+        assert!(table.contains("seq_loop/1"), "{trace_type}: {rich}");
+        // Asked for, they are in the tables, as a group of their own.
+        let out = Capture::default();
+        tprof::profile(
+            works_in_a_plain_task,
+            ProfileOptions::new()
+                .trace_type(trace_type)
+                .pattern(only_here())
+                .outside_processes(true)
+                .device(out.clone()),
+        )
+        .unwrap();
+        let text = out.text();
+        assert!(
+            text.contains("****** (outside processes) <"),
+            "{trace_type}: {text}"
+        );
+        assert!(text.contains("seq_loop/1"), "{trace_type}: {text}");
+        assert!(
+            !text.contains("not in these tables"),
+            "{trace_type}: {text}"
+        );
+    }
+}

@@ -144,6 +144,7 @@ fn fixture_profile() -> Profile {
                 },
             ],
         },
+        outside_in_tables: false,
     }
 }
 
@@ -1512,6 +1513,7 @@ fn profile() -> impl Strategy<Value = Profile> {
                     call_tree: CallTree { nodes, entries },
                     event_logs,
                     meta: Meta { runs },
+                    outside_in_tables: false,
                 }
             },
         )

@@ -119,7 +119,7 @@ fn figures_near_the_top_of_u64_export_without_panicking() {
         line: 1,
     };
     let entry = |pid| tprof::Entry {
-        group: tprof::Group::Process(runtime::Pid::from_parts(1, pid, 0)),
+        group: tprof::Group::Process(runtime::Pid::from_parts(1, pid, 1)),
         calls: 1 << 63,
         measurement: 1 << 63,
         bytes: 1 << 63,

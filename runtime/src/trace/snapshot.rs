@@ -120,7 +120,12 @@ pub struct Snapshot {
     /// call_count: calls per function, every process of the node together (ids into
     /// `functions`).
     pub call_counts: Vec<(u32, u64)>,
-    /// call_time, call_memory: per process measured, in pid order.
+    /// call_count: calls per function made outside any process (ids into `functions`).
+    #[serde(default)]
+    pub outside_call_counts: Vec<(u32, u64)>,
+    /// call_time, call_memory: per process measured, in pid order; the calls made outside
+    /// processes as one entry per thread, with a [`Pid::outside`](crate::Pid::outside) pid
+    /// and the thread's name as its initial call.
     pub processes: Vec<SnapshotProcess>,
     /// Call-tree mode: the paths seen; a parent comes before its children.
     pub paths: Vec<SnapshotPath>,
@@ -194,15 +199,18 @@ impl TraceSession {
         crate::heap::suppressed(|| {
             let mut functions = Functions::default();
             let types = self.types();
-            let call_counts = if types.contains(TraceTypes::CALL_COUNT) {
-                self.call_counts()
+            let mut counted = |counts: Vec<super::CallCount>| -> Vec<(u32, u64)> {
+                if !types.contains(TraceTypes::CALL_COUNT) {
+                    return Vec::new();
+                }
+                counts
                     .into_iter()
                     .filter(|c| c.calls > 0)
                     .map(|c| (functions.id(c.callsite), c.calls))
                     .collect()
-            } else {
-                Vec::new()
             };
+            let call_counts = counted(self.call_counts());
+            let outside_call_counts = counted(self.outside_call_counts());
             let tree = self.call_tree();
             let logs = self.event_logs();
             let paths = tree
@@ -305,6 +313,7 @@ impl TraceSession {
                 node: self.node(),
                 functions: functions.list,
                 call_counts,
+                outside_call_counts,
                 processes,
                 paths,
                 percentiles: Vec::new(),

@@ -695,6 +695,8 @@ impl State {
             },
             event_logs: self.event_logs,
             meta: Meta { runs: self.runs },
+            // A view preference, not data: not kept in an archive.
+            outside_in_tables: false,
         })
     }
 }

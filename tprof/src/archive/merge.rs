@@ -474,6 +474,8 @@ impl Acc {
             call_tree: CallTree { nodes, entries },
             event_logs,
             meta: Meta { runs: self.runs },
+            // A view preference, not data: not kept in an archive.
+            outside_in_tables: false,
         }
     }
 }
