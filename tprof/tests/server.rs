@@ -413,3 +413,43 @@ fn a_server_records_percentiles_per_process_to_the_precision_asked_for() {
     );
     node.block_on(tprof.stop()).unwrap();
 }
+
+/// The server measures calls made outside processes too (here in `block_on`, on this thread,
+/// which belongs to the node meanwhile); its tables show them when started with
+/// `outside_processes(true)`, and say what they leave out otherwise.
+#[test]
+fn a_server_measures_calls_outside_processes() {
+    let node = node();
+    for shown in [false, true] {
+        let tprof = node
+            .block_on(Tprof::start(
+                &node,
+                ServerOptions::new()
+                    .trace_type(TraceType::CallMemory)
+                    .outside_processes(shown),
+            ))
+            .unwrap();
+        node.block_on(tprof.set_pattern(here())).unwrap();
+        node.block_on(tprof.enable_trace(ProcessSpec::New, true))
+            .unwrap();
+        node.block_on(async { work(8) });
+        run_work(&node, 1, 4);
+        let profile = node.block_on(tprof.collect()).unwrap();
+        assert_eq!(profile.outside_in_tables, shown);
+        let entries = &profile.function("work").unwrap().entries;
+        assert_eq!(entries.len(), 2, "{entries:?}");
+        let text = tprof::format_to_string(&tprof::inspect(
+            &profile,
+            tprof::Aggregate::Process,
+            tprof::SortBy::default(),
+        ));
+        assert!(text.contains("****** Process"), "{text}");
+        assert_eq!(text.contains("****** (outside processes)"), shown, "{text}");
+        assert_eq!(
+            text.contains("1 call made outside any process"),
+            !shown,
+            "{text}"
+        );
+        node.block_on(tprof.stop()).unwrap();
+    }
+}
