@@ -65,7 +65,7 @@ const _: () = assert!(std::mem::align_of::<Tally>() > KIND_MASK);
 
 impl Charge {
     #[inline(always)]
-    fn encode(self) -> *const Account {
+    pub(super) fn encode(self) -> *const Account {
         match self {
             Charge::None => std::ptr::without_provenance(NONE),
             Charge::Owner(account) => account,
@@ -122,7 +122,14 @@ pub(super) fn current_charge() -> Charge {
 
 #[inline(always)]
 pub(super) fn set_charge(charge: Charge) -> Charge {
-    Charge::decode(CURRENT.with(|c| c.replace(charge.encode())))
+    Charge::decode(replace_raw(charge.encode()))
+}
+
+/// Sets this thread's charge to `raw`, an encoded [`Charge`] (or a value this returned),
+/// and returns the one before, encoded.
+#[inline(always)]
+pub(super) fn replace_raw(raw: *const Account) -> *const Account {
+    CURRENT.with(|c| c.replace(raw))
 }
 
 /// The account this thread charges as the owner of the process it polls, if any: the
@@ -549,7 +556,9 @@ impl Account {
 /// Makes `account` the one this thread charges until the guard drops; `shared` when the thread
 /// acts for the process beside it.
 pub(crate) struct Charging {
-    prev: Charge,
+    /// The thread's charge before, as [`CURRENT`] held it: put back as it was, never decoded
+    /// (an enter and an exit per poll).
+    prev: *const Account,
 }
 
 impl Charging {
@@ -561,7 +570,7 @@ impl Charging {
             Charge::Owner(account)
         };
         Charging {
-            prev: set_charge(charge),
+            prev: replace_raw(charge.encode()),
         }
     }
 
@@ -577,7 +586,7 @@ impl Charging {
 impl Drop for Charging {
     #[inline]
     fn drop(&mut self) {
-        set_charge(self.prev);
+        replace_raw(self.prev);
     }
 }
 

@@ -11,7 +11,7 @@
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-use super::account::{Account, Charge, Tag, account_at, set_charge};
+use super::account::{Account, Charge, Tag, account_at, replace_raw};
 
 /// Words (8 bytes, rounded up per allocation), bytes and blocks allocated. Written by one
 /// thread at a time with a plain load and store each; read by others.
@@ -130,7 +130,8 @@ impl Tally {
 /// [`CountingAlloc`](crate::CountingAlloc), which alone reads the charge, it does nothing.
 #[must_use = "the tally counts until the guard is dropped"]
 pub(crate) struct Tallying {
-    prev: Option<Charge>,
+    /// The thread's charge before, encoded; `None` without the counting allocator.
+    prev: Option<*const Account>,
 }
 
 impl Tallying {
@@ -142,7 +143,7 @@ impl Tallying {
         let slot = account.map_or(0, |a| a.slot() + 1);
         tally.account.store(slot, Ordering::Relaxed);
         Tallying {
-            prev: Some(set_charge(Charge::Tallied(tally))),
+            prev: Some(replace_raw(Charge::Tallied(tally).encode())),
         }
     }
 }
@@ -150,7 +151,7 @@ impl Tallying {
 impl Drop for Tallying {
     fn drop(&mut self) {
         if let Some(prev) = self.prev {
-            set_charge(prev);
+            replace_raw(prev);
         }
     }
 }

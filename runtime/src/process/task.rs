@@ -175,17 +175,32 @@ impl<F: Future> Future for HelperTask<F> {
         let this = self.project();
         let future = this.future;
         let process: &Arc<Process> = this.process;
-        // Measured as its process's work, by the sessions measuring the process.
-        enter(process, true, || {
-            trace::helper_poll(process, || future.poll(cx))
-        })
+        // Measured as its process's work, by the sessions measuring the process: one load
+        // when none does.
+        match trace::sessions_measuring(process) {
+            0 => enter(process, true, || future.poll(cx)),
+            sessions => measured_helper(process, sessions, || future.poll(cx)),
+        }
     }
+}
+
+/// Runs `f`, a poll of a helper of `process` (or its blocking closure), with the process as
+/// its (helper) current process, measured for `sessions` as the process's work.
+#[inline(never)]
+fn measured_helper<R>(process: &Arc<Process>, sessions: u64, f: impl FnOnce() -> R) -> R {
+    enter(process, true, || {
+        let _measured = trace::begin_helper_poll(process, sessions);
+        f()
+    })
 }
 
 /// Runs a blocking closure with `process` as its (helper) current process, measured as one
 /// poll of its process's work.
 pub(crate) fn run_as_helper<R>(process: Arc<Process>, f: impl FnOnce() -> R) -> R {
-    enter(&process, true, || trace::helper_poll(&process, f))
+    match trace::sessions_measuring(&process) {
+        0 => enter(&process, true, f),
+        sessions => measured_helper(&process, sessions, f),
+    }
 }
 
 #[cfg(test)]

@@ -320,41 +320,39 @@ fn forget_stale(process: &Process, sessions: u64) {
     }
 }
 
-/// Runs `poll`, a poll of a helper task of `process` ([`spawn_task`](crate::spawn_task)) or its
-/// blocking closure ([`spawn_blocking`](crate::spawn_blocking)), measured for the sessions
-/// measuring `process`: its work is the process's, so its figures go to the process's table.
-/// Its allocations are counted in this thread's tally (the process may be polled on another
-/// thread meanwhile, counting its own), and its current function is not recorded as the
-/// process's. Unmeasured, this costs what [`sessions_measuring`] costs.
-#[inline]
-pub(crate) fn helper_poll<R>(process: &Process, poll: impl FnOnce() -> R) -> R {
-    let sessions = sessions_measuring(process);
-    if sessions == 0 {
-        return poll();
-    }
-    helper_poll_measured(process, sessions, poll)
-}
-
+/// Begins measuring a poll of a helper task of `process` ([`spawn_task`](crate::spawn_task))
+/// or its blocking closure ([`spawn_blocking`](crate::spawn_blocking)) for `sessions` (those
+/// measuring `process`, non-zero): its work is the process's, so its figures go to the
+/// process's table. Its allocations are counted in this thread's tally (the process may be
+/// polled on another thread meanwhile, counting its own), and its current function is not
+/// recorded as the process's. The poll ends when the guard drops (on unwind too).
+#[cold]
 #[inline(never)]
-fn helper_poll_measured<R>(process: &Process, sessions: u64, poll: impl FnOnce() -> R) -> R {
-    let Some(mark) = super::inflight::this_thread() else {
-        return poll(); // this thread's destructors run: unmeasured
-    };
-    let _tallying = measures_memory(sessions)
+pub(crate) fn begin_helper_poll(process: &Process, sessions: u64) -> Option<HelperPoll<'_>> {
+    let mark = super::inflight::this_thread()?; // `None` while this thread's destructors run
+    let tallying = measures_memory(sessions)
         .then(|| crate::heap::Tallying::new(mark.tally(), Some(process.trace_account())));
     begin_for(sessions, mark.tally().counts(), mark.sink(), || {
         (Arc::clone(table_of(process)), Some(process.node.id))
     });
     forget_stale(process, sessions);
-    /// Ends the poll when dropped, on unwind too (before the tally stops counting).
-    struct End<'a>(&'a Process);
-    impl Drop for End<'_> {
-        fn drop(&mut self) {
-            super::stack::end_poll(&Target::Process(self.0));
-        }
+    Some(HelperPoll {
+        process,
+        _tallying: tallying,
+    })
+}
+
+/// A measured poll of a helper task, ended when dropped ([`begin_helper_poll`]).
+pub(crate) struct HelperPoll<'a> {
+    process: &'a Process,
+    /// Dropped after the poll's end, which `drop` runs.
+    _tallying: Option<crate::heap::Tallying>,
+}
+
+impl Drop for HelperPoll<'_> {
+    fn drop(&mut self) {
+        super::stack::end_poll(&Target::Process(self.process));
     }
-    let _end = End(process);
-    poll()
 }
 
 /// Figures in nanoseconds, as a [`PathMeasurement`] (`path` left 0).

@@ -1199,7 +1199,11 @@ fn enter_call_full(s: &Stack, callsite: &'static Callsite, mask: u64) -> FrameGu
         return FrameGuard::NONE;
     }
     if s.active.get() == 0 {
-        // No measured poll here: perhaps a call outside any process.
+        // No measured poll here: a process no session measures (one thread-local load tells),
+        // or perhaps a call outside any process.
+        if crate::process::current_node_id() & crate::process::OUTSIDE == 0 {
+            return FrameGuard::NONE;
+        }
         return enter_outside(callsite, mask);
     }
     push_call(s, callsite, mask)
