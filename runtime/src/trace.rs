@@ -19,7 +19,11 @@
 //! call_time (two TSC reads are about 19 ns of it) and 6–11 ns for call_memory. In
 //! instructions (callgrind, a current-thread node), an untraced call is 14, a disabled one 21,
 //! call_count 35 (44 with two sessions), call_memory 99 and call_time 119 with its two TSC
-//! reads; in call-tree mode, call_memory 292 and call_time 307.
+//! reads; in call-tree mode, call_memory 292 and call_time 307. A helper task's poll that no
+//! session measures costs one load more than an unmeasured one; a traced call outside any
+//! process costs what it costs in a process for call_count (31 instructions), and for
+//! call_time or call_memory about 700 instructions per outermost call (it is measured as a
+//! poll of its own: begun, flushed and ended), nothing more per nested call.
 //! A [`TraceSession`] sets its bit in the masks of the functions its patterns match, and counts
 //! their calls.
 //!
@@ -33,7 +37,9 @@
 //!   exclusive of traced callees and inclusive of untraced ones; recursion is never counted
 //!   twice;
 //! - time counts only while the process is polled (not while it waits in `receive`, sleeps,
-//!   or sits runnable in a queue), read from the TSC through `quanta` and kept in nanoseconds;
+//!   or sits runnable in a queue), read from the TSC through `quanta` and kept in nanoseconds.
+//!   It is wall time within the poll: if the OS takes the worker thread away in the middle of
+//!   a poll, that time is counted too (see [call-time outliers](#call-time-outliers));
 //! - memory is what the process allocates ([`crate::heap`]: words, bytes, blocks), so it needs
 //!   [`CountingAlloc`](crate::CountingAlloc);
 //! - every entry is a call; an `async fn` is entered at its first poll and left when it
@@ -49,7 +55,33 @@
 //!   what the process allocates meanwhile.
 //!
 //! [`TraceSession::measurements`] reads the figures per process (ended ones included) while
-//! processes run; [`TraceSession::pause`] makes them stable.
+//! processes run; [`TraceSession::pause`] makes them stable, keeping what was gathered
+//! before it returns (a call made before `pause` in a poll that ends after it included).
+//!
+//! # Call-time outliers
+//!
+//! call_time reads the clock at each traced entry and exit during a poll, so a poll that the
+//! OS preempts — more runnable threads than cores, another program, a page fault, a VM's host —
+//! charges the time the thread was away to the function it was in: one call can show 12 ms
+//! where its others take 38 µs. Such a call shows as a `max` far above `p99` in the
+//! percentiles ([`TraceTypes::CALL_TIME_HISTOGRAMS`]) and as one long frame in an event log
+//! ([`TraceTypes::CALL_EVENTS`]), and it raises the function's total and per-call figures in
+//! proportion to how rare it is. Read totals of short runs with that in mind; profile on a
+//! machine with a core per busy thread, or compare a function's median with its mean. The
+//! runtime does not flag such polls: telling them apart needs the thread's CPU clock
+//! (`CLOCK_THREAD_CPUTIME_ID`, a system call of a few hundred nanoseconds) at both ends of
+//! every poll, more than measuring the poll itself costs.
+//!
+//! # Outside processes
+//!
+//! Traced calls made outside any process — in `main`, in a plain tokio task, in
+//! [`Node::block_on`](crate::Node::block_on) — are measured apart from the processes', so that
+//! nothing a session wants is dropped silently: call_count counts them on their own
+//! ([`TraceSession::outside_call_counts`]), and call_time and call_memory measure each
+//! outermost traced call as a poll, in one entry per thread whose pid is
+//! [`Pid::outside`](crate::Pid::outside). A thread of a node's own runtime (and one running
+//! `Node::block_on`) belongs to the node; any other thread to the sessions opened with
+//! [`TraceTypes::ANY_THREAD`], of any node. `outside.rs` has the details.
 //!
 //! ```
 //! use runtime::Node;

@@ -9,6 +9,11 @@
 //! call_time prints whole microseconds, each function's rounded from the nanoseconds kept in
 //! the raw data, and derives its total, per-call and percent columns from them as tprof does;
 //! the label is tprof's, `TIME (us)`, in ASCII as OTP prints it.
+//!
+//! Calls made outside any process ([`OUTSIDE_PROCESSES`]) have no place in tprof's layout: when
+//! the tables leave them out, a last line says how many; when a profile asks for them
+//! ([`Profile::outside_in_tables`](crate::Profile::outside_in_tables)), each is a group headed
+//! `****** (outside processes) <N.T.0>`.
 
 use std::io::{self, Write};
 

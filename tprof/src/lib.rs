@@ -128,9 +128,23 @@
 //! `set_pattern` / `clear_pattern` return how many functions they matched; `get_trace_map`,
 //! `enable_trace` / `disable_trace` (a pid, a name, all, existing, new, children, all
 //! children, a list: a count, and the failures in input order), `pause` (an error when paused),
-//! `resume` (an error when running), `restart` and `collect` are tprof's. Each server and each
-//! ad-hoc run is its own trace session: stopping or restarting one never touches another (if
-//! their patterns overlap, both count the same calls, as in OTP).
+//! `resume` (an error when running), `restart` and `collect` are tprof's; `pause` keeps what
+//! was gathered before it returns, and `stop` returns once the server has ended (its name is
+//! free for the next `start`). Each server and each ad-hoc run is its own trace session:
+//! stopping or restarting one never touches another (if their patterns overlap, both count the
+//! same calls, as in OTP).
+//!
+//! # Calls outside processes
+//!
+//! A traced function called outside any process — in `main`, a plain `tokio::spawn` task, the
+//! future given to `Node::block_on` — is measured too, under [`OUTSIDE_PROCESSES`]: one entry
+//! per node (call_count, call_memory) or per thread (call_time), in the raw profile, every
+//! export and [`rich_report`]. tprof's own tables ([`inspect`], [`format()`]) stay as OTP prints
+//! them and end with a line saying how many such calls they leave out;
+//! [`ProfileOptions::outside_processes`] (and [`ServerOptions::outside_processes`]) shows them
+//! there, as groups of their own, and measures them on every thread rather than on the
+//! node's only. A helper task ([`runtime::spawn_task`], [`runtime::spawn_blocking`]) is not
+//! outside: its calls, time and memory are its process's.
 //!
 //! # Reports
 //!

@@ -37,7 +37,10 @@ pub enum TraceType {
     /// Calls per function, across every process of the node (no per-process figures).
     #[default]
     CallCount,
-    /// Calls and time per process per function, counted only while the process is polled.
+    /// Calls and time per process per function, counted only while the process is polled
+    /// (wall time within the poll: time the OS takes the worker thread away mid-poll counts
+    /// too, which shows as a rare call far slower than the rest; see
+    /// [call-time outliers](runtime::trace#call-time-outliers)).
     CallTime,
     /// Calls and memory allocated per process per function: words (the measurement), bytes
     /// and blocks.

@@ -107,7 +107,9 @@ pub struct TraceTypes(u8);
 impl TraceTypes {
     /// Calls per function, from every process of the node; no process flags needed.
     pub const CALL_COUNT: TraceTypes = TraceTypes(1);
-    /// Calls and time per process per function, counted only while the process is polled.
+    /// Calls and time per process per function, counted only while the process is polled
+    /// (wall time within the poll: time the OS takes the thread away mid-poll counts too, see
+    /// [call-time outliers](super#call-time-outliers)).
     pub const CALL_TIME: TraceTypes = TraceTypes(2);
     /// Calls, words, bytes and blocks allocated per process per function.
     pub const CALL_MEMORY: TraceTypes = TraceTypes(4);

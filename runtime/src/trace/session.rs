@@ -1136,9 +1136,9 @@ impl TraceSession {
             .collect()
     }
 
-    /// The calls counted outside any process (see [`super::outside`]), per function called
-    /// so, in callsite order. Kept apart from [`call_counts`](Self::call_counts), as no
-    /// process made them.
+    /// The calls counted outside any process (see
+    /// [outside processes](super#outside-processes)), per function called so, in callsite
+    /// order. Kept apart from [`call_counts`](Self::call_counts), as no process made them.
     pub fn outside_call_counts(&self) -> Vec<CallCount> {
         let counts = self.state.counts();
         callsites()
