@@ -498,14 +498,14 @@ pub(crate) struct Flush<'a> {
     paused: u64,
 }
 
-/// Moves a poll's figures into its target's table: `drain` hands over each (session slot,
-/// session generation, callsite id, figures) the poll gathered through [`Flush::add`], under the
-/// table's lock. What it allocates (rarely: a new table, session or function) is charged to no
-/// process.
+/// Moves the figures of a poll measured for `sessions` into its target's table: `drain` hands
+/// over each (session slot, session generation, callsite id, figures) the poll gathered
+/// through [`Flush::add`], under the table's lock. What it allocates (rarely: a new table,
+/// session or function) is charged to no process.
 #[inline]
-pub(crate) fn flush(target: &Target<'_>, drain: impl FnOnce(&mut Flush<'_>)) {
+pub(crate) fn flush(target: &Target<'_>, sessions: u64, drain: impl FnOnce(&mut Flush<'_>)) {
     let table = lock(target.data());
-    let paused = paused_here();
+    let paused = paused_here(sessions);
     drain(&mut Flush {
         table,
         target,
@@ -578,12 +578,12 @@ impl Flush<'_> {
     }
 }
 
-/// The paused sessions whose figures this thread's poll drops: all of them, but those that
-/// were measuring it when they paused (see [`super::inflight`]). Read under the lock that the
-/// figures then go in under (a table's, a session's list or histograms).
+/// The paused sessions among `sessions` whose figures this thread's poll drops: all of them,
+/// but those that were measuring it when they paused (see [`super::inflight`]). Read under
+/// the lock that the figures then go in under (a table's, a session's list or histograms).
 #[inline(always)]
-fn paused_here() -> u64 {
-    let paused = PAUSED.load(Ordering::SeqCst);
+fn paused_here(sessions: u64) -> u64 {
+    let paused = PAUSED.load(Ordering::SeqCst) & sessions;
     if paused == 0 {
         return 0;
     }
@@ -653,7 +653,7 @@ pub(crate) fn flush_events(
     generations: &[u64; super::MAX_SESSIONS],
 ) {
     let mut table = lock(target.data());
-    let paused = paused_here();
+    let paused = paused_here(u64::MAX);
     let with_drops = dropped
         .iter()
         .enumerate()
@@ -721,8 +721,8 @@ fn record_into(
     samples.sort_unstable_by_key(|s| (s.0, s.1, s.2));
     let mut table = lock(data);
     // Under the lock `pause` takes once: after it returns, nothing more lands (but for a poll
-    // it kept, which it waited for).
-    let paused = paused_here();
+    // it kept, which it waited for: asked only when a session of these samples is paused).
+    let paused = PAUSED.load(Ordering::SeqCst);
     let mut rest = &samples[..];
     while let Some(&(bit, generation, _, _)) = rest.first() {
         let n = rest
@@ -731,7 +731,7 @@ fn record_into(
             .count();
         let (these, next) = rest.split_at(n);
         rest = next;
-        if paused & (1 << bit) != 0 {
+        if paused & (1 << bit) != 0 && paused_here(1 << bit) != 0 {
             continue;
         }
         let Some(index) = session_data(&mut table, bit, generation, data, node) else {
@@ -799,7 +799,7 @@ fn register(bit: u32, generation: u64, data: &ProcTraceRef, node: Option<u32>) -
         return false;
     }
     let mut measured = lock(&session.measured);
-    if paused_here() & (1 << bit) != 0 {
+    if paused_here(1 << bit) != 0 {
         return false;
     }
     measured.push(Arc::clone(data));

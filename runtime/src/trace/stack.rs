@@ -517,7 +517,7 @@ pub(crate) fn end_poll(target: &super::measure::Target<'_>) {
         s.restore.set(&NO_CELL);
         s.tsc.set(false);
         if s.touched_len.get() > 0 || s.touched_overflow.get() {
-            super::measure::flush(target, |table| drain(s, table));
+            super::measure::flush(target, s.active.get(), |table| drain(s, table));
         }
         // Call durations are sampled only for histograms, events logged only for event logs.
         if s.histograms.get() | s.events.get() != 0 {
