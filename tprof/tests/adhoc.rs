@@ -848,3 +848,41 @@ fn calls_outside_processes_are_measured_and_never_dropped_silently() {
         );
     }
 }
+
+/// Call-time percentiles of calls outside processes are their thread's group's, as their
+/// figures are: the rich report shows them beside them, and an archive keeps them.
+#[test]
+fn percentiles_of_calls_outside_processes_are_their_groups_and_archived() {
+    let outcome = tprof::profile(
+        works_in_a_plain_task,
+        ProfileOptions::new()
+            .trace_type(TraceType::CallTime)
+            .pattern(only_here())
+            .percentiles(true)
+            .report(Report::Return),
+    )
+    .unwrap();
+    let profile = &outcome.profile;
+    let seq = profile.function("seq_loop").expect("measured");
+    let group = seq.entries[0].group;
+    let Group::Process(outside) = group else {
+        panic!("{seq:?}");
+    };
+    assert!(outside.is_outside(), "{outside}");
+    let p: Vec<_> = profile
+        .percentiles
+        .iter()
+        .filter(|p| p.function.name == "seq_loop")
+        .collect();
+    assert_eq!(p.len(), 1, "{:?}", profile.percentiles);
+    assert_eq!((p[0].group, p[0].calls), (group, 1));
+    let rich = tprof::rich_report(profile);
+    let table = rich
+        .split(&format!("\n{outside} {}\n", profile.group_label(group)))
+        .nth(1)
+        .unwrap_or_default();
+    assert!(table.contains("p99 (us)"), "{rich}");
+    let mut bytes = Vec::new();
+    tprof::archive::write(profile, &mut bytes).unwrap();
+    assert_eq!(&tprof::archive::read(&mut &bytes[..]).unwrap(), profile);
+}
