@@ -73,6 +73,7 @@ mod node;
 mod pid;
 mod process;
 mod registry;
+pub mod sample;
 mod segmented;
 mod send;
 mod signal;

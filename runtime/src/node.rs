@@ -125,6 +125,8 @@ impl NodeBuilder {
                 crate::heap::warm_thread();
                 // Its traced calls outside any process are the node's.
                 crate::process::set_thread_node(id);
+                // A CPU sampler started later can time it.
+                crate::sample::thread_started(id);
             })
             .build()
             .map_err(NodeError::Runtime)?;

@@ -41,7 +41,7 @@ use parking_lot::MappedMutexGuard;
 
 pub(crate) use current::{
     OUTSIDE, ThreadNode, current_is_helper, current_node_id, current_process_for_receive,
-    set_thread_node, with_current, with_current_owner, with_node_hidden,
+    pid_in_signal, set_thread_node, with_current, with_current_owner, with_node_hidden,
 };
 pub use current::{self_pid, try_self_pid};
 pub(crate) use helpers::Helpers;
@@ -224,6 +224,11 @@ impl Process {
     /// has none (run by the process itself, at a poll a trace session measures).
     pub(crate) fn trace_account(&self) -> &'static Account {
         self.account.get_or_acquire()
+    }
+
+    /// Its account, if it has one (no account is taken here).
+    pub(crate) fn trace_account_if_any(&self) -> Option<&'static Account> {
+        self.account.get()
     }
 
     /// The traced function it runs or is suspended in, as its account recorded it.

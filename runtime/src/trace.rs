@@ -108,6 +108,7 @@ mod measure;
 mod outside;
 mod pattern;
 mod session;
+mod sigcell;
 mod snapshot;
 mod stack;
 mod tls;
@@ -148,4 +149,4 @@ pub use snapshot::{
     SnapshotProcess, SnapshotTypes,
 };
 pub use stack::CAPACITY as STACK_CAPACITY;
-pub(crate) use stack::end_poll;
+pub(crate) use stack::{end_poll, read_in_signal};

@@ -218,6 +218,9 @@ pub(crate) struct Account {
     /// (`u32::MAX` for none): kept here, in memory that outlives every process, so the traced
     /// stack can write it without holding the process.
     current_function: AtomicU32,
+    /// The interned traced path the process last suspended in, while a wall sample session
+    /// samples it ([`crate::sample`]; 0: none).
+    suspended_path: AtomicU32,
     shared_words: AtomicU64,
     shared_bytes: AtomicU64,
     shared_blocks: AtomicU64,
@@ -353,6 +356,7 @@ impl Account {
         }
         account.limit.store(u64::MAX, Ordering::Relaxed);
         account.current_function.store(u32::MAX, Ordering::Relaxed);
+        account.suspended_path.store(0, Ordering::Relaxed);
         account.over_limit.store(false, Ordering::Relaxed);
         account.slot.store(slot, Ordering::Relaxed);
         account
@@ -409,6 +413,16 @@ impl Account {
     pub(crate) fn current_function(&self) -> Option<u32> {
         let id = self.current_function.load(Ordering::Relaxed);
         (id != u32::MAX).then_some(id)
+    }
+
+    /// The interned traced path the process last suspended in (0: none known).
+    pub(crate) fn suspended_path(&self) -> u32 {
+        self.suspended_path.load(Ordering::Relaxed)
+    }
+
+    /// Records the traced path the process suspended in.
+    pub(crate) fn set_suspended_path(&self, path: u32) {
+        self.suspended_path.store(path, Ordering::Relaxed);
     }
 
     /// Sets `max_heap_size` (live bytes).

@@ -18,6 +18,7 @@
 use crate::traced;
 use std::cell::Cell;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicPtr, Ordering, compiler_fence};
 
 use super::Process;
 use crate::Pid;
@@ -26,8 +27,10 @@ use crate::heap::Charging;
 /// This thread's current process: plain cells (no destructor, no borrow flag), so reading it
 /// is a load from the thread's TLS block.
 struct Current {
-    /// The `Arc` of the innermost [`enter`] on this thread, or null outside any process.
-    process: Cell<*const Arc<Process>>,
+    /// The `Arc` of the innermost [`enter`] on this thread, or null outside any process. An
+    /// atomic (relaxed: a plain load or store) because the CPU sampler's signal handler reads
+    /// it on this thread ([`pid_in_signal`]).
+    process: AtomicPtr<Arc<Process>>,
     helper: Cell<bool>,
     /// The current process's node; outside any process, [`OUTSIDE`] with the node the thread
     /// belongs to (0 for none); 0 while the trace machinery looks away (`with_node_hidden`).
@@ -38,7 +41,7 @@ struct Current {
 thread_local! {
     static CURRENT: Current = const {
         Current {
-            process: Cell::new(std::ptr::null()),
+            process: AtomicPtr::new(std::ptr::null_mut()),
             helper: Cell::new(false),
             node: Cell::new(OUTSIDE),
         }
@@ -59,7 +62,7 @@ pub(crate) fn current_node_id() -> u32 {
 /// Makes this thread belong to `node` (a thread of the node's runtime, as it starts).
 pub(crate) fn set_thread_node(node: u32) {
     CURRENT.with(|c| {
-        if c.process.get().is_null() {
+        if c.process.load(Ordering::Relaxed).is_null() {
             c.node.set(OUTSIDE | node);
         }
     });
@@ -75,7 +78,7 @@ impl ThreadNode {
     pub(crate) fn set(node: u32) -> ThreadNode {
         ThreadNode(CURRENT.with(|c| {
             let prev = c.node.get();
-            (c.process.get().is_null() && prev & OUTSIDE != 0)
+            (c.process.load(Ordering::Relaxed).is_null() && prev & OUTSIDE != 0)
                 .then(|| c.node.replace(OUTSIDE | node))
         }))
     }
@@ -124,15 +127,21 @@ pub(crate) fn enter<R>(process: &Arc<Process>, helper: bool, f: impl FnOnce() ->
         #[inline]
         fn drop(&mut self) {
             CURRENT.with(|c| {
-                c.process.set(self.process);
+                c.process.store(self.process.cast_mut(), Ordering::Relaxed);
                 c.helper.set(self.helper);
                 c.node.set(self.node);
             });
+            // Nothing after this (the `Arc` it pointed at may be dropped next) moves before
+            // the store, as a signal handler on this thread sees it.
+            compiler_fence(Ordering::SeqCst);
         }
     }
     let charging = process.heap_account().map(|a| Charging::new(a, helper));
     let _restore = CURRENT.with(|c| Restore {
-        process: c.process.replace(std::ptr::from_ref(process)),
+        process: c
+            .process
+            .swap(std::ptr::from_ref(process).cast_mut(), Ordering::Relaxed)
+            .cast_const(),
         helper: c.helper.replace(helper),
         node: c.node.replace(process.node.id),
         _charging: charging,
@@ -140,10 +149,30 @@ pub(crate) fn enter<R>(process: &Arc<Process>, helper: bool, f: impl FnOnce() ->
     f()
 }
 
+/// For the CPU sampler's signal handler, on this thread: the pid of the process being polled
+/// (a helper task's owner included), or `None`.
+///
+/// Async-signal-safe: a relaxed load from a `const` thread-local without a destructor, and a
+/// read of the pid (never written after spawn) of the process it points at. That pointer,
+/// when not null, is the `Arc` borrowed by the innermost `enter` running on this thread (see
+/// `enter`), which the interrupted code cannot have dropped: the handler runs while the
+/// thread is stopped inside that `enter` (the store that puts the previous pointer back comes
+/// before anything that follows it, see `Restore`). An `Arc` swapped in by `enter` is alive
+/// before its pointer is stored.
+pub(crate) fn pid_in_signal() -> Option<Pid> {
+    let p = CURRENT.with(|c| c.process.load(Ordering::Relaxed));
+    compiler_fence(Ordering::Acquire);
+    // SAFETY: see above: a non-null pointer points at a live `Arc<Process>` for as long as the
+    // handler runs.
+    #[allow(unsafe_code)]
+    let process = unsafe { p.as_ref() }?;
+    Some(process.pid)
+}
+
 /// Runs `f` with the current process and whether it is a helper, if any.
 #[inline(always)]
 fn with_raw<R>(f: impl FnOnce(Option<(&Arc<Process>, bool)>) -> R) -> R {
-    let (p, helper) = CURRENT.with(|c| (c.process.get(), c.helper.get()));
+    let (p, helper) = CURRENT.with(|c| (c.process.load(Ordering::Relaxed), c.helper.get()));
     if p.is_null() {
         return f(None);
     }

@@ -65,9 +65,9 @@ impl Process {
         self.state().name.clone()
     }
 
-    pub(crate) fn info(&self) -> ProcessInfo {
-        let message_queue_len = self.mailbox.len();
-        let status = match self.status.load(Ordering::Relaxed) {
+    /// What it is doing now; takes no lock.
+    pub(crate) fn status_now(&self) -> ProcessStatus {
+        match self.status.load(Ordering::Relaxed) {
             STATUS_RUNNING => ProcessStatus::Running,
             STATUS_EXITING => ProcessStatus::Exiting,
             STATUS_NEW => ProcessStatus::Runnable,
@@ -77,7 +77,12 @@ impl Process {
                 ProcessStatus::Runnable
             }
             _ => ProcessStatus::Waiting,
-        };
+        }
+    }
+
+    pub(crate) fn info(&self) -> ProcessInfo {
+        let message_queue_len = self.mailbox.len();
+        let status = self.status_now();
         let state = self.state();
         ProcessInfo {
             pid: self.pid,

@@ -222,6 +222,8 @@ struct Written {
     /// under the `indices` lock, and read by `remove` under it, so that either the exit sees
     /// the watch or the watcher, once watching, sees the exit (no fence on the exit's path).
     watchers: AtomicUsize,
+    /// See [`ProcessTable::high_water`]; raised under the `indices` lock.
+    high_water: std::sync::atomic::AtomicU32,
 }
 
 /// A registration of interest in exits: while it lives, [`ProcessTable::remove`] says when a
@@ -253,6 +255,7 @@ impl ProcessTable {
                 indices: Mutex::new(Slab::new()),
                 live: AtomicUsize::new(0),
                 watchers: AtomicUsize::new(0),
+                high_water: std::sync::atomic::AtomicU32::new(0),
             },
         }
     }
@@ -281,6 +284,9 @@ impl ProcessTable {
         let process = make(Pid::from_parts(self.node, index, serial));
         slot.put(&process);
         entry.insert(());
+        if index >= self.written.high_water.load(Ordering::Relaxed) {
+            self.written.high_water.store(index + 1, Ordering::Relaxed);
+        }
         // Under the lock: a store, not a read-modify-write.
         self.written.live.store(indices.len(), Ordering::Relaxed);
         Ok(process)
@@ -334,6 +340,18 @@ impl ProcessTable {
     /// How many processes are alive.
     pub(crate) fn len(&self) -> usize {
         self.written.live.load(Ordering::Relaxed)
+    }
+
+    /// One more than the highest slot index ever handed out: every live process's index is
+    /// below it. Takes no lock.
+    pub(crate) fn high_water(&self) -> u32 {
+        self.written.high_water.load(Ordering::Relaxed)
+    }
+
+    /// The process in slot `index`, if any, held until the result drops; no lock is taken.
+    pub(crate) fn at_index(&self, index: u32) -> Option<Resolved<'_>> {
+        let read = self.slots.get(index)?.read();
+        read.as_deref().is_some().then_some(read)
     }
 
     /// The live processes, in slot order.

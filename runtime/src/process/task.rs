@@ -91,6 +91,7 @@ where
             // Before the poll: mark running, act on pending signals, and start measuring it
             // for the sessions that do.
             p.status.store(STATUS_RUNNING, Ordering::Relaxed);
+            crate::sample::on_poll(p.node.id);
             let before = checkpoint(p);
             let mut measured = trace::sessions_measuring(p);
             if measured != 0 && before.is_none() {
@@ -175,6 +176,7 @@ impl<F: Future> Future for HelperTask<F> {
         let this = self.project();
         let future = this.future;
         let process: &Arc<Process> = this.process;
+        crate::sample::on_poll(process.node.id);
         // Measured as its process's work, by the sessions measuring the process: one load
         // when none does.
         match trace::sessions_measuring(process) {
@@ -197,6 +199,7 @@ fn measured_helper<R>(process: &Arc<Process>, sessions: u64, f: impl FnOnce() ->
 /// Runs a blocking closure with `process` as its (helper) current process, measured as one
 /// poll of its process's work.
 pub(crate) fn run_as_helper<R>(process: Arc<Process>, f: impl FnOnce() -> R) -> R {
+    crate::sample::on_poll(process.node.id);
     match trace::sessions_measuring(&process) {
         0 => enter(&process, true, f),
         sessions => measured_helper(&process, sessions, f),

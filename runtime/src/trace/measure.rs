@@ -140,6 +140,10 @@ impl TraceTypes {
     /// not only on its node's (see [`outside`](super#outside-processes)): `main`, and the
     /// threads of a runtime the node does not own, count for it too.
     pub const ANY_THREAD: TraceTypes = TraceTypes(64);
+    /// Sample mode: the traced stack of each process the session traces is kept (and its
+    /// calls counted per function), for a sampler to read; time and memory are not measured.
+    /// Opened with a sampler by [`NodeHandle::sample_session`](crate::NodeHandle::sample_session).
+    pub const SAMPLE: TraceTypes = TraceTypes(128);
 
     /// Whether every type in `other` is in `self`.
     pub const fn contains(self, other: TraceTypes) -> bool {
@@ -148,7 +152,7 @@ impl TraceTypes {
 
     /// Whether a type measured per process (call_time or call_memory) is in `self`.
     pub const fn per_process(self) -> bool {
-        self.0 & (2 | 4 | 16 | 32) != 0
+        self.0 & (2 | 4 | 16 | 32 | 128) != 0
     }
 }
 
@@ -169,6 +173,7 @@ impl fmt::Display for TraceTypes {
             (TraceTypes::CALL_TREE, "call_tree"),
             (TraceTypes::CALL_EVENTS, "events"),
             (TraceTypes::ANY_THREAD, "any_thread"),
+            (TraceTypes::SAMPLE, "sample"),
         ];
         let mut first = true;
         for (t, name) in names {

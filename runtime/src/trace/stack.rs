@@ -47,10 +47,11 @@
 //! suppressed.
 
 use std::cell::{Cell, RefCell};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use super::measure::Acc;
+use super::sigcell::SigCell;
 use super::tree;
 use super::{Callsite, MAX_SESSIONS};
 use crate::heap::Counts;
@@ -121,9 +122,9 @@ static POOL: Mutex<Vec<Table>> = Mutex::new(Vec::new());
 
 struct Stack {
     /// Frames open, those deeper than `CAPACITY` (not kept) included.
-    depth: Cell<usize>,
+    depth: SigCell<AtomicUsize>,
     /// The sessions measuring the process being polled; 0 between polls.
-    active: Cell<u64>,
+    active: SigCell<AtomicU64>,
     /// When the poll is in the common case — one session measures it, with no event log or
     /// histograms, and time (if measured) from the time-stamp counter — that session's bit:
     /// its frames then take the lean path ([`push_lean`], [`pop_lean`]). 0 otherwise.
@@ -181,7 +182,7 @@ struct Stack {
     last_mem: Cell<[u64; 3]>,
     /// `ids[i + 1]`: the function of frame `i`; `ids[0]` is [`NO_FUNCTION`], the caller of
     /// the outermost frame.
-    ids: [Cell<u32>; CAPACITY + 1],
+    ids: [SigCell<AtomicU32>; CAPACITY + 1],
     masks: [Cell<u64>; CAPACITY],
     /// Per frame, in a poll recording call durations: the clock ticks charged to it so far
     /// over its whole call — its earlier polls' included —, exclusive of the traced calls it
@@ -219,8 +220,8 @@ thread_local! {
     // `const` and without a destructor: no registration, nothing to run at thread exit.
     static STACK: Stack = const {
         Stack {
-            depth: Cell::new(0),
-            active: Cell::new(0),
+            depth: SigCell::<AtomicUsize>::new(0),
+            active: SigCell::<AtomicU64>::new(0),
             lean: Cell::new(0),
             lean_slot: Cell::new(0),
             lean_table: Cell::new(&[]),
@@ -242,7 +243,7 @@ thread_local! {
             sink: AtomicU32::new(NO_FUNCTION),
             last_ticks: Cell::new(0),
             last_mem: Cell::new([0; 3]),
-            ids: [const { Cell::new(NO_FUNCTION) }; CAPACITY + 1],
+            ids: [const { SigCell::<AtomicU32>::new(NO_FUNCTION) }; CAPACITY + 1],
             masks: [const { Cell::new(0) }; CAPACITY],
             own: [const { Cell::new(0) }; CAPACITY],
             hist_top: Cell::new(NO_FRAME),
@@ -296,8 +297,22 @@ fn record_restore(s: &Stack, id: u32) {
 /// poll already did, and sends the pops that follow in this poll to the sink.
 #[inline(always)]
 fn record_pending(s: &Stack, id: u32) {
+    if s.active.get() & crate::sample::suspended_paths_wanted() != 0
+        && !std::ptr::eq(s.restore.get(), &s.sink)
+    {
+        capture_suspended(s);
+    }
     record_restore(s, id);
     s.restore.set(&s.sink);
+}
+
+/// The first pending pop of a poll that a wall sample session measures: keeps the path of the
+/// frame just popped (its callers and itself) as where the process suspends.
+#[cold]
+#[inline(never)]
+fn capture_suspended(s: &Stack) {
+    let depth = (s.depth.get() + 1).min(CAPACITY);
+    crate::sample::capture_suspended((1..=depth).map(|i| s.ids[i].get()));
 }
 
 /// `STACK.with(f)`, with `f` inlined into its caller (see [`super::tls::with_local`]).
@@ -393,6 +408,31 @@ pub(crate) fn active() -> u64 {
     STACK.with(|s| s.active.get())
 }
 
+/// For the CPU sampler's signal handler, on this thread: the sessions measuring the poll the
+/// thread is in (0 outside one), and the callsite ids of the traced stack's frames, outermost
+/// first, into `out` (the innermost `out.len()` of them when there are more). Returns
+/// (sessions, frames written, frames open).
+///
+/// Async-signal-safe: `STACK` is a `const`-initialised thread-local without a destructor (an
+/// address in the thread's static TLS block: no lazy initialisation, no registration, no
+/// allocation), and its depth, frames and sessions are [`SigCell`]s: the depth is read first,
+/// and every frame below it was written before it (see [`super::sigcell`]). A frame popped
+/// while the handler reads is not a problem: the handler runs while its thread is stopped.
+pub(crate) fn read_in_signal(out: &mut [u32]) -> (u64, usize, usize) {
+    STACK.with(|s| {
+        let active = s.active.get();
+        let depth = s.depth.get();
+        std::sync::atomic::compiler_fence(Ordering::Acquire);
+        let kept = depth.min(CAPACITY);
+        let n = kept.min(out.len());
+        let first = kept - n;
+        for (k, slot) in out[..n].iter_mut().enumerate() {
+            *slot = s.ids[first + k + 1].get();
+        }
+        (active, n, depth)
+    })
+}
+
 /// Runs `f` with measuring off on this thread (restored afterwards, on unwind too).
 pub(crate) fn with_measuring_off<R>(f: impl FnOnce() -> R) -> R {
     struct Restore(u64, u64, u64);
@@ -423,6 +463,9 @@ pub(crate) fn begin_poll(
     function: &'static AtomicU32,
 ) {
     super::inflight::begin(active);
+    if active & crate::sample::suspended_paths_wanted() != 0 {
+        crate::sample::begin_suspended();
+    }
     with_stack(|s| {
         let trees_here = trees & active;
         let events = events & active;
@@ -522,6 +565,13 @@ pub(crate) fn end_poll(target: &super::measure::Target<'_>) {
         // Call durations are sampled only for histograms, events logged only for event logs.
         if s.histograms.get() | s.events.get() != 0 {
             end_poll_extra(s, target);
+        }
+        // Where a process (not a helper task of it) suspends, for the wall sampler.
+        if s.active.get() & crate::sample::suspended_paths_wanted() != 0
+            && let super::measure::Target::Process(process) = target
+            && crate::process::current_is_helper() == Some(false)
+        {
+            crate::sample::finish_suspended(process.trace_account());
         }
         s.active.set(0);
         s.lean.set(0);

@@ -1,0 +1,633 @@
+//! Sampling processes: what each worker runs (CPU), and where every process waits (wall).
+//!
+//! A [`SampleSession`] is a trace session ([`TraceSession`]) of type [`TraceTypes::SAMPLE`]
+//! plus a sampler: its patterns say which traced functions appear in the samples' traced
+//! stacks, and its process flags which processes are sampled, exactly as for tracing
+//! ([`SampleSession::trace`]). It coexists with trace sessions and other sample sessions.
+//!
+//! - [`Sampler::Cpu`] (the default): every thread that runs the node's processes gets a timer
+//!   on its own CPU-time clock, at [`SampleOptions::hz`] (99 by default, at most 10,000). Each
+//!   tick records, from a signal handler on that thread and without locks or allocation, the
+//!   pid being polled (or none: time spent outside processes, in the scheduler or in plain
+//!   tokio tasks), the process's traced stack, the thread's native stack walked by frame
+//!   pointers, the thread, a timestamp and a weight (`1 + timer overruns`). Native addresses
+//!   are named later ([`symbolize`]). Untraced code thus shows up with no code change, and the
+//!   traced stack says which process and which traced call it ran under. Linux only.
+//! - [`Sampler::Wall`]: a thread of its own samples processes, running or not, at `hz`: a
+//!   bounded number of slots chosen at random per tick ([`SampleOptions::per_tick`]), so its
+//!   cost does not grow with the process count. Each sample gives the process's state
+//!   ([`ProcessState`]: running, runnable, waiting in `receive`, in a `call`, ...), registered
+//!   name, mailbox length and the traced path it last suspended in. Julia 1.12's all-tasks
+//!   profiler and Go's goroutine profile, for actors. [`SampleSession::census`] samples every
+//!   process once, on demand.
+//!
+//! Samples go into a bounded buffer of [`SampleOptions::n`] samples (Julia's `init(n, delay)`);
+//! when it is full, a warning names the setting to raise, later samples are counted as dropped,
+//! and the program runs on. [`SampleSession::samples`] copies them out (Julia's `fetch`),
+//! [`SampleSession::clear`] forgets them.
+//!
+//! ```
+//! use runtime::Node;
+//! use runtime::sample::{SampleOptions, Sampler};
+//! use runtime::trace::{ProcessSpec, TracePattern};
+//!
+//! #[runtime::traced]
+//! async fn wait_for_work() -> u64 { runtime::receive::<u64>().await }
+//!
+//! let node = Node::new().unwrap();
+//! let session = node
+//!     .sample_session(SampleOptions::new().sampler(Sampler::Wall).hz(500))
+//!     .unwrap();
+//! session.trace().set_pattern(&TracePattern::all()).unwrap();
+//! session.trace().enable_trace(ProcessSpec::New, true).unwrap();
+//! let idle = node.spawn(async { wait_for_work().await; }).unwrap();
+//! // A census reads every sampled process now: this one waits in `receive`.
+//! let seen = loop {
+//!     let census = session.census();
+//!     if let Some(s) = census.iter().find(|s| s.pid == Some(idle) && !s.traced.is_empty()) {
+//!         break s.clone();
+//!     }
+//!     std::thread::sleep(std::time::Duration::from_millis(5));
+//! };
+//! assert_eq!(seen.state, Some(runtime::sample::ProcessState::Receive));
+//! assert!(seen.traced.iter().any(|cs| cs.function() == "wait_for_work"));
+//! node.send(idle, 1u64);
+//! ```
+//!
+//! # Frame pointers
+//!
+//! Native stacks are walked by frame pointers, which Rust omits by default: build with
+//! `RUSTFLAGS="-C force-frame-pointers=yes"` (or in `.cargo/config.toml`, as this workspace
+//! does) for whole native stacks, and with `debug = "line-tables-only"` in the profile for
+//! file and line. A session tells whether this build's stacks walk
+//! ([`SampleData::native_walked`]) and says so once on stderr when they do not; samples then
+//! keep the interrupted instruction and their traced stacks.
+//!
+//! # Signals
+//!
+//! The CPU sampler uses SIGPROF: a program (or another profiler) with its own SIGPROF handler
+//! gets [`SampleError::SignalTaken`] rather than a broken handler. System calls interrupted by
+//! it restart (`SA_RESTART`).
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::Pid;
+use crate::node::NodeHandle;
+use crate::registry::Name;
+use crate::trace::{Callsite, SessionError, TraceSession, TraceTypes};
+
+#[cfg(target_os = "linux")]
+mod cpu;
+mod native;
+mod paths;
+mod ring;
+mod store;
+mod symbols;
+#[cfg(all(test, target_os = "linux"))]
+mod tests;
+mod threads;
+mod wall;
+
+pub use native::walkable as native_stacks_walkable;
+pub use symbols::{NativeFrame, symbolize, symbolize_all};
+
+/// Which sampler a [`SampleSession`] runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Sampler {
+    /// What each worker thread runs, on its CPU-time clock (Linux).
+    #[default]
+    Cpu,
+    /// Every process, running or not: its state and where it waits.
+    Wall,
+}
+
+impl Sampler {
+    /// `cpu` or `wall`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Sampler::Cpu => "cpu",
+            Sampler::Wall => "wall",
+        }
+    }
+}
+
+impl fmt::Display for Sampler {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Sampler {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Sampler, String> {
+        match s {
+            "cpu" => Ok(Sampler::Cpu),
+            "wall" => Ok(Sampler::Wall),
+            other => Err(format!("`{other}` is not a sampler: cpu or wall")),
+        }
+    }
+}
+
+/// The highest rate a sampler takes, in samples per second.
+pub const MAX_HZ: u32 = 10_000;
+
+/// How a [`SampleSession`] samples: Julia's `Profile.init(n, delay)`, and the sampler.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SampleOptions {
+    sampler: Sampler,
+    hz: u32,
+    n: usize,
+    per_tick: usize,
+}
+
+impl Default for SampleOptions {
+    fn default() -> Self {
+        SampleOptions::new()
+    }
+}
+
+impl SampleOptions {
+    /// The defaults: the CPU sampler at 99 Hz (not 100, to avoid running in lockstep with
+    /// periodic work), a buffer of 100,000 samples, 32 processes per wall tick.
+    pub fn new() -> SampleOptions {
+        SampleOptions {
+            sampler: Sampler::Cpu,
+            hz: 99,
+            n: 100_000,
+            per_tick: 32,
+        }
+    }
+
+    /// The sampler.
+    pub fn sampler(mut self, sampler: Sampler) -> SampleOptions {
+        self.sampler = sampler;
+        self
+    }
+
+    /// Samples per second per thread (CPU) or ticks per second (wall): 1 to [`MAX_HZ`].
+    pub fn hz(mut self, hz: u32) -> SampleOptions {
+        self.hz = hz;
+        self
+    }
+
+    /// The time between samples, as Julia's `delay`: sets [`hz`](Self::hz) to its inverse.
+    pub fn delay(mut self, delay: std::time::Duration) -> SampleOptions {
+        let ns = delay.as_nanos().max(1);
+        self.hz = u32::try_from(1_000_000_000 / ns).unwrap_or(u32::MAX);
+        self
+    }
+
+    /// The buffer's size, in samples (Julia's `n`).
+    pub fn n(mut self, n: usize) -> SampleOptions {
+        self.n = n;
+        self
+    }
+
+    /// Processes read per wall tick, at most (the wall sampler's cost per tick).
+    pub fn per_tick(mut self, per_tick: usize) -> SampleOptions {
+        self.per_tick = per_tick;
+        self
+    }
+
+    /// The sampler chosen.
+    pub fn get_sampler(&self) -> Sampler {
+        self.sampler
+    }
+
+    /// The rate chosen, in Hz.
+    pub fn get_hz(&self) -> u32 {
+        self.hz
+    }
+
+    /// The buffer's size, in samples.
+    pub fn get_n(&self) -> usize {
+        self.n
+    }
+}
+
+/// Why a sample session could not open.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum SampleError {
+    /// The rate is outside 1 to [`MAX_HZ`].
+    Rate {
+        /// The rate asked for.
+        hz: u32,
+    },
+    /// A buffer of no samples.
+    NoBuffer,
+    /// Another handler of SIGPROF is installed (the program's own, or another profiler's).
+    SignalTaken,
+    /// A CPU sample session runs at another rate: the CPU sampler has one rate per OS process.
+    RateTaken {
+        /// The rate the open sessions run at.
+        running_hz: u32,
+        /// The rate asked for.
+        asked_hz: u32,
+    },
+    /// The CPU sampler needs Linux's per-thread CPU-time timers.
+    Unsupported,
+    /// A system call failed.
+    Os {
+        /// The call.
+        what: &'static str,
+        /// Its error.
+        error: std::io::Error,
+    },
+    /// The trace session under the sample session could not open.
+    Session(SessionError),
+}
+
+impl fmt::Display for SampleError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SampleError::Rate { hz } => write!(
+                f,
+                "a sampling rate of {hz} Hz is out of range: choose 1 to {MAX_HZ} Hz"
+            ),
+            SampleError::NoBuffer => {
+                f.write_str("a sample buffer of 0 samples keeps nothing: choose n of 1 or more")
+            }
+            SampleError::SignalTaken => f.write_str(
+                "SIGPROF already has a handler (the program's own, or another profiler's): \
+                 the CPU sampler needs it; use the wall sampler, or remove the other handler",
+            ),
+            SampleError::RateTaken {
+                running_hz,
+                asked_hz,
+            } => write!(
+                f,
+                "a CPU sample session already runs at {running_hz} Hz, and the CPU sampler has \
+                 one rate per program: ask for {running_hz} Hz, or stop that session before \
+                 sampling at {asked_hz} Hz"
+            ),
+            SampleError::Unsupported => f.write_str(
+                "the CPU sampler needs Linux (per-thread CPU-time timers); use the wall sampler",
+            ),
+            SampleError::Os { what, error } => write!(f, "{what} failed: {error}"),
+            SampleError::Session(e) => write!(f, "cannot open a sample session: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for SampleError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            SampleError::Os { error, .. } => Some(error),
+            SampleError::Session(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// What a sampled process was doing (wall samples).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum ProcessState {
+    /// Being polled.
+    Running,
+    /// Not polled, with a message or signal waiting for it, or not polled yet.
+    Runnable,
+    /// Suspended in `receive` (any form without a timeout).
+    Receive,
+    /// Suspended in `receive_timeout`: waiting for a message or its timer.
+    ReceiveTimeout,
+    /// Suspended in a `gen_server` or supervisor call, waiting for the reply.
+    Call,
+    /// Suspended elsewhere (an untraced future, a traced function that is none of the above).
+    Waiting,
+    /// Ending.
+    Exiting,
+}
+
+impl ProcessState {
+    /// The state as reports print it: `running`, `runnable`, `receive`, `receive (timer)`,
+    /// `call`, `waiting`, `exiting`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ProcessState::Running => "running",
+            ProcessState::Runnable => "runnable",
+            ProcessState::Receive => "receive",
+            ProcessState::ReceiveTimeout => "receive (timer)",
+            ProcessState::Call => "call",
+            ProcessState::Waiting => "waiting",
+            ProcessState::Exiting => "exiting",
+        }
+    }
+
+    /// Every state, in the order above.
+    pub const ALL: [ProcessState; 7] = [
+        ProcessState::Running,
+        ProcessState::Runnable,
+        ProcessState::Receive,
+        ProcessState::ReceiveTimeout,
+        ProcessState::Call,
+        ProcessState::Waiting,
+        ProcessState::Exiting,
+    ];
+}
+
+impl fmt::Display for ProcessState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One sample.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct Sample {
+    /// The process sampled (CPU: the one being polled), or `None` for CPU time outside any
+    /// process.
+    pub pid: Option<Pid>,
+    /// The thread it was taken on (CPU samples): an index into [`SampleData::threads`].
+    pub thread: Option<u32>,
+    /// When, in nanoseconds since the session opened (or was last cleared).
+    pub time_ns: u64,
+    /// What it stands for: timer periods (CPU, `1 + overruns`), or processes (wall: a process
+    /// drawn with probability `k / n` stands for `n / k`).
+    pub weight: f64,
+    /// The traced stack, outermost first: the traced calls the process was in (CPU), or the
+    /// path it last suspended in (wall).
+    pub traced: Vec<&'static Callsite>,
+    /// The native stack (CPU), innermost first: the interrupted instruction's address, then
+    /// return addresses. Name them with [`symbolize`].
+    pub native: Vec<u64>,
+    /// A stack was deeper than a sample keeps (its innermost frames are kept).
+    pub truncated: bool,
+    /// The process's state (wall samples).
+    pub state: Option<ProcessState>,
+    /// Messages in its mailbox (wall samples).
+    pub mailbox_len: u32,
+    /// Its registered name (wall samples).
+    pub registered_name: Option<Name>,
+}
+
+/// A thread samples were taken on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SampledThread {
+    /// Its index, as [`Sample::thread`] gives it.
+    pub index: u32,
+    /// The OS thread id.
+    pub tid: i32,
+    /// Its name (`node-worker` for a node's workers).
+    pub name: Option<String>,
+}
+
+/// A sample session's samples and what they mean, as [`SampleSession::samples`] copies them.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct SampleData {
+    /// The sampler.
+    pub sampler: Sampler,
+    /// The rate, in Hz.
+    pub hz: u32,
+    /// The samples, oldest first (per thread; wall ticks in order).
+    pub samples: Vec<Sample>,
+    /// Weight dropped: samples that found the buffer (or a thread's ring) full.
+    pub dropped: f64,
+    /// The threads the samples name.
+    pub threads: Vec<SampledThread>,
+    /// Whether native stacks were walked past the interrupted instruction (built with frame
+    /// pointers).
+    pub native_walked: bool,
+    /// How long the session has sampled, in nanoseconds.
+    pub duration_ns: u64,
+    /// The buffer's size, in samples.
+    pub capacity: usize,
+}
+
+/// A sampler and the trace session whose patterns and flags select what it samples. Stops
+/// when dropped.
+pub struct SampleSession {
+    store: Arc<store::Store>,
+    options: SampleOptions,
+    node: NodeHandle,
+    wall: Option<wall::WallSampler>,
+    native_walked: bool,
+    // Dropped last: the sampler stops first.
+    trace: TraceSession,
+}
+
+impl fmt::Debug for SampleSession {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SampleSession")
+            .field("sampler", &self.options.sampler)
+            .field("hz", &self.options.hz)
+            .field("trace", &self.trace)
+            .finish_non_exhaustive()
+    }
+}
+
+impl NodeHandle {
+    /// Opens a sample session on this node: a trace session of type
+    /// [`TraceTypes::SAMPLE`] with no patterns and no process flags (set them through
+    /// [`SampleSession::trace`]), and its sampler, started.
+    ///
+    /// # Errors
+    /// [`SampleError::Rate`] or [`SampleError::NoBuffer`] for options out of range;
+    /// [`SampleError::Unsupported`] for the CPU sampler off Linux; [`SampleError::SignalTaken`]
+    /// when SIGPROF has another handler; [`SampleError::RateTaken`] when a CPU session runs at
+    /// another rate; [`SampleError::Session`] when no trace session slot is free.
+    pub fn sample_session(&self, options: SampleOptions) -> Result<SampleSession, SampleError> {
+        if options.hz == 0 || options.hz > MAX_HZ {
+            return Err(SampleError::Rate { hz: options.hz });
+        }
+        if options.n == 0 {
+            return Err(SampleError::NoBuffer);
+        }
+        if options.sampler == Sampler::Cpu && !cfg!(target_os = "linux") {
+            return Err(SampleError::Unsupported);
+        }
+        let trace = self
+            .trace_session_with(TraceTypes::SAMPLE)
+            .map_err(SampleError::Session)?;
+        let store = Arc::new(store::Store::new(
+            trace.slot(),
+            self.id(),
+            options.sampler,
+            options.n,
+        ));
+        let mut native_walked = false;
+        let mut wall = None;
+        match options.sampler {
+            Sampler::Cpu => {
+                #[cfg(target_os = "linux")]
+                {
+                    cpu::start(options.hz)?;
+                    // This thread may run the node's processes (`Node::run` on a
+                    // current-thread node).
+                    threads::register_current(self.id());
+                    store::add_cpu_store(Arc::clone(&store));
+                }
+                native_walked = native::walkable();
+                if !native_walked {
+                    warn_unwalkable();
+                }
+            }
+            Sampler::Wall => {
+                paths::want(trace.slot(), true);
+                wall = Some(
+                    wall::start(
+                        Arc::clone(&self.inner),
+                        Arc::clone(&store),
+                        options.hz,
+                        options.per_tick,
+                    )
+                    .map_err(|error| SampleError::Os {
+                        what: "spawning the wall sampler's thread",
+                        error,
+                    })?,
+                );
+            }
+        }
+        Ok(SampleSession {
+            store,
+            options,
+            node: self.clone(),
+            wall,
+            native_walked,
+            trace,
+        })
+    }
+}
+
+/// Says once per program that native stacks cannot be walked.
+fn warn_unwalkable() {
+    static SAID: std::sync::Once = std::sync::Once::new();
+    SAID.call_once(|| {
+        eprintln!(
+            "tprof: this program was built without frame pointers, so CPU samples keep only \
+             the interrupted function of each native stack (traced stacks are whole); build \
+             with RUSTFLAGS=\"-C force-frame-pointers=yes\" for whole native stacks"
+        );
+    });
+}
+
+impl SampleSession {
+    /// The trace session under it: set patterns (which traced functions appear in the traced
+    /// stacks) and process flags (which processes are sampled) here; pause, resume and restart
+    /// it here too. Its measurements count the sampled processes' calls per function.
+    pub fn trace(&self) -> &TraceSession {
+        &self.trace
+    }
+
+    /// The options it was opened with.
+    pub fn options(&self) -> &SampleOptions {
+        &self.options
+    }
+
+    /// A copy of the samples taken so far (Julia's `fetch`): every one taken before the call.
+    pub fn samples(&self) -> SampleData {
+        if self.options.sampler == Sampler::Cpu {
+            store::drain();
+        }
+        crate::heap::suppressed(|| {
+            let (samples, dropped) = {
+                let inner = self.store.inner.lock();
+                (inner.samples.clone(), inner.dropped)
+            };
+            let mut indices: Vec<u32> = samples.iter().filter_map(|s| s.thread).collect();
+            indices.sort_unstable();
+            indices.dedup();
+            let threads = indices
+                .into_iter()
+                .filter_map(|index| {
+                    threads::describe(index).map(|(tid, name, _)| SampledThread {
+                        index,
+                        tid,
+                        name,
+                    })
+                })
+                .collect();
+            SampleData {
+                sampler: self.options.sampler,
+                hz: self.options.hz,
+                samples,
+                dropped,
+                threads,
+                native_walked: self.native_walked,
+                duration_ns: store::now_ns().saturating_sub(*self.store.started_ns.lock()),
+                capacity: self.options.n,
+            }
+        })
+    }
+
+    /// Forgets the samples taken so far and the drops (Julia's `clear`).
+    pub fn clear(&self) {
+        if self.options.sampler == Sampler::Cpu {
+            store::drain();
+        }
+        self.store.clear();
+    }
+
+    /// Every process this session samples, read once now (weight 1 each), whatever the
+    /// sampler: its state, name, mailbox and where it waits. Takes no process's time: it reads
+    /// what their polls published.
+    pub fn census(&self) -> Vec<Sample> {
+        let time = store::now_ns().saturating_sub(*self.store.started_ns.lock());
+        wall::census(&self.node.inner, self.trace.slot(), time)
+    }
+}
+
+impl Drop for SampleSession {
+    fn drop(&mut self) {
+        match self.options.sampler {
+            Sampler::Cpu =>
+            {
+                #[cfg(target_os = "linux")]
+                if store::remove_cpu_store(&self.store) == 0 {
+                    cpu::stop();
+                }
+            }
+            Sampler::Wall => {
+                self.wall.take();
+                paths::want(self.trace.slot(), false);
+            }
+        }
+    }
+}
+
+/// Wall sessions that want the path processes suspend in.
+#[inline(always)]
+pub(crate) fn suspended_paths_wanted() -> u64 {
+    paths::wanted()
+}
+
+/// See [`paths::begin`].
+pub(crate) fn begin_suspended() {
+    paths::begin();
+}
+
+/// See [`paths::capture`].
+pub(crate) fn capture_suspended(path: impl Iterator<Item = u32>) {
+    paths::capture(path);
+}
+
+/// See [`paths::finish`].
+pub(crate) fn finish_suspended(account: &crate::heap::Account) {
+    paths::finish(account);
+}
+
+/// At each poll of a process of node `node`: while the CPU sampler runs, makes sure the
+/// polling thread has a timer (a thread of a runtime the node does not own, or a blocking
+/// thread running a helper). One relaxed load otherwise.
+#[inline(always)]
+pub(crate) fn on_poll(node: u32) {
+    #[cfg(target_os = "linux")]
+    if cpu::running() {
+        threads::register_current(node);
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = node;
+}
+
+/// A thread of node `node`'s runtime starting: registered so that a CPU sampler started later can time
+/// it (without a ring or timer until then).
+pub(crate) fn thread_started(node: u32) {
+    #[cfg(target_os = "linux")]
+    threads::register_current(node);
+    #[cfg(not(target_os = "linux"))]
+    let _ = node;
+}

@@ -1,0 +1,265 @@
+//! The CPU sampler: one timer per registered thread on that thread's own CPU-time clock,
+//! delivering SIGPROF to that thread, and the handler that records a sample there.
+//!
+//! Not pprof-rs's process-wide `setitimer`: the kernel coalesces a process-wide SIGPROF and
+//! sends it to whichever thread, which undercounts busy multi-threaded programs (Go measured
+//! 2.4 of 20 busy cores before moving to per-thread timers, golang/go#35057), and pprof-rs's
+//! handler drops every sample that finds its one global lock taken. Here each thread's timer
+//! counts that thread's CPU time only and signals that thread only (`timer_create` on the
+//! clock of `pthread_getcpuclockid`, `SIGEV_THREAD_ID`), and the handler writes into that
+//! thread's own ring. A timer that fired several periods before its signal was handled says so
+//! (`timer_getoverrun`): the sample's weight is `1 + overrun`, so no CPU time goes unaccounted.
+//!
+//! # The handler
+//!
+//! Async-signal-safe, and provably so from what it calls: it saves and restores `errno`; reads
+//! this thread's [`ThreadSlot`](super::threads::ThreadSlot), the current pid
+//! ([`crate::process::pid_in_signal`]) and the traced stack ([`crate::trace::read_in_signal`]),
+//! all `const` thread-locals without destructors holding atomics; calls `timer_getoverrun` and
+//! `clock_gettime`, both on POSIX's list of async-signal-safe functions; walks frame pointers
+//! inside the thread's stack ([`super::native::walk`]); and writes one record into the ring
+//! ([`super::ring::Ring::push`]: relaxed stores into memory allocated beforehand). It takes no
+//! lock and allocates nothing (the test `the_handler_neither_locks_nor_allocates` checks that
+//! a thread holding the allocator's and the registry's locks, which an allocating or locking
+//! handler would deadlock on, is still sampled).
+
+#![cfg(target_os = "linux")]
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use super::SampleError;
+use super::ring::Ring;
+use super::ring::{MAX_NATIVE, NATIVE_TRUNCATED, Record, TRACED_TRUNCATED};
+use super::threads::{REGISTRY, Registry, THREAD, ThreadEntry, bounds_in_signal};
+
+/// Whether timers run: set while at least one CPU sample session is open.
+static RUNNING: AtomicBool = AtomicBool::new(false);
+/// The timers' period, in nanoseconds.
+static PERIOD_NS: AtomicU64 = AtomicU64::new(0);
+/// Whether native stacks are walked past the interrupted instruction ([`super::native::walkable`]).
+static WALK: AtomicBool = AtomicBool::new(false);
+
+/// Whether the CPU sampler runs.
+#[inline(always)]
+pub(crate) fn running() -> bool {
+    RUNNING.load(Ordering::Relaxed)
+}
+
+/// Installs the handler once; refuses when another handler of SIGPROF is installed (another
+/// profiler's, or the program's own).
+fn install() -> Result<(), SampleError> {
+    // The outcome of the first try: 0 installed, -1 another handler, else an errno.
+    static INSTALLED: std::sync::OnceLock<i32> = std::sync::OnceLock::new();
+    let outcome = *INSTALLED.get_or_init(|| {
+        // SAFETY: `sigaction` with a null new action only reads the current one into `old`;
+        // the second call installs `handler`, an `extern "C"` function of the signature
+        // SA_SIGINFO requires, with an empty mask. Both structs are zeroed (a valid
+        // `sigaction`) before the fields are set.
+        #[allow(unsafe_code)]
+        unsafe {
+            let mut old: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(libc::SIGPROF, std::ptr::null(), &mut old) != 0 {
+                return std::io::Error::last_os_error().raw_os_error().unwrap_or(1);
+            }
+            if old.sa_sigaction != libc::SIG_DFL && old.sa_sigaction != libc::SIG_IGN {
+                return -1;
+            }
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = handler as *const () as usize;
+            action.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
+            libc::sigemptyset(&mut action.sa_mask);
+            if libc::sigaction(libc::SIGPROF, &action, std::ptr::null_mut()) != 0 {
+                return std::io::Error::last_os_error().raw_os_error().unwrap_or(1);
+            }
+        }
+        0
+    });
+    match outcome {
+        0 => Ok(()),
+        -1 => Err(SampleError::SignalTaken),
+        errno => Err(SampleError::Os {
+            what: "sigaction(SIGPROF)",
+            error: std::io::Error::from_raw_os_error(errno),
+        }),
+    }
+}
+
+/// Starts the timers of every registered thread at `hz`, or joins the timers already running
+/// at that rate.
+pub(crate) fn start(hz: u32) -> Result<(), SampleError> {
+    install()?;
+    let period = 1_000_000_000 / u64::from(hz.max(1));
+    let mut guard = REGISTRY.lock();
+    if RUNNING.load(Ordering::Relaxed) {
+        let running = PERIOD_NS.load(Ordering::Relaxed);
+        if running != period {
+            return Err(SampleError::RateTaken {
+                running_hz: (1_000_000_000 / running.max(1)) as u32,
+                asked_hz: hz,
+            });
+        }
+        return Ok(());
+    }
+    WALK.store(super::native::walkable(), Ordering::Relaxed);
+    PERIOD_NS.store(period, Ordering::Relaxed);
+    RUNNING.store(true, Ordering::SeqCst);
+    let Registry { threads, pool } = &mut *guard;
+    for entry in threads.iter_mut().filter(|e| e.alive) {
+        arm(entry, pool);
+    }
+    Ok(())
+}
+
+/// Stops every timer.
+pub(crate) fn stop() {
+    let mut reg = REGISTRY.lock();
+    RUNNING.store(false, Ordering::SeqCst);
+    PERIOD_NS.store(0, Ordering::Relaxed);
+    for entry in &mut reg.threads {
+        disarm(entry);
+    }
+}
+
+/// Gives `entry`'s thread a ring (from `pool`, or a new one) and arms its timer, under the
+/// registry's lock. A thread that has just exited makes `timer_create` fail, which is
+/// ignored: it has nothing left to sample.
+pub(crate) fn arm(entry: &mut ThreadEntry, pool: &mut Vec<&'static Ring>) {
+    if entry.timer.is_some() || !entry.alive {
+        return;
+    }
+    let period = PERIOD_NS.load(Ordering::Relaxed);
+    if period == 0 {
+        return;
+    }
+    let ring = match entry.ring {
+        Some(ring) => ring,
+        None => {
+            let ring = pool
+                .pop()
+                .unwrap_or_else(|| crate::heap::suppressed(|| Box::leak(Box::new(Ring::new()))));
+            ring.tid.store(entry.tid as u32, Ordering::Relaxed);
+            entry.ring = Some(ring);
+            entry.publish_ring(Some(ring));
+            ring
+        }
+    };
+    // SAFETY: `sev` is zeroed (a valid `sigevent`) and then describes a signal to one thread;
+    // `timer_create` writes `timer` on success, which is checked before it is used, and
+    // `timer_settime` reads `spec`, a plain struct on the stack.
+    #[allow(unsafe_code)]
+    unsafe {
+        let mut sev: libc::sigevent = std::mem::zeroed();
+        sev.sigev_notify = libc::SIGEV_THREAD_ID;
+        sev.sigev_signo = libc::SIGPROF;
+        sev.sigev_notify_thread_id = entry.tid;
+        let mut timer: libc::timer_t = std::ptr::null_mut();
+        if libc::timer_create(entry.clock, &mut sev, &mut timer) != 0 {
+            return;
+        }
+        let ts = libc::timespec {
+            tv_sec: (period / 1_000_000_000) as libc::time_t,
+            tv_nsec: (period % 1_000_000_000) as libc::c_long,
+        };
+        let spec = libc::itimerspec {
+            it_interval: ts,
+            it_value: ts,
+        };
+        if libc::timer_settime(timer, 0, &spec, std::ptr::null_mut()) != 0 {
+            libc::timer_delete(timer);
+            return;
+        }
+        entry.timer = Some(timer);
+        ring.set_timer(timer as usize);
+    }
+}
+
+/// Deletes `entry`'s timer, if any (under the registry's lock). After `timer_delete` returns,
+/// the kernel sends no more signals of it, and one still queued is discarded with it.
+pub(crate) fn disarm(entry: &mut ThreadEntry) {
+    if let Some(timer) = entry.timer.take() {
+        // SAFETY: `timer` was made by `timer_create` and is deleted once (taken out above).
+        #[allow(unsafe_code)]
+        unsafe {
+            libc::timer_delete(timer);
+        }
+        if let Some(ring) = entry.ring {
+            ring.set_timer(0);
+        }
+    }
+}
+
+/// CLOCK_MONOTONIC in nanoseconds (async-signal-safe).
+pub(crate) fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `clock_gettime` writes `ts`, a plain struct on the stack.
+    #[allow(unsafe_code)]
+    unsafe {
+        libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts);
+    }
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// The SIGPROF handler. See the module documentation for why each step is
+/// async-signal-safe.
+extern "C" fn handler(_signal: libc::c_int, _info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+    // SAFETY: `__errno_location` returns this thread's errno, valid for the thread's life.
+    #[allow(unsafe_code)]
+    let errno = unsafe { *libc::__errno_location() };
+    THREAD.with(|t| {
+        let ring = t.ring.load(Ordering::Acquire);
+        // SAFETY: a non-null ring pointer was made from a `&'static Ring` (rings are leaked
+        // and pooled, never freed) by this thread's registration.
+        #[allow(unsafe_code)]
+        let Some(ring) = (unsafe { ring.as_ref() }) else {
+            return;
+        };
+        let timer = ring.timer();
+        let overrun = if timer == 0 {
+            0
+        } else {
+            // SAFETY: `timer` is this thread's live timer (deleted only under the registry's
+            // lock, after which no signal of it is delivered); `timer_getoverrun` is
+            // async-signal-safe.
+            #[allow(unsafe_code)]
+            unsafe {
+                libc::timer_getoverrun(timer as libc::timer_t).max(0) as u32
+            }
+        };
+        let mut r = Record::new();
+        r.weight = 1 + overrun;
+        r.time_ns = monotonic_ns();
+        if let Some(pid) = crate::process::pid_in_signal() {
+            r.pid = u64::from(pid.index()) | u64::from(pid.serial()) << 32;
+            r.node = pid.node();
+        }
+        let (active, n, depth) = crate::trace::read_in_signal(&mut r.traced);
+        r.active = active;
+        r.traced_len = n;
+        if depth > n {
+            r.flags |= TRACED_TRUNCATED;
+        }
+        // SAFETY: `ctx` is the kernel's `ucontext_t` for this delivery (SA_SIGINFO).
+        #[allow(unsafe_code)]
+        let (pc, fp, sp) = unsafe { super::native::registers(ctx) };
+        if WALK.load(Ordering::Relaxed) {
+            let (len, more) = super::native::walk(pc, fp, sp, bounds_in_signal(t), &mut r.native);
+            r.native_len = len;
+            if more {
+                r.flags |= NATIVE_TRUNCATED;
+            }
+        } else if pc != 0 {
+            r.native[0] = pc;
+            r.native_len = 1;
+        }
+        debug_assert!(r.native_len <= MAX_NATIVE);
+        ring.push(&r);
+    });
+    // SAFETY: as above.
+    #[allow(unsafe_code)]
+    unsafe {
+        *libc::__errno_location() = errno;
+    }
+}

@@ -1,0 +1,242 @@
+//! Where samples go: per sample session, a bounded store; and the drain that moves the CPU
+//! sampler's records from the threads' rings into the stores of the sessions they belong to.
+//!
+//! The drain runs on a thread of its own every [`DRAIN_EVERY`] while a CPU sample session is
+//! open, and at every read of a session's samples, so a read sees every sample taken before it.
+//! It runs with allocation charging suppressed, so it is never charged to a process.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+
+use super::ring::{NATIVE_TRUNCATED, Record, TRACED_TRUNCATED};
+use super::threads::REGISTRY;
+use super::{Sample, Sampler};
+use crate::Pid;
+use crate::trace::callsites;
+
+/// How often the drain empties the rings.
+pub(crate) const DRAIN_EVERY: Duration = Duration::from_millis(10);
+
+/// One consumer of the rings at a time.
+static DRAIN: Mutex<()> = Mutex::new(());
+
+/// The stores of the open CPU sample sessions.
+static CPU_STORES: Mutex<Vec<Arc<Store>>> = Mutex::new(Vec::new());
+
+/// A sample session's samples, bounded by its capacity.
+pub(crate) struct Store {
+    /// The session's slot.
+    pub(crate) bit: u32,
+    /// Its node.
+    pub(crate) node: u32,
+    pub(crate) sampler: Sampler,
+    /// Samples kept at most (Julia's `n`).
+    pub(crate) capacity: usize,
+    /// CLOCK_MONOTONIC when the session opened (or was last cleared), in nanoseconds.
+    pub(crate) started_ns: Mutex<u64>,
+    pub(crate) inner: Mutex<StoreInner>,
+}
+
+/// What a [`Store`] holds.
+#[derive(Default)]
+pub(crate) struct StoreInner {
+    pub(crate) samples: Vec<Sample>,
+    /// Timer periods (CPU) or process-samples (wall) lost: the store or a ring was full.
+    pub(crate) dropped: f64,
+    /// Whether the full store has been reported.
+    pub(crate) warned: bool,
+}
+
+impl Store {
+    pub(crate) fn new(bit: u32, node: u32, sampler: Sampler, capacity: usize) -> Store {
+        Store {
+            bit,
+            node,
+            sampler,
+            capacity,
+            started_ns: Mutex::new(now_ns()),
+            inner: Mutex::new(StoreInner::default()),
+        }
+    }
+
+    /// Keeps `sample`, or counts it as dropped when the store is full (saying so on stderr the
+    /// first time).
+    pub(crate) fn keep(&self, sample: Sample) {
+        let mut inner = self.inner.lock();
+        if inner.samples.len() < self.capacity {
+            inner.samples.push(sample);
+            return;
+        }
+        inner.dropped += sample.weight;
+        if !inner.warned {
+            inner.warned = true;
+            eprintln!(
+                "tprof: the sample buffer of node {}'s {} sample session is full ({} samples); \
+                 later samples are dropped and counted. Raise the buffer's size \
+                 (SampleOptions::n, or TPROF_SAMPLE_N with `tprof run`), lower the rate, or \
+                 read and clear the samples more often",
+                self.node,
+                self.sampler.name(),
+                self.capacity
+            );
+        }
+    }
+
+    /// Counts `weight` as dropped.
+    pub(crate) fn drop_weight(&self, weight: f64) {
+        self.inner.lock().dropped += weight;
+    }
+
+    /// Forgets every sample and drop, and starts the clock again (Julia's `clear`).
+    pub(crate) fn clear(&self) {
+        *self.inner.lock() = StoreInner::default();
+        *self.started_ns.lock() = now_ns();
+    }
+}
+
+/// CLOCK_MONOTONIC, in nanoseconds.
+pub(crate) fn now_ns() -> u64 {
+    #[cfg(target_os = "linux")]
+    {
+        super::cpu::monotonic_ns()
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        static ORIGIN: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+        ORIGIN
+            .get_or_init(std::time::Instant::now)
+            .elapsed()
+            .as_nanos() as u64
+    }
+}
+
+/// Adds a CPU session's store; starts the drain thread the first time.
+pub(crate) fn add_cpu_store(store: Arc<Store>) {
+    CPU_STORES.lock().push(store);
+    static STARTED: AtomicBool = AtomicBool::new(false);
+    if !STARTED.swap(true, Ordering::SeqCst) {
+        let spawned = std::thread::Builder::new()
+            .name("tprof-sample-drain".into())
+            .spawn(|| {
+                loop {
+                    std::thread::sleep(DRAIN_EVERY);
+                    if !CPU_STORES.lock().is_empty() {
+                        drain();
+                    }
+                }
+            });
+        if spawned.is_err() {
+            // Reads drain too: samples are then moved only when read, and the rings keep
+            // what they can meanwhile (a full ring counts its drops).
+            STARTED.store(false, Ordering::SeqCst);
+        }
+    }
+}
+
+/// Removes a CPU session's store (after draining what is left for it); returns how many CPU
+/// stores remain.
+pub(crate) fn remove_cpu_store(store: &Arc<Store>) -> usize {
+    drain();
+    let mut stores = CPU_STORES.lock();
+    stores.retain(|s| !Arc::ptr_eq(s, store));
+    stores.len()
+}
+
+/// Moves every record from the rings into the stores of the sessions they belong to, and
+/// gives the rings of exited threads back to the pool once emptied.
+pub(crate) fn drain() {
+    crate::heap::suppressed(|| {
+        let _one = DRAIN.lock();
+        let stores: Vec<Arc<Store>> = CPU_STORES.lock().clone();
+        let rings: Vec<(u32, &'static super::ring::Ring, bool, u32)> = {
+            let reg = REGISTRY.lock();
+            reg.threads
+                .iter()
+                .enumerate()
+                .filter_map(|(i, e)| e.ring.map(|r| (i as u32, r, e.alive, e.node)))
+                .collect()
+        };
+        for (index, ring, alive, node) in rings {
+            ring.drain(|r| {
+                for store in &stores {
+                    if let Some(sample) = sample_for(store, r, index, node) {
+                        store.keep(sample);
+                    }
+                }
+            });
+            let dropped = ring.take_dropped();
+            if dropped > 0 {
+                for store in &stores {
+                    store.drop_weight(dropped as f64);
+                }
+            }
+            if !alive {
+                let mut reg = REGISTRY.lock();
+                if let Some(entry) = reg.threads.get_mut(index as usize)
+                    && !entry.alive
+                    && entry.ring.is_some()
+                {
+                    entry.ring = None;
+                    ring.reset();
+                    reg.pool.push(ring);
+                }
+            }
+        }
+    });
+}
+
+/// The sample `r` is for `store`, if it is for it: a poll of a process the session samples
+/// (its bit among the poll's sessions), or time outside any process on a thread of the
+/// session's node. Its traced frames are those of functions the session traces now.
+fn sample_for(store: &Store, r: &Record, thread: u32, thread_node: u32) -> Option<Sample> {
+    let bit = 1u64 << store.bit;
+    let pid = if r.pid != 0 {
+        if r.active & bit == 0 || r.node != store.node {
+            return None;
+        }
+        Some(Pid::from_parts(r.node, r.pid as u32, (r.pid >> 32) as u32))
+    } else {
+        if thread_node != store.node {
+            return None;
+        }
+        None
+    };
+    let all = callsites();
+    let traced = if pid.is_some() {
+        r.traced()
+            .iter()
+            .filter_map(|id| all.get(*id as usize))
+            .filter(|cs| cs.sessions() & bit != 0)
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let started = *store.started_ns.lock();
+    Some(Sample {
+        pid,
+        thread: Some(thread),
+        time_ns: r.time_ns.saturating_sub(started),
+        weight: f64::from(r.weight),
+        traced,
+        native: r.native().to_vec(),
+        truncated: r.flags & (TRACED_TRUNCATED | NATIVE_TRUNCATED) != 0,
+        state: None,
+        mailbox_len: 0,
+        registered_name: None,
+    })
+}
+
+/// Holds the drain's lock (tests: a handler that took it would deadlock).
+#[cfg(test)]
+pub(crate) fn lock_drain_for_test() -> parking_lot::MutexGuard<'static, ()> {
+    DRAIN.lock()
+}
+
+/// Holds the stores' lock (tests).
+#[cfg(test)]
+pub(crate) fn lock_stores_for_test() -> parking_lot::MutexGuard<'static, Vec<Arc<Store>>> {
+    CPU_STORES.lock()
+}

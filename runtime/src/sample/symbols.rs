@@ -1,0 +1,110 @@
+//! Naming sampled native addresses: function, file and line, inlined frames included.
+//!
+//! Done after sampling, on an ordinary thread, once per distinct address (a profile's samples
+//! share most of their addresses), with allocation charging suppressed. `backtrace` reads the
+//! binary's symbol table and DWARF line tables (gimli and addr2line under it), caching what it
+//! parsed.
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+
+/// One frame an address stands for: a function, and where in the source, when known.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct NativeFrame {
+    /// The demangled function name, without its hash (`<unknown>` when the address has no
+    /// symbol).
+    pub function: String,
+    /// The source file, when the binary has line tables.
+    pub file: Option<String>,
+    /// The line, when the binary has line tables.
+    pub line: Option<u32>,
+}
+
+/// What `addr` stands for: its frames, outermost first (a function, then what was inlined into
+/// it at that address). A return address (every native frame but a sample's first) should be
+/// looked up one byte back, inside the call instruction: pass `return_address = true`.
+pub fn symbolize(addr: u64, return_address: bool) -> Vec<NativeFrame> {
+    let lookup = if return_address && addr > 0 {
+        addr - 1
+    } else {
+        addr
+    };
+    let mut frames = resolve(lookup);
+    if frames.is_empty() && !return_address {
+        // The line tables' lookup misses a function's very first byte (an interrupted
+        // instruction can be there): its next byte is in the same function.
+        frames = resolve(lookup + 1);
+    }
+    if frames.is_empty() {
+        frames.push(NativeFrame {
+            function: format!("{addr:#x}"),
+            file: None,
+            line: None,
+        });
+    }
+    // `backtrace` gives the innermost (inlined) frame first.
+    frames.reverse();
+    frames
+}
+
+fn resolve(addr: u64) -> Vec<NativeFrame> {
+    let mut frames = Vec::new();
+    crate::heap::suppressed(|| {
+        backtrace::resolve(addr as usize as *mut std::ffi::c_void, |symbol| {
+            let function = symbol
+                .name()
+                .map_or_else(|| "<unknown>".to_owned(), |n| format!("{n:#}"));
+            frames.push(NativeFrame {
+                function,
+                file: symbol.filename().map(|f| f.display().to_string()),
+                line: symbol.lineno(),
+            });
+        });
+    });
+    frames
+}
+
+/// [`symbolize`] for many addresses, each looked up once: `(address, is a return address)`.
+pub fn symbolize_all(
+    addrs: impl IntoIterator<Item = (u64, bool)>,
+) -> HashMap<(u64, bool), Vec<NativeFrame>> {
+    let mut out = HashMap::new();
+    for key in addrs {
+        out.entry(key).or_insert_with(|| symbolize(key.0, key.1));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[inline(never)]
+    fn a_function_with_a_name() -> u64 {
+        std::hint::black_box(a_function_with_a_name as *const () as usize as u64)
+    }
+
+    /// A function's own address names it, with this file.
+    #[test]
+    fn an_address_names_its_function_and_file() {
+        let addr = a_function_with_a_name();
+        let frames = symbolize(addr, false);
+        let last = frames.last().expect("a frame");
+        assert!(
+            last.function.contains("a_function_with_a_name"),
+            "{frames:?}"
+        );
+        if let Some(file) = &last.file {
+            assert!(file.ends_with("symbols.rs"), "{file}");
+        }
+    }
+
+    /// An address nothing maps to is printed as itself.
+    #[test]
+    fn an_unknown_address_is_printed_in_hex() {
+        let frames = symbolize(0x10, false);
+        assert_eq!(frames.len(), 1);
+        assert!(frames[0].function == "0x10" || frames[0].function == "<unknown>");
+    }
+}

@@ -1,0 +1,95 @@
+//! The CPU sampler's handler, checked where only the crate can reach: with every lock the
+//! sampler has held by the sampled thread, and every allocation of that thread counted.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// Counts each thread's allocations (a `const` thread-local without a destructor: safe in an
+/// allocator).
+struct CountingPerThread;
+
+thread_local! {
+    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
+}
+
+// SAFETY: every call is forwarded to `System` with the caller's arguments; the count is a
+// thread-local cell that neither allocates nor has a destructor.
+#[allow(unsafe_code)]
+unsafe impl GlobalAlloc for CountingPerThread {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let _ = ALLOCATIONS.try_with(|c| c.set(c.get() + 1));
+        // SAFETY: forwarded as given.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: forwarded as given.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let _ = ALLOCATIONS.try_with(|c| c.set(c.get() + 1));
+        // SAFETY: forwarded as given.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOC: CountingPerThread = CountingPerThread;
+
+/// One CPU sampler at a time among this binary's tests (it has one rate per program).
+pub(super) static SERIAL: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
+
+#[inline(never)]
+fn spin(n: u64) -> u64 {
+    let mut x = std::hint::black_box(n);
+    for i in 0..n {
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(i);
+    }
+    std::hint::black_box(x)
+}
+
+/// A thread sampled while it holds every lock the sampler's code takes (the registry, the
+/// drain, the stores, the path table, the allocator's none): a handler that took one would
+/// deadlock, and the test would fail at its bound. Meanwhile its own allocations are counted:
+/// the handler ran many times and allocated nothing.
+#[test]
+fn the_handler_neither_locks_nor_allocates() {
+    let _serial = SERIAL.lock();
+    super::cpu::start(997).expect("start the sampler");
+    let (done_tx, done_rx) = mpsc::channel();
+    let sampled = std::thread::Builder::new()
+        .name("sampled".into())
+        .spawn(move || {
+            super::threads::register_current(0);
+            let ring = super::threads::THREAD
+                .with(|t| t.ring.load(Ordering::Acquire))
+                .cast_const();
+            // SAFETY: rings are leaked, never freed; this thread's was just published.
+            #[allow(unsafe_code)]
+            let ring = unsafe { ring.as_ref() }.expect("a ring while the sampler runs");
+            let before_records = ring.written();
+            let registry = super::threads::REGISTRY.lock();
+            let drain = super::store::lock_drain_for_test();
+            let stores = super::store::lock_stores_for_test();
+            let paths = super::paths::lock_table_for_test();
+            let before = ALLOCATIONS.with(Cell::get);
+            let mut rounds = 0u64;
+            while ring.written() < before_records + 20 && rounds < 200_000 {
+                spin(100_000);
+                rounds += 1;
+            }
+            let allocated = ALLOCATIONS.with(Cell::get) - before;
+            let records = ring.written() - before_records;
+            drop((registry, drain, stores, paths));
+            done_tx.send((records, allocated)).expect("send");
+        })
+        .expect("spawn");
+    let outcome = done_rx.recv_timeout(Duration::from_secs(120));
+    super::cpu::stop();
+    let (records, allocated) = outcome.expect("the sampled thread finished: no handler deadlocked");
+    sampled.join().expect("joined");
+    assert!(records >= 20, "the handler ran ({records} records)");
+    assert_eq!(allocated, 0, "the handler allocated");
+}
