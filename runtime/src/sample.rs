@@ -1,7 +1,8 @@
 //! Sampling processes: what each worker runs (CPU), and where every process waits (wall).
 //!
-//! A [`SampleSession`] is a trace session ([`TraceSession`]) of type [`TraceTypes::SAMPLE`]
-//! plus a sampler: its patterns say which traced functions appear in the samples' traced
+//! A [`SampleSession`] is a trace session ([`TraceSession`]) of types [`TraceTypes::SAMPLE`]
+//! and [`TraceTypes::CALL_COUNT`] (so the profile has each traced function's calls too) plus a
+//! sampler: its patterns say which traced functions appear in the samples' traced
 //! stacks, and its process flags which processes are sampled, exactly as for tracing
 //! ([`SampleSession::trace`]). It coexists with trace sessions and other sample sessions.
 //!
@@ -82,6 +83,7 @@ mod cpu;
 mod native;
 mod paths;
 mod ring;
+mod snapshot;
 mod store;
 mod symbols;
 #[cfg(all(test, target_os = "linux"))]
@@ -90,6 +92,9 @@ mod threads;
 mod wall;
 
 pub use native::walkable as native_stacks_walkable;
+pub use snapshot::{
+    SampleSnapshot, SnapshotFrame, SnapshotMapping, SnapshotSample, SnapshotStack, SnapshotThread,
+};
 pub use symbols::{NativeFrame, symbolize, symbolize_all};
 
 /// Which sampler a [`SampleSession`] runs.
@@ -441,7 +446,7 @@ impl NodeHandle {
             return Err(SampleError::Unsupported);
         }
         let trace = self
-            .trace_session_with(TraceTypes::SAMPLE)
+            .trace_session_with(TraceTypes::SAMPLE | TraceTypes::CALL_COUNT)
             .map_err(SampleError::Session)?;
         let store = Arc::new(store::Store::new(
             trace.slot(),
@@ -552,6 +557,32 @@ impl SampleSession {
                 capacity: self.options.n,
             }
         })
+    }
+
+    /// The trace session's snapshot (the sampled processes' names and call counts) with these
+    /// samples in it, native addresses named: plain data for `tprof` (Julia's `retrieve`).
+    pub fn snapshot(&self) -> crate::trace::Snapshot {
+        let data = self.samples();
+        let mut snap = self.trace.snapshot();
+        crate::heap::suppressed(|| {
+            let mut index: std::collections::HashMap<crate::trace::SnapshotFunction, u32> = snap
+                .functions
+                .iter()
+                .enumerate()
+                .map(|(i, f)| (f.clone(), i as u32))
+                .collect();
+            let functions = &mut snap.functions;
+            let mut function_id = |cs: &'static Callsite| {
+                let f = snapshot::snapshot_function(cs);
+                *index.entry(f.clone()).or_insert_with(|| {
+                    functions.push(f);
+                    (functions.len() - 1) as u32
+                })
+            };
+            let samples = data.snapshot(&mut function_id);
+            snap.samples = Some(samples);
+        });
+        snap
     }
 
     /// Forgets the samples taken so far and the drops (Julia's `clear`).

@@ -9,7 +9,9 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use runtime::trace::{PatternError, ProcessSpec, SessionError, SessionOptions, TracePattern};
+use runtime::trace::{
+    PatternError, ProcessSpec, SessionError, SessionOptions, TracePattern, TraceSession,
+};
 use runtime::{ExitReason, Node, NodeError, NodeHandle, SpawnError, SpawnOptions};
 
 use crate::format::format;
@@ -66,6 +68,7 @@ pub struct ProfileOptions {
     call_tree: bool,
     event_log: bool,
     outside_processes: bool,
+    sample: Option<runtime::sample::SampleOptions>,
 }
 
 impl Default for ProfileOptions {
@@ -83,6 +86,7 @@ impl Default for ProfileOptions {
             call_tree: false,
             event_log: false,
             outside_processes: false,
+            sample: None,
         }
     }
 }
@@ -205,6 +209,36 @@ impl ProfileOptions {
         self
     }
 
+    /// Sample mode instead of trace mode: a sample session with these options (the CPU
+    /// sampler at 99 Hz by default, see [`runtime::sample`]) samples the profiled process and
+    /// those it spawns; the profile holds the samples ([`Profile::samples`]) and the calls
+    /// of each traced function (call_count), and the report is Julia's `Profile.print` tree
+    /// ([`crate::sample_report`]). The trace type, percentiles, call tree and event log do
+    /// not apply.
+    ///
+    /// ```
+    /// # #[cfg(target_os = "linux")] {
+    /// use runtime::sample::SampleOptions;
+    ///
+    /// #[runtime::traced]
+    /// fn busy(n: u64) -> u64 { (0..n).fold(0, |a, i| a ^ i.wrapping_mul(31)) }
+    ///
+    /// let outcome = tprof::profile(
+    ///     || async { (0..200).map(|_| busy(50_000)).sum::<u64>() },
+    ///     tprof::ProfileOptions::new()
+    ///         .sample(SampleOptions::new().hz(999))
+    ///         .report(tprof::Report::Return),
+    /// )
+    /// .unwrap();
+    /// assert!(outcome.result.is_ok());
+    /// assert_eq!(outcome.profile.samples.sources.len(), 1);
+    /// # }
+    /// ```
+    pub fn sample(mut self, options: runtime::sample::SampleOptions) -> ProfileOptions {
+        self.sample = Some(options);
+        self
+    }
+
     /// Where to print (default stdout).
     pub fn device(mut self, device: impl Write + Send + 'static) -> ProfileOptions {
         self.device = Some(Box::new(device));
@@ -262,6 +296,8 @@ pub enum ProfileError {
     Node(NodeError),
     /// The profiled process could not be spawned.
     Spawn(SpawnError),
+    /// The sample session could not open.
+    Sample(runtime::sample::SampleError),
     /// A blocking entry point ([`profile`], [`profile_on`]) was called inside an async
     /// runtime, where blocking the thread is not allowed: `instead` is the async entry point
     /// to await there.
@@ -283,6 +319,7 @@ impl fmt::Display for ProfileError {
             ProfileError::Pattern(e) => write!(f, "cannot profile: {e}"),
             ProfileError::Node(e) => write!(f, "cannot profile: {e}"),
             ProfileError::Spawn(e) => write!(f, "cannot profile: {e}"),
+            ProfileError::Sample(e) => write!(f, "cannot profile: {e}"),
             ProfileError::InAsyncContext { function, instead } => write!(
                 f,
                 "{function} blocks this thread until the profile is done, so it cannot be \
@@ -306,6 +343,7 @@ impl std::error::Error for ProfileError {
             ProfileError::Pattern(e) => Some(e),
             ProfileError::Node(e) => Some(e),
             ProfileError::Spawn(e) => Some(e),
+            ProfileError::Sample(e) => Some(e),
             ProfileError::InAsyncContext { .. } | ProfileError::NoRuntime => None,
         }
     }
@@ -460,6 +498,21 @@ impl<F: Future> Future for Unseen<F> {
     }
 }
 
+/// The session a run profiles with: a trace session, or a sample session (and its own).
+enum Opened {
+    Trace(TraceSession),
+    Sample(runtime::sample::SampleSession),
+}
+
+impl Opened {
+    fn trace(&self) -> &TraceSession {
+        match self {
+            Opened::Trace(session) => session,
+            Opened::Sample(sampler) => sampler.trace(),
+        }
+    }
+}
+
 async fn profile_async_on<F, Fut, T>(
     node: &NodeHandle,
     fun: F,
@@ -481,9 +534,17 @@ where
     let started = std::time::SystemTime::now();
     let clock = std::time::Instant::now();
     let session_options = SessionOptions::new().histogram_precision(options.percentile_precision);
-    let session =
-        runtime::trace::without_tracing(|| node.trace_session_with_options(types, session_options))
-            .map_err(ProfileError::Session)?;
+    let opened = match &options.sample {
+        Some(sample) => runtime::trace::without_tracing(|| node.sample_session(sample.clone()))
+            .map(Opened::Sample)
+            .map_err(ProfileError::Sample)?,
+        None => runtime::trace::without_tracing(|| {
+            node.trace_session_with_options(types, session_options)
+        })
+        .map(Opened::Trace)
+        .map_err(ProfileError::Session)?,
+    };
+    let session = opened.trace();
     if options.patterns.is_empty() {
         options.patterns.push(TracePattern::all());
     }
@@ -516,7 +577,7 @@ where
                 *out.lock().unwrap_or_else(|e| e.into_inner()) = Some(result);
             },
             SpawnOptions::new()
-                .traced_by(&session, on_spawn)
+                .traced_by(session, on_spawn)
                 .initial_call(std::any::type_name::<F>()),
         )
     })
@@ -541,9 +602,14 @@ where
     // poll that answered it (a server's poll sends the reply, then ends): wait for the polls
     // in flight, generously, so that the profile holds everything the function caused.
     session.settle(SETTLE_AFTER_RUN);
-    let mut profile = Profile::from_session(&session, options.trace_type, &["tprof"]);
+    let mut profile = match &opened {
+        Opened::Trace(session) => Profile::from_session(session, options.trace_type, &["tprof"]),
+        Opened::Sample(sampler) => {
+            Profile::from_snapshot(&sampler.snapshot(), TraceType::CallCount, &["tprof"])
+        }
+    };
     profile.outside_in_tables = options.outside_processes;
-    drop(session);
+    drop(opened);
     if let Some(p) = profile.processes.iter_mut().find(|p| p.pid == pid) {
         p.initial_call = std::any::type_name::<F>().to_owned();
     }
@@ -568,11 +634,24 @@ where
         Report::Total(sort) => Some((Aggregate::Total, sort)),
     };
     // A report that cannot be printed loses nothing: the error goes beside the outcome.
+    let sampled = options.sample.is_some();
     let print_error = sort_and_aggregate.and_then(|(aggregate, sort)| {
-        let inspected = inspect(&profile, aggregate, sort);
-        match options.device.as_mut() {
-            Some(device) => format(device, &inspected),
-            None => format(&mut io::stdout().lock(), &inspected),
+        let mut stdout;
+        let device: &mut dyn Write = match options.device.as_mut() {
+            Some(device) => device,
+            None => {
+                stdout = io::stdout().lock();
+                &mut stdout
+            }
+        };
+        if sampled {
+            crate::sample_report::print(
+                device,
+                &profile,
+                &crate::sample_report::PrintOptions::default(),
+            )
+        } else {
+            format(device, &inspect(&profile, aggregate, sort))
         }
         .err()
     });

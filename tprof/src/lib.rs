@@ -281,6 +281,8 @@ pub mod export;
 mod format;
 mod inspect;
 mod profile;
+pub mod sample_report;
+pub mod samples;
 mod server;
 mod table;
 

@@ -429,6 +429,7 @@ struct Builder<'a> {
     event_logs: Vec<EventLog>,
     /// Added to the event times of the snapshot being added.
     events_offset: u64,
+    samples: crate::samples::SampleBuilder,
 }
 
 /// A function table and call-path nodes being built: each function and each path stored
@@ -570,6 +571,10 @@ impl Builder<'_> {
     }
 
     fn add(&mut self, snapshot: &Snapshot) {
+        if let Some(samples) = &snapshot.samples {
+            self.samples
+                .add(snapshot.node, samples, &snapshot.functions, &mut self.tree);
+        }
         let memory = self.trace_type == TraceType::CallMemory;
         if self.trace_type == TraceType::CallCount {
             let outside = Pid::outside(snapshot.node, 0);
@@ -760,6 +765,28 @@ impl Builder<'_> {
         profile.processes = self.processes;
         self.event_logs.sort_by_key(|l| l.group);
         profile.event_logs = self.event_logs;
+        profile.samples = self.samples.finish();
+        // Processes seen only in samples (a wall sample of a process that made no traced
+        // call) have a record too.
+        let mut seen: std::collections::HashSet<Pid> =
+            profile.processes.iter().map(|p| p.pid).collect();
+        let mut extra = Vec::new();
+        for s in &profile.samples.samples {
+            if let Some(pid) = s.pid
+                && seen.insert(pid)
+            {
+                extra.push(ProcessRecord {
+                    pid,
+                    name: None,
+                    initial_call: String::new(),
+                    run: 0,
+                });
+            }
+        }
+        if !extra.is_empty() {
+            profile.processes.extend(extra);
+            profile.processes.sort_by_key(|p| p.pid);
+        }
         let (function_table, nodes) = self.tree.into_parts();
         profile.function_table = function_table;
         profile.call_tree = CallTree {
@@ -810,7 +837,7 @@ mod pid_text {
 /// leaves them out, as tprof does.
 ///
 /// [`inspect`]: crate::inspect()
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Profile {
     /// What was measured.
     pub trace_type: TraceType,
@@ -844,6 +871,9 @@ pub struct Profile {
     /// says how many calls it left out); every other report and export shows them.
     #[serde(default)]
     pub outside_in_tables: bool,
+    /// Sample mode's samples (empty for a profile of trace mode only).
+    #[serde(default, skip_serializing_if = "crate::samples::SampleSet::is_empty")]
+    pub samples: crate::samples::SampleSet,
 }
 
 impl Profile {
@@ -864,6 +894,7 @@ impl Profile {
             event_logs: Vec::new(),
             meta: Meta::default(),
             outside_in_tables: false,
+            samples: crate::samples::SampleSet::default(),
         }
     }
 
@@ -903,6 +934,7 @@ impl Profile {
             path_entries: Vec::new(),
             event_logs: Vec::new(),
             events_offset: 0,
+            samples: crate::samples::SampleBuilder::default(),
         };
         // Event times count from each session's opening: line the nodes up on the earliest.
         let origin = snapshots
@@ -961,8 +993,8 @@ impl Profile {
             .sum()
     }
 
-    /// True when no function has figures.
+    /// True when no function has figures and there is no sample.
     pub fn is_empty(&self) -> bool {
-        self.functions.is_empty()
+        self.functions.is_empty() && self.samples.samples.is_empty()
     }
 }

@@ -202,7 +202,7 @@ enum Reply {
     Map(TraceMap),
     Flags(Result<FlagOutcome, FlagError>),
     Done(Result<(), ServerError>),
-    Profile(Profile),
+    Profile(Box<Profile>),
 }
 
 /// The server process's state.
@@ -267,7 +267,7 @@ impl GenServer for TprofServer {
             Request::Collect => {
                 let mut profile = Profile::from_session(&self.session, self.trace_type, &[]);
                 profile.outside_in_tables = self.session.types().contains(TraceTypes::ANY_THREAD);
-                Reply::Profile(profile)
+                Reply::Profile(Box::new(profile))
             }
         };
         CallReply::Reply(reply)
@@ -495,7 +495,7 @@ impl Tprof {
     /// [`ServerError::Call`] when the server is gone.
     pub async fn collect(&self) -> Result<Profile, ServerError> {
         match self.call(Request::Collect).await? {
-            Reply::Profile(p) => Ok(p),
+            Reply::Profile(p) => Ok(*p),
             _ => unreachable!("the server answers collect with Profile"),
         }
     }

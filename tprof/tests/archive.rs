@@ -145,6 +145,7 @@ fn fixture_profile() -> Profile {
             ],
         },
         outside_in_tables: false,
+        samples: Default::default(),
     }
 }
 
@@ -1514,6 +1515,7 @@ fn profile() -> impl Strategy<Value = Profile> {
                     event_logs,
                     meta: Meta { runs },
                     outside_in_tables: false,
+                    samples: Default::default(),
                 }
             },
         )

@@ -151,7 +151,7 @@ pub const ENV_QUIET: &str = "TPROF_RUN_QUIET";
 pub const RUN_FILE_VERSION: u32 = 1;
 
 /// What one node of a program profiled from the environment wrote as it stopped.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunFile {
     /// [`RUN_FILE_VERSION`] when written.
     pub version: u32,

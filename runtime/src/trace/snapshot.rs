@@ -109,7 +109,7 @@ pub struct SnapshotPercentiles {
 }
 
 /// Everything a trace session gathered, as plain data.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Snapshot {
     /// What the session measures.
     pub types: SnapshotTypes,
@@ -138,6 +138,10 @@ pub struct Snapshot {
     /// from then.
     #[serde(default)]
     pub opened_unix_ns: u64,
+    /// A sample session's samples ([`crate::sample::SampleSession::snapshot`]); `None` for a
+    /// trace session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub samples: Option<crate::sample::SampleSnapshot>,
 }
 
 /// What a session measured: its [`TraceTypes`], as plain data.
@@ -318,6 +322,7 @@ impl TraceSession {
                 paths,
                 percentiles: Vec::new(),
                 opened_unix_ns: self.opened_unix_ns(),
+                samples: None,
             }
         })
     }

@@ -697,6 +697,7 @@ impl State {
             meta: Meta { runs: self.runs },
             // A view preference, not data: not kept in an archive.
             outside_in_tables: false,
+            samples: Default::default(),
         })
     }
 }

@@ -476,6 +476,7 @@ impl Acc {
             meta: Meta { runs: self.runs },
             // A view preference, not data: not kept in an archive.
             outside_in_tables: false,
+            samples: Default::default(),
         }
     }
 }

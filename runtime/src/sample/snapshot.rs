@@ -1,0 +1,366 @@
+//! A sample session's samples as plain data, with native addresses named: what `tprof` reads,
+//! in the same process ([`SampleSession::snapshot`](super::SampleSession::snapshot)) or from a
+//! file a profiled program wrote ([`crate::trace::env_run`]).
+//!
+//! Each sample's stack is one path, outermost first: the traced frames (functions, as indices
+//! into the trace snapshot's function list), then the native frames the process ran below its
+//! innermost traced call (CPU samples). Stacks are stored once each, as a tree of
+//! (parent, frame) nodes, so a million samples of a few hundred distinct stacks take a few
+//! hundred nodes.
+//!
+//! Which native frames: the native stack runs from the thread's start through tokio's
+//! scheduler and the runtime's poll wrapper into the process's code. A sample keeps the frames
+//! below the innermost traced function's own frame, found by its name, or else the frames
+//! below the runtime's poll machinery (`runtime::process`, `runtime::trace`), that is the
+//! untraced code the process was running; a sample outside any process keeps the whole native
+//! stack (the scheduler, a plain tokio task).
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::{SampleData, symbolize};
+use crate::trace::{Callsite, SnapshotFunction};
+
+/// One frame of a sampled stack.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct SnapshotFrame {
+    /// A traced function: an index into the snapshot's functions. `None` for a native frame.
+    pub function: Option<u32>,
+    /// The native frame's function name (demangled, without hash); empty for a traced one.
+    #[serde(default)]
+    pub name: String,
+    /// The native frame's source file, when known.
+    #[serde(default)]
+    pub file: Option<String>,
+    /// The native frame's line, when known.
+    #[serde(default)]
+    pub line: Option<u32>,
+    /// The native frame's instruction address (0 for a traced frame).
+    #[serde(default)]
+    pub address: u64,
+}
+
+/// One node of the stack tree: a stack, as its innermost frame and the stack it extends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotStack {
+    /// The stack it extends (a smaller index); `None` for a stack of one frame.
+    pub parent: Option<u32>,
+    /// Its innermost frame: an index into [`SampleSnapshot::frames`].
+    pub frame: u32,
+}
+
+/// One sample.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SnapshotSample {
+    /// The process, as it prints (`<1.5.0>`); `None` for CPU time outside any process.
+    pub pid: Option<String>,
+    /// The thread (CPU samples): an index into [`SampleSnapshot::threads`].
+    pub thread: Option<u32>,
+    /// Nanoseconds since sampling started.
+    pub time_ns: u64,
+    /// What it stands for: timer periods (CPU) or processes (wall).
+    pub weight: f64,
+    /// Its stack: an index into [`SampleSnapshot::stacks`]; `None` for an empty stack.
+    pub stack: Option<u32>,
+    /// The process's state (wall samples): as [`super::ProcessState::name`] prints it.
+    #[serde(default)]
+    pub state: Option<String>,
+    /// Messages in its mailbox (wall samples).
+    #[serde(default)]
+    pub mailbox_len: u32,
+    /// Its registered name (wall samples).
+    #[serde(default)]
+    pub registered_name: Option<String>,
+}
+
+/// A thread CPU samples were taken on.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotThread {
+    /// The OS thread id.
+    pub tid: i32,
+    /// Its name, if any.
+    pub name: Option<String>,
+}
+
+/// A mapped file that sampled addresses fall in (an executable mapping of `/proc/self/maps`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotMapping {
+    /// First address.
+    pub start: u64,
+    /// One past the last address.
+    pub limit: u64,
+    /// The file offset `start` maps.
+    pub offset: u64,
+    /// The file.
+    pub file: String,
+}
+
+/// A sample session's samples, as plain data.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SampleSnapshot {
+    /// `cpu` or `wall`.
+    pub sampler: String,
+    /// The rate, in Hz.
+    pub hz: u32,
+    /// The frames the stacks name.
+    pub frames: Vec<SnapshotFrame>,
+    /// The stacks; a parent comes before its children.
+    pub stacks: Vec<SnapshotStack>,
+    /// The samples, oldest first per thread.
+    pub samples: Vec<SnapshotSample>,
+    /// The threads samples name.
+    pub threads: Vec<SnapshotThread>,
+    /// The executable mappings sampled addresses fall in.
+    pub mappings: Vec<SnapshotMapping>,
+    /// Weight dropped (a full buffer or ring).
+    pub dropped: f64,
+    /// Whether native stacks were walked past the interrupted instruction.
+    pub native_walked: bool,
+    /// How long the session sampled, in nanoseconds.
+    pub duration_ns: u64,
+    /// The buffer's size, in samples.
+    pub capacity: u64,
+}
+
+/// Builds a [`SampleSnapshot`]: interns frames and stacks, names addresses once each.
+struct Builder<'a> {
+    function_id: &'a mut dyn FnMut(&'static Callsite) -> u32,
+    frames: Vec<SnapshotFrame>,
+    frame_ids: HashMap<SnapshotFrame, u32>,
+    stacks: Vec<SnapshotStack>,
+    stack_ids: HashMap<(Option<u32>, u32), u32>,
+    /// Each address's frames (outermost first), by (address, is a return address).
+    symbols: HashMap<(u64, bool), Vec<super::NativeFrame>>,
+}
+
+impl Builder<'_> {
+    fn frame(&mut self, frame: SnapshotFrame) -> u32 {
+        if let Some(&id) = self.frame_ids.get(&frame) {
+            return id;
+        }
+        let id = self.frames.len() as u32;
+        self.frames.push(frame.clone());
+        self.frame_ids.insert(frame, id);
+        id
+    }
+
+    fn push(&mut self, parent: Option<u32>, frame: u32) -> Option<u32> {
+        let next = self.stacks.len() as u32;
+        let id = *self.stack_ids.entry((parent, frame)).or_insert(next);
+        if id == next {
+            self.stacks.push(SnapshotStack { parent, frame });
+        }
+        Some(id)
+    }
+
+    fn symbols(&mut self, addr: u64, ret: bool) -> Vec<super::NativeFrame> {
+        self.symbols
+            .entry((addr, ret))
+            .or_insert_with(|| symbolize(addr, ret))
+            .clone()
+    }
+
+    /// The stack of a sample: its traced frames, then the native frames kept (see the module
+    /// documentation).
+    fn stack(&mut self, sample: &super::Sample) -> Option<u32> {
+        let mut at = None;
+        for cs in &sample.traced {
+            let function = (self.function_id)(cs);
+            let frame = self.frame(SnapshotFrame {
+                function: Some(function),
+                name: String::new(),
+                file: None,
+                line: None,
+                address: 0,
+            });
+            at = self.push(at, frame);
+        }
+        // Native frames, innermost first, each address with its inlined frames.
+        let mut native: Vec<(u64, super::NativeFrame)> = Vec::new();
+        for (i, addr) in sample.native.iter().enumerate() {
+            let frames = self.symbols(*addr, i > 0);
+            // Innermost (most inlined) first.
+            for f in frames.into_iter().rev() {
+                native.push((*addr, f));
+            }
+        }
+        let keep = if sample.pid.is_none() {
+            native.len()
+        } else {
+            kept_below(&native, sample.traced.last().copied())
+        };
+        for (addr, f) in native[..keep].iter().rev() {
+            let frame = self.frame(SnapshotFrame {
+                function: None,
+                name: f.function.clone(),
+                file: f.file.clone(),
+                line: f.line,
+                address: *addr,
+            });
+            at = self.push(at, frame);
+        }
+        at
+    }
+}
+
+/// How many of `native` (innermost first) lie below the process's innermost traced call:
+/// up to that function's own frame, found by name, or else up to the runtime's poll machinery.
+fn kept_below(native: &[(u64, super::NativeFrame)], innermost: Option<&'static Callsite>) -> usize {
+    if let Some(cs) = innermost {
+        let name = format!("{}::{}", cs.module(), cs.written_name());
+        let closure = format!("{name}::{{{{closure}}}}");
+        if let Some(i) = native
+            .iter()
+            .position(|(_, f)| f.function == name || f.function.starts_with(&closure))
+        {
+            return i;
+        }
+    }
+    native
+        .iter()
+        .position(|(_, f)| is_runtime_machinery(&f.function))
+        .unwrap_or(native.len())
+}
+
+/// Whether a native function is the runtime's poll wrapper or trace machinery.
+fn is_runtime_machinery(function: &str) -> bool {
+    let f = function.trim_start_matches('<');
+    f.starts_with("runtime::trace::")
+        || f.starts_with("runtime::process::")
+        || f.starts_with("runtime::sample::")
+}
+
+/// The executable mappings of this process that hold one of `addrs`.
+fn mappings(addrs: &[u64]) -> Vec<SnapshotMapping> {
+    let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
+        return Vec::new();
+    };
+    let mut out: Vec<SnapshotMapping> = Vec::new();
+    for line in maps.lines() {
+        let mut parts = line.split_whitespace();
+        let (Some(range), Some(perms), Some(offset)) = (parts.next(), parts.next(), parts.next())
+        else {
+            continue;
+        };
+        let file = parts.nth(2).unwrap_or("").to_owned();
+        if !perms.contains('x') || file.is_empty() {
+            continue;
+        }
+        let Some((start, limit)) = range.split_once('-') else {
+            continue;
+        };
+        let (Ok(start), Ok(limit), Ok(offset)) = (
+            u64::from_str_radix(start, 16),
+            u64::from_str_radix(limit, 16),
+            u64::from_str_radix(offset, 16),
+        ) else {
+            continue;
+        };
+        if addrs.iter().any(|a| (start..limit).contains(a)) {
+            out.push(SnapshotMapping {
+                start,
+                limit,
+                offset,
+                file,
+            });
+        }
+    }
+    out
+}
+
+impl SampleData {
+    /// These samples as plain data, naming native addresses; traced functions get their ids
+    /// from `function_id` (the trace snapshot's function list).
+    pub fn snapshot(
+        &self,
+        function_id: &mut dyn FnMut(&'static Callsite) -> u32,
+    ) -> SampleSnapshot {
+        crate::heap::suppressed(|| {
+            let mut b = Builder {
+                function_id,
+                frames: Vec::new(),
+                frame_ids: HashMap::new(),
+                stacks: Vec::new(),
+                stack_ids: HashMap::new(),
+                symbols: HashMap::new(),
+            };
+            let thread_index: HashMap<u32, u32> = self
+                .threads
+                .iter()
+                .enumerate()
+                .map(|(i, t)| (t.index, i as u32))
+                .collect();
+            let samples = self
+                .samples
+                .iter()
+                .map(|s| SnapshotSample {
+                    pid: s.pid.map(|p| p.to_string()),
+                    thread: s.thread.and_then(|t| thread_index.get(&t).copied()),
+                    time_ns: s.time_ns,
+                    weight: s.weight,
+                    stack: b.stack(s),
+                    state: s.state.map(|st| st.name().to_owned()),
+                    mailbox_len: s.mailbox_len,
+                    registered_name: s.registered_name.as_deref().map(str::to_owned),
+                })
+                .collect();
+            let mut addrs: Vec<u64> = b
+                .frames
+                .iter()
+                .map(|f| f.address)
+                .filter(|a| *a != 0)
+                .collect();
+            addrs.sort_unstable();
+            addrs.dedup();
+            SampleSnapshot {
+                sampler: self.sampler.name().to_owned(),
+                hz: self.hz,
+                mappings: mappings(&addrs),
+                frames: b.frames,
+                stacks: b.stacks,
+                samples,
+                threads: self
+                    .threads
+                    .iter()
+                    .map(|t| SnapshotThread {
+                        tid: t.tid,
+                        name: t.name.clone(),
+                    })
+                    .collect(),
+                dropped: self.dropped,
+                native_walked: self.native_walked,
+                duration_ns: self.duration_ns,
+                capacity: self.capacity as u64,
+            }
+        })
+    }
+}
+
+impl SampleSnapshot {
+    /// The frames of stack `stack`, outermost first (indices into [`Self::frames`]).
+    pub fn frames_of(&self, stack: u32) -> Vec<u32> {
+        let mut out = Vec::new();
+        let mut at = Some(stack);
+        while let Some(s) = at {
+            let Some(node) = self.stacks.get(s as usize) else {
+                break;
+            };
+            out.push(node.frame);
+            at = node.parent.filter(|p| *p < s);
+        }
+        out.reverse();
+        out
+    }
+}
+
+/// A function of the trace snapshot's list, as plain data (for a caller building one).
+pub(super) fn snapshot_function(cs: &'static Callsite) -> SnapshotFunction {
+    SnapshotFunction {
+        module: cs.module().to_owned(),
+        name: cs.function().to_owned(),
+        arity: cs.arity(),
+        file: cs.file().to_owned(),
+        line: cs.line(),
+    }
+}

@@ -1,0 +1,439 @@
+//! Sample mode's data in the profile: the samples of CPU or wall sample sessions, each with
+//! its process, thread, time, weight and stack.
+//!
+//! Stacks are stored once each, as a tree of (parent, frame) nodes ([`SampleStack`]), and
+//! frames once each ([`SampleFrame`]): a traced function (an index into
+//! [`Profile::function_table`](crate::Profile::function_table)) or a native frame (function,
+//! file, line, address). A sample's stack is its traced frames, outermost first, then the native
+//! frames of the untraced code it ran below its innermost traced call
+//! ([`runtime::sample::SampleSnapshot`] says which). Every report and export of samples reads
+//! this.
+
+use std::collections::HashMap;
+use std::fmt;
+
+use runtime::Pid;
+use runtime::sample::SampleSnapshot;
+use serde::{Deserialize, Serialize};
+
+use crate::profile::{Function, TreeTable, index32};
+
+/// Which sampler took a run's samples.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SamplerKind {
+    /// What each worker thread ran, on its CPU-time clock.
+    #[default]
+    Cpu,
+    /// Every process, running or waiting, on the wall clock.
+    Wall,
+}
+
+impl SamplerKind {
+    /// `cpu` or `wall`.
+    pub fn name(self) -> &'static str {
+        match self {
+            SamplerKind::Cpu => "cpu",
+            SamplerKind::Wall => "wall",
+        }
+    }
+}
+
+impl fmt::Display for SamplerKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One frame of a sampled stack.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct SampleFrame {
+    /// A traced function: an index into [`Profile::function_table`](crate::Profile::function_table);
+    /// `None` for a native frame.
+    pub function: Option<u32>,
+    /// A native frame's function (demangled, without hash); empty for a traced frame.
+    #[serde(default)]
+    pub name: String,
+    /// A native frame's source file, when known.
+    #[serde(default)]
+    pub file: Option<String>,
+    /// A native frame's line, when known.
+    #[serde(default)]
+    pub line: Option<u32>,
+    /// A native frame's instruction address (0 for a traced frame, and when not kept).
+    #[serde(default)]
+    pub address: u64,
+}
+
+/// One node of the stack tree: a stack, as its innermost frame and the stack it extends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SampleStack {
+    /// The stack it extends (a smaller index); `None` for a stack of one frame.
+    pub parent: Option<u32>,
+    /// Its innermost frame: an index into [`SampleSet::frames`].
+    pub frame: u32,
+}
+
+/// What a process was doing when a wall sample was taken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WaitState {
+    /// Being polled.
+    Running,
+    /// Not polled, with work waiting for it.
+    Runnable,
+    /// Suspended in `receive`.
+    Receive,
+    /// Suspended in `receive_timeout`.
+    ReceiveTimeout,
+    /// Suspended in a call, waiting for the reply.
+    Call,
+    /// Suspended elsewhere.
+    Waiting,
+    /// Ending.
+    Exiting,
+}
+
+impl WaitState {
+    /// As reports print it: `running`, `runnable`, `receive`, `receive (timer)`, `call`,
+    /// `waiting`, `exiting`.
+    pub fn name(self) -> &'static str {
+        match self {
+            WaitState::Running => "running",
+            WaitState::Runnable => "runnable",
+            WaitState::Receive => "receive",
+            WaitState::ReceiveTimeout => "receive (timer)",
+            WaitState::Call => "call",
+            WaitState::Waiting => "waiting",
+            WaitState::Exiting => "exiting",
+        }
+    }
+
+    /// The state `name` prints as, if any.
+    pub fn from_name(name: &str) -> Option<WaitState> {
+        [
+            WaitState::Running,
+            WaitState::Runnable,
+            WaitState::Receive,
+            WaitState::ReceiveTimeout,
+            WaitState::Call,
+            WaitState::Waiting,
+            WaitState::Exiting,
+        ]
+        .into_iter()
+        .find(|s| s.name() == name)
+    }
+}
+
+impl fmt::Display for WaitState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One sample.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SampleRecord {
+    /// The sample session (node and run) it came from: an index into [`SampleSet::sources`].
+    pub source: u32,
+    /// The process (after a merge, renumbered as the profile's processes are); `None` for CPU
+    /// time outside any process.
+    #[serde(with = "opt_pid_text", default)]
+    pub pid: Option<Pid>,
+    /// The thread (CPU samples): an index into [`SampleSet::threads`].
+    #[serde(default)]
+    pub thread: Option<u32>,
+    /// Nanoseconds since its source started sampling.
+    pub time_ns: u64,
+    /// What it stands for: timer periods (CPU: `1 + overruns`), or processes (wall: a process
+    /// drawn with probability `k / n` stands for `n / k`).
+    pub weight: f64,
+    /// Its stack: an index into [`SampleSet::stacks`]; `None` for an empty stack.
+    #[serde(default)]
+    pub stack: Option<u32>,
+    /// The process's state (wall samples).
+    #[serde(default)]
+    pub state: Option<WaitState>,
+    /// Messages in its mailbox (wall samples).
+    #[serde(default)]
+    pub mailbox_len: u32,
+}
+
+/// A thread CPU samples were taken on.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SampleThread {
+    /// The source it belongs to: an index into [`SampleSet::sources`].
+    pub source: u32,
+    /// The OS thread id.
+    pub tid: i32,
+    /// Its name, if any (`node-worker` for a node's workers).
+    pub name: Option<String>,
+}
+
+/// An executable mapping that sampled addresses fall in (for pprof's mappings).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SampleMapping {
+    /// The source whose addresses it maps: an index into [`SampleSet::sources`].
+    pub source: u32,
+    /// First address.
+    pub start: u64,
+    /// One past the last address.
+    pub limit: u64,
+    /// The file offset `start` maps.
+    pub offset: u64,
+    /// The file.
+    pub file: String,
+}
+
+/// One sample session's settings and totals: a node of a run (several after a merge).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SampleSource {
+    /// The run it belongs to: an index into [`Meta::runs`](crate::Meta::runs).
+    pub run: u32,
+    /// The node it sampled.
+    pub node: u32,
+    /// Its sampler.
+    pub sampler: SamplerKind,
+    /// Its rate, in Hz.
+    pub hz: u32,
+    /// Weight dropped: samples that found the buffer (or a thread's ring) full.
+    pub dropped: f64,
+    /// Whether native stacks were walked past the interrupted instruction (frame pointers).
+    pub native_walked: bool,
+    /// How long it sampled, in nanoseconds.
+    pub duration_ns: u64,
+    /// Its buffer's size, in samples.
+    pub capacity: u64,
+}
+
+impl SampleSource {
+    /// The time one unit of weight stands for, in nanoseconds: a timer period (CPU) or a tick
+    /// (wall).
+    pub fn period_ns(&self) -> f64 {
+        1e9 / f64::from(self.hz.max(1))
+    }
+}
+
+/// Sample mode's data: empty for a profile of trace mode only.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SampleSet {
+    /// The sample sessions the samples came from.
+    pub sources: Vec<SampleSource>,
+    /// The frames stacks name.
+    pub frames: Vec<SampleFrame>,
+    /// The stacks; a parent comes before its children.
+    pub stacks: Vec<SampleStack>,
+    /// The samples, each source's oldest first.
+    pub samples: Vec<SampleRecord>,
+    /// The threads CPU samples name.
+    pub threads: Vec<SampleThread>,
+    /// The executable mappings native addresses fall in.
+    pub mappings: Vec<SampleMapping>,
+}
+
+impl SampleSet {
+    /// Whether it holds no sample and no source.
+    pub fn is_empty(&self) -> bool {
+        self.samples.is_empty() && self.sources.is_empty()
+    }
+
+    /// The frames of stack `stack`, outermost first (indices into [`Self::frames`]).
+    pub fn frames_of(&self, stack: u32) -> Vec<u32> {
+        let mut out = Vec::new();
+        let mut at = Some(stack);
+        while let Some(s) = at {
+            let Some(node) = self.stacks.get(s as usize) else {
+                break;
+            };
+            out.push(node.frame);
+            at = node.parent.filter(|p| *p < s);
+        }
+        out.reverse();
+        out
+    }
+
+    /// Total weight of the samples.
+    pub fn total_weight(&self) -> f64 {
+        self.samples.iter().map(|s| s.weight).sum()
+    }
+
+    /// Total weight dropped by every source.
+    pub fn dropped(&self) -> f64 {
+        self.sources.iter().map(|s| s.dropped).sum()
+    }
+
+    /// How `frame` is named in reports: a traced function as `module::name/arity` (from
+    /// `functions`, the profile's function table), a native one by its function name.
+    pub fn frame_name(&self, functions: &[Function], frame: u32) -> String {
+        match self.frames.get(frame as usize) {
+            Some(SampleFrame {
+                function: Some(f), ..
+            }) => functions
+                .get(*f as usize)
+                .map_or_else(|| format!("<function {f}>"), Function::mfa),
+            Some(f) => f.name.clone(),
+            None => format!("<frame {frame}>"),
+        }
+    }
+
+    /// Where `frame` is in the source, `file:line`, when known.
+    pub fn frame_location(&self, functions: &[Function], frame: u32) -> Option<(String, u32)> {
+        match self.frames.get(frame as usize)? {
+            SampleFrame {
+                function: Some(f), ..
+            } => functions.get(*f as usize).map(|f| (f.file.clone(), f.line)),
+            SampleFrame {
+                file: Some(file),
+                line,
+                ..
+            } => Some((file.clone(), line.unwrap_or(0))),
+            _ => None,
+        }
+    }
+}
+
+/// Builds a [`SampleSet`] from the sample snapshots of a run's nodes.
+#[derive(Default)]
+pub(crate) struct SampleBuilder {
+    set: SampleSet,
+    frames: HashMap<SampleFrame, u32>,
+    stacks: HashMap<(Option<u32>, u32), u32>,
+}
+
+impl SampleBuilder {
+    /// Adds one node's samples: its traced functions are `functions` (the snapshot's list),
+    /// put in the profile's function table through `tree`.
+    pub(crate) fn add(
+        &mut self,
+        node: u32,
+        samples: &SampleSnapshot,
+        functions: &[runtime::trace::SnapshotFunction],
+        tree: &mut TreeTable,
+    ) {
+        let source = index32(self.set.sources.len());
+        self.set.sources.push(SampleSource {
+            run: 0,
+            node,
+            sampler: if samples.sampler == "wall" {
+                SamplerKind::Wall
+            } else {
+                SamplerKind::Cpu
+            },
+            hz: samples.hz,
+            dropped: samples.dropped,
+            native_walked: samples.native_walked,
+            duration_ns: samples.duration_ns,
+            capacity: samples.capacity,
+        });
+        // Frames of this snapshot, as the set's frames.
+        let frame_ids: Vec<u32> = samples
+            .frames
+            .iter()
+            .map(|f| {
+                let function = f
+                    .function
+                    .and_then(|i| functions.get(i as usize))
+                    .map(|sf| {
+                        tree.function(&Function {
+                            module: sf.module.clone(),
+                            name: sf.name.clone(),
+                            arity: sf.arity,
+                            file: sf.file.clone(),
+                            line: sf.line,
+                        })
+                    });
+                self.frame(SampleFrame {
+                    function,
+                    name: if function.is_some() {
+                        String::new()
+                    } else {
+                        f.name.clone()
+                    },
+                    file: f.file.clone(),
+                    line: f.line,
+                    address: f.address,
+                })
+            })
+            .collect();
+        // Stacks, parents first (as the snapshot gives them).
+        let mut stack_ids: Vec<u32> = Vec::with_capacity(samples.stacks.len());
+        for s in &samples.stacks {
+            let parent = s.parent.and_then(|p| stack_ids.get(p as usize).copied());
+            let frame = frame_ids.get(s.frame as usize).copied().unwrap_or(0);
+            let id = self.stack(parent, frame);
+            stack_ids.push(id);
+        }
+        let thread_base = index32(self.set.threads.len());
+        for t in &samples.threads {
+            self.set.threads.push(SampleThread {
+                source,
+                tid: t.tid,
+                name: t.name.clone(),
+            });
+        }
+        for m in &samples.mappings {
+            self.set.mappings.push(SampleMapping {
+                source,
+                start: m.start,
+                limit: m.limit,
+                offset: m.offset,
+                file: m.file.clone(),
+            });
+        }
+        for s in &samples.samples {
+            self.set.samples.push(SampleRecord {
+                source,
+                pid: s.pid.as_deref().and_then(|p| p.parse().ok()),
+                thread: s.thread.map(|t| thread_base + t),
+                time_ns: s.time_ns,
+                weight: s.weight,
+                stack: s.stack.and_then(|st| stack_ids.get(st as usize).copied()),
+                state: s.state.as_deref().and_then(WaitState::from_name),
+                mailbox_len: s.mailbox_len,
+            });
+        }
+    }
+
+    fn frame(&mut self, frame: SampleFrame) -> u32 {
+        if let Some(&id) = self.frames.get(&frame) {
+            return id;
+        }
+        let id = index32(self.set.frames.len());
+        self.set.frames.push(frame.clone());
+        self.frames.insert(frame, id);
+        id
+    }
+
+    fn stack(&mut self, parent: Option<u32>, frame: u32) -> u32 {
+        let next = index32(self.set.stacks.len());
+        let id = *self.stacks.entry((parent, frame)).or_insert(next);
+        if id == next {
+            self.set.stacks.push(SampleStack { parent, frame });
+        }
+        id
+    }
+
+    /// The set built.
+    pub(crate) fn finish(self) -> SampleSet {
+        self.set
+    }
+}
+
+/// Serde for an optional pid as the text it prints as.
+mod opt_pid_text {
+    use runtime::Pid;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(pid: &Option<Pid>, s: S) -> Result<S::Ok, S::Error> {
+        match pid {
+            Some(pid) => s.collect_str(pid),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Pid>, D::Error> {
+        let text = Option::<String>::deserialize(d)?;
+        text.map(|t| t.parse().map_err(serde::de::Error::custom))
+            .transpose()
+    }
+}
