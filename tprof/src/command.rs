@@ -106,10 +106,49 @@ impl fmt::Display for CommandError {
 
 impl std::error::Error for CommandError {}
 
+/// How [`run`] profiles: sampling (the default, as Eta's `prof run`) or tracing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Sample mode ([`runtime::sample`]): what each process runs (the `cpu` sampler) or where
+    /// it waits (`wall`), at `hz`, in a buffer of `n` samples; calls are counted too.
+    Sample {
+        /// The sampler.
+        sampler: runtime::sample::Sampler,
+        /// Samples per second (per thread for `cpu`; ticks for `wall`).
+        hz: u32,
+        /// The buffer's size, in samples.
+        n: usize,
+    },
+    /// Trace mode: [`RunOptions::trace_type`] and the options that go with it.
+    Trace,
+}
+
+impl Mode {
+    /// Sample mode with the defaults: the CPU sampler at 99 Hz, 100,000 samples.
+    pub fn sample() -> Mode {
+        let d = runtime::sample::SampleOptions::new();
+        Mode::Sample {
+            sampler: d.get_sampler(),
+            hz: d.get_hz(),
+            n: d.get_n(),
+        }
+    }
+
+    /// `sample` or `trace`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Sample { .. } => "sample",
+            Mode::Trace => "trace",
+        }
+    }
+}
+
 /// What [`run`] runs and where its profile goes.
 #[derive(Clone, Debug)]
 pub struct RunOptions {
-    /// What to measure (default call_count).
+    /// Sampling or tracing (default: sampling, with the CPU sampler at 99 Hz).
+    pub mode: Mode,
+    /// What to measure in trace mode (default call_count).
     pub trace_type: TraceType,
     /// Measure per call path too, for flame graphs (call_time and call_memory; default on).
     pub call_tree: bool,
@@ -137,9 +176,11 @@ pub struct RunOptions {
 }
 
 impl RunOptions {
-    /// Runs `program` with `args`, call_count, call tree on, writing `PROGRAM.tprof`.
+    /// Runs `program` with `args` in sample mode (the CPU sampler at 99 Hz), writing
+    /// `PROGRAM.tprof`; in trace mode ([`Mode::Trace`]), call_count with the call tree on.
     pub fn new(program: impl Into<OsString>, args: Vec<OsString>) -> RunOptions {
         RunOptions {
+            mode: Mode::sample(),
             trace_type: TraceType::CallCount,
             call_tree: true,
             percentiles: false,
@@ -158,6 +199,27 @@ impl RunOptions {
     /// without call_time, `--events` and `--flat` with call_count.
     pub fn ignored(&self) -> Vec<String> {
         let mut ignored = Vec::new();
+        if let Mode::Sample { .. } = self.mode {
+            let mut traced = Vec::new();
+            if self.trace_type != TraceType::CallCount {
+                traced.push("--type");
+            }
+            if self.percentiles {
+                traced.push("--percentiles");
+            }
+            if self.events {
+                traced.push("--events");
+            }
+            if !self.call_tree {
+                traced.push("--flat");
+            }
+            for option in traced {
+                ignored.push(format!(
+                    "{option} does nothing in sample mode: it is a trace mode option (--mode trace)"
+                ));
+            }
+            return ignored;
+        }
         let t = self.trace_type;
         if self.percentiles && t != TraceType::CallTime {
             ignored.push(format!(
@@ -236,7 +298,13 @@ pub fn run(options: &RunOptions) -> Result<RunOutcome, CommandError> {
     let mut command = Command::new(&options.program);
     command
         .args(&options.args)
-        .env(env_run::ENV_TYPE, options.trace_type.name())
+        .env(
+            env_run::ENV_TYPE,
+            match options.mode {
+                Mode::Sample { .. } => "sample",
+                Mode::Trace => options.trace_type.name(),
+            },
+        )
         .env(env_run::ENV_DIR, &dir)
         .env(env_run::ENV_CALL_TREE, flag(options.call_tree))
         .env(env_run::ENV_PERCENTILES, flag(options.percentiles))
@@ -253,6 +321,16 @@ pub fn run(options: &RunOptions) -> Result<RunOutcome, CommandError> {
                 .map_or_else(|| "0".to_owned(), |d| d.as_secs_f64().to_string()),
         )
         .env(env_run::ENV_SIGNALS, options.signals.name());
+    if let Mode::Sample { sampler, hz, n } = options.mode {
+        command
+            .env(env_run::ENV_SAMPLER, sampler.name())
+            .env(env_run::ENV_HZ, hz.to_string())
+            .env(env_run::ENV_SAMPLE_N, n.to_string());
+    }
+    let trace_type = match options.mode {
+        Mode::Sample { .. } => TraceType::CallCount,
+        Mode::Trace => options.trace_type,
+    };
     if written.is_none() {
         // The profile goes to standard output: the program's own output goes to stderr.
         command.stdout(std::process::Stdio::from(io::stderr()));
@@ -263,7 +341,7 @@ pub fn run(options: &RunOptions) -> Result<RunOutcome, CommandError> {
     });
     let ended = SystemTime::now();
     let runs = match &status {
-        Ok((_, os_pid)) => read_run_dir_of(&dir, Some(options.trace_type), Some(*os_pid)),
+        Ok((_, os_pid)) => read_run_dir_of(&dir, Some(trace_type), Some(*os_pid)),
         Err(_) => Err(CommandError::Program(String::new())),
     };
     let _ = fs::remove_dir_all(&dir);

@@ -388,6 +388,7 @@ fn run_with_percentiles_keeps_each_process_s_to_the_precision_asked_for() {
     assert_eq!(parse.calls, 100);
     // The precision reaches the program's session (out of range there, through the library).
     let options = tprof::command::RunOptions {
+        mode: tprof::command::Mode::Trace,
         trace_type: TraceType::CallTime,
         percentiles: true,
         percentile_precision: 9,
@@ -987,4 +988,58 @@ fn a_program_killed_before_any_snapshot_is_said_to_be_killed() {
     assert_eq!(o.status.code(), Some(4), "{err}");
     assert!(err.contains("killed by signal 9 (SIGKILL)"), "{err}");
     assert!(!err.contains("process::exit"), "{err}");
+}
+
+/// `tprof run` samples by default (as Eta's `prof run`), with the CPU sampler at the rate
+/// asked for; `--sampler wall` samples processes; a trace option alone means trace mode.
+#[test]
+fn run_samples_by_default_and_traces_when_asked() {
+    let dir = scratch("sample-mode");
+    let program = workload();
+    let json = |args: &[&str]| -> serde_json::Value {
+        let mut argv = vec!["run"];
+        argv.extend_from_slice(args);
+        argv.extend(["-f", "json", "--", program.to_str().unwrap(), "--two-nodes"]);
+        let o = tprof(&dir, &argv);
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    let sampled = json(&["--hz", "999"]);
+    let sources = &sampled["samples"]["sources"];
+    assert_eq!(
+        sources.as_array().map(Vec::len),
+        Some(2),
+        "one per node: {sources}"
+    );
+    assert_eq!(sources[0]["sampler"], "cpu");
+    assert_eq!(sources[0]["hz"], 999);
+    // Calls are counted in sample mode too: 2 nodes × 100 lines.
+    let profile: Profile = serde_json::from_value(sampled).unwrap();
+    assert_eq!(profile.function("parse").unwrap().entries[0].calls, 200);
+
+    let wall = json(&["--sampler", "wall", "--hz", "200"]);
+    assert_eq!(wall["samples"]["sources"][0]["sampler"], "wall");
+
+    // --type alone means trace mode: no samples.
+    let traced = json(&["--type", "call_time"]);
+    assert!(traced.get("samples").is_none(), "{traced}");
+    assert_eq!(traced["trace_type"], "call_time");
+
+    // A sample option in trace mode is warned of.
+    let o = tprof(
+        &dir,
+        &[
+            "run",
+            "--mode",
+            "trace",
+            "--hz",
+            "5",
+            "-f",
+            "json",
+            "--",
+            program.to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success());
+    assert!(text(&o.stderr).contains("--hz"), "{}", text(&o.stderr));
 }

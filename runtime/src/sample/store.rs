@@ -76,7 +76,7 @@ impl Store {
             eprintln!(
                 "tprof: the sample buffer of node {}'s {} sample session is full ({} samples); \
                  later samples are dropped and counted. Raise the buffer's size \
-                 (SampleOptions::n, or TPROF_SAMPLE_N with `tprof run`), lower the rate, or \
+                 (SampleOptions::n, or `tprof run --sample-n`, TPROF_RUN_SAMPLE_N), lower the rate, or \
                  read and clear the samples more often",
                 self.node,
                 self.sampler.name(),

@@ -2,7 +2,9 @@
 //! `tprof run` uses.
 //!
 //! When [`ENV_TYPE`] is set as a node starts, the node opens a trace session of that type
-//! (call_count, call_time or call_memory), traces every function of every process it will run,
+//! (call_count, call_time or call_memory) or, for `sample`, a sample session
+//! ([`crate::sample`]: the CPU sampler, or the wall sampler with [`ENV_SAMPLER`]), traces (or
+//! samples) every function of every process it will run,
 //! and when it stops — [`NodeHandle::shutdown`](crate::NodeHandle::shutdown),
 //! [`Node::stop`](crate::Node::stop) or dropping the [`Node`](crate::Node) — writes what the
 //! session gathered as a [`RunFile`] (JSON) into the folder [`ENV_DIR`] names, one file per
@@ -11,7 +13,10 @@
 //!
 //! | variable | value |
 //! | --- | --- |
-//! | `TPROF_RUN` | `call_count`, `call_time` or `call_memory` |
+//! | `TPROF_RUN` | `sample`, `call_count`, `call_time` or `call_memory` |
+//! | `TPROF_RUN_SAMPLER` | `cpu` (default) or `wall` (sample) |
+//! | `TPROF_RUN_HZ` | samples per second, 1 to 10000 (sample; default 99) |
+//! | `TPROF_RUN_SAMPLE_N` | the sample buffer's size, in samples (sample; default 100000) |
 //! | `TPROF_RUN_DIR` | the folder to write into (default: the current folder) |
 //! | `TPROF_RUN_CALL_TREE` | `1`: call-tree mode too (call_time, call_memory) |
 //! | `TPROF_RUN_PERCENTILES` | `1`: call-duration histograms too (call_time) |
@@ -73,8 +78,14 @@ use crate::NodeHandle;
 
 mod watch;
 
-/// The trace type to measure: `call_count`, `call_time` or `call_memory`.
+/// The trace type to measure: `call_count`, `call_time` or `call_memory`; or `sample`.
 pub const ENV_TYPE: &str = "TPROF_RUN";
+/// The sampler of `TPROF_RUN=sample`: `cpu` or `wall`.
+pub const ENV_SAMPLER: &str = "TPROF_RUN_SAMPLER";
+/// The sampling rate of `TPROF_RUN=sample`, in Hz.
+pub const ENV_HZ: &str = "TPROF_RUN_HZ";
+/// The sample buffer's size of `TPROF_RUN=sample`, in samples.
+pub const ENV_SAMPLE_N: &str = "TPROF_RUN_SAMPLE_N";
 /// The folder the node writes its [`RunFile`] into.
 pub const ENV_DIR: &str = "TPROF_RUN_DIR";
 /// `1` for call-tree mode.
@@ -186,9 +197,31 @@ pub struct RunFile {
 /// A node's profiling from the environment, until it stops.
 pub(crate) struct EnvRun(Arc<Profiled>);
 
+/// The session a node is profiled with.
+enum Session {
+    Trace(TraceSession),
+    Sample(crate::sample::SampleSession),
+}
+
+impl Session {
+    fn trace(&self) -> &TraceSession {
+        match self {
+            Session::Trace(s) => s,
+            Session::Sample(s) => s.trace(),
+        }
+    }
+
+    fn snapshot(&self) -> Snapshot {
+        match self {
+            Session::Trace(s) => s.snapshot(),
+            Session::Sample(s) => s.snapshot(),
+        }
+    }
+}
+
 /// A node being profiled, shared with the threads that write its snapshots ([`watch`]).
 struct Profiled {
-    session: TraceSession,
+    session: Session,
     trace_type: String,
     dir: PathBuf,
     started: SystemTime,
@@ -242,23 +275,25 @@ pub(crate) fn start(node: &NodeHandle) -> Option<EnvRun> {
     let trace_type = std::env::var(ENV_TYPE).ok()?;
     let flag = |name: &str| std::env::var(name).is_ok_and(|v| v == "1");
     let mut types = match trace_type.as_str() {
+        "sample" => TraceTypes::SAMPLE,
         "call_count" => TraceTypes::CALL_COUNT,
         "call_time" if flag(ENV_PERCENTILES) => TraceTypes::CALL_TIME_HISTOGRAMS,
         "call_time" => TraceTypes::CALL_TIME,
         "call_memory" => TraceTypes::CALL_MEMORY,
         other => {
             eprintln!(
-                "tprof: {ENV_TYPE}={other} is not a trace type (call_count, call_time or \
-                 call_memory); node {} runs unprofiled",
+                "tprof: {ENV_TYPE}={other} is not a trace type (sample, call_count, call_time \
+                 or call_memory); node {} runs unprofiled",
                 node.id()
             );
             return None;
         }
     };
-    if flag(ENV_CALL_TREE) && trace_type != "call_count" {
+    let per_process = trace_type != "call_count" && trace_type != "sample";
+    if flag(ENV_CALL_TREE) && per_process {
         types = types | TraceTypes::CALL_TREE;
     }
-    if flag(ENV_EVENTS) && trace_type != "call_count" {
+    if flag(ENV_EVENTS) && per_process {
         types = types | TraceTypes::CALL_EVENTS;
     }
     let mut options = SessionOptions::new();
@@ -284,17 +319,33 @@ pub(crate) fn start(node: &NodeHandle) -> Option<EnvRun> {
         write_failure(node, &dir, trace_type, why);
         return None;
     }
-    let session = match node.trace_session_with_options(types, options) {
+    let opened = if types == TraceTypes::SAMPLE {
+        let sample = match sample_options() {
+            Ok(o) => o,
+            Err(why) => {
+                write_failure(node, &dir, trace_type, why);
+                return None;
+            }
+        };
+        node.sample_session(sample)
+            .map(Session::Sample)
+            .map_err(|e| e.to_string())
+    } else {
+        node.trace_session_with_options(types, options)
+            .map(Session::Trace)
+            .map_err(|e| e.to_string())
+    };
+    let session = match opened {
         Ok(s) => s,
         Err(e) => {
-            write_failure(node, &dir, trace_type, e.to_string());
+            write_failure(node, &dir, trace_type, e);
             return None;
         }
     };
-    if let Err(e) = session.set_pattern(&TracePattern::all()) {
+    if let Err(e) = session.trace().set_pattern(&TracePattern::all()) {
         eprintln!("tprof: node {} has no traced function: {e}", node.id());
     }
-    let _ = session.enable_trace(ProcessSpec::New, true);
+    let _ = session.trace().enable_trace(ProcessSpec::New, true);
     let profiled = Arc::new(Profiled {
         session,
         trace_type,
@@ -305,6 +356,35 @@ pub(crate) fn start(node: &NodeHandle) -> Option<EnvRun> {
     });
     watch::add(&profiled);
     Some(EnvRun(profiled))
+}
+
+/// The sample options [`ENV_SAMPLER`], [`ENV_HZ`] and [`ENV_SAMPLE_N`] ask for, or why they
+/// cannot be read.
+fn sample_options() -> Result<crate::sample::SampleOptions, String> {
+    let mut options = crate::sample::SampleOptions::new();
+    if let Ok(sampler) = std::env::var(ENV_SAMPLER) {
+        options = options.sampler(
+            sampler
+                .trim()
+                .parse()
+                .map_err(|e| format!("{ENV_SAMPLER}={sampler}: {e}"))?,
+        );
+    }
+    if let Ok(hz) = std::env::var(ENV_HZ) {
+        options = options.hz(hz.trim().parse().map_err(|_| {
+            format!(
+                "{ENV_HZ}={hz} is not a rate: a whole number of samples per second, 1 to {}",
+                crate::sample::MAX_HZ
+            )
+        })?);
+    }
+    if let Ok(n) = std::env::var(ENV_SAMPLE_N) {
+        options = options
+            .n(n.trim()
+                .parse()
+                .map_err(|_| format!("{ENV_SAMPLE_N}={n} is not a number of samples"))?);
+    }
+    Ok(options)
 }
 
 impl EnvRun {

@@ -289,10 +289,13 @@ fn from_run_files(
                 ),
             ));
         }
-        let this_type = run
-            .trace_type
-            .parse::<TraceType>()
-            .map_err(|e| CommandError::input(&file, format!("not a run file tprof reads: {e}")))?;
+        // A sample run's trace part is its call counts.
+        let this_type = if run.trace_type == "sample" {
+            Ok(TraceType::CallCount)
+        } else {
+            run.trace_type.parse::<TraceType>()
+        }
+        .map_err(|e| CommandError::input(&file, format!("not a run file tprof reads: {e}")))?;
         if *trace_type.get_or_insert(this_type) != this_type {
             return Err(CommandError::input(
                 &file,

@@ -24,10 +24,26 @@ pub(crate) enum Cmd {
     ///
     /// Exit code: the program's own when it fails (its profile is written all the same).
     Run {
-        /// What to measure: call_count, call_time or call_memory (which needs the program
-        /// to install runtime::CountingAlloc).
-        #[arg(long = "type", short = 't', default_value = "call_count", value_parser = parse_type)]
-        trace_type: TraceType,
+        /// sample (the default, unless a trace option is given): what each process runs
+        /// (--sampler cpu) or where it waits (--sampler wall), at --hz; or trace: calls, time
+        /// or memory per process and function, as --type says.
+        #[arg(long, value_name = "MODE", value_parser = ["sample", "trace"])]
+        mode: Option<String>,
+        /// The sampler of sample mode: cpu (what each worker thread runs, on its CPU clock)
+        /// or wall (every process, running or waiting).
+        #[arg(long, value_parser = parse_sampler)]
+        sampler: Option<runtime::sample::Sampler>,
+        /// Samples per second in sample mode, 1 to 10000 (default 99).
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+        hz: Option<u32>,
+        /// The sample buffer's size, in samples (default 100000): when full, later samples are
+        /// counted as dropped.
+        #[arg(long = "sample-n", value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+        sample_n: Option<u64>,
+        /// What to measure in trace mode: call_count, call_time or call_memory (which needs
+        /// the program to install runtime::CountingAlloc). Implies --mode trace.
+        #[arg(long = "type", short = 't', value_parser = parse_type)]
+        trace_type: Option<TraceType>,
         /// Only per-function figures: no call paths (flame graphs show one frame per function).
         #[arg(long)]
         flat: bool,
@@ -123,6 +139,10 @@ fn parse_seconds(s: &str) -> Result<f64, String> {
 }
 
 fn parse_signals(s: &str) -> Result<Signals, String> {
+    s.parse()
+}
+
+fn parse_sampler(s: &str) -> Result<runtime::sample::Sampler, String> {
     s.parse()
 }
 

@@ -34,6 +34,10 @@ fn main() -> ExitCode {
 fn execute(command: Cmd) -> Result<ExitCode, CommandError> {
     match command {
         Cmd::Run {
+            mode,
+            sampler,
+            hz,
+            sample_n,
             trace_type,
             flat,
             percentiles,
@@ -51,7 +55,36 @@ fn execute(command: Cmd) -> Result<ExitCode, CommandError> {
             if let Err(e) = ctrlc::set_handler(|| {}) {
                 eprintln!("tprof: cannot wait out Ctrl-C: {e}");
             }
+            // Sample mode unless asked for trace mode, or a trace option says so.
+            let trace_asked = trace_type.is_some() || flat || percentiles || events;
+            let sample_asked = sampler.is_some() || hz.is_some() || sample_n.is_some();
+            let tracing = match mode.as_deref() {
+                Some("trace") => true,
+                Some(_) => false,
+                None => trace_asked && !sample_asked,
+            };
+            let mut run_mode = command::Mode::Trace;
+            if !tracing {
+                run_mode = command::Mode::sample();
+                if let command::Mode::Sample {
+                    sampler: s,
+                    hz: h,
+                    n,
+                } = &mut run_mode
+                {
+                    *s = sampler.unwrap_or(*s);
+                    *h = hz.unwrap_or(*h);
+                    *n = sample_n.map_or(*n, |v| usize::try_from(v).unwrap_or(usize::MAX));
+                }
+            } else if sample_asked {
+                eprintln!(
+                    "tprof: warning: --sampler, --hz and --sample-n do nothing in trace mode: \
+                     they are sample mode options (--mode sample)"
+                );
+            }
+            let trace_type = trace_type.unwrap_or_default();
             let options = RunOptions {
+                mode: run_mode,
                 trace_type,
                 call_tree: !flat,
                 percentiles,
@@ -66,11 +99,20 @@ fn execute(command: Cmd) -> Result<ExitCode, CommandError> {
             };
             let outcome = command::run(&options)?;
             if let Some(path) = &outcome.written {
-                eprintln!(
-                    "tprof: {trace_type} profile ({} functions) written to {}",
-                    outcome.profile.functions.len(),
-                    path.display()
-                );
+                if outcome.profile.samples.sources.is_empty() {
+                    eprintln!(
+                        "tprof: {trace_type} profile ({} functions) written to {}",
+                        outcome.profile.functions.len(),
+                        path.display()
+                    );
+                } else {
+                    eprintln!(
+                        "tprof: sample profile ({} samples, {} dropped) written to {}",
+                        outcome.profile.samples.samples.len(),
+                        outcome.profile.samples.dropped(),
+                        path.display()
+                    );
+                }
             }
             Ok(match outcome.status.code() {
                 Some(0) => ExitCode::SUCCESS,
