@@ -138,10 +138,13 @@ pub(crate) fn enter<R>(process: &Arc<Process>, helper: bool, f: impl FnOnce() ->
     }
     let charging = process.heap_account().map(|a| Charging::new(a, helper));
     let _restore = CURRENT.with(|c| Restore {
-        process: c
-            .process
-            .swap(std::ptr::from_ref(process).cast_mut(), Ordering::Relaxed)
-            .cast_const(),
+        // A load and a store, not a swap (a locked instruction): only this thread writes it.
+        process: {
+            let previous = c.process.load(Ordering::Relaxed).cast_const();
+            c.process
+                .store(std::ptr::from_ref(process).cast_mut(), Ordering::Relaxed);
+            previous
+        },
         helper: c.helper.replace(helper),
         node: c.node.replace(process.node.id),
         _charging: charging,
