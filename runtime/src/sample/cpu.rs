@@ -45,51 +45,50 @@ pub(crate) fn running() -> bool {
     RUNNING.load(Ordering::Relaxed)
 }
 
-/// Installs the handler once; refuses when another handler of SIGPROF is installed (another
-/// profiler's, or the program's own).
+/// Installs the handler, unless it is installed already; refuses when another handler of
+/// SIGPROF is installed (another profiler's, or the program's own). Checked at every start, so
+/// a profiler that took SIGPROF between two sessions is seen.
 fn install() -> Result<(), SampleError> {
-    // The outcome of the first try: 0 installed, -1 another handler, else an errno.
-    static INSTALLED: std::sync::OnceLock<i32> = std::sync::OnceLock::new();
-    let outcome = *INSTALLED.get_or_init(|| {
-        // SAFETY: `sigaction` with a null new action only reads the current one into `old`;
-        // the second call installs `handler`, an `extern "C"` function of the signature
-        // SA_SIGINFO requires, with an empty mask. Both structs are zeroed (a valid
-        // `sigaction`) before the fields are set.
-        #[allow(unsafe_code)]
-        unsafe {
-            let mut old: libc::sigaction = std::mem::zeroed();
-            if libc::sigaction(libc::SIGPROF, std::ptr::null(), &mut old) != 0 {
-                return std::io::Error::last_os_error().raw_os_error().unwrap_or(1);
-            }
-            if old.sa_sigaction != libc::SIG_DFL && old.sa_sigaction != libc::SIG_IGN {
-                return -1;
-            }
-            let mut action: libc::sigaction = std::mem::zeroed();
-            action.sa_sigaction = handler as *const () as usize;
-            action.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
-            libc::sigemptyset(&mut action.sa_mask);
-            if libc::sigaction(libc::SIGPROF, &action, std::ptr::null_mut()) != 0 {
-                return std::io::Error::last_os_error().raw_os_error().unwrap_or(1);
-            }
+    let ours = handler as *const () as usize;
+    // SAFETY: `sigaction` with a null new action only reads the current one into `old`; the
+    // second call installs `handler`, an `extern "C"` function of the signature SA_SIGINFO
+    // requires, with an empty mask. Both structs are zeroed (a valid `sigaction`) before the
+    // fields are set.
+    #[allow(unsafe_code)]
+    unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        if libc::sigaction(libc::SIGPROF, std::ptr::null(), &mut old) != 0 {
+            return Err(SampleError::Os {
+                what: "sigaction(SIGPROF)",
+                error: std::io::Error::last_os_error(),
+            });
         }
-        0
-    });
-    match outcome {
-        0 => Ok(()),
-        -1 => Err(SampleError::SignalTaken),
-        errno => Err(SampleError::Os {
-            what: "sigaction(SIGPROF)",
-            error: std::io::Error::from_raw_os_error(errno),
-        }),
+        if old.sa_sigaction == ours {
+            return Ok(());
+        }
+        if old.sa_sigaction != libc::SIG_DFL && old.sa_sigaction != libc::SIG_IGN {
+            return Err(SampleError::SignalTaken);
+        }
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = ours;
+        action.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
+        libc::sigemptyset(&mut action.sa_mask);
+        if libc::sigaction(libc::SIGPROF, &action, std::ptr::null_mut()) != 0 {
+            return Err(SampleError::Os {
+                what: "sigaction(SIGPROF)",
+                error: std::io::Error::last_os_error(),
+            });
+        }
     }
+    Ok(())
 }
 
 /// Starts the timers of every registered thread at `hz`, or joins the timers already running
 /// at that rate.
 pub(crate) fn start(hz: u32) -> Result<(), SampleError> {
-    install()?;
     let period = 1_000_000_000 / u64::from(hz.max(1));
     let mut guard = REGISTRY.lock();
+    install()?;
     if RUNNING.load(Ordering::Relaxed) {
         let running = PERIOD_NS.load(Ordering::Relaxed);
         if running != period {

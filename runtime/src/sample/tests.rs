@@ -93,3 +93,27 @@ fn the_handler_neither_locks_nor_allocates() {
     assert!(records >= 20, "the handler ran ({records} records)");
     assert_eq!(allocated, 0, "the handler allocated");
 }
+
+extern "C" fn foreign(_: libc::c_int) {}
+
+/// Another handler of SIGPROF (a program's own, another profiler's) is never replaced: the
+/// sampler refuses to start, and starts again once it is gone.
+#[test]
+fn another_sigprof_handler_is_refused_not_replaced() {
+    let _serial = SERIAL.lock();
+    // SAFETY: installs a handler that does nothing, then puts the default back; no other test
+    // of this binary sends SIGPROF while `SERIAL` is held.
+    #[allow(unsafe_code)]
+    let set = |handler: libc::sighandler_t| unsafe {
+        libc::signal(libc::SIGPROF, handler);
+    };
+    set(foreign as *const () as libc::sighandler_t);
+    let refused = super::cpu::start(997);
+    set(libc::SIG_DFL);
+    assert!(
+        matches!(refused, Err(super::SampleError::SignalTaken)),
+        "{refused:?}"
+    );
+    super::cpu::start(997).expect("starts once the other handler is gone");
+    super::cpu::stop();
+}
