@@ -9,6 +9,7 @@
 //! `k / slots` stands for `slots / k` of them, so summed weights per state estimate how many
 //! processes were in it, tick by tick, whatever the population.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -60,7 +61,7 @@ pub(crate) fn start(
                         }
                         // A late tick is taken once, not caught up on.
                         next = now.max(next) + period;
-                        tick(&node, &store, per_tick, &mut rng);
+                        tick(&node, &store, per_tick, &mut rng, &mut Paths::default());
                     }
                 });
             }
@@ -73,7 +74,7 @@ pub(crate) fn start(
 
 /// One tick: up to `per_tick` slots drawn at random (every slot, each once, when there are no
 /// more than that).
-fn tick(node: &NodeInner, store: &Store, per_tick: usize, rng: &mut Rng) {
+fn tick(node: &NodeInner, store: &Store, per_tick: usize, rng: &mut Rng, paths: &mut Paths) {
     let slots = node.table.high_water();
     if slots == 0 || per_tick == 0 {
         return;
@@ -81,18 +82,47 @@ fn tick(node: &NodeInner, store: &Store, per_tick: usize, rng: &mut Rng) {
     let time = now_ns().saturating_sub(*store.started_ns.lock());
     if slots as usize <= per_tick {
         for i in 0..slots {
-            sample_slot(node, store, i, 1.0, time);
+            sample_slot(node, store, i, 1.0, time, paths);
         }
         return;
     }
     let weight = f64::from(slots) / per_tick as f64;
     for _ in 0..per_tick {
         let i = (rng.next() % u64::from(slots)) as u32;
-        sample_slot(node, store, i, weight, time);
+        sample_slot(node, store, i, weight, time, paths);
     }
 }
 
-fn sample_slot(node: &NodeInner, store: &Store, index: u32, weight: f64, time: u64) {
+/// Interned paths as the session's traced frames, looked up once per path for a tick or a
+/// census (a pattern may change between two).
+#[derive(Default)]
+struct Paths(HashMap<u32, Vec<&'static Callsite>>);
+
+impl Paths {
+    fn frames(&mut self, id: u32, bit: u32) -> Vec<&'static Callsite> {
+        self.0
+            .entry(id)
+            .or_insert_with(|| {
+                let all = callsites();
+                super::paths::path_of(id)
+                    .unwrap_or_default()
+                    .iter()
+                    .filter_map(|id| all.get(*id as usize))
+                    .filter(|cs| cs.sessions() & (1 << bit) != 0)
+                    .collect()
+            })
+            .clone()
+    }
+}
+
+fn sample_slot(
+    node: &NodeInner,
+    store: &Store,
+    index: u32,
+    weight: f64,
+    time: u64,
+    paths: &mut Paths,
+) {
     let Some(read) = node.table.at_index(index) else {
         return;
     };
@@ -102,20 +132,21 @@ fn sample_slot(node: &NodeInner, store: &Store, index: u32, weight: f64, time: u
     if p.trace_flags.traced() & (1 << store.bit) == 0 {
         return;
     }
-    store.keep(sample_of(p, store.bit, weight, time));
+    store.keep(sample_of(p, store.bit, weight, time, paths));
 }
 
 /// Every process of `node` the session samples, once each (weight 1): a census.
 pub(crate) fn census(node: &NodeInner, bit: u32, time: u64) -> Vec<Sample> {
     crate::heap::suppressed(|| {
         let slots = node.table.high_water();
-        let mut out = Vec::new();
+        let mut out = Vec::with_capacity(node.table.len());
+        let mut paths = Paths::default();
         for i in 0..slots {
             if let Some(read) = node.table.at_index(i)
                 && let Some(p) = read.as_deref()
                 && p.trace_flags.traced() & (1 << bit) != 0
             {
-                out.push(sample_of(p, bit, 1.0, time));
+                out.push(sample_of(p, bit, 1.0, time, &mut paths));
             }
         }
         out
@@ -123,17 +154,11 @@ pub(crate) fn census(node: &NodeInner, bit: u32, time: u64) -> Vec<Sample> {
 }
 
 /// A wall sample of `p`.
-fn sample_of(p: &Process, bit: u32, weight: f64, time: u64) -> Sample {
+fn sample_of(p: &Process, bit: u32, weight: f64, time: u64, paths: &mut Paths) -> Sample {
     let status = p.status_now();
     let path: Vec<&'static Callsite> = match (status, p.trace_account_if_any()) {
         (ProcessStatus::Waiting | ProcessStatus::Runnable, Some(account)) => {
-            let all = callsites();
-            super::paths::path_of(account.suspended_path())
-                .unwrap_or_default()
-                .iter()
-                .filter_map(|id| all.get(*id as usize))
-                .filter(|cs| cs.sessions() & (1 << bit) != 0)
-                .collect()
+            paths.frames(account.suspended_path(), bit)
         }
         _ => Vec::new(),
     };
