@@ -8,6 +8,8 @@
 //! - `disabled`: the same body with `#[traced]`, no session wants it (one relaxed load).
 //! - `call_count_1_session`: one session of this node traces it.
 //! - `call_count_2_sessions`: two sessions of this node trace it.
+//! - `sample_cpu_99hz`: a sample session (the CPU sampler at 99 Hz) traces it and samples the
+//!   timing process: each call keeps its frame on the traced stack, for the samples.
 //! - `call_time`: a call_time session traces it and the timing process (one clock read at
 //!   each entry and exit).
 //! - `call_time_histograms`: call_time, also recording each call's duration (opt-in).
@@ -132,6 +134,23 @@ fn bench(c: &mut Criterion) {
     });
     black_box(one.call_counts().len() + two.call_counts().len());
     drop((one, two));
+    // A sample session keeps the traced stack of the processes it samples (and counts their
+    // calls), so that each CPU sample has its traced stack.
+    #[cfg(target_os = "linux")]
+    {
+        let sampler = node
+            .sample_session(runtime::sample::SampleOptions::new())
+            .expect("sample session");
+        sampler.trace().set_pattern(&pattern).expect("pattern");
+        sampler
+            .trace()
+            .enable_trace(ProcessSpec::New, true)
+            .expect("flags");
+        group.bench_function("sample_cpu_99hz", |b| {
+            b.iter_custom(|iters| time_in_process(&node, iters, traced_fn))
+        });
+        black_box(sampler.samples().samples.len());
+    }
     for (row, types) in [
         ("call_time", TraceTypes::CALL_TIME),
         ("call_time_histograms", TraceTypes::CALL_TIME_HISTOGRAMS),
