@@ -150,7 +150,11 @@ pub(crate) fn remove_cpu_store(store: &Arc<Store>) -> usize {
 pub(crate) fn drain() {
     crate::heap::suppressed(|| {
         let _one = DRAIN.lock();
-        let stores: Vec<Arc<Store>> = CPU_STORES.lock().clone();
+        let stores: Vec<(Arc<Store>, u64)> = CPU_STORES
+            .lock()
+            .iter()
+            .map(|s| (Arc::clone(s), *s.started_ns.lock()))
+            .collect();
         let rings: Vec<(u32, &'static super::ring::Ring, bool, u32)> = {
             let reg = REGISTRY.lock();
             reg.threads
@@ -161,15 +165,15 @@ pub(crate) fn drain() {
         };
         for (index, ring, alive, node) in rings {
             ring.drain(|r| {
-                for store in &stores {
-                    if let Some(sample) = sample_for(store, r, index, node) {
+                for (store, started) in &stores {
+                    if let Some(sample) = sample_for(store, *started, r, index, node) {
                         store.keep(sample);
                     }
                 }
             });
             let dropped = ring.take_dropped();
             if dropped > 0 {
-                for store in &stores {
+                for (store, _) in &stores {
                     store.drop_weight(dropped as f64);
                 }
             }
@@ -191,7 +195,13 @@ pub(crate) fn drain() {
 /// The sample `r` is for `store`, if it is for it: a poll of a process the session samples
 /// (its bit among the poll's sessions), or time outside any process on a thread of the
 /// session's node. Its traced frames are those of functions the session traces now.
-fn sample_for(store: &Store, r: &Record, thread: u32, thread_node: u32) -> Option<Sample> {
+fn sample_for(
+    store: &Store,
+    started: u64,
+    r: &Record,
+    thread: u32,
+    thread_node: u32,
+) -> Option<Sample> {
     let bit = 1u64 << store.bit;
     let pid = if r.pid != 0 {
         if r.active & bit == 0 || r.node != store.node {
@@ -214,7 +224,6 @@ fn sample_for(store: &Store, r: &Record, thread: u32, thread_node: u32) -> Optio
     } else {
         Vec::new()
     };
-    let started = *store.started_ns.lock();
     Some(Sample {
         pid,
         thread: Some(thread),
