@@ -11,14 +11,14 @@
 //! assert_eq!(archive::read(&mut bytes.as_slice()).unwrap(), profile);
 //! ```
 //!
-//! # Byte layout (version 1)
+//! # Byte layout (version 2)
 //!
 //! An archive is a header and a sequence of sections; the last section is END.
 //!
 //! | bytes | field |
 //! | --- | --- |
 //! | 10 | the magic, [`MAGIC`]: `89 54 50 52 4F 46 0D 0A 1A 0A` (`\x89TPROF\r\n\x1a\n`; the high byte and the line ends catch a file mangled as text) |
-//! | 2 | the format version, a little-endian `u16` ([`VERSION`]) |
+//! | 2 | the format version, a little-endian `u16`: 1 for a profile without samples, 2 ([`VERSION`]) for one with samples |
 //! | … | sections |
 //!
 //! Every section is framed the same way:
@@ -52,8 +52,15 @@
 //! | 16 | EVENT_LOGS | group, dropped, event count: [`Profile::event_logs`], in order | |
 //! | 17 | EVENTS | time delta, function and kind: the events of the EVENT_LOGS, in order (the first log's `count` events, then the next log's, …) | EVENT_LOGS |
 //! | 18 | PROCESS_PERCENTILES | group, a function index, calls, p50_ns, p90_ns, p99_ns, max_ns: the [`Profile::percentiles`] of each process, in order | FUNCTIONS |
+//! | 12 | SAMPLE_SOURCES | run, node, sampler (0 cpu, 1 wall), hz, dropped (*float*), native_walked (0 or 1), duration_ns, capacity: the [`SampleSet::sources`](crate::samples::SampleSet::sources), in order | |
+//! | 19 | SAMPLE_FRAMES | function (0 native, `i + 1` entry `i` of the function table), name (string index), file (0 none, `i + 1` string `i`), line (0 none, `l + 1` line `l`), address | FUNCTION_TABLE, STRINGS |
+//! | 20 | SAMPLE_STACKS | parent (0 none, `d` the stack `d` before this one), frame (an index into the SAMPLE_FRAMES) | SAMPLE_FRAMES, SAMPLE_STACKS |
+//! | 21 | SAMPLE_THREADS | source (an index into the SAMPLE_SOURCES), tid (its 32 bits), name (0 none, `i + 1` string `i`) | SAMPLE_SOURCES, STRINGS |
+//! | 22 | SAMPLE_MAPPINGS | source, start, limit, offset, file (string index) | SAMPLE_SOURCES, STRINGS |
+//! | 23 | SAMPLES | *flags*, then the fields they announce (below): [`SampleSet::samples`](crate::samples::SampleSet::samples), in order | SAMPLE_SOURCES, SAMPLE_THREADS, SAMPLE_STACKS |
 //!
-//! Every number is a varint; a *string index* is an index into the STRINGS read so far, a
+//! Every number is a varint (but the 8 bytes of a fractional *float*, under Samples); a
+//! *string index* is an index into the STRINGS read so far, a
 //! *function index* one into the FUNCTIONS read so far. A *group* is one varint `g`: 0 for
 //! [`Group::All`](crate::Group::All), else a pid, `g - 1` being its node and two more varints
 //! its index and serial. Tree nodes and tree entries are stored as the model holds them: the
@@ -70,6 +77,39 @@
 //!   [`EventKind::Enter`](crate::EventKind::Enter) and 1 for
 //!   [`EventKind::Leave`](crate::EventKind::Leave).
 //!
+//! ## Samples
+//!
+//! Sample mode's data ([`Profile::samples`]) takes the six sample sections. A stack is stored
+//! once, as its innermost frame and the stack it extends (which comes before it), and a frame
+//! once, so a sample names its whole stack with one index. Unlike the call tree's, every
+//! reference of these sections is checked as it is read: an index must point at a record read
+//! before it (a frame's function at an entry of the FUNCTION_TABLE), a stack is at most
+//! [`MAX_PATH_DEPTH`] frames deep, and the strings they name count towards
+//! [`MAX_NAMED_BYTES`]. The writer refuses a sample set that breaks them with
+//! [`ArchiveError::Inconsistent`] or [`ArchiveError::TooLarge`], writing nothing.
+//!
+//! A *float* (a weight) is one varint `c`: an even `c` is the whole number `c >> 1` (so a CPU
+//! sample's weight of 1 takes a byte); `c = 1` is followed by the 8 bytes of the IEEE 754
+//! double, little-endian (any value, NaN and -0.0 included, reads back bit for bit).
+//!
+//! A sample is coded against the sample before it in the archive (before the first: source 0,
+//! time 0, weight 1), usually in 8 to 12 bytes. Its *flags* are a varint: bits 0 to 2 its
+//! [`WaitState`](crate::samples::WaitState) (0 none; 1 running, 2 runnable, 3 receive, 4
+//! receive (timer), 5 call, 6 waiting, 7 exiting), and each bit above announces a field,
+//! which follow in this order:
+//!
+//! | bit | field | without the bit |
+//! | --- | --- | --- |
+//! | 8 | source: an index into the SAMPLE_SOURCES | the source of the sample before |
+//! | 3 | pid: node, index, serial | no process |
+//! | 4 | thread: an index into the SAMPLE_THREADS | no thread |
+//! | — | time: its `time_ns` minus the sample before's, modulo 2<sup>64</sup>, zigzag-coded (`d` as `2d` when positive, `-2d - 1` when negative), always there | |
+//! | 7 | weight: a float | the weight of the sample before |
+//! | 5 | stack: an index into the SAMPLE_STACKS | no stack |
+//! | 6 | mailbox length | 0 |
+//!
+//! Any other bit set is an error: a later version that needs one bumps the version.
+//!
 //! The writer writes the sections in the order of the table (META first, END last) and leaves
 //! out a table that has no record; a table that is absent is empty.
 //!
@@ -81,25 +121,28 @@
 //! length never makes it allocate more than the input holds.
 //!
 //! Nor can a small file make the profile it reads, or the exports drawn from it, huge: the
-//! reader refuses (as corrupt, at the offset where it goes over) a call path deeper than
-//! [`MAX_PATH_DEPTH`] frames, and records that name more than [`MAX_NAMED_BYTES`] (or 64 times
-//! the archive's size) of strings. The writer checks the same limits before it writes a byte
+//! reader refuses (as corrupt, at the offset where it goes over) a call path or sampled stack
+//! deeper than [`MAX_PATH_DEPTH`] frames, and records that name more than [`MAX_NAMED_BYTES`]
+//! (or 64 times the archive's size) of strings. The writer checks the same limits before it writes a byte
 //! and refuses such a profile with [`ArchiveError::TooLarge`], so every archive it writes
 //! reads back. Every other count in the format (a run's nodes, a trace's entries, a log's
 //! events) is one of records that each take at least a byte of the file, and is never used
-//! to reserve memory.
+//! to reserve memory; a sample takes two bytes at least.
 //!
 //! **A reader skips every section whose tag it does not know** (it checks the CRC and goes
 //! on). So a later version can add data in new sections without a format break: version 1
 //! readers read a newer file that only adds sections, and ignore what they cannot show. Tags
-//! 12 to 15 are kept for the data planned next — samples of a sampling mode, allocation
-//! samples, per-process runnable wait and per-message queue wait. The event logs (tags 16 and
-//! 17) came that way, without a version bump: a reader that predates them skips them and
+//! 13 to 15 are kept for the data planned next — allocation samples, per-process runnable
+//! wait and per-message queue wait (12, kept for the samples of a sampling mode, is now
+//! theirs). The event logs (tags 16 and 17) came that way, without a version bump: a reader that predates them skips them and
 //! reads the profile without its timelines, its flat figures and call tree intact, which is
 //! all it could show anyway. A change that old readers
 //! must not ignore — a field's meaning changes, a record gains a field, data without which the
 //! rest would be misread — bumps [`VERSION`], and old readers refuse the file with
-//! [`ArchiveError::UnsupportedVersion`].
+//! [`ArchiveError::UnsupportedVersion`]. Samples did: a profile of sample mode read without
+//! its samples would be misread as one in which nothing ran. The writer writes the oldest
+//! version that holds the profile, so a profile without samples is still a version-1 file,
+//! byte for byte as before, which every tprof reads.
 //!
 //! ## Version history
 //!
@@ -108,13 +151,15 @@
 //! | 1 | The first format: the sections above but EVENT_LOGS and EVENTS. |
 //! | 1 | EVENT_LOGS and EVENTS (tags 16 and 17) added, for [`Profile::event_logs`]: a new kind of section, which older version-1 readers skip, so the version stays 1; a profile without event logs is written byte for byte as before. |
 //! | 1 | PROCESS_PERCENTILES (tag 18) added, for percentiles per process (those of every process together stay in PERCENTILES): a new kind of section, which older version-1 readers skip — they read the profile without its percentiles —, so the version stays 1; a profile without per-process percentiles is written byte for byte as before. |
+//! | 2 | The sample sections (tags 12 and 19 to 23), for [`Profile::samples`]: a profile with samples is written as version 2, which version-1 readers refuse (they would show a sampled profile as empty); one without is written as version 1, byte for byte as before. Version 2 is version 1 and the sample sections. |
 //!
 //! ## Adding a fixture when the version is bumped
 //!
 //! `tests/data/v<N>.tprof` (at the workspace root) holds the bytes a version-`N` writer wrote
-//! for the fixed profile `fixture_profile()` of `tprof/tests/archive.rs`, and a test reads each
-//! fixture and compares it with that profile, so a change that breaks old files fails. When
-//! you bump [`VERSION`]:
+//! for a fixed profile of `tprof/tests/archive.rs` — `fixture_profile()` for version 1,
+//! `fixture_profile_with_samples()` (it and samples of every kind) for version 2 — and a test
+//! reads each fixture and compares it with that profile, so a change that breaks old files
+//! fails; the writer must still write each, byte for byte. When you bump [`VERSION`]:
 //!
 //! 1. add a line to the version history above;
 //! 2. extend `fixture_profile()` with the new data if you like (the old fixtures must still
@@ -150,14 +195,22 @@ mod decode;
 mod encode;
 mod limits;
 mod merge;
+mod samples;
 
 pub use merge::{Merger, merge};
 
 /// The bytes every archive starts with.
 pub const MAGIC: &[u8] = b"\x89TPROF\r\n\x1a\n";
 
-/// The format version [`write()`] writes; [`read`] reads versions 1 to this one.
-pub const VERSION: u16 = 1;
+/// The newest format version: [`read`] reads versions 1 to this one, and [`write()`] writes
+/// the oldest that holds the profile (1 for a profile without samples, so that a tprof that
+/// predates samples reads it; this one for a profile with samples).
+pub const VERSION: u16 = 2;
+
+/// The format version an archive of `profile` is written in: the oldest that holds it.
+fn version_for(profile: &Profile) -> u16 {
+    if profile.samples.is_empty() { 1 } else { 2 }
+}
 
 /// The deepest call path an archive may hold, in frames: eight times the deepest the runtime
 /// keeps ([`runtime::trace::STACK_CAPACITY`]). Every stack-shaped export draws each path whole, so
@@ -191,10 +244,17 @@ mod tag {
     pub(super) const PERCENTILES: u64 = 9;
     pub(super) const TREE_NODES: u64 = 10;
     pub(super) const TREE_ENTRIES: u64 = 11;
-    // 12 to 15 are kept for the data planned next (see the compatibility rule).
+    // 13 to 15 are kept for the data planned next (see the compatibility rule).
     pub(super) const EVENT_LOGS: u64 = 16;
     pub(super) const EVENTS: u64 = 17;
     pub(super) const PROCESS_PERCENTILES: u64 = 18;
+    // Sample mode's (version 2): 12 was kept for them; the tables they need took 19 to 23.
+    pub(super) const SAMPLE_SOURCES: u64 = 12;
+    pub(super) const SAMPLE_FRAMES: u64 = 19;
+    pub(super) const SAMPLE_STACKS: u64 = 20;
+    pub(super) const SAMPLE_THREADS: u64 = 21;
+    pub(super) const SAMPLE_MAPPINGS: u64 = 22;
+    pub(super) const SAMPLES: u64 = 23;
 
     /// The name of a known section, for messages.
     pub(super) fn name(tag: u64) -> Option<&'static str> {
@@ -214,6 +274,12 @@ mod tag {
             EVENT_LOGS => "EVENT_LOGS",
             EVENTS => "EVENTS",
             PROCESS_PERCENTILES => "PROCESS_PERCENTILES",
+            SAMPLE_SOURCES => "SAMPLE_SOURCES",
+            SAMPLE_FRAMES => "SAMPLE_FRAMES",
+            SAMPLE_STACKS => "SAMPLE_STACKS",
+            SAMPLE_THREADS => "SAMPLE_THREADS",
+            SAMPLE_MAPPINGS => "SAMPLE_MAPPINGS",
+            SAMPLES => "SAMPLES",
             _ => return None,
         })
     }
@@ -269,6 +335,13 @@ pub enum ArchiveError {
         len: u64,
         /// The most an archive may hold of it.
         limit: u64,
+    },
+    /// The profile contradicts itself where the archive relies on it, so it cannot be
+    /// written: a sample of a stack the profile does not have, a stack that extends one that
+    /// does not come before it, a frame of a function its table does not have, and so on.
+    Inconsistent {
+        /// What is wrong.
+        what: String,
     },
     /// Reading or writing failed.
     Io(io::Error),
@@ -330,6 +403,12 @@ impl fmt::Display for ArchiveError {
             }
             ArchiveError::TooLarge { what, .. } => {
                 write!(f, "cannot archive the profile: {what}")
+            }
+            ArchiveError::Inconsistent { what } => {
+                write!(
+                    f,
+                    "cannot archive the profile, which contradicts itself: {what}"
+                )
             }
             ArchiveError::Io(e) => write!(f, "input/output error: {e}"),
             ArchiveError::File { path, source } => write!(f, "{}: {source}", path.display()),

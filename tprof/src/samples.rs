@@ -109,19 +109,21 @@ impl WaitState {
         }
     }
 
+    /// Every state, in the order above (the `.tprof` archive codes them in this order: it is
+    /// fixed).
+    pub const ALL: [WaitState; 7] = [
+        WaitState::Running,
+        WaitState::Runnable,
+        WaitState::Receive,
+        WaitState::ReceiveTimeout,
+        WaitState::Call,
+        WaitState::Waiting,
+        WaitState::Exiting,
+    ];
+
     /// The state `name` prints as, if any.
     pub fn from_name(name: &str) -> Option<WaitState> {
-        [
-            WaitState::Running,
-            WaitState::Runnable,
-            WaitState::Receive,
-            WaitState::ReceiveTimeout,
-            WaitState::Call,
-            WaitState::Waiting,
-            WaitState::Exiting,
-        ]
-        .into_iter()
-        .find(|s| s.name() == name)
+        WaitState::ALL.into_iter().find(|s| s.name() == name)
     }
 }
 
@@ -232,9 +234,15 @@ pub struct SampleSet {
 }
 
 impl SampleSet {
-    /// Whether it holds no sample and no source.
+    /// Whether it holds nothing: no source, frame, stack, sample, thread or mapping (a profile
+    /// of trace mode only).
     pub fn is_empty(&self) -> bool {
-        self.samples.is_empty() && self.sources.is_empty()
+        self.sources.is_empty()
+            && self.frames.is_empty()
+            && self.stacks.is_empty()
+            && self.samples.is_empty()
+            && self.threads.is_empty()
+            && self.mappings.is_empty()
     }
 
     /// The frames of stack `stack`, outermost first (indices into [`Self::frames`]).

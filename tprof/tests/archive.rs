@@ -6,10 +6,16 @@ use std::path::{Path, PathBuf};
 
 mod common;
 
-use common::{Real, TYPES, entry, function, function_in, path_entry, process, real_profile};
+use common::{
+    Real, TYPES, entry, function, function_in, path_entry, process, real_profile, sampled_profile,
+};
 use proptest::prelude::*;
 use runtime::Pid;
 use tprof::archive::{self, ArchiveError, MergeError, Merger};
+use tprof::samples::{
+    SampleFrame, SampleMapping, SampleRecord, SampleSet, SampleSource, SampleStack, SampleThread,
+    SamplerKind, WaitState,
+};
 use tprof::{
     CallTree, Entry, Event, EventKind, EventLog, Function, FunctionTrace, Group, Meta, PathEntry,
     PathNode, Percentiles, ProcessRecord, Profile, Run, TraceType,
@@ -222,6 +228,180 @@ fn fixture_profile_with_process_percentiles() -> Profile {
     profile
 }
 
+/// A traced frame of function `function` of the function table.
+fn traced_frame(function: u32) -> SampleFrame {
+    SampleFrame {
+        function: Some(function),
+        name: String::new(),
+        file: None,
+        line: None,
+        address: 0,
+    }
+}
+
+/// A native frame.
+fn native_frame(name: &str, file: Option<&str>, line: Option<u32>, address: u64) -> SampleFrame {
+    SampleFrame {
+        function: None,
+        name: name.to_owned(),
+        file: file.map(str::to_owned),
+        line,
+        address,
+    }
+}
+
+/// A sample of `source` with no process, thread, state or mailbox.
+fn sample(source: u32, time_ns: u64, weight: f64, stack: Option<u32>) -> SampleRecord {
+    SampleRecord {
+        source,
+        pid: None,
+        thread: None,
+        time_ns,
+        weight,
+        stack,
+        state: None,
+        mailbox_len: 0,
+    }
+}
+
+/// [`fixture_profile`] with samples: a CPU source of the first run and a wall source of the
+/// second, traced and native frames, stacks whose parents come 1 to 3 before them, samples of
+/// every state, with and without a process, thread or stack, whose times go back, weights
+/// that are whole, fractional, repeated, signed zero and the largest, and the largest values
+/// the fields take. `tests/data/v2.tprof` holds it; never change it.
+fn fixture_profile_with_samples() -> Profile {
+    let mut profile = fixture_profile();
+    let p1 = Pid::from_parts(1, 0, 1);
+    let p2 = Pid::from_parts(1, 2, 0);
+    let p3 = Pid::from_parts(2, 1, 3);
+    let cpu = |pid, thread, time_ns, weight, stack| SampleRecord {
+        pid,
+        thread: Some(thread),
+        ..sample(0, time_ns, weight, stack)
+    };
+    let wall = |time_ns, weight, stack, state, mailbox_len| SampleRecord {
+        pid: Some(p3),
+        state: Some(state),
+        mailbox_len,
+        ..sample(1, time_ns, weight, stack)
+    };
+    profile.samples = SampleSet {
+        sources: vec![
+            SampleSource {
+                run: 0,
+                node: 1,
+                sampler: SamplerKind::Cpu,
+                hz: 997,
+                dropped: 0.0,
+                native_walked: true,
+                duration_ns: 1_234_000_000,
+                capacity: 1 << 16,
+            },
+            SampleSource {
+                run: 1,
+                node: 2,
+                sampler: SamplerKind::Wall,
+                hz: u32::MAX,
+                dropped: 2.5,
+                native_walked: false,
+                duration_ns: u64::MAX,
+                capacity: u64::MAX,
+            },
+        ],
+        frames: vec![
+            traced_frame(0),
+            traced_frame(1),
+            native_frame(
+                "core::ptr::drop_in_place<alloc::vec::Vec<u8>>",
+                Some("/rustc/library/core/src/ptr/mod.rs"),
+                Some(523),
+                0x5555_5555_1234,
+            ),
+            native_frame("épée::λ", Some(""), Some(u32::MAX), u64::MAX),
+            traced_frame(3),
+            native_frame("", None, None, 0),
+        ],
+        stacks: vec![
+            SampleStack {
+                parent: None,
+                frame: 0,
+            },
+            SampleStack {
+                parent: Some(0),
+                frame: 1,
+            },
+            SampleStack {
+                parent: Some(1),
+                frame: 2,
+            },
+            SampleStack {
+                parent: None,
+                frame: 4,
+            },
+            SampleStack {
+                parent: Some(1),
+                frame: 3,
+            },
+            SampleStack {
+                parent: Some(2),
+                frame: 5,
+            },
+        ],
+        samples: vec![
+            cpu(Some(p1), 0, 1_000_000, 1.0, Some(2)),
+            cpu(Some(p1), 0, 2_000_000, 1.0, Some(4)),
+            cpu(None, 1, 1_500_000, 3.0, Some(5)),
+            cpu(Some(p2), 2, u64::MAX, 9_007_199_254_740_992.0, None),
+            cpu(Some(p2), 2, 0, 1.0, Some(1)),
+            wall(0, 1.0 / 3.0, Some(3), WaitState::Receive, 0),
+            wall(10, 1.0 / 3.0, Some(3), WaitState::Running, 1),
+            wall(20, 2.5, Some(0), WaitState::Runnable, u32::MAX),
+            wall(30, 0.0, None, WaitState::ReceiveTimeout, 0),
+            wall(40, -0.0, Some(1), WaitState::Call, 2),
+            wall(50, 1e-300, Some(1), WaitState::Waiting, 0),
+            wall(60, f64::MAX, Some(3), WaitState::Exiting, 0),
+            SampleRecord {
+                pid: Some(Pid::from_parts(u32::MAX, u32::MAX, u32::MAX)),
+                ..sample(1, 70, 1.0, None)
+            },
+        ],
+        threads: vec![
+            SampleThread {
+                source: 0,
+                tid: 4242,
+                name: Some("node-worker".to_owned()),
+            },
+            SampleThread {
+                source: 0,
+                tid: -1,
+                name: None,
+            },
+            SampleThread {
+                source: 0,
+                tid: i32::MAX,
+                name: Some("ünï-thread".to_owned()),
+            },
+        ],
+        mappings: vec![
+            SampleMapping {
+                source: 0,
+                start: 0x5555_5555_0000,
+                limit: 0x5555_5556_0000,
+                offset: 0x1000,
+                file: "/usr/bin/demo".to_owned(),
+            },
+            SampleMapping {
+                source: 0,
+                start: 0,
+                limit: u64::MAX,
+                offset: u64::MAX,
+                file: "/lib/日本語.so".to_owned(),
+            },
+        ],
+    };
+    profile
+}
+
 fn fixture_path(version: u16) -> PathBuf {
     fixture_file(&format!("v{version}.tprof"))
 }
@@ -236,6 +416,15 @@ const EVENT_LOGS: u64 = 16;
 const EVENTS: u64 = 17;
 /// The PROCESS_PERCENTILES tag.
 const PROCESS_PERCENTILES: u64 = 18;
+/// The tags of sample mode's sections, in the order they are written: SAMPLE_SOURCES,
+/// SAMPLE_FRAMES, SAMPLE_STACKS, SAMPLE_THREADS, SAMPLE_MAPPINGS and SAMPLES.
+const SAMPLE_TAGS: [u64; 6] = [12, 19, 20, 21, 22, 23];
+const SAMPLE_SOURCES: u64 = 12;
+const SAMPLE_FRAMES: u64 = 19;
+const SAMPLE_STACKS: u64 = 20;
+const SAMPLE_THREADS: u64 = 21;
+const SAMPLE_MAPPINGS: u64 = 22;
+const SAMPLES: u64 = 23;
 
 /// The sections of an archive, END left out: (tag, payload). Panics on a bad frame.
 fn sections(bytes: &[u8]) -> Vec<(u64, Vec<u8>)> {
@@ -260,8 +449,13 @@ fn sections(bytes: &[u8]) -> Vec<(u64, Vec<u8>)> {
 
 /// An archive of these sections, each with its checksum, and END with the whole's.
 fn frame(sections: &[(u64, Vec<u8>)]) -> Vec<u8> {
+    frame_as(archive::VERSION, sections)
+}
+
+/// [`frame`], as an archive of format version `version`.
+fn frame_as(version: u16, sections: &[(u64, Vec<u8>)]) -> Vec<u8> {
     let mut out = archive::MAGIC.to_vec();
-    out.extend_from_slice(&archive::VERSION.to_le_bytes());
+    out.extend_from_slice(&version.to_le_bytes());
     let section = |out: &mut Vec<u8>, tag: u64, payload: &[u8]| {
         let start = out.len();
         leb128::write::unsigned(out, tag).expect("writing to a Vec succeeds");
@@ -548,6 +742,7 @@ fn every_truncation_is_truncated_or_corrupt_with_an_offset_within_it() {
     for bytes in [
         bytes_of(&fixture_profile()),
         bytes_of(&fixture_profile_with_events()),
+        bytes_of(&fixture_profile_with_samples()),
         bytes_of(&real_profile(TraceType::CallMemory, REAL)),
     ] {
         for len in 0..bytes.len() {
@@ -565,16 +760,20 @@ fn every_truncation_is_truncated_or_corrupt_with_an_offset_within_it() {
 
 #[test]
 fn every_changed_byte_is_caught() {
-    let profile = fixture_profile_with_events();
-    let bytes = bytes_of(&profile);
-    for i in 0..bytes.len() {
-        for mask in [0x01, 0x80, 0xff] {
-            let mut damaged = bytes.clone();
-            damaged[i] ^= mask;
-            let result = read_bytes(&damaged);
-            assert!(result.is_err(), "byte {i} ^ {mask:#x} went unnoticed");
-            if let Some(at) = result.unwrap_err().offset() {
-                assert!(at <= bytes.len() as u64);
+    for profile in [
+        fixture_profile_with_events(),
+        fixture_profile_with_samples(),
+    ] {
+        let bytes = bytes_of(&profile);
+        for i in 0..bytes.len() {
+            for mask in [0x01, 0x80, 0xff] {
+                let mut damaged = bytes.clone();
+                damaged[i] ^= mask;
+                let result = read_bytes(&damaged);
+                assert!(result.is_err(), "byte {i} ^ {mask:#x} went unnoticed");
+                if let Some(at) = result.unwrap_err().offset() {
+                    assert!(at <= bytes.len() as u64);
+                }
             }
         }
     }
@@ -781,7 +980,7 @@ fn sections_of_unknown_kinds_are_skipped() {
     // One at the very start (a two-byte tag), one before END, one empty in the middle.
     parts.insert(0, (300, b"samples of a sampling mode".to_vec()));
     parts.insert(3, (13, Vec::new()));
-    parts.push((12, vec![0xff; 100_000]));
+    parts.push((14, vec![0xff; 100_000]));
     let bytes = frame(&parts);
     assert_eq!(read_bytes(&bytes).unwrap(), profile);
 
@@ -791,7 +990,7 @@ fn sections_of_unknown_kinds_are_skipped() {
     damaged[at] ^= 1;
     let err = read_bytes(&damaged).unwrap_err();
     assert!(
-        matches!(&err, ArchiveError::Corrupt { what, .. } if what.contains("unknown (tag 12)")),
+        matches!(&err, ArchiveError::Corrupt { what, .. } if what.contains("unknown (tag 14)")),
         "{err}"
     );
 }
@@ -804,10 +1003,32 @@ fn the_v1_fixture_reads_as_the_fixture_profile() {
     assert_eq!(profile, fixture_profile());
 }
 
+/// A profile without samples is written as version 1 was, so that older tprofs read it.
+#[test]
+fn the_writer_writes_the_v1_fixture_byte_for_byte() {
+    let fixture = std::fs::read(fixture_path(1)).unwrap();
+    assert_eq!(bytes_of(&fixture_profile()), fixture);
+}
+
+#[test]
+fn the_v2_fixture_reads_as_the_fixture_profile_with_samples() {
+    let profile = archive::read_file(&fixture_path(2)).unwrap();
+    assert_eq!(profile, fixture_profile_with_samples());
+    // Equal as numbers is not enough for a weight: -0.0 == 0.0.
+    let bits = |p: &Profile| -> Vec<u64> {
+        let set = &p.samples;
+        let weights = set.samples.iter().map(|s| s.weight);
+        let dropped = set.sources.iter().map(|s| s.dropped);
+        weights.chain(dropped).map(f64::to_bits).collect()
+    };
+    assert_eq!(bits(&profile), bits(&fixture_profile_with_samples()));
+}
+
 #[test]
 fn the_writer_writes_the_newest_fixture_byte_for_byte() {
+    assert_eq!(archive::VERSION, 2);
     let fixture = std::fs::read(fixture_path(archive::VERSION)).unwrap();
-    assert_eq!(bytes_of(&fixture_profile()), fixture);
+    assert_eq!(bytes_of(&fixture_profile_with_samples()), fixture);
 }
 
 /// Writes the fixture of the current version: run it once when the version is bumped (see
@@ -815,7 +1036,41 @@ fn the_writer_writes_the_newest_fixture_byte_for_byte() {
 #[test]
 #[ignore = "writes tests/data/v<VERSION>.tprof; run by hand when the version is bumped"]
 fn write_fixture() {
-    archive::write_file(&fixture_profile(), &fixture_path(archive::VERSION)).unwrap();
+    let path = fixture_path(archive::VERSION);
+    archive::write_file(&fixture_profile_with_samples(), &path).unwrap();
+}
+
+/// A profile with samples says version 2, which a tprof that predates samples refuses (it
+/// would read the profile without them, as if nothing had been sampled); one without says
+/// version 1. Its other sections are those of version 1: without its sample sections, the
+/// v2 fixture is the v1 fixture, but for the strings the samples name, after the others.
+#[test]
+fn the_v2_fixture_is_the_v1_fixture_and_the_sample_sections() {
+    let version = |bytes: &[u8]| {
+        let at = archive::MAGIC.len();
+        u16::from_le_bytes([bytes[at], bytes[at + 1]])
+    };
+    let v2 = std::fs::read(fixture_path(2)).unwrap();
+    assert_eq!(version(&v2), 2);
+    assert_eq!(version(&bytes_of(&fixture_profile())), 1);
+    let mut parts = sections(&v2);
+    let tags: Vec<u64> = parts.iter().map(|(tag, _)| *tag).collect();
+    assert!(tags.ends_with(&SAMPLE_TAGS), "last, once each: {tags:?}");
+    parts.retain(|(tag, _)| !SAMPLE_TAGS.contains(tag));
+    assert_eq!(parts.len() + SAMPLE_TAGS.len(), tags.len());
+    let v1 = sections(&std::fs::read(fixture_path(1)).unwrap());
+    assert_eq!(parts.len(), v1.len());
+    for ((tag, payload), (v1_tag, v1_payload)) in parts.iter().zip(&v1) {
+        assert_eq!(tag, v1_tag);
+        if *tag == 2 {
+            assert!(payload.len() > v1_payload.len());
+            assert!(payload.starts_with(v1_payload), "STRINGS: v1's, then more");
+        } else {
+            assert_eq!(payload, v1_payload, "section {tag}");
+        }
+    }
+    // Read as version 2, the same sections are the profile without its samples.
+    assert_eq!(read_bytes(&frame(&parts)).unwrap(), fixture_profile());
 }
 
 #[test]
@@ -844,7 +1099,7 @@ fn without_its_event_sections_the_events_fixture_is_the_v1_fixture() {
         "one EVENT_LOGS and one EVENTS section"
     );
     let v1 = std::fs::read(fixture_path(1)).unwrap();
-    assert_eq!(frame(&parts), v1);
+    assert_eq!(frame_as(1, &parts), v1);
     let mut profile = fixture_profile_with_events();
     profile.event_logs.clear();
     assert_eq!(read_bytes(&frame(&parts)).unwrap(), profile);
@@ -883,7 +1138,7 @@ fn without_its_process_percentiles_the_fixture_is_the_v1_fixture() {
     let before = parts.len();
     parts.retain(|(tag, _)| *tag != PROCESS_PERCENTILES);
     assert_eq!(before - parts.len(), 1, "one PROCESS_PERCENTILES section");
-    assert_eq!(frame(&parts), std::fs::read(fixture_path(1)).unwrap());
+    assert_eq!(frame_as(1, &parts), std::fs::read(fixture_path(1)).unwrap());
     assert_eq!(read_bytes(&frame(&parts)).unwrap(), fixture_profile());
 }
 
@@ -894,6 +1149,296 @@ fn without_its_process_percentiles_the_fixture_is_the_v1_fixture() {
 fn write_process_percentiles_fixture() {
     let path = fixture_file("v1-process-percentiles.tprof");
     archive::write_file(&fixture_profile_with_process_percentiles(), &path).unwrap();
+}
+
+// --- Samples ---
+
+/// The profile a run of `work` under `sampler` takes: samples of it, and of the runtime.
+#[cfg(target_os = "linux")]
+fn real_sampled_profile(sampler: runtime::sample::Sampler) -> Profile {
+    #[runtime::traced]
+    fn spin(n: u64) -> u64 {
+        (0..n).fold(1u64, |a, i| a.rotate_left(7) ^ i.wrapping_mul(0x9e37))
+    }
+    #[runtime::traced]
+    async fn work() -> u64 {
+        let mut total = 0;
+        for _ in 0..200 {
+            total ^= spin(50_000);
+            tokio::task::yield_now().await;
+        }
+        total
+    }
+    let options = tprof::ProfileOptions::new().sample(
+        runtime::sample::SampleOptions::new()
+            .sampler(sampler)
+            .hz(997),
+    );
+    let outcome = tprof::profile(|| async { work().await }, options).expect("profiled");
+    assert!(outcome.result.is_ok());
+    outcome.profile
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn real_sampled_profiles_read_back_equal() {
+    use runtime::sample::Sampler;
+    for sampler in [Sampler::Cpu, Sampler::Wall] {
+        let profile = real_sampled_profile(sampler);
+        let set = &profile.samples;
+        assert!(!set.samples.is_empty(), "{sampler}: samples were taken");
+        assert!(
+            !set.stacks.is_empty() && !set.frames.is_empty(),
+            "{sampler}"
+        );
+        let bytes = bytes_of(&profile);
+        assert_eq!(read_bytes(&bytes).unwrap(), profile, "{sampler}");
+    }
+}
+
+/// A million CPU samples of 1,000 processes in 300 stacks (`main;handle<i % 30>;native<i /
+/// 30>`: 331 with the stacks they extend), 1 ms apart, mostly of weight 1.
+fn a_million_samples() -> Profile {
+    let stacks: Vec<[String; 3]> = (0..300)
+        .map(|i| {
+            [
+                "app::main".to_owned(),
+                format!("app::handle{}", i % 30),
+                format!("native{}", i / 30),
+            ]
+        })
+        .collect();
+    let names: Vec<Vec<&str>> = stacks
+        .iter()
+        .map(|s| s.iter().map(String::as_str).collect())
+        .collect();
+    let spec: Vec<(u32, &[&str], f64)> = (0..1_000_000u32)
+        .map(|i| {
+            let weight = if i % 1_000 == 0 { 2.0 } else { 1.0 };
+            (
+                i % 1_000,
+                names[(i as usize * 7) % names.len()].as_slice(),
+                weight,
+            )
+        })
+        .collect();
+    sampled_profile(1, &spec)
+}
+
+/// Stacks are stored once and samples name them by index: a sample takes about 11 bytes (its
+/// process 4, time 3, stack 2, thread and flags 1 each), where spelling its stack out would
+/// take a hundred. Written and read in time linear in the samples.
+#[test]
+fn a_million_samples_take_a_few_bytes_each() {
+    let profile = a_million_samples();
+    assert_eq!(profile.samples.stacks.len(), 331);
+    let bytes = bytes_of(&profile);
+    let per_sample = bytes.len() as f64 / 1e6;
+    assert!(per_sample < 11.0, "{per_sample} bytes a sample");
+    let back = read_bytes(&bytes).unwrap();
+    assert!(back == profile, "reads back equal");
+}
+
+/// The bytes of varint `v`.
+fn varint_len(v: u64) -> usize {
+    let mut buf = Vec::new();
+    leb128::write::unsigned(&mut buf, v).expect("writing to a Vec succeeds");
+    buf.len()
+}
+
+/// The archive of `profile` with `record` appended to its last section of `tag`, and the
+/// offset where `record` starts.
+fn with_record(profile: &Profile, tag: u64, record: &[u8]) -> (Vec<u8>, u64) {
+    let mut parts = sections(&bytes_of(profile));
+    let k = parts
+        .iter()
+        .rposition(|(t, _)| *t == tag)
+        .expect("a section of the tag");
+    let old = parts[k].1.len();
+    parts[k].1.extend_from_slice(record);
+    let before = frame(&parts[..k]).len() - 10; // END: tag, length, 4 bytes, CRC
+    let header = varint_len(tag) + varint_len(parts[k].1.len() as u64);
+    (frame(&parts), (before + header + old) as u64)
+}
+
+#[test]
+fn every_sample_reference_must_point_at_what_came_before() {
+    let fixture = fixture_profile_with_samples();
+    // The fixture has 4 functions in its table, 2 sources, 6 frames, 6 stacks and 3 threads.
+    let cases: [(u64, &[u8], &str); 13] = [
+        (SAMPLE_SOURCES, &[0, 1, 2, 99, 0, 0, 0, 0], "sampler 2"),
+        (SAMPLE_SOURCES, &[0, 1, 0, 99, 0, 2, 0, 0], "walked with 2"),
+        (SAMPLE_SOURCES, &[0, 1, 0, 99, 3, 0, 0, 0], "dropped weight"),
+        (
+            SAMPLE_FRAMES,
+            &[5, 0, 0, 0, 0],
+            "function 4, but the function table has 4",
+        ),
+        (SAMPLE_STACKS, &[0, 6], "frame 6, but only 6 come before it"),
+        (
+            SAMPLE_STACKS,
+            &[8, 0],
+            "8 stacks before it, but only 6 come before it",
+        ),
+        (
+            SAMPLE_THREADS,
+            &[2, 1, 0],
+            "source 2, but only 2 come before it",
+        ),
+        (
+            SAMPLE_MAPPINGS,
+            &[2, 0, 0, 0, 0],
+            "source 2, but only 2 come before it",
+        ),
+        (
+            SAMPLES,
+            &[0x80, 0x02, 2, 0],
+            "source 2, but only 2 come before it",
+        ),
+        (SAMPLES, &[16, 3, 0], "thread 3, but only 3 come before it"),
+        (SAMPLES, &[32, 0, 6], "stack 6, but only 6 come before it"),
+        (SAMPLES, &[0x80, 0x01, 0, 3], "weight"),
+        (SAMPLES, &[0x80, 0x04, 0], "unknown"),
+    ];
+    for (tag, record, expected) in cases {
+        let (bytes, at) = with_record(&fixture, tag, record);
+        let err = read_bytes(&bytes).unwrap_err();
+        match &err {
+            ArchiveError::Corrupt { at: found, what } => {
+                assert!(
+                    what.contains(expected),
+                    "{tag} {record:?}: {what:?} should say {expected:?}"
+                );
+                assert!(
+                    (at..at + record.len() as u64).contains(found),
+                    "{tag} {record:?}: at {found}, the record is at {at}: {what}"
+                );
+            }
+            other => panic!("{tag} {record:?}: {other:?}"),
+        }
+    }
+    // The same mechanism, with a good record: a sample of the last one's source, at its time
+    // and of its weight.
+    let (bytes, _) = with_record(&fixture, SAMPLES, &[0, 0]);
+    let back = read_bytes(&bytes).unwrap();
+    assert_eq!(back.samples.samples.last(), Some(&sample(1, 70, 1.0, None)));
+
+    // Samples in an archive without sources.
+    let mut parts = sections(&bytes_of(&fixture_profile()));
+    parts.push((SAMPLES, vec![0, 0]));
+    let err = read_bytes(&frame(&parts)).unwrap_err();
+    assert!(err.to_string().contains("source 0, but only 0"), "{err}");
+}
+
+/// A chain of `depth` sampled stacks, each extending the one before, and a sample on the
+/// deepest.
+fn sampled_chain(depth: usize) -> Profile {
+    let names = vec!["app::recurse"; depth];
+    sampled_profile(1, &[(0, &names, 1.0)])
+}
+
+#[test]
+fn a_sampled_stack_deeper_than_the_limit_is_refused_at_its_offset() {
+    let limit = archive::MAX_PATH_DEPTH as usize;
+    let deepest = sampled_chain(limit);
+    assert_eq!(read_bytes(&bytes_of(&deepest)).unwrap(), deepest);
+
+    // One more frame, written by hand (the writer refuses it): the stack just after the last.
+    let (bytes, at) = with_record(&deepest, SAMPLE_STACKS, &[1, 0]);
+    let err = read_bytes(&bytes).unwrap_err();
+    match &err {
+        ArchiveError::Corrupt { at: found, what } => {
+            assert_eq!(*found, at, "{what}");
+            assert!(what.contains(&format!("{limit}")), "{what}");
+            assert!(what.contains("deep"), "{what}");
+        }
+        other => panic!("{other}"),
+    }
+
+    let mut out = Vec::new();
+    let err = archive::write(&sampled_chain(limit + 1), &mut out).unwrap_err();
+    assert!(out.is_empty());
+    assert!(
+        matches!(&err, ArchiveError::TooLarge { what, .. } if what.contains("deep")),
+        "{err}"
+    );
+}
+
+/// Sample sets that contradict themselves, each with what the error must say.
+fn broken_sample_sets() -> Vec<(Profile, &'static str)> {
+    let fixture = fixture_profile_with_samples();
+    let broken = |what: &'static str, change: fn(&mut SampleSet)| {
+        let mut p = fixture.clone();
+        change(&mut p.samples);
+        (p, what)
+    };
+    vec![
+        broken("sample 0 names stack 6, but there are 6", |s| {
+            s.samples[0].stack = Some(6);
+        }),
+        broken("sample 0 names thread 3, but there are 3", |s| {
+            s.samples[0].thread = Some(3);
+        }),
+        broken("sample 0 names source 2, but there are 2", |s| {
+            s.samples[0].source = 2;
+        }),
+        broken(
+            "stack 1 extends stack 1, which does not come before it",
+            |s| {
+                s.stacks[1].parent = Some(1);
+            },
+        ),
+        broken("stack 1 names frame 6, but there are 6", |s| {
+            s.stacks[1].frame = 6;
+        }),
+        broken(
+            "frame 0 names function 4, but the function table has 4",
+            |s| {
+                s.frames[0].function = Some(4);
+            },
+        ),
+        broken("thread 0 names source 2, but there are 2", |s| {
+            s.threads[0].source = 2;
+        }),
+        broken("mapping 1 names source 9, but there are 2", |s| {
+            s.mappings[1].source = 9;
+        }),
+    ]
+}
+
+#[test]
+fn the_writer_refuses_samples_that_contradict_themselves_writing_nothing() {
+    for (profile, what) in broken_sample_sets() {
+        let mut out = Vec::new();
+        let err = archive::write(&profile, &mut out).unwrap_err();
+        assert!(out.is_empty(), "{what}");
+        assert!(
+            matches!(&err, ArchiveError::Inconsistent { .. }),
+            "{what}: {err:?}"
+        );
+        assert!(err.to_string().contains(what), "{err} should say {what:?}");
+    }
+}
+
+#[test]
+fn native_frames_naming_a_string_over_and_over_cannot_exhaust_memory() {
+    let mut meta = Vec::new();
+    leb128::write::unsigned(&mut meta, 0).unwrap();
+    // One string of 1 MiB, then 20,000 native frames named by it.
+    let big = vec![b'x'; 1 << 20];
+    let mut strings = Vec::new();
+    leb128::write::unsigned(&mut strings, big.len() as u64).unwrap();
+    strings.extend_from_slice(&big);
+    let frames = [0, 0, 0, 0, 0].repeat(20_000); // function, name, file, line, address
+    let bytes = frame(&[(1, meta), (2, strings), (SAMPLE_FRAMES, frames)]);
+    let err = read_bytes(&bytes).unwrap_err();
+    match &err {
+        ArchiveError::Corrupt { at, what } => {
+            assert!(*at <= bytes.len() as u64);
+            assert!(what.contains("64 times"), "{what}");
+        }
+        other => panic!("{other}"),
+    }
 }
 
 // --- Merging ---
@@ -1490,6 +2035,7 @@ fn profile() -> impl Strategy<Value = Profile> {
         prop::collection::vec(path_entry, 0..4),
         prop::collection::vec(run, 0..3),
         prop::collection::vec(event_log, 0..3),
+        sample_set(),
     )
         .prop_map(
             |(
@@ -1502,9 +2048,11 @@ fn profile() -> impl Strategy<Value = Profile> {
                 entries,
                 runs,
                 event_logs,
+                samples,
             )| {
                 // In group order, as profiles keep them.
                 percentiles.sort_by_key(|p| p.group);
+                let samples = fit_samples(samples, function_table.len());
                 Profile {
                     trace_type,
                     functions,
@@ -1515,10 +2063,173 @@ fn profile() -> impl Strategy<Value = Profile> {
                     event_logs,
                     meta: Meta { runs },
                     outside_in_tables: false,
-                    samples: Default::default(),
+                    samples,
                 }
             },
         )
+}
+
+/// A weight: a usual one, or any finite number.
+fn weight() -> impl Strategy<Value = f64> {
+    use prop::num::f64::{NORMAL, SUBNORMAL, ZERO};
+    prop_oneof![
+        prop::sample::select(vec![1.0, 2.0, 0.5, 1.0 / 3.0, 0.0, -0.0, 1e300]),
+        NORMAL | SUBNORMAL | ZERO,
+    ]
+}
+
+/// Sample sets whose references may point anywhere: [`fit_samples`] makes them point at
+/// what is there.
+fn sample_set() -> impl Strategy<Value = SampleSet> {
+    let source = (
+        (
+            any::<u32>(),
+            prop_oneof![0..3u32, any::<u32>()],
+            any::<bool>(),
+        ),
+        (
+            any::<u32>(),
+            weight(),
+            any::<bool>(),
+            any::<u64>(),
+            any::<u64>(),
+        ),
+    )
+        .prop_map(
+            |((run, node, wall), (hz, dropped, native_walked, duration_ns, capacity))| {
+                SampleSource {
+                    run,
+                    node,
+                    sampler: if wall {
+                        SamplerKind::Wall
+                    } else {
+                        SamplerKind::Cpu
+                    },
+                    hz,
+                    dropped,
+                    native_walked,
+                    duration_ns,
+                    capacity,
+                }
+            },
+        );
+    let a_frame = (
+        prop::option::of(any::<u32>()),
+        text(),
+        prop::option::of(text()),
+        prop::option::of(any::<u32>()),
+        prop_oneof![Just(0u64), any::<u64>()],
+    )
+        .prop_map(|(function, name, file, line, address)| SampleFrame {
+            function,
+            name,
+            file,
+            line,
+            address,
+        });
+    let stack = (prop::option::of(any::<u32>()), any::<u32>())
+        .prop_map(|(parent, frame)| SampleStack { parent, frame });
+    let state = prop::sample::select(WaitState::ALL.to_vec());
+    let a_sample = (
+        (
+            any::<u32>(),
+            prop::option::of(pid()),
+            prop::option::of(any::<u32>()),
+        ),
+        (prop_oneof![0..10_000u64, any::<u64>()], weight()),
+        (
+            prop::option::of(any::<u32>()),
+            prop::option::of(state),
+            prop_oneof![Just(0u32), any::<u32>()],
+        ),
+    )
+        .prop_map(
+            |((source, pid, thread), (time_ns, weight), (stack, state, mailbox_len))| {
+                SampleRecord {
+                    source,
+                    pid,
+                    thread,
+                    time_ns,
+                    weight,
+                    stack,
+                    state,
+                    mailbox_len,
+                }
+            },
+        );
+    let thread = (any::<u32>(), any::<i32>(), prop::option::of(text()))
+        .prop_map(|(source, tid, name)| SampleThread { source, tid, name });
+    let mapping = (
+        any::<u32>(),
+        any::<u64>(),
+        any::<u64>(),
+        any::<u64>(),
+        text(),
+    )
+        .prop_map(|(source, start, limit, offset, file)| SampleMapping {
+            source,
+            start,
+            limit,
+            offset,
+            file,
+        });
+    (
+        prop::collection::vec(source, 0..3),
+        prop::collection::vec(a_frame, 0..5),
+        prop::collection::vec(stack, 0..7),
+        prop::collection::vec(a_sample, 0..10),
+        prop::collection::vec(thread, 0..3),
+        prop::collection::vec(mapping, 0..3),
+    )
+        .prop_map(
+            |(sources, frames, stacks, samples, threads, mappings)| SampleSet {
+                sources,
+                frames,
+                stacks,
+                samples,
+                threads,
+                mappings,
+            },
+        )
+}
+
+/// `set` with every reference pointing at what is there (and a parent before its child), in
+/// a profile whose function table has `functions` functions.
+fn fit_samples(mut set: SampleSet, functions: usize) -> SampleSet {
+    let within = |i: u32, len: usize| i % len.max(1) as u32;
+    let sources = set.sources.len();
+    if sources == 0 {
+        set.samples.clear();
+        set.threads.clear();
+        set.mappings.clear();
+    }
+    for f in &mut set.frames {
+        f.function = f
+            .function
+            .filter(|_| functions > 0)
+            .map(|i| within(i, functions));
+    }
+    let frames = set.frames.len();
+    if frames == 0 {
+        set.stacks.clear();
+    }
+    for (i, s) in set.stacks.iter_mut().enumerate() {
+        s.parent = s.parent.filter(|_| i > 0).map(|p| within(p, i));
+        s.frame = within(s.frame, frames);
+    }
+    let (stacks, threads) = (set.stacks.len(), set.threads.len());
+    for t in &mut set.threads {
+        t.source = within(t.source, sources);
+    }
+    for m in &mut set.mappings {
+        m.source = within(m.source, sources);
+    }
+    for s in &mut set.samples {
+        s.source = within(s.source, sources);
+        s.thread = s.thread.filter(|_| threads > 0).map(|t| within(t, threads));
+        s.stack = s.stack.filter(|_| stacks > 0).map(|t| within(t, stacks));
+    }
+    set
 }
 
 /// `p` made consistent enough to merge (processes of its runs, call paths of its function
@@ -1696,6 +2407,13 @@ proptest! {
     }
 
     #[test]
+    fn arbitrary_profiles_read_back_equal_from_json(profile in profile()) {
+        let text = serde_json::to_string(&profile).unwrap();
+        let back: Profile = serde_json::from_str(&text).unwrap();
+        prop_assert_eq!(back, profile);
+    }
+
+    #[test]
     fn random_bytes_after_the_magic_are_an_error(
         rest in prop::collection::vec(any::<u8>(), 0..600),
         with_version in any::<bool>(),
@@ -1716,8 +2434,14 @@ proptest! {
     #[test]
     fn damage_behind_good_checksums_never_panics(
         changes in prop::collection::vec((any::<prop::sample::Index>(), any::<prop::sample::Index>(), any::<u8>()), 1..6),
+        with_samples in any::<bool>(),
     ) {
-        let mut parts = sections(&bytes_of(&fixture_profile_with_events()));
+        let fixture = if with_samples {
+            fixture_profile_with_samples()
+        } else {
+            fixture_profile_with_events()
+        };
+        let mut parts = sections(&bytes_of(&fixture));
         for (section, byte, value) in changes {
             let payload = &mut section.get_mut(&mut parts).1;
             if !payload.is_empty() {

@@ -12,7 +12,7 @@ use crc32fast::Hasher;
 use runtime::Pid;
 
 use super::limits::{self, Depths, function_bytes};
-use super::{ArchiveError, MAGIC, MAX_PATH_DEPTH, MAX_SECTION_LEN, VERSION, tag};
+use super::{ArchiveError, MAGIC, MAX_PATH_DEPTH, MAX_SECTION_LEN, VERSION, samples, tag};
 use crate::{
     CallTree, Entry, Event, EventKind, EventLog, Function, FunctionTrace, Group, Meta, PathEntry,
     PathNode, Percentiles, ProcessRecord, Profile, Run, TraceType,
@@ -101,6 +101,12 @@ fn rest_of(tag: u64) -> &'static str {
         tag::EVENT_LOGS => "the rest of an EVENT_LOGS section",
         tag::EVENTS => "the rest of an EVENTS section",
         tag::PROCESS_PERCENTILES => "the rest of a PROCESS_PERCENTILES section",
+        tag::SAMPLE_SOURCES => "the rest of a SAMPLE_SOURCES section",
+        tag::SAMPLE_FRAMES => "the rest of a SAMPLE_FRAMES section",
+        tag::SAMPLE_STACKS => "the rest of a SAMPLE_STACKS section",
+        tag::SAMPLE_THREADS => "the rest of a SAMPLE_THREADS section",
+        tag::SAMPLE_MAPPINGS => "the rest of a SAMPLE_MAPPINGS section",
+        tag::SAMPLES => "the rest of a SAMPLES section",
         _ => "the rest of a section of a kind this tprof does not know",
     }
 }
@@ -206,7 +212,7 @@ pub(super) fn read(input: &mut dyn Read) -> Result<Profile, ArchiveError> {
 }
 
 /// A section's payload being decoded.
-struct Payload<'b> {
+pub(super) struct Payload<'b> {
     bytes: &'b [u8],
     pos: usize,
     /// The offset of `bytes[0]` in the archive.
@@ -221,18 +227,18 @@ impl Payload<'_> {
     }
 
     /// The offset of the next byte in the archive.
-    fn offset(&self) -> u64 {
+    pub(super) fn offset(&self) -> u64 {
         self.at + self.pos as u64
     }
 
-    fn corrupt(&self, at: u64, what: impl fmt::Display) -> ArchiveError {
+    pub(super) fn corrupt(&self, at: u64, what: impl fmt::Display) -> ArchiveError {
         ArchiveError::Corrupt {
             at,
             what: format!("{what} in the {} section", self.section),
         }
     }
 
-    fn varint(&mut self, what: &str) -> Result<u64, ArchiveError> {
+    pub(super) fn varint(&mut self, what: &str) -> Result<u64, ArchiveError> {
         let start = self.offset();
         let mut rest = self.bytes.get(self.pos..).unwrap_or_default();
         match leb128::read::unsigned(&mut rest) {
@@ -250,7 +256,7 @@ impl Payload<'_> {
         }
     }
 
-    fn u32(&mut self, what: &str) -> Result<u32, ArchiveError> {
+    pub(super) fn u32(&mut self, what: &str) -> Result<u32, ArchiveError> {
         let start = self.offset();
         let v = self.varint(what)?;
         u32::try_from(v)
@@ -287,13 +293,50 @@ impl Payload<'_> {
             })
     }
 
+    /// Eight bytes, as they are (the bits of an `f64`).
+    pub(super) fn fixed(&mut self, what: &str) -> Result<[u8; 8], ArchiveError> {
+        let start = self.offset();
+        let bytes = self
+            .bytes
+            .get(self.pos..)
+            .and_then(|rest| rest.first_chunk::<8>())
+            .copied()
+            .ok_or_else(|| {
+                self.corrupt(
+                    start,
+                    format_args!("{what} runs past the end of the records"),
+                )
+            })?;
+        self.pos += 8;
+        Ok(bytes)
+    }
+
+    /// An index into a table of `len` records (`of`) read so far.
+    pub(super) fn index(&mut self, what: &str, len: usize, of: &str) -> Result<u32, ArchiveError> {
+        let start = self.offset();
+        let v = self.varint(what)?;
+        u32::try_from(v)
+            .ok()
+            .filter(|&i| (i as usize) < len)
+            .ok_or_else(|| {
+                self.corrupt(
+                    start,
+                    format_args!("{what} is {of} {v}, but only {len} come before it"),
+                )
+            })
+    }
+
     /// A string index: the string.
-    fn string(&mut self, what: &str, strings: &[String]) -> Result<String, ArchiveError> {
+    pub(super) fn string(
+        &mut self,
+        what: &str,
+        strings: &[String],
+    ) -> Result<String, ArchiveError> {
         self.lookup(what, strings, "string").cloned()
     }
 
     /// 0 for none, else a string index + 1: the string.
-    fn optional_string(
+    pub(super) fn optional_string(
         &mut self,
         what: &str,
         strings: &[String],
@@ -380,6 +423,8 @@ struct State {
     copied: u64,
     /// The depth of each call path read so far.
     depths: Depths,
+    /// Sample mode's records read so far.
+    samples: samples::Reader,
 }
 
 impl State {
@@ -638,6 +683,19 @@ impl State {
                     self.event_filling += 1;
                 }
             }
+            tag::SAMPLE_SOURCES
+            | tag::SAMPLE_FRAMES
+            | tag::SAMPLE_STACKS
+            | tag::SAMPLE_THREADS
+            | tag::SAMPLE_MAPPINGS
+            | tag::SAMPLES => {
+                let cx = samples::Context {
+                    strings: &self.strings,
+                    functions: self.function_table.len(),
+                    named: &mut self.copied,
+                };
+                self.samples.record(tag, p, cx)?;
+            }
             _ => return Err(p.corrupt(start, format_args!("a record of unknown kind {tag}"))),
         }
         Ok(())
@@ -697,7 +755,7 @@ impl State {
             meta: Meta { runs: self.runs },
             // A view preference, not data: not kept in an archive.
             outside_in_tables: false,
-            samples: Default::default(),
+            samples: self.samples.finish(),
         })
     }
 }

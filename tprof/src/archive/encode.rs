@@ -7,11 +7,11 @@ use std::io::{self, Write};
 
 use crc32fast::Hasher;
 
-use super::{ArchiveError, CHUNK, MAGIC, MAX_SECTION_LEN, VERSION, limits, tag, trace_type_code};
+use super::{ArchiveError, CHUNK, MAGIC, MAX_SECTION_LEN, limits, samples, tag, trace_type_code};
 use crate::{EventKind, Function, Group, Profile};
 
 /// Appends `v` as a varint.
-fn varint(buf: &mut Vec<u8>, v: u64) {
+pub(super) fn varint(buf: &mut Vec<u8>, v: u64) {
     leb128::write::unsigned(buf, v).expect("writing to a Vec cannot fail");
 }
 
@@ -28,7 +28,7 @@ fn group(buf: &mut Vec<u8>, g: Group) {
 }
 
 /// Distinct values in the order they were first seen, each with its index.
-struct Interner<'p, T: ?Sized> {
+pub(super) struct Interner<'p, T: ?Sized> {
     index: HashMap<&'p T, u64>,
     order: Vec<&'p T>,
 }
@@ -49,7 +49,7 @@ impl<'p, T: ?Sized + Eq + Hash> Interner<'p, T> {
     }
 
     /// The index of `v`, which was interned.
-    fn at(&self, v: &T) -> u64 {
+    pub(super) fn at(&self, v: &T) -> u64 {
         self.index
             .get(v)
             .copied()
@@ -58,7 +58,7 @@ impl<'p, T: ?Sized + Eq + Hash> Interner<'p, T> {
 }
 
 /// The output, with the checksum of everything written to it.
-struct Out<'w> {
+pub(super) struct Out<'w> {
     inner: &'w mut dyn Write,
     crc: Hasher,
 }
@@ -86,7 +86,7 @@ impl Out<'_> {
 
 /// Writes `items` as the records of a table of sections tagged `tag`, each written by
 /// `record`, starting a new section after about [`CHUNK`] bytes.
-fn table<I: IntoIterator>(
+pub(super) fn table<I: IntoIterator>(
     out: &mut Out<'_>,
     tag: u64,
     items: I,
@@ -148,6 +148,9 @@ pub(super) fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), Archiv
         }
         strings.intern(&p.initial_call);
     }
+    for s in samples::strings(&profile.samples) {
+        strings.intern(s);
+    }
     if let Some(long) = strings
         .order
         .iter()
@@ -164,6 +167,9 @@ pub(super) fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), Archiv
             limit: MAX_SECTION_LEN - 10,
         });
     }
+    if let Some(what) = samples::contradiction(&profile.samples, profile.function_table.len()) {
+        return Err(ArchiveError::Inconsistent { what });
+    }
     limits::check_writable(profile, &functions.order)?;
 
     let mut out = Out {
@@ -171,7 +177,7 @@ pub(super) fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), Archiv
         crc: Hasher::new(),
     };
     out.put(MAGIC)?;
-    out.put(&VERSION.to_le_bytes())?;
+    out.put(&super::version_for(profile).to_le_bytes())?;
     let mut meta = Vec::new();
     varint(&mut meta, trace_type_code(profile.trace_type));
     out.section(tag::META, &meta)?;
@@ -284,6 +290,7 @@ pub(super) fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), Archiv
         varint(b, p.p99_ns);
         varint(b, p.max_ns);
     })?;
+    samples::write(&mut out, &profile.samples, &strings)?;
 
     let whole = out.crc.clone().finalize();
     out.section(tag::END, &whole.to_le_bytes())?;

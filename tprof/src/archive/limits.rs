@@ -2,7 +2,7 @@
 //! writing nothing) and by the reader (which refuses such a file at the offset where it goes
 //! over), so that every archive the writer writes reads back.
 
-use super::{ArchiveError, MAX_NAMED_BYTES, MAX_PATH_DEPTH};
+use super::{ArchiveError, MAX_NAMED_BYTES, MAX_PATH_DEPTH, samples};
 use crate::{Function, Profile};
 
 /// The bytes of strings a function holds.
@@ -25,9 +25,11 @@ fn named_bytes<'p>(profile: &'p Profile, distinct_functions: &[&'p Function]) ->
         .processes
         .iter()
         .map(|p| (p.initial_call.len() + p.name.as_ref().map_or(0, String::len)) as u64);
+    let sampled = samples::strings(&profile.samples).map(|s| s.len() as u64);
     functions
         .chain(runs)
         .chain(processes)
+        .chain(sampled)
         .fold(0u64, u64::saturating_add)
 }
 
@@ -36,19 +38,21 @@ pub(super) fn check_writable<'p>(
     profile: &'p Profile,
     distinct_functions: &[&'p Function],
 ) -> Result<(), ArchiveError> {
-    let mut depths = Depths::default();
-    for (i, node) in profile.call_tree.nodes.iter().enumerate() {
-        let depth = depths.push(node.parent);
-        if depth > MAX_PATH_DEPTH {
-            return Err(ArchiveError::TooLarge {
-                what: format!(
-                    "call path {i} is {depth} frames deep, more than the {MAX_PATH_DEPTH} an \
-                     archive may hold"
-                ),
-                len: depth.into(),
-                limit: MAX_PATH_DEPTH.into(),
-            });
-        }
+    let paths = too_deep(profile.call_tree.nodes.iter().map(|n| n.parent))
+        .map(|(i, depth)| (format!("call path {i}"), depth));
+    let stacks = || {
+        too_deep(profile.samples.stacks.iter().map(|s| s.parent))
+            .map(|(i, depth)| (format!("sampled stack {i}"), depth))
+    };
+    if let Some((path, depth)) = paths.or_else(stacks) {
+        return Err(ArchiveError::TooLarge {
+            what: format!(
+                "{path} is {depth} frames deep, more than the {MAX_PATH_DEPTH} an archive may \
+                 hold"
+            ),
+            len: depth.into(),
+            limit: MAX_PATH_DEPTH.into(),
+        });
     }
     let named = named_bytes(profile, distinct_functions);
     if named > MAX_NAMED_BYTES {
@@ -65,8 +69,19 @@ pub(super) fn check_writable<'p>(
     Ok(())
 }
 
-/// The depth of each call path so far, as [`CallTree::stack`](crate::CallTree::stack) walks
-/// it: a path whose parent does not come before it starts a stack.
+/// The first of the paths whose parents are `parents` that is deeper than [`MAX_PATH_DEPTH`],
+/// as its index and depth.
+fn too_deep(parents: impl Iterator<Item = Option<u32>>) -> Option<(usize, u32)> {
+    let mut depths = Depths::default();
+    parents
+        .enumerate()
+        .map(|(i, parent)| (i, depths.push(parent)))
+        .find(|&(_, depth)| depth > MAX_PATH_DEPTH)
+}
+
+/// The depth of each call path (or sampled stack) so far, as
+/// [`CallTree::stack`](crate::CallTree::stack) walks it: a path whose parent does not come
+/// before it starts a stack.
 #[derive(Default)]
 pub(super) struct Depths(Vec<u32>);
 

@@ -6,8 +6,14 @@
 //! `measurement` (calls, nanoseconds or words), `bytes`, `blocks`), `percentiles`,
 //! `processes` (`pid`, `name`, `initial_call`, `run`), `function_table`, `call_tree`
 //! (`nodes`: `parent`, `function`; `entries`: `group`, `node`, `calls`, `measurement`,
-//! `bytes`, `blocks`) and `meta` (`runs`: `program`, `started_unix_ms`, `duration_ns`,
-//! `nodes`). Reading it back with `serde_json::from_str::<Profile>` gives the same profile.
+//! `bytes`, `blocks`), `meta` (`runs`: `program`, `started_unix_ms`, `duration_ns`,
+//! `nodes`) and, for a profile of sample mode, `samples` ([`SampleSet`]: `sources`, `frames`,
+//! `stacks`, `samples` — each with its `weight`, a number that may be fractional —, `threads`,
+//! `mappings`; left out when there is none). Reading it back with
+//! `serde_json::from_str::<Profile>` gives the same profile, weights included (every finite
+//! `f64` is written so that it reads back exactly).
+//!
+//! [`SampleSet`]: crate::samples::SampleSet
 
 use std::io::Write;
 

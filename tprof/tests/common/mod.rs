@@ -184,3 +184,107 @@ pub(crate) fn stack_names(profile: &Profile) -> Vec<String> {
         })
         .collect()
 }
+
+/// A sample run of call counts on node `node`, one CPU source at 100 Hz with a thread and a
+/// mapping, and a sample for each `(index, stack, weight)` of `samples`: of process
+/// `<node.index.0>`, 1 ms after the one before, its stack's frames outermost first — a name of
+/// the form `app::f` a traced function of module `app`, any other a native frame (all at one
+/// address, so that runs that name it have the same frame).
+pub(crate) fn sampled_profile(node: u32, samples: &[(u32, &[&str], f64)]) -> Profile {
+    use std::collections::HashMap;
+    use tprof::samples::{
+        SampleFrame, SampleMapping, SampleRecord, SampleSet, SampleSource, SampleStack,
+        SampleThread, SamplerKind,
+    };
+
+    let mut profile = Profile::empty(TraceType::CallCount);
+    let mut set = SampleSet {
+        sources: vec![SampleSource {
+            run: 0,
+            node,
+            sampler: SamplerKind::Cpu,
+            hz: 100,
+            dropped: 0.0,
+            native_walked: true,
+            duration_ns: 1_000_000 * samples.len() as u64,
+            capacity: 1 << 16,
+        }],
+        threads: vec![SampleThread {
+            source: 0,
+            tid: 1_000 + node as i32,
+            name: Some("node-worker".to_owned()),
+        }],
+        mappings: vec![SampleMapping {
+            source: 0,
+            start: 0x1000,
+            limit: 0x9000,
+            offset: 0,
+            file: "/usr/bin/app".to_owned(),
+        }],
+        ..SampleSet::default()
+    };
+    let mut frames: HashMap<&str, u32> = HashMap::new();
+    let mut stacks: HashMap<(Option<u32>, u32), u32> = HashMap::new();
+    let mut pids = std::collections::BTreeSet::new();
+    for (i, &(index, names, weight)) in samples.iter().enumerate() {
+        let mut stack = None;
+        for &name in names {
+            let frame = *frames.entry(name).or_insert_with(|| {
+                let frame = match name.strip_prefix("app::") {
+                    Some(traced) => {
+                        profile.function_table.push(function("app", traced, 0, 1));
+                        SampleFrame {
+                            function: Some(profile.function_table.len() as u32 - 1),
+                            name: String::new(),
+                            file: None,
+                            line: None,
+                            address: 0,
+                        }
+                    }
+                    None => SampleFrame {
+                        function: None,
+                        name: name.to_owned(),
+                        file: Some("src/native.rs".to_owned()),
+                        line: Some(7),
+                        address: 0x4000,
+                    },
+                };
+                set.frames.push(frame);
+                set.frames.len() as u32 - 1
+            });
+            let next = set.stacks.len() as u32;
+            let id = *stacks.entry((stack, frame)).or_insert(next);
+            if id == next {
+                set.stacks.push(SampleStack {
+                    parent: stack,
+                    frame,
+                });
+            }
+            stack = Some(id);
+        }
+        let pid = Pid::from_parts(node, index, 0);
+        pids.insert(pid);
+        set.samples.push(SampleRecord {
+            source: 0,
+            pid: Some(pid),
+            thread: Some(0),
+            time_ns: 1_000_000 * i as u64,
+            weight,
+            stack,
+            state: None,
+            mailbox_len: 0,
+        });
+    }
+    profile.processes = pids
+        .into_iter()
+        .map(|pid| process(pid, None, "app::worker/1", 0))
+        .collect();
+    profile.meta.runs = vec![tprof::Run {
+        program: "sampled".to_owned(),
+        started_unix_ms: 0,
+        duration_ns: 1_000_000 * samples.len() as u64,
+        nodes: vec![node],
+    }];
+    profile.samples = set;
+    profile
+}
