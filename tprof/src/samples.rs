@@ -300,8 +300,9 @@ impl SampleSet {
     }
 }
 
-/// Builds a [`SampleSet`] from the sample snapshots of a run's nodes.
-#[derive(Default)]
+/// Builds a [`SampleSet`] from the sample snapshots of a run's nodes, or from the sample sets
+/// of profiles being merged: each frame and each stack once.
+#[derive(Debug, Default)]
 pub(crate) struct SampleBuilder {
     set: SampleSet,
     frames: HashMap<SampleFrame, u32>,
@@ -400,6 +401,68 @@ impl SampleBuilder {
                 mailbox_len: s.mailbox_len,
             });
         }
+    }
+
+    /// Adds the samples of a profile being merged, `set`, which was checked (its references
+    /// point at what is there, a stack's parent comes before it): its sources' runs come after
+    /// `runs` others, its frames' function indices are mapped through `functions` (its index
+    /// in the merged function table of each of its profile's), and its node numbers and pids are
+    /// renumbered by `node` and `pid`. Its frames and stacks are united with those added before.
+    pub(crate) fn add_set(
+        &mut self,
+        set: &SampleSet,
+        runs: u32,
+        functions: &[u32],
+        node: &dyn Fn(u32) -> u32,
+        pid: &dyn Fn(Pid) -> Pid,
+    ) {
+        let source_base = index32(self.set.sources.len());
+        let thread_base = index32(self.set.threads.len());
+        let source = |s: u32| s.saturating_add(source_base);
+        self.set
+            .sources
+            .extend(set.sources.iter().map(|s| SampleSource {
+                run: s.run.saturating_add(runs),
+                node: node(s.node),
+                ..s.clone()
+            }));
+        let frame_ids: Vec<u32> = set
+            .frames
+            .iter()
+            .map(|f| {
+                self.frame(SampleFrame {
+                    function: f.function.map(|i| functions[i as usize]),
+                    ..f.clone()
+                })
+            })
+            .collect();
+        let mut stack_ids: Vec<u32> = Vec::with_capacity(set.stacks.len());
+        for s in &set.stacks {
+            let parent = s.parent.map(|p| stack_ids[p as usize]);
+            let id = self.stack(parent, frame_ids[s.frame as usize]);
+            stack_ids.push(id);
+        }
+        self.set
+            .threads
+            .extend(set.threads.iter().map(|t| SampleThread {
+                source: source(t.source),
+                ..t.clone()
+            }));
+        self.set
+            .mappings
+            .extend(set.mappings.iter().map(|m| SampleMapping {
+                source: source(m.source),
+                ..m.clone()
+            }));
+        self.set
+            .samples
+            .extend(set.samples.iter().map(|s| SampleRecord {
+                source: source(s.source),
+                pid: s.pid.map(pid),
+                thread: s.thread.map(|t| t.saturating_add(thread_base)),
+                stack: s.stack.map(|st| stack_ids[st as usize]),
+                ..s.clone()
+            }));
     }
 
     fn frame(&mut self, frame: SampleFrame) -> u32 {

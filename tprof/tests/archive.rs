@@ -1227,7 +1227,7 @@ fn a_million_samples() -> Profile {
 
 /// Stacks are stored once and samples name them by index: a sample takes about 11 bytes (its
 /// process 4, time 3, stack 2, thread and flags 1 each), where spelling its stack out would
-/// take a hundred. Written and read in time linear in the samples.
+/// take a hundred. Written, read and merged in time linear in the samples.
 #[test]
 fn a_million_samples_take_a_few_bytes_each() {
     let profile = a_million_samples();
@@ -1237,6 +1237,9 @@ fn a_million_samples_take_a_few_bytes_each() {
     assert!(per_sample < 11.0, "{per_sample} bytes a sample");
     let back = read_bytes(&bytes).unwrap();
     assert!(back == profile, "reads back equal");
+    let merged = archive::merge(&[profile, back]).unwrap();
+    assert_eq!(merged.samples.samples.len(), 2_000_000);
+    assert_eq!(merged.samples.stacks.len(), 331);
 }
 
 /// The bytes of varint `v`.
@@ -1901,6 +1904,186 @@ fn event_logs_of_every_input_are_kept_renumbered_and_remapped() {
     assert_eq!(read_bytes(&bytes_of(&merged)).unwrap(), merged);
 }
 
+/// A sampled stack as its frames' names (a traced one as `module::name/arity`).
+fn stack_of(p: &Profile, stack: Option<u32>) -> Vec<String> {
+    let set = &p.samples;
+    stack
+        .map(|s| set.frames_of(s))
+        .unwrap_or_default()
+        .into_iter()
+        .map(|f| set.frame_name(&p.function_table, f))
+        .collect()
+}
+
+/// The samples' weight per run, process index (its node changes in a merge) and stack.
+fn weights(p: &Profile) -> std::collections::BTreeMap<(u32, Option<u32>, Vec<String>), f64> {
+    let mut out = std::collections::BTreeMap::new();
+    for s in &p.samples.samples {
+        let run = p.samples.sources[s.source as usize].run;
+        let key = (run, s.pid.map(Pid::index), stack_of(p, s.stack));
+        *out.entry(key).or_insert(0.0) += s.weight;
+    }
+    out
+}
+
+/// `weights` of a profile whose runs come `by` after the first in a merge.
+fn runs_shifted(
+    weights: std::collections::BTreeMap<(u32, Option<u32>, Vec<String>), f64>,
+    by: u32,
+) -> std::collections::BTreeMap<(u32, Option<u32>, Vec<String>), f64> {
+    weights
+        .into_iter()
+        .map(|((run, pid, stack), w)| ((run + by, pid, stack), w))
+        .collect()
+}
+
+#[test]
+fn sample_runs_merge_with_their_sources_frames_and_stacks_united() {
+    let a = sampled_profile(
+        1,
+        &[
+            (0, &["app::main", "app::parse"], 1.0),
+            (0, &["app::main", "memcpy"], 2.0),
+            (1, &["app::main"], 1.0),
+        ],
+    );
+    let b = sampled_profile(
+        1,
+        &[
+            (0, &["app::write", "memcpy"], 0.5),
+            (2, &["app::main", "app::parse"], 3.0),
+        ],
+    );
+    let merged = archive::merge(&[a.clone(), b.clone()]).unwrap();
+    let set = &merged.samples;
+    // Sources appended: b's of the second run, on the node its processes moved to.
+    assert_eq!(merged.meta.runs[1].nodes.len(), 1);
+    let b_node = merged.meta.runs[1].nodes[0];
+    assert_ne!(b_node, 1);
+    assert_eq!(
+        set.sources,
+        [
+            a.samples.sources[0].clone(),
+            SampleSource {
+                run: 1,
+                node: b_node,
+                ..b.samples.sources[0].clone()
+            }
+        ]
+    );
+    // Frames united (main, parse, memcpy, write), and stacks (main, main;parse, main;memcpy,
+    // write, write;memcpy).
+    assert_eq!(set.frames.len(), 4, "{:?}", set.frames);
+    assert_eq!(set.stacks.len(), 5, "{:?}", set.stacks);
+    assert_eq!(merged.function_table.len(), 3);
+    // Samples: a's as they were, then b's, in b's process numbers, thread and source.
+    assert_eq!(set.samples[..3], a.samples.samples[..]);
+    for (s, of_b) in set.samples[3..].iter().zip(&b.samples.samples) {
+        assert_eq!(s.source, 1);
+        assert_eq!(s.thread, Some(1));
+        let pid = s.pid.expect("a process");
+        let was = of_b.pid.expect("a process");
+        assert_eq!(
+            (pid.node(), pid.index(), pid.serial()),
+            (b_node, was.index(), 0)
+        );
+        assert_eq!((s.time_ns, s.weight), (of_b.time_ns, of_b.weight));
+        assert!(merged.processes.iter().any(|p| p.pid == pid));
+    }
+    let mut expected = weights(&a);
+    expected.extend(runs_shifted(weights(&b), 1));
+    assert_eq!(weights(&merged), expected);
+    // Threads and mappings come with their source.
+    assert_eq!(
+        set.threads,
+        [
+            a.samples.threads[0].clone(),
+            SampleThread {
+                source: 1,
+                ..b.samples.threads[0].clone()
+            }
+        ]
+    );
+    assert_eq!(set.mappings.len(), 2);
+    assert_eq!(set.mappings[1].source, 1);
+    assert_eq!(read_bytes(&bytes_of(&merged)).unwrap(), merged);
+
+    // Merging the fixture with itself: twice its weight, and each frame and stack once.
+    let fixture = fixture_profile_with_samples();
+    let twice = archive::merge(&[fixture.clone(), fixture.clone()]).unwrap();
+    assert_eq!(twice.samples.frames, fixture.samples.frames);
+    assert_eq!(twice.samples.stacks, fixture.samples.stacks);
+    assert_eq!(
+        twice.samples.samples.len(),
+        2 * fixture.samples.samples.len()
+    );
+    assert_eq!(read_bytes(&bytes_of(&twice)).unwrap(), twice);
+}
+
+#[test]
+fn a_sample_run_merged_with_a_trace_run_keeps_both() {
+    let trace = tree_profile(&["main", "parse"], &[&["main", "parse"], &["main"]], 10);
+    // Its function table is write, main, parse: main and parse are the trace run's.
+    let sampled = Profile {
+        trace_type: TraceType::CallTime,
+        ..sampled_profile(
+            1,
+            &[
+                (3, &["app::write"], 1.0),
+                (0, &["app::main", "app::parse"], 2.0),
+                (3, &["app::main", "app::parse", "memcpy"], 1.0),
+            ],
+        )
+    };
+    for (inputs, at) in [
+        ([trace.clone(), sampled.clone()], 1u32),
+        ([sampled.clone(), trace.clone()], 0),
+    ] {
+        let merged = archive::merge(&inputs).unwrap();
+        // The trace part as without the samples.
+        let mut without = inputs.clone();
+        without[at as usize].samples = SampleSet::default();
+        let expected = archive::merge(&without).unwrap();
+        assert_eq!(
+            Profile {
+                samples: SampleSet::default(),
+                ..merged.clone()
+            },
+            expected
+        );
+        assert_eq!(paths(&merged), paths(&expected));
+        // The samples as they were, in the merged function table.
+        assert_eq!(weights(&merged), runs_shifted(weights(&sampled), at));
+        if at == 0 {
+            assert_eq!(merged.samples, sampled.samples);
+        } else {
+            let traced: Vec<Option<u32>> =
+                merged.samples.frames.iter().map(|f| f.function).collect();
+            assert_eq!(traced, [Some(2), Some(0), Some(1), None]);
+        }
+        assert_eq!(read_bytes(&bytes_of(&merged)).unwrap(), merged);
+    }
+}
+
+#[test]
+fn inconsistent_sample_sets_are_refused_naming_what_is_wrong() {
+    for (p, what) in broken_sample_sets() {
+        let err = archive::merge(&[fixture_profile(), p]).unwrap_err();
+        assert!(
+            matches!(&err, MergeError::Inconsistent { index: 1, what: w } if w.contains(what)),
+            "{err} should say {what:?}"
+        );
+    }
+    let mut p = fixture_profile_with_samples();
+    p.samples.sources[1].run = 2;
+    let err = archive::merge(&[p, fixture_profile()]).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("sample source 1 belongs to run 2, but the profile has 2 run(s)"),
+        "{err}"
+    );
+}
+
 // --- Properties ---
 
 fn text() -> impl Strategy<Value = String> {
@@ -2268,6 +2451,13 @@ fn consistent(mut p: Profile) -> Profile {
             e.function %= table.max(1);
         }
     }
+    for s in &mut p.samples.sources {
+        s.run %= runs;
+    }
+    // Eighths below a million: sums exact in any order.
+    for s in &mut p.samples.samples {
+        s.weight = (s.weight.abs() % 1e6 * 8.0).floor() / 8.0;
+    }
     p
 }
 
@@ -2332,7 +2522,53 @@ fn node_numbers(p: &Profile) -> std::collections::BTreeSet<u32> {
         })
         .chain(p.processes.iter().map(|r| r.pid.node()))
         .chain(p.meta.runs.iter().flat_map(|r| r.nodes.iter().copied()))
+        .chain(p.samples.sources.iter().map(|s| s.node))
+        .chain(
+            p.samples
+                .samples
+                .iter()
+                .filter_map(|s| s.pid.map(Pid::node)),
+        )
         .collect()
+}
+
+/// A frame as what it is: its function (not its index), else its name, file, line and
+/// address.
+type FrameValue = (Option<Function>, String, Option<String>, Option<u32>, u64);
+
+/// Frame `frame` of `p`'s samples as a [`FrameValue`].
+fn frame_value(p: &Profile, frame: u32) -> FrameValue {
+    let f = &p.samples.frames[frame as usize];
+    (
+        f.function.map(|i| p.function_table[i as usize].clone()),
+        f.name.clone(),
+        f.file.clone(),
+        f.line,
+        f.address,
+    )
+}
+
+/// The weight of `p`'s samples per input (`of_b` says which), process (its node forgotten
+/// for b's, whose nodes a merge changes) and stack (as its frames' values).
+type Weights = std::collections::BTreeMap<(bool, Option<(u32, u32, u32)>, Vec<FrameValue>), f64>;
+
+fn weights_by_stack(p: &Profile, of_b: impl Fn(&SampleRecord) -> bool) -> Weights {
+    let mut out = Weights::new();
+    for s in &p.samples.samples {
+        let b = of_b(s);
+        let pid = s
+            .pid
+            .map(|pid| (if b { 0 } else { pid.node() }, pid.index(), pid.serial()));
+        let stack = s
+            .stack
+            .map(|st| p.samples.frames_of(st))
+            .unwrap_or_default()
+            .into_iter()
+            .map(|f| frame_value(p, f))
+            .collect();
+        *out.entry((b, pid, stack)).or_insert(0.0) += s.weight;
+    }
+    out
 }
 
 proptest! {
@@ -2396,6 +2632,44 @@ proptest! {
             if let Group::Process(pid) = log.group {
                 prop_assert!(!of_a.contains(&pid.node()), "{} collides with {:?}", pid, of_a);
             }
+        }
+        // Samples: a's, then b's with their sources, threads and mappings after a's, their
+        // runs after a's and their processes on fresh nodes; the weight of each process and
+        // stack that of a + b.
+        let (sa, sb, sm) = (&a.samples, &b.samples, &merged.samples);
+        prop_assert_eq!(sm.samples.len(), sa.samples.len() + sb.samples.len());
+        prop_assert_eq!(sm.sources.len(), sa.sources.len() + sb.sources.len());
+        prop_assert_eq!(sm.threads.len(), sa.threads.len() + sb.threads.len());
+        prop_assert_eq!(sm.mappings.len(), sa.mappings.len() + sb.mappings.len());
+        prop_assert_eq!(&sm.sources[..sa.sources.len()], &sa.sources[..]);
+        for s in &sm.sources[sa.sources.len()..] {
+            prop_assert!(s.run as usize >= runs_a);
+            prop_assert!(!of_a.contains(&s.node), "{:?} collides with {:?}", s, of_a);
+        }
+        let of_b = |s: &SampleRecord| s.source as usize >= sa.sources.len();
+        for pid in sm.samples.iter().filter(|s| of_b(s)).filter_map(|s| s.pid) {
+            prop_assert!(!of_a.contains(&pid.node()), "{} collides with {:?}", pid, of_a);
+        }
+        prop_assert_eq!(sm.total_weight(), sa.total_weight() + sb.total_weight());
+        let mut expected = weights_by_stack(&a, |_| false);
+        expected.extend(weights_by_stack(&b, |_| true));
+        prop_assert_eq!(weights_by_stack(&merged, of_b), expected);
+        // United: each frame and stack once, every reference in range.
+        let frames: std::collections::HashSet<&SampleFrame> = sm.frames.iter().collect();
+        prop_assert_eq!(frames.len(), sm.frames.len());
+        let stacks: std::collections::HashSet<(Option<u32>, u32)> =
+            sm.stacks.iter().map(|s| (s.parent, s.frame)).collect();
+        prop_assert_eq!(stacks.len(), sm.stacks.len());
+        for (i, s) in sm.stacks.iter().enumerate() {
+            prop_assert!(s.parent.is_none_or(|q| (q as usize) < i));
+            prop_assert!((s.frame as usize) < sm.frames.len());
+        }
+        for f in &sm.frames {
+            prop_assert!(f.function.is_none_or(|i| (i as usize) < merged.function_table.len()));
+        }
+        for s in &sm.samples {
+            prop_assert!(s.stack.is_none_or(|i| (i as usize) < sm.stacks.len()));
+            prop_assert!(s.thread.is_none_or(|i| (i as usize) < sm.threads.len()));
         }
         prop_assert_eq!(read_bytes(&bytes_of(&merged)).unwrap(), merged);
     }

@@ -292,6 +292,45 @@ fn merge_keeps_runs_apart_and_refuses_mixed_types() {
     assert!(!dir.join("bad.tprof").exists());
 }
 
+/// Archives of sample runs: `merge` keeps their samples, `report` carries them to JSON and
+/// back to an archive, and the pretty report and `view` read them.
+#[test]
+fn merge_report_and_view_carry_samples() {
+    let dir = scratch("samples");
+    let a = common::sampled_profile(
+        1,
+        &[
+            (0, &["app::main", "app::parse"], 1.0),
+            (1, &["app::main", "memcpy"], 2.0),
+        ],
+    );
+    let b = common::sampled_profile(1, &[(0, &["app::main", "app::parse"], 3.5)]);
+    tprof::archive::write_file(&a, &dir.join("a.tprof")).unwrap();
+    tprof::archive::write_file(&b, &dir.join("b.tprof")).unwrap();
+    let o = tprof(&dir, &["merge", "-o", "ab.tprof", "a.tprof", "b.tprof"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let merged = tprof::archive::read_file(&dir.join("ab.tprof")).unwrap();
+    assert_eq!(merged, tprof::archive::merge(&[a, b]).unwrap());
+    assert_eq!(merged.samples.sources.len(), 2);
+    assert_eq!(merged.samples.total_weight(), 6.5);
+
+    let o = tprof(&dir, &["report", "-o", "ab.json", "ab.tprof"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let json: Profile =
+        serde_json::from_slice(&std::fs::read(dir.join("ab.json")).unwrap()).unwrap();
+    assert_eq!(json, merged);
+    let o = tprof(&dir, &["report", "-o", "back.tprof", "ab.json"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let back = tprof::archive::read_file(&dir.join("back.tprof")).unwrap();
+    assert_eq!(back, merged);
+
+    let o = tprof(&dir, &["report", "ab.tprof"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let o = tprof(&dir, &["view", "-o", "ab.html", "ab.tprof"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(dir.join("ab.html").exists());
+}
+
 #[test]
 fn bad_input_names_the_file_and_the_offset_and_exits_3() {
     let dir = scratch("bad");

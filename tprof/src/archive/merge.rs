@@ -11,6 +11,7 @@ use runtime::Pid;
 
 use super::MergeError;
 use crate::profile::{TreeTable, index32};
+use crate::samples::SampleBuilder;
 use crate::{
     CallTree, Entry, Event, EventLog, Function, FunctionTrace, Group, Meta, PathEntry, Percentiles,
     ProcessRecord, Profile, Run, TraceType,
@@ -39,6 +40,14 @@ use crate::{
 ///   the processes are, and its events' functions pointed into the united function table.
 ///   They are not combined (a pid of one input is never one of another's), only ordered by
 ///   process like the rest.
+/// - **Samples** are kept, every input's, in input order: each input's sample sources (with
+///   their threads and mappings) are appended, their runs offset as the processes' are and
+///   their nodes renumbered as the pids are; the frames and stacks are united (a frame that
+///   several inputs have, its function pointed into the united function table, is one frame
+///   in the output, and so is a stack of the same frames), and each sample keeps its weight,
+///   time and state, in the output's pids, sources, threads and stacks. An input with samples
+///   merged with one without keeps both: the samples of the one as they were, the figures of
+///   the other as without samples.
 /// - **Percentiles** are per process and function, so each run keeps its own, renumbered as
 ///   the processes are. Those of every process together ([`Group::All`], from older
 ///   profiles) are **approximate after a merge**: `calls` is the sum and `max_ns` the
@@ -181,6 +190,7 @@ struct Acc {
     /// (group, node) → index in `tree`.
     tree_index: HashMap<(Group, u32), usize>,
     event_logs: Vec<EventLog>,
+    samples: SampleBuilder,
     /// The flat figures of inputs without a call tree (in the output's pids): paths of one
     /// frame if another input has a call tree.
     flat_only: Vec<(Function, Vec<Entry>)>,
@@ -206,6 +216,7 @@ impl Acc {
             tree: Vec::new(),
             tree_index: HashMap::new(),
             event_logs: Vec::new(),
+            samples: SampleBuilder::default(),
             flat_only: Vec::new(),
             has_tree: false,
             runs: Vec::new(),
@@ -251,6 +262,13 @@ impl Acc {
             Group::All => None,
         }));
         seen.extend(p.meta.runs.iter().flat_map(|r| r.nodes.iter().copied()));
+        seen.extend(p.samples.sources.iter().map(|s| s.node));
+        seen.extend(
+            p.samples
+                .samples
+                .iter()
+                .filter_map(|s| s.pid.map(Pid::node)),
+        );
         let node_map: HashMap<u32, u32> = if self.inputs == 0 {
             self.used_nodes.extend(&seen);
             seen.iter().map(|&n| (n, n)).collect()
@@ -284,6 +302,13 @@ impl Acc {
                             .iter()
                             .filter(|pr| pr.run as usize == r)
                             .map(|pr| map_node(pr.pid.node())),
+                    );
+                    nodes.extend(
+                        p.samples
+                            .sources
+                            .iter()
+                            .filter(|s| s.run as usize == r)
+                            .map(|s| map_node(s.node)),
                     );
                 }
                 self.runs.push(Run {
@@ -411,6 +436,10 @@ impl Acc {
             });
         }
 
+        // Samples: kept as they are, in the output's runs, pids and function table.
+        self.samples
+            .add_set(&p.samples, base, &table_map, &map_node, &map_pid);
+
         self.inputs += 1;
         Ok(())
     }
@@ -476,7 +505,7 @@ impl Acc {
             meta: Meta { runs: self.runs },
             // A view preference, not data: not kept in an archive.
             outside_in_tables: false,
-            samples: Default::default(),
+            samples: self.samples.finish(),
         }
     }
 }
@@ -542,6 +571,17 @@ fn check(p: &Profile, index: usize) -> Result<(), MergeError> {
                 p.function_table.len()
             ));
         }
+    }
+    for (i, s) in p.samples.sources.iter().enumerate() {
+        if s.run as usize >= runs {
+            return bad(format!(
+                "sample source {i} belongs to run {}, but the profile has {runs} run(s)",
+                s.run
+            ));
+        }
+    }
+    if let Some(what) = super::samples::contradiction(&p.samples, p.function_table.len()) {
+        return bad(what);
     }
     Ok(())
 }
