@@ -9,12 +9,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::Read;
 
 mod common;
 
-use common::{Real, TYPES, function, path_entry, process, real_profile};
-use prost::Message;
+use common::{Real, TYPES, decode_pprof, function, path_entry, process, real_profile};
 use runtime::Pid;
 use serde_json::Value;
 use tprof::export::{self, Format, pprof};
@@ -788,17 +786,6 @@ fn chrome_lays_call_memory_out_in_bytes_as_every_export_weighs_it() {
 }
 
 // ---- pprof
-
-fn decode_pprof(profile: &Profile) -> pprof::Profile {
-    let mut gz = Vec::new();
-    export::write(Format::Pprof, profile, &mut gz).unwrap();
-    assert_eq!(&gz[..2], b"\x1f\x8b", "gzip");
-    let mut raw = Vec::new();
-    flate2::read::GzDecoder::new(&gz[..])
-        .read_to_end(&mut raw)
-        .unwrap();
-    pprof::Profile::decode(&raw[..]).unwrap()
-}
 
 #[test]
 fn pprof_decodes_to_the_profile_s_samples() {

@@ -6,6 +6,8 @@
 
 #![allow(dead_code)]
 
+pub(crate) mod svg;
+
 use runtime::trace::TracePattern;
 use runtime::{Down, Pid, receive, spawn_monitor};
 use tprof::{
@@ -287,4 +289,15 @@ pub(crate) fn sampled_profile(node: u32, samples: &[(u32, &[&str], f64)]) -> Pro
     }];
     profile.samples = set;
     profile
+}
+
+/// The `pprof` export of `profile`, gunzipped and decoded.
+pub(crate) fn decode_pprof(profile: &Profile) -> tprof::export::pprof::Profile {
+    let mut gz = Vec::new();
+    tprof::export::write(tprof::export::Format::Pprof, profile, &mut gz).expect("exported");
+    assert_eq!(&gz[..2], b"\x1f\x8b", "gzip");
+    let mut raw = Vec::new();
+    std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&gz[..]), &mut raw)
+        .expect("gzip data");
+    <tprof::export::pprof::Profile as prost::Message>::decode(&raw[..]).expect("a profile")
 }
