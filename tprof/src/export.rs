@@ -34,6 +34,7 @@ mod html;
 mod json;
 pub mod pprof;
 mod pretty;
+mod sampled;
 mod speedscope;
 mod stacks;
 mod timeline;

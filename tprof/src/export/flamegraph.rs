@@ -12,6 +12,20 @@
 //! (U+FF1B), a space becomes a no-break space (U+00A0, drawn the same), and other control
 //! characters (a newline, a tab) become their Rust escape (`\n`). Paths whose weight is
 //! 0 take no width and are left out.
+//!
+//! # Sampled profiles
+//!
+//! A profile of samples ([`Profile::samples`]) is drawn from its samples' folded paths (as the
+//! `folded` export writes them, but with names kept as above and traced functions as
+//! `module::name/arity`): above `all`, one frame per process and one named
+//! `(outside processes)` for CPU time outside any process, then each stack's frames, and a
+//! wall sample's state innermost (`[receive]`); a frame is as wide as the **nanoseconds** its
+//! samples stand for (CPU time, or for wall samples wall time summed over processes). The
+//! title says which sampler and rate; dropped samples are a frame of their own,
+//! `(dropped samples)`, and the subtitle says how many. Frames narrower than one pixel of the
+//! default 1200-pixel width are left out (inferno's `min_width`), so the drawing stays
+//! bounded however many distinct stacks were sampled; their time still counts in their
+//! parents' widths.
 
 use std::fmt::Write as _;
 use std::io::Write;
@@ -19,8 +33,11 @@ use std::io::Write;
 use inferno::flamegraph::{self, Options};
 
 use super::weight::{unit, weight};
-use super::{ExportError, Format, stacks};
+use super::{ExportError, Format, sampled, stacks};
 use crate::Profile;
+
+/// The width inferno draws at when none is set, in pixels.
+const IMAGE_WIDTH: f64 = 1200.0;
 
 /// `name` made safe as one frame of a folded line (see the module docs).
 pub(super) fn frame_name(name: &str) -> String {
@@ -55,6 +72,19 @@ pub(super) fn duration(ns: u64) -> String {
 
 /// The folded lines of `profile`: per process, each path with a weight, process first.
 pub(super) fn folded_lines(profile: &Profile) -> Vec<String> {
+    if sampled::is_sampled(profile) {
+        let paths = sampled::folded_paths(profile, true, frame_name);
+        // As below: the sum must fit in inferno's counters.
+        let total: u128 = paths.iter().map(|(_, ns)| u128::from(*ns)).sum();
+        let divisor = total.div_ceil(1 << 53).max(1);
+        return paths
+            .into_iter()
+            .filter_map(|(line, ns)| {
+                let value = u128::from(ns) / divisor;
+                (value > 0).then(|| format!("{line} {value}"))
+            })
+            .collect();
+    }
     let stacks = stacks(profile);
     let weigh = |s: &super::Stack<'_>| u128::from(weight(profile.trace_type, s));
     // inferno adds the values up in a `usize` and draws in `f64`: past 2^53 in all, every value
@@ -101,25 +131,52 @@ fn runs(profile: &Profile) -> Option<String> {
 /// # Errors
 ///
 /// [`ExportError::Unsupported`] when nothing was measured (no path weighs more than 0: there
-/// is nothing to give a width), [`ExportError::Io`] when writing fails.
+/// is nothing to give a width; for samples, none was taken and none dropped),
+/// [`ExportError::Io`] when writing fails.
 pub(super) fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), ExportError> {
     let lines = folded_lines(profile);
     if lines.is_empty() {
         return Err(ExportError::Unsupported {
             format: Format::Svg,
-            reason: "nothing was measured: a flame graph needs a measurement above 0".to_owned(),
+            reason: if sampled::is_sampled(profile) {
+                "no sample was taken: a flame graph needs a sample that weighs something"
+            } else {
+                "nothing was measured: a flame graph needs a measurement above 0"
+            }
+            .to_owned(),
         });
     }
-    let unit = unit(profile.trace_type);
     let mut options = Options::default();
-    options.title = format!("{} flame graph ({unit})", profile.trace_type);
-    options.subtitle = runs(profile);
-    options.count_name = unit.to_owned();
+    if sampled::is_sampled(profile) {
+        let set = &profile.samples;
+        let measures: Vec<&str> = sampled::samplers(set)
+            .into_iter()
+            .map(sampled::measure)
+            .collect();
+        options.title = format!(
+            "{} flame graph (ns of {})",
+            sampled::describe(set),
+            measures.join("; ")
+        );
+        let notes: Vec<String> = runs(profile)
+            .into_iter()
+            .chain(sampled::dropped_note(set))
+            .collect();
+        options.subtitle = (!notes.is_empty()).then(|| notes.join(" — "));
+        options.count_name = "ns".to_owned();
+        // Bounded by what can be seen: frames under a pixel wide are left out (a percentage).
+        options.min_width = 100.0 / IMAGE_WIDTH;
+    } else {
+        let unit = unit(profile.trace_type);
+        options.title = format!("{} flame graph ({unit})", profile.trace_type);
+        options.subtitle = runs(profile);
+        options.count_name = unit.to_owned();
+        // Every path that was measured is drawn (and found by the search), however narrow.
+        options.min_width = 0.0;
+    }
     // inferno's default palette (hot), and the same name gets the same colour in every export.
     options.hash = true;
     options.deterministic = true;
-    // Every path that was measured is drawn (and found by the search), however narrow.
-    options.min_width = 0.0;
     flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), out)?;
     Ok(())
 }

@@ -24,16 +24,52 @@
 //!   become `_`, so `<Parser as Iterator>::next` is written `<Parser_as_Iterator>::next`.
 //!
 //! An empty profile writes nothing.
+//!
+//! # Sampled profiles
+//!
+//! A profile of samples ([`Profile::samples`]) is written as its samples (the `sampled`
+//! module): one line per distinct path of a root, its summed weight in **nanoseconds** (CPU
+//! time for CPU samples; for wall samples, wall time summed over processes), rounded.
+//!
+//! ```text
+//! worker;app::handle;app::parse;core::str::from_utf8 3003003
+//! worker;app::serve;[receive] 10010010
+//! (outside_processes);std::sys::pal::unix::thread::Thread::new::thread_start;tokio::runtime::park 1001001
+//! (dropped_samples) 2002002
+//! ```
+//!
+//! - The first frame is the process ([`Profile::labels`]), or `(outside_processes)` for CPU
+//!   time outside any process; then the stack's frames, outermost first: traced functions as
+//!   `module::name`, native frames by their function (else their address); a wall sample
+//!   ends with its process's state in brackets (`[receive]`, `[running]`).
+//! - Samples dropped because the sample buffer was full are one line,
+//!   `(dropped_samples)`, of the nanoseconds they stood for: the format has no comments, and
+//!   a flame graph then shows what share was lost.
+//! - A profile with both CPU and wall samples starts each line with `cpu` or `wall`.
+//! - Lines come by root (in pid order, then outside processes, then the dropped samples), then
+//!   in text order; paths with the same text (native frames of the same name at different
+//!   addresses) are one line.
 
 use std::collections::BTreeMap;
 use std::io::Write;
 
 use super::weight::{frame_name, weight};
-use super::{ExportError, stacks};
+use super::{ExportError, sampled, stacks};
 use crate::{Group, Profile};
 
 /// Writes `profile` as folded stacks.
 pub(super) fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), ExportError> {
+    if sampled::is_sampled(profile) {
+        let mut text = String::new();
+        for (line, ns) in sampled::folded_paths(profile, false, frame_text) {
+            text.push_str(&line);
+            text.push(' ');
+            text.push_str(&ns.to_string());
+            text.push('\n');
+        }
+        out.write_all(text.as_bytes())?;
+        return Ok(());
+    }
     let names = profile.labels();
     let mut labels: BTreeMap<Group, String> = BTreeMap::new();
     let mut text = String::new();

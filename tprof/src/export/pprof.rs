@@ -29,6 +29,40 @@
 //! - `string_table[0]` is `""`, as the format requires; `time_nanos` is when the (first) run
 //!   started, `duration_nanos` how long profiling ran (the runs' sum), when known; a
 //!   `comment` says what was measured.
+//!
+//! # Sampled profiles
+//!
+//! A profile of samples ([`crate::Profile::samples`]) is written as its samples, as `go tool
+//! pprof` reads CPU profiles:
+//!
+//! - `sample_type`: `samples/count` (how many samples were taken), then `cpu/nanoseconds`
+//!   for CPU samples (CPU time: each sample's weight, `1 + timer overruns`, times the timer's
+//!   period) and `wall/nanoseconds` for wall samples (wall time summed over processes: each
+//!   sample's weight, the processes it stands for, times the tick). A profile of one sampler
+//!   has one of the two; a merge of both has both, each sample valued in its own.
+//!   `default_sample_type` and `period_type` are that nanoseconds type, `period` the first
+//!   source's period in nanoseconds.
+//! - `sample`: one per sampler, process, thread, state and stack, the samples of each summed
+//!   (linear in the samples). `location_id`s leaf first. Labels: `process` (the registered
+//!   name, else the pid; `(outside processes)` for CPU time outside any process), `pid` (none
+//!   outside processes), `thread` (`node-worker/4242`: the name and the OS thread id, or the
+//!   id alone; CPU samples) and `state` (wall samples: `running`, `receive`, ...). So
+//!   `-tagfocus process=worker`, `-tagroot process` and `-tags` work as for trace profiles.
+//! - `location`: one per frame some sample names, ids from 1. A traced frame has no address
+//!   and no mapping, and one `line`: its function at the line it is defined on. A native frame
+//!   has its instruction `address`, the [`Mapping`] that address falls in (or 0), and one
+//!   `line`: its function at its line (0 when unknown). A sample with no frame at all has one
+//!   location, `(no stack)` (pprof leaves samples without locations out of its totals).
+//! - `function`: one per traced function (`name` `module::name`, `system_name`
+//!   `module::name/arity`, `filename`, `start_line`), and one per native function name and
+//!   file (`start_line` 0: unknown; a frame with no name is named by its address).
+//! - `mapping`: each executable mapping of the sample set once, by start address, with
+//!   `memory_start`, `memory_limit`, `file_offset` and `filename`, marked as having functions,
+//!   file names and line numbers (pprof need not find the binary to name them).
+//! - `duration_nanos`: how long the sources sampled (per run, its longest source; summed over
+//!   runs); `time_nanos` when the first run started; `comment`s say what was sampled at which
+//!   rate, what each type weighs, and how many samples were dropped because the sample buffer
+//!   was full.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -40,6 +74,8 @@ use prost::Message;
 use super::weight::frame_name;
 use super::{ExportError, stacks};
 use crate::{Group, TraceType};
+
+mod sampled;
 
 /// `perftools.profiles.Profile`: the whole profile.
 #[derive(Clone, PartialEq, Message)]
@@ -108,7 +144,7 @@ pub struct Sample {
     /// One value per [`Profile::sample_type`].
     #[prost(int64, repeated, tag = "2")]
     pub value: Vec<i64>,
-    /// Labels: `process` and `pid`.
+    /// Labels: `process` and `pid`; for samples, `thread` and `state` too.
     #[prost(message, repeated, tag = "3")]
     pub label: Vec<Label>,
 }
@@ -257,6 +293,9 @@ impl Strings {
 
 /// `profile` as a `perftools.profiles.Profile` message (see the module docs for the mapping).
 pub fn to_proto(profile: &crate::Profile) -> Profile {
+    if super::sampled::is_sampled(profile) {
+        return sampled::to_proto(profile);
+    }
     let mut strings = Strings::new();
     let mut sample_type = vec![ValueType {
         r#type: strings.intern("calls"),

@@ -1,0 +1,408 @@
+//! What every export of a sampled profile ([`Profile::samples`]) shares: which profiles are
+//! exported as samples, the root each sample goes under, what a sample weighs, its stack's
+//! frames and their names, and how dropped samples are told.
+//!
+//! A profile that holds samples (sample mode: [`SampleSet::is_empty`] is false) is exported
+//! as its samples by every stack-shaped and graphical export (speedscope, pprof, folded, svg,
+//! chrome, html); the traced functions' call counts a sample session also keeps stay in the
+//! `json` and `pretty` exports.
+//!
+//! - **Weight.** Every sample weighs **nanoseconds**: its weight (timer periods for CPU
+//!   samples, process-ticks for wall samples) times its source's period (`1e9 / hz`). For a
+//!   CPU sample that is CPU time; for a wall sample it is wall time summed over processes (a
+//!   process drawn with probability `k / n` stands for `n / k` processes for one tick), so that
+//!   samples of sources of different rates add up. Each export says which.
+//! - **Roots.** A sample is shown under its process (its label, [`Profile::labels`]), or under
+//!   one root named [`OUTSIDE`] for CPU time outside any process (`pid` `None`). Processes
+//!   come in pid order, then [`OUTSIDE`].
+//! - **Samplers.** A profile whose samples come from CPU and wall sources (a merge) keeps them
+//!   apart: each export says how (a sample type each in pprof, a first frame each in folded
+//!   stacks and flame graphs, profiles of their own in speedscope).
+//! - **Dropped.** [`SampleSet::dropped`] is reported by every export, as the format allows
+//!   ([`dropped_note`]).
+//!
+//! Everything here is linear in the samples (plus n log n to sort) and in the stacks' frames.
+
+use std::collections::{BTreeMap, HashMap};
+
+use runtime::Pid;
+
+use super::weight;
+use crate::samples::{SampleFrame, SampleRecord, SampleSet, SamplerKind, WaitState};
+use crate::{Group, Profile};
+
+/// The root of the samples taken outside any process.
+pub(super) const OUTSIDE: &str = "(outside processes)";
+
+/// Whether `profile` is exported as its samples.
+pub(super) fn is_sampled(profile: &Profile) -> bool {
+    !profile.samples.is_empty()
+}
+
+/// What a sample is shown under: its process, or [`OUTSIDE`]. Processes order first, by
+/// pid.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(super) enum Root {
+    /// A process.
+    Process(Pid),
+    /// CPU time outside any process.
+    Outside,
+}
+
+impl Root {
+    /// The root of `sample`.
+    pub(super) fn of(sample: &SampleRecord) -> Root {
+        sample.pid.map_or(Root::Outside, Root::Process)
+    }
+
+    /// Its name: the process's label, or [`OUTSIDE`].
+    pub(super) fn label(self, labels: &crate::profile::Labels) -> String {
+        match self {
+            Root::Process(pid) => labels.get(Group::Process(pid)).into_owned(),
+            Root::Outside => OUTSIDE.to_owned(),
+        }
+    }
+}
+
+/// The sampler of `sample`'s source (CPU for a source the set does not have).
+pub(super) fn sampler(set: &SampleSet, sample: &SampleRecord) -> SamplerKind {
+    set.sources
+        .get(sample.source as usize)
+        .map_or(SamplerKind::Cpu, |s| s.sampler)
+}
+
+/// The nanoseconds `sample` stands for: its weight times its source's period.
+pub(super) fn weight_ns(set: &SampleSet, sample: &SampleRecord) -> f64 {
+    let period = set
+        .sources
+        .get(sample.source as usize)
+        .map_or(0.0, crate::samples::SampleSource::period_ns);
+    sample.weight * period
+}
+
+/// The samplers `set`'s sources use, CPU first.
+pub(super) fn samplers(set: &SampleSet) -> Vec<SamplerKind> {
+    let mut kinds: Vec<SamplerKind> = Vec::new();
+    for kind in [SamplerKind::Cpu, SamplerKind::Wall] {
+        if set.sources.iter().any(|s| s.sampler == kind) {
+            kinds.push(kind);
+        }
+    }
+    kinds
+}
+
+/// What `kind`'s samples weigh, as exports describe it: `CPU time` or `wall time (summed over
+/// processes)`.
+pub(super) fn measure(kind: SamplerKind) -> &'static str {
+    match kind {
+        SamplerKind::Cpu => "CPU time",
+        SamplerKind::Wall => "wall time, summed over processes",
+    }
+}
+
+/// The samples of one sampler, root, stack and state, summed.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct Summed {
+    /// The sampler.
+    pub(super) sampler: SamplerKind,
+    /// The root.
+    pub(super) root: Root,
+    /// The stack (an index into [`SampleSet::stacks`]); `None` for an empty stack.
+    pub(super) stack: Option<u32>,
+    /// The processes' state (wall samples).
+    pub(super) state: Option<WaitState>,
+    /// How many samples.
+    pub(super) samples: u64,
+    /// Their weight, in nanoseconds ([`weight_ns`]).
+    pub(super) ns: f64,
+}
+
+/// `set`'s samples summed by sampler, root, stack and state, in that order (stacks in index
+/// order).
+pub(super) fn summed(set: &SampleSet) -> Vec<Summed> {
+    type Key = (SamplerKind, Root, Option<u32>, Option<WaitState>);
+    let mut index: HashMap<Key, usize> = HashMap::new();
+    let mut out: Vec<Summed> = Vec::new();
+    for s in &set.samples {
+        let sampler = sampler(set, s);
+        let root = Root::of(s);
+        let state = state_of(set, s);
+        let i = *index
+            .entry((sampler, root, s.stack, state))
+            .or_insert_with(|| {
+                out.push(Summed {
+                    sampler,
+                    root,
+                    stack: s.stack,
+                    state,
+                    samples: 0,
+                    ns: 0.0,
+                });
+                out.len() - 1
+            });
+        out[i].samples += 1;
+        out[i].ns += weight_ns(set, s);
+    }
+    out.sort_by_key(|s| (s.sampler == SamplerKind::Wall, s.root, s.stack, s.state));
+    out
+}
+
+/// The state of a wall sample (`None` for a CPU sample, whatever it holds).
+pub(super) fn state_of(set: &SampleSet, sample: &SampleRecord) -> Option<WaitState> {
+    match sampler(set, sample) {
+        SamplerKind::Wall => sample.state,
+        SamplerKind::Cpu => None,
+    }
+}
+
+/// The frame a wall sample's state is shown as, innermost, in the exports that draw stacks
+/// (folded, svg, speedscope, chrome, html): `[receive]`, `[running]`.
+pub(super) fn state_frame(state: WaitState) -> String {
+    format!("[{}]", state.name())
+}
+
+/// The frame the dropped samples are shown as in folded stacks and flame graphs.
+pub(super) const DROPPED_FRAME: &str = "(dropped samples)";
+
+/// The folded paths of `profile`'s samples, in nanoseconds: per sampler (its name as a first
+/// frame when the profile has several), root and path (its frames, then a wall sample's state
+/// as [`state_frame`]), each frame's text made by `text` from its name ([`frame_name`], with
+/// `mfa`), and joined by `;`. Paths of the same text are one; their nanoseconds are summed and
+/// rounded, and a path that rounds to 0 is left out. Each sampler's dropped samples follow
+/// its roots as one path, [`DROPPED_FRAME`], of the nanoseconds they stood for. In sampler,
+/// root, then text order.
+pub(super) fn folded_paths(
+    profile: &Profile,
+    mfa: bool,
+    text: impl Fn(&str) -> String,
+) -> Vec<(String, u64)> {
+    let set = &profile.samples;
+    let kinds = samplers(set);
+    let prefix = |kind: SamplerKind| {
+        if kinds.len() > 1 {
+            format!("{};", text(kind.name()))
+        } else {
+            String::new()
+        }
+    };
+    let labels = profile.labels();
+    let table = stack_frames(set);
+    let mut names: Vec<Option<String>> = vec![None; set.frames.len()];
+    let mut roots: HashMap<Root, String> = HashMap::new();
+    // (sampler, after the roots, root, text) -> nanoseconds
+    let mut paths: BTreeMap<(bool, bool, Root, String), f64> = BTreeMap::new();
+    for s in summed(set) {
+        let mut line = prefix(s.sampler);
+        line.push_str(
+            roots
+                .entry(s.root)
+                .or_insert_with(|| text(&s.root.label(&labels))),
+        );
+        for &frame in frames_of(&table, s.stack) {
+            line.push(';');
+            match names.get_mut(frame as usize) {
+                Some(name) => line
+                    .push_str(name.get_or_insert_with(|| text(&frame_name(profile, frame, mfa)))),
+                None => line.push_str(&text(&frame_name(profile, frame, mfa))),
+            }
+        }
+        if let Some(state) = s.state {
+            line.push(';');
+            line.push_str(&text(&state_frame(state)));
+        }
+        *paths
+            .entry((s.sampler == SamplerKind::Wall, false, s.root, line))
+            .or_default() += s.ns;
+    }
+    for &kind in &kinds {
+        let dropped: f64 = set
+            .sources
+            .iter()
+            .filter(|s| s.sampler == kind)
+            .map(|s| s.dropped * s.period_ns())
+            .sum();
+        if dropped > 0.0 {
+            let line = prefix(kind) + &text(DROPPED_FRAME);
+            paths.insert(
+                (kind == SamplerKind::Wall, true, Root::Outside, line),
+                dropped,
+            );
+        }
+    }
+    paths
+        .into_iter()
+        .map(|((_, _, _, line), ns)| (line, ns.round() as u64))
+        .filter(|(_, ns)| *ns > 0)
+        .collect()
+}
+
+/// The frames of every stack, outermost first, each computed once: `frames[stack]`.
+/// Linear in the stacks' frames (a stack extends its parent, which comes first).
+pub(super) fn stack_frames(set: &SampleSet) -> Vec<Vec<u32>> {
+    let mut out: Vec<Vec<u32>> = Vec::with_capacity(set.stacks.len());
+    for (i, node) in set.stacks.iter().enumerate() {
+        let mut frames = match node.parent {
+            Some(p) if (p as usize) < i => out[p as usize].clone(),
+            _ => Vec::new(),
+        };
+        frames.push(node.frame);
+        out.push(frames);
+    }
+    out
+}
+
+/// The frames of `stack` from [`stack_frames`]'s table (none for an empty stack).
+pub(super) fn frames_of(table: &[Vec<u32>], stack: Option<u32>) -> &[u32] {
+    stack
+        .and_then(|s| table.get(s as usize))
+        .map_or(&[], Vec::as_slice)
+}
+
+/// How a frame is named: a traced function as `module::name` (or `module::name/arity` with
+/// `mfa`), a native one by its function, else its address (`0x5581e3a0`), else
+/// `(unknown)`.
+pub(super) fn frame_name(profile: &Profile, frame: u32, mfa: bool) -> String {
+    match profile.samples.frames.get(frame as usize) {
+        Some(SampleFrame {
+            function: Some(f), ..
+        }) => match profile.function_table.get(*f as usize) {
+            Some(function) if mfa => function.mfa(),
+            Some(function) => weight::frame_name(function),
+            None => format!("(function {f})"),
+        },
+        Some(f) if !f.name.is_empty() => f.name.clone(),
+        Some(f) if f.address != 0 => format!("{:#x}", f.address),
+        _ => "(unknown)".to_owned(),
+    }
+}
+
+/// The thread of `sample` as labels name it: `name/tid`, or the tid alone.
+pub(super) fn thread_label(set: &SampleSet, sample: &SampleRecord) -> Option<String> {
+    let thread = set.threads.get(sample.thread? as usize)?;
+    Some(match &thread.name {
+        Some(name) => format!("{name}/{}", thread.tid),
+        None => thread.tid.to_string(),
+    })
+}
+
+/// The sentence every export that has room for text reports dropped samples with, or `None`
+/// when nothing was dropped: `12 samples dropped (the sample buffer was full): about 12.1 ms
+/// not shown`. The count is the dropped weight (timer periods, process-ticks), rounded.
+pub(super) fn dropped_note(set: &SampleSet) -> Option<String> {
+    let dropped = set.dropped();
+    (dropped > 0.0).then(|| {
+        format!(
+            "{} samples dropped (the sample buffer was full): about {} not shown",
+            dropped_count(set),
+            super::flamegraph::duration(dropped_ns(set).round() as u64)
+        )
+    })
+}
+
+/// The dropped weight, rounded (at least 1 when anything was dropped).
+pub(super) fn dropped_count(set: &SampleSet) -> u64 {
+    let dropped = set.dropped();
+    if dropped > 0.0 {
+        (dropped.round() as u64).max(1)
+    } else {
+        0
+    }
+}
+
+/// The nanoseconds the dropped samples stood for: each source's dropped weight times its
+/// period.
+pub(super) fn dropped_ns(set: &SampleSet) -> f64 {
+    set.sources.iter().map(|s| s.dropped * s.period_ns()).sum()
+}
+
+/// What `profile`'s samples are, for titles: `cpu samples at 999 Hz`, `wall samples at 99 Hz`,
+/// `cpu and wall samples` (rates listed when they differ).
+pub(super) fn describe(set: &SampleSet) -> String {
+    let kinds = samplers(set);
+    let mut rates: Vec<u32> = set.sources.iter().map(|s| s.hz).collect();
+    rates.sort_unstable();
+    rates.dedup();
+    let kinds_text = if kinds.is_empty() {
+        "samples".to_owned()
+    } else {
+        let names: Vec<&str> = kinds.iter().map(|k| k.name()).collect();
+        format!("{} samples", names.join(" and "))
+    };
+    match rates.as_slice() {
+        [] => kinds_text,
+        [hz] => format!("{kinds_text} at {hz} Hz"),
+        many => {
+            let list: Vec<String> = many.iter().map(u32::to_string).collect();
+            format!("{kinds_text} at {} Hz", list.join(", "))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::samples::{SampleSource, SampleStack};
+
+    fn source(sampler: SamplerKind, hz: u32, dropped: f64) -> SampleSource {
+        SampleSource {
+            run: 0,
+            node: 0,
+            sampler,
+            hz,
+            dropped,
+            native_walked: true,
+            duration_ns: 0,
+            capacity: 0,
+        }
+    }
+
+    #[test]
+    fn stack_frames_follow_parents_outermost_first() {
+        let set = SampleSet {
+            stacks: vec![
+                SampleStack {
+                    parent: None,
+                    frame: 4,
+                },
+                SampleStack {
+                    parent: Some(0),
+                    frame: 2,
+                },
+                SampleStack {
+                    parent: Some(1),
+                    frame: 7,
+                },
+                SampleStack {
+                    parent: Some(0),
+                    frame: 1,
+                },
+            ],
+            ..SampleSet::default()
+        };
+        let table = stack_frames(&set);
+        assert_eq!(frames_of(&table, Some(2)), [4, 2, 7]);
+        assert_eq!(frames_of(&table, Some(3)), [4, 1]);
+        assert_eq!(frames_of(&table, None), [] as [u32; 0]);
+        for s in 0..4 {
+            assert_eq!(frames_of(&table, Some(s)), set.frames_of(s).as_slice());
+        }
+    }
+
+    #[test]
+    fn descriptions_and_dropped_notes() {
+        let mut set = SampleSet {
+            sources: vec![source(SamplerKind::Cpu, 1000, 0.0)],
+            ..SampleSet::default()
+        };
+        assert_eq!(describe(&set), "cpu samples at 1000 Hz");
+        assert_eq!(dropped_note(&set), None);
+        set.sources.push(source(SamplerKind::Wall, 100, 3.0));
+        assert_eq!(describe(&set), "cpu and wall samples at 100, 1000 Hz");
+        assert_eq!(dropped_count(&set), 3);
+        assert_eq!(dropped_ns(&set), 30_000_000.0);
+        assert_eq!(
+            dropped_note(&set).unwrap(),
+            "3 samples dropped (the sample buffer was full): about 30.000 ms not shown"
+        );
+    }
+}

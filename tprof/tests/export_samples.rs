@@ -1,0 +1,596 @@
+//! Every export of a sampled profile, read back and checked exactly: a sample set built by hand
+//! (CPU samples of two processes and outside any process, with native frames, an overrun and
+//! dropped samples; wall samples with states), and one real sampled profile end to end.
+//!
+//! `cargo test -p tprof --test export_samples -- --ignored` also writes sample files of every
+//! format to `$TPROF_EXPORT_DIR` (default: `tprof-exports` in the temp dir) for the real tools.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::svg::svg_frames;
+use common::{decode_pprof, function, pid, process};
+use std::collections::BTreeMap;
+
+use runtime::Pid;
+use tprof::export::{self, Format};
+use tprof::samples::{
+    SampleFrame, SampleMapping, SampleRecord, SampleSet, SampleSource, SampleStack, SampleThread,
+    SamplerKind, WaitState,
+};
+use tprof::{Meta, Profile, Run, TraceType};
+
+/// The registered process of [`cpu_profile`].
+fn dispatcher() -> Pid {
+    pid("<0.5.0>")
+}
+
+/// The unnamed process of [`cpu_profile`].
+fn unnamed() -> Pid {
+    pid("<0.6.0>")
+}
+
+/// A frame of a traced function (an index into the function table).
+fn traced(function: u32) -> SampleFrame {
+    SampleFrame {
+        function: Some(function),
+        name: String::new(),
+        file: None,
+        line: None,
+        address: 0,
+    }
+}
+
+/// A native frame.
+fn native(name: &str, file: Option<&str>, line: Option<u32>, address: u64) -> SampleFrame {
+    SampleFrame {
+        function: None,
+        name: name.to_owned(),
+        file: file.map(str::to_owned),
+        line,
+        address,
+    }
+}
+
+/// A source of `sampler` at `hz`.
+fn source(sampler: SamplerKind, hz: u32, dropped: f64) -> SampleSource {
+    SampleSource {
+        run: 0,
+        node: 0,
+        sampler,
+        hz,
+        dropped,
+        native_walked: true,
+        duration_ns: 50_000_000,
+        capacity: 1000,
+    }
+}
+
+/// A sample of source 0.
+fn sample(
+    time_ms: u64,
+    pid: Option<Pid>,
+    thread: Option<u32>,
+    weight: f64,
+    stack: Option<u32>,
+) -> SampleRecord {
+    SampleRecord {
+        source: 0,
+        pid,
+        thread,
+        time_ns: time_ms * 1_000_000,
+        weight,
+        stack,
+        state: None,
+        mailbox_len: 0,
+    }
+}
+
+/// A CPU profile at 1000 Hz (a period is 1 ms), built by hand:
+///
+/// - functions: `app::main/0` (line 10), `app::handle/1` (20) and
+///   `app::parse::<Parser as Iterator>::next/1` (30);
+/// - frames: 0 main, 1 handle, 2 next (traced); 3 `core::str::from_utf8` (a file and line, in
+///   the mapping of `/bin/app`), 4 `std::thread::park` (no file, outside the mapping),
+///   5 a frame with no name at `0x402000`;
+/// - stacks: 0 main; 1 main > handle; 2 main > handle > from_utf8; 3 park; 4 park > 0x402000;
+///   5 main > handle > next;
+/// - samples: `dispatcher` (`<0.5.0>`) 2 ms in from_utf8 (two samples), 2 ms in next (one
+///   sample, one overrun), 1 ms in main; `<0.6.0>` 1 ms in handle, 1 ms with no stack;
+///   outside processes 1 ms in park > 0x402000 and 1 ms in park, on two threads;
+/// - 2 samples dropped (2 ms).
+fn cpu_profile() -> Profile {
+    let mut profile = Profile::empty(TraceType::CallCount);
+    profile.function_table = vec![
+        function("app", "main", 0, 10),
+        function("app", "handle", 1, 20),
+        function("app::parse", "<Parser as Iterator>::next", 1, 30),
+    ];
+    profile.processes = vec![
+        process(dispatcher(), Some("dispatcher"), "app::dispatch", 0),
+        process(unnamed(), None, "app::work", 0),
+    ];
+    profile.meta = Meta {
+        runs: vec![Run {
+            program: "app --serve".to_owned(),
+            started_unix_ms: 1_700_000_000_000,
+            duration_ns: 60_000_000,
+            nodes: vec![0],
+        }],
+    };
+    let stack = |parent: Option<u32>, frame: u32| SampleStack { parent, frame };
+    let (d, u) = (Some(dispatcher()), Some(unnamed()));
+    profile.samples = SampleSet {
+        sources: vec![source(SamplerKind::Cpu, 1000, 2.0)],
+        frames: vec![
+            traced(0),
+            traced(1),
+            traced(2),
+            native(
+                "core::str::from_utf8",
+                Some("/rustc/core/src/str/mod.rs"),
+                Some(100),
+                0x40_1234,
+            ),
+            native("std::thread::park", None, None, 0x7f00_0000_1000),
+            native("", None, None, 0x40_2000),
+        ],
+        stacks: vec![
+            stack(None, 0),
+            stack(Some(0), 1),
+            stack(Some(1), 3),
+            stack(None, 4),
+            stack(Some(3), 5),
+            stack(Some(1), 2),
+        ],
+        samples: vec![
+            sample(0, d, Some(0), 1.0, Some(2)),
+            sample(1, d, Some(0), 1.0, Some(2)),
+            sample(2, d, Some(0), 2.0, Some(5)),
+            sample(4, u, Some(1), 1.0, Some(1)),
+            sample(5, None, Some(1), 1.0, Some(4)),
+            sample(6, None, Some(0), 1.0, Some(3)),
+            sample(7, d, Some(1), 1.0, Some(0)),
+            sample(8, u, Some(1), 1.0, None),
+        ],
+        threads: vec![
+            SampleThread {
+                source: 0,
+                tid: 101,
+                name: Some("node-worker".to_owned()),
+            },
+            SampleThread {
+                source: 0,
+                tid: 102,
+                name: None,
+            },
+        ],
+        mappings: vec![SampleMapping {
+            source: 0,
+            start: 0x40_0000,
+            limit: 0x50_0000,
+            offset: 0x1000,
+            file: "/bin/app".to_owned(),
+        }],
+    };
+    profile
+}
+
+/// A wall profile at 100 Hz (a tick is 10 ms) of [`cpu_profile`]'s functions: `dispatcher`
+/// waits in `receive` under main (2.5 process-ticks, then 1.5), then runs handle (1); `<0.6.0>`
+/// waits in a call under handle (4); nothing dropped.
+fn wall_profile() -> Profile {
+    let mut profile = cpu_profile();
+    let wall = |time_ms, pid, weight, stack, state| SampleRecord {
+        state: Some(state),
+        mailbox_len: 3,
+        ..sample(time_ms, Some(pid), None, weight, Some(stack))
+    };
+    profile.samples.sources = vec![source(SamplerKind::Wall, 100, 0.0)];
+    profile.samples.threads.clear();
+    profile.samples.mappings.clear();
+    profile.samples.samples = vec![
+        wall(0, dispatcher(), 2.5, 0, WaitState::Receive),
+        wall(10, unnamed(), 4.0, 1, WaitState::Call),
+        wall(20, dispatcher(), 1.5, 0, WaitState::Receive),
+        wall(30, dispatcher(), 1.0, 1, WaitState::Running),
+    ];
+    profile
+}
+
+/// CPU and wall samples together, as a merge of [`cpu_profile`] and [`wall_profile`] gives
+/// them: the wall samples are source 1.
+fn mixed_profile() -> Profile {
+    let mut mixed = cpu_profile();
+    let wall = wall_profile().samples;
+    mixed.samples.sources.push(wall.sources[0].clone());
+    mixed.samples.samples.extend(
+        wall.samples
+            .into_iter()
+            .map(|s| SampleRecord { source: 1, ..s }),
+    );
+    mixed
+}
+
+/// The lines of a text export.
+fn lines(format: Format, profile: &Profile) -> Vec<String> {
+    export::to_string(format, profile)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+// ---------------------------------------------------------------- folded
+
+#[test]
+fn folded_samples_are_one_line_per_path_in_nanoseconds_under_their_process() {
+    assert_eq!(
+        lines(Format::Folded, &cpu_profile()),
+        [
+            "dispatcher;app::main 1000000",
+            "dispatcher;app::main;app::handle;app::parse::<Parser_as_Iterator>::next 2000000",
+            "dispatcher;app::main;app::handle;core::str::from_utf8 2000000",
+            "<0.6.0> 1000000",
+            "<0.6.0>;app::main;app::handle 1000000",
+            "(outside_processes);std::thread::park 1000000",
+            "(outside_processes);std::thread::park;0x402000 1000000",
+            "(dropped_samples) 2000000",
+        ]
+    );
+}
+
+#[test]
+fn folded_wall_samples_end_in_their_state_and_samplers_split_when_mixed() {
+    assert_eq!(
+        lines(Format::Folded, &wall_profile()),
+        [
+            "dispatcher;app::main;[receive] 40000000",
+            "dispatcher;app::main;app::handle;[running] 10000000",
+            "<0.6.0>;app::main;app::handle;[call] 40000000",
+        ]
+    );
+    // CPU and wall samples together (a merge): each line starts with its sampler.
+    let mixed = mixed_profile();
+    let folded = lines(Format::Folded, &mixed);
+    assert_eq!(folded.len(), 11, "{folded:#?}");
+    assert_eq!(folded[0], "cpu;dispatcher;app::main 1000000");
+    assert_eq!(folded[7], "cpu;(dropped_samples) 2000000");
+    assert_eq!(folded[8], "wall;dispatcher;app::main;[receive] 40000000");
+    assert_eq!(
+        folded[10],
+        "wall;<0.6.0>;app::main;app::handle;[call] 40000000"
+    );
+}
+
+// ---------------------------------------------------------------- svg
+
+#[test]
+fn the_flame_graph_of_samples_weighs_nanoseconds_and_shows_what_was_dropped() {
+    let svg = export::to_string(Format::Svg, &cpu_profile()).unwrap();
+    let (frames, total) = svg_frames(&svg);
+    assert_eq!(total, 11_000_000, "9 ms sampled and 2 ms dropped");
+    let widths: Vec<(&str, u64)> = frames.iter().map(|f| (f.name.as_str(), f.units)).collect();
+    // inferno's order: by depth, then name.
+    let nbsp = |s: &str| s.replace(' ', "\u{A0}");
+    let next = nbsp("app::parse::<Parser as Iterator>::next/1");
+    let mut expected = vec![
+        ("all", 11_000_000),
+        ("(outside\u{A0}processes)", 2_000_000),
+        ("(dropped\u{A0}samples)", 2_000_000),
+        ("<0.6.0>", 2_000_000),
+        ("dispatcher", 5_000_000),
+        ("std::thread::park", 2_000_000),
+        ("app::main/0", 1_000_000),
+        ("app::main/0", 5_000_000),
+        ("0x402000", 1_000_000),
+        ("app::handle/1", 1_000_000),
+        ("app::handle/1", 4_000_000),
+        (next.as_str(), 2_000_000),
+        ("core::str::from_utf8", 2_000_000),
+    ];
+    let mut got = widths.clone();
+    got.sort();
+    expected.sort();
+    assert_eq!(got, expected);
+    assert!(
+        svg.contains("cpu samples at 1000 Hz flame graph (ns of CPU time)"),
+        "{svg}"
+    );
+    assert!(
+        svg.contains("2 samples dropped (the sample buffer was full): about 2.000 ms not shown"),
+        "the subtitle says what was dropped"
+    );
+}
+
+#[test]
+fn the_flame_graph_leaves_out_frames_narrower_than_a_pixel() {
+    // One path of 1,000,000 periods, and 5,000 distinct paths of one period each, far under a
+    // pixel (1/1200 of the width) each.
+    let mut profile = cpu_profile();
+    let set = &mut profile.samples;
+    set.sources[0].dropped = 0.0;
+    set.samples = vec![sample(0, Some(dispatcher()), None, 1e6, Some(0))];
+    for i in 0..5000u32 {
+        let frame = u32::try_from(set.frames.len()).unwrap();
+        set.frames.push(native(&format!("f{i}"), None, None, 0));
+        let stack = u32::try_from(set.stacks.len()).unwrap();
+        set.stacks.push(SampleStack {
+            parent: Some(0),
+            frame,
+        });
+        set.samples
+            .push(sample(1, Some(dispatcher()), None, 1.0, Some(stack)));
+    }
+    assert_eq!(lines(Format::Folded, &profile).len(), 5001);
+    let (frames, total) = svg_frames(&export::to_string(Format::Svg, &profile).unwrap());
+    assert_eq!(total, 1_005_000_000_000);
+    let names: Vec<&str> = frames.iter().map(|f| f.name.as_str()).collect();
+    assert_eq!(names, ["all", "dispatcher", "app::main/0"]);
+}
+
+// ---------------------------------------------------------------- pprof
+
+/// A pprof sample as read back: its frames' names (leaf first), its labels, its values.
+type ReadSample = (Vec<String>, BTreeMap<String, String>, Vec<i64>);
+
+/// The samples of a decoded pprof, read back through its ids, sorted.
+fn pprof_samples(p: &tprof::export::pprof::Profile) -> Vec<ReadSample> {
+    let mut out: Vec<ReadSample> = p
+        .sample
+        .iter()
+        .map(|s| {
+            let frames = s
+                .location_id
+                .iter()
+                .map(|id| {
+                    let location = &p.location[usize::try_from(*id).unwrap() - 1];
+                    assert_eq!(location.id, *id, "ids are positions from 1");
+                    assert_eq!(location.line.len(), 1);
+                    let f = &p.function[usize::try_from(location.line[0].function_id).unwrap() - 1];
+                    p.string(f.name).to_owned()
+                })
+                .collect();
+            let labels = s
+                .label
+                .iter()
+                .map(|l| (p.string(l.key).to_owned(), p.string(l.str).to_owned()))
+                .collect();
+            (frames, labels, s.value.clone())
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Labels from `key=value` pairs.
+fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+#[test]
+fn pprof_of_cpu_samples_has_counts_and_cpu_time_with_labels_and_locations() {
+    let p = decode_pprof(&cpu_profile());
+    assert_eq!(p.string_table[0], "");
+    let types: Vec<(&str, &str)> = p
+        .sample_type
+        .iter()
+        .map(|t| (p.string(t.r#type), p.string(t.unit)))
+        .collect();
+    assert_eq!(types, [("samples", "count"), ("cpu", "nanoseconds")]);
+    let period_type = p.period_type.clone().unwrap();
+    assert_eq!(
+        (p.string(period_type.r#type), p.string(period_type.unit)),
+        ("cpu", "nanoseconds")
+    );
+    assert_eq!(p.period, 1_000_000);
+    assert_eq!(p.string(p.default_sample_type), "cpu");
+    assert_eq!(p.duration_nanos, 50_000_000);
+    assert_eq!(p.time_nanos, 1_700_000_000_000_000_000);
+    let comments: Vec<&str> = p.comment.iter().map(|c| p.string(*c)).collect();
+    assert_eq!(
+        comments,
+        [
+            "tprof cpu samples at 1000 Hz",
+            "cpu: nanoseconds of CPU time (each sample's weight times its period)",
+            "2 samples dropped (the sample buffer was full): about 2.000 ms not shown",
+        ]
+    );
+
+    let names = |frames: &[&str]| frames.iter().map(|f| (*f).to_owned()).collect::<Vec<_>>();
+    let d = [("process", "dispatcher"), ("pid", "<0.5.0>")];
+    let u = [("process", "<0.6.0>"), ("pid", "<0.6.0>")];
+    let outside = [("process", "(outside processes)")];
+    let with = |base: &[(&'static str, &'static str)], thread: &'static str| {
+        let mut l = base.to_vec();
+        l.push(("thread", thread));
+        labels(&l)
+    };
+    let mut expected: Vec<ReadSample> = vec![
+        (
+            names(&["core::str::from_utf8", "app::handle", "app::main"]),
+            with(&d, "node-worker/101"),
+            vec![2, 2_000_000],
+        ),
+        (
+            names(&[
+                "app::parse::<Parser as Iterator>::next",
+                "app::handle",
+                "app::main",
+            ]),
+            with(&d, "node-worker/101"),
+            vec![1, 2_000_000],
+        ),
+        (names(&["app::main"]), with(&d, "102"), vec![1, 1_000_000]),
+        (
+            names(&["app::handle", "app::main"]),
+            with(&u, "102"),
+            vec![1, 1_000_000],
+        ),
+        (names(&["(no stack)"]), with(&u, "102"), vec![1, 1_000_000]),
+        (
+            names(&["0x402000", "std::thread::park"]),
+            with(&outside, "102"),
+            vec![1, 1_000_000],
+        ),
+        (
+            names(&["std::thread::park"]),
+            with(&outside, "node-worker/101"),
+            vec![1, 1_000_000],
+        ),
+    ];
+    expected.sort();
+    assert_eq!(pprof_samples(&p), expected);
+
+    // One mapping, as the sample set has it.
+    assert_eq!(p.mapping.len(), 1);
+    let m = &p.mapping[0];
+    assert_eq!(
+        (m.id, m.memory_start, m.memory_limit, m.file_offset),
+        (1, 0x40_0000, 0x50_0000, 0x1000)
+    );
+    assert_eq!(p.string(m.filename), "/bin/app");
+    assert!(m.has_functions && m.has_filenames && m.has_line_numbers);
+    // Locations: native ones at their addresses, in the mapping they fall in (or none);
+    // traced ones at no address, at their function's line.
+    let mut read: Vec<(String, u64, u64, i64, String, i64)> = p
+        .location
+        .iter()
+        .map(|l| {
+            let f = &p.function[usize::try_from(l.line[0].function_id).unwrap() - 1];
+            (
+                p.string(f.name).to_owned(),
+                l.address,
+                l.mapping_id,
+                l.line[0].line,
+                p.string(f.filename).to_owned(),
+                f.start_line,
+            )
+        })
+        .collect();
+    read.sort();
+    let loc = |name: &str, address, mapping, line, file: &str, start| {
+        (
+            name.to_owned(),
+            address,
+            mapping,
+            line,
+            file.to_owned(),
+            start,
+        )
+    };
+    assert_eq!(
+        read,
+        [
+            loc("(no stack)", 0, 0, 0, "", 0),
+            loc("0x402000", 0x40_2000, 1, 0, "", 0),
+            loc("app::handle", 0, 0, 20, "src/app.rs", 20),
+            loc("app::main", 0, 0, 10, "src/app.rs", 10),
+            loc(
+                "app::parse::<Parser as Iterator>::next",
+                0,
+                0,
+                30,
+                "src/app/parse.rs",
+                30
+            ),
+            loc(
+                "core::str::from_utf8",
+                0x40_1234,
+                1,
+                100,
+                "/rustc/core/src/str/mod.rs",
+                0
+            ),
+            loc("std::thread::park", 0x7f00_0000_1000, 0, 0, "", 0),
+        ]
+    );
+    // Traced functions keep their arity in the system name.
+    let system: Vec<&str> = p.function.iter().map(|f| p.string(f.system_name)).collect();
+    assert!(system.contains(&"app::handle/1"), "{system:?}");
+}
+
+#[test]
+fn pprof_of_wall_samples_values_wall_time_and_labels_the_state() {
+    let p = decode_pprof(&wall_profile());
+    let types: Vec<(&str, &str)> = p
+        .sample_type
+        .iter()
+        .map(|t| (p.string(t.r#type), p.string(t.unit)))
+        .collect();
+    assert_eq!(types, [("samples", "count"), ("wall", "nanoseconds")]);
+    assert_eq!(p.string(p.default_sample_type), "wall");
+    assert_eq!(p.period, 10_000_000);
+    let got = pprof_samples(&p);
+    let frames = |f: &[&str]| f.iter().map(|n| (*n).to_owned()).collect::<Vec<_>>();
+    let mut expected: Vec<ReadSample> = vec![
+        (
+            frames(&["app::main"]),
+            labels(&[
+                ("process", "dispatcher"),
+                ("pid", "<0.5.0>"),
+                ("state", "receive"),
+            ]),
+            vec![2, 40_000_000],
+        ),
+        (
+            frames(&["app::handle", "app::main"]),
+            labels(&[
+                ("process", "dispatcher"),
+                ("pid", "<0.5.0>"),
+                ("state", "running"),
+            ]),
+            vec![1, 10_000_000],
+        ),
+        (
+            frames(&["app::handle", "app::main"]),
+            labels(&[
+                ("process", "<0.6.0>"),
+                ("pid", "<0.6.0>"),
+                ("state", "call"),
+            ]),
+            vec![1, 40_000_000],
+        ),
+    ];
+    expected.sort();
+    assert_eq!(got, expected);
+    assert!(p.comment.iter().all(|c| !p.string(*c).contains("dropped")));
+    // A merge of CPU and wall samples: each sample valued in its own type, 0 in the other.
+    let mixed = mixed_profile();
+    let p = decode_pprof(&mixed);
+    let types: Vec<&str> = p.sample_type.iter().map(|t| p.string(t.r#type)).collect();
+    assert_eq!(types, ["samples", "cpu", "wall"]);
+    let values: Vec<Vec<i64>> = pprof_samples(&p).into_iter().map(|s| s.2).collect();
+    assert!(values.contains(&vec![2, 2_000_000, 0]), "{values:?}");
+    assert!(values.contains(&vec![1, 0, 40_000_000]), "{values:?}");
+    let total = |column: usize| values.iter().map(|v| v[column]).sum::<i64>();
+    assert_eq!((total(0), total(1), total(2)), (12, 9_000_000, 90_000_000));
+}
+
+// ---------------------------------------------------------------- files for the real tools
+
+#[test]
+#[ignore = "writes files for the real tools to check by hand"]
+fn write_sample_files() {
+    let dir = std::env::var_os("TPROF_EXPORT_DIR")
+        .map_or_else(|| std::env::temp_dir().join("tprof-exports"), Into::into);
+    std::fs::create_dir_all(&dir).unwrap();
+    let named = [
+        ("samples-cpu", cpu_profile()),
+        ("samples-wall", wall_profile()),
+        ("samples-mixed", mixed_profile()),
+    ];
+    for (name, profile) in &named {
+        for &f in Format::ALL {
+            let path = dir.join(format!("{name}.{}", f.extension()));
+            let mut out = Vec::new();
+            export::write(f, profile, &mut out).unwrap();
+            std::fs::write(&path, out).unwrap();
+            println!("{}", path.display());
+        }
+    }
+}
