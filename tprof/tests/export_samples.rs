@@ -14,6 +14,7 @@ use common::{decode_pprof, function, pid, process};
 use std::collections::BTreeMap;
 
 use runtime::Pid;
+use serde_json::Value;
 use tprof::export::{self, Format};
 use tprof::samples::{
     SampleFrame, SampleMapping, SampleRecord, SampleSet, SampleSource, SampleStack, SampleThread,
@@ -569,6 +570,181 @@ fn pprof_of_wall_samples_values_wall_time_and_labels_the_state() {
     assert!(values.contains(&vec![1, 0, 40_000_000]), "{values:?}");
     let total = |column: usize| values.iter().map(|v| v[column]).sum::<i64>();
     assert_eq!((total(0), total(1), total(2)), (12, 9_000_000, 90_000_000));
+}
+
+// ---------------------------------------------------------------- speedscope
+
+/// A speedscope profile as read back: its name, and its samples' paths and weights.
+type ReadProfile = (String, Vec<(String, u64)>);
+
+/// The speedscope file of `profile`, and its profiles read back: each one's name, and each
+/// sample as its frames' names joined by `;` with its weight; checking the unit and that
+/// `endValue` is the weights' sum.
+fn speedscope_profiles(profile: &Profile) -> (Value, Vec<ReadProfile>) {
+    let file: Value =
+        serde_json::from_str(&export::to_string(Format::Speedscope, profile).unwrap()).unwrap();
+    assert_eq!(
+        file["$schema"],
+        "https://www.speedscope.app/file-format-schema.json"
+    );
+    let frames = file["shared"]["frames"].as_array().unwrap();
+    let profiles = file["profiles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            assert_eq!(p["type"], "sampled");
+            assert_eq!(p["unit"], "nanoseconds");
+            assert_eq!(p["startValue"], 0);
+            let samples = p["samples"].as_array().unwrap();
+            let weights = p["weights"].as_array().unwrap();
+            assert_eq!(samples.len(), weights.len());
+            let read: Vec<(String, u64)> = samples
+                .iter()
+                .zip(weights)
+                .map(|(sample, weight)| {
+                    let names: Vec<&str> = sample
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|i| {
+                            frames[usize::try_from(i.as_u64().unwrap()).unwrap()]["name"]
+                                .as_str()
+                                .unwrap()
+                        })
+                        .collect();
+                    (names.join(";"), weight.as_u64().unwrap())
+                })
+                .collect();
+            assert_eq!(
+                p["endValue"].as_u64().unwrap(),
+                read.iter().map(|(_, w)| w).sum::<u64>()
+            );
+            (p["name"].as_str().unwrap().to_owned(), read)
+        })
+        .collect();
+    (file, profiles)
+}
+
+/// `(path, weight)` pairs from string slices.
+fn weighed(pairs: &[(&str, u64)]) -> Vec<(String, u64)> {
+    pairs.iter().map(|(p, w)| ((*p).to_owned(), *w)).collect()
+}
+
+#[test]
+fn speedscope_has_every_process_then_each_in_time_order_in_nanoseconds() {
+    let (file, profiles) = speedscope_profiles(&cpu_profile());
+    let dropped = "2 samples dropped (the sample buffer was full): about 2.000 ms not shown";
+    assert_eq!(
+        file["name"],
+        format!("tprof cpu samples at 1000 Hz of app --serve; {dropped}")
+    );
+    assert_eq!(file["activeProfileIndex"], 0);
+    let next = "app::main;app::handle;app::parse::<Parser as Iterator>::next";
+    let utf8 = "app::main;app::handle;core::str::from_utf8";
+    assert_eq!(
+        profiles,
+        [
+            (
+                format!("all processes ({dropped})"),
+                weighed(&[
+                    (&format!("dispatcher;{utf8}"), 2_000_000),
+                    (&format!("dispatcher;{next}"), 2_000_000),
+                    ("<0.6.0>;app::main;app::handle", 1_000_000),
+                    ("(outside processes);std::thread::park;0x402000", 1_000_000),
+                    ("(outside processes);std::thread::park", 1_000_000),
+                    ("dispatcher;app::main", 1_000_000),
+                    ("<0.6.0>", 1_000_000),
+                ])
+            ),
+            (
+                "dispatcher".to_owned(),
+                weighed(&[
+                    (utf8, 2_000_000),
+                    (next, 2_000_000),
+                    ("app::main", 1_000_000)
+                ])
+            ),
+            (
+                "<0.6.0>".to_owned(),
+                weighed(&[("app::main;app::handle", 1_000_000), ("", 1_000_000)])
+            ),
+            (
+                "(outside processes)".to_owned(),
+                weighed(&[
+                    ("std::thread::park;0x402000", 1_000_000),
+                    ("std::thread::park", 1_000_000)
+                ])
+            ),
+        ]
+    );
+    // Frames carry their file and line where known.
+    let frames = file["shared"]["frames"].as_array().unwrap();
+    let frame = |name: &str| {
+        frames
+            .iter()
+            .find(|f| f["name"] == name)
+            .unwrap_or_else(|| panic!("a frame {name}"))
+    };
+    assert_eq!(frame("app::main")["file"], "src/app.rs");
+    assert_eq!(frame("app::main")["line"], 10);
+    assert_eq!(
+        frame("core::str::from_utf8")["file"],
+        "/rustc/core/src/str/mod.rs"
+    );
+    assert_eq!(frame("core::str::from_utf8")["line"], 100);
+    assert!(frame("std::thread::park").get("file").is_none());
+    assert!(frame("dispatcher").get("line").is_none());
+    let names: Vec<&str> = frames.iter().map(|f| f["name"].as_str().unwrap()).collect();
+    let mut unique = names.clone();
+    unique.sort_unstable();
+    unique.dedup();
+    assert_eq!(unique.len(), names.len(), "each frame once: {names:?}");
+}
+
+#[test]
+fn speedscope_wall_samples_end_in_their_state_and_samplers_get_profiles_of_their_own() {
+    let (file, profiles) = speedscope_profiles(&wall_profile());
+    assert_eq!(file["name"], "tprof wall samples at 100 Hz of app --serve");
+    assert_eq!(
+        profiles,
+        [
+            (
+                "all processes".to_owned(),
+                weighed(&[
+                    ("dispatcher;app::main;[receive]", 25_000_000),
+                    ("<0.6.0>;app::main;app::handle;[call]", 40_000_000),
+                    ("dispatcher;app::main;[receive]", 15_000_000),
+                    ("dispatcher;app::main;app::handle;[running]", 10_000_000),
+                ])
+            ),
+            (
+                "dispatcher".to_owned(),
+                weighed(&[
+                    ("app::main;[receive]", 40_000_000),
+                    ("app::main;app::handle;[running]", 10_000_000),
+                ])
+            ),
+            (
+                "<0.6.0>".to_owned(),
+                weighed(&[("app::main;app::handle;[call]", 40_000_000)])
+            ),
+        ]
+    );
+    let (_, profiles) = speedscope_profiles(&mixed_profile());
+    let names: Vec<&str> = profiles.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "cpu: all processes (2 samples dropped (the sample buffer was full): about 2.000 ms not shown)",
+            "cpu: dispatcher",
+            "cpu: <0.6.0>",
+            "cpu: (outside processes)",
+            "wall: all processes",
+            "wall: dispatcher",
+            "wall: <0.6.0>",
+        ]
+    );
 }
 
 // ---------------------------------------------------------------- files for the real tools

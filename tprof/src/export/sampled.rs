@@ -215,12 +215,7 @@ pub(super) fn folded_paths(
             .or_default() += s.ns;
     }
     for &kind in &kinds {
-        let dropped: f64 = set
-            .sources
-            .iter()
-            .filter(|s| s.sampler == kind)
-            .map(|s| s.dropped * s.period_ns())
-            .sum();
+        let dropped = Dropped::of(set, Some(kind)).ns;
         if dropped > 0.0 {
             let line = prefix(kind) + &text(DROPPED_FRAME);
             paths.insert(
@@ -285,34 +280,52 @@ pub(super) fn thread_label(set: &SampleSet, sample: &SampleRecord) -> Option<Str
     })
 }
 
-/// The sentence every export that has room for text reports dropped samples with, or `None`
-/// when nothing was dropped: `12 samples dropped (the sample buffer was full): about 12.1 ms
-/// not shown`. The count is the dropped weight (timer periods, process-ticks), rounded.
-pub(super) fn dropped_note(set: &SampleSet) -> Option<String> {
-    let dropped = set.dropped();
-    (dropped > 0.0).then(|| {
-        format!(
-            "{} samples dropped (the sample buffer was full): about {} not shown",
-            dropped_count(set),
-            super::flamegraph::duration(dropped_ns(set).round() as u64)
-        )
-    })
+/// The samples dropped because the sample buffer was full, of every source or of one
+/// sampler's.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct Dropped {
+    /// The dropped weight (timer periods, process-ticks), rounded; at least 1 when anything
+    /// was dropped.
+    pub(super) count: u64,
+    /// The nanoseconds they stood for: each source's dropped weight times its period.
+    pub(super) ns: f64,
 }
 
-/// The dropped weight, rounded (at least 1 when anything was dropped).
-pub(super) fn dropped_count(set: &SampleSet) -> u64 {
-    let dropped = set.dropped();
-    if dropped > 0.0 {
-        (dropped.round() as u64).max(1)
-    } else {
-        0
+impl Dropped {
+    /// The samples dropped by `set`'s sources of `sampler` (of every source for `None`).
+    pub(super) fn of(set: &SampleSet, sampler: Option<SamplerKind>) -> Dropped {
+        let sources = set
+            .sources
+            .iter()
+            .filter(|s| sampler.is_none_or(|k| s.sampler == k));
+        let (weight, ns) = sources.fold((0.0, 0.0), |(w, ns), s| {
+            (w + s.dropped, ns + s.dropped * s.period_ns())
+        });
+        let count = if weight > 0.0 {
+            (weight.round() as u64).max(1)
+        } else {
+            0
+        };
+        Dropped { count, ns }
+    }
+
+    /// The sentence every export that has room for text reports them with, or `None` when
+    /// nothing was dropped: `12 samples dropped (the sample buffer was full): about 12.000 ms
+    /// not shown`.
+    pub(super) fn note(self) -> Option<String> {
+        (self.count > 0).then(|| {
+            format!(
+                "{} samples dropped (the sample buffer was full): about {} not shown",
+                self.count,
+                super::flamegraph::duration(self.ns.round() as u64)
+            )
+        })
     }
 }
 
-/// The nanoseconds the dropped samples stood for: each source's dropped weight times its
-/// period.
-pub(super) fn dropped_ns(set: &SampleSet) -> f64 {
-    set.sources.iter().map(|s| s.dropped * s.period_ns()).sum()
+/// [`Dropped::note`] of every source of `set`.
+pub(super) fn dropped_note(set: &SampleSet) -> Option<String> {
+    Dropped::of(set, None).note()
 }
 
 /// What `profile`'s samples are, for titles: `cpu samples at 999 Hz`, `wall samples at 99 Hz`,
@@ -398,8 +411,14 @@ mod tests {
         assert_eq!(dropped_note(&set), None);
         set.sources.push(source(SamplerKind::Wall, 100, 3.0));
         assert_eq!(describe(&set), "cpu and wall samples at 100, 1000 Hz");
-        assert_eq!(dropped_count(&set), 3);
-        assert_eq!(dropped_ns(&set), 30_000_000.0);
+        assert_eq!(
+            Dropped::of(&set, None),
+            Dropped {
+                count: 3,
+                ns: 30_000_000.0
+            }
+        );
+        assert_eq!(Dropped::of(&set, Some(SamplerKind::Cpu)).note(), None);
         assert_eq!(
             dropped_note(&set).unwrap(),
             "3 samples dropped (the sample buffer was full): about 30.000 ms not shown"

@@ -20,6 +20,29 @@
 //!
 //! A process whose paths all weigh 0 has no profile, so an empty trace gives an empty
 //! `profiles` list (which speedscope refuses to open: there is nothing to show).
+//!
+//! # Sampled profiles
+//!
+//! A profile of samples ([`Profile::samples`]) is written as its samples, in time order, so
+//! that speedscope's *Time Order* view shows them as they were taken and its *Left Heavy* and
+//! *Sandwich* views sum them:
+//!
+//! - `profiles`: first one `"sampled"` profile of every process, `all processes`, whose
+//!   samples start with their process as a frame (its label; `(outside processes)` for CPU
+//!   time outside any process); then one per process (and one for `(outside processes)`),
+//!   in pid order, named by its label. A profile with both CPU and wall samples has these
+//!   for each sampler, CPU first, named with the sampler (`cpu: all processes`).
+//! - `samples`: each sample's stack as frame indices, outermost first (traced functions
+//!   `module::name` with their file and line, native frames by their function with their file
+//!   and line when known), and for a wall sample its process's state as a last frame
+//!   (`[receive]`). Consecutive samples with the same stack (and state, and process) are one:
+//!   their weights summed, so the file stays as small as the changes it shows.
+//! - `weights` and `unit`: **nanoseconds**: CPU time for CPU samples (weight `1 + overruns`
+//!   times the timer's period), and for wall samples wall time summed over processes (a
+//!   process-tick times the tick), rounded. `endValue` is their sum.
+//! - `name` says what was sampled at which rate (`tprof cpu samples at 999 Hz`), of which
+//!   program, and how many samples were dropped because the sample buffer was full; the
+//!   `all processes` profile's name says it too.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -29,6 +52,8 @@ use serde::Serialize;
 use super::weight::{frame_name, speedscope_unit, weight};
 use super::{ExportError, stacks};
 use crate::{Function, Group, Profile};
+
+mod sampled;
 
 /// The `$schema` every speedscope file names.
 const SCHEMA: &str = "https://www.speedscope.app/file-format-schema.json";
@@ -78,6 +103,9 @@ struct SampledProfile {
 
 /// Writes `profile` as a speedscope file.
 pub(super) fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), ExportError> {
+    if super::sampled::is_sampled(profile) {
+        return write_file(out, &sampled::file(profile));
+    }
     let unit = speedscope_unit(profile.trace_type);
     let mut frames: Vec<Frame> = Vec::new();
     let mut frame_index: HashMap<&Function, usize> = HashMap::new();
@@ -131,15 +159,27 @@ pub(super) fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), Export
         name.push_str(" of ");
         name.push_str(&run.program);
     }
-    let file = File {
-        schema: SCHEMA,
-        shared: Shared { frames },
-        profiles: profiles.into_iter().map(|(_, p)| p).collect(),
-        name,
-        active_profile_index: 0,
-        exporter: format!("tprof {}", env!("CARGO_PKG_VERSION")),
-    };
-    serde_json::to_writer(&mut *out, &file)?;
+    let file = File::new(frames, profiles.into_iter().map(|(_, p)| p).collect(), name);
+    write_file(out, &file)
+}
+
+impl File {
+    /// A file of these frames and profiles, named `name`, showing the first profile.
+    fn new(frames: Vec<Frame>, profiles: Vec<SampledProfile>, name: String) -> File {
+        File {
+            schema: SCHEMA,
+            shared: Shared { frames },
+            profiles,
+            name,
+            active_profile_index: 0,
+            exporter: format!("tprof {}", env!("CARGO_PKG_VERSION")),
+        }
+    }
+}
+
+/// Writes `file` as JSON, and a newline.
+fn write_file(out: &mut dyn Write, file: &File) -> Result<(), ExportError> {
+    serde_json::to_writer(&mut *out, file)?;
     out.write_all(b"\n")?;
     Ok(())
 }
