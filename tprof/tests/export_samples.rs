@@ -747,6 +747,199 @@ fn speedscope_wall_samples_end_in_their_state_and_samplers_get_profiles_of_their
     );
 }
 
+// ---------------------------------------------------------------- chrome
+
+/// A slice as read back: pid, tid, name, ts and dur (µs), samples, weight_ns.
+type ReadSlice = (u64, u64, String, f64, f64, u64, u64);
+
+/// A metadata event as read back: name, pid, tid, args.
+type ReadMeta = (String, u64, u64, Value);
+
+/// The chrome export of `profile`: the file, its metadata events as `(name, pid, tid, value)`,
+/// and its slices in file order, checking that slices of a thread nest.
+fn chrome(profile: &Profile) -> (Value, Vec<ReadMeta>, Vec<ReadSlice>) {
+    let file: Value =
+        serde_json::from_str(&export::to_string(Format::Chrome, profile).unwrap()).unwrap();
+    let mut meta = Vec::new();
+    let mut slices = Vec::new();
+    for e in file["traceEvents"].as_array().unwrap() {
+        let (pid, tid) = (e["pid"].as_u64().unwrap(), e["tid"].as_u64().unwrap());
+        match e["ph"].as_str().unwrap() {
+            "M" => meta.push((
+                e["name"].as_str().unwrap().to_owned(),
+                pid,
+                tid,
+                e["args"].clone(),
+            )),
+            "X" => slices.push((
+                pid,
+                tid,
+                e["name"].as_str().unwrap().to_owned(),
+                e["ts"].as_f64().unwrap(),
+                e["dur"].as_f64().unwrap(),
+                e["args"]["samples"].as_u64().unwrap(),
+                e["args"]["weight_ns"].as_u64().unwrap(),
+            )),
+            _ => {}
+        }
+    }
+    // Per thread, each slice starts no earlier than the one before, and lies within every
+    // slice still open.
+    let mut open: BTreeMap<(u64, u64), Vec<(f64, f64)>> = BTreeMap::new();
+    for (pid, tid, name, ts, dur, ..) in &slices {
+        let stack = open.entry((*pid, *tid)).or_default();
+        while stack.last().is_some_and(|(_, end)| *end <= *ts) {
+            stack.pop();
+        }
+        if let Some((start, end)) = stack.last() {
+            assert!(
+                *start <= *ts && ts + dur <= *end,
+                "{name} at {ts} in {start}..{end}"
+            );
+        }
+        stack.push((*ts, ts + dur));
+    }
+    (file, meta, slices)
+}
+
+/// A slice of `name` on thread `tid` of `pid`, from `ts` for `dur` ms, of `samples` weighing
+/// `weight_ms`.
+fn slice(
+    pid: u64,
+    tid: u64,
+    name: &str,
+    ts_ms: f64,
+    dur_ms: f64,
+    samples: u64,
+    weight_ms: u64,
+) -> ReadSlice {
+    (
+        pid,
+        tid,
+        name.to_owned(),
+        ts_ms * 1000.0,
+        dur_ms * 1000.0,
+        samples,
+        weight_ms * 1_000_000,
+    )
+}
+
+#[test]
+fn chrome_draws_each_process_s_samples_as_nested_slices_over_time() {
+    let (file, meta, slices) = chrome(&cpu_profile());
+    let name = |n: &str| serde_json::json!({ "name": n });
+    assert_eq!(
+        meta,
+        [
+            ("process_name".to_owned(), 1, 1, name("dispatcher")),
+            (
+                "process_sort_index".to_owned(),
+                1,
+                1,
+                serde_json::json!({ "sort_index": 1 })
+            ),
+            ("thread_name".to_owned(), 1, 1, name("cpu samples, 1000 Hz")),
+            ("process_name".to_owned(), 2, 2, name("<0.6.0>")),
+            (
+                "process_sort_index".to_owned(),
+                2,
+                2,
+                serde_json::json!({ "sort_index": 2 })
+            ),
+            ("thread_name".to_owned(), 2, 2, name("cpu samples, 1000 Hz")),
+            ("process_name".to_owned(), 3, 3, name("(outside processes)")),
+            (
+                "process_sort_index".to_owned(),
+                3,
+                3,
+                serde_json::json!({ "sort_index": 3 })
+            ),
+            (
+                "thread_name".to_owned(),
+                3,
+                3,
+                name("node-worker/101 (cpu samples, 1000 Hz)")
+            ),
+            (
+                "thread_name".to_owned(),
+                3,
+                4,
+                name("102 (cpu samples, 1000 Hz)")
+            ),
+        ]
+    );
+    let next = "app::parse::<Parser as Iterator>::next";
+    assert_eq!(
+        slices,
+        [
+            // dispatcher: from_utf8 twice (0-2 ms), next with an overrun (2-4 ms), a gap
+            // (nothing sampled from 4 to 7 ms), main (7-8 ms).
+            slice(1, 1, "app::main", 0.0, 4.0, 3, 4),
+            slice(1, 1, "app::handle", 0.0, 4.0, 3, 4),
+            slice(1, 1, "core::str::from_utf8", 0.0, 2.0, 2, 2),
+            slice(1, 1, next, 2.0, 2.0, 1, 2),
+            slice(1, 1, "app::main", 7.0, 1.0, 1, 1),
+            // <0.6.0>: handle, then a sample with no stack.
+            slice(2, 2, "app::main", 4.0, 1.0, 1, 1),
+            slice(2, 2, "app::handle", 4.0, 1.0, 1, 1),
+            slice(2, 2, "(no stack)", 8.0, 1.0, 1, 1),
+            // Outside processes, a thread each.
+            slice(3, 3, "std::thread::park", 6.0, 1.0, 1, 1),
+            slice(3, 4, "std::thread::park", 5.0, 1.0, 1, 1),
+            slice(3, 4, "0x402000", 5.0, 1.0, 1, 1),
+        ]
+    );
+    let events = file["traceEvents"].as_array().unwrap();
+    let x = events
+        .iter()
+        .find(|e| e["name"] == "core::str::from_utf8")
+        .unwrap();
+    assert_eq!(x["args"]["location"], "/rustc/core/src/str/mod.rs:100");
+    let main = events.iter().find(|e| e["name"] == "app::main").unwrap();
+    assert_eq!(main["args"]["location"], "src/app.rs:10");
+    // The dropped samples: in otherData, and a global instant at the end.
+    let samples = &file["otherData"]["samples"];
+    assert_eq!(samples["sampled"], "cpu samples at 1000 Hz");
+    assert_eq!(samples["dropped_samples"], 2);
+    assert_eq!(samples["dropped_ns"], 2_000_000);
+    let instant = events.iter().find(|e| e["ph"] == "i").unwrap();
+    assert_eq!(
+        instant["name"],
+        "2 samples dropped (the sample buffer was full): about 2.000 ms not shown"
+    );
+    assert_eq!(
+        (instant["s"].as_str(), instant["ts"].as_f64()),
+        (Some("g"), Some(9000.0))
+    );
+    assert_eq!(instant["args"]["dropped"], 2);
+}
+
+#[test]
+fn chrome_wall_samples_end_in_their_state_and_last_until_the_next_sample() {
+    let (file, _, slices) = chrome(&wall_profile());
+    assert_eq!(
+        slices,
+        [
+            // dispatcher: 2.5 ticks in receive at 0 (cut at its next sample, at 20 ms), 1.5
+            // at 20 (15 ms, cut at 30), running at 30 for 10 ms.
+            slice(1, 1, "app::main", 0.0, 40.0, 3, 50),
+            slice(1, 1, "[receive]", 0.0, 30.0, 2, 40),
+            slice(1, 1, "app::handle", 30.0, 10.0, 1, 10),
+            slice(1, 1, "[running]", 30.0, 10.0, 1, 10),
+            slice(2, 2, "app::main", 10.0, 40.0, 1, 40),
+            slice(2, 2, "app::handle", 10.0, 40.0, 1, 40),
+            slice(2, 2, "[call]", 10.0, 40.0, 1, 40),
+        ]
+    );
+    assert!(
+        file["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|e| e["ph"] != "i")
+    );
+    assert_eq!(file["otherData"]["samples"]["dropped_samples"], 0);
+}
 // ---------------------------------------------------------------- files for the real tools
 
 #[test]

@@ -65,16 +65,47 @@
 //!   of no width would not nest unambiguously.
 //!
 //! `otherData.timelines`, present when some track is a timeline, says so.
+//!
+//! ## Sampled profiles
+//!
+//! A profile of samples ([`Profile::samples`]) is drawn as its samples, at the times they
+//! were taken (`ts` in microseconds since its sampler started):
+//!
+//! - Each process with samples is a track (`process_name` its label, in pid order), with one
+//!   thread per sampler (`cpu samples, 999 Hz`); CPU time outside any process is one more
+//!   track, `(outside processes)`, with a thread per OS thread (`node-worker/4242 (cpu
+//!   samples, 999 Hz)`), since those threads run at the same time. Every thread has an id of
+//!   its own; a track's pid is its first thread's.
+//! - On each thread, the samples are **nested complete events** (`"ph": "X"`), a flame chart
+//!   over time: a sample lasts from its time for as long as it weighs (its weight times the
+//!   period: CPU time, or for wall samples the process's share of wall time), cut at the
+//!   next sample of the thread; each frame of its stack (traced functions `module::name`,
+//!   native frames by their function, a wall sample's state last, `[receive]`; `(no stack)`
+//!   for an empty stack) is a slice, and consecutive samples that share the outer frames share
+//!   those slices, so a run of samples of the same stack is one slice per frame. Where a
+//!   sample ends before the next begins (the process was not running), every slice closes.
+//!   `args`: `samples` (how many it spans), `weight_ns` (what they weigh) and `location`
+//!   (`file:line`, when known).
+//! - Why slices and not the format's sample events (`"ph": "P"` with `stackFrames`): Perfetto
+//!   loads sample events without drawing them (a trace of them shows empty tracks and no
+//!   slice), while it draws nested slices as a flame chart per thread, selectable and
+//!   searchable, with their `args`, as `chrome://tracing` and speedscope do too.
+//! - Dropped samples: `otherData.samples` says what was sampled, what `weight_ns` is, and
+//!   `dropped_samples` and `dropped_ns`; when some were dropped, a global instant event
+//!   (`"ph": "i"`, `"s": "g"`) at the end says how many (`args.dropped`).
 
 use std::collections::BTreeMap;
 use std::io::Write;
 
 use serde::Serialize;
 
+use super::sampled::is_sampled;
 use super::timeline::{self, Log, frames};
 use super::weight::{frame_name, unit, weight};
 use super::{ExportError, Stack, stacks};
 use crate::{Function, Group, Profile, TraceType};
+
+mod sampled;
 
 /// The whole file.
 #[derive(Debug, Serialize)]
@@ -93,6 +124,9 @@ struct OtherData {
     duration_unit: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     timelines: Option<&'static str>,
+    /// What was sampled, and what was dropped (sampled profiles).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    samples: Option<sampled::SamplesData>,
 }
 
 /// One trace event.
@@ -131,8 +165,10 @@ enum Args {
     Slice(SliceArgs),
     /// A frame of a timeline.
     Frame(FrameArgs),
-    /// The `event log full` instant.
+    /// The `event log full` instant, and the dropped samples' one.
     Dropped { dropped: u64 },
+    /// A slice of samples.
+    Sample(sampled::SampleArgs),
 }
 
 /// A frame of a timeline, on its event.
@@ -307,6 +343,11 @@ struct Track<'a> {
 
 /// Writes `profile` as Chrome trace-event JSON.
 pub(super) fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), ExportError> {
+    if is_sampled(profile) {
+        serde_json::to_writer(&mut *out, &sampled::file(profile))?;
+        out.write_all(b"\n")?;
+        return Ok(());
+    }
     let scale = Scale::of(profile.trace_type);
     // The tracks, one per process, in pid order (`stacks` gives them by process).
     let mut tracks: BTreeMap<Group, Track<'_>> = BTreeMap::new();
@@ -386,6 +427,7 @@ pub(super) fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), Export
                 "the tracks named `timeline` are drawn from event logs: each frame at the time \
                  it ran, ts in µs since the profile's earliest logged event",
             ),
+            samples: None,
         },
     };
     serde_json::to_writer(&mut *out, &file)?;

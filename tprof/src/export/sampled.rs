@@ -161,6 +161,10 @@ pub(super) fn state_frame(state: WaitState) -> String {
     format!("[{}]", state.name())
 }
 
+/// The frame a sample with an empty stack is shown as where a frame is needed (pprof, and
+/// chrome slices).
+pub(super) const NO_STACK: &str = "(no stack)";
+
 /// The frame the dropped samples are shown as in folded stacks and flame graphs.
 pub(super) const DROPPED_FRAME: &str = "(dropped samples)";
 

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use super::{Function, Label, Line, Location, Mapping, Profile, Sample, Strings, ValueType};
-use crate::export::sampled::{self, OUTSIDE, Root};
+use crate::export::sampled::{self, NO_STACK, OUTSIDE, Root};
 use crate::samples::{SampleFrame, SampleSet, SamplerKind, WaitState};
 
 /// What one pprof sample gathers: the samples of one sampler, root, thread, state and stack.
@@ -184,9 +184,6 @@ enum FunctionKey<'a> {
     /// What an empty stack is shown as.
     NoStack,
 }
-
-/// The frame an empty stack is shown as.
-const NO_STACK: &str = "(no stack)";
 
 /// The locations, functions and mappings being built: a location per frame of the sample
 /// set that some sample names, a function per traced function or native function name and
