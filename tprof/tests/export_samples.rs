@@ -10,7 +10,7 @@
 mod common;
 
 use common::svg::svg_frames;
-use common::{decode_pprof, function, pid, process};
+use common::{decode_pprof, embedded, function, pid, process};
 use std::collections::BTreeMap;
 
 use runtime::Pid;
@@ -940,6 +940,217 @@ fn chrome_wall_samples_end_in_their_state_and_last_until_the_next_sample() {
     );
     assert_eq!(file["otherData"]["samples"]["dropped_samples"], 0);
 }
+// ---------------------------------------------------------------- html
+
+/// The page of `profile` and the data embedded in it.
+fn html(profile: &Profile) -> (String, Value) {
+    let html = export::to_string(Format::Html, profile).unwrap();
+    let data = embedded(&html);
+    (html, data)
+}
+
+/// The `(process, frames, samples, value)` of each stack of the viewer's data.
+fn view_stacks(data: &Value) -> Vec<(u64, Vec<u64>, u64, u64)> {
+    data["stacks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            let frames = s["frames"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|f| f.as_u64().unwrap())
+                .collect();
+            (
+                s["process"].as_u64().unwrap(),
+                frames,
+                s["calls"].as_u64().unwrap(),
+                s["value"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// The `(process, function, samples, own, total)` of each row of the viewer's data.
+fn view_rows(data: &Value) -> Vec<[u64; 5]> {
+    data["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| ["process", "function", "calls", "value", "total"].map(|k| r[k].as_u64().unwrap()))
+        .collect()
+}
+
+#[test]
+fn html_shows_samples_as_a_flame_graph_and_a_table_per_process() {
+    let (html, data) = html(&cpu_profile());
+    assert!(
+        html.contains("<title>cpu samples at 1000 Hz (ns) — app --serve (60.000 ms)</title>"),
+        "{html}"
+    );
+    assert_eq!(data["unit"], "ns");
+    let samples = &data["samples"];
+    assert_eq!(samples["what"], "cpu samples at 1000 Hz");
+    assert_eq!(samples["measure"], "nanoseconds of CPU time");
+    assert_eq!(samples["count"], 8);
+    assert_eq!(samples["dropped"], 2);
+    assert_eq!(samples["dropped_ns"], 2_000_000);
+    assert_eq!(
+        samples["dropped_note"],
+        "2 samples dropped (the sample buffer was full): about 2.000 ms not shown"
+    );
+    let processes: Vec<(&str, &str)> = data["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["id"].as_str().unwrap(), p["label"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        processes,
+        [
+            ("<0.5.0>", "dispatcher"),
+            ("<0.6.0>", "<0.6.0>"),
+            ("(outside processes)", "(outside processes)"),
+        ]
+    );
+    let functions = data["functions"].as_array().unwrap();
+    let mfas: Vec<&str> = functions
+        .iter()
+        .map(|f| f["mfa"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        mfas,
+        [
+            "app::main/0",
+            "app::handle/1",
+            "core::str::from_utf8",
+            "app::parse::<Parser as Iterator>::next/1",
+            "std::thread::park",
+            "0x402000",
+        ]
+    );
+    assert_eq!(functions[0]["file"], "src/app.rs");
+    assert_eq!(functions[0].get("native"), None);
+    assert_eq!(
+        (
+            &functions[2]["module"],
+            &functions[2]["file"],
+            &functions[2]["line"],
+            &functions[2]["native"]
+        ),
+        (
+            &serde_json::json!("core::str"),
+            &serde_json::json!("/rustc/core/src/str/mod.rs"),
+            &serde_json::json!(100),
+            &serde_json::json!(true)
+        )
+    );
+    const MS: u64 = 1_000_000;
+    assert_eq!(
+        view_stacks(&data),
+        [
+            (0, vec![0], 1, MS),
+            (0, vec![0, 1, 2], 2, 2 * MS),
+            (0, vec![0, 1, 3], 1, 2 * MS),
+            (1, vec![], 1, MS),
+            (1, vec![0, 1], 1, MS),
+            (2, vec![4], 1, MS),
+            (2, vec![4, 5], 1, MS),
+        ]
+    );
+    assert_eq!(data["total"], 9 * MS);
+    // Per process and frame: the samples with it on their stack, its own time, its total.
+    assert_eq!(
+        view_rows(&data),
+        [
+            [0, 0, 4, MS, 5 * MS],
+            [0, 1, 3, 0, 4 * MS],
+            [0, 2, 2, 2 * MS, 2 * MS],
+            [0, 3, 1, 2 * MS, 2 * MS],
+            [1, 0, 1, 0, MS],
+            [1, 1, 1, MS, MS],
+            [2, 4, 2, MS, 2 * MS],
+            [2, 5, 1, MS, MS],
+        ]
+    );
+}
+
+#[test]
+fn html_of_wall_samples_has_states_as_frames_and_recursion_counts_once() {
+    let (_, data) = html(&wall_profile());
+    assert_eq!(
+        data["samples"]["measure"],
+        "nanoseconds of wall time, summed over processes"
+    );
+    assert_eq!(data["samples"]["dropped"], 0);
+    assert_eq!(data["samples"].get("dropped_note"), None);
+    let mfas: Vec<&str> = data["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["mfa"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        mfas,
+        [
+            "app::main/0",
+            "[receive]",
+            "app::handle/1",
+            "[running]",
+            "[call]"
+        ]
+    );
+    const MS: u64 = 1_000_000;
+    assert_eq!(
+        view_stacks(&data),
+        [
+            (0, vec![0, 1], 2, 40 * MS),
+            (0, vec![0, 2, 3], 1, 10 * MS),
+            (1, vec![0, 2, 4], 1, 40 * MS),
+        ]
+    );
+    // A recursive stack: main > main > main counts main's total once per sample.
+    let mut profile = cpu_profile();
+    let set = &mut profile.samples;
+    set.stacks.push(SampleStack {
+        parent: Some(0),
+        frame: 0,
+    });
+    set.stacks.push(SampleStack {
+        parent: Some(6),
+        frame: 0,
+    });
+    set.samples = vec![sample(0, Some(dispatcher()), None, 3.0, Some(7))];
+    let (_, data) = html(&profile);
+    assert_eq!(view_rows(&data), [[0, 0, 1, 3 * MS, 3 * MS]]);
+}
+
+// ---------------------------------------------------------------- json
+
+#[test]
+fn json_carries_the_samples_and_reads_back_as_the_same_profile() {
+    let mut profile = mixed_profile();
+    profile.samples.samples[0].weight = 1.0 / 3.0;
+    let text = export::to_string(Format::Json, &profile).unwrap();
+    let back: Profile = serde_json::from_str(&text).unwrap();
+    assert_eq!(back, profile);
+    let value: Value = serde_json::from_str(&text).unwrap();
+    let samples = &value["samples"];
+    assert_eq!(samples["sources"][0]["sampler"], "cpu");
+    assert_eq!(samples["sources"][0]["dropped"], 2.0);
+    assert_eq!(samples["sources"][1]["sampler"], "wall");
+    assert_eq!(samples["samples"][0]["pid"], "<0.5.0>");
+    assert_eq!(
+        samples["samples"][4]["pid"],
+        Value::Null,
+        "outside processes"
+    );
+    assert_eq!(samples["samples"][8]["state"], "receive");
+    assert_eq!(samples["mappings"][0]["file"], "/bin/app");
+    assert_eq!(samples["frames"][3]["name"], "core::str::from_utf8");
+}
+
 // ---------------------------------------------------------------- files for the real tools
 
 #[test]

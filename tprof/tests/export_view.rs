@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 mod common;
 
 use common::svg::{Frame, svg_frames};
-use common::{Real, TYPES, function, path_entry, pid, process, real_profile};
+use common::{Real, TYPES, embedded, function, path_entry, pid, process, real_profile};
 use serde_json::Value;
 use tprof::export::{self, ExportError, Format, Stack, stacks};
 use tprof::{CallTree, FunctionTrace, Group, Meta, PathNode, Profile, Run, TraceType};
@@ -287,14 +287,6 @@ fn svg_of_nothing_measured_is_refused() {
 }
 
 // ---------------------------------------------------------------- html
-
-/// The JSON embedded in the page.
-fn embedded(html: &str) -> Value {
-    let open = "<script type=\"application/json\" id=\"tprof-data\">";
-    let start = html.find(open).expect("the data element") + open.len();
-    let end = start + html[start..].find("</script>").expect("its end");
-    serde_json::from_str(&html[start..end]).expect("the embedded data is JSON")
-}
 
 /// Checks that the page loads nothing: no URL, no external script, style sheet or image in
 /// its markup, and that the data element holds no markup at all.

@@ -39,6 +39,25 @@
 //! order they were entered, read as the `chrome` export reads them. Every `<`, `>` and `&` in
 //! it is written as a `\u` escape, so no text in the profile (a function named `</script>`,
 //! say) can end the element early.
+//!
+//! # Sampled profiles
+//!
+//! A profile of samples ([`Profile::samples`]) is shown as its samples: the flame graph has a
+//! frame per process (and `(outside processes)` for CPU time outside any process), then each
+//! sampled stack (a wall sample's state as its last frame, `[receive]`), as wide as the
+//! **nanoseconds** its samples stand for (CPU time; for wall samples, wall time summed over
+//! processes); the tables list, per process, each frame with the samples that have it on
+//! their stack, its own time (where it is innermost) and its total time (anywhere on the
+//! stack, counted once per sample however often it recurs); the header says what was
+//! sampled at which rate, from how many samples, and how many were dropped. In the embedded
+//! JSON: `unit` is `ns`; `functions` also holds native frames and states (each with
+//! `native: true`, `module` the path of its name, `file` empty and `line` 0 when unknown);
+//! `processes` are the roots (`id` the pid, or `(outside processes)`; prefixed with the
+//! sampler, `cpu: ` or `wall: `, when both are in the profile); `stacks` are the distinct
+//! stacks of each root, `calls` counting samples and `value` their nanoseconds; `rows` have
+//! `calls` (samples with the frame), `value` (own) and `total`; and `samples` says what was
+//! sampled: `what`, `measure`, `count`, `dropped` (their weight, rounded), `dropped_ns` and
+//! `dropped_note`.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
@@ -46,10 +65,13 @@ use std::io::Write;
 use serde::Serialize;
 
 use super::flamegraph::duration;
+use super::sampled::{describe, is_sampled};
 use super::timeline::{self, frames};
 use super::weight::{unit, weight};
 use super::{ExportError, stacks};
 use crate::{Function, Group, Profile, Run, TraceType};
+
+mod sampled;
 
 /// The viewer's script.
 const VIEWER_JS: &str = include_str!("html/viewer.js");
@@ -94,6 +116,15 @@ struct FunctionView<'a> {
     mfa: String,
 }
 
+/// An entry of the viewer's function list: a traced function, or (sampled profiles) a native
+/// frame or a wall sample's state.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum FunctionEntry<'a> {
+    Traced(FunctionView<'a>),
+    Native(sampled::NativeView),
+}
+
 /// A process (or `all`) as the viewer names it.
 #[derive(Serialize)]
 struct ProcessView {
@@ -115,6 +146,10 @@ struct Figures {
     calls: u64,
     /// In the page's unit: calls, nanoseconds or bytes.
     value: u64,
+    /// Sampled profiles' rows: the nanoseconds of the samples whose stack has the frame
+    /// (`value` is those where it is innermost; `calls` counts the samples).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    total: Option<u64>,
     /// tprof's measurement of call_memory (0 otherwise); on the flat rows only.
     #[serde(skip_serializing_if = "Option::is_none")]
     words: Option<u64>,
@@ -151,29 +186,32 @@ struct ViewData<'a> {
     unit: &'static str,
     call_tree: bool,
     runs: &'a [Run],
-    functions: Vec<FunctionView<'a>>,
+    functions: Vec<FunctionEntry<'a>>,
     processes: Vec<ProcessView>,
     stacks: Vec<Figures>,
     rows: Vec<Figures>,
     percentiles: Vec<PercentilesView>,
     total: u64,
     timelines: Vec<TimelineView>,
+    /// What was sampled (sampled profiles).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    samples: Option<sampled::SamplesView>,
 }
 
 /// Gives each distinct function one index.
 #[derive(Default)]
 struct Functions<'a> {
-    list: Vec<FunctionView<'a>>,
+    list: Vec<FunctionEntry<'a>>,
     index: HashMap<&'a Function, usize>,
 }
 
 impl<'a> Functions<'a> {
     fn of(&mut self, f: &'a Function) -> usize {
         *self.index.entry(f).or_insert_with(|| {
-            self.list.push(FunctionView {
+            self.list.push(FunctionEntry::Traced(FunctionView {
                 function: f,
                 mfa: f.mfa(),
-            });
+            }));
             self.list.len() - 1
         })
     }
@@ -181,6 +219,9 @@ impl<'a> Functions<'a> {
 
 /// The viewer's data for `profile`.
 fn view_data(profile: &Profile) -> ViewData<'_> {
+    if is_sampled(profile) {
+        return sampled::view_data(profile);
+    }
     let mut functions = Functions::default();
     let stacks = stacks(profile);
     // The groups, in order, that have a stack or a flat row.
@@ -226,6 +267,7 @@ fn view_data(profile: &Profile) -> ViewData<'_> {
             function: None,
             calls: s.calls,
             value: weight(profile.trace_type, s),
+            total: None,
             words: None,
             bytes: s.bytes,
             blocks: s.blocks,
@@ -263,6 +305,7 @@ fn view_data(profile: &Profile) -> ViewData<'_> {
                 function: Some(function),
                 calls,
                 value,
+                total: None,
                 words,
                 bytes,
                 blocks,
@@ -278,6 +321,7 @@ fn view_data(profile: &Profile) -> ViewData<'_> {
                     function: Some(functions.of(&f.function)),
                     calls: e.calls,
                     value,
+                    total: None,
                     words,
                     bytes: e.bytes,
                     blocks: e.blocks,
@@ -330,6 +374,7 @@ fn view_data(profile: &Profile) -> ViewData<'_> {
         percentiles,
         total,
         timelines,
+        samples: None,
     }
 }
 
@@ -364,13 +409,17 @@ fn escape_script(json: &str) -> String {
     out
 }
 
-/// The page's title: the trace type, the unit and what ran.
+/// The page's title: the trace type (or what was sampled), the unit and what ran.
 fn title(profile: &Profile) -> String {
-    let mut title = format!(
-        "{} profile ({})",
-        profile.trace_type,
-        unit(profile.trace_type)
-    );
+    let mut title = if is_sampled(profile) {
+        format!("{} (ns)", describe(&profile.samples))
+    } else {
+        format!(
+            "{} profile ({})",
+            profile.trace_type,
+            unit(profile.trace_type)
+        )
+    };
     for run in &profile.meta.runs {
         if !run.program.is_empty() {
             title.push_str(" — ");

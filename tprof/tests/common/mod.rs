@@ -301,3 +301,11 @@ pub(crate) fn decode_pprof(profile: &Profile) -> tprof::export::pprof::Profile {
         .expect("gzip data");
     <tprof::export::pprof::Profile as prost::Message>::decode(&raw[..]).expect("a profile")
 }
+
+/// The JSON embedded in an `html` export.
+pub(crate) fn embedded(html: &str) -> serde_json::Value {
+    let open = "<script type=\"application/json\" id=\"tprof-data\">";
+    let start = html.find(open).expect("the data element") + open.len();
+    let end = start + html[start..].find("</script>").expect("its end");
+    serde_json::from_str(&html[start..end]).expect("the embedded data is JSON")
+}

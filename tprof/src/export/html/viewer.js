@@ -6,8 +6,10 @@
 (function () {
   const data = JSON.parse(document.getElementById('tprof-data').textContent);
   const $ = (id) => document.getElementById(id);
-  const TIME = data.trace_type === 'call_time';
-  const MEMORY = data.trace_type === 'call_memory';
+  // A sampled profile: values are nanoseconds of sampled time, and 'calls' count samples.
+  const SAMPLED = !!data.samples;
+  const TIME = data.trace_type === 'call_time' || SAMPLED;
+  const MEMORY = data.trace_type === 'call_memory' && !SAMPLED;
   // Percentiles of each process's functions (their own time per call), by 'process:function'.
   const PCT = new Map(data.percentiles.map((q) => [q.process + ':' + q.function, q]));
   const PCT_COLS = ['p50', 'p90', 'p99', 'max'];
@@ -21,6 +23,13 @@
     call_memory: 'memory allocated per function: words, bytes and blocks',
   };
   const FACT = { call_count: 'count', call_time: 'time', call_memory: 'allocated' };
+  const WHAT = SAMPLED ? data.samples.what + ': ' + data.samples.measure + ', per stack' : KIND[data.trace_type];
+  const MEASURED = SAMPLED ? 'time' : FACT[data.trace_type];
+  const COUNTED = SAMPLED ? 'samples' : 'calls';
+  // Where a function is, 'file:line', or '' when unknown (native frames without debug info).
+  function where(f) {
+    return f.file ? f.file + ':' + f.line : '';
+  }
 
   // ---- formatting
   function int(n) {
@@ -183,7 +192,7 @@
     if (n.kind === 'root') return 'all (' + data.processes.length + ' process' + (data.processes.length === 1 ? '' : 'es') + ')';
     if (n.kind === 'process') {
       const p = data.processes[n.proc];
-      return p.label === p.id || p.id === 'all' ? p.label : p.label + ' ' + p.id;
+      return p.label.endsWith(p.id) || p.id === 'all' ? p.label : p.label + ' ' + p.id;
     }
     return n.name;
   }
@@ -195,7 +204,8 @@
     $('reset').disabled = zoom === root;
     $('zoomed').textContent = zoom === root ? '' : 'Zoomed into ' + label(zoom) + ' (' + percent(zoom.total, root.total) + ')';
     if (root.total === 0) {
-      box.append(el('div', { class: 'empty', text: data.stacks.length === 0 ? 'Trace is empty: no function was called.' : 'Nothing was measured: every value is 0.' }));
+      const none = SAMPLED ? 'No sample was taken.' : 'Trace is empty: no function was called.';
+      box.append(el('div', { class: 'empty', text: data.stacks.length === 0 ? none : 'Nothing was measured: every value is 0.' }));
       box.style.height = '';
       detail(null);
       return;
@@ -239,15 +249,15 @@
     const rows = [];
     const f = n.fn >= 0 ? data.functions[n.fn] : null;
     if (f) {
-      rows.push(['file', f.file + ':' + f.line]);
+      if (where(f)) rows.push(['file', where(f)]);
       if (process < 0 || data.processes.length > 1) rows.push(['process', label({ kind: 'process', proc: n.proc })]);
-      rows.push(['calls', int(n.calls) + (data.call_tree ? ' on this path' : '')]);
+      rows.push([COUNTED, int(n.calls) + (data.call_tree ? ' on this path' : '')]);
     } else if (n.kind === 'process') {
       const p = data.processes[n.proc];
       if (p.initial_call) rows.push(['initial call', p.initial_call]);
       if (p.run !== null && p.run !== undefined && data.runs.length > 1) rows.push(['run', String(p.run)]);
     }
-    rows.push([FACT[data.trace_type], value(n.total) + (f && n.list.length ? ' with callees' : '')]);
+    rows.push([MEASURED, value(n.total) + (f && n.list.length ? ' with callees' : '')]);
     if (f && n.list.length) rows.push(['own', value(n.self)]);
     if (MEMORY && f) {
       rows.push(['allocations', int(n.blocks) + ' block' + (n.blocks === 1 ? '' : 's') + ' of its own']);
@@ -413,8 +423,13 @@
   }
 
   // ---- tables
-  const sort = { key: data.trace_type === 'call_count' ? 'calls' : 'value', dir: -1 };
+  const sort = { key: data.trace_type === 'call_count' && !SAMPLED ? 'calls' : 'value', dir: -1 };
   function columns(withPct) {
+    if (SAMPLED) {
+      // own: the samples where it is innermost; total: those with it anywhere on the stack
+      return [{ key: 'name', title: 'frame' }, { key: 'calls', title: 'samples' },
+        { key: 'value', title: 'own (us)' }, { key: 'total', title: 'total (us)' }, { key: 'pct', title: '%' }];
+    }
     const cols = [{ key: 'name', title: 'function' }, { key: 'calls', title: 'calls' }];
     // call_count measures calls: its value is the calls column, and per call is always 1
     if (data.trace_type !== 'call_count') {
@@ -430,6 +445,7 @@
     switch (key) {
       case 'calls': return int(r.calls);
       case 'value': return TIME ? fixed(r.value / 1000, 1) : int(r.value);
+      case 'total': return fixed(r.total / 1000, 1);
       case 'per': return fixed(TIME ? r.per / 1000 : r.per, 2);
       case 'pct': return r.pct.toFixed(2);
       case 'words': return int(r.words);
@@ -452,10 +468,15 @@
     const box = $('tables');
     box.textContent = '';
     const procs = process >= 0 ? [process] : data.processes.map((_, i) => i);
-    const all = data.rows.reduce((s, r) => s + r.value, 0);
-    box.append(el('h2', { text: data.processes.length === 1 && procs.length === 1 && data.processes[0].id === 'all' ? 'Functions' : 'Functions per process' }));
+    // a sampled process's total is its samples', those of no stack (no row) included
+    const sampledTotal = new Map();
+    for (const st of data.stacks) sampledTotal.set(st.process, (sampledTotal.get(st.process) || 0) + st.value);
+    const all = SAMPLED ? data.total : data.rows.reduce((s, r) => s + r.value, 0);
+    const heading = SAMPLED ? 'Frames per process (own: innermost; total: anywhere on the stack)'
+      : data.processes.length === 1 && procs.length === 1 && data.processes[0].id === 'all' ? 'Functions' : 'Functions per process';
+    box.append(el('h2', { text: heading }));
     if (data.rows.length === 0) {
-      box.append(el('p', { text: 'No function was called.' }));
+      box.append(el('p', { text: SAMPLED ? 'No sample was taken.' : 'No function was called.' }));
     }
     const byProcess = new Map();
     for (const r of data.rows) {
@@ -466,13 +487,13 @@
       const mine = byProcess.get(p) || [];
       if (!mine.length) continue;
       let withPct = false;
-      const total = mine.reduce((s, r) => s + r.value, 0);
+      const total = SAMPLED ? sampledTotal.get(p) || 0 : mine.reduce((s, r) => s + r.value, 0);
       const rows = mine.map((r) => {
         const f = data.functions[r.function];
         const q = PCT.get(p + ':' + r.function);
         if (q) withPct = true;
         return {
-          name: f.mfa, fn: r.function, calls: r.calls, value: r.value, words: r.words, blocks: r.blocks,
+          name: f.mfa, fn: r.function, calls: r.calls, value: r.value, total: r.total || 0, words: r.words, blocks: r.blocks,
           per: r.calls > 0 ? r.value / r.calls : 0, pct: total > 0 ? (100 * r.value) / total : 0,
           p50: q ? q.p50_ns : -1, p90: q ? q.p90_ns : -1, p99: q ? q.p99_ns : -1, max: q ? q.max_ns : -1,
         };
@@ -513,7 +534,7 @@
       const f = data.functions[r.fn];
       const tr = el('tr', {}, el('td', {},
         el('span', { class: 'fn', 'data-fn': r.fn, title: 'Search the graph for this function', text: r.name }),
-        el('span', { class: 'loc', text: f.file + ':' + f.line })));
+        el('span', { class: 'loc', text: where(f) })));
       for (const c of cols.slice(1)) {
         const td = el('td', { text: cell(c.key, r) });
         if (c.key === 'pct' && widest > 0) td.prepend(el('span', { class: 'bar', style: 'width:' + Math.round((36 * r.pct) / widest) + 'px' }));
@@ -525,7 +546,8 @@
     const foot = el('tr', {}, el('td', { text: 'total' }));
     for (const c of cols.slice(1)) {
       const r = { calls: sums.calls, value: total, per: 0, pct: 100, words: sums.words, blocks: sums.blocks };
-      const blank = c.key === 'per' || PCT_COLS.includes(c.key);
+      // a sample is counted once per frame of its stack in 'samples' and 'total'
+      const blank = c.key === 'per' || PCT_COLS.includes(c.key) || (SAMPLED && (c.key === 'calls' || c.key === 'total'));
       foot.append(el('td', { text: blank ? '' : cell(c.key, r) }));
     }
     return el('table', { class: 'functions' }, el('thead', {}, head), body, el('tfoot', {}, foot));
@@ -534,16 +556,20 @@
   // ---- header
   function header() {
     const title = $('title');
-    title.textContent = 'tprof — ' + data.trace_type + ' profile ';
+    title.textContent = 'tprof — ' + (SAMPLED ? data.samples.what : data.trace_type + ' profile') + ' ';
     title.append(el('span', { class: 'unit', text: '(' + data.unit + ')' }));
     const s = $('summary');
     s.textContent = '';
     const together = data.processes.length === 1 && data.processes[0].id === 'all';
-    s.append(KIND[data.trace_type] + '. Total ', el('b', { text: value(data.total) }),
+    s.append(WHAT + '. Total ', el('b', { text: value(data.total) }),
       together ? '' : ' in ', together ? '' : el('b', { text: String(data.processes.length) }),
       together ? '' : ' process' + (data.processes.length === 1 ? '' : 'es'),
-      ', ', el('b', { text: String(data.functions.length) }), ' function' + (data.functions.length === 1 ? '' : 's'),
-      data.call_tree ? ', by call path.' : ', flat (one frame per function).');
+      ', ', el('b', { text: String(data.functions.length) }), (SAMPLED ? ' frame' : ' function') + (data.functions.length === 1 ? '' : 's'),
+      SAMPLED ? ', from ' + int(data.samples.count) + ' sample' + (data.samples.count === 1 ? '' : 's') + ', by stack.'
+        : data.call_tree ? ', by call path.' : ', flat (one frame per function).');
+    if (SAMPLED && data.samples.dropped_note) {
+      s.append(el('span', { class: 'dropped', text: ' ' + data.samples.dropped_note + '.' }));
+    }
     if (data.runs.length) {
       const list = el('ul', { class: 'runs' });
       data.runs.forEach((r, i) => {

@@ -1,0 +1,246 @@
+//! The viewer's data for a sampled profile (the mapping: the parent module's docs, *Sampled
+//! profiles*).
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::Serialize;
+
+use super::{Figures, FunctionEntry, FunctionView, ProcessView, ViewData};
+use crate::export::sampled::{self, Dropped, Root};
+use crate::samples::{SampleFrame, SamplerKind};
+use crate::{Group, Profile};
+
+/// A native frame, or a wall sample's state, in the viewer's function list: named as a
+/// function (`module` is the name's path, for its colour), with `native` set.
+#[derive(Serialize)]
+pub(super) struct NativeView {
+    module: String,
+    name: String,
+    file: String,
+    line: u32,
+    mfa: String,
+    native: bool,
+}
+
+/// What was sampled, for the page's header.
+#[derive(Serialize)]
+pub(super) struct SamplesView {
+    /// `cpu samples at 999 Hz`.
+    what: String,
+    /// What the values are: `nanoseconds of CPU time`, ...
+    measure: String,
+    /// How many samples were taken.
+    count: u64,
+    /// How many were dropped because the sample buffer was full (their weight, rounded).
+    dropped: u64,
+    /// The nanoseconds those stood for.
+    dropped_ns: u64,
+    /// The sentence that says so, when any were.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dropped_note: Option<String>,
+}
+
+/// The viewer's data for `profile`'s samples.
+pub(super) fn view_data(profile: &Profile) -> ViewData<'_> {
+    let set = &profile.samples;
+    let kinds = sampled::samplers(set);
+    let labels = profile.labels();
+    let table = sampled::stack_frames(set);
+    let names: HashMap<runtime::Pid, &crate::ProcessRecord> =
+        profile.processes.iter().map(|p| (p.pid, p)).collect();
+    let mut functions = Entries::new(profile);
+    let mut processes: Vec<ProcessView> = Vec::new();
+    let mut process_index: HashMap<(bool, Root), usize> = HashMap::new();
+    let mut stacks: Vec<Figures> = Vec::new();
+    // Per process and function: samples with it on their stack, its own nanoseconds, and
+    // those of the samples with it on their stack.
+    let mut rows: BTreeMap<(usize, usize), (u64, f64, f64)> = BTreeMap::new();
+    let mut path: Vec<usize> = Vec::new();
+    for s in sampled::summed(set) {
+        let wall = s.sampler == SamplerKind::Wall;
+        let process = *process_index.entry((wall, s.root)).or_insert_with(|| {
+            let prefix = if kinds.len() > 1 {
+                format!("{}: ", s.sampler)
+            } else {
+                String::new()
+            };
+            let record = match s.root {
+                Root::Process(pid) => names.get(&pid).copied(),
+                Root::Outside => None,
+            };
+            processes.push(ProcessView {
+                id: match s.root {
+                    Root::Process(pid) => Group::Process(pid).to_string(),
+                    Root::Outside => sampled::OUTSIDE.to_owned(),
+                },
+                label: format!("{prefix}{}", s.root.label(&labels)),
+                name: record.and_then(|r| r.name.clone()),
+                initial_call: record.map(|r| r.initial_call.clone()).unwrap_or_default(),
+                run: record.map(|r| r.run),
+            });
+            processes.len() - 1
+        });
+        path.clear();
+        path.extend(
+            sampled::frames_of(&table, s.stack)
+                .iter()
+                .map(|&f| functions.frame(f)),
+        );
+        if let Some(state) = s.state {
+            path.push(functions.named(&sampled::state_frame(state)));
+        }
+        if let Some(&leaf) = path.last() {
+            rows.entry((process, leaf)).or_default().1 += s.ns;
+        }
+        // Each function once per path, however often it recurs on it.
+        let mut distinct = path.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        for f in distinct {
+            let row = rows.entry((process, f)).or_default();
+            row.0 += s.samples;
+            row.2 += s.ns;
+        }
+        stacks.push(Figures {
+            process,
+            frames: Some(path.clone()),
+            function: None,
+            calls: s.samples,
+            value: s.ns.round() as u64,
+            total: None,
+            words: None,
+            bytes: 0,
+            blocks: 0,
+        });
+    }
+    let rows = rows
+        .into_iter()
+        .map(|((process, function), (samples, own, total))| Figures {
+            process,
+            frames: None,
+            function: Some(function),
+            calls: samples,
+            value: own.round() as u64,
+            total: Some(total.round() as u64),
+            words: None,
+            bytes: 0,
+            blocks: 0,
+        })
+        .collect();
+    let total = stacks
+        .iter()
+        .map(|s| s.value)
+        .fold(0u64, u64::saturating_add);
+    let dropped = Dropped::of(set, None);
+    let measures: Vec<String> = kinds
+        .iter()
+        .map(|k| {
+            if kinds.len() > 1 {
+                format!("{k}: nanoseconds of {}", sampled::measure(*k))
+            } else {
+                format!("nanoseconds of {}", sampled::measure(*k))
+            }
+        })
+        .collect();
+    ViewData {
+        version: 1,
+        trace_type: profile.trace_type,
+        unit: "ns",
+        call_tree: true,
+        runs: &profile.meta.runs,
+        functions: functions.list,
+        processes,
+        stacks,
+        rows,
+        percentiles: Vec::new(),
+        total,
+        timelines: Vec::new(),
+        samples: Some(SamplesView {
+            what: sampled::describe(set),
+            measure: measures.join("; "),
+            count: set.samples.len() as u64,
+            dropped: dropped.count,
+            dropped_ns: dropped.ns.round() as u64,
+            dropped_note: dropped.note(),
+        }),
+    }
+}
+
+/// The viewer's function list being made: each sample frame once, each state once.
+struct Entries<'a> {
+    profile: &'a Profile,
+    list: Vec<FunctionEntry<'a>>,
+    of_frame: Vec<Option<usize>>,
+    named: HashMap<String, usize>,
+}
+
+impl<'a> Entries<'a> {
+    fn new(profile: &'a Profile) -> Entries<'a> {
+        Entries {
+            profile,
+            list: Vec::new(),
+            of_frame: vec![None; profile.samples.frames.len()],
+            named: HashMap::new(),
+        }
+    }
+
+    /// The index of sample frame `frame`.
+    fn frame(&mut self, frame: u32) -> usize {
+        if let Some(Some(i)) = self.of_frame.get(frame as usize) {
+            return *i;
+        }
+        let profile = self.profile;
+        let traced = match profile.samples.frames.get(frame as usize) {
+            Some(SampleFrame {
+                function: Some(f), ..
+            }) => profile.function_table.get(*f as usize),
+            _ => None,
+        };
+        let entry = match traced {
+            Some(function) => FunctionEntry::Traced(FunctionView {
+                function,
+                mfa: function.mfa(),
+            }),
+            None => {
+                let native = profile.samples.frames.get(frame as usize);
+                native_view(
+                    sampled::frame_name(profile, frame, true),
+                    native.and_then(|n| n.file.clone()).unwrap_or_default(),
+                    native.and_then(|n| n.line).unwrap_or(0),
+                )
+            }
+        };
+        self.list.push(entry);
+        let i = self.list.len() - 1;
+        if let Some(slot) = self.of_frame.get_mut(frame as usize) {
+            *slot = Some(i);
+        }
+        i
+    }
+
+    /// The index of a made-up frame named `name` (a state).
+    fn named(&mut self, name: &str) -> usize {
+        if let Some(&i) = self.named.get(name) {
+            return i;
+        }
+        self.list
+            .push(native_view(name.to_owned(), String::new(), 0));
+        self.named.insert(name.to_owned(), self.list.len() - 1);
+        self.list.len() - 1
+    }
+}
+
+/// A native frame's entry: `module` is the path before the name's last `::`.
+fn native_view(name: String, file: String, line: u32) -> FunctionEntry<'static> {
+    let module = name
+        .rsplit_once("::")
+        .map_or(String::new(), |(m, _)| m.to_owned());
+    FunctionEntry::Native(NativeView {
+        module,
+        mfa: name.clone(),
+        name,
+        file,
+        line,
+        native: true,
+    })
+}
