@@ -20,6 +20,29 @@
 //! calls (call_count), nanoseconds (call_time) and **bytes** (call_memory), where tprof's
 //! text report counts words. Processes go by their registered names, with the pid added where
 //! several processes of the profile share a name ([`Profile::labels`]).
+//!
+//! # Sampled profiles
+//!
+//! A profile of samples ([`Profile::samples`], sample mode) is exported as its samples by
+//! every format but `pretty` and `json` (which keep the profile as it is, samples included):
+//!
+//! | format | what a sample becomes |
+//! | --- | --- |
+//! | `speedscope` | sampled profiles in time order: every process together, then each |
+//! | `chrome` | nested slices at the times sampled, on each process's track |
+//! | `pprof` | `samples/count` and `cpu/nanoseconds` (or `wall/nanoseconds`), labelled `pid`, `process`, `thread`, `state`; native frames at their addresses in their mappings |
+//! | `folded` | one line per distinct path, the process first |
+//! | `svg` | a flame graph of those paths, frames under a pixel left out |
+//! | `html` | the viewer's flame graph and, per process, a table of the frames sampled |
+//!
+//! Samples weigh **nanoseconds**: their weight times their source's period, that is CPU time
+//! for CPU samples, and for wall samples wall time summed over processes. CPU time outside any
+//! process goes under one root, `(outside processes)`; a wall sample's state is its innermost
+//! frame (`[receive]`) where stacks are drawn, and a label in pprof. Samples dropped because
+//! the sample buffer was full are reported by each format as it can: a comment (pprof), the
+//! file's and the profile's names (speedscope), `otherData` and an instant event (chrome), a
+//! `(dropped samples)` path (folded, svg) and a subtitle (svg), the header (html). Every
+//! export is linear in the samples, stacks and frames (plus sorting).
 
 use std::fmt;
 use std::io::{self, Write};
@@ -52,7 +75,8 @@ pub enum Format {
     /// The profile as JSON.
     Json,
     /// speedscope's file format: one sampled profile per process, each call path weighing
-    /// its own calls (unit `none`), nanoseconds, or bytes (call_memory).
+    /// its own calls (unit `none`), nanoseconds, or bytes (call_memory). Samples: every
+    /// process together, then each, in time order, in nanoseconds.
     Speedscope,
     /// Chrome trace-event JSON, for Perfetto and `chrome://tracing`: one track per process.
     /// A process with an event log ([`Profile::event_logs`]) is a real timeline: each traced
@@ -60,19 +84,23 @@ pub enum Format {
     /// frames were, its log's dropped events noted. The other processes show their call tree
     /// as nested slices whose durations are the inclusive figures — polled time for
     /// call_time; for call_count and call_memory, 1 µs per call or per byte allocated.
+    /// Samples: nested slices at the times they were taken, on each process's track.
     Chrome,
     /// Gzipped `profile.proto`, for `go tool pprof`: a sample per process and call path,
-    /// labelled `process` and `pid` (the messages: [`pprof`]).
+    /// labelled `process` and `pid` (the messages: [`pprof`]). Samples: `samples/count` and
+    /// `cpu/nanoseconds` or `wall/nanoseconds`, labelled `thread` and `state` too.
     Pprof,
     /// Folded stacks, for flamegraph.pl and inferno: one line per process and call path, the
     /// process as the root frame, valued in calls, nanoseconds or bytes (call_memory).
+    /// Samples: one line per distinct path, in nanoseconds.
     Folded,
     /// A flame graph of every process, as SVG (drawn by inferno), in calls, nanoseconds or
-    /// bytes (call_memory).
+    /// bytes (call_memory). Samples: in nanoseconds, frames under a pixel left out.
     Svg,
     /// One self-contained HTML page: a flame graph with zoom and search, per-process
     /// tables, and per-process timelines when the profile has event logs
-    /// ([`Profile::event_logs`]); it needs no network.
+    /// ([`Profile::event_logs`]); it needs no network. Samples: their flame graph and, per
+    /// process, a table of the frames sampled.
     Html,
 }
 
@@ -215,7 +243,7 @@ impl From<serde_json::Error> for ExportError {
 /// # Errors
 ///
 /// [`ExportError::Io`] when writing fails; [`ExportError::Unsupported`] for an `svg` of a
-/// profile in which nothing was measured.
+/// profile in which nothing was measured (or, sampled, in which no sample was taken).
 ///
 /// # Examples
 ///

@@ -1151,6 +1151,180 @@ fn json_carries_the_samples_and_reads_back_as_the_same_profile() {
     assert_eq!(samples["frames"][3]["name"], "core::str::from_utf8");
 }
 
+// ---------------------------------------------------------------- many processes
+
+#[test]
+fn every_export_of_many_processes_is_one_entry_per_process_and_stack() {
+    // 10,000 processes, two consecutive samples each of main > handle > next (one stack).
+    const N: u32 = 10_000;
+    let mut profile = cpu_profile();
+    profile.processes.clear();
+    let set = &mut profile.samples;
+    set.sources[0].dropped = 0.0;
+    set.samples = (0..N)
+        .flat_map(|i| {
+            let pid = Some(Pid::from_parts(0, 100 + i, 0));
+            let at = u64::from(i) * 10;
+            [
+                sample(at, pid, Some(0), 1.0, Some(5)),
+                sample(at + 1, pid, Some(0), 1.0, Some(5)),
+            ]
+        })
+        .collect();
+    let n = N as usize;
+    assert_eq!(lines(Format::Folded, &profile).len(), n);
+    assert_eq!(decode_pprof(&profile).sample.len(), n);
+    let (_, profiles) = speedscope_profiles(&profile);
+    assert_eq!(profiles.len(), n + 1);
+    assert!(
+        profiles
+            .iter()
+            .skip(1)
+            .all(|(_, samples)| samples.len() == 1)
+    );
+    let (_, _, slices) = chrome(&profile);
+    assert_eq!(
+        slices.len(),
+        3 * n,
+        "one slice per frame of each process's run"
+    );
+    let (_, data) = html(&profile);
+    assert_eq!(data["stacks"].as_array().unwrap().len(), n);
+    assert_eq!(data["rows"].as_array().unwrap().len(), 3 * n);
+    // Each process is 1/10,000 of the width: under a pixel, so not drawn.
+    let (frames, _) = svg_frames(&export::to_string(Format::Svg, &profile).unwrap());
+    assert_eq!(frames.len(), 1, "only `all`");
+}
+
+// ---------------------------------------------------------------- a real sampled profile
+
+#[runtime::traced]
+fn busy(n: u64) -> u64 {
+    (0..n).fold(0u64, |a, i| a.rotate_left(5) ^ i.wrapping_mul(31))
+}
+
+#[runtime::traced]
+async fn work() -> u64 {
+    let mut total = 0;
+    for _ in 0..300 {
+        total ^= busy(40_000);
+        tokio::task::yield_now().await;
+    }
+    total
+}
+
+/// A real CPU-sampled profile of [`work`] (Linux: the CPU sampler's timers).
+#[cfg(target_os = "linux")]
+fn real_sampled() -> Profile {
+    let outcome = tprof::profile(
+        || async { work().await },
+        tprof::ProfileOptions::new()
+            .sample(runtime::sample::SampleOptions::new().hz(999))
+            .report(tprof::Report::Return),
+    )
+    .expect("profiled");
+    assert!(outcome.result.is_ok());
+    let profile = outcome.profile;
+    assert!(!profile.samples.samples.is_empty(), "samples were taken");
+    profile
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn every_export_of_a_real_sampled_profile_shows_its_samples() {
+    let profile = real_sampled();
+    let set = &profile.samples;
+    let pid = profile.processes[0].pid;
+    let label = pid.to_string();
+    let weight_ns = |pred: &dyn Fn(&SampleRecord) -> bool| -> f64 {
+        set.samples
+            .iter()
+            .filter(|s| pred(s))
+            .map(|s| s.weight * set.sources[s.source as usize].period_ns())
+            .sum()
+    };
+    let total_ns = weight_ns(&|_| true);
+    // folded: the values add up to the samples' nanoseconds (each line rounded), and the
+    // process's lines pass through work into busy.
+    let folded = lines(Format::Folded, &profile);
+    let sum: u64 = folded
+        .iter()
+        .filter(|l| !l.starts_with("(dropped_samples)"))
+        .map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap())
+        .sum();
+    assert!(
+        (sum as f64 - total_ns).abs() <= folded.len() as f64,
+        "{sum} vs {total_ns}"
+    );
+    assert!(
+        folded.iter().any(|l| l.starts_with(&format!(
+            "{label};export_samples::work;export_samples::busy"
+        ))),
+        "{folded:#?}"
+    );
+    // pprof: cpu nanoseconds as much as the samples weigh, every sample of the process
+    // labelled with its pid.
+    let p = decode_pprof(&profile);
+    let types: Vec<&str> = p.sample_type.iter().map(|t| p.string(t.r#type)).collect();
+    assert_eq!(types, ["samples", "cpu"]);
+    let counted: i64 = p.sample.iter().map(|s| s.value[0]).sum();
+    assert_eq!(counted, set.samples.len() as i64);
+    let cpu: i64 = p.sample.iter().map(|s| s.value[1]).sum();
+    assert!((cpu as f64 - total_ns).abs() <= p.sample.len() as f64);
+    let of_pid = |s: &tprof::export::pprof::Sample| {
+        s.label
+            .iter()
+            .any(|l| p.string(l.key) == "pid" && p.string(l.str) == label)
+    };
+    let pid_ns: i64 = p
+        .sample
+        .iter()
+        .filter(|s| of_pid(s))
+        .map(|s| s.value[1])
+        .sum();
+    let expected = weight_ns(&|s| s.pid == Some(pid));
+    assert!((pid_ns as f64 - expected).abs() <= p.sample.len() as f64);
+    // Native frames keep their addresses, each in a mapping that holds it.
+    for l in p.location.iter().filter(|l| l.mapping_id != 0) {
+        let m = &p.mapping[usize::try_from(l.mapping_id).unwrap() - 1];
+        assert!(m.memory_start <= l.address && l.address < m.memory_limit);
+    }
+    // speedscope: the profile of every process weighs the samples, and the process's own
+    // profile is there.
+    let (_, profiles) = speedscope_profiles(&profile);
+    let all: u64 = profiles[0].1.iter().map(|(_, w)| w).sum();
+    assert!((all as f64 - total_ns).abs() <= profiles[0].1.len() as f64);
+    assert!(profiles.iter().any(|(name, _)| *name == label));
+    // chrome: slices nest (checked by `chrome`), and busy is drawn on the process's track.
+    let (_, meta, slices) = chrome(&profile);
+    let track = meta
+        .iter()
+        .find(|(name, _, _, args)| name == "process_name" && args["name"] == label.as_str())
+        .map(|(_, pid, _, _)| *pid)
+        .expect("the process's track");
+    assert!(
+        slices
+            .iter()
+            .any(|s| s.0 == track && s.2 == "export_samples::busy")
+    );
+    // svg and html draw the same total.
+    let (_, total) = svg_frames(&export::to_string(Format::Svg, &profile).unwrap());
+    assert_eq!(
+        total,
+        sum + folded
+            .iter()
+            .filter(|l| l.starts_with("(dropped_samples)"))
+            .map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap())
+            .sum::<u64>()
+    );
+    let (_, data) = html(&profile);
+    assert!(
+        (data["total"].as_f64().unwrap() - total_ns).abs()
+            <= data["stacks"].as_array().unwrap().len() as f64
+    );
+    assert_eq!(data["samples"]["count"], set.samples.len());
+}
+
 // ---------------------------------------------------------------- files for the real tools
 
 #[test]
@@ -1159,11 +1333,13 @@ fn write_sample_files() {
     let dir = std::env::var_os("TPROF_EXPORT_DIR")
         .map_or_else(|| std::env::temp_dir().join("tprof-exports"), Into::into);
     std::fs::create_dir_all(&dir).unwrap();
-    let named = [
+    let mut named = vec![
         ("samples-cpu", cpu_profile()),
         ("samples-wall", wall_profile()),
         ("samples-mixed", mixed_profile()),
     ];
+    #[cfg(target_os = "linux")]
+    named.push(("samples-real", real_sampled()));
     for (name, profile) in &named {
         for &f in Format::ALL {
             let path = dir.join(format!("{name}.{}", f.extension()));
