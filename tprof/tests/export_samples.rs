@@ -527,35 +527,28 @@ fn pprof_of_wall_samples_values_wall_time_and_labels_the_state() {
     assert_eq!(p.string(p.default_sample_type), "wall");
     assert_eq!(p.period, 10_000_000);
     let got = pprof_samples(&p);
-    let frames = |f: &[&str]| f.iter().map(|n| (*n).to_owned()).collect::<Vec<_>>();
+    let read = |f: &[&str], process: &str, pid: &str, state: &str, value: Vec<i64>| {
+        let frames = f.iter().map(|n| (*n).to_owned()).collect::<Vec<_>>();
+        let labels = labels(&[("process", process), ("pid", pid), ("state", state)]);
+        (frames, labels, value)
+    };
+    let handle = ["app::handle", "app::main"];
     let mut expected: Vec<ReadSample> = vec![
-        (
-            frames(&["app::main"]),
-            labels(&[
-                ("process", "dispatcher"),
-                ("pid", "<0.5.0>"),
-                ("state", "receive"),
-            ]),
+        read(
+            &["app::main"],
+            "dispatcher",
+            "<0.5.0>",
+            "receive",
             vec![2, 40_000_000],
         ),
-        (
-            frames(&["app::handle", "app::main"]),
-            labels(&[
-                ("process", "dispatcher"),
-                ("pid", "<0.5.0>"),
-                ("state", "running"),
-            ]),
+        read(
+            &handle,
+            "dispatcher",
+            "<0.5.0>",
+            "running",
             vec![1, 10_000_000],
         ),
-        (
-            frames(&["app::handle", "app::main"]),
-            labels(&[
-                ("process", "<0.6.0>"),
-                ("pid", "<0.6.0>"),
-                ("state", "call"),
-            ]),
-            vec![1, 40_000_000],
-        ),
+        read(&handle, "<0.6.0>", "<0.6.0>", "call", vec![1, 40_000_000]),
     ];
     expected.sort();
     assert_eq!(got, expected);
