@@ -1331,6 +1331,10 @@ fn write_sample_files() {
         ("samples-wall", wall_profile()),
         ("samples-mixed", mixed_profile()),
     ];
+    // Every sample dropped: the buffer was full from the start.
+    let mut dropped = cpu_profile();
+    dropped.samples.samples.clear();
+    named.push(("samples-all-dropped", dropped));
     #[cfg(target_os = "linux")]
     named.push(("samples-real", real_sampled()));
     for (name, profile) in &named {
