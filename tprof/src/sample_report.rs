@@ -1,113 +1,378 @@
-//! Sample mode's text report, as Julia's `Profile.print` prints it: a tree of stacks with
-//! counts, or a flat list of frames.
+//! Sample mode's text reports, as Julia's `Profile.print` prints them: the tree of stacks and
+//! the flat list of frames, with Julia's options ([`PrintOptions`]), and who called a
+//! function ([`callers`]).
 //!
-//! Counts are samples' weights summed: timer periods for CPU samples, process-ticks for wall
-//! samples. Each process is its own tree's root (`groupby = process`) unless asked otherwise.
+//! # What is counted
+//!
+//! A count is a weight summed ([`SampleRecord::weight`](crate::samples::SampleRecord::weight)):
+//! timer periods for CPU samples, process-ticks for wall samples; it prints rounded (ties to
+//! even, as Julia rounds). A line's *count* is the weight of the samples whose stack went
+//! through it, its *overhead* the weight of those whose stack ended there (the frame itself
+//! was running). A sample's stack is its traced frames, outermost first, then the native
+//! frames of the untraced code it ran below them (CPU samples; see
+//! [`crate::samples`]). CPU and wall samples are reported apart (under `CPU samples:` and
+//! `Wall samples:` when a profile has both): their units differ.
+//!
+//! # The tree
+//!
+//! ```text
+//! Overhead ╎ [+additional indent] Count File:Line; Function
+//! =========================================================
+//!  ╎10 src/app.rs:3; app::main/0
+//!  ╎ 10 src/app.rs:9; app::serve/0
+//! 4╎  4  src/app.rs:20; app::parse/1
+//! 6╎  6  src/app.rs:30; app::reply/1
+//! Total snapshots: 10. Utilization: 50% across all threads and processes. Use the `groupby` option to break down by thread and/or process.
+//! ```
+//!
+//! Lines are laid out as Julia's (see the `tree` module's notes: the overhead column, the `╎`
+//! guides every fifth level of indentation, `+n` for indentation cut at half the
+//! [`width`](PrintOptions::width)). With [`groupby`](PrintOptions::groupby), the header is
+//! printed once, then each group: its name and totals on one line
+//! (`Process <0.5.0> (server) Total snapshots: 10. Utilization: 50%`), its tree, a blank line;
+//! a group nested in another (`process,thread`) follows its outer group's name on the line,
+//! or under it, one space in, when the outer group has several.
+//!
+//! *Utilization* is Julia's share of snapshots not sleeping: for wall samples, the share of
+//! process-ticks in which the process was running; for CPU samples, the CPU time the samples
+//! stand for (weight × the timer's period) over the time the group could have run — the
+//! sampling's duration, once for a process (it runs on one thread at a time), else once per
+//! thread its samples came from.
+//!
+//! # The flat list
+//!
+//! A line per frame, wherever it was on the stack: see the `flat` module's notes. It comes
+//! after the totals of its group in a grouped report, before them otherwise, as Julia's.
+//!
+//! # Wall samples
+//!
+//! A report of wall samples (their stacks are the paths processes wait in) starts with where
+//! the processes wait: the share of process-ticks in each state (running, runnable, receive,
+//! call, ...), then each process's states and longest mailbox (see the `wall` module's
+//! notes).
+//!
+//! # Dropped and missing samples
+//!
+//! Samples dropped because the buffer was full are counted in every report, with the setting
+//! to raise ([`SampleOptions::n`](runtime::sample::SampleOptions::n)). A report with nothing
+//! to show says so, in Julia's words:
+//!
+//! ```text
+//! Warning: There were no samples collected.
+//! Run your program longer (perhaps by running it multiple times),
+//! or raise the sampling rate with `SampleOptions::hz`.
+//! ```
+//!
+//! # Cost
+//!
+//! Linear in the samples (each goes into its group's weight per stack), and in each group's
+//! stacks and frames (one walk of the stack tree: see the `walk` module), n log n for sorting
+//! the groups and each line's siblings. 100,000 processes grouped by process make 100,000
+//! trees, each as large as its own stacks.
+//!
+//! # Examples
+//!
+//! ```
+//! use runtime::Pid;
+//! use tprof::samples::{SampleFrame, SampleRecord, SampleSource, SampleStack, SamplerKind};
+//! use tprof::sample_report::{self, PrintOptions};
+//! use tprof::{Function, Profile, TraceType};
+//!
+//! let mut profile = Profile::empty(TraceType::CallCount);
+//! profile.function_table = vec![Function {
+//!     module: "app".into(), name: "work".into(), arity: 0, file: "src/app.rs".into(), line: 7,
+//! }];
+//! let set = &mut profile.samples;
+//! set.sources = vec![SampleSource {
+//!     run: 0, node: 0, sampler: SamplerKind::Cpu, hz: 100, dropped: 0.0,
+//!     native_walked: true, duration_ns: 1_000_000_000, capacity: 1000,
+//! }];
+//! set.frames = vec![
+//!     SampleFrame { function: Some(0), name: String::new(), file: None, line: None, address: 0 },
+//!     SampleFrame {
+//!         function: None, name: "app::checksum".into(), file: Some("src/sum.rs".into()),
+//!         line: Some(3), address: 0x1000,
+//!     },
+//! ];
+//! set.stacks = vec![
+//!     SampleStack { parent: None, frame: 0 },
+//!     SampleStack { parent: Some(0), frame: 1 },
+//! ];
+//! let pid: Pid = "<0.5.0>".parse().unwrap();
+//! let sample = |stack, weight| SampleRecord {
+//!     source: 0, pid: Some(pid), thread: None, time_ns: 0, weight, stack: Some(stack),
+//!     state: None, mailbox_len: 0,
+//! };
+//! set.samples = vec![sample(0, 2.0), sample(1, 6.0)];
+//!
+//! let mut out = Vec::new();
+//! sample_report::print(&mut out, &profile, &PrintOptions::default()).unwrap();
+//! assert_eq!(
+//!     String::from_utf8(out).unwrap(),
+//!     "Overhead ╎ [+additional indent] Count File:Line; Function\n\
+//!      =========================================================\n\
+//!      2╎8 src/app.rs:7; app::work/0\n\
+//!      6╎ 6 src/sum.rs:3; app::checksum\n\
+//!      Total snapshots: 8. Utilization: 8% across all threads and processes. \
+//!      Use the `groupby` option to break down by thread and/or process.\n",
+//! );
+//! ```
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::io::{self, Write};
 
-use crate::profile::Profile;
-use crate::samples::SampleSet;
+use runtime::Pid;
 
-/// How [`print`] lays a sample report out: Julia's `Profile.print` keywords.
-#[derive(Clone, Debug, PartialEq)]
-#[non_exhaustive]
-pub struct PrintOptions {
-    /// Deepest tree level printed (Julia's `maxdepth`).
-    pub maxdepth: usize,
-    /// Lines with fewer samples are left out (Julia's `mincount`).
-    pub mincount: f64,
-}
+use crate::profile::{ProcessRecord, Profile};
+use crate::samples::{SampleSet, SamplerKind};
 
-impl Default for PrintOptions {
-    fn default() -> Self {
-        PrintOptions {
-            maxdepth: usize::MAX,
-            mincount: 0.0,
-        }
-    }
-}
+mod callers;
+mod flat;
+mod frames;
+mod groups;
+mod options;
+mod tree;
+mod walk;
+mod wall;
 
-/// A node of the printed tree: its count and its children by frame.
-#[derive(Default)]
-struct Node {
-    count: f64,
-    children: BTreeMap<u32, Node>,
-}
+pub use callers::{Caller, callers};
+pub use options::{GroupBy, OptionError, PrintOptions, Recur, ReportFormat, SortedBy};
 
-/// Prints `profile`'s samples as a tree, one per process.
+use frames::Keys;
+use groups::{Group, Section};
+use walk::Walked;
+
+/// The tree's header: Julia's.
+const HEADER: &str = "Overhead ╎ [+additional indent] Count File:Line; Function\n\
+                      =========================================================";
+
+/// What follows the totals of an ungrouped report.
+const ACROSS: &str = "across all threads and processes. \
+                      Use the `groupby` option to break down by thread and/or process.";
+
+/// Prints `profile`'s samples as `options` say: the tree, the flat list or both, of each
+/// sampler's samples, after where processes wait for wall samples, with dropped samples
+/// counted.
 ///
 /// # Errors
+///
 /// Those of `out`.
 pub fn print(out: &mut dyn Write, profile: &Profile, options: &PrintOptions) -> io::Result<()> {
-    let set: &SampleSet = &profile.samples;
-    writeln!(
-        out,
-        "Overhead ╎ [+additional indent] Count File:Line; Function"
-    )?;
-    writeln!(
-        out,
-        "========================================================="
-    )?;
-    let mut by_process: BTreeMap<Option<runtime::Pid>, Node> = BTreeMap::new();
-    for s in &set.samples {
-        let root = by_process.entry(s.pid).or_default();
-        root.count += s.weight;
-        let mut at = root;
-        if let Some(stack) = s.stack {
-            for frame in set.frames_of(stack) {
-                at = at.children.entry(frame).or_default();
-                at.count += s.weight;
+    let set = &profile.samples;
+    let sections = Section::of(set, options.sampler);
+    if sections.is_empty() {
+        return warning_empty(out, false);
+    }
+    let keys = Keys::new(set, &profile.function_table, options);
+    let records = crate::table::records(profile);
+    let several = sections.len() > 1;
+    for (i, section) in sections.iter().enumerate() {
+        if i > 0 {
+            writeln!(out)?;
+        }
+        if several {
+            let title = match section.kind {
+                SamplerKind::Cpu => "CPU samples:",
+                SamplerKind::Wall => "Wall samples:",
+            };
+            writeln!(out, "{title}\n")?;
+        }
+        print_section(out, set, section, &keys, &records, options)?;
+    }
+    Ok(())
+}
+
+/// One sampler's report.
+fn print_section(
+    out: &mut dyn Write,
+    set: &SampleSet,
+    section: &Section<'_>,
+    keys: &Keys<'_>,
+    records: &HashMap<Pid, &ProcessRecord>,
+    options: &PrintOptions,
+) -> io::Result<()> {
+    if section.samples.is_empty() {
+        warning_empty(out, false)?;
+    } else {
+        if section.kind == SamplerKind::Wall {
+            wall::print(out, &section.samples, records, options.mincount)?;
+        }
+        let groups = section.groups(set, options.groupby);
+        let walked: Vec<Walked> = groups
+            .iter()
+            .map(|g| walk::walk(set, keys, &g.stacks, options.recur))
+            .collect();
+        let report = Report {
+            set,
+            kind: section.kind,
+            groups: &groups,
+            walked: &walked,
+            keys,
+            records,
+            options,
+        };
+        match options.format {
+            ReportFormat::Tree => report.print(out, Table::Tree)?,
+            ReportFormat::Flat => report.print(out, Table::Flat)?,
+            ReportFormat::Both => {
+                report.print(out, Table::Tree)?;
+                writeln!(out)?;
+                report.print(out, Table::Flat)?;
             }
         }
     }
-    for (pid, root) in &by_process {
-        let label = match pid {
-            Some(pid) => profile.group_label(crate::Group::Process(*pid)),
-            None => "(outside processes)".to_owned(),
-        };
+    dropped(out, set, section)
+}
+
+/// The tree or the flat list.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Table {
+    Tree,
+    Flat,
+}
+
+/// One sampler's groups, walked.
+struct Report<'a> {
+    set: &'a SampleSet,
+    kind: SamplerKind,
+    groups: &'a [Group],
+    walked: &'a [Walked],
+    keys: &'a Keys<'a>,
+    records: &'a HashMap<Pid, &'a ProcessRecord>,
+    options: &'a PrintOptions,
+}
+
+impl Report<'_> {
+    /// Prints `table` of every group, with their headers and totals.
+    fn print(&self, out: &mut dyn Write, table: Table) -> io::Result<()> {
+        let grouped = self.options.groupby != GroupBy::None;
+        if !grouped {
+            let (Some(group), Some(walked)) = (self.groups.first(), self.walked.first()) else {
+                return warning_empty(out, false);
+            };
+            if is_empty(walked, table) {
+                return warning_empty(out, false);
+            }
+            if table == Table::Tree {
+                writeln!(out, "{HEADER}")?;
+            }
+            self.table(out, walked, table)?;
+            return writeln!(out, "{} {ACROSS}", self.totals(group));
+        }
+        if table == Table::Tree {
+            writeln!(out, "{HEADER}")?;
+        }
+        let mut any_empty = false;
+        for (i, (group, walked)) in self.groups.iter().zip(self.walked).enumerate() {
+            let label = |at: usize| {
+                group
+                    .parts
+                    .get(at)
+                    .map_or_else(String::new, |p| p.label(self.set, self.records))
+            };
+            let outer_of = |g: &Group| g.parts.first().copied();
+            let mut name = label(0);
+            if group.parts.len() > 1 {
+                let first = i == 0 || outer_of(&self.groups[i - 1]) != outer_of(group);
+                let alone = first
+                    && self
+                        .groups
+                        .get(i + 1)
+                        .is_none_or(|next| outer_of(next) != outer_of(group));
+                if alone {
+                    name = format!("{name} {}", label(1));
+                } else {
+                    if first {
+                        writeln!(out, "{name}")?;
+                    }
+                    name = format!(" {}", label(1));
+                }
+            }
+            writeln!(out, "{name} {}", self.totals(group))?;
+            if is_empty(walked, table) {
+                any_empty = true;
+            } else {
+                self.table(out, walked, table)?;
+            }
+            writeln!(out)?;
+        }
+        if any_empty {
+            warning_empty(out, true)?;
+        }
+        Ok(())
+    }
+
+    /// `table`'s lines of one group.
+    fn table(&self, out: &mut dyn Write, walked: &Walked, table: Table) -> io::Result<()> {
+        match table {
+            Table::Tree => tree::print(out, walked, self.keys, self.options),
+            Table::Flat => flat::print(out, &walked.flat, self.keys, self.options),
+        }
+    }
+
+    /// `Total snapshots: N. Utilization: P%`.
+    fn totals(&self, group: &Group) -> String {
+        format!(
+            "Total snapshots: {}. Utilization: {}%",
+            rounded(group.total),
+            rounded(group.utilization(self.set, self.kind))
+        )
+    }
+}
+
+/// Whether `table` of a group has no line.
+fn is_empty(walked: &Walked, table: Table) -> bool {
+    match table {
+        Table::Tree => walked
+            .tree
+            .first()
+            .is_none_or(|root| root.children.is_empty()),
+        Table::Flat => walked.flat.is_empty(),
+    }
+}
+
+/// Julia's `warning_empty`, adapted.
+fn warning_empty(out: &mut dyn Write, in_groups: bool) -> io::Result<()> {
+    writeln!(
+        out,
+        "Warning: There were no samples collected{}.\n\
+         Run your program longer (perhaps by running it multiple times),\n\
+         or raise the sampling rate with `SampleOptions::hz`.",
+        if in_groups {
+            " in one or more groups"
+        } else {
+            ""
+        }
+    )
+}
+
+/// The line saying how many samples of `section` were dropped, if any were.
+fn dropped(out: &mut dyn Write, set: &SampleSet, section: &Section<'_>) -> io::Result<()> {
+    let sources = section
+        .sources
+        .iter()
+        .filter_map(|&s| set.sources.get(s as usize));
+    let (dropped, capacity) = sources
+        .filter(|s| s.dropped > 0.0)
+        .fold((0.0, 0), |(d, c), s| (d + s.dropped, s.capacity.max(c)));
+    if dropped > 0.0 {
         writeln!(
             out,
-            "Process {label} Total snapshots: {}",
-            root.count.round() as u64
+            "Warning: {} samples were dropped: the sample buffer ({capacity} samples) was full. \
+             Raise SampleOptions::n to keep them.",
+            rounded(dropped)
         )?;
-        print_children(out, profile, root, 0, options)?;
-        writeln!(out)?;
     }
     Ok(())
 }
 
-fn print_children(
-    out: &mut dyn Write,
-    profile: &Profile,
-    node: &Node,
-    depth: usize,
-    options: &PrintOptions,
-) -> io::Result<()> {
-    if depth >= options.maxdepth {
-        return Ok(());
-    }
-    let set = &profile.samples;
-    let mut children: Vec<(&u32, &Node)> = node.children.iter().collect();
-    children.sort_by(|a, b| b.1.count.total_cmp(&a.1.count));
-    for (frame, child) in children {
-        if child.count < options.mincount {
-            continue;
-        }
-        let own = child.count - child.children.values().map(|c| c.count).sum::<f64>();
-        let location = set
-            .frame_location(&profile.function_table, *frame)
-            .map_or_else(|| "unknown".to_owned(), |(f, l)| format!("{f}:{l}"));
-        writeln!(
-            out,
-            "{:>8} ╎{}{} {location}; {}",
-            own.round() as u64,
-            " ".repeat(depth),
-            child.count.round() as u64,
-            set.frame_name(&profile.function_table, *frame)
-        )?;
-        print_children(out, profile, child, depth + 1, options)?;
-    }
-    Ok(())
+/// A weight as printed: rounded to a whole number, ties to even (as Julia's `round`).
+pub(crate) fn rounded(weight: f64) -> u64 {
+    // A negative or NaN weight (a damaged profile) prints as 0.
+    weight.round_ties_even() as u64
+}
+
+/// How many digits `n` prints with (1 for 0).
+fn ndigits(n: u64) -> usize {
+    n.checked_ilog10().map_or(1, |d| d as usize + 1)
 }

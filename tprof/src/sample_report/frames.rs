@@ -1,0 +1,218 @@
+//! Which frames print as one line, and how: frames of one function, file and line are one
+//! *key* when [`combine`](super::PrintOptions::combine) is on (else each frame, address and
+//! all, is its own); native frames have none when [`native`](super::PrintOptions::native) is
+//! off, so that a sample counts at its innermost traced frame. Each key has its text (name,
+//! file, line) and its place in [`SortedBy`]'s orders. Linear in the frames.
+
+use std::borrow::Cow;
+use std::cmp::Ordering;
+use std::collections::HashMap;
+
+use super::options::{PrintOptions, SortedBy};
+use crate::profile::Function;
+use crate::samples::{SampleFrame, SampleSet};
+
+/// The keys of a sample set's frames.
+pub(super) struct Keys<'a> {
+    /// Per frame, its key; `None` for a frame not shown.
+    of_frame: Vec<Option<u32>>,
+    /// Per key, what it prints as.
+    keys: Vec<Key<'a>>,
+}
+
+/// What one key prints as.
+pub(super) struct Key<'a> {
+    /// One of its frames (an index into [`SampleSet::frames`]).
+    pub(super) frame: u32,
+    /// The function: `module::name/arity` for a traced one, the native name otherwise
+    /// (empty when unknown).
+    pub(super) name: Cow<'a, str>,
+    /// Its file, when known.
+    pub(super) file: Option<&'a str>,
+    /// Its line, when known.
+    pub(super) line: Option<u32>,
+    /// The instruction address it is shown with (native frames, `combine` off).
+    pub(super) address: Option<u64>,
+}
+
+impl<'a> Keys<'a> {
+    /// The keys of `set`'s frames under `options`; `functions` is the profile's function
+    /// table.
+    pub(super) fn new(
+        set: &'a SampleSet,
+        functions: &'a [Function],
+        options: &PrintOptions,
+    ) -> Self {
+        type Identity<'b> = (Option<u32>, &'b str, Option<&'b str>, Option<u32>);
+        let mut by_identity: HashMap<Identity<'a>, u32> = HashMap::new();
+        let mut keys: Vec<Key<'a>> = Vec::new();
+        let of_frame = set
+            .frames
+            .iter()
+            .enumerate()
+            .map(|(i, frame)| {
+                if frame.function.is_none() && !options.native {
+                    return None;
+                }
+                let i = crate::profile::index32(i);
+                let key = Key::of(i, frame, functions, options.combine);
+                if !options.combine {
+                    keys.push(key);
+                    return Some(crate::profile::index32(keys.len() - 1));
+                }
+                let identity = (
+                    frame.function,
+                    frame.name.as_str(),
+                    frame.file.as_deref(),
+                    frame.line,
+                );
+                let next = crate::profile::index32(keys.len());
+                let id = *by_identity.entry(identity).or_insert(next);
+                if id == next {
+                    keys.push(key);
+                }
+                Some(id)
+            })
+            .collect();
+        Keys { of_frame, keys }
+    }
+
+    /// The key `frame` prints under; `None` when it is not shown (or not a frame).
+    pub(super) fn of(&self, frame: u32) -> Option<u32> {
+        self.of_frame.get(frame as usize).copied().flatten()
+    }
+
+    /// What `key` prints as.
+    pub(super) fn get(&self, key: u32) -> &Key<'a> {
+        &self.keys[key as usize]
+    }
+
+    /// How many keys there are.
+    pub(super) fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// `a` against `b` in `order`'s sense, for the orders by place or name (the others fall
+    /// back on the place).
+    pub(super) fn cmp(&self, a: u32, b: u32, order: SortedBy) -> Ordering {
+        let (a, b) = (self.get(a), self.get(b));
+        a.is_unknown()
+            .cmp(&b.is_unknown())
+            .then_with(|| match order {
+                SortedBy::Name => (a.name.as_ref(), a.file, a.line, a.address).cmp(&(
+                    b.name.as_ref(),
+                    b.file,
+                    b.line,
+                    b.address,
+                )),
+                _ => (a.file, a.name.as_ref(), a.line, a.address).cmp(&(
+                    b.file,
+                    b.name.as_ref(),
+                    b.line,
+                    b.address,
+                )),
+            })
+            .then(a.frame.cmp(&b.frame))
+    }
+}
+
+impl<'a> Key<'a> {
+    fn of(
+        frame_index: u32,
+        frame: &'a SampleFrame,
+        functions: &'a [Function],
+        combine: bool,
+    ) -> Self {
+        match frame.function {
+            Some(f) => {
+                let function = functions.get(f as usize);
+                Key {
+                    frame: frame_index,
+                    name: Cow::Owned(
+                        function.map_or_else(|| format!("<function {f}>"), Function::mfa),
+                    ),
+                    file: function.map(|f| f.file.as_str()).filter(|f| !f.is_empty()),
+                    line: function.map(|f| f.line).filter(|&l| l > 0),
+                    address: None,
+                }
+            }
+            None => Key {
+                frame: frame_index,
+                name: Cow::Borrowed(frame.name.as_str()),
+                file: frame.file.as_deref().filter(|f| !f.is_empty()),
+                line: frame.line.filter(|&l| l > 0),
+                address: (!combine).then_some(frame.address),
+            },
+        }
+    }
+
+    /// A frame of which nothing is known but, perhaps, its address.
+    pub(super) fn is_unknown(&self) -> bool {
+        self.name.is_empty() && self.file.is_none()
+    }
+
+    /// Its line as the tree prints it: `file:line; function`, the file cut to `wfile`
+    /// characters from the left and the function to `wfunc` from the right (`None`: not
+    /// cut).
+    pub(super) fn tree_text(&self, cut: Option<(usize, usize)>) -> String {
+        if self.is_unknown() {
+            return match self.address {
+                Some(address) => format!("[unknown function] (pointer: {})", pointer(address)),
+                None => "[unknown stackframe]".to_owned(),
+            };
+        }
+        let file = self.file.unwrap_or("[unknown file]");
+        let line = self.line.map_or_else(|| "?".to_owned(), |l| l.to_string());
+        let name = self.shown_name();
+        match cut {
+            None => format!("{file}:{line}; {name}"),
+            Some((wfile, wfunc)) => format!(
+                "{}:{line}; {}",
+                cut_left(file, wfile),
+                cut_right(&name, wfunc)
+            ),
+        }
+    }
+
+    /// Its function as printed: with its address first when it has one to show, and
+    /// `[unknown function]` when it has no name.
+    pub(super) fn shown_name(&self) -> Cow<'_, str> {
+        let name: Cow<'_, str> = if self.name.is_empty() {
+            Cow::Borrowed("[unknown function]")
+        } else {
+            Cow::Borrowed(&self.name)
+        };
+        match self.address {
+            Some(address) => Cow::Owned(format!("{} {name}", pointer(address))),
+            None => name,
+        }
+    }
+}
+
+/// An address as Julia prints a pointer: `0x` and 16 hex digits.
+pub(super) fn pointer(address: u64) -> String {
+    format!("0x{address:016x}")
+}
+
+/// `s` in at most `w` characters, its start replaced by `...` when longer (Julia's
+/// `rtruncto`, for file names, whose end says most).
+pub(super) fn cut_left(s: &str, w: usize) -> Cow<'_, str> {
+    let n = s.chars().count();
+    if n <= w {
+        return Cow::Borrowed(s);
+    }
+    let keep = w.saturating_sub(3);
+    Cow::Owned(format!(
+        "...{}",
+        s.chars().skip(n - keep).collect::<String>()
+    ))
+}
+
+/// `s` in at most `w` characters, its end replaced by `...` when longer (Julia's `ltruncto`).
+pub(super) fn cut_right(s: &str, w: usize) -> Cow<'_, str> {
+    if s.chars().count() <= w {
+        return Cow::Borrowed(s);
+    }
+    let keep = w.saturating_sub(3);
+    Cow::Owned(format!("{}...", s.chars().take(keep).collect::<String>()))
+}

@@ -1,0 +1,321 @@
+//! How a sample report is laid out: Julia's `Profile.print` keywords, as [`PrintOptions`], and
+//! the names each choice goes by on the command line.
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::samples::SamplerKind;
+
+/// Which tables a report prints (Julia's `format`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum ReportFormat {
+    /// The tree of stacks, indented (Julia's `:tree`, the default).
+    #[default]
+    Tree,
+    /// One line per frame, wherever it was on the stack (Julia's `:flat`).
+    Flat,
+    /// The tree, then the flat list: the `pretty` export's.
+    Both,
+}
+
+/// The order of the tree's siblings and of the flat list's lines (Julia's `sortedby`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum SortedBy {
+    /// By file, then function, then line; frames of no known place last (Julia's
+    /// `:filefuncline`, the default).
+    #[default]
+    FileFuncLine,
+    /// By function name, then file and line.
+    Name,
+    /// By count, ascending: the heaviest last, nearest the prompt, as Julia prints them.
+    Count,
+    /// By overhead (samples in the frame itself), ascending, as Julia.
+    Overhead,
+}
+
+/// How samples are split into reports of their own (Julia's `groupby`; a process plays the
+/// part of Julia's task).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum GroupBy {
+    /// One report of every sample (the default).
+    #[default]
+    None,
+    /// One per process (and one for CPU time outside any process).
+    Process,
+    /// One per thread (CPU samples; wall samples have none).
+    Thread,
+    /// One per process, and within it one per thread.
+    ProcessThread,
+    /// One per thread, and within it one per process.
+    ThreadProcess,
+}
+
+/// What the tree does with recursion (Julia's `recur`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Recur {
+    /// The tree as the stacks are (the default).
+    #[default]
+    Off,
+    /// A frame already on the stack above is folded into that line: the tree shows what the
+    /// recursion would cost as a loop.
+    Flat,
+}
+
+/// A command-line value that is not one of an option's choices.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OptionError {
+    /// The option.
+    pub option: &'static str,
+    /// What was given.
+    pub input: String,
+    /// The choices.
+    pub expected: &'static str,
+}
+
+impl fmt::Display for OptionError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "`{}` is not a {} choice: expected {}",
+            self.input, self.option, self.expected
+        )
+    }
+}
+
+impl std::error::Error for OptionError {}
+
+/// How [`print`](super::print) lays a sample report out: Julia's `Profile.print` keywords.
+///
+/// Counts are weights summed: timer periods for CPU samples, process-ticks for wall samples
+/// (see [`crate::samples::SampleRecord::weight`]).
+///
+/// ```
+/// use tprof::sample_report::{GroupBy, PrintOptions, ReportFormat};
+///
+/// let options = PrintOptions::new().format(ReportFormat::Flat).groupby(GroupBy::Process);
+/// assert_eq!(options.mincount, 0.0);
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct PrintOptions {
+    /// Tree, flat, or both (default: [`ReportFormat::Tree`]).
+    pub format: ReportFormat,
+    /// Whether native frames show (Julia's `C`; default true: they are what CPU sampling
+    /// shows of untraced code). Off, a sample counts at its innermost traced frame.
+    pub native: bool,
+    /// Frames of one function, file and line that differ only by their instruction address
+    /// are one line (Julia's `combine`; default true). Off, each address is its own line,
+    /// shown before the function's name.
+    pub combine: bool,
+    /// Lines deeper than this are left out of the tree; the outermost are at depth 0, so 0
+    /// prints them alone (Julia's `maxdepth`; default: no limit).
+    pub maxdepth: usize,
+    /// Lines with a smaller count are left out, with what is below them (Julia's `mincount`;
+    /// default 0).
+    pub mincount: f64,
+    /// A line of the tree with count `n` is left out (with what is below it) when
+    /// `n <= noisefloor * √N`, `N` being the count of the line above it (Julia's `noisefloor`;
+    /// 2.0 is a fair value to try; default 0: nothing left out). Lines at depth 0 are kept.
+    pub noisefloor: f64,
+    /// The order of siblings and of the flat list (default [`SortedBy::FileFuncLine`]).
+    pub sortedby: SortedBy,
+    /// How samples are split into reports (default [`GroupBy::None`]).
+    pub groupby: GroupBy,
+    /// Recursion in the tree (default [`Recur::Off`]); the flat list counts a frame once per
+    /// sample however often it recurs.
+    pub recur: Recur,
+    /// Lines are cut to this many characters, the indentation shortened to `+n` past half of
+    /// it (Julia's display width); 0 (the default) cuts nothing.
+    pub width: usize,
+    /// Only the samples of this sampler (default: each sampler the profile has, in a report of
+    /// its own).
+    pub sampler: Option<SamplerKind>,
+}
+
+impl Default for PrintOptions {
+    fn default() -> Self {
+        PrintOptions {
+            format: ReportFormat::Tree,
+            native: true,
+            combine: true,
+            maxdepth: usize::MAX,
+            mincount: 0.0,
+            noisefloor: 0.0,
+            sortedby: SortedBy::FileFuncLine,
+            groupby: GroupBy::None,
+            recur: Recur::Off,
+            width: 0,
+            sampler: None,
+        }
+    }
+}
+
+impl PrintOptions {
+    /// The defaults, as Julia's: the tree, every sample together, native frames shown.
+    pub fn new() -> PrintOptions {
+        PrintOptions::default()
+    }
+
+    /// Sets [`format`](Self::format).
+    pub fn format(mut self, format: ReportFormat) -> PrintOptions {
+        self.format = format;
+        self
+    }
+
+    /// Sets [`native`](Self::native).
+    pub fn native(mut self, native: bool) -> PrintOptions {
+        self.native = native;
+        self
+    }
+
+    /// Sets [`combine`](Self::combine).
+    pub fn combine(mut self, combine: bool) -> PrintOptions {
+        self.combine = combine;
+        self
+    }
+
+    /// Sets [`maxdepth`](Self::maxdepth).
+    pub fn maxdepth(mut self, maxdepth: usize) -> PrintOptions {
+        self.maxdepth = maxdepth;
+        self
+    }
+
+    /// Sets [`mincount`](Self::mincount).
+    pub fn mincount(mut self, mincount: f64) -> PrintOptions {
+        self.mincount = mincount;
+        self
+    }
+
+    /// Sets [`noisefloor`](Self::noisefloor).
+    pub fn noisefloor(mut self, noisefloor: f64) -> PrintOptions {
+        self.noisefloor = noisefloor;
+        self
+    }
+
+    /// Sets [`sortedby`](Self::sortedby).
+    pub fn sortedby(mut self, sortedby: SortedBy) -> PrintOptions {
+        self.sortedby = sortedby;
+        self
+    }
+
+    /// Sets [`groupby`](Self::groupby).
+    pub fn groupby(mut self, groupby: GroupBy) -> PrintOptions {
+        self.groupby = groupby;
+        self
+    }
+
+    /// Sets [`recur`](Self::recur).
+    pub fn recur(mut self, recur: Recur) -> PrintOptions {
+        self.recur = recur;
+        self
+    }
+
+    /// Sets [`width`](Self::width).
+    pub fn width(mut self, width: usize) -> PrintOptions {
+        self.width = width;
+        self
+    }
+
+    /// Sets [`sampler`](Self::sampler).
+    pub fn sampler(mut self, sampler: Option<SamplerKind>) -> PrintOptions {
+        self.sampler = sampler;
+        self
+    }
+}
+
+/// Parses `input` as one of `choices` (each a name and its value), for [`OptionError`]'s
+/// `option` with `expected` listing them.
+fn choose<T: Copy>(
+    input: &str,
+    option: &'static str,
+    expected: &'static str,
+    choices: &[(&str, T)],
+) -> Result<T, OptionError> {
+    let wanted = input.trim().trim_start_matches(':').to_ascii_lowercase();
+    choices
+        .iter()
+        .find(|(name, _)| *name == wanted)
+        .map(|(_, v)| *v)
+        .ok_or_else(|| OptionError {
+            option,
+            input: input.to_owned(),
+            expected,
+        })
+}
+
+impl FromStr for ReportFormat {
+    type Err = OptionError;
+    /// `tree`, `flat` or `both`.
+    fn from_str(s: &str) -> Result<ReportFormat, OptionError> {
+        choose(
+            s,
+            "format",
+            "tree, flat or both",
+            &[
+                ("tree", ReportFormat::Tree),
+                ("flat", ReportFormat::Flat),
+                ("both", ReportFormat::Both),
+            ],
+        )
+    }
+}
+
+impl FromStr for SortedBy {
+    type Err = OptionError;
+    /// `filefuncline` (or `file`), `name`, `count` or `overhead`.
+    fn from_str(s: &str) -> Result<SortedBy, OptionError> {
+        choose(
+            s,
+            "sortedby",
+            "filefuncline, name, count or overhead",
+            &[
+                ("filefuncline", SortedBy::FileFuncLine),
+                ("file", SortedBy::FileFuncLine),
+                ("name", SortedBy::Name),
+                ("count", SortedBy::Count),
+                ("overhead", SortedBy::Overhead),
+            ],
+        )
+    }
+}
+
+impl FromStr for GroupBy {
+    type Err = OptionError;
+    /// `none`, `process`, `thread`, `process,thread` or `thread,process` (spaces and
+    /// brackets allowed: `[process, thread]`).
+    fn from_str(s: &str) -> Result<GroupBy, OptionError> {
+        let words: String = s
+            .chars()
+            .filter(|c| !c.is_whitespace() && !matches!(c, '[' | ']' | ':'))
+            .collect();
+        choose(
+            &words,
+            "groupby",
+            "none, process, thread, process,thread or thread,process",
+            &[
+                ("none", GroupBy::None),
+                ("process", GroupBy::Process),
+                ("thread", GroupBy::Thread),
+                ("process,thread", GroupBy::ProcessThread),
+                ("thread,process", GroupBy::ThreadProcess),
+            ],
+        )
+        .map_err(|e| OptionError {
+            input: s.to_owned(),
+            ..e
+        })
+    }
+}
+
+impl FromStr for Recur {
+    type Err = OptionError;
+    /// `off` or `flat`.
+    fn from_str(s: &str) -> Result<Recur, OptionError> {
+        choose(
+            s,
+            "recur",
+            "off or flat",
+            &[("off", Recur::Off), ("flat", Recur::Flat)],
+        )
+    }
+}

@@ -1,0 +1,159 @@
+//! Where processes wait: the summary a report of wall samples starts with.
+//!
+//! ```text
+//! Where processes wait: 40 process-ticks of 2 processes (wall samples)
+//! STATE    TICKS       %
+//! receive     30   75.00
+//! running     10   25.00
+//!
+//! PROCESS  NAME    TICKS  receive  running  MAILBOX
+//! <0.5.0>  server     30    66.67    33.33        4
+//! <0.6.0>  -          10   100.00        -        0
+//! ```
+//!
+//! First the share of process-ticks in each state, most first; then each process (the
+//! heaviest first, then by pid), its ticks, the share of them in each state (`-` for none)
+//! and the longest mailbox its samples saw. Processes under
+//! [`mincount`](super::PrintOptions::mincount) ticks are counted in a line of their own
+//! rather than listed. Linear in the samples, n log n in the processes.
+
+use std::collections::HashMap;
+use std::io::{self, Write};
+
+use runtime::Pid;
+
+use super::rounded;
+use crate::format::two_decimals;
+use crate::profile::ProcessRecord;
+use crate::samples::{SampleRecord, WaitState};
+
+/// One process's wall samples.
+#[derive(Default)]
+struct Waits {
+    ticks: f64,
+    by_state: HashMap<Option<WaitState>, f64>,
+    mailbox: u32,
+}
+
+/// Prints the summary of `samples` (wall samples), then a blank line.
+pub(super) fn print(
+    out: &mut dyn Write,
+    samples: &[&SampleRecord],
+    records: &HashMap<Pid, &ProcessRecord>,
+    mincount: f64,
+) -> io::Result<()> {
+    let mut total = 0.0;
+    let mut by_state: HashMap<Option<WaitState>, f64> = HashMap::new();
+    let mut by_process: HashMap<Option<Pid>, Waits> = HashMap::new();
+    for s in samples {
+        total += s.weight;
+        *by_state.entry(s.state).or_default() += s.weight;
+        let p = by_process.entry(s.pid).or_default();
+        p.ticks += s.weight;
+        *p.by_state.entry(s.state).or_default() += s.weight;
+        p.mailbox = p.mailbox.max(s.mailbox_len);
+    }
+    let mut states: Vec<(Option<WaitState>, f64)> = by_state.into_iter().collect();
+    states.sort_by(|a, b| {
+        b.1.total_cmp(&a.1)
+            .then(a.0.is_none().cmp(&b.0.is_none()))
+            .then(a.0.cmp(&b.0))
+    });
+    let state_name = |s: Option<WaitState>| s.map_or("unknown", WaitState::name);
+    writeln!(
+        out,
+        "Where processes wait: {} process-ticks of {} processes (wall samples)",
+        rounded(total),
+        by_process.len()
+    )?;
+    let share = |part: f64, whole: f64| {
+        if whole > 0.0 {
+            part * 100.0 / whole
+        } else {
+            0.0
+        }
+    };
+    let mut rows: Vec<Vec<String>> = vec![vec!["STATE".into(), "TICKS".into(), "%".into()]];
+    rows.extend(states.iter().map(|(s, w)| {
+        vec![
+            state_name(*s).to_owned(),
+            rounded(*w).to_string(),
+            two_decimals(share(*w, total)),
+        ]
+    }));
+    table(out, &rows, 1)?;
+    writeln!(out)?;
+
+    let mut processes: Vec<(Option<Pid>, Waits)> = by_process.into_iter().collect();
+    processes.sort_by(|a, b| {
+        b.1.ticks
+            .total_cmp(&a.1.ticks)
+            .then(a.0.is_none().cmp(&b.0.is_none()))
+            .then(a.0.cmp(&b.0))
+    });
+    let mut header: Vec<String> = vec!["PROCESS".into(), "NAME".into(), "TICKS".into()];
+    header.extend(states.iter().map(|(s, _)| state_name(*s).to_owned()));
+    header.push("MAILBOX".into());
+    let mut rows = vec![header];
+    let mut left_out = 0usize;
+    for (pid, waits) in &processes {
+        if waits.ticks < mincount {
+            left_out += 1;
+            continue;
+        }
+        let mut row = vec![
+            pid.map_or_else(|| "-".to_owned(), |p| p.to_string()),
+            pid.and_then(|p| records.get(&p))
+                .and_then(|r| r.name.clone())
+                .unwrap_or_else(|| "-".to_owned()),
+            rounded(waits.ticks).to_string(),
+        ];
+        row.extend(states.iter().map(|(s, _)| match waits.by_state.get(s) {
+            Some(w) if *w > 0.0 => two_decimals(share(*w, waits.ticks)),
+            _ => "-".to_owned(),
+        }));
+        row.push(waits.mailbox.to_string());
+        rows.push(row);
+    }
+    if rows.len() > 1 {
+        table(out, &rows, 2)?;
+    }
+    if left_out > 0 {
+        writeln!(
+            out,
+            "({left_out} processes with fewer than {mincount} process-ticks left out)"
+        )?;
+    }
+    writeln!(out)
+}
+
+/// `rows` as columns two spaces apart, each as wide as its widest cell: the first `left`
+/// left-aligned, the others right-aligned (the last column not padded when left-aligned).
+fn table(out: &mut dyn Write, rows: &[Vec<String>], left: usize) -> io::Result<()> {
+    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..columns)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|s| s.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    for row in rows {
+        let mut line = String::new();
+        for (c, cell) in row.iter().enumerate() {
+            if c > 0 {
+                line.push_str("  ");
+            }
+            let w = widths[c];
+            if c < left {
+                line.push_str(&format!("{cell:<w$}"));
+            } else {
+                line.push_str(&format!("{cell:>w$}"));
+            }
+        }
+        writeln!(out, "{}", line.trim_end())?;
+    }
+    Ok(())
+}

@@ -1,0 +1,925 @@
+//! Sample mode's text reports, on hand-built sample sets: Julia's `Profile.print` tree and
+//! flat list, each option's effect, `callers`, the wall summary, dropped and missing samples.
+//! Every expected text is the whole report, line for line.
+
+use runtime::Pid;
+use tprof::sample_report::{self, GroupBy, PrintOptions, Recur, ReportFormat, SortedBy, callers};
+use tprof::samples::{
+    SampleFrame, SampleRecord, SampleSource, SampleStack, SampleThread, SamplerKind, WaitState,
+};
+use tprof::{Function, ProcessRecord, Profile, TraceType};
+
+/// Builds a profile's sample set by hand.
+struct Build {
+    profile: Profile,
+}
+
+impl Build {
+    fn new() -> Build {
+        Build {
+            profile: Profile::empty(TraceType::CallCount),
+        }
+    }
+
+    /// A source: `hz`, sampling for `seconds`, having dropped `dropped` samples.
+    fn source(&mut self, sampler: SamplerKind, hz: u32, seconds: u64, dropped: f64) -> u32 {
+        let set = &mut self.profile.samples;
+        set.sources.push(SampleSource {
+            run: 0,
+            node: 0,
+            sampler,
+            hz,
+            dropped,
+            native_walked: true,
+            duration_ns: seconds * 1_000_000_000,
+            capacity: 1000,
+        });
+        (set.sources.len() - 1) as u32
+    }
+
+    /// A thread of source 0.
+    fn thread(&mut self, tid: i32, name: Option<&str>) -> u32 {
+        let set = &mut self.profile.samples;
+        set.threads.push(SampleThread {
+            source: 0,
+            tid,
+            name: name.map(str::to_owned),
+        });
+        (set.threads.len() - 1) as u32
+    }
+
+    /// A traced function `app::NAME/0` of `file:line`, and its frame.
+    fn traced(&mut self, name: &str, file: &str, line: u32) -> u32 {
+        self.profile.function_table.push(Function {
+            module: "app".into(),
+            name: name.into(),
+            arity: 0,
+            file: file.into(),
+            line,
+        });
+        let function = (self.profile.function_table.len() - 1) as u32;
+        self.frame(SampleFrame {
+            function: Some(function),
+            name: String::new(),
+            file: None,
+            line: None,
+            address: 0,
+        })
+    }
+
+    /// A native frame.
+    fn native(&mut self, name: &str, place: Option<(&str, u32)>, address: u64) -> u32 {
+        self.frame(SampleFrame {
+            function: None,
+            name: name.into(),
+            file: place.map(|(f, _)| f.to_owned()),
+            line: place.map(|(_, l)| l),
+            address,
+        })
+    }
+
+    fn frame(&mut self, frame: SampleFrame) -> u32 {
+        let set = &mut self.profile.samples;
+        set.frames.push(frame);
+        (set.frames.len() - 1) as u32
+    }
+
+    /// The stack of `frames`, outermost first (made once).
+    fn stack(&mut self, frames: &[u32]) -> u32 {
+        let mut parent = None;
+        for &frame in frames {
+            let stacks = &mut self.profile.samples.stacks;
+            let found = stacks
+                .iter()
+                .position(|s| s.parent == parent && s.frame == frame);
+            let id = match found {
+                Some(i) => i as u32,
+                None => {
+                    stacks.push(SampleStack { parent, frame });
+                    (stacks.len() - 1) as u32
+                }
+            };
+            parent = Some(id);
+        }
+        parent.expect("a stack of one frame at least")
+    }
+
+    /// A sample of source `source`.
+    fn sample(
+        &mut self,
+        source: u32,
+        pid: Option<&str>,
+        thread: Option<u32>,
+        stack: Option<u32>,
+        weight: f64,
+        state: Option<WaitState>,
+    ) {
+        self.profile.samples.samples.push(SampleRecord {
+            source,
+            pid: pid.map(|p| p.parse::<Pid>().expect("a pid")),
+            thread,
+            time_ns: 0,
+            weight,
+            stack,
+            state,
+            mailbox_len: 0,
+        });
+    }
+
+    /// A CPU sample of source 0.
+    fn cpu(&mut self, pid: Option<&str>, thread: u32, stack: u32, weight: f64) {
+        self.sample(0, pid, Some(thread), Some(stack), weight, None);
+    }
+
+    fn named(&mut self, pid: &str, name: &str) {
+        self.profile.processes.push(ProcessRecord {
+            pid: pid.parse().expect("a pid"),
+            name: Some(name.into()),
+            initial_call: String::new(),
+            run: 0,
+        });
+    }
+}
+
+fn report(profile: &Profile, options: &PrintOptions) -> String {
+    let mut out = Vec::new();
+    sample_report::print(&mut out, profile, options).expect("printed");
+    String::from_utf8(out).expect("utf-8")
+}
+
+/// Lines of text, each ended by a newline.
+fn lines(lines: &[&str]) -> String {
+    lines.iter().map(|l| format!("{l}\n")).collect()
+}
+
+/// One process's CPU samples at 100 Hz over one second on two threads: main calls serve and
+/// parse, serve calls parse, parse runs native code (`app::checksum`, at two addresses of
+/// one line); CPU time outside processes ran an unknown frame.
+fn cpu_profile() -> Profile {
+    let mut b = Build::new();
+    b.source(SamplerKind::Cpu, 100, 1, 0.0);
+    let t0 = b.thread(101, Some("node-worker"));
+    let t1 = b.thread(102, Some("node-worker"));
+    let main = b.traced("main", "src/main.rs", 1);
+    let serve = b.traced("serve", "src/serve.rs", 10);
+    let parse = b.traced("parse", "src/parse.rs", 20);
+    let sum_a = b.native("app::checksum", Some(("src/sum.rs", 5)), 0x10);
+    let sum_b = b.native("app::checksum", Some(("src/sum.rs", 5)), 0x14);
+    let unknown = b.native("", None, 0x99);
+    let s_main = b.stack(&[main]);
+    let s_serve = b.stack(&[main, serve]);
+    let s_parse = b.stack(&[main, serve, parse]);
+    let s_sum_a = b.stack(&[main, serve, parse, sum_a]);
+    let s_sum_b = b.stack(&[main, serve, parse, sum_b]);
+    let s_main_parse = b.stack(&[main, parse]);
+    let s_unknown = b.stack(&[unknown]);
+    let p = Some("<0.5.0>");
+    b.cpu(p, t0, s_main, 1.0);
+    b.cpu(p, t0, s_parse, 2.0);
+    b.cpu(p, t0, s_sum_a, 3.0);
+    b.cpu(p, t0, s_sum_b, 1.0);
+    b.cpu(p, t0, s_main_parse, 2.0);
+    b.cpu(Some("<0.6.0>"), t1, s_serve, 1.0);
+    b.cpu(None, t1, s_unknown, 2.0);
+    b.named("<0.5.0>", "server");
+    b.profile
+}
+
+#[test]
+fn the_tree_is_julia_s_with_overhead_guides_and_totals() {
+    let text = report(&cpu_profile(), &PrintOptions::default());
+    // 12 periods of 10 ms over 1 s on 2 threads: 6%.
+    assert_eq!(
+        text,
+        lines(&[
+            "Overhead ╎ [+additional indent] Count File:Line; Function",
+            "=========================================================",
+            "1╎10 src/main.rs:1; app::main/0",
+            "2╎ 2  src/parse.rs:20; app::parse/0",
+            "1╎ 7  src/serve.rs:10; app::serve/0",
+            "2╎  6  src/parse.rs:20; app::parse/0",
+            "4╎   4  src/sum.rs:5; app::checksum",
+            "2╎2  [unknown stackframe]",
+            "Total snapshots: 12. Utilization: 6% across all threads and processes. Use the \
+             `groupby` option to break down by thread and/or process.",
+        ])
+    );
+}
+
+#[test]
+fn the_flat_list_is_julia_s_counting_each_frame_once_per_sample() {
+    let text = report(
+        &cpu_profile(),
+        &PrintOptions::new().format(ReportFormat::Flat),
+    );
+    assert_eq!(
+        text,
+        lines(&[
+            " Count  Overhead File          Line Function",
+            " =====  ======== ====          ==== ========",
+            "    10         1 src/main.rs      1 app::main/0",
+            "     8         4 src/parse.rs    20 app::parse/0",
+            "     7         1 src/serve.rs    10 app::serve/0",
+            "     4         4 src/sum.rs       5 app::checksum",
+            "     2         2 [any unknown stackframes]",
+            "Total snapshots: 12. Utilization: 6% across all threads and processes. Use the \
+             `groupby` option to break down by thread and/or process.",
+        ])
+    );
+}
+
+const ACROSS: &str = "across all threads and processes. Use the `groupby` option to break down \
+                      by thread and/or process.";
+
+#[test]
+fn maxdepth_leaves_out_lines_deeper_than_it_the_outermost_being_at_depth_0() {
+    let profile = cpu_profile();
+    let text = report(&profile, &PrintOptions::new().maxdepth(0));
+    assert_eq!(
+        text,
+        lines(&[
+            "Overhead ╎ [+additional indent] Count File:Line; Function",
+            "=========================================================",
+            "1╎10 src/main.rs:1; app::main/0",
+            "2╎2  [unknown stackframe]",
+            &format!("Total snapshots: 12. Utilization: 6% {ACROSS}"),
+        ])
+    );
+    let text = report(&profile, &PrintOptions::new().maxdepth(1));
+    assert_eq!(
+        text.lines().skip(2).collect::<Vec<_>>(),
+        [
+            "1╎10 src/main.rs:1; app::main/0",
+            "2╎ 2  src/parse.rs:20; app::parse/0",
+            "1╎ 7  src/serve.rs:10; app::serve/0",
+            "2╎2  [unknown stackframe]",
+            &format!("Total snapshots: 12. Utilization: 6% {ACROSS}"),
+        ]
+    );
+}
+
+#[test]
+fn mincount_leaves_out_lightter_lines_and_what_is_below_them() {
+    let profile = cpu_profile();
+    let text = report(&profile, &PrintOptions::new().mincount(3.0));
+    assert_eq!(
+        text.lines().skip(2).collect::<Vec<_>>(),
+        [
+            "1╎10 src/main.rs:1; app::main/0",
+            "1╎ 7  src/serve.rs:10; app::serve/0",
+            "2╎  6  src/parse.rs:20; app::parse/0",
+            "4╎   4  src/sum.rs:5; app::checksum",
+            &format!("Total snapshots: 12. Utilization: 6% {ACROSS}"),
+        ]
+    );
+    let text = report(
+        &profile,
+        &PrintOptions::new().format(ReportFormat::Flat).mincount(5.0),
+    );
+    assert_eq!(
+        text.lines().skip(2).collect::<Vec<_>>(),
+        [
+            "    10         1 src/main.rs      1 app::main/0",
+            "     8         4 src/parse.rs    20 app::parse/0",
+            "     7         1 src/serve.rs    10 app::serve/0",
+            &format!("Total snapshots: 12. Utilization: 6% {ACROSS}"),
+        ]
+    );
+}
+
+/// a (100) calls b (20), c (21) and d (59); d calls f (15) and g (16); e (1) runs alone.
+fn noisy_profile() -> Profile {
+    let mut b = Build::new();
+    b.source(SamplerKind::Cpu, 100, 10, 0.0);
+    let t = b.thread(1, None);
+    let [a, bb, c, d, e, f, g] =
+        ["a", "b", "c", "d", "e", "f", "g"].map(|n| b.traced(n, &format!("{n}.rs"), 1));
+    let p = Some("<0.5.0>");
+    for (path, w) in [
+        (vec![a, bb], 20.0),
+        (vec![a, c], 21.0),
+        (vec![a, d], 28.0),
+        (vec![a, d, f], 15.0),
+        (vec![a, d, g], 16.0),
+        (vec![e], 1.0),
+    ] {
+        let s = b.stack(&path);
+        b.cpu(p, t, s, w);
+    }
+    b.profile
+}
+
+#[test]
+fn noisefloor_hides_a_line_of_n_when_n_is_at_most_noisefloor_times_the_root_of_its_parent_s() {
+    let profile = noisy_profile();
+    let all = report(&profile, &PrintOptions::new());
+    assert_eq!(
+        all.lines().skip(2).collect::<Vec<_>>(),
+        [
+            "  ╎100 a.rs:1; app::a/0",
+            "20╎ 20  b.rs:1; app::b/0",
+            "21╎ 21  c.rs:1; app::c/0",
+            "28╎ 59  d.rs:1; app::d/0",
+            "15╎  15  f.rs:1; app::f/0",
+            "16╎  16  g.rs:1; app::g/0",
+            " 1╎1   e.rs:1; app::e/0",
+            "Total snapshots: 101. Utilization: 10% across all threads and processes. Use the \
+             `groupby` option to break down by thread and/or process.",
+        ]
+    );
+    // Under a (100): 2 × √100 = 20 hides b (20), keeps c (21). Under d (59): 2 × √59 = 15.4
+    // hides f (15), keeps g (16). e (1) is at depth 0: kept.
+    let floored = report(&profile, &PrintOptions::new().noisefloor(2.0));
+    assert_eq!(
+        floored.lines().skip(2).collect::<Vec<_>>(),
+        [
+            "  ╎100 a.rs:1; app::a/0",
+            "21╎ 21  c.rs:1; app::c/0",
+            "28╎ 59  d.rs:1; app::d/0",
+            "16╎  16  g.rs:1; app::g/0",
+            " 1╎1   e.rs:1; app::e/0",
+            "Total snapshots: 101. Utilization: 10% across all threads and processes. Use the \
+             `groupby` option to break down by thread and/or process.",
+        ]
+    );
+}
+
+#[test]
+fn sortedby_orders_siblings_and_the_flat_list_the_heaviest_last_as_julia() {
+    let profile = cpu_profile();
+    let text = report(&profile, &PrintOptions::new().sortedby(SortedBy::Count));
+    assert_eq!(
+        text.lines().skip(2).take(6).collect::<Vec<_>>(),
+        [
+            "2╎2  [unknown stackframe]",
+            "1╎10 src/main.rs:1; app::main/0",
+            "2╎ 2  src/parse.rs:20; app::parse/0",
+            "1╎ 7  src/serve.rs:10; app::serve/0",
+            "2╎  6  src/parse.rs:20; app::parse/0",
+            "4╎   4  src/sum.rs:5; app::checksum",
+        ]
+    );
+    let text = report(&profile, &PrintOptions::new().sortedby(SortedBy::Overhead));
+    assert_eq!(
+        text.lines().skip(2).take(6).collect::<Vec<_>>(),
+        [
+            "1╎10 src/main.rs:1; app::main/0",
+            "1╎ 7  src/serve.rs:10; app::serve/0",
+            "2╎  6  src/parse.rs:20; app::parse/0",
+            "4╎   4  src/sum.rs:5; app::checksum",
+            "2╎ 2  src/parse.rs:20; app::parse/0",
+            "2╎2  [unknown stackframe]",
+        ]
+    );
+    let flat = PrintOptions::new().format(ReportFormat::Flat);
+    let text = report(&profile, &flat.clone().sortedby(SortedBy::Count));
+    assert_eq!(
+        text.lines().skip(2).take(5).collect::<Vec<_>>(),
+        [
+            "     2         2 [any unknown stackframes]",
+            "     4         4 src/sum.rs       5 app::checksum",
+            "     7         1 src/serve.rs    10 app::serve/0",
+            "     8         4 src/parse.rs    20 app::parse/0",
+            "    10         1 src/main.rs      1 app::main/0",
+        ]
+    );
+    // By name rather than by file: zeta (in a.rs) and alpha (in b.rs) swap.
+    let mut b = Build::new();
+    b.source(SamplerKind::Cpu, 100, 1, 0.0);
+    let t = b.thread(1, None);
+    let zeta = b.traced("zeta", "a.rs", 1);
+    let alpha = b.traced("alpha", "b.rs", 1);
+    for f in [zeta, alpha] {
+        let s = b.stack(&[f]);
+        b.cpu(Some("<0.5.0>"), t, s, 1.0);
+    }
+    let names = |sortedby| -> Vec<String> {
+        report(&b.profile, &flat.clone().sortedby(sortedby))
+            .lines()
+            .skip(2)
+            .take(2)
+            .map(|l| l.split(' ').next_back().unwrap_or("").to_owned())
+            .collect()
+    };
+    assert_eq!(
+        names(SortedBy::FileFuncLine),
+        ["app::zeta/0", "app::alpha/0"]
+    );
+    assert_eq!(names(SortedBy::Name), ["app::alpha/0", "app::zeta/0"]);
+}
+
+#[test]
+fn groupby_thread_prints_each_thread_s_tree_under_its_totals() {
+    let text = report(
+        &cpu_profile(),
+        &PrintOptions::new().groupby(GroupBy::Thread),
+    );
+    // Thread 101: 9 periods of 10 ms in 1 s; thread 102: 3.
+    assert_eq!(
+        text,
+        lines(&[
+            "Overhead ╎ [+additional indent] Count File:Line; Function",
+            "=========================================================",
+            "Thread 101 (node-worker) Total snapshots: 9. Utilization: 9%",
+            "1╎9 src/main.rs:1; app::main/0",
+            "2╎ 2 src/parse.rs:20; app::parse/0",
+            " ╎ 6 src/serve.rs:10; app::serve/0",
+            "2╎  6 src/parse.rs:20; app::parse/0",
+            "4╎   4 src/sum.rs:5; app::checksum",
+            "",
+            "Thread 102 (node-worker) Total snapshots: 3. Utilization: 3%",
+            " ╎1 src/main.rs:1; app::main/0",
+            "1╎ 1 src/serve.rs:10; app::serve/0",
+            "2╎2 [unknown stackframe]",
+            "",
+        ])
+    );
+}
+
+#[test]
+fn groupby_process_prints_each_process_and_the_time_outside_processes() {
+    let text = report(
+        &cpu_profile(),
+        &PrintOptions::new().groupby(GroupBy::Process),
+    );
+    let heads: Vec<&str> = text.lines().filter(|l| !l.contains('╎')).collect();
+    assert_eq!(
+        heads,
+        [
+            "=========================================================",
+            "Process <0.5.0> (server) Total snapshots: 9. Utilization: 9%",
+            "",
+            "Process <0.6.0> Total snapshots: 1. Utilization: 1%",
+            "",
+            "Outside processes Total snapshots: 2. Utilization: 2%",
+            "",
+        ]
+    );
+    let process = lines(&[
+        "Process <0.6.0> Total snapshots: 1. Utilization: 1%",
+        " ╎1 src/main.rs:1; app::main/0",
+        "1╎ 1 src/serve.rs:10; app::serve/0",
+        "",
+    ]);
+    assert!(text.contains(&process), "{text}");
+}
+
+#[test]
+fn nested_groups_share_a_line_or_sit_under_their_outer_group() {
+    let profile = cpu_profile();
+    let text = report(
+        &profile,
+        &PrintOptions::new().groupby(GroupBy::ProcessThread),
+    );
+    let heads: Vec<&str> = text.lines().filter(|l| !l.contains('╎')).collect();
+    assert_eq!(
+        heads[1..],
+        [
+            "Process <0.5.0> (server) Thread 101 (node-worker) Total snapshots: 9. Utilization: 9%",
+            "",
+            "Process <0.6.0> Thread 102 (node-worker) Total snapshots: 1. Utilization: 1%",
+            "",
+            "Outside processes Thread 102 (node-worker) Total snapshots: 2. Utilization: 2%",
+            "",
+        ]
+    );
+    let text = report(
+        &profile,
+        &PrintOptions::new().groupby(GroupBy::ThreadProcess),
+    );
+    let heads: Vec<&str> = text.lines().filter(|l| !l.contains('╎')).collect();
+    assert_eq!(
+        heads[1..],
+        [
+            "Thread 101 (node-worker) Process <0.5.0> (server) Total snapshots: 9. Utilization: 9%",
+            "",
+            "Thread 102 (node-worker)",
+            " Process <0.6.0> Total snapshots: 1. Utilization: 1%",
+            "",
+            " Outside processes Total snapshots: 2. Utilization: 2%",
+            "",
+        ]
+    );
+}
+
+/// a > b > a > b > c (3), a > b > a (2), a (1).
+fn recursive_profile() -> Profile {
+    let mut b = Build::new();
+    b.source(SamplerKind::Cpu, 100, 1, 0.0);
+    let t = b.thread(1, None);
+    let [a, bb, c] = ["a", "b", "c"].map(|n| b.traced(n, &format!("{n}.rs"), 1));
+    for (path, w) in [
+        (vec![a, bb, a, bb, c], 3.0),
+        (vec![a, bb, a], 2.0),
+        (vec![a], 1.0),
+    ] {
+        let s = b.stack(&path);
+        b.cpu(Some("<0.5.0>"), t, s, w);
+    }
+    b.profile
+}
+
+#[test]
+fn recur_flat_folds_a_recursive_stack_into_the_frames_above() {
+    let profile = recursive_profile();
+    let off = report(&profile, &PrintOptions::new());
+    assert_eq!(
+        off.lines().skip(2).collect::<Vec<_>>(),
+        [
+            "1╎6 a.rs:1; app::a/0",
+            " ╎ 5 b.rs:1; app::b/0",
+            "2╎  5 a.rs:1; app::a/0",
+            " ╎   3 b.rs:1; app::b/0",
+            "3╎    3 c.rs:1; app::c/0",
+            &format!("Total snapshots: 6. Utilization: 6% {ACROSS}"),
+        ]
+    );
+    // a counts each sample once; the second a's samples end in the first a.
+    let flat = report(&profile, &PrintOptions::new().recur(Recur::Flat));
+    assert_eq!(
+        flat.lines().skip(2).collect::<Vec<_>>(),
+        [
+            "3╎6 a.rs:1; app::a/0",
+            " ╎ 5 b.rs:1; app::b/0",
+            "3╎  3 c.rs:1; app::c/0",
+            &format!("Total snapshots: 6. Utilization: 6% {ACROSS}"),
+        ]
+    );
+    // The flat list counts a recurring frame once per sample, recur or not.
+    let list = report(&profile, &PrintOptions::new().format(ReportFormat::Flat));
+    assert_eq!(
+        list.lines().skip(2).take(3).collect::<Vec<_>>(),
+        [
+            "     6         3 a.rs       1 app::a/0",
+            "     5         0 b.rs       1 app::b/0",
+            "     3         3 c.rs       1 app::c/0",
+        ]
+    );
+}
+
+#[test]
+fn combine_off_shows_each_address_apart() {
+    let text = report(&cpu_profile(), &PrintOptions::new().combine(false));
+    assert_eq!(
+        text.lines().skip(2).take(8).collect::<Vec<_>>(),
+        [
+            "1╎10 src/main.rs:1; app::main/0",
+            "2╎ 2  src/parse.rs:20; app::parse/0",
+            "1╎ 7  src/serve.rs:10; app::serve/0",
+            "2╎  6  src/parse.rs:20; app::parse/0",
+            "3╎   3  src/sum.rs:5; 0x0000000000000010 app::checksum",
+            "1╎   1  src/sum.rs:5; 0x0000000000000014 app::checksum",
+            "2╎2  [unknown function] (pointer: 0x0000000000000099)",
+            &format!("Total snapshots: 12. Utilization: 6% {ACROSS}"),
+        ]
+    );
+    let flat = report(
+        &cpu_profile(),
+        &PrintOptions::new()
+            .combine(false)
+            .format(ReportFormat::Flat),
+    );
+    assert!(
+        flat.contains("     1         1 src/sum.rs       5 0x0000000000000014 app::checksum\n")
+            && flat.contains("     2         2 @0x0000000000000099\n"),
+        "{flat}"
+    );
+}
+
+#[test]
+fn native_off_counts_samples_at_their_innermost_traced_frame() {
+    let profile = cpu_profile();
+    let text = report(&profile, &PrintOptions::new().native(false));
+    assert_eq!(
+        text.lines().skip(2).collect::<Vec<_>>(),
+        [
+            "1╎10 src/main.rs:1; app::main/0",
+            "2╎ 2  src/parse.rs:20; app::parse/0",
+            "1╎ 7  src/serve.rs:10; app::serve/0",
+            "6╎  6  src/parse.rs:20; app::parse/0",
+            &format!("Total snapshots: 12. Utilization: 6% {ACROSS}"),
+        ]
+    );
+    let flat = report(
+        &profile,
+        &PrintOptions::new().native(false).format(ReportFormat::Flat),
+    );
+    assert_eq!(
+        flat.lines().skip(2).collect::<Vec<_>>(),
+        [
+            "    10         1 src/main.rs      1 app::main/0",
+            "     8         8 src/parse.rs    20 app::parse/0",
+            "     7         1 src/serve.rs    10 app::serve/0",
+            &format!("Total snapshots: 12. Utilization: 6% {ACROSS}"),
+        ]
+    );
+    // Grouped, the time outside processes has no traced frame to show.
+    let grouped = report(
+        &profile,
+        &PrintOptions::new().native(false).groupby(GroupBy::Process),
+    );
+    assert!(
+        grouped.ends_with(
+            "Outside processes Total snapshots: 2. Utilization: 2%\n\n\
+             Warning: There were no samples collected in one or more groups.\n\
+             Run your program longer (perhaps by running it multiple times),\n\
+             or raise the sampling rate with `SampleOptions::hz`.\n"
+        ),
+        "{grouped}"
+    );
+}
+
+#[test]
+fn a_width_cuts_deep_indentation_to_plus_n_and_long_names() {
+    let mut b = Build::new();
+    b.source(SamplerKind::Cpu, 100, 1, 0.0);
+    let t = b.thread(1, None);
+    let mut path = vec![b.traced(
+        "a_function_with_a_very_long_name",
+        "src/a/very/long/path/to/f.rs",
+        1,
+    )];
+    for i in 1..8 {
+        path.push(b.traced(&format!("f{i}"), "f.rs", i + 1));
+    }
+    let s = b.stack(&path);
+    b.cpu(Some("<0.5.0>"), t, s, 1.0);
+    let text = report(&b.profile, &PrintOptions::new().width(10));
+    assert_eq!(
+        text.lines().skip(2).take(8).collect::<Vec<_>>(),
+        [
+            " ╎1 ...h/to/f.rs:1; app::a_function...",
+            " ╎ 1 f.rs:2; app::f1/0",
+            " ╎  1 f.rs:3; app::f2/0",
+            " ╎   1 f.rs:4; app::f3/0",
+            " ╎    1 f.rs:5; app::f4/0",
+            " ╎     1 f.rs:6; app::f5/0",
+            " ╎  +1 1 f.rs:7; app::f6/0",
+            "1╎  +2 1 f.rs:8; app::f7/0",
+        ]
+    );
+    // No width: nothing cut.
+    let text = report(&b.profile, &PrintOptions::new());
+    assert!(
+        text.contains(
+            " ╎1 src/a/very/long/path/to/f.rs:1; app::a_function_with_a_very_long_name/0\n"
+        )
+    );
+    assert!(text.contains("1╎    ╎  1 f.rs:8; app::f7/0\n"), "{text}");
+}
+
+#[test]
+fn callers_counts_who_called_a_function_once_per_call() {
+    let profile = cpu_profile();
+    let who = |name: &str, options: &PrintOptions| -> Vec<(f64, String)> {
+        callers(&profile, name, options)
+            .into_iter()
+            .map(|c| (c.count, c.function))
+            .collect()
+    };
+    let all = PrintOptions::new();
+    assert_eq!(
+        who("parse", &all),
+        [
+            (6.0, "app::serve/0".to_owned()),
+            (2.0, "app::main/0".to_owned())
+        ]
+    );
+    assert_eq!(who("app::parse/0", &all), who("app::parse", &all));
+    assert_eq!(who("checksum", &all), [(4.0, "app::parse/0".to_owned())]);
+    assert_eq!(who("main", &all), []);
+    assert_eq!(who("checksum", &PrintOptions::new().native(false)), []);
+    // In a recursion, each call counts: b is called by a twice in the 3 samples of the
+    // deepest stack.
+    let profile = recursive_profile();
+    let counts: Vec<(f64, String)> = callers(&profile, "b", &all)
+        .into_iter()
+        .map(|c| (c.count, c.function))
+        .collect();
+    assert_eq!(counts, [(8.0, "app::a/0".to_owned())]);
+    let c = &callers(&profile, "a", &all)[0];
+    assert_eq!(
+        (c.count, c.file.as_deref(), c.line),
+        (5.0, Some("b.rs"), Some(1))
+    );
+}
+
+/// Wall samples at 10 Hz for 1 s: a server running (2) and waiting in receive (6, 4
+/// messages queued), an idle process in receive (2), a client waiting for a call's reply (1).
+fn wall_profile(dropped: f64) -> Profile {
+    let mut b = Build::new();
+    let source = b.source(SamplerKind::Wall, 10, 1, dropped);
+    let server = b.traced("server_loop", "src/server.rs", 1);
+    let handle = b.traced("handle", "src/server.rs", 9);
+    let idle = b.traced("idle", "src/idle.rs", 1);
+    let client = b.traced("client", "src/client.rs", 1);
+    let s_server = b.stack(&[server]);
+    let s_handle = b.stack(&[server, handle]);
+    let s_idle = b.stack(&[idle]);
+    let s_client = b.stack(&[client]);
+    for (pid, stack, weight, state, mailbox) in [
+        ("<0.5.0>", s_handle, 2.0, WaitState::Running, 0),
+        ("<0.5.0>", s_server, 6.0, WaitState::Receive, 4),
+        ("<0.6.0>", s_idle, 2.0, WaitState::Receive, 0),
+        ("<0.7.0>", s_client, 1.0, WaitState::Call, 0),
+    ] {
+        b.sample(source, Some(pid), None, Some(stack), weight, Some(state));
+        b.profile
+            .samples
+            .samples
+            .last_mut()
+            .expect("a sample")
+            .mailbox_len = mailbox;
+    }
+    b.named("<0.5.0>", "server");
+    b.profile
+}
+
+#[test]
+fn a_wall_report_starts_with_where_processes_wait() {
+    let text = report(&wall_profile(0.0), &PrintOptions::new());
+    // Utilization: running 2 of 11 process-ticks.
+    assert_eq!(
+        text,
+        lines(&[
+            "Where processes wait: 11 process-ticks of 3 processes (wall samples)",
+            "STATE    TICKS      %",
+            "receive      8  72.73",
+            "running      2  18.18",
+            "call         1   9.09",
+            "",
+            "PROCESS  NAME    TICKS  receive  running    call  MAILBOX",
+            "<0.5.0>  server      8    75.00    25.00       -        4",
+            "<0.6.0>  -           2   100.00        -       -        0",
+            "<0.7.0>  -           1        -        -  100.00        0",
+            "",
+            "Overhead ╎ [+additional indent] Count File:Line; Function",
+            "=========================================================",
+            "1╎1  src/client.rs:1; app::client/0",
+            "2╎2  src/idle.rs:1; app::idle/0",
+            "6╎8  src/server.rs:1; app::server_loop/0",
+            "2╎ 2  src/server.rs:9; app::handle/0",
+            &format!("Total snapshots: 11. Utilization: 18% {ACROSS}"),
+        ])
+    );
+    // Per process, utilization is its running share; mincount leaves light processes out of
+    // the summary too.
+    let text = report(
+        &wall_profile(0.0),
+        &PrintOptions::new()
+            .groupby(GroupBy::Process)
+            .mincount(2.0)
+            .format(ReportFormat::Flat),
+    );
+    assert!(
+        text.contains(&lines(&[
+            "<0.6.0>  -           2   100.00        -     -        0",
+            "(1 processes with fewer than 2 process-ticks left out)",
+            "",
+        ])),
+        "{text}"
+    );
+    assert!(
+        text.contains(&lines(&[
+            "Process <0.5.0> (server) Total snapshots: 8. Utilization: 25%",
+            " Count  Overhead File           Line Function",
+            " =====  ======== ====           ==== ========",
+            "     2         2 src/server.rs     9 app::handle/0",
+            "     8         6 src/server.rs     1 app::server_loop/0",
+            "",
+            "Process <0.6.0> Total snapshots: 2. Utilization: 0%",
+        ])),
+        "{text}"
+    );
+}
+
+#[test]
+fn every_report_says_how_many_samples_were_dropped_and_what_to_raise() {
+    let dropped = "Warning: 5 samples were dropped: the sample buffer (1000 samples) was full. \
+                   Raise SampleOptions::n to keep them.\n";
+    for format in [ReportFormat::Tree, ReportFormat::Flat, ReportFormat::Both] {
+        let text = report(&wall_profile(5.0), &PrintOptions::new().format(format));
+        assert!(text.ends_with(dropped), "{text}");
+        assert_eq!(text.matches("dropped").count(), 1, "{text}");
+        let text = report(&wall_profile(0.0), &PrintOptions::new().format(format));
+        assert!(!text.contains("dropped"), "{text}");
+    }
+    // Every sample dropped: the report says both.
+    let mut profile = wall_profile(5.0);
+    profile.samples.samples.clear();
+    assert_eq!(
+        report(&profile, &PrintOptions::new()),
+        format!(
+            "Warning: There were no samples collected.\n\
+             Run your program longer (perhaps by running it multiple times),\n\
+             or raise the sampling rate with `SampleOptions::hz`.\n{dropped}"
+        )
+    );
+}
+
+#[test]
+fn an_empty_sample_set_says_so_plainly() {
+    let empty = lines(&[
+        "Warning: There were no samples collected.",
+        "Run your program longer (perhaps by running it multiple times),",
+        "or raise the sampling rate with `SampleOptions::hz`.",
+    ]);
+    let profile = Profile::empty(TraceType::CallCount);
+    for format in [ReportFormat::Tree, ReportFormat::Flat] {
+        assert_eq!(report(&profile, &PrintOptions::new().format(format)), empty);
+    }
+    // Samples of the other sampler only.
+    let text = report(
+        &cpu_profile(),
+        &PrintOptions::new().sampler(Some(SamplerKind::Wall)),
+    );
+    assert_eq!(text, empty);
+    // Only native frames, hidden.
+    let mut b = Build::new();
+    b.source(SamplerKind::Cpu, 100, 1, 0.0);
+    let t = b.thread(1, None);
+    let f = b.native("tokio::park", None, 1);
+    let s = b.stack(&[f]);
+    b.cpu(None, t, s, 3.0);
+    assert_eq!(
+        report(&b.profile, &PrintOptions::new().native(false)),
+        empty
+    );
+}
+
+#[test]
+fn cpu_and_wall_samples_are_reported_apart() {
+    let mut profile = cpu_profile();
+    let wall = wall_profile(0.0);
+    let base_frames = profile.samples.frames.len() as u32;
+    let base_functions = profile.function_table.len() as u32;
+    let base_stacks = profile.samples.stacks.len() as u32;
+    profile.function_table.extend(wall.function_table);
+    let set = &mut profile.samples;
+    set.sources.extend(wall.samples.sources);
+    set.frames
+        .extend(wall.samples.frames.into_iter().map(|mut f| {
+            f.function = f.function.map(|i| i + base_functions);
+            f
+        }));
+    set.stacks
+        .extend(wall.samples.stacks.into_iter().map(|mut s| {
+            s.parent = s.parent.map(|p| p + base_stacks);
+            s.frame += base_frames;
+            s
+        }));
+    set.samples
+        .extend(wall.samples.samples.into_iter().map(|mut s| {
+            s.source = 1;
+            s.stack = s.stack.map(|st| st + base_stacks);
+            s
+        }));
+    let both = report(&profile, &PrintOptions::new());
+    let cpu = report(&cpu_profile(), &PrintOptions::new());
+    let wall = report(&wall_profile(0.0), &PrintOptions::new());
+    assert_eq!(
+        both,
+        format!("CPU samples:\n\n{cpu}\nWall samples:\n\n{wall}")
+    );
+    assert_eq!(
+        report(
+            &profile,
+            &PrintOptions::new().sampler(Some(SamplerKind::Wall))
+        ),
+        wall
+    );
+}
+
+#[test]
+fn both_prints_the_tree_then_the_flat_list() {
+    let profile = cpu_profile();
+    let tree = report(&profile, &PrintOptions::new());
+    let flat = report(&profile, &PrintOptions::new().format(ReportFormat::Flat));
+    assert_eq!(
+        report(&profile, &PrintOptions::new().format(ReportFormat::Both)),
+        format!("{tree}\n{flat}")
+    );
+}
+
+#[test]
+fn option_names_parse_as_julia_s_and_a_wrong_one_lists_the_choices() {
+    assert_eq!("process,thread".parse(), Ok(GroupBy::ProcessThread));
+    assert_eq!("[thread, process]".parse(), Ok(GroupBy::ThreadProcess));
+    assert_eq!(":process".parse(), Ok(GroupBy::Process));
+    assert_eq!("none".parse(), Ok(GroupBy::None));
+    assert_eq!("count".parse(), Ok(SortedBy::Count));
+    assert_eq!(":filefuncline".parse(), Ok(SortedBy::FileFuncLine));
+    assert_eq!("Overhead".parse(), Ok(SortedBy::Overhead));
+    assert_eq!("flat".parse(), Ok(Recur::Flat));
+    assert_eq!("both".parse(), Ok(ReportFormat::Both));
+    let e = "task".parse::<GroupBy>().unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "`task` is not a groupby choice: expected none, process, thread, process,thread or \
+         thread,process"
+    );
+    assert_eq!(
+        "flatc".parse::<Recur>().unwrap_err().to_string(),
+        "`flatc` is not a recur choice: expected off or flat"
+    );
+}
