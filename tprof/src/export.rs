@@ -4,7 +4,7 @@
 //!
 //! | [`Format`] | what it writes | read by |
 //! | --- | --- | --- |
-//! | `pretty` | tprof's text report, per process, with the processes named and the call tree | people |
+//! | `pretty` | tprof's text report, per process, with the processes named and the call tree; for samples, Julia's tree and flat list first | people |
 //! | `json` | the [`Profile`] itself (serde; the schema is the model's field names) | scripts, [`Profile`]'s `Deserialize` |
 //! | `speedscope` | speedscope's file format, one profile per process | <https://speedscope.app> |
 //! | `chrome` | Chrome trace-event JSON, one track per process (a timeline where the process has an event log) | Perfetto, `chrome://tracing` |
@@ -70,7 +70,8 @@ pub use stacks::{Stack, stacks};
 pub enum Format {
     /// tprof's text report ([`format`](crate::format())), per process, byte for byte, after
     /// a table naming the processes, and followed by the call tree when the profile has call
-    /// paths.
+    /// paths. A profile with samples starts with their report: Julia's tree and flat list
+    /// ([`crate::sample_report`]; [`write_pretty`] lays them out otherwise).
     Pretty,
     /// The profile as JSON.
     Json,
@@ -266,6 +267,22 @@ pub fn write(format: Format, profile: &Profile, out: &mut dyn Write) -> Result<(
         Format::Svg => flamegraph::write(profile, out),
         Format::Html => html::write(profile, out),
     }
+}
+
+/// Writes `profile` as the `pretty` report, its samples laid out as `samples` say (what
+/// `tprof report --maxdepth ...` writes); [`write()`] lays them out as
+/// [`PrintOptions::new`](crate::sample_report::PrintOptions::new) with
+/// [`ReportFormat::Both`](crate::sample_report::ReportFormat::Both).
+///
+/// # Errors
+///
+/// [`ExportError::Io`] when writing fails.
+pub fn write_pretty(
+    profile: &Profile,
+    samples: &crate::sample_report::PrintOptions,
+    out: &mut dyn Write,
+) -> Result<(), ExportError> {
+    pretty::write_with(profile, samples, out)
 }
 
 /// Writes `profile` to a string in `format` (for the text formats: every format but `pprof`,

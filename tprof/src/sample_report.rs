@@ -27,7 +27,8 @@
 //!
 //! Lines are laid out as Julia's (see the `tree` module's notes: the overhead column, the `╎`
 //! guides every fifth level of indentation, `+n` for indentation cut at half the
-//! [`width`](PrintOptions::width)). With [`groupby`](PrintOptions::groupby), the header is
+//! [`width`](PrintOptions::width)). Files are shortened as Julia shortens them: the standard
+//! library's as `@core/src/...`, a registry crate's as `@tokio-1.48.0/src/...`. With [`groupby`](PrintOptions::groupby), the header is
 //! printed once, then each group: its name and totals on one line
 //! (`Process <0.5.0> (server) Total snapshots: 10. Utilization: 50%`), its tree, a blank line;
 //! a group nested in another (`process,thread`) follows its outer group's name on the line,

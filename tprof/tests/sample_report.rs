@@ -2,144 +2,12 @@
 //! flat list, each option's effect, `callers`, the wall summary, dropped and missing samples.
 //! Every expected text is the whole report, line for line.
 
-use runtime::Pid;
+mod common;
+
+use common::samples::{Build, cpu_profile, wall_profile};
 use tprof::sample_report::{self, GroupBy, PrintOptions, Recur, ReportFormat, SortedBy, callers};
-use tprof::samples::{
-    SampleFrame, SampleRecord, SampleSource, SampleStack, SampleThread, SamplerKind, WaitState,
-};
-use tprof::{Function, ProcessRecord, Profile, TraceType};
-
-/// Builds a profile's sample set by hand.
-struct Build {
-    profile: Profile,
-}
-
-impl Build {
-    fn new() -> Build {
-        Build {
-            profile: Profile::empty(TraceType::CallCount),
-        }
-    }
-
-    /// A source: `hz`, sampling for `seconds`, having dropped `dropped` samples.
-    fn source(&mut self, sampler: SamplerKind, hz: u32, seconds: u64, dropped: f64) -> u32 {
-        let set = &mut self.profile.samples;
-        set.sources.push(SampleSource {
-            run: 0,
-            node: 0,
-            sampler,
-            hz,
-            dropped,
-            native_walked: true,
-            duration_ns: seconds * 1_000_000_000,
-            capacity: 1000,
-        });
-        (set.sources.len() - 1) as u32
-    }
-
-    /// A thread of source 0.
-    fn thread(&mut self, tid: i32, name: Option<&str>) -> u32 {
-        let set = &mut self.profile.samples;
-        set.threads.push(SampleThread {
-            source: 0,
-            tid,
-            name: name.map(str::to_owned),
-        });
-        (set.threads.len() - 1) as u32
-    }
-
-    /// A traced function `app::NAME/0` of `file:line`, and its frame.
-    fn traced(&mut self, name: &str, file: &str, line: u32) -> u32 {
-        self.profile.function_table.push(Function {
-            module: "app".into(),
-            name: name.into(),
-            arity: 0,
-            file: file.into(),
-            line,
-        });
-        let function = (self.profile.function_table.len() - 1) as u32;
-        self.frame(SampleFrame {
-            function: Some(function),
-            name: String::new(),
-            file: None,
-            line: None,
-            address: 0,
-        })
-    }
-
-    /// A native frame.
-    fn native(&mut self, name: &str, place: Option<(&str, u32)>, address: u64) -> u32 {
-        self.frame(SampleFrame {
-            function: None,
-            name: name.into(),
-            file: place.map(|(f, _)| f.to_owned()),
-            line: place.map(|(_, l)| l),
-            address,
-        })
-    }
-
-    fn frame(&mut self, frame: SampleFrame) -> u32 {
-        let set = &mut self.profile.samples;
-        set.frames.push(frame);
-        (set.frames.len() - 1) as u32
-    }
-
-    /// The stack of `frames`, outermost first (made once).
-    fn stack(&mut self, frames: &[u32]) -> u32 {
-        let mut parent = None;
-        for &frame in frames {
-            let stacks = &mut self.profile.samples.stacks;
-            let found = stacks
-                .iter()
-                .position(|s| s.parent == parent && s.frame == frame);
-            let id = match found {
-                Some(i) => i as u32,
-                None => {
-                    stacks.push(SampleStack { parent, frame });
-                    (stacks.len() - 1) as u32
-                }
-            };
-            parent = Some(id);
-        }
-        parent.expect("a stack of one frame at least")
-    }
-
-    /// A sample of source `source`.
-    fn sample(
-        &mut self,
-        source: u32,
-        pid: Option<&str>,
-        thread: Option<u32>,
-        stack: Option<u32>,
-        weight: f64,
-        state: Option<WaitState>,
-    ) {
-        self.profile.samples.samples.push(SampleRecord {
-            source,
-            pid: pid.map(|p| p.parse::<Pid>().expect("a pid")),
-            thread,
-            time_ns: 0,
-            weight,
-            stack,
-            state,
-            mailbox_len: 0,
-        });
-    }
-
-    /// A CPU sample of source 0.
-    fn cpu(&mut self, pid: Option<&str>, thread: u32, stack: u32, weight: f64) {
-        self.sample(0, pid, Some(thread), Some(stack), weight, None);
-    }
-
-    fn named(&mut self, pid: &str, name: &str) {
-        self.profile.processes.push(ProcessRecord {
-            pid: pid.parse().expect("a pid"),
-            name: Some(name.into()),
-            initial_call: String::new(),
-            run: 0,
-        });
-    }
-}
+use tprof::samples::SamplerKind;
+use tprof::{Profile, TraceType};
 
 fn report(profile: &Profile, options: &PrintOptions) -> String {
     let mut out = Vec::new();
@@ -150,39 +18,6 @@ fn report(profile: &Profile, options: &PrintOptions) -> String {
 /// Lines of text, each ended by a newline.
 fn lines(lines: &[&str]) -> String {
     lines.iter().map(|l| format!("{l}\n")).collect()
-}
-
-/// One process's CPU samples at 100 Hz over one second on two threads: main calls serve and
-/// parse, serve calls parse, parse runs native code (`app::checksum`, at two addresses of
-/// one line); CPU time outside processes ran an unknown frame.
-fn cpu_profile() -> Profile {
-    let mut b = Build::new();
-    b.source(SamplerKind::Cpu, 100, 1, 0.0);
-    let t0 = b.thread(101, Some("node-worker"));
-    let t1 = b.thread(102, Some("node-worker"));
-    let main = b.traced("main", "src/main.rs", 1);
-    let serve = b.traced("serve", "src/serve.rs", 10);
-    let parse = b.traced("parse", "src/parse.rs", 20);
-    let sum_a = b.native("app::checksum", Some(("src/sum.rs", 5)), 0x10);
-    let sum_b = b.native("app::checksum", Some(("src/sum.rs", 5)), 0x14);
-    let unknown = b.native("", None, 0x99);
-    let s_main = b.stack(&[main]);
-    let s_serve = b.stack(&[main, serve]);
-    let s_parse = b.stack(&[main, serve, parse]);
-    let s_sum_a = b.stack(&[main, serve, parse, sum_a]);
-    let s_sum_b = b.stack(&[main, serve, parse, sum_b]);
-    let s_main_parse = b.stack(&[main, parse]);
-    let s_unknown = b.stack(&[unknown]);
-    let p = Some("<0.5.0>");
-    b.cpu(p, t0, s_main, 1.0);
-    b.cpu(p, t0, s_parse, 2.0);
-    b.cpu(p, t0, s_sum_a, 3.0);
-    b.cpu(p, t0, s_sum_b, 1.0);
-    b.cpu(p, t0, s_main_parse, 2.0);
-    b.cpu(Some("<0.6.0>"), t1, s_serve, 1.0);
-    b.cpu(None, t1, s_unknown, 2.0);
-    b.named("<0.5.0>", "server");
-    b.profile
 }
 
 #[test]
@@ -704,37 +539,6 @@ fn callers_counts_who_called_a_function_once_per_call() {
     );
 }
 
-/// Wall samples at 10 Hz for 1 s: a server running (2) and waiting in receive (6, 4
-/// messages queued), an idle process in receive (2), a client waiting for a call's reply (1).
-fn wall_profile(dropped: f64) -> Profile {
-    let mut b = Build::new();
-    let source = b.source(SamplerKind::Wall, 10, 1, dropped);
-    let server = b.traced("server_loop", "src/server.rs", 1);
-    let handle = b.traced("handle", "src/server.rs", 9);
-    let idle = b.traced("idle", "src/idle.rs", 1);
-    let client = b.traced("client", "src/client.rs", 1);
-    let s_server = b.stack(&[server]);
-    let s_handle = b.stack(&[server, handle]);
-    let s_idle = b.stack(&[idle]);
-    let s_client = b.stack(&[client]);
-    for (pid, stack, weight, state, mailbox) in [
-        ("<0.5.0>", s_handle, 2.0, WaitState::Running, 0),
-        ("<0.5.0>", s_server, 6.0, WaitState::Receive, 4),
-        ("<0.6.0>", s_idle, 2.0, WaitState::Receive, 0),
-        ("<0.7.0>", s_client, 1.0, WaitState::Call, 0),
-    ] {
-        b.sample(source, Some(pid), None, Some(stack), weight, Some(state));
-        b.profile
-            .samples
-            .samples
-            .last_mut()
-            .expect("a sample")
-            .mailbox_len = mailbox;
-    }
-    b.named("<0.5.0>", "server");
-    b.profile
-}
-
 #[test]
 fn a_wall_report_starts_with_where_processes_wait() {
     let text = report(&wall_profile(0.0), &PrintOptions::new());
@@ -921,5 +725,76 @@ fn option_names_parse_as_julia_s_and_a_wrong_one_lists_the_choices() {
     assert_eq!(
         "flatc".parse::<Recur>().unwrap_err().to_string(),
         "`flatc` is not a recur choice: expected off or flat"
+    );
+}
+
+#[test]
+fn the_pretty_export_of_samples_is_the_tree_and_the_flat_list() {
+    use tprof::export::{self, Format};
+    let mut profile = cpu_profile();
+    let both = report(&profile, &PrintOptions::new().format(ReportFormat::Both));
+    assert_eq!(export::to_string(Format::Pretty, &profile).unwrap(), both);
+    // The calls the sample session counted follow, as tprof's report of a trace profile.
+    let pid = common::pid("<0.5.0>");
+    profile.functions.push(tprof::FunctionTrace {
+        function: common::function("app", "main", 0, 1),
+        entries: vec![common::entry(tprof::Group::Process(pid), 1, 1)],
+    });
+    let trace = {
+        let mut trace_only = profile.clone();
+        trace_only.samples = Default::default();
+        export::to_string(Format::Pretty, &trace_only).unwrap()
+    };
+    assert!(trace.contains("app::main/0"), "{trace}");
+    assert_eq!(
+        export::to_string(Format::Pretty, &profile).unwrap(),
+        format!("{both}\n{trace}")
+    );
+    // With options.
+    let mut out = Vec::new();
+    export::write_pretty(
+        &cpu_profile(),
+        &PrintOptions::new().format(ReportFormat::Tree).maxdepth(0),
+        &mut out,
+    )
+    .unwrap();
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        report(&cpu_profile(), &PrintOptions::new().maxdepth(0))
+    );
+}
+
+#[test]
+fn files_of_the_standard_library_and_of_crates_are_shortened_as_julia_s() {
+    let mut b = Build::new();
+    b.source(SamplerKind::Cpu, 100, 1, 0.0);
+    let t = b.thread(1, None);
+    let std = b.native(
+        "core::iter::traits::iterator::Iterator::fold",
+        Some((
+            "/rustc/59807616e1fa2540724bfbac14d7976d7e4a3860/library/core/src/iter/traits/iterator.rs",
+            2646,
+        )),
+        1,
+    );
+    let tokio = b.native(
+        "tokio::runtime::park::Inner::park",
+        Some((
+            "/home/me/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/tokio-1.48.0/src/runtime/park.rs",
+            120,
+        )),
+        2,
+    );
+    let own = b.native("app::spin", Some(("/home/me/app/src/spin.rs", 3)), 3);
+    let s = b.stack(&[tokio, std, own]);
+    b.cpu(None, t, s, 1.0);
+    let text = report(&b.profile, &PrintOptions::new());
+    assert_eq!(
+        text.lines().skip(2).take(3).collect::<Vec<_>>(),
+        [
+            " ╎1 @tokio-1.48.0/src/runtime/park.rs:120; tokio::runtime::park::Inner::park",
+            " ╎ 1 @core/src/iter/traits/iterator.rs:2646; core::iter::traits::iterator::Iterator::fold",
+            "1╎  1 /home/me/app/src/spin.rs:3; app::spin",
+        ]
     );
 }

@@ -33,16 +33,38 @@
 //!    the patterns) is shown with 0 calls, to hold its callees.
 //!
 //! Each part is linear in the processes and paths (the tree sorts each node's children).
+//!
+//! A profile with samples (sample mode) starts with their report instead, Julia's tree then
+//! flat list ([`crate::sample_report`], laid out as [`write_with`]'s options say); the three
+//! parts above follow it, after a blank line, when the profile also counted calls.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::Write;
 
 use super::ExportError;
 use crate::format::{cut_pad, label, micros, right, two_decimals, width};
+use crate::sample_report::{PrintOptions, ReportFormat};
 use crate::{Aggregate, Group, PathEntry, ProcessRecord, Profile, SortBy, TraceType};
 
-/// Writes `profile` as the pretty report.
+/// Writes `profile` as the pretty report, its samples (if any) as Julia's tree and flat list.
 pub(super) fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), ExportError> {
+    let samples = PrintOptions::new().format(ReportFormat::Both);
+    write_with(profile, &samples, out)
+}
+
+/// Writes `profile` as the pretty report, its samples (if any) laid out as `samples` say.
+pub(super) fn write_with(
+    profile: &Profile,
+    samples: &PrintOptions,
+    out: &mut dyn Write,
+) -> Result<(), ExportError> {
+    if !profile.samples.is_empty() {
+        crate::sample_report::print(out, profile, samples)?;
+        if profile.functions.is_empty() {
+            return Ok(());
+        }
+        writeln!(out)?;
+    }
     let aggregate = if profile.trace_type == TraceType::CallCount {
         Aggregate::Total
     } else {

@@ -118,7 +118,7 @@ pub fn callers(profile: &Profile, function: &str, options: &PrintOptions) -> Vec
             Caller {
                 count,
                 function: key.shown_name().into_owned(),
-                file: key.file.map(str::to_owned),
+                file: key.file.as_deref().map(str::to_owned),
                 line: key.line,
                 frame: key.frame,
             }

@@ -44,7 +44,7 @@ pub(super) fn print(
         .max()
         .unwrap_or(0);
     let wline = ndigits(u64::from(max_line)).max(5);
-    let file_of = |l: &FlatLine| keys.get(l.key).file.unwrap_or("[unknown file]");
+    let file_of = |l: &FlatLine| keys.get(l.key).file.as_deref().unwrap_or("[unknown file]");
     let maxfile = lines
         .iter()
         .filter(|l| !keys.get(l.key).is_unknown())

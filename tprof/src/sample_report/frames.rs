@@ -27,8 +27,8 @@ pub(super) struct Key<'a> {
     /// The function: `module::name/arity` for a traced one, the native name otherwise
     /// (empty when unknown).
     pub(super) name: Cow<'a, str>,
-    /// Its file, when known.
-    pub(super) file: Option<&'a str>,
+    /// Its file, when known, shortened as Julia shortens paths ([`short_path`]).
+    pub(super) file: Option<Cow<'a, str>>,
     /// Its line, when known.
     pub(super) line: Option<u32>,
     /// The instruction address it is shown with (native frames, `combine` off).
@@ -99,18 +99,10 @@ impl<'a> Keys<'a> {
         a.is_unknown()
             .cmp(&b.is_unknown())
             .then_with(|| match order {
-                SortedBy::Name => (a.name.as_ref(), a.file, a.line, a.address).cmp(&(
-                    b.name.as_ref(),
-                    b.file,
-                    b.line,
-                    b.address,
-                )),
-                _ => (a.file, a.name.as_ref(), a.line, a.address).cmp(&(
-                    b.file,
-                    b.name.as_ref(),
-                    b.line,
-                    b.address,
-                )),
+                SortedBy::Name => (&a.name, &a.file, a.line, a.address)
+                    .cmp(&(&b.name, &b.file, b.line, b.address)),
+                _ => (&a.file, &a.name, a.line, a.address)
+                    .cmp(&(&b.file, &b.name, b.line, b.address)),
             })
             .then(a.frame.cmp(&b.frame))
     }
@@ -131,7 +123,10 @@ impl<'a> Key<'a> {
                     name: Cow::Owned(
                         function.map_or_else(|| format!("<function {f}>"), Function::mfa),
                     ),
-                    file: function.map(|f| f.file.as_str()).filter(|f| !f.is_empty()),
+                    file: function
+                        .map(|f| f.file.as_str())
+                        .filter(|f| !f.is_empty())
+                        .map(short_path),
                     line: function.map(|f| f.line).filter(|&l| l > 0),
                     address: None,
                 }
@@ -139,7 +134,11 @@ impl<'a> Key<'a> {
             None => Key {
                 frame: frame_index,
                 name: Cow::Borrowed(frame.name.as_str()),
-                file: frame.file.as_deref().filter(|f| !f.is_empty()),
+                file: frame
+                    .file
+                    .as_deref()
+                    .filter(|f| !f.is_empty())
+                    .map(short_path),
                 line: frame.line.filter(|&l| l > 0),
                 address: (!combine).then_some(frame.address),
             },
@@ -161,7 +160,7 @@ impl<'a> Key<'a> {
                 None => "[unknown stackframe]".to_owned(),
             };
         }
-        let file = self.file.unwrap_or("[unknown file]");
+        let file = self.file.as_deref().unwrap_or("[unknown file]");
         let line = self.line.map_or_else(|| "?".to_owned(), |l| l.to_string());
         let name = self.shown_name();
         match cut {
@@ -186,6 +185,26 @@ impl<'a> Key<'a> {
             Some(address) => Cow::Owned(format!("{} {name}", pointer(address))),
             None => name,
         }
+    }
+}
+
+/// `path` made short, as Julia's `short_path` names files by their package: a file of the
+/// standard library (`/rustc/COMMIT/library/core/src/...`) as `@core/src/...`, a file of a
+/// crate from a registry (`.../registry/src/INDEX/tokio-1.48.0/src/...`) as
+/// `@tokio-1.48.0/src/...`; any other path as it is.
+pub(super) fn short_path(path: &str) -> Cow<'_, str> {
+    let library = path
+        .strip_prefix("/rustc/")
+        .and_then(|rest| rest.split_once('/'))
+        .and_then(|(_commit, rest)| rest.strip_prefix("library/"));
+    let registry = || {
+        let at = path.find("/registry/src/")?;
+        let (_index, rest) = path[at + "/registry/src/".len()..].split_once('/')?;
+        Some(rest)
+    };
+    match library.or_else(registry) {
+        Some(rest) if !rest.is_empty() => Cow::Owned(format!("@{rest}")),
+        _ => Cow::Borrowed(path),
     }
 }
 
