@@ -4,7 +4,8 @@
 //! - [`run`]: runs a program built on the runtime with profiling switched on through the
 //!   environment ([`runtime::trace::env_run`]); each node of the program writes what it
 //!   gathered as it stops, and `run` reads that into one [`Profile`].
-//! - [`report`]: reads a profile file and writes it in any [`Format`].
+//! - [`report`]: reads a profile file and writes it in any [`Format`] ([`report_with`]: with
+//!   the options that lay samples out in the `pretty` report).
 //! - [`merge`]: merges profile files of one trace type ([`crate::archive::merge`]).
 //! - [`view`]: writes the HTML viewer of a profile file and opens it in a browser.
 //!
@@ -24,6 +25,7 @@ use runtime::trace::env_run;
 
 use crate::archive::Merger;
 use crate::export::Format;
+use crate::sample_report::{PrintOptions, ReportFormat};
 use crate::{Profile, TraceType};
 
 mod input;
@@ -450,13 +452,71 @@ pub fn report(
     format: Option<Format>,
     out: Option<&Path>,
 ) -> Result<(), CommandError> {
+    let samples = PrintOptions::new().format(ReportFormat::Both);
+    report_with(input, format, out, &samples)
+}
+
+/// `tprof report` with the options that lay a profile's samples out in the `pretty` report
+/// (`--maxdepth`, `--groupby`, ...: [`PrintOptions`], whose
+/// [`format`](PrintOptions::format) the report keeps). Options set that can do nothing are
+/// warned of on stderr: in another format, or for a profile without samples.
+///
+/// # Errors
+///
+/// As [`report`].
+pub fn report_with(
+    input: &Path,
+    format: Option<Format>,
+    out: Option<&Path>,
+    samples: &PrintOptions,
+) -> Result<(), CommandError> {
     let what = Output::resolve(
         format.map(Output::Export),
         out,
         Output::Export(Format::Pretty),
     );
     let profile = read_profile(input)?;
-    write_output(&profile, what, out)
+    let set = sample_flags(samples);
+    for flag in &set {
+        match what {
+            Output::Export(Format::Pretty) if profile.samples.is_empty() => {
+                eprintln!("tprof: warning: {flag} does nothing: the profile has no samples");
+            }
+            Output::Export(Format::Pretty) => {}
+            Output::Export(other) => eprintln!(
+                "tprof: warning: {flag} does nothing with --format {other}: only the pretty \
+                 report lays samples out"
+            ),
+            Output::Archive => eprintln!(
+                "tprof: warning: {flag} does nothing when writing a .tprof archive: only the \
+                 pretty report lays samples out"
+            ),
+        }
+    }
+    match what {
+        Output::Export(Format::Pretty) => output::write_pretty(&profile, samples, out),
+        other => write_output(&profile, other, out),
+    }
+}
+
+/// The `tprof report` options set in `samples` (all but `--width`, which only fits the
+/// report to a screen), as the command line spells them.
+fn sample_flags(samples: &PrintOptions) -> Vec<&'static str> {
+    let default = PrintOptions::new();
+    [
+        ("--maxdepth", samples.maxdepth != default.maxdepth),
+        ("--mincount", samples.mincount != default.mincount),
+        ("--noisefloor", samples.noisefloor != default.noisefloor),
+        ("--sortedby", samples.sortedby != default.sortedby),
+        ("--groupby", samples.groupby != default.groupby),
+        ("--recur", samples.recur != default.recur),
+        ("--no-native", samples.native != default.native),
+        ("--no-combine", samples.combine != default.combine),
+    ]
+    .into_iter()
+    .filter(|(_, set)| *set)
+    .map(|(flag, _)| flag)
+    .collect()
 }
 
 /// `tprof merge`: merges the profile files `inputs` (of one trace type; `-` once at most,

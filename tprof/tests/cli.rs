@@ -262,6 +262,102 @@ fn report_writes_every_format_and_each_reads_back() {
 }
 
 #[test]
+fn report_lays_samples_out_with_julia_s_options() {
+    use tprof::export::{self, Format};
+    use tprof::sample_report::{GroupBy, PrintOptions, Recur, ReportFormat, SortedBy};
+    let dir = scratch("samples");
+    let profile = common::samples::cpu_profile();
+    std::fs::write(dir.join("s.json"), serde_json::to_vec(&profile).unwrap()).unwrap();
+    // pretty, by default: the tree and the flat list.
+    let o = tprof(&dir, &["report", "s.json"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert_eq!(
+        text(&o.stdout),
+        export::to_string(Format::Pretty, &profile).unwrap()
+    );
+    assert!(text(&o.stdout).starts_with("Overhead ╎"));
+    // Every option, as the library takes it.
+    let o = tprof(
+        &dir,
+        &[
+            "report",
+            "-f",
+            "pretty",
+            "--maxdepth",
+            "1",
+            "--mincount",
+            "2",
+            "--noisefloor",
+            "1.5",
+            "--sortedby",
+            "count",
+            "--groupby",
+            "process,thread",
+            "--recur",
+            "flat",
+            "--no-native",
+            "--no-combine",
+            "--width",
+            "60",
+            "s.json",
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert_eq!(text(&o.stderr), "");
+    let options = PrintOptions::new()
+        .format(ReportFormat::Both)
+        .maxdepth(1)
+        .mincount(2.0)
+        .noisefloor(1.5)
+        .sortedby(SortedBy::Count)
+        .groupby(GroupBy::ProcessThread)
+        .recur(Recur::Flat)
+        .native(false)
+        .combine(false)
+        .width(60);
+    let mut expected = Vec::new();
+    export::write_pretty(&profile, &options, &mut expected).unwrap();
+    assert_eq!(text(&o.stdout), text(&expected));
+    assert!(text(&o.stdout).contains("Process <0.5.0> (server) Thread 101"));
+    // A value that is not a choice is a usage error naming the choices.
+    let o = tprof(&dir, &["report", "--groupby", "task", "s.json"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o.stderr).contains("none, process, thread, process,thread or thread,process"),
+        "{}",
+        text(&o.stderr)
+    );
+    let o = tprof(&dir, &["report", "--noisefloor=-1", "s.json"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("`-1` is not a number (0 or more)"));
+    // Options that lay samples out do nothing in another format, or without samples.
+    let o = tprof(
+        &dir,
+        &["report", "-f", "folded", "--maxdepth", "2", "s.json"],
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("warning: --maxdepth does nothing with --format folded"),
+        "{}",
+        text(&o.stderr)
+    );
+    let mut traced = profile.clone();
+    traced.samples = Default::default();
+    std::fs::write(dir.join("t.json"), serde_json::to_vec(&traced).unwrap()).unwrap();
+    let o = tprof(
+        &dir,
+        &["report", "--groupby", "thread", "--no-native", "t.json"],
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("warning: --groupby does nothing: the profile has no samples")
+            && err.contains("warning: --no-native does nothing"),
+        "{err}"
+    );
+}
+
+#[test]
 fn merge_keeps_runs_apart_and_refuses_mixed_types() {
     let dir = scratch("merge");
     let a = run(&dir, "call_memory", "a.tprof", &[]);

@@ -9,6 +9,7 @@ use super::input::is_std;
 use crate::Profile;
 use crate::archive::{self, ArchiveError};
 use crate::export::{self, ExportError, Format};
+use crate::sample_report::PrintOptions;
 
 /// What a command writes: a `.tprof` archive, or an export.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -116,14 +117,40 @@ pub fn write_export(
     format: Format,
     out: Option<&Path>,
 ) -> Result<(), CommandError> {
+    write_rendered(format, out, |w| export::write(format, profile, w))
+}
+
+/// Writes `profile` as the `pretty` report, its samples laid out as `samples` say, to `out`
+/// (standard output when `None` or `-`).
+///
+/// # Errors
+///
+/// As [`write_export`].
+pub(super) fn write_pretty(
+    profile: &Profile,
+    samples: &PrintOptions,
+    out: Option<&Path>,
+) -> Result<(), CommandError> {
+    write_rendered(Format::Pretty, out, |w| {
+        export::write_pretty(profile, samples, w)
+    })
+}
+
+/// Writes what `render` writes (an export in `format`) to `out`, standard output when `None`
+/// or `-`.
+fn write_rendered(
+    format: Format,
+    out: Option<&Path>,
+    render: impl FnOnce(&mut dyn Write) -> Result<(), ExportError>,
+) -> Result<(), CommandError> {
     match out.filter(|p| !is_std(p)) {
-        Some(path) => archive::write_file_as(path, |w| export::write(format, profile, w))
-            .map_err(|e| CommandError::output(Some(path), e)),
+        Some(path) => {
+            archive::write_file_as(path, render).map_err(|e| CommandError::output(Some(path), e))
+        }
         None => {
             refuse_binary_on_terminal(format == Format::Pprof)?;
             let mut bytes = Vec::new();
-            export::write(format, profile, &mut bytes)
-                .map_err(|e: ExportError| CommandError::output(None, e))?;
+            render(&mut bytes).map_err(|e: ExportError| CommandError::output(None, e))?;
             let mut stdout = io::stdout().lock();
             stdout
                 .write_all(&bytes)

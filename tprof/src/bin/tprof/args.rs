@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 use runtime::trace::env_run::Signals;
 use tprof::TraceType;
 use tprof::export::Format;
+use tprof::sample_report::{GroupBy, PrintOptions, Recur, ReportFormat, SortedBy};
 
 /// tprof: profile the processes of programs built on the actor runtime, and turn profiles into
 /// reports, flame graphs and the files speedscope, Perfetto and `go tool pprof` read.
@@ -93,6 +94,12 @@ pub(crate) enum Cmd {
     },
     /// Write a profile file (.tprof, a json export, or a run file or folder of them that
     /// TPROF_RUN wrote) in another format.
+    ///
+    /// The pretty report of a profile with samples (sample mode) is Julia's Profile.print:
+    /// the tree of stacks, then the flat list of frames, each line's count being the samples
+    /// through it (timer periods, or process-ticks for wall samples) and its overhead those
+    /// that ended in it; wall samples start with where the processes wait. The options under
+    /// "Sample reports" lay them out.
     Report {
         /// pretty, json, speedscope, chrome, pprof, folded, svg or html (default: what the
         /// --out name's extension says, else pretty).
@@ -103,6 +110,9 @@ pub(crate) enum Cmd {
         out: Option<PathBuf>,
         /// The profile file (`-`: standard input).
         file: PathBuf,
+        /// How the pretty report lays samples out.
+        #[command(flatten)]
+        samples: SampleArgs,
     },
     /// Merge profile files of one trace type into one archive; the processes of each run
     /// stay apart.
@@ -124,6 +134,71 @@ pub(crate) enum Cmd {
         /// The profile file (`-`: standard input).
         file: PathBuf,
     },
+}
+
+/// `tprof report`'s options for samples: Julia's `Profile.print` keywords.
+#[derive(Debug, clap::Args)]
+#[command(next_help_heading = "Sample reports (pretty)")]
+pub(crate) struct SampleArgs {
+    /// Leave out the tree's lines deeper than N (the outermost are at depth 0).
+    #[arg(long, value_name = "N")]
+    pub(crate) maxdepth: Option<usize>,
+    /// Leave out lines (and what is below them) counting fewer samples than N.
+    #[arg(long, value_name = "N", value_parser = parse_amount)]
+    pub(crate) mincount: Option<f64>,
+    /// Leave out a line of the tree (and what is below it) whose count n is at most
+    /// X × √N, N being the count of the line above it; 2.0 is a fair value to try.
+    #[arg(long, value_name = "X", value_parser = parse_amount)]
+    pub(crate) noisefloor: Option<f64>,
+    /// The order of siblings and of the flat list: filefuncline (the default: file, function,
+    /// line), name, count or overhead (both ascending: the heaviest last, as Julia).
+    #[arg(long, value_name = "ORDER")]
+    pub(crate) sortedby: Option<SortedBy>,
+    /// A report per process, per thread, or nested: none (the default), process, thread,
+    /// process,thread or thread,process.
+    #[arg(long, value_name = "GROUPS")]
+    pub(crate) groupby: Option<GroupBy>,
+    /// Recursion in the tree: off (the default), or flat (a frame already on the stack
+    /// above folds into that line).
+    #[arg(long, value_name = "MODE")]
+    pub(crate) recur: Option<Recur>,
+    /// Hide native frames (the untraced code CPU samples ran): each sample counts at its
+    /// innermost traced frame.
+    #[arg(long)]
+    pub(crate) no_native: bool,
+    /// Show each instruction address of a line apart rather than as one line.
+    #[arg(long)]
+    pub(crate) no_combine: bool,
+    /// Cut lines to N characters, deep indentation shortened to +n (default: the terminal's
+    /// width on a terminal, else 0: no cut).
+    #[arg(long, value_name = "N")]
+    pub(crate) width: Option<usize>,
+}
+
+impl SampleArgs {
+    /// The options asked for; `terminal` is the width of the terminal the report goes to, if
+    /// it goes to one.
+    pub(crate) fn options(&self, terminal: Option<usize>) -> PrintOptions {
+        let default = PrintOptions::new();
+        PrintOptions::new()
+            .format(ReportFormat::Both)
+            .maxdepth(self.maxdepth.unwrap_or(default.maxdepth))
+            .mincount(self.mincount.unwrap_or(default.mincount))
+            .noisefloor(self.noisefloor.unwrap_or(default.noisefloor))
+            .sortedby(self.sortedby.unwrap_or(default.sortedby))
+            .groupby(self.groupby.unwrap_or(default.groupby))
+            .recur(self.recur.unwrap_or(default.recur))
+            .native(!self.no_native)
+            .combine(!self.no_combine)
+            .width(self.width.or(terminal).unwrap_or(0))
+    }
+}
+
+fn parse_amount(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        _ => Err(format!("`{s}` is not a number (0 or more)")),
+    }
 }
 
 fn parse_format(s: &str) -> Result<Format, String> {

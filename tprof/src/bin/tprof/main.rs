@@ -120,8 +120,19 @@ fn execute(command: Cmd) -> Result<ExitCode, CommandError> {
                 None => ExitCode::FAILURE, // killed by a signal
             })
         }
-        Cmd::Report { format, out, file } => {
-            command::report(&file, format, out.as_deref())?;
+        Cmd::Report {
+            format,
+            out,
+            file,
+            samples,
+        } => {
+            let to_terminal = out.as_deref().is_none_or(|o| o.as_os_str() == "-")
+                && std::io::stdout().is_terminal();
+            let terminal = to_terminal
+                .then(|| console::Term::stdout().size_checked())
+                .flatten()
+                .map(|(_rows, columns)| usize::from(columns));
+            command::report_with(&file, format, out.as_deref(), &samples.options(terminal))?;
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Merge { out, inputs } => {
