@@ -69,6 +69,7 @@ pub struct ProfileOptions {
     event_log: bool,
     outside_processes: bool,
     sample: Option<runtime::sample::SampleOptions>,
+    sample_report: crate::sample_report::PrintOptions,
 }
 
 impl Default for ProfileOptions {
@@ -87,6 +88,7 @@ impl Default for ProfileOptions {
             event_log: false,
             outside_processes: false,
             sample: None,
+            sample_report: crate::sample_report::PrintOptions::default(),
         }
     }
 }
@@ -105,6 +107,8 @@ impl fmt::Debug for ProfileOptions {
             .field("call_tree", &self.call_tree)
             .field("event_log", &self.event_log)
             .field("outside_processes", &self.outside_processes)
+            .field("sample", &self.sample)
+            .field("sample_report", &self.sample_report)
             .field(
                 "device",
                 &self.device.as_ref().map_or("stdout", |_| "custom"),
@@ -236,6 +240,16 @@ impl ProfileOptions {
     /// ```
     pub fn sample(mut self, options: runtime::sample::SampleOptions) -> ProfileOptions {
         self.sample = Some(options);
+        self
+    }
+
+    /// How the report of a profile in sample mode ([`sample`](Self::sample)) is laid out:
+    /// Julia's `Profile.print` options (default: [`PrintOptions::default`], the tree of every
+    /// sample).
+    ///
+    /// [`PrintOptions::default`]: crate::sample_report::PrintOptions
+    pub fn sample_report(mut self, options: crate::sample_report::PrintOptions) -> ProfileOptions {
+        self.sample_report = options;
         self
     }
 
@@ -645,11 +659,7 @@ where
             }
         };
         if sampled {
-            crate::sample_report::print(
-                device,
-                &profile,
-                &crate::sample_report::PrintOptions::default(),
-            )
+            crate::sample_report::print(device, &profile, &options.sample_report)
         } else {
             format(device, &inspect(&profile, aggregate, sort))
         }

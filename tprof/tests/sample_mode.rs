@@ -83,3 +83,59 @@ fn a_sampled_profile_names_the_process_and_its_traced_calls() {
     assert!(text.contains("sample_mode::busy/1"), "{text}");
     let _ = Report::Return;
 }
+
+#[test]
+fn the_report_of_a_sampled_profile_is_laid_out_as_asked_and_matches_its_samples() {
+    use tprof::sample_report::{self, GroupBy, PrintOptions, ReportFormat, callers};
+    let printed = Buffer::default();
+    let options = PrintOptions::new()
+        .groupby(GroupBy::Process)
+        .format(ReportFormat::Both)
+        .native(false);
+    let outcome = tprof::profile(
+        || async { work().await },
+        ProfileOptions::new()
+            .sample(SampleOptions::new().hz(997))
+            .sample_report(options.clone())
+            .device(printed.clone()),
+    )
+    .expect("profiled");
+    assert!(outcome.result.is_ok());
+    let profile = &outcome.profile;
+    let text = String::from_utf8(printed.0.lock().expect("buffer").clone()).expect("utf-8");
+    // What was printed is the report of the profile returned.
+    let mut again = Vec::new();
+    sample_report::print(&mut again, profile, &options).expect("printed");
+    assert_eq!(text, String::from_utf8(again).expect("utf-8"));
+    // The profiled process's group counts its samples.
+    let pid = profile.processes[0].pid;
+    let weight: f64 = profile
+        .samples
+        .samples
+        .iter()
+        .filter(|s| s.pid == Some(pid))
+        .map(|s| s.weight)
+        .sum();
+    let head = format!("Process {pid} Total snapshots: {}. ", weight.round());
+    let at = text.find(&head).unwrap_or_else(|| panic!("{head}: {text}"));
+    // Below it, work, then busy one level deeper; native frames hidden.
+    let tree: Vec<&str> = text[at..]
+        .lines()
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .collect();
+    let work = tree
+        .iter()
+        .position(|l| l.ends_with("; sample_mode::work/0"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        tree[work + 1..]
+            .iter()
+            .any(|l| l.contains("╎ ") && l.ends_with("; sample_mode::busy/1")),
+        "{text}"
+    );
+    assert!(tree.iter().all(|l| l.contains("sample_mode::")), "{text}");
+    // busy was called by work.
+    let who = callers(profile, "busy", &options);
+    assert_eq!(who[0].function, "sample_mode::work/0", "{who:?}");
+}
