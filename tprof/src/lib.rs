@@ -211,6 +211,53 @@
 //! # }
 //! ```
 //!
+//! # Sampling
+//!
+//! [`ProfileOptions::sample`] profiles in sample mode ([`runtime::sample`]): a CPU sampler
+//! records what each worker thread runs — the process, its traced stack and the native code
+//! below it, so untraced code shows up with no change to it — or a wall sampler where every
+//! process waits. The samples are in [`Profile::samples`], and [`sample_report`] prints them
+//! as Julia's `Profile.print` does: the tree of stacks and the flat list of frames, with
+//! `maxdepth`, `mincount`, `noisefloor`, `sortedby`, `groupby` (process, thread), `recur`,
+//! `combine` and the native frames shown or not ([`sample_report::PrintOptions`]);
+//! [`sample_report::callers`] says who called a function. A report of wall samples starts
+//! with where the processes wait, per state and per process. The `pretty` export of a profile
+//! with samples is that tree and that list.
+//!
+//! ```
+//! # #[cfg(target_os = "linux")] {
+//! use runtime::sample::SampleOptions;
+//! use tprof::sample_report::{self, GroupBy, PrintOptions};
+//! use tprof::{ProfileOptions, Report};
+//!
+//! #[runtime::traced]
+//! fn checksum(n: u64) -> u64 {
+//!     (0..n).fold(0, |a, i| a.rotate_left(5) ^ i)
+//! }
+//!
+//! let outcome = tprof::profile(
+//!     || async { (0..100).map(|_| checksum(100_000)).sum::<u64>() },
+//!     ProfileOptions::new().sample(SampleOptions::new().hz(999)).report(Report::Return),
+//! )
+//! .unwrap();
+//! let options = PrintOptions::new().groupby(GroupBy::Process).native(false);
+//! let mut text = Vec::new();
+//! sample_report::print(&mut text, &outcome.profile, &options).unwrap();
+//! let text = String::from_utf8(text).unwrap();
+//! if !outcome.profile.samples.samples.is_empty() {
+//!     assert!(text.starts_with("Overhead ╎ [+additional indent] Count File:Line; Function\n"));
+//! }
+//! # }
+//! ```
+//!
+//! ```text
+//! Overhead ╎ [+additional indent] Count File:Line; Function
+//! =========================================================
+//! Process <1.0.1> Total snapshots: 130. Utilization: 75%
+//!   3╎130 src/main.rs:16; app::work/0
+//! 127╎ 127 src/main.rs:11; app::busy/1
+//! ```
+//!
 //! # Archives
 //!
 //! [`archive::write`] saves a [`Profile`] in a compact, versioned, checksummed `.tprof` file
@@ -231,6 +278,7 @@
 //! tprof run --type call_time -- ./my_service --port 8080   # writes my_service.tprof
 //! tprof run -t call_memory -f pprof -o mem.pb.gz -- ./my_service
 //! tprof report --format speedscope -o time.speedscope.json my_service.tprof
+//! tprof report --groupby process --no-native --maxdepth 12 sampled.json   # a sample profile
 //! tprof merge -o all.tprof monday.tprof tuesday.tprof
 //! tprof view my_service.tprof                              # the HTML viewer, in a browser
 //! tprof run -o - -- ./my_service | tprof report -f folded - # `-`: standard output / input
@@ -245,7 +293,10 @@
 //! Exit codes: 2 bad usage, 3 a file that is not a profile or is damaged (the message names the
 //! file and the byte, or what kind of file it looks like and what reads it), 4 a program that
 //! cannot run or wrote no profile; `run` passes on the program's own exit code when it fails,
-//! after writing its profile. The library side is [`command`].
+//! after writing its profile. `report`'s pretty report of a profile with samples takes
+//! Julia's options (`--maxdepth`, `--mincount`, `--noisefloor`, `--sortedby`, `--groupby`,
+//! `--recur`, `--no-native`, `--no-combine`, `--width`: `tprof report --help`). The library
+//! side is [`command`].
 //!
 //! # Testing what allocates
 //!

@@ -798,3 +798,61 @@ fn files_of_the_standard_library_and_of_crates_are_shortened_as_julia_s() {
         ]
     );
 }
+
+/// Counts the lines written to it.
+#[derive(Default)]
+struct LineCount(usize);
+
+impl std::io::Write for LineCount {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0 += b.iter().filter(|&&c| c == b'\n').count();
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn a_million_samples_of_100_000_processes_are_reported_in_one_pass_each() {
+    const PROCESSES: u32 = 100_000;
+    let mut b = Build::new();
+    b.source(SamplerKind::Cpu, 100, 1, 0.0);
+    let t = b.thread(1, None);
+    let roots: Vec<u32> = (0..10)
+        .map(|i| b.traced(&format!("f{i}"), "f.rs", i + 1))
+        .collect();
+    let leaf = b.native("leaf", Some(("l.rs", 1)), 1);
+    let stacks: Vec<u32> = (0..10)
+        .map(|i| b.stack(&[roots[i], roots[(i + 1) % 10], leaf]))
+        .collect();
+    let set = &mut b.profile.samples;
+    for p in 0..PROCESSES {
+        let pid: runtime::Pid = format!("<0.{}.0>", p + 1).parse().unwrap();
+        for i in 0..10 {
+            set.samples.push(tprof::samples::SampleRecord {
+                source: 0,
+                pid: Some(pid),
+                thread: Some(t),
+                time_ns: 0,
+                weight: 1.0,
+                // Each process in one stack only, so its tree has 3 lines.
+                stack: Some(stacks[(p % 10) as usize]),
+                state: None,
+                mailbox_len: i,
+            });
+        }
+    }
+    // All together: 10 stacks of 3 frames, 30 lines, the header and the totals.
+    let mut lines = LineCount::default();
+    sample_report::print(&mut lines, &b.profile, &PrintOptions::new()).unwrap();
+    assert_eq!(lines.0, 2 + 30 + 1);
+    // Per process: its totals, 3 lines, a blank line.
+    let mut lines = LineCount::default();
+    let options = PrintOptions::new().groupby(GroupBy::Process);
+    sample_report::print(&mut lines, &b.profile, &options).unwrap();
+    assert_eq!(lines.0, 2 + PROCESSES as usize * 5);
+    let who = callers(&b.profile, "leaf", &options);
+    assert_eq!(who.len(), 10);
+    assert!(who.iter().all(|c| c.count == f64::from(PROCESSES)));
+}
