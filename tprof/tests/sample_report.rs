@@ -9,6 +9,25 @@ use tprof::sample_report::{self, GroupBy, PrintOptions, Recur, ReportFormat, Sor
 use tprof::samples::SamplerKind;
 use tprof::{Profile, TraceType};
 
+/// CPU samples of one process over `seconds` on one thread at 100 Hz: of traced functions
+/// `app::NAME/0`, each in `NAME.rs` at line 1, on `stacks` (indices into `names`, outermost
+/// first), each with its weight.
+fn paths(seconds: u64, names: &[&str], stacks: &[(&[usize], f64)]) -> Profile {
+    let mut b = Build::new();
+    b.source(SamplerKind::Cpu, 100, seconds, 0.0);
+    let t = b.thread(1, None);
+    let frames: Vec<u32> = names
+        .iter()
+        .map(|n| b.traced(n, &format!("{n}.rs"), 1))
+        .collect();
+    for (path, weight) in stacks {
+        let path: Vec<u32> = path.iter().map(|&i| frames[i]).collect();
+        let s = b.stack(&path);
+        b.cpu(Some("<0.5.0>"), t, s, *weight);
+    }
+    b.profile
+}
+
 fn report(profile: &Profile, options: &PrintOptions) -> String {
     let mut out = Vec::new();
     sample_report::print(&mut out, profile, options).expect("printed");
@@ -124,24 +143,18 @@ fn mincount_leaves_out_lightter_lines_and_what_is_below_them() {
 
 /// a (100) calls b (20), c (21) and d (59); d calls f (15) and g (16); e (1) runs alone.
 fn noisy_profile() -> Profile {
-    let mut b = Build::new();
-    b.source(SamplerKind::Cpu, 100, 10, 0.0);
-    let t = b.thread(1, None);
-    let [a, bb, c, d, e, f, g] =
-        ["a", "b", "c", "d", "e", "f", "g"].map(|n| b.traced(n, &format!("{n}.rs"), 1));
-    let p = Some("<0.5.0>");
-    for (path, w) in [
-        (vec![a, bb], 20.0),
-        (vec![a, c], 21.0),
-        (vec![a, d], 28.0),
-        (vec![a, d, f], 15.0),
-        (vec![a, d, g], 16.0),
-        (vec![e], 1.0),
-    ] {
-        let s = b.stack(&path);
-        b.cpu(p, t, s, w);
-    }
-    b.profile
+    paths(
+        10,
+        &["a", "b", "c", "d", "e", "f", "g"],
+        &[
+            (&[0, 1], 20.0),
+            (&[0, 2], 21.0),
+            (&[0, 3], 28.0),
+            (&[0, 3, 5], 15.0),
+            (&[0, 3, 6], 16.0),
+            (&[4], 1.0),
+        ],
+    )
 }
 
 #[test]
@@ -339,19 +352,11 @@ fn nested_groups_share_a_line_or_sit_under_their_outer_group() {
 
 /// a > b > a > b > c (3), a > b > a (2), a (1).
 fn recursive_profile() -> Profile {
-    let mut b = Build::new();
-    b.source(SamplerKind::Cpu, 100, 1, 0.0);
-    let t = b.thread(1, None);
-    let [a, bb, c] = ["a", "b", "c"].map(|n| b.traced(n, &format!("{n}.rs"), 1));
-    for (path, w) in [
-        (vec![a, bb, a, bb, c], 3.0),
-        (vec![a, bb, a], 2.0),
-        (vec![a], 1.0),
-    ] {
-        let s = b.stack(&path);
-        b.cpu(Some("<0.5.0>"), t, s, w);
-    }
-    b.profile
+    paths(
+        1,
+        &["a", "b", "c"],
+        &[(&[0, 1, 0, 1, 2], 3.0), (&[0, 1, 0], 2.0), (&[0], 1.0)],
+    )
 }
 
 #[test]
