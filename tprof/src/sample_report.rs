@@ -368,7 +368,7 @@ fn dropped(out: &mut dyn Write, set: &SampleSet, section: &Section<'_>) -> io::R
 }
 
 /// A weight as printed: rounded to a whole number, ties to even (as Julia's `round`).
-pub(crate) fn rounded(weight: f64) -> u64 {
+fn rounded(weight: f64) -> u64 {
     // A negative or NaN weight (a damaged profile) prints as 0.
     weight.round_ties_even() as u64
 }
