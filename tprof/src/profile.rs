@@ -765,7 +765,14 @@ impl Builder<'_> {
         profile.processes = self.processes;
         self.event_logs.sort_by_key(|l| l.group);
         profile.event_logs = self.event_logs;
-        profile.samples = self.samples.finish();
+        let (samples, names) = self.samples.finish();
+        profile.samples = samples;
+        // A process a wall sample saw under a registered name is known by it.
+        for p in &mut profile.processes {
+            if p.name.is_none() {
+                p.name = names.get(&p.pid).cloned();
+            }
+        }
         // Processes seen only in samples (a wall sample of a process that made no traced
         // call) have a record too.
         let mut seen: std::collections::HashSet<Pid> =
@@ -777,7 +784,7 @@ impl Builder<'_> {
             {
                 extra.push(ProcessRecord {
                     pid,
-                    name: None,
+                    name: names.get(&pid).cloned(),
                     initial_call: String::new(),
                     run: 0,
                 });

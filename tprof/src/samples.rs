@@ -307,6 +307,8 @@ pub(crate) struct SampleBuilder {
     set: SampleSet,
     frames: HashMap<SampleFrame, u32>,
     stacks: HashMap<(Option<u32>, u32), u32>,
+    /// Registered names wall samples saw, by process (the last one seen).
+    names: HashMap<Pid, String>,
 }
 
 impl SampleBuilder {
@@ -390,9 +392,13 @@ impl SampleBuilder {
             });
         }
         for s in &samples.samples {
+            let pid: Option<Pid> = s.pid.as_deref().and_then(|p| p.parse().ok());
+            if let (Some(pid), Some(name)) = (pid, &s.registered_name) {
+                self.names.insert(pid, name.clone());
+            }
             self.set.samples.push(SampleRecord {
                 source,
-                pid: s.pid.as_deref().and_then(|p| p.parse().ok()),
+                pid,
                 thread: s.thread.map(|t| thread_base + t),
                 time_ns: s.time_ns,
                 weight: s.weight,
@@ -484,9 +490,9 @@ impl SampleBuilder {
         id
     }
 
-    /// The set built.
-    pub(crate) fn finish(self) -> SampleSet {
-        self.set
+    /// The set built, and the registered names its wall samples saw.
+    pub(crate) fn finish(self) -> (SampleSet, HashMap<Pid, String>) {
+        (self.set, self.names)
     }
 }
 

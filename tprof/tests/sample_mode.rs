@@ -1,10 +1,11 @@
 //! Sample mode through `tprof::profile`: the profile holds the samples, under the right
 //! process and traced stack, and the report is Julia's tree.
-#![cfg(target_os = "linux")]
 
 use std::sync::{Arc, Mutex};
 
+#[cfg(target_os = "linux")]
 use runtime::sample::SampleOptions;
+#[cfg(target_os = "linux")]
 use tprof::{ProfileOptions, Report};
 
 #[runtime::traced]
@@ -36,6 +37,7 @@ impl std::io::Write for Buffer {
     }
 }
 
+#[cfg(target_os = "linux")]
 #[test]
 fn a_sampled_profile_names_the_process_and_its_traced_calls() {
     let printed = Buffer::default();
@@ -138,4 +140,43 @@ fn the_report_of_a_sampled_profile_is_laid_out_as_asked_and_matches_its_samples(
     // busy was called by work.
     let who = callers(profile, "busy", &options);
     assert_eq!(who[0].function, "sample_mode::work/0", "{who:?}");
+}
+
+/// A process seen only in wall samples is known by the registered name they saw.
+#[test]
+fn a_process_seen_only_in_wall_samples_is_known_by_its_name() {
+    use runtime::sample::{SampleSnapshot, SnapshotSample};
+    let sample = |pid: &str, name: Option<&str>| SnapshotSample {
+        pid: Some(pid.to_owned()),
+        thread: None,
+        time_ns: 0,
+        weight: 1.0,
+        stack: None,
+        state: Some("receive".to_owned()),
+        mailbox_len: 0,
+        registered_name: name.map(str::to_owned),
+    };
+    let snapshot = runtime::trace::Snapshot {
+        node: 3,
+        samples: Some(SampleSnapshot {
+            sampler: "wall".to_owned(),
+            hz: 10,
+            samples: vec![sample("<3.1.1>", Some("cache")), sample("<3.2.1>", None)],
+            ..SampleSnapshot::default()
+        }),
+        ..runtime::trace::Snapshot::default()
+    };
+    let profile = tprof::Profile::from_snapshot(&snapshot, tprof::TraceType::CallCount, &[]);
+    let names: Vec<(String, Option<String>)> = profile
+        .processes
+        .iter()
+        .map(|p| (p.pid.to_string(), p.name.clone()))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("<3.1.1>".to_owned(), Some("cache".to_owned())),
+            ("<3.2.1>".to_owned(), None)
+        ]
+    );
 }

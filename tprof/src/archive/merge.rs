@@ -505,7 +505,7 @@ impl Acc {
             meta: Meta { runs: self.runs },
             // A view preference, not data: not kept in an archive.
             outside_in_tables: false,
-            samples: self.samples.finish(),
+            samples: self.samples.finish().0,
         }
     }
 }
