@@ -17,7 +17,9 @@
 //! Run it with `cargo run --release --example supervision_tree`. It runs the workload three
 //! times, each on a fresh node under `tprof::profile` with one trace type (call_count,
 //! call_time, call_memory), and prints tprof's reports: every traced function of this example
-//! and of the runtime's API in total, then the registered processes one by one.
+//! and of the runtime's API in total, then the registered processes one by one. Then (on
+//! Linux) twice in sample mode: the CPU sampler, printed as Julia's `Profile.print` tree, and
+//! the wall sampler, which says where the processes wait.
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
@@ -491,6 +493,50 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let each = tprof::inspect(&outcome.profile, Aggregate::Process, by_measurement);
             tprof::format(&mut std::io::stdout(), &registered_only(&each))?;
         }
+        node.stop();
+    }
+    sampled(&patterns)?;
+    Ok(())
+}
+
+/// The workload twice more in sample mode (Linux): the CPU sampler, whose samples name the
+/// untraced code each process ran too, printed as Julia's `Profile.print` tree (traced frames
+/// only here, so that it fits a screen); then the wall
+/// sampler, which says where the processes wait.
+fn sampled(patterns: &[TracePattern]) -> Result<(), Box<dyn std::error::Error>> {
+    if !cfg!(target_os = "linux") {
+        return Ok(());
+    }
+    use runtime::sample::{SampleOptions, Sampler};
+    use tprof::sample_report::{GroupBy, PrintOptions};
+    for (sampler, hz, report) in [
+        (
+            Sampler::Cpu,
+            4999,
+            PrintOptions::new().native(false).maxdepth(6),
+        ),
+        (
+            Sampler::Wall,
+            200,
+            PrintOptions::new()
+                .groupby(GroupBy::None)
+                .noisefloor(2.0)
+                .maxdepth(4),
+        ),
+    ] {
+        let node = Node::new()?;
+        println!(
+            "\n==== sample ({sampler} sampler, {hz} Hz): the workload on node {} ====",
+            node.id()
+        );
+        let mut options = ProfileOptions::new()
+            .sample(SampleOptions::new().sampler(sampler).hz(hz))
+            .sample_report(report);
+        for p in patterns {
+            options = options.pattern(p.clone());
+        }
+        let outcome = tprof::profile_on(&node, || story(false), options)?;
+        outcome.result?;
         node.stop();
     }
     Ok(())

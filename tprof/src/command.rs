@@ -512,6 +512,7 @@ fn sample_flags(samples: &PrintOptions) -> Vec<&'static str> {
         ("--recur", samples.recur != default.recur),
         ("--no-native", samples.native != default.native),
         ("--no-combine", samples.combine != default.combine),
+        ("--rows", samples.rows != default.rows),
     ]
     .into_iter()
     .filter(|(_, set)| *set)

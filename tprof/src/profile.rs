@@ -600,6 +600,20 @@ impl Builder<'_> {
                     }
                 }
             }
+            // A sample session measures its processes too: their names and initial calls
+            // label the samples.
+            if snapshot.samples.is_some() {
+                for process in &snapshot.processes {
+                    if let Ok(pid) = process.pid.parse::<Pid>() {
+                        self.processes.push(ProcessRecord {
+                            pid,
+                            name: process.registered_name.clone(),
+                            initial_call: process.initial_call.clone(),
+                            run: 0,
+                        });
+                    }
+                }
+            }
             return;
         }
         for process in &snapshot.processes {

@@ -196,7 +196,13 @@ fn print_section(
         warning_empty(out, false)?;
     } else {
         if section.kind == SamplerKind::Wall {
-            wall::print(out, &section.samples, records, options.mincount)?;
+            wall::print(
+                out,
+                &section.samples,
+                records,
+                options.mincount,
+                options.rows,
+            )?;
         }
         let groups = section.groups(set, options.groupby);
         let walked: Vec<Walked> = groups

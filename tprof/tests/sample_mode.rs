@@ -180,3 +180,53 @@ fn a_process_seen_only_in_wall_samples_is_known_by_its_name() {
         ]
     );
 }
+
+#[runtime::traced]
+async fn idles() {
+    let _ = runtime::receive::<u64>().await;
+}
+
+/// A wall-sampled profile labels the processes it sampled with their registered names and
+/// initial calls, children of the profiled function included.
+#[test]
+fn a_wall_profile_names_the_processes_and_their_initial_calls() {
+    use runtime::sample::{SampleOptions, Sampler};
+    let outcome = tprof::profile(
+        || async {
+            let child = runtime::spawn_opt(
+                idles(),
+                runtime::SpawnOptions::new()
+                    .name("idler")
+                    .initial_call("sample_mode::idles"),
+            )
+            .expect("spawn")
+            .pid;
+            // Long enough for many ticks at 500 Hz, however slow the machine.
+            let _ = runtime::receive_timeout::<u64>(std::time::Duration::from_millis(300)).await;
+            runtime::send(child, 1u64);
+            child
+        },
+        tprof::ProfileOptions::new()
+            .sample(SampleOptions::new().sampler(Sampler::Wall).hz(500))
+            .report(tprof::Report::Return),
+    )
+    .expect("profiled");
+    let child = outcome.result.expect("ran");
+    let record = outcome
+        .profile
+        .processes
+        .iter()
+        .find(|p| p.pid == child)
+        .expect("the child has a record");
+    assert_eq!(record.name.as_deref(), Some("idler"));
+    assert_eq!(record.initial_call, "sample_mode::idles");
+    assert!(
+        outcome
+            .profile
+            .samples
+            .samples
+            .iter()
+            .any(|s| s.pid == Some(child)),
+        "the child was sampled"
+    );
+}

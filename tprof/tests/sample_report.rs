@@ -6,7 +6,7 @@ mod common;
 
 use common::samples::{Build, cpu_profile, wall_profile};
 use tprof::sample_report::{self, GroupBy, PrintOptions, Recur, ReportFormat, SortedBy, callers};
-use tprof::samples::SamplerKind;
+use tprof::samples::{SamplerKind, WaitState};
 use tprof::{Profile, TraceType};
 
 /// CPU samples of one process over `seconds` on one thread at 100 Hz: of traced functions
@@ -860,4 +860,60 @@ fn a_million_samples_of_100_000_processes_are_reported_in_one_pass_each() {
     let who = callers(&b.profile, "leaf", &options);
     assert_eq!(who.len(), 10);
     assert!(who.iter().all(|c| c.count == f64::from(PROCESSES)));
+}
+
+/// More processes than the summary has rows: the unnamed ones are counted together by their
+/// initial call, named ones keep a row each, and rows past the limit are counted in one line.
+#[test]
+fn a_wall_summary_of_many_processes_counts_the_unnamed_together() {
+    use tprof::ProcessRecord;
+    let mut b = common::samples::Build::new();
+    let source = b.source(SamplerKind::Wall, 10, 1, 0.0);
+    let idle = b.traced("idle", "src/idle.rs", 1);
+    let s_idle = b.stack(&[idle]);
+    b.sample(
+        source,
+        Some("<0.5.0>"),
+        None,
+        Some(s_idle),
+        3.0,
+        Some(WaitState::Receive),
+    );
+    b.named("<0.5.0>", "server");
+    for i in 0..30u32 {
+        let pid = format!("<0.{}.0>", 100 + i);
+        b.sample(
+            source,
+            Some(&pid),
+            None,
+            Some(s_idle),
+            1.0,
+            Some(WaitState::Receive),
+        );
+        b.profile.processes.push(ProcessRecord {
+            pid: pid.parse().expect("pid"),
+            name: None,
+            initial_call: if i < 20 { "app::worker" } else { "app::helper" }.to_owned(),
+            run: 0,
+        });
+    }
+    let text = report(&b.profile, &PrintOptions::new().maxdepth(0));
+    assert!(
+        text.contains(&lines(&[
+            "PROCESS         NAME         TICKS  receive  MAILBOX",
+            "(20 processes)  app::worker     20   100.00        0",
+            "(10 processes)  app::helper     10   100.00        0",
+            "<0.5.0>         server           3   100.00        0",
+            "",
+        ])),
+        "{text}"
+    );
+    let text = report(&b.profile, &PrintOptions::new().maxdepth(0).rows(1));
+    assert!(
+        text.contains(&lines(&[
+            "(20 processes)  app::worker     20   100.00        0",
+            "(2 more rows: 11 processes with 13 process-ticks; raise `rows` to see them)",
+        ])),
+        "{text}"
+    );
 }

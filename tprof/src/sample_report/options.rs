@@ -130,6 +130,9 @@ pub struct PrintOptions {
     /// Only the samples of this sampler (default: each sampler the profile has, in a report of
     /// its own).
     pub sampler: Option<SamplerKind>,
+    /// Rows of the wall summary's per-process table, at most (default 25): past it, unnamed
+    /// processes are counted together by initial call, and the lightest rows in one line.
+    pub rows: usize,
 }
 
 impl Default for PrintOptions {
@@ -146,6 +149,7 @@ impl Default for PrintOptions {
             recur: Recur::Off,
             width: 0,
             sampler: None,
+            rows: 25,
         }
     }
 }
@@ -171,6 +175,12 @@ impl PrintOptions {
     /// Sets [`combine`](Self::combine).
     pub fn combine(mut self, combine: bool) -> PrintOptions {
         self.combine = combine;
+        self
+    }
+
+    /// Sets [`rows`](Self::rows).
+    pub fn rows(mut self, rows: usize) -> PrintOptions {
+        self.rows = rows;
         self
     }
 

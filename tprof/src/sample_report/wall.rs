@@ -15,7 +15,11 @@
 //! heaviest first, then by pid), its ticks, the share of them in each state (`-` for none)
 //! and the longest mailbox its samples saw. Processes under
 //! [`mincount`](super::PrintOptions::mincount) ticks are counted in a line of their own
-//! rather than listed. Linear in the samples, n log n in the processes.
+//! rather than listed. When there are more processes than [`rows`](super::PrintOptions::rows),
+//! those without a registered name are counted together by their initial call (`(1200
+//! processes)` on one row), and past `rows` rows the rest is counted in one line: the summary
+//! of 100,000 processes is a screen, not 100,000 lines. Linear in the samples, n log n in the
+//! processes.
 
 use std::collections::HashMap;
 use std::io::{self, Write};
@@ -26,6 +30,13 @@ use super::rounded;
 use crate::format::two_decimals;
 use crate::profile::ProcessRecord;
 use crate::samples::{SampleRecord, WaitState};
+
+/// A row of the per-process table: a process, or the unnamed processes of one initial call.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum Key {
+    Process(Option<Pid>),
+    Initial(String),
+}
 
 /// One process's wall samples.
 #[derive(Default)]
@@ -41,6 +52,7 @@ pub(super) fn print(
     samples: &[&SampleRecord],
     records: &HashMap<Pid, &ProcessRecord>,
     mincount: f64,
+    max_rows: usize,
 ) -> io::Result<()> {
     let mut total = 0.0;
     let mut by_state: HashMap<Option<WaitState>, f64> = HashMap::new();
@@ -84,30 +96,64 @@ pub(super) fn print(
     table(out, &rows, 1)?;
     writeln!(out)?;
 
-    let mut processes: Vec<(Option<Pid>, Waits)> = by_process.into_iter().collect();
+    let name_of = |pid: Option<Pid>| {
+        pid.and_then(|p| records.get(&p))
+            .and_then(|r| r.name.clone())
+    };
+    // Many processes: the unnamed ones together, by initial call.
+    let many = by_process.len() > max_rows;
+    let mut rows_by_key: HashMap<Key, (Waits, usize)> = HashMap::new();
+    for (pid, waits) in by_process {
+        let key = match (many, name_of(pid)) {
+            (true, None) => Key::Initial(
+                pid.and_then(|p| records.get(&p))
+                    .map(|r| r.initial_call.clone())
+                    .filter(|c| !c.is_empty())
+                    .unwrap_or_else(|| "-".to_owned()),
+            ),
+            _ => Key::Process(pid),
+        };
+        let row = rows_by_key.entry(key).or_default();
+        row.0.ticks += waits.ticks;
+        for (state, w) in waits.by_state {
+            *row.0.by_state.entry(state).or_default() += w;
+        }
+        row.0.mailbox = row.0.mailbox.max(waits.mailbox);
+        row.1 += 1;
+    }
+    let mut processes: Vec<(Key, (Waits, usize))> = rows_by_key.into_iter().collect();
     processes.sort_by(|a, b| {
-        b.1.ticks
-            .total_cmp(&a.1.ticks)
-            .then(a.0.is_none().cmp(&b.0.is_none()))
-            .then(a.0.cmp(&b.0))
+        (b.1)
+            .0
+            .ticks
+            .total_cmp(&(a.1).0.ticks)
+            .then_with(|| a.0.cmp(&b.0))
     });
     let mut header: Vec<String> = vec!["PROCESS".into(), "NAME".into(), "TICKS".into()];
     header.extend(states.iter().map(|(s, _)| state_name(*s).to_owned()));
     header.push("MAILBOX".into());
     let mut rows = vec![header];
     let mut left_out = 0usize;
-    for (pid, waits) in &processes {
+    let mut past_rows = (0usize, 0usize, 0.0f64);
+    for (key, (waits, count)) in &processes {
         if waits.ticks < mincount {
-            left_out += 1;
+            left_out += count;
             continue;
         }
-        let mut row = vec![
-            pid.map_or_else(|| "-".to_owned(), |p| p.to_string()),
-            pid.and_then(|p| records.get(&p))
-                .and_then(|r| r.name.clone())
-                .unwrap_or_else(|| "-".to_owned()),
-            rounded(waits.ticks).to_string(),
-        ];
+        if rows.len() > max_rows {
+            past_rows.0 += 1;
+            past_rows.1 += count;
+            past_rows.2 += waits.ticks;
+            continue;
+        }
+        let (process, name) = match key {
+            Key::Process(pid) => (
+                pid.map_or_else(|| "-".to_owned(), |p| p.to_string()),
+                name_of(*pid).unwrap_or_else(|| "-".to_owned()),
+            ),
+            Key::Initial(call) => (format!("({count} processes)"), call.clone()),
+        };
+        let mut row = vec![process, name, rounded(waits.ticks).to_string()];
         row.extend(states.iter().map(|(s, _)| match waits.by_state.get(s) {
             Some(w) if *w > 0.0 => two_decimals(share(*w, waits.ticks)),
             _ => "-".to_owned(),
@@ -117,6 +163,15 @@ pub(super) fn print(
     }
     if rows.len() > 1 {
         table(out, &rows, 2)?;
+    }
+    if past_rows.0 > 0 {
+        writeln!(
+            out,
+            "({} more rows: {} processes with {} process-ticks; raise `rows` to see them)",
+            past_rows.0,
+            past_rows.1,
+            rounded(past_rows.2)
+        )?;
     }
     if left_out > 0 {
         writeln!(

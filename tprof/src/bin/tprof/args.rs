@@ -173,6 +173,10 @@ pub(crate) struct SampleArgs {
     /// width on a terminal, else 0: no cut).
     #[arg(long, value_name = "N")]
     pub(crate) width: Option<usize>,
+    /// Rows of the wall summary's per-process table (default 25): past it, unnamed processes
+    /// are counted together by initial call.
+    #[arg(long, value_name = "N")]
+    pub(crate) rows: Option<usize>,
 }
 
 impl SampleArgs {
@@ -191,6 +195,7 @@ impl SampleArgs {
             .native(!self.no_native)
             .combine(!self.no_combine)
             .width(self.width.or(terminal).unwrap_or(0))
+            .rows(self.rows.unwrap_or(default.rows))
     }
 }
 
