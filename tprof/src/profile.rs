@@ -423,6 +423,8 @@ struct Builder<'a> {
     functions: Vec<FunctionTrace>,
     by_function: HashMap<Function, usize>,
     processes: Vec<ProcessRecord>,
+    /// The pids in `processes`, so that recording one is a lookup, not a scan.
+    recorded: std::collections::HashSet<Pid>,
     percentiles: Vec<Percentiles>,
     tree: TreeTable,
     path_entries: Vec<PathEntry>,
@@ -539,7 +541,7 @@ impl Builder<'_> {
 
     /// Records `pid`, once, as a process with figures (`process`: its snapshot entry).
     fn record(&mut self, pid: Pid, process: Option<&runtime::trace::SnapshotProcess>) {
-        if self.processes.iter().any(|p| p.pid == pid) {
+        if !self.recorded.insert(pid) {
             return;
         }
         let record = if pid.is_outside() {
@@ -605,12 +607,7 @@ impl Builder<'_> {
             if snapshot.samples.is_some() {
                 for process in &snapshot.processes {
                     if let Ok(pid) = process.pid.parse::<Pid>() {
-                        self.processes.push(ProcessRecord {
-                            pid,
-                            name: process.registered_name.clone(),
-                            initial_call: process.initial_call.clone(),
-                            run: 0,
-                        });
+                        self.record(pid, Some(process));
                     }
                 }
             }
@@ -950,6 +947,7 @@ impl Profile {
             functions: Vec::new(),
             by_function: HashMap::new(),
             processes: Vec::new(),
+            recorded: std::collections::HashSet::new(),
             percentiles: Vec::new(),
             tree: TreeTable::default(),
             path_entries: Vec::new(),
