@@ -194,3 +194,61 @@ fn a_tick_reads_a_bounded_number_and_weights_estimate_the_population() {
         node.send(pid, 1u64);
     }
 }
+
+#[runtime::traced]
+async fn waits_with_a_timer() -> Option<u64> {
+    runtime::receive_timeout::<u64>(std::time::Duration::from_secs(600)).await
+}
+
+/// What a process waits for is known whatever the patterns: with only this module's
+/// functions traced (none of the runtime's), a process in `receive`, one in
+/// `receive_timeout` and one in a call are told apart, with their paths.
+#[test]
+fn states_do_not_depend_on_the_runtime_being_traced() {
+    let node = Node::builder().worker_threads(2).build().expect("node");
+    let session = node
+        .sample_session(SampleOptions::new().sampler(Sampler::Wall).hz(200))
+        .expect("wall session");
+    session
+        .trace()
+        .set_pattern(&TracePattern::module(module_path!()))
+        .expect("pattern");
+    session
+        .trace()
+        .enable_trace(ProcessSpec::New, true)
+        .expect("flags");
+    let receiver = node
+        .spawn(async {
+            waits_for_a_message().await;
+        })
+        .expect("spawn");
+    let timed = node
+        .spawn(async {
+            waits_with_a_timer().await;
+        })
+        .expect("spawn");
+    let server = node
+        .block_on(gen_server::start_on::<Silent>(
+            node.handle(),
+            (),
+            StartOptions::new(),
+        ))
+        .expect("server")
+        .pid();
+    let caller = node
+        .spawn(async move { asks_the_silent_server(server).await })
+        .expect("spawn");
+    for (pid, state, function) in [
+        (receiver, ProcessState::Receive, "waits_for_a_message"),
+        (timed, ProcessState::ReceiveTimeout, "waits_with_a_timer"),
+        (caller, ProcessState::Call, "asks_the_silent_server"),
+    ] {
+        let s = sample_until(&session, function, |s| {
+            s.pid == Some(pid) && s.state == Some(state)
+        });
+        let path: Vec<&str> = s.traced.iter().map(|cs| cs.function()).collect();
+        assert_eq!(path, [function], "{state:?}");
+    }
+    node.send(receiver, 1u64);
+    node.send(timed, 1u64);
+}

@@ -466,7 +466,7 @@ impl<F: FnMut(&Message) -> bool + Unpin> Future for ReceiveMatch<F> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Message> {
         let this = self.get_mut();
-        current_process_for_receive(|process| {
+        let polled = current_process_for_receive(|process| {
             match process
                 .mailbox
                 .poll_take_front(&mut this.matches, cx, process.task_waker())
@@ -476,7 +476,11 @@ impl<F: FnMut(&Message) -> bool + Unpin> Future for ReceiveMatch<F> {
                     .mailbox
                     .poll_take(process, &mut this.hint, &mut this.matches, cx),
             }
-        })
+        });
+        if polled.is_pending() {
+            crate::sample::note_wait(crate::sample::WAIT_RECEIVE);
+        }
+        polled
     }
 }
 
@@ -562,7 +566,23 @@ where
 #[allow(unsafe_code)]
 #[traced(module = "runtime")]
 pub async fn receive_timeout<T: Any + Send>(timeout: Duration) -> Option<T> {
-    tokio::time::timeout(timeout, receive::<T>()).await.ok()
+    noting_a_timer(tokio::time::timeout(timeout, receive::<T>()))
+        .await
+        .ok()
+}
+
+/// `timed`, noting for the wall sampler, each time it is pending, that the process waits for
+/// a message or its timer.
+async fn noting_a_timer<F: Future>(timed: F) -> F::Output {
+    let mut timed = std::pin::pin!(timed);
+    std::future::poll_fn(|cx| {
+        let polled = timed.as_mut().poll(cx);
+        if polled.is_pending() {
+            crate::sample::note_wait(crate::sample::WAIT_RECEIVE_TIMEOUT);
+        }
+        polled
+    })
+    .await
 }
 
 /// [`receive_any`] with a timeout: `None` when the mailbox stayed empty.
@@ -572,7 +592,9 @@ pub async fn receive_timeout<T: Any + Send>(timeout: Duration) -> Option<T> {
 #[allow(unsafe_code)]
 #[traced(module = "runtime")]
 pub async fn receive_any_timeout(timeout: Duration) -> Option<Message> {
-    tokio::time::timeout(timeout, receive_any()).await.ok()
+    noting_a_timer(tokio::time::timeout(timeout, receive_any()))
+        .await
+        .ok()
 }
 
 #[cfg(test)]

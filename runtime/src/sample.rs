@@ -620,6 +620,22 @@ impl Drop for SampleSession {
     }
 }
 
+/// A process waits for a message (noted by `receive`'s pending poll).
+pub(crate) const WAIT_RECEIVE: u32 = 1;
+/// A process waits for a message or its timeout (`receive_timeout`).
+pub(crate) const WAIT_RECEIVE_TIMEOUT: u32 = 2;
+/// A process waits for a call's reply.
+pub(crate) const WAIT_CALL: u32 = 3;
+
+/// Notes what the polling process is about to wait for, for the wall sampler: one relaxed
+/// load when no wall session is open.
+#[inline(always)]
+pub(crate) fn note_wait(kind: u32) {
+    if paths::wanted() != 0 {
+        paths::note(kind);
+    }
+}
+
 /// Wall sessions that want the path processes suspend in.
 #[inline(always)]
 pub(crate) fn suspended_paths_wanted() -> u64 {

@@ -137,7 +137,8 @@ pub use measure::{
     TraceTypes,
 };
 pub(crate) use measure::{
-    ProcTraceRef, Target, begin_helper_poll, begin_poll, remember_name, sessions_measuring,
+    ProcTraceRef, Target, begin_helper_poll, begin_poll, measuring, remember_name,
+    sessions_measuring,
 };
 pub use pattern::{Part, TracePattern};
 pub(crate) use session::record_call;

@@ -337,6 +337,7 @@ impl<R> Future for WaitReply<'_, R> {
             // Refuse a late reply; one that came just now still counts.
             Poll::Ready(self.slot.close())
         } else {
+            crate::sample::note_wait(crate::sample::WAIT_CALL);
             Poll::Pending
         }
     }

@@ -76,7 +76,8 @@ pub(crate) fn start(
 /// more than that).
 fn tick(node: &NodeInner, store: &Store, per_tick: usize, rng: &mut Rng, paths: &mut Paths) {
     let slots = node.table.high_water();
-    if slots == 0 || per_tick == 0 {
+    // A paused session samples nothing (its bit leaves the measuring mask while paused).
+    if slots == 0 || per_tick == 0 || crate::trace::measuring() & (1 << store.bit) == 0 {
         return;
     }
     let time = now_ns().saturating_sub(*store.started_ns.lock());
@@ -156,7 +157,8 @@ pub(crate) fn census(node: &NodeInner, bit: u32, time: u64) -> Vec<Sample> {
 /// A wall sample of `p`.
 fn sample_of(p: &Process, bit: u32, weight: f64, time: u64, paths: &mut Paths) -> Sample {
     let status = p.status_now();
-    let path: Vec<&'static Callsite> = match (status, p.trace_account_if_any()) {
+    let account = p.trace_account_if_any();
+    let path: Vec<&'static Callsite> = match (status, account) {
         (ProcessStatus::Waiting | ProcessStatus::Runnable, Some(account)) => {
             paths.frames(account.suspended_path(), bit)
         }
@@ -166,7 +168,12 @@ fn sample_of(p: &Process, bit: u32, weight: f64, time: u64, paths: &mut Paths) -
         ProcessStatus::Running => ProcessState::Running,
         ProcessStatus::Runnable => ProcessState::Runnable,
         ProcessStatus::Exiting => ProcessState::Exiting,
-        _ => waiting_in(path.last().copied()),
+        _ => match account.map_or(0, |a| a.wait()) {
+            super::WAIT_RECEIVE => ProcessState::Receive,
+            super::WAIT_RECEIVE_TIMEOUT => ProcessState::ReceiveTimeout,
+            super::WAIT_CALL => ProcessState::Call,
+            _ => waiting_in(path.last().copied()),
+        },
     };
     Sample {
         pid: Some(p.pid),
