@@ -29,6 +29,7 @@ pub struct ServerOptions {
     call_tree: bool,
     event_log: bool,
     outside_processes: bool,
+    sample: Option<runtime::sample::SampleOptions>,
 }
 
 impl Default for ServerOptions {
@@ -41,6 +42,7 @@ impl Default for ServerOptions {
             call_tree: false,
             event_log: false,
             outside_processes: false,
+            sample: None,
         }
     }
 }
@@ -98,6 +100,19 @@ impl ServerOptions {
     /// Registers the server under `name` instead of the default, so it can run beside it.
     pub fn name(mut self, name: impl Into<String>) -> ServerOptions {
         self.name = name.into();
+        self
+    }
+}
+
+impl ServerOptions {
+    /// Sample mode: the server runs a sample session with these options ([`runtime::sample`]:
+    /// the CPU sampler by default, or the wall sampler) instead of a trace session. Patterns
+    /// and process flags select what is sampled, `pause`, `resume` and `restart` act on the
+    /// samples too (`restart` forgets them), and [`collect`](Tprof::collect) gives a profile
+    /// with its samples ([`Profile::samples`]) and the calls counted per function. The trace
+    /// type and its options do not apply.
+    pub fn sample(mut self, options: runtime::sample::SampleOptions) -> ServerOptions {
+        self.sample = Some(options);
         self
     }
 }
@@ -205,26 +220,57 @@ enum Reply {
     Profile(Box<Profile>),
 }
 
+/// The server's session: a trace session, or a sample session (and the trace session under
+/// it).
+enum Session {
+    Trace(TraceSession),
+    Sample(runtime::sample::SampleSession),
+}
+
 /// The server process's state.
 struct TprofServer {
-    session: TraceSession,
+    session: Session,
     trace_type: TraceType,
     paused: bool,
 }
 
+/// What a server starts with: its trace type, session types and options, and the sample
+/// options in sample mode.
+type ServerArgs = (
+    TraceType,
+    TraceTypes,
+    SessionOptions,
+    Option<runtime::sample::SampleOptions>,
+);
+
+impl TprofServer {
+    /// The trace session: the server's own, or its sample session's.
+    fn trace(&self) -> &TraceSession {
+        match &self.session {
+            Session::Trace(s) => s,
+            Session::Sample(s) => s.trace(),
+        }
+    }
+}
+
 impl GenServer for TprofServer {
-    type Args = (TraceType, TraceTypes, SessionOptions);
+    type Args = ServerArgs;
     type Call = Request;
     type Reply = Reply;
     type Cast = ();
 
-    async fn init(
-        (trace_type, types, options): (TraceType, TraceTypes, SessionOptions),
-    ) -> Result<Self, ExitReason> {
+    async fn init((trace_type, types, options, sample): ServerArgs) -> Result<Self, ExitReason> {
         let node = NodeHandle::current().ok_or(ExitReason::NoProc)?;
-        let session = node
-            .trace_session_with_options(types, options)
-            .map_err(|e| ExitReason::custom(e.to_string()))?;
+        let session = match sample {
+            Some(sample) => node
+                .sample_session(sample)
+                .map(Session::Sample)
+                .map_err(|e| ExitReason::custom(e.to_string()))?,
+            None => node
+                .trace_session_with_options(types, options)
+                .map(Session::Trace)
+                .map_err(|e| ExitReason::custom(e.to_string()))?,
+        };
         Ok(TprofServer {
             session,
             trace_type,
@@ -238,35 +284,43 @@ impl GenServer for TprofServer {
         _from: &mut Caller<Reply>,
     ) -> CallReply<Reply> {
         let reply = match request {
-            Request::SetPattern(p) => Reply::Matched(self.session.set_pattern(&p)),
-            Request::ClearPattern(p) => Reply::Matched(self.session.clear_pattern(&p)),
-            Request::TraceMap => Reply::Map(self.session.trace_map()),
+            Request::SetPattern(p) => Reply::Matched(self.trace().set_pattern(&p)),
+            Request::ClearPattern(p) => Reply::Matched(self.trace().clear_pattern(&p)),
+            Request::TraceMap => Reply::Map(self.trace().trace_map()),
             Request::EnableTrace(spec, on_spawn) => {
-                Reply::Flags(self.session.enable_trace(spec, on_spawn))
+                Reply::Flags(self.trace().enable_trace(spec, on_spawn))
             }
-            Request::DisableTrace(spec) => Reply::Flags(self.session.disable_trace(spec)),
+            Request::DisableTrace(spec) => Reply::Flags(self.trace().disable_trace(spec)),
             Request::Pause => Reply::Done(if self.paused {
                 Err(ServerError::NotRunning)
             } else {
-                self.session.pause();
+                self.trace().pause();
                 self.paused = true;
                 Ok(())
             }),
             Request::Resume => Reply::Done(if self.paused {
-                self.session.resume();
+                self.trace().resume();
                 self.paused = false;
                 Ok(())
             } else {
                 Err(ServerError::NotPaused)
             }),
             Request::Restart => {
-                self.session.restart();
+                self.trace().restart();
+                if let Session::Sample(sampler) = &self.session {
+                    sampler.clear();
+                }
                 self.paused = false;
                 Reply::Done(Ok(()))
             }
             Request::Collect => {
-                let mut profile = Profile::from_session(&self.session, self.trace_type, &[]);
-                profile.outside_in_tables = self.session.types().contains(TraceTypes::ANY_THREAD);
+                let mut profile = match &self.session {
+                    Session::Trace(session) => Profile::from_session(session, self.trace_type, &[]),
+                    Session::Sample(sampler) => {
+                        Profile::from_snapshot(&sampler.snapshot(), TraceType::CallCount, &[])
+                    }
+                };
+                profile.outside_in_tables = self.trace().types().contains(TraceTypes::ANY_THREAD);
                 Reply::Profile(Box::new(profile))
             }
         };
@@ -322,6 +376,7 @@ impl Tprof {
                 options.trace_type,
                 options.session_types(),
                 options.session_options()?,
+                options.sample.clone(),
             ),
             StartOptions::new().name(options.name.as_str()),
         )
@@ -339,6 +394,7 @@ impl Tprof {
                 options.trace_type,
                 options.session_types(),
                 options.session_options()?,
+                options.sample.clone(),
             ),
             StartOptions::new().name(options.name.as_str()),
         )

@@ -453,3 +453,86 @@ fn a_server_measures_calls_outside_processes() {
         node.block_on(tprof.stop()).unwrap();
     }
 }
+
+#[traced]
+async fn waits_here() {
+    let _ = receive::<u64>().await;
+}
+
+/// A server in sample mode (the wall sampler): collect gives the samples of the processes it
+/// traces, pause makes them stable, restart forgets them, stop ends the sampler.
+#[test]
+fn a_sample_mode_server_collects_pauses_and_restarts_samples() {
+    use runtime::sample::{SampleOptions, Sampler};
+    let node = node();
+    let tprof = node
+        .block_on(Tprof::start(
+            &node,
+            ServerOptions::new()
+                .name("sampler")
+                .sample(SampleOptions::new().sampler(Sampler::Wall).hz(500)),
+        ))
+        .unwrap();
+    node.block_on(tprof.set_pattern(here())).unwrap();
+    node.block_on(tprof.enable_trace(ProcessSpec::New, true))
+        .unwrap();
+    let idle = node.spawn(waits_here()).unwrap();
+    let in_receive = |p: &tprof::Profile| {
+        p.samples
+            .samples
+            .iter()
+            .filter(|s| s.pid == Some(idle) && s.state == Some(tprof::samples::WaitState::Receive))
+            .count()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let collected = loop {
+        let p = node.block_on(tprof.collect()).unwrap();
+        if in_receive(&p) >= 5 {
+            break p;
+        }
+        assert!(std::time::Instant::now() < deadline, "no samples in 60 s");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert_eq!(
+        collected.samples.sources[0].sampler,
+        tprof::samples::SamplerKind::Wall
+    );
+    // The path it waits in names the traced function.
+    let set = &collected.samples;
+    let waiting = set
+        .samples
+        .iter()
+        .find(|s| s.pid == Some(idle) && s.stack.is_some())
+        .expect("a sample with a path");
+    let names: Vec<String> = set
+        .frames_of(waiting.stack.unwrap())
+        .into_iter()
+        .map(|f| set.frame_name(&collected.function_table, f))
+        .collect();
+    assert_eq!(names, ["server::waits_here/0"]);
+
+    node.block_on(tprof.pause()).unwrap();
+    let a = node
+        .block_on(tprof.collect())
+        .unwrap()
+        .samples
+        .samples
+        .len();
+    std::thread::sleep(Duration::from_millis(100));
+    let b = node
+        .block_on(tprof.collect())
+        .unwrap()
+        .samples
+        .samples
+        .len();
+    assert_eq!(a, b, "paused: no more samples");
+
+    node.block_on(tprof.restart()).unwrap();
+    let after = node.block_on(tprof.collect()).unwrap();
+    assert!(
+        after.samples.samples.len() < b,
+        "restart forgets the samples"
+    );
+    node.block_on(tprof.stop()).unwrap();
+    node.send(idle, 1u64);
+}
