@@ -50,6 +50,14 @@
 //! links and monitors, and never takes the node down. This relies on `panic = "unwind"` (the
 //! default); with `panic = "abort"` a panicking process aborts the OS process.
 //!
+//! # Tracing and sampling
+//!
+//! The runtime carries the machinery a profiler needs, as the BEAM carries its trace BIFs:
+//! traced functions and trace sessions ([`trace`]: call counts, time and memory per process
+//! and function, `#[traced]`), per-process heap accounts ([`heap`]), and the samplers
+//! ([`sample`]: what each worker thread runs, from a CPU-time timer per thread, and where every
+//! process waits). The `tprof` crate turns them into reports.
+//!
 //! # Moving instead of copying
 //!
 //! Erlang copies a message into the receiver's heap; Rust moves it. What a process's code

@@ -8,7 +8,8 @@
 //!
 //! Arguments: `--fail` ends with exit code 3 (after its node stopped); `--two-nodes` runs a
 //! second node beside the first; `--wait-for-signal` prints `ready <os pid>` once the work is
-//! done and then waits, its node running, until a signal ends it.
+//! done and then waits, its node running, until a signal ends it; `--lines N` sends N lines
+//! (default 100: a few milliseconds; 200000 keeps a sampler busy for a while).
 
 use std::process::ExitCode;
 
@@ -52,11 +53,11 @@ async fn client(lines: u64) -> u64 {
     total
 }
 
-fn workload(node: &Node) -> u64 {
-    node.run(async {
+fn workload(node: &Node, lines: u64) -> u64 {
+    node.run(async move {
         let summer = runtime::spawn(summer()).expect("spawn the summer");
         register("summer", summer).expect("register the summer");
-        let total = client(100).await;
+        let total = client(lines).await;
         send(summer, (self_pid(), String::new()));
         total
     })
@@ -65,8 +66,13 @@ fn workload(node: &Node) -> u64 {
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
+    let lines = args
+        .iter()
+        .position(|a| a == "--lines")
+        .and_then(|i| args.get(i + 1))
+        .map_or(100, |n| n.parse().expect("--lines takes a number"));
     let node = Node::new().expect("start a node");
-    let mut total = workload(&node);
+    let mut total = workload(&node, lines);
     if args.iter().any(|a| a == "--wait-for-signal") {
         println!("ready {}", std::process::id());
         let _ = std::io::Write::flush(&mut std::io::stdout());
@@ -76,7 +82,7 @@ fn main() -> ExitCode {
     }
     if args.iter().any(|a| a == "--two-nodes") {
         let second = Node::new().expect("start a second node");
-        total += workload(&second);
+        total += workload(&second, lines);
         second.stop();
     }
     node.stop();
