@@ -271,9 +271,14 @@ impl Mailbox {
         self.saved_len.load(Ordering::Relaxed) + self.incoming.lock().queue.len()
     }
 
-    /// Whether senders have queued anything the owner has not looked at yet.
-    pub(crate) fn has_incoming(&self) -> bool {
-        !self.incoming.lock().queue.is_empty()
+    /// [`len`](Self::len) and whether senders have queued anything the owner has not looked
+    /// at yet, under one lock.
+    pub(crate) fn len_and_incoming(&self) -> (usize, bool) {
+        let incoming = self.incoming.lock().queue.len();
+        (
+            self.saved_len.load(Ordering::Relaxed) + incoming,
+            incoming > 0,
+        )
     }
 
     /// Moves everything queued by senders into `saved`, acting on signals on the way.

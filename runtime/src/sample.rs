@@ -1,8 +1,8 @@
 //! Sampling processes: what each worker runs (CPU), and where every process waits (wall).
 //!
-//! A [`SampleSession`] is a trace session ([`TraceSession`]) of types [`TraceTypes::SAMPLE`]
-//! and [`TraceTypes::CALL_COUNT`] (so the profile has each traced function's calls too) plus a
-//! sampler: its patterns say which traced functions appear in the samples' traced
+//! A [`SampleSession`] is a trace session ([`TraceSession`]) of type [`TraceTypes::SAMPLE`]
+//! (which keeps the traced stack of the processes it samples, and counts their calls per
+//! function: the profile has each traced function's calls too) plus a sampler: its patterns say which traced functions appear in the samples' traced
 //! stacks, and its process flags which processes are sampled, exactly as for tracing
 //! ([`SampleSession::trace`]). It coexists with trace sessions and other sample sessions.
 //!
@@ -446,7 +446,7 @@ impl NodeHandle {
             return Err(SampleError::Unsupported);
         }
         let trace = self
-            .trace_session_with(TraceTypes::SAMPLE | TraceTypes::CALL_COUNT)
+            .trace_session_with(TraceTypes::SAMPLE)
             .map_err(SampleError::Session)?;
         let store = Arc::new(store::Store::new(
             trace.slot(),

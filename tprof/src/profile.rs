@@ -602,12 +602,25 @@ impl Builder<'_> {
                     }
                 }
             }
-            // A sample session measures its processes too: their names and initial calls
-            // label the samples.
+            // A sample session measures its processes: their names and initial calls label
+            // the samples, and their calls, all processes together, are the call counts.
             if snapshot.samples.is_some() {
                 for process in &snapshot.processes {
-                    if let Ok(pid) = process.pid.parse::<Pid>() {
-                        self.record(pid, Some(process));
+                    let Ok(pid) = process.pid.parse::<Pid>() else {
+                        continue;
+                    };
+                    self.record(pid, Some(process));
+                    for f in process.functions.iter().filter(|f| f.calls > 0) {
+                        if let Some((function, false)) = self.function(snapshot, f.id) {
+                            let entry = Entry {
+                                group: Group::All,
+                                calls: f.calls,
+                                measurement: f.calls,
+                                bytes: 0,
+                                blocks: 0,
+                            };
+                            self.entry(function, entry);
+                        }
                     }
                 }
             }

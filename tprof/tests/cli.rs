@@ -1092,7 +1092,14 @@ fn a_program_killed_by_sigkill_leaves_its_last_snapshot_and_tprof_says_how_old()
                     continue;
                 };
                 let run: runtime::trace::env_run::RunFile = serde_json::from_slice(&bytes).unwrap();
-                if run.partial && run.snapshot.call_counts.iter().any(|&(_, c)| c == 100) {
+                // Sample mode (the default) counts calls per process.
+                let counted = run.snapshot.call_counts.iter().any(|&(_, c)| c == 100)
+                    || run
+                        .snapshot
+                        .processes
+                        .iter()
+                        .any(|p| p.functions.iter().any(|f| f.calls == 100));
+                if run.partial && counted {
                     break 'wait;
                 }
             }

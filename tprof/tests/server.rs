@@ -454,9 +454,12 @@ fn a_server_measures_calls_outside_processes() {
     }
 }
 
-#[traced]
-async fn waits_here() {
-    let _ = receive::<u64>().await;
+/// Apart from this module's other traced functions, which other tests count.
+mod sampled {
+    #[runtime::traced]
+    pub(crate) async fn waits_here() {
+        let _ = runtime::receive::<u64>().await;
+    }
 }
 
 /// A server in sample mode (the wall sampler): collect gives the samples of the processes it
@@ -473,10 +476,11 @@ fn a_sample_mode_server_collects_pauses_and_restarts_samples() {
                 .sample(SampleOptions::new().sampler(Sampler::Wall).hz(500)),
         ))
         .unwrap();
-    node.block_on(tprof.set_pattern(here())).unwrap();
+    node.block_on(tprof.set_pattern(TracePattern::module(format!("{}::sampled", module_path!()))))
+        .unwrap();
     node.block_on(tprof.enable_trace(ProcessSpec::New, true))
         .unwrap();
-    let idle = node.spawn(waits_here()).unwrap();
+    let idle = node.spawn(sampled::waits_here()).unwrap();
     let in_receive = |p: &tprof::Profile| {
         p.samples
             .samples
@@ -509,7 +513,7 @@ fn a_sample_mode_server_collects_pauses_and_restarts_samples() {
         .into_iter()
         .map(|f| set.frame_name(&collected.function_table, f))
         .collect();
-    assert_eq!(names, ["server::waits_here/0"]);
+    assert_eq!(names, ["server::sampled::waits_here/0"]);
 
     node.block_on(tprof.pause()).unwrap();
     let a = node

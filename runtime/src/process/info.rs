@@ -65,24 +65,24 @@ impl Process {
         self.state().name.clone()
     }
 
-    /// What it is doing now; takes no lock.
-    pub(crate) fn status_now(&self) -> ProcessStatus {
-        match self.status.load(Ordering::Relaxed) {
+    /// What it is doing now, and its message queue's length: one lock, its mailbox's queue
+    /// of incoming messages, taken briefly.
+    pub(crate) fn status_and_queue(&self) -> (ProcessStatus, usize) {
+        let (len, incoming) = self.mailbox.len_and_incoming();
+        let status = match self.status.load(Ordering::Relaxed) {
             STATUS_RUNNING => ProcessStatus::Running,
             STATUS_EXITING => ProcessStatus::Exiting,
             STATUS_NEW => ProcessStatus::Runnable,
-            _ if self.flags.load(Ordering::Relaxed) & !super::HEAP_LIMITED != 0
-                || self.mailbox.has_incoming() =>
-            {
+            _ if self.flags.load(Ordering::Relaxed) & !super::HEAP_LIMITED != 0 || incoming => {
                 ProcessStatus::Runnable
             }
             _ => ProcessStatus::Waiting,
-        }
+        };
+        (status, len)
     }
 
     pub(crate) fn info(&self) -> ProcessInfo {
-        let message_queue_len = self.mailbox.len();
-        let status = self.status_now();
+        let (status, message_queue_len) = self.status_and_queue();
         let state = self.state();
         ProcessInfo {
             pid: self.pid,

@@ -156,7 +156,7 @@ pub(crate) fn census(node: &NodeInner, bit: u32, time: u64) -> Vec<Sample> {
 
 /// A wall sample of `p`.
 fn sample_of(p: &Process, bit: u32, weight: f64, time: u64, paths: &mut Paths) -> Sample {
-    let status = p.status_now();
+    let (status, queue) = p.status_and_queue();
     let account = p.trace_account_if_any();
     let path: Vec<&'static Callsite> = match (status, account) {
         (ProcessStatus::Waiting | ProcessStatus::Runnable, Some(account)) => {
@@ -184,7 +184,7 @@ fn sample_of(p: &Process, bit: u32, weight: f64, time: u64, paths: &mut Paths) -
         native: Vec::new(),
         truncated: false,
         state: Some(state),
-        mailbox_len: u32::try_from(p.mailbox.len()).unwrap_or(u32::MAX),
+        mailbox_len: u32::try_from(queue).unwrap_or(u32::MAX),
         registered_name: p.registered_name(),
     }
 }
