@@ -52,8 +52,10 @@ use crate::Profile;
 
 mod chrome;
 mod flamegraph;
+pub(crate) use flamegraph::{Scripts, write_drawing as flame_graph};
 mod folded;
 mod html;
+pub(crate) use html::escape_html;
 mod json;
 pub mod pprof;
 mod pretty;

@@ -331,6 +331,7 @@ pub mod command;
 pub mod export;
 mod format;
 mod inspect;
+mod notebook;
 mod profile;
 pub mod sample_report;
 pub mod samples;
@@ -350,6 +351,7 @@ pub use format::{format, format_group, format_to_string};
 pub use inspect::{
     Aggregate, Column, Direction, GroupProfile, Inspected, Line, SortBy, inspect, sort_lines,
 };
+pub use notebook::{notebook_blocks, notebook_blocks_of_tables};
 pub use profile::{
     CallTree, Entry, Event, EventKind, EventLog, Function, FunctionTrace, Group, Labels,
     LookupError, Meta, OUTSIDE_PROCESSES, PathEntry, PathNode, Percentiles, ProcessRecord, Profile,

@@ -134,6 +134,27 @@ fn runs(profile: &Profile) -> Option<String> {
 /// is nothing to give a width; for samples, none was taken and none dropped),
 /// [`ExportError::Io`] when writing fails.
 pub(super) fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), ExportError> {
+    write_drawing(profile, out, Scripts::Interactive)
+}
+
+/// Whether the drawing carries inferno's script (search, zoom on click) or is a static image.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Scripts {
+    /// The interactive flame graph of the `svg` export.
+    Interactive,
+    /// No script at all: for pages that run none (a notebook's output, JupyterLab's sanitizer).
+    None,
+}
+
+/// The flame graph of [`write`], with or without its script.
+///
+/// # Errors
+/// As [`write`].
+pub(crate) fn write_drawing(
+    profile: &Profile,
+    out: &mut dyn Write,
+    scripts: Scripts,
+) -> Result<(), ExportError> {
     let lines = folded_lines(profile);
     if lines.is_empty() {
         return Err(ExportError::Unsupported {
@@ -177,8 +198,34 @@ pub(super) fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), Export
     // inferno's default palette (hot), and the same name gets the same colour in every export.
     options.hash = true;
     options.deterministic = true;
-    flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), out)?;
+    if scripts == Scripts::Interactive {
+        flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), out)?;
+        return Ok(());
+    }
+    // A static image: a fixed width (a fluid drawing needs the script to place its labels),
+    // and without inferno's script element and the `onload` that calls into it, which
+    // `no_javascript` alone leaves.
+    options.no_javascript = true;
+    options.image_width = Some(IMAGE_WIDTH as usize);
+    let mut svg = Vec::new();
+    flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), &mut svg)?;
+    out.write_all(without_script(&String::from_utf8_lossy(&svg)).as_bytes())?;
     Ok(())
+}
+
+/// `svg` without its `<script>` elements and `onload` attributes.
+fn without_script(svg: &str) -> String {
+    let mut out = String::with_capacity(svg.len());
+    let mut rest = svg;
+    while let Some(start) = rest.find("<script") {
+        out.push_str(&rest[..start]);
+        rest = match rest[start..].find("</script>") {
+            Some(end) => &rest[start + end + "</script>".len()..],
+            None => "",
+        };
+    }
+    out.push_str(rest);
+    out.replace(" onload=\"init(evt)\"", "")
 }
 
 #[cfg(test)]
@@ -192,6 +239,12 @@ mod tests {
         assert_eq!(frame_name(""), "(unnamed)");
         let odd = frame_name("x 12");
         assert!(!odd.contains(' ') && !odd.contains(';'), "{odd}");
+    }
+
+    #[test]
+    fn a_static_drawing_has_no_script() {
+        let svg = "<svg onload=\"init(evt)\" x=\"1\"><script type=\"t\"><![CDATA[var a;]]></script><g/></svg>";
+        assert_eq!(without_script(svg), "<svg x=\"1\"><g/></svg>");
     }
 
     #[test]

@@ -379,7 +379,7 @@ fn view_data(profile: &Profile) -> ViewData<'_> {
 }
 
 /// `text` safe inside an HTML element or a quoted attribute.
-fn escape_html(text: &str) -> String {
+pub(crate) fn escape_html(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {
