@@ -583,7 +583,7 @@ fn a_wall_report_starts_with_where_processes_wait() {
     assert!(
         text.contains(&lines(&[
             "<0.6.0>  -           2   100.00        -     -        0",
-            "(1 processes with fewer than 2 process-ticks left out)",
+            "(1 process with fewer than 2 process-ticks left out)",
             "",
         ])),
         "{text}"
@@ -880,7 +880,7 @@ fn a_wall_summary_of_many_processes_counts_the_unnamed_together() {
         Some(WaitState::Receive),
     );
     b.named("<0.5.0>", "server");
-    for i in 0..30u32 {
+    for i in 0..31u32 {
         let pid = format!("<0.{}.0>", 100 + i);
         b.sample(
             source,
@@ -893,7 +893,12 @@ fn a_wall_summary_of_many_processes_counts_the_unnamed_together() {
         b.profile.processes.push(ProcessRecord {
             pid: pid.parse().expect("pid"),
             name: None,
-            initial_call: if i < 20 { "app::worker" } else { "app::helper" }.to_owned(),
+            initial_call: match i {
+                0..20 => "app::worker",
+                20..30 => "app::helper",
+                _ => "app::lonely",
+            }
+            .to_owned(),
             run: 0,
         });
     }
@@ -904,6 +909,7 @@ fn a_wall_summary_of_many_processes_counts_the_unnamed_together() {
             "(20 processes)  app::worker     20   100.00        0",
             "(10 processes)  app::helper     10   100.00        0",
             "<0.5.0>         server           3   100.00        0",
+            "(1 process)     app::lonely      1   100.00        0",
             "",
         ])),
         "{text}"
@@ -912,7 +918,7 @@ fn a_wall_summary_of_many_processes_counts_the_unnamed_together() {
     assert!(
         text.contains(&lines(&[
             "(20 processes)  app::worker     20   100.00        0",
-            "(2 more rows: 11 processes with 13 process-ticks; raise `rows` to see them)",
+            "(3 more rows: 12 processes with 14 process-ticks; raise `rows` to see them)",
         ])),
         "{text}"
     );

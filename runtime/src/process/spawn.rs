@@ -187,8 +187,21 @@ impl fmt::Display for SpawnError {
 impl std::error::Error for SpawnError {}
 
 fn default_initial_call<F>() -> Cow<'static, str> {
-    let name = std::any::type_name::<F>();
-    Cow::Borrowed(name.strip_suffix("::{{closure}}").unwrap_or(name))
+    Cow::Borrowed(initial_call_of(std::any::type_name::<F>()))
+}
+
+/// The function a future's type names: `app::worker` for an `async fn app::worker`'s future
+/// (`app::worker::{{closure}}`), also when `#[traced]` wraps it (`runtime::...::Traced<...>`);
+/// other types as they are named.
+fn initial_call_of(type_name: &str) -> &str {
+    let mut name = type_name;
+    while let Some(inner) = name
+        .strip_prefix("runtime::trace::callsite::Traced<")
+        .and_then(|rest| rest.strip_suffix('>'))
+    {
+        name = inner;
+    }
+    name.strip_suffix("::{{closure}}").unwrap_or(name)
 }
 
 /// Spawns `future` as a process on `node`, with `parent` (if any) as its spawning parent.
@@ -532,3 +545,34 @@ where
 
 #[cfg(test)]
 mod after_insert;
+
+#[cfg(test)]
+mod initial_call_tests {
+    use super::initial_call_of;
+
+    #[test]
+    fn a_future_is_named_by_its_function() {
+        assert_eq!(initial_call_of("app::worker::{{closure}}"), "app::worker");
+        assert_eq!(
+            initial_call_of("runtime::trace::callsite::Traced<app::count_chunk::{{closure}}>"),
+            "app::count_chunk"
+        );
+        assert_eq!(
+            initial_call_of("core::future::ready::Ready<u8>"),
+            "core::future::ready::Ready<u8>"
+        );
+    }
+
+    #[test]
+    fn a_traced_async_fn_spawned_is_known_by_its_name() {
+        #[allow(unsafe_code)]
+        #[crate::traced(module = "app")]
+        async fn worker() {}
+        fn name_of<F>(_: &F) -> std::borrow::Cow<'static, str> {
+            super::default_initial_call::<F>()
+        }
+        let name = name_of(&worker());
+        assert!(name.ends_with("worker"), "{name}");
+        assert!(!name.contains("Traced<"), "{name}");
+    }
+}

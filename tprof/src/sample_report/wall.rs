@@ -151,7 +151,7 @@ pub(super) fn print(
                 pid.map_or_else(|| "-".to_owned(), |p| p.to_string()),
                 name_of(*pid).unwrap_or_else(|| "-".to_owned()),
             ),
-            Key::Initial(call) => (format!("({count} processes)"), call.clone()),
+            Key::Initial(call) => (format!("({})", processes_in_words(*count)), call.clone()),
         };
         let mut row = vec![process, name, rounded(waits.ticks).to_string()];
         row.extend(states.iter().map(|(s, _)| match waits.by_state.get(s) {
@@ -167,19 +167,29 @@ pub(super) fn print(
     if past_rows.0 > 0 {
         writeln!(
             out,
-            "({} more rows: {} processes with {} process-ticks; raise `rows` to see them)",
+            "({} more {}: {} with {} process-ticks; raise `rows` to see them)",
             past_rows.0,
-            past_rows.1,
+            if past_rows.0 == 1 { "row" } else { "rows" },
+            processes_in_words(past_rows.1),
             rounded(past_rows.2)
         )?;
     }
     if left_out > 0 {
         writeln!(
             out,
-            "({left_out} processes with fewer than {mincount} process-ticks left out)"
+            "({} with fewer than {mincount} process-ticks left out)",
+            processes_in_words(left_out)
         )?;
     }
     writeln!(out)
+}
+
+/// `n` processes, in words: `1 process`, `2 processes`.
+fn processes_in_words(n: usize) -> String {
+    match n {
+        1 => "1 process".to_owned(),
+        n => format!("{n} processes"),
+    }
 }
 
 /// `rows` as columns two spaces apart, each as wide as its widest cell: the first `left`
