@@ -328,6 +328,8 @@ mod adhoc;
 pub mod archive;
 mod assert;
 pub mod command;
+#[cfg(unix)]
+pub mod control;
 pub mod export;
 mod format;
 mod inspect;

@@ -124,6 +124,19 @@ pub(crate) enum Cmd {
         #[arg(required = true, num_args = 1..)]
         inputs: Vec<PathBuf>,
     },
+    /// Drive a live program's node through its control endpoint (a program that opened one:
+    /// TPROF_CONTROL=1), as an Erlang shell drives tprof: start, set_pattern, enable_trace,
+    /// collect, ... (`help` lists them). Without -c, a prompt reads commands from standard
+    /// input.
+    ///
+    /// Exit code with -c: 1 when a command failed (the ones after it are not sent).
+    Attach {
+        /// The program's OS pid, or its endpoint's socket path.
+        target: String,
+        /// Commands to run, separated by `;` or newlines, instead of a prompt.
+        #[arg(long, short = 'c')]
+        commands: Option<String>,
+    },
     /// Write the HTML viewer of a profile file and open it in the browser (or print its path
     /// when there is none).
     View {

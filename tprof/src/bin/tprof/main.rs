@@ -158,6 +158,7 @@ fn execute(command: Cmd) -> Result<ExitCode, CommandError> {
             );
             Ok(ExitCode::SUCCESS)
         }
+        Cmd::Attach { target, commands } => Ok(attach(&target, commands.as_deref())),
         Cmd::View { out, file } => {
             let (page, opened) = command::view(&file, out.as_deref())?;
             match (page, opened) {
@@ -178,6 +179,64 @@ fn execute(command: Cmd) -> Result<ExitCode, CommandError> {
                 _ => {}
             }
             Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// `tprof attach`: a script's commands, or a prompt's, sent one by one; replies printed as
+/// tables and text.
+fn attach(target: &str, script: Option<&str>) -> ExitCode {
+    use tprof::control::ControlClient;
+    use tprof::control::script::{HELP, find_endpoint, is_help, parse_line, render, script_lines};
+
+    let connected = find_endpoint(target)
+        .and_then(|path| ControlClient::connect(&path).map_err(|e| e.to_string()));
+    let mut client = match connected {
+        Ok(client) => client,
+        Err(e) => {
+            eprintln!("tprof: {e}");
+            return ExitCode::from(4);
+        }
+    };
+    let mut run = |line: &str| -> Result<(), String> {
+        if is_help(line) {
+            print!("{HELP}");
+            return Ok(());
+        }
+        let Some(command) = parse_line(line)? else {
+            return Ok(());
+        };
+        let reply = client.request(command)?;
+        let mut stdout = std::io::stdout().lock();
+        let _ = stdout.write_all(render(&reply).as_bytes());
+        let _ = stdout.flush();
+        Ok(())
+    };
+    if let Some(script) = script {
+        for line in script_lines(script) {
+            if let Err(e) = run(line) {
+                eprintln!("tprof: {line}: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+        return ExitCode::SUCCESS;
+    }
+    let interactive = std::io::stdin().is_terminal();
+    let mut line = String::new();
+    loop {
+        if interactive {
+            eprint!("tprof> ");
+        }
+        line.clear();
+        match std::io::stdin().read_line(&mut line) {
+            Ok(0) | Err(_) => return ExitCode::SUCCESS,
+            Ok(_) => {}
+        }
+        if matches!(line.trim(), "quit" | "exit" | "q") {
+            return ExitCode::SUCCESS;
+        }
+        if let Err(e) = run(line.trim()) {
+            eprintln!("error: {e}");
         }
     }
 }

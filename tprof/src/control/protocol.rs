@@ -1,0 +1,297 @@
+//! The control endpoint's wire protocol, version 1.
+//!
+//! Each message is one **frame**: its length in bytes as a 4-byte big-endian unsigned integer,
+//! then that many bytes of UTF-8 JSON. A frame longer than [`MAX_FRAME`] is refused (the
+//! connection is then closed: past a length it does not trust, the reader cannot find the next
+//! frame). A client sends a [`Request`] and reads one [`Response`] per request, in order.
+//!
+//! ```text
+//! -> {"version":1,"id":7,"command":{"op":"set_pattern","module":"app","function":null,"arity":null}}
+//! <- {"version":1,"id":7,"reply":{"kind":"matched","count":3}}
+//! <- {"version":1,"id":8,"error":"the server is not started: send start first"}
+//! ```
+//!
+//! The commands mirror the tprof server's API ([`Tprof`](crate::Tprof)): `start`, `stop`,
+//! `set_pattern`, `clear_pattern`, `enable_trace`, `disable_trace`, `pause`, `resume`,
+//! `restart`, `collect` (the profile as tprof's tables or any text export); plus `hello` (who
+//! is there), `processes` (the node's processes) and `sample` (profile the next seconds in
+//! sample mode and get Julia's report). A request of another version, or one that does not
+//! parse, gets an error response and the connection stays usable.
+
+use std::io::{self, Read, Write};
+
+use serde::{Deserialize, Serialize};
+
+/// The protocol version this build speaks.
+pub const VERSION: u32 = 1;
+
+/// The largest frame either side accepts, in bytes (16 MiB).
+pub const MAX_FRAME: usize = 16 << 20;
+
+/// A request: a command and the id its response carries back.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Request {
+    /// [`VERSION`].
+    pub version: u32,
+    /// Chosen by the client; echoed in the response.
+    pub id: u64,
+    /// What to do.
+    pub command: Command,
+}
+
+/// What a request asks for.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
+#[non_exhaustive]
+pub enum Command {
+    /// Who is there: the program, its OS pid, the node.
+    Hello,
+    /// The node's processes.
+    Processes,
+    /// Starts this connection's tprof server on the node (`tprof:start/1`).
+    Start {
+        /// `call_count`, `call_time` or `call_memory`.
+        trace_type: String,
+        /// Call paths too.
+        #[serde(default)]
+        call_tree: bool,
+    },
+    /// Stops the server this connection started.
+    Stop,
+    /// `tprof:set_pattern(Module, Function, Arity)`; `None` is `_`.
+    SetPattern {
+        /// The module path.
+        module: Option<String>,
+        /// The function.
+        function: Option<String>,
+        /// The arity.
+        arity: Option<u8>,
+    },
+    /// `tprof:clear_pattern(Module, Function, Arity)`.
+    ClearPattern {
+        /// The module path.
+        module: Option<String>,
+        /// The function.
+        function: Option<String>,
+        /// The arity.
+        arity: Option<u8>,
+    },
+    /// `tprof:enable_trace(Spec)`: `all`, `new`, `existing`, a pid (`<0.5.0>`) or a name.
+    EnableTrace {
+        /// Which processes.
+        processes: String,
+        /// Their children too (`set_on_spawn`).
+        #[serde(default = "yes")]
+        set_on_spawn: bool,
+    },
+    /// `tprof:disable_trace(Spec)`.
+    DisableTrace {
+        /// Which processes.
+        processes: String,
+    },
+    /// `tprof:pause()`.
+    Pause,
+    /// `tprof:continue()`.
+    Resume,
+    /// `tprof:restart()`.
+    Restart,
+    /// `tprof:collect()`, laid out: `process` or `total` (tprof's tables, by percent) or the
+    /// name of a text export (`pretty`, `json`, `folded`, `speedscope`, `chrome`, `html`).
+    Collect {
+        /// The layout.
+        format: String,
+    },
+    /// Samples the node for `seconds` (cpu or wall sampler, at `hz`) and returns Julia's
+    /// report grouped by process.
+    Sample {
+        /// How long, at most 600.
+        seconds: f64,
+        /// `cpu` or `wall`.
+        sampler: String,
+        /// Rate, 1 to 10,000.
+        hz: u32,
+    },
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// A response: the request's id and its reply or error.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Response {
+    /// [`VERSION`].
+    pub version: u32,
+    /// The request's id (0 when the request could not be read).
+    pub id: u64,
+    /// What the command gave, unless it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply: Option<Reply>,
+    /// Why it failed: a sentence for a person.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// What a command gave.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Reply {
+    /// Done.
+    Ok,
+    /// Who is there.
+    Hello {
+        /// The program (its first argument).
+        program: String,
+        /// Its OS pid.
+        os_pid: u32,
+        /// The node's id.
+        node: u32,
+        /// [`VERSION`].
+        protocol: u32,
+    },
+    /// How many functions or processes the command matched.
+    Matched {
+        /// The count.
+        count: usize,
+    },
+    /// The node's processes.
+    Processes {
+        /// One row per process, by pid.
+        processes: Vec<ProcessRow>,
+    },
+    /// A report or an export, as text.
+    Text {
+        /// The text.
+        text: String,
+    },
+}
+
+/// One process in [`Reply::Processes`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessRow {
+    /// `<node.serial.generation>`.
+    pub pid: String,
+    /// Its registered name, if any.
+    pub name: Option<String>,
+    /// What it was spawned to run.
+    pub initial_call: String,
+    /// Queued messages.
+    pub message_queue_len: usize,
+    /// Live heap bytes, when the counting allocator is installed.
+    pub heap_bytes: Option<u64>,
+}
+
+/// Why a frame could not be read.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum FrameError {
+    /// The peer closed the connection between frames.
+    Closed,
+    /// A length over [`MAX_FRAME`].
+    TooLong(usize),
+    /// Reading failed (or the connection ended inside a frame).
+    Io(io::Error),
+}
+
+impl std::fmt::Display for FrameError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FrameError::Closed => f.write_str("the connection was closed"),
+            FrameError::TooLong(n) => write!(
+                f,
+                "a frame of {n} bytes is over the limit of {MAX_FRAME} bytes"
+            ),
+            FrameError::Io(e) => write!(f, "cannot read a frame: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for FrameError {}
+
+/// Reads one frame's bytes.
+///
+/// # Errors
+/// [`FrameError::Closed`] at a clean end between frames, [`FrameError::TooLong`] for a length
+/// over [`MAX_FRAME`], [`FrameError::Io`] otherwise.
+pub fn read_frame(from: &mut dyn Read) -> Result<Vec<u8>, FrameError> {
+    let mut len = [0u8; 4];
+    let mut got = 0;
+    while got < 4 {
+        match from.read(&mut len[got..]) {
+            Ok(0) if got == 0 => return Err(FrameError::Closed),
+            Ok(0) => return Err(FrameError::Io(io::ErrorKind::UnexpectedEof.into())),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(FrameError::Io(e)),
+        }
+    }
+    let len = u32::from_be_bytes(len) as usize;
+    if len > MAX_FRAME {
+        return Err(FrameError::TooLong(len));
+    }
+    let mut body = vec![0; len];
+    from.read_exact(&mut body).map_err(FrameError::Io)?;
+    Ok(body)
+}
+
+/// Writes `body` as one frame.
+///
+/// # Errors
+/// When writing fails, or `body` is over [`MAX_FRAME`] (`InvalidInput`).
+pub fn write_frame(to: &mut dyn Write, body: &[u8]) -> io::Result<()> {
+    if body.len() > MAX_FRAME {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "a message of {} bytes is over the limit of {MAX_FRAME} bytes",
+                body.len()
+            ),
+        ));
+    }
+    to.write_all(&(body.len() as u32).to_be_bytes())?;
+    to.write_all(body)?;
+    to.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_reads_back_and_frames_round_trip() {
+        let request = Request {
+            version: VERSION,
+            id: 7,
+            command: Command::SetPattern {
+                module: Some("app".into()),
+                function: None,
+                arity: None,
+            },
+        };
+        let body = serde_json::to_vec(&request).unwrap();
+        let mut wire = Vec::new();
+        write_frame(&mut wire, &body).unwrap();
+        assert_eq!(&wire[..4], &(body.len() as u32).to_be_bytes());
+        let read = read_frame(&mut wire.as_slice()).unwrap();
+        assert_eq!(serde_json::from_slice::<Request>(&read).unwrap(), request);
+        assert!(matches!(
+            read_frame(&mut [].as_slice()),
+            Err(FrameError::Closed)
+        ));
+    }
+
+    #[test]
+    fn a_length_over_the_limit_is_refused_before_reading_it() {
+        let wire = u32::MAX.to_be_bytes();
+        assert!(matches!(
+            read_frame(&mut wire.as_slice()),
+            Err(FrameError::TooLong(n)) if n == u32::MAX as usize
+        ));
+        let short = [0u8, 0, 0, 9, b'{'];
+        assert!(matches!(
+            read_frame(&mut short.as_slice()),
+            Err(FrameError::Io(_))
+        ));
+    }
+}

@@ -1,0 +1,397 @@
+//! `tprof attach`'s command language: one command per line (or `;`-separated), named like
+//! tprof's functions, and the replies as text.
+//!
+//! ```text
+//! start call_time            start [call_count|call_time|call_memory] [--call-tree]
+//! set_pattern app _ _        set_pattern | clear_pattern MODULE|_ [FUNCTION|_ [ARITY|_]]
+//! enable_trace all           enable_trace | disable_trace all|new|existing|PID|NAME [--no-spawn]
+//! pause                      pause | resume | restart | stop
+//! collect                    collect [process|total|pretty|json|folded|speedscope|chrome|svg|html]
+//! sample 2 wall 99           sample SECONDS [cpu|wall] [HZ]
+//! processes                  processes | hello | help
+//! ```
+//!
+//! ```
+//! use tprof::control::protocol::Command;
+//! use tprof::control::script::parse_line;
+//!
+//! let command = parse_line("set_pattern app render _").unwrap();
+//! assert_eq!(
+//!     command,
+//!     Some(Command::SetPattern {
+//!         module: Some("app".into()),
+//!         function: Some("render".into()),
+//!         arity: None,
+//!     })
+//! );
+//! assert_eq!(parse_line("  # a comment").unwrap(), None);
+//! assert!(parse_line("set_pattern app render two").is_err());
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use super::protocol::{Command, ProcessRow, Reply};
+
+/// The commands, for `help` and completion.
+pub const COMMANDS: &[&str] = &[
+    "start",
+    "stop",
+    "set_pattern",
+    "clear_pattern",
+    "enable_trace",
+    "disable_trace",
+    "pause",
+    "resume",
+    "restart",
+    "collect",
+    "sample",
+    "processes",
+    "hello",
+    "help",
+];
+
+/// What `help` prints.
+pub const HELP: &str = "\
+start [call_count|call_time|call_memory] [--call-tree]   start the tprof server
+set_pattern MODULE|_ [FUNCTION|_ [ARITY|_]]               trace the functions it matches
+clear_pattern MODULE|_ [FUNCTION|_ [ARITY|_]]             stop tracing them
+enable_trace all|new|existing|PID|NAME [--no-spawn]      trace processes (and their children)
+disable_trace all|new|existing|PID|NAME                  stop tracing them
+pause | resume | restart | stop                          as tprof's functions
+collect [process|total|FORMAT]                           the profile: tprof's tables or a text export
+sample SECONDS [cpu|wall] [HZ]                           sample the next seconds, report by process
+processes                                                the node's processes
+hello                                                    who is at the other end
+";
+
+/// The command on `line`; `None` for a blank line, a `#` comment or `help` (which the caller
+/// answers with [`HELP`]: see [`is_help`]).
+///
+/// # Errors
+/// A sentence saying what is wrong and what the command takes.
+pub fn parse_line(line: &str) -> Result<Option<Command>, String> {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let Some((&name, args)) = words.split_first() else {
+        return Ok(None);
+    };
+    if name.starts_with('#') || name == "help" {
+        return Ok(None);
+    }
+    let no_args = |command: Command| {
+        if args.is_empty() {
+            Ok(Some(command))
+        } else {
+            Err(format!("{name} takes no arguments"))
+        }
+    };
+    match name {
+        "hello" => no_args(Command::Hello),
+        "processes" | "ps" => no_args(Command::Processes),
+        "stop" => no_args(Command::Stop),
+        "pause" => no_args(Command::Pause),
+        "resume" | "continue" => no_args(Command::Resume),
+        "restart" => no_args(Command::Restart),
+        "start" => {
+            let mut trace_type = "call_count".to_owned();
+            let mut call_tree = false;
+            for arg in args {
+                match *arg {
+                    "--call-tree" => call_tree = true,
+                    t @ ("call_count" | "call_time" | "call_memory") => {
+                        t.clone_into(&mut trace_type)
+                    }
+                    other => {
+                        return Err(format!(
+                            "start: {other:?}? start [call_count|call_time|call_memory] [--call-tree]"
+                        ));
+                    }
+                }
+            }
+            Ok(Some(Command::Start {
+                trace_type,
+                call_tree,
+            }))
+        }
+        "set_pattern" | "clear_pattern" => {
+            let (module, function, arity) = mfa(name, args)?;
+            Ok(Some(if name == "set_pattern" {
+                Command::SetPattern {
+                    module,
+                    function,
+                    arity,
+                }
+            } else {
+                Command::ClearPattern {
+                    module,
+                    function,
+                    arity,
+                }
+            }))
+        }
+        "enable_trace" | "disable_trace" => {
+            let spawn = !args.contains(&"--no-spawn");
+            let specs: Vec<&str> = args
+                .iter()
+                .copied()
+                .filter(|a| *a != "--no-spawn")
+                .collect();
+            let [processes] = specs[..] else {
+                return Err(format!(
+                    "{name} takes one of all, new, existing, a pid or a registered name"
+                ));
+            };
+            Ok(Some(if name == "enable_trace" {
+                Command::EnableTrace {
+                    processes: processes.to_owned(),
+                    set_on_spawn: spawn,
+                }
+            } else {
+                Command::DisableTrace {
+                    processes: processes.to_owned(),
+                }
+            }))
+        }
+        "collect" => match args {
+            [] => Ok(Some(Command::Collect {
+                format: "process".into(),
+            })),
+            [format] => Ok(Some(Command::Collect {
+                format: (*format).to_owned(),
+            })),
+            _ => Err("collect takes one layout: process, total or a text format".to_owned()),
+        },
+        "sample" => {
+            let usage = "sample SECONDS [cpu|wall] [HZ]";
+            let seconds = args
+                .first()
+                .and_then(|s| s.trim_end_matches('s').parse::<f64>().ok())
+                .ok_or_else(|| format!("how many seconds? {usage}"))?;
+            let sampler = args.get(1).copied().unwrap_or("cpu").to_owned();
+            let hz = match args.get(2) {
+                Some(hz) => hz
+                    .parse()
+                    .map_err(|_| format!("{hz:?} is not a rate: {usage}"))?,
+                None => 99,
+            };
+            if args.len() > 3 {
+                return Err(usage.to_owned());
+            }
+            Ok(Some(Command::Sample {
+                seconds,
+                sampler,
+                hz,
+            }))
+        }
+        other => Err(format!(
+            "{other}: not a command (help lists them: {})",
+            COMMANDS.join(", ")
+        )),
+    }
+}
+
+/// Whether `line` asks for [`HELP`].
+pub fn is_help(line: &str) -> bool {
+    line.split_whitespace().next() == Some("help")
+}
+
+/// A pattern's module, function and arity; `None` for `_`.
+type Mfa = (Option<String>, Option<String>, Option<u8>);
+
+/// `MODULE|_ [FUNCTION|_ [ARITY|_]]`.
+fn mfa(name: &str, args: &[&str]) -> Result<Mfa, String> {
+    let any = |s: &&str| (*s != "_").then(|| (*s).to_owned());
+    match args {
+        [] => Err(format!("{name} MODULE|_ [FUNCTION|_ [ARITY|_]]")),
+        [m] => Ok((any(m), None, None)),
+        [m, f] => Ok((any(m), any(f), None)),
+        [m, f, a] => {
+            let arity = match *a {
+                "_" => None,
+                a => Some(
+                    a.parse::<u8>()
+                        .map_err(|_| format!("{name}: the arity {a:?} is not a number or _"))?,
+                ),
+            };
+            Ok((any(m), any(f), arity))
+        }
+        _ => Err(format!("{name} takes at most MODULE FUNCTION ARITY")),
+    }
+}
+
+/// A reply as `tprof attach` prints it.
+pub fn render(reply: &Reply) -> String {
+    match reply {
+        Reply::Ok => "ok\n".to_owned(),
+        Reply::Matched { count } => format!("{count}\n"),
+        Reply::Text { text } => {
+            let mut text = text.clone();
+            if !text.ends_with('\n') {
+                text.push('\n');
+            }
+            text
+        }
+        Reply::Hello {
+            program,
+            os_pid,
+            node,
+            protocol,
+        } => format!("{program} (OS pid {os_pid}), node {node}, protocol {protocol}\n"),
+        Reply::Processes { processes } => process_table(processes),
+    }
+}
+
+fn process_table(rows: &[ProcessRow]) -> String {
+    let mut table = comfy_table::Table::new();
+    table.load_style(comfy_table::presets::NOTHING);
+    table.set_header(["PID", "NAME", "MAILBOX", "HEAP (bytes)", "INITIAL CALL"]);
+    for row in rows {
+        table.add_row([
+            row.pid.clone(),
+            row.name.clone().unwrap_or_default(),
+            row.message_queue_len.to_string(),
+            row.heap_bytes
+                .map_or_else(|| "-".to_owned(), |b| b.to_string()),
+            row.initial_call.clone(),
+        ]);
+    }
+    let mut out = String::new();
+    for line in table.to_string().lines() {
+        out.push_str(line.trim());
+        out.push('\n');
+    }
+    out
+}
+
+/// The endpoint `target` names: a socket path, or an OS pid whose endpoint is in
+/// [`runtime_dir`](super::runtime_dir) (one per node: a program of several nodes needs the
+/// path, which the error lists).
+///
+/// # Errors
+/// A sentence: nothing listens, or several nodes do.
+pub fn find_endpoint(target: &str) -> Result<PathBuf, String> {
+    if let Ok(os_pid) = target.parse::<u32>() {
+        let dir = super::runtime_dir();
+        let prefix = format!("tprof-{os_pid}-");
+        let mut found: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .map_err(|e| format!("cannot list {}: {e}", dir.display()))?
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with(&prefix) && n.ends_with(".sock"))
+            })
+            .collect();
+        found.sort();
+        return match found.len() {
+            0 => Err(format!(
+                "process {os_pid} has no control endpoint in {}: start it with TPROF_CONTROL=1 \
+                 (and tprof::control::ControlEndpoint::open_from_env), or give the socket's path",
+                dir.display()
+            )),
+            1 => Ok(found.remove(0)),
+            _ => Err(format!(
+                "process {os_pid} has {} nodes with an endpoint; name one: {}",
+                found.len(),
+                found
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+        };
+    }
+    let path = Path::new(target);
+    if path.exists() {
+        Ok(path.to_owned())
+    } else {
+        Err(format!(
+            "{target}: no such socket (give an OS pid or a socket's path)"
+        ))
+    }
+}
+
+/// The commands of a `-c` script: split at `;` and newlines.
+pub fn script_lines(script: &str) -> impl Iterator<Item = &str> {
+    script
+        .split(['\n', ';'])
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_command_parses_and_bad_ones_say_why() {
+        let parsed = |l: &str| parse_line(l).unwrap().unwrap();
+        assert_eq!(
+            parsed("start call_time --call-tree"),
+            Command::Start {
+                trace_type: "call_time".into(),
+                call_tree: true
+            }
+        );
+        assert_eq!(
+            parsed("enable_trace <0.5.0> --no-spawn"),
+            Command::EnableTrace {
+                processes: "<0.5.0>".into(),
+                set_on_spawn: false
+            }
+        );
+        assert_eq!(
+            parsed("sample 2s wall 200"),
+            Command::Sample {
+                seconds: 2.0,
+                sampler: "wall".into(),
+                hz: 200
+            }
+        );
+        assert_eq!(
+            parsed("clear_pattern _"),
+            Command::ClearPattern {
+                module: None,
+                function: None,
+                arity: None
+            }
+        );
+        assert_eq!(
+            parsed("collect total"),
+            Command::Collect {
+                format: "total".into()
+            }
+        );
+        for bad in [
+            "launch",
+            "pause now",
+            "start call_tim",
+            "enable_trace",
+            "sample x",
+            "set_pattern a b c d",
+        ] {
+            let error = parse_line(bad).unwrap_err();
+            assert!(!error.is_empty(), "{bad}");
+        }
+        assert!(is_help("help"));
+        assert_eq!(
+            script_lines("start; set_pattern app\n\ncollect").collect::<Vec<_>>(),
+            ["start", "set_pattern app", "collect"]
+        );
+    }
+
+    #[test]
+    fn replies_print_as_text() {
+        assert_eq!(render(&Reply::Matched { count: 3 }), "3\n");
+        let table = render(&Reply::Processes {
+            processes: vec![ProcessRow {
+                pid: "<0.5.0>".into(),
+                name: Some("kv".into()),
+                initial_call: "app::kv".into(),
+                message_queue_len: 2,
+                heap_bytes: None,
+            }],
+        });
+        assert!(table.contains("<0.5.0>") && table.contains("kv") && table.contains("app::kv"));
+    }
+}

@@ -1,0 +1,317 @@
+//! What the endpoint does with each request: the tprof server's API, run in a short process of
+//! the node (the server is called as the Erlang shell calls it), and the answers as text.
+
+use std::str::FromStr;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use runtime::trace::{ProcessSpec, TracePattern};
+use runtime::{NodeHandle, Pid};
+
+use super::protocol::{Command, ProcessRow, Reply};
+use crate::export::{self, Format};
+use crate::inspect::{Aggregate, SortBy, inspect};
+use crate::{DEFAULT_NAME, Profile, ServerOptions, Tprof, TraceType, format_to_string};
+
+/// How long a request may take in the node before its connection gets an error: a collect of a
+/// large profile, or a sample of up to 600 s plus its collect.
+const REQUEST_LIMIT: Duration = Duration::from_secs(900);
+
+/// The name of the server a `sample` request starts for its seconds (beside any `tprof`).
+const SAMPLE_SERVER: &str = "tprof_control_sample";
+
+/// Carries out `command` on `node`; the error is a sentence for the person at the other end.
+pub(super) fn handle(node: &NodeHandle, command: Command) -> Result<Reply, String> {
+    match command {
+        Command::Hello => Ok(Reply::Hello {
+            program: std::env::args().next().unwrap_or_default(),
+            os_pid: std::process::id(),
+            node: node.id(),
+            protocol: super::protocol::VERSION,
+        }),
+        Command::Processes => Ok(Reply::Processes {
+            processes: processes(node),
+        }),
+        Command::Start {
+            trace_type,
+            call_tree,
+        } => {
+            let trace_type = TraceType::from_str(&trace_type).map_err(|e| e.to_string())?;
+            let options = ServerOptions::new()
+                .trace_type(trace_type)
+                .call_tree(call_tree);
+            let handle = node.clone();
+            in_process(node, async move {
+                Tprof::start(&handle, options)
+                    .await
+                    .map(|_| Reply::Ok)
+                    .map_err(|e| e.to_string())
+            })
+        }
+        Command::Stop => with_server(node, |t| async move { t.stop().await.map(|()| Reply::Ok) }),
+        Command::SetPattern {
+            module,
+            function,
+            arity,
+        } => {
+            let pattern = pattern(module, function, arity)?;
+            with_server(node, |t| async move {
+                t.set_pattern(pattern).await.map(matched)
+            })
+        }
+        Command::ClearPattern {
+            module,
+            function,
+            arity,
+        } => {
+            let pattern = pattern(module, function, arity)?;
+            with_server(node, |t| async move {
+                t.clear_pattern(pattern).await.map(matched)
+            })
+        }
+        Command::EnableTrace {
+            processes,
+            set_on_spawn,
+        } => {
+            let spec = process_spec(&processes)?;
+            with_server(node, move |t| async move {
+                t.enable_trace(spec, set_on_spawn)
+                    .await
+                    .map(|o| Reply::Matched { count: o.count })
+            })
+        }
+        Command::DisableTrace { processes } => {
+            let spec = process_spec(&processes)?;
+            with_server(node, move |t| async move {
+                t.disable_trace(spec)
+                    .await
+                    .map(|o| Reply::Matched { count: o.count })
+            })
+        }
+        Command::Pause => with_server(node, |t| async move { t.pause().await.map(|()| Reply::Ok) }),
+        Command::Resume => with_server(
+            node,
+            |t| async move { t.resume().await.map(|()| Reply::Ok) },
+        ),
+        Command::Restart => with_server(
+            node,
+            |t| async move { t.restart().await.map(|()| Reply::Ok) },
+        ),
+        Command::Collect { format } => {
+            let layout = Layout::parse(&format)?;
+            let profile =
+                with_server_value(node, DEFAULT_NAME, |t| async move { t.collect().await })?;
+            layout.text(&profile).map(|text| Reply::Text { text })
+        }
+        Command::Sample {
+            seconds,
+            sampler,
+            hz,
+        } => sample(node, seconds, &sampler, hz),
+    }
+}
+
+/// How many functions a pattern matched.
+fn matched(count: usize) -> Reply {
+    Reply::Matched { count }
+}
+
+/// What `collect` lays the profile out as.
+enum Layout {
+    /// tprof's tables, per process or all together.
+    Tables(Aggregate),
+    /// A text export.
+    Export(Format),
+}
+
+impl Layout {
+    fn parse(text: &str) -> Result<Layout, String> {
+        match text {
+            "process" | "" => Ok(Layout::Tables(Aggregate::Process)),
+            "total" => Ok(Layout::Tables(Aggregate::Total)),
+            other => match Format::from_str(other) {
+                Ok(Format::Pprof) => Err(
+                    "pprof is binary: collect gives text (process, total, pretty, json, folded, \
+                     speedscope, chrome, svg, html)"
+                        .to_owned(),
+                ),
+                Ok(format) => Ok(Layout::Export(format)),
+                Err(e) => Err(format!("{e}; or process, total")),
+            },
+        }
+    }
+
+    fn text(&self, profile: &Profile) -> Result<String, String> {
+        match self {
+            Layout::Tables(aggregate) => Ok(format_to_string(&inspect(
+                profile,
+                *aggregate,
+                SortBy::default(),
+            ))),
+            Layout::Export(format) => {
+                export::to_string(*format, profile).map_err(|e| e.to_string())
+            }
+        }
+    }
+}
+
+/// The node's processes, by pid.
+fn processes(node: &NodeHandle) -> Vec<ProcessRow> {
+    let mut rows: Vec<ProcessRow> = node
+        .processes()
+        .into_iter()
+        .filter_map(|pid| node.process_info(pid))
+        .map(|info| ProcessRow {
+            pid: info.pid.to_string(),
+            name: info.registered_name.map(|n| n.to_string()),
+            initial_call: info.initial_call.into_owned(),
+            message_queue_len: info.message_queue_len,
+            heap_bytes: info.heap.map(|h| h.live_bytes),
+        })
+        .collect();
+    rows.sort_by_key(|r| r.pid.parse::<Pid>().ok());
+    rows
+}
+
+/// tprof's `{Module, Function, Arity}`, `None` for `_`.
+fn pattern(
+    module: Option<String>,
+    function: Option<String>,
+    arity: Option<u8>,
+) -> Result<TracePattern, String> {
+    match (module, function, arity) {
+        (None, None, None) => Ok(TracePattern::all()),
+        (Some(m), None, None) => Ok(TracePattern::module(m)),
+        (Some(m), Some(f), None) => Ok(TracePattern::function(m, f)),
+        (Some(m), Some(f), Some(a)) => Ok(TracePattern::mfa(m, f, a)),
+        (None, ..) => {
+            Err("a function or an arity needs its module (or `_ _ _` for all)".to_owned())
+        }
+        (Some(_), None, Some(_)) => Err("an arity needs its function".to_owned()),
+    }
+}
+
+/// `all`, `new`, `existing`, a pid or a registered name.
+fn process_spec(text: &str) -> Result<ProcessSpec, String> {
+    match text.trim() {
+        "" => Err("name the processes: all, new, existing, a pid or a registered name".to_owned()),
+        "all" => Ok(ProcessSpec::All),
+        "new" => Ok(ProcessSpec::New),
+        "existing" => Ok(ProcessSpec::Existing),
+        pid if pid.starts_with('<') => pid
+            .parse::<Pid>()
+            .map(ProcessSpec::Pid)
+            .map_err(|e| format!("{pid}: {e}")),
+        name => Ok(ProcessSpec::Name(name.into())),
+    }
+}
+
+/// Runs `f` on the server registered as `tprof`.
+fn with_server<F, Fut>(node: &NodeHandle, f: F) -> Result<Reply, String>
+where
+    F: FnOnce(Tprof) -> Fut + Send + 'static,
+    Fut: Future<Output = Result<Reply, crate::ServerError>> + Send + 'static,
+{
+    with_server_value(node, DEFAULT_NAME, f)
+}
+
+/// Runs `f` on the server registered as `name`, in a process of the node.
+fn with_server_value<F, Fut, T>(node: &NodeHandle, name: &'static str, f: F) -> Result<T, String>
+where
+    F: FnOnce(Tprof) -> Fut + Send + 'static,
+    Fut: Future<Output = Result<T, crate::ServerError>> + Send + 'static,
+    T: Send + 'static,
+{
+    let server = Tprof::whereis(node, name)
+        .ok_or_else(|| format!("no tprof server runs as `{name}`: send start first"))?;
+    in_process(
+        node,
+        async move { f(server).await.map_err(|e| e.to_string()) },
+    )
+}
+
+/// Runs `future` in a new process of `node` and waits for its answer.
+fn in_process<T: Send + 'static>(
+    node: &NodeHandle,
+    future: impl Future<Output = Result<T, String>> + Send + 'static,
+) -> Result<T, String> {
+    let (tx, rx) = mpsc::sync_channel(1);
+    node.spawn(async move {
+        let _ = tx.send(future.await);
+    })
+    .map_err(|e| format!("the node cannot run the request: {e}"))?;
+    rx.recv_timeout(REQUEST_LIMIT).unwrap_or_else(|e| match e {
+        mpsc::RecvTimeoutError::Timeout => Err(format!(
+            "no answer within {} s: the node's workers may be busy",
+            REQUEST_LIMIT.as_secs()
+        )),
+        mpsc::RecvTimeoutError::Disconnected => {
+            Err("the request's process ended without an answer (the node is stopping?)".to_owned())
+        }
+    })
+}
+
+/// Samples every process of the node for `seconds` through a server of its own, and returns
+/// Julia's report grouped by process.
+fn sample(node: &NodeHandle, seconds: f64, sampler: &str, hz: u32) -> Result<Reply, String> {
+    if !(seconds > 0.0 && seconds <= 600.0) {
+        return Err(format!("sample for 0 to 600 seconds, not {seconds}"));
+    }
+    let sampler = runtime::sample::Sampler::from_str(sampler).map_err(|e| e.to_string())?;
+    let options = runtime::sample::SampleOptions::new()
+        .sampler(sampler)
+        .hz(hz);
+    let handle = node.clone();
+    let server = in_process(node, async move {
+        let server = Tprof::start(
+            &handle,
+            ServerOptions::new().name(SAMPLE_SERVER).sample(options),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+        let ready = async {
+            server.set_pattern(TracePattern::all()).await?;
+            server.enable_trace(ProcessSpec::All, true).await
+        };
+        match ready.await {
+            Ok(_) => Ok(server),
+            Err(e) => {
+                let _ = server.stop().await;
+                Err(e.to_string())
+            }
+        }
+    })?;
+    std::thread::sleep(Duration::from_secs_f64(seconds));
+    let profile = in_process(node, async move {
+        let profile = server.collect().await;
+        let _ = server.stop().await;
+        profile.map_err(|e| e.to_string())
+    })?;
+    let mut text = Vec::new();
+    let options =
+        crate::sample_report::PrintOptions::new().groupby(crate::sample_report::GroupBy::Process);
+    crate::sample_report::print(&mut text, &profile, &options).map_err(|e| e.to_string())?;
+    Ok(Reply::Text {
+        text: String::from_utf8_lossy(&text).into_owned(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn patterns_and_specs_read_as_tprofs() {
+        assert!(pattern(None, None, None).is_ok());
+        assert!(pattern(Some("app".into()), Some("f".into()), Some(2)).is_ok());
+        assert!(pattern(None, Some("f".into()), None).is_err());
+        assert!(pattern(Some("app".into()), None, Some(1)).is_err());
+        assert!(matches!(process_spec("all"), Ok(ProcessSpec::All)));
+        assert!(matches!(process_spec("<0.5.0>"), Ok(ProcessSpec::Pid(_))));
+        assert!(process_spec("<0.x>").is_err());
+        assert!(matches!(process_spec("kv"), Ok(ProcessSpec::Name(_))));
+        assert!(Layout::parse("pprof").is_err());
+        assert!(Layout::parse("folded").is_ok());
+        assert!(Layout::parse("nonsense").is_err());
+    }
+}

@@ -1,0 +1,158 @@
+//! `tprof attach` against a running example: a whole server-aided session from a `-c` script,
+//! errors that stop a script, and a target that has no endpoint.
+
+#![cfg(unix)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Output, Stdio};
+
+const TPROF: &str = env!("CARGO_BIN_EXE_tprof");
+
+/// The example `attach_target`, built beside the tprof binary (built here when cargo did not).
+fn target_binary() -> PathBuf {
+    let bin = Path::new(TPROF);
+    let path = bin
+        .parent()
+        .unwrap()
+        .join("examples")
+        .join(format!("attach_target{}", std::env::consts::EXE_SUFFIX));
+    let release = bin.parent().unwrap().ends_with("release");
+    let status = Command::new(env!("CARGO"))
+        .args(["build", "-p", "tprof", "--example", "attach_target"])
+        .args(release.then_some("--release"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    path
+}
+
+/// The running example, its socket, and its standard input and output.
+struct Target {
+    child: Child,
+    socket: String,
+    input: ChildStdin,
+    output: BufReader<ChildStdout>,
+}
+
+impl Target {
+    fn start(name: &str) -> Target {
+        let socket = std::env::temp_dir().join(format!(
+            "tprof-attach-test-{}-{name}.sock",
+            std::process::id()
+        ));
+        let mut child = Command::new(target_binary())
+            .env("TPROF_CONTROL", &socket)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let input = child.stdin.take().unwrap();
+        let mut output = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        output.read_line(&mut line).unwrap();
+        let socket = line
+            .trim()
+            .strip_prefix("control: ")
+            .unwrap_or_else(|| panic!("the example says where it listens: {line:?}"))
+            .to_owned();
+        Target {
+            child,
+            socket,
+            input,
+            output,
+        }
+    }
+
+    /// Has the counter count `n` messages; their total.
+    fn work(&mut self, n: u64) -> u64 {
+        writeln!(self.input, "work {n}").unwrap();
+        let mut line = String::new();
+        self.output.read_line(&mut line).unwrap();
+        line.trim().strip_prefix("done ").unwrap().parse().unwrap()
+    }
+
+    fn attach(&self, script: &str) -> Output {
+        Command::new(TPROF)
+            .args(["attach", &self.socket, "-c", script])
+            .output()
+            .unwrap()
+    }
+}
+
+impl Drop for Target {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn a_script_drives_a_whole_session_and_gets_tprofs_table() {
+    let mut target = Target::start("session");
+    let started =
+        target.attach("start call_count; set_pattern attach_target _ _; enable_trace counter");
+    assert!(started.status.success(), "{}", text(&started.stderr));
+    // start says ok, set_pattern how many functions, enable_trace how many processes.
+    assert_eq!(text(&started.stdout), "ok\n2\n1\n");
+
+    // 1 + 2 + ... + 10, doubled by step.
+    assert_eq!(target.work(10), 110);
+
+    let collected = target.attach("pause; collect; processes; stop");
+    assert!(collected.status.success(), "{}", text(&collected.stderr));
+    let out = text(&collected.stdout);
+    // tprof's call_count table, as the library prints it.
+    assert!(
+        out.contains(
+            "ok\nFUNCTION                CALLS  [    %]\n\
+             attach_target::step/1      10  [50.00]\n\
+             attach_target::tally/2     10  [50.00]\n\
+             \x20                              [100.0]\n"
+        ),
+        "{out}"
+    );
+    assert!(out.contains("counter"), "the process list: {out}");
+    assert!(out.trim_end().ends_with("ok"), "{out}");
+}
+
+#[test]
+fn a_failed_command_stops_the_script_with_its_reason() {
+    let target = Target::start("failure");
+    let out = target.attach("hello; pause; hello");
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        text(&out.stdout).lines().count(),
+        1,
+        "only the first hello ran"
+    );
+    let error = text(&out.stderr);
+    assert!(
+        error.contains("pause") && error.contains("send start first"),
+        "{error}"
+    );
+
+    let out = target.attach("launch");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("not a command"));
+}
+
+#[test]
+fn a_target_without_an_endpoint_is_named_with_the_way_to_open_one() {
+    // An OS pid with no socket: the first pid past the ones a test machine uses.
+    let out = Command::new(TPROF)
+        .args(["attach", "4194000", "-c", "hello"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(4));
+    assert!(
+        text(&out.stderr).contains("TPROF_CONTROL=1"),
+        "{}",
+        text(&out.stderr)
+    );
+}
