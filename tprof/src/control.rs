@@ -390,8 +390,13 @@ impl ControlClient {
             command,
         };
         let body = serde_json::to_vec(&request).map_err(|e| e.to_string())?;
-        write_frame(&mut self.stream, &body).map_err(|e| format!("cannot send: {e}"))?;
-        let body = read_frame(&mut self.stream).map_err(|e| e.to_string())?;
+        let sent = write_frame(&mut self.stream, &body);
+        // A refused peer may find the connection closed before it sends: the refusal is
+        // waiting to be read all the same.
+        let body = read_frame(&mut self.stream).map_err(|e| match &sent {
+            Err(send) => format!("cannot send: {send}"),
+            Ok(()) => e.to_string(),
+        })?;
         let response: Response = serde_json::from_slice(&body)
             .map_err(|e| format!("the endpoint's reply does not read: {e}"))?;
         match (response.reply, response.error) {

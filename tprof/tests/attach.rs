@@ -156,3 +156,40 @@ fn a_target_without_an_endpoint_is_named_with_the_way_to_open_one() {
         text(&out.stderr)
     );
 }
+
+#[test]
+fn a_peer_of_another_user_is_refused() {
+    // Needs root to act as another user; elsewhere the peer check's unit test stands alone.
+    // SAFETY: geteuid has no preconditions.
+    #[allow(unsafe_code)]
+    let root = unsafe { libc::geteuid() } == 0;
+    let setpriv = Path::new("/usr/bin/setpriv");
+    if !root || !setpriv.exists() {
+        eprintln!("skipped: not root, or no setpriv");
+        return;
+    }
+    let mut target = Target::start("stranger");
+    // Let anyone connect, so that only the credentials check stands in the way.
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&target.socket, std::fs::Permissions::from_mode(0o666)).unwrap();
+    }
+    let out = Command::new(setpriv)
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", TPROF])
+        .args([
+            "attach",
+            &target.socket,
+            "-c",
+            "start; set_pattern attach_target",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    assert!(text(&out.stdout).is_empty());
+    let error = text(&out.stderr);
+    assert!(error.contains("refused"), "{error}");
+    // Nothing was started for the stranger, and the owner is still served.
+    let ours = target.attach("start");
+    assert!(ours.status.success(), "{}", text(&ours.stderr));
+    assert_eq!(target.work(3), 12);
+}
