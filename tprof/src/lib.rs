@@ -331,6 +331,7 @@ pub mod command;
 pub mod export;
 mod format;
 mod inspect;
+pub mod listing;
 mod profile;
 pub mod sample_report;
 pub mod samples;

@@ -171,6 +171,9 @@ struct Entries<'a> {
     profile: &'a Profile,
     list: Vec<FunctionEntry<'a>>,
     of_frame: Vec<Option<usize>>,
+    /// [`SampleSet::function_frames`](crate::samples::SampleSet::function_frames): a traced
+    /// function is one entry.
+    function_frames: Vec<u32>,
     named: HashMap<String, usize>,
 }
 
@@ -180,12 +183,18 @@ impl<'a> Entries<'a> {
             profile,
             list: Vec::new(),
             of_frame: vec![None; profile.samples.frames.len()],
+            function_frames: profile.samples.function_frames(),
             named: HashMap::new(),
         }
     }
 
     /// The index of sample frame `frame`.
     fn frame(&mut self, frame: u32) -> usize {
+        let frame = self
+            .function_frames
+            .get(frame as usize)
+            .copied()
+            .unwrap_or(frame);
         if let Some(Some(i)) = self.of_frame.get(frame as usize) {
             return *i;
         }

@@ -1,0 +1,732 @@
+//! Annotated source listings, as `go tool pprof -list` prints them and as Julia's per-line
+//! `.mem` files annotate a file: for each function whose name a regular expression matches,
+//! its lines in its source file, each with its figures.
+//!
+//! # What is counted
+//!
+//! A listing reads [`LineFigures`]: stacks of places in the code ([`LineFrame`]: a function,
+//! its file, a line in it), each with a value per named [`Column`] (the CPU time of a sample
+//! profile's stacks; the bytes and objects of an allocation profile's). Per line of a listed
+//! function, as pprof:
+//!
+//! - **flat**: the values of the stacks whose innermost frame is on that line;
+//! - **cum**: the values of the stacks that pass through that line, each stack counted once
+//!   per line however often it recurs there.
+//!
+//! A function's header gives its totals: flat, and cum counting each stack once for the
+//! function (pprof adds its lines' cum up, which counts a recursive stack once per line).
+//!
+//! # Where the lines come from
+//!
+//! A native frame of a sample carries the line of its address (DWARF line tables, after
+//! symbolization). A traced frame carries the line its sample was at in that function when
+//! the sampler found the function's own native frame (CPU samples with native stacks, see
+//! [`SampleFrame::line`](crate::samples::SampleFrame::line)); otherwise (wall samples, a
+//! frame not found) only the line the function is defined on is known: its figures are
+//! shown on that line, and the function's header says how much of it came so.
+//!
+//! # Layout
+//!
+//! ```text
+//! Total: 3.20s
+//! ROUTINE ======================== app::work in src/app.rs
+//!      2.90s      3.10s (flat, cum) 96.88% of Total
+//!          .          .      7:fn work() -> u64 {
+//!      2.90s      3.10s      8:    spin(40_000)
+//! ```
+//!
+//! Values are written as pprof writes them (`2.90s`, `10ms`, `1.50MB`, `3`), a zero as `.`.
+//! The lines shown run from the function's definition line (else five lines before its first
+//! line with figures) to five lines after its last. A file that cannot be read is said so
+//! once, and its functions' figures are then given by line number. Several columns are shown
+//! side by side, a flat and a cum for each.
+//!
+//! Linear in the stacks' frames (each stack once, summed by stack first) and in the source
+//! lines shown.
+//!
+//! # Examples
+//!
+//! ```
+//! use tprof::listing::{Column, LineFigures, LineFrame, ListOptions};
+//!
+//! let mut figures = LineFigures::new(vec![Column::nanoseconds("cpu")]);
+//! let frame = |line| LineFrame {
+//!     function: "app::work".into(),
+//!     file: Some("no/such/dir/app.rs".into()),
+//!     line: Some(line),
+//!     start_line: Some(7),
+//! };
+//! let (outer, inner) = (figures.frame(frame(8)), figures.frame(frame(9)));
+//! figures.add(&[outer], &[2e9]);
+//! figures.add(&[outer, inner], &[1e9]);
+//! let listing = figures.listing("work", &ListOptions::new()).unwrap();
+//! let text = listing.to_string();
+//! assert!(text.starts_with("Total: 3s\nROUTINE ======================== app::work in no/such/dir/app.rs\n"));
+//! assert!(text.contains("        2s         3s      8\n"));
+//! assert!(text.contains("        1s         1s      9\n"));
+//! ```
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use crate::Profile;
+use crate::profile::{Function, index32};
+use crate::samples::{SampleRecord, SampleSet, SamplerKind};
+
+mod source;
+mod text;
+
+pub use text::scaled_label;
+
+/// What a column's values measure, for writing them as pprof does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Unit {
+    /// Nanoseconds (`10ms`, `2.90s`).
+    Nanoseconds,
+    /// Bytes (`512B`, `1.50MB`).
+    Bytes,
+    /// A plain count (`3`, `2.50`).
+    Count,
+}
+
+/// A named column of values: `cpu` in nanoseconds; `alloc_space` in bytes, ...
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Column {
+    /// Its name.
+    pub name: String,
+    /// What its values measure.
+    pub unit: Unit,
+}
+
+impl Column {
+    /// A column of nanoseconds.
+    pub fn nanoseconds(name: impl Into<String>) -> Column {
+        Column {
+            name: name.into(),
+            unit: Unit::Nanoseconds,
+        }
+    }
+
+    /// A column of bytes.
+    pub fn bytes(name: impl Into<String>) -> Column {
+        Column {
+            name: name.into(),
+            unit: Unit::Bytes,
+        }
+    }
+
+    /// A column of counts.
+    pub fn count(name: impl Into<String>) -> Column {
+        Column {
+            name: name.into(),
+            unit: Unit::Count,
+        }
+    }
+}
+
+/// A place in the code a stack names: a function, and where in its file.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct LineFrame {
+    /// The function's name (the regular expression of a listing is matched against it).
+    pub function: String,
+    /// Its source file, when known.
+    pub file: Option<String>,
+    /// The line in it, when known.
+    pub line: Option<u32>,
+    /// The line the function is defined on, when known: where the listing starts, and where
+    /// the figures of a frame without a line of its own are shown.
+    pub start_line: Option<u32>,
+}
+
+/// Stacks of [`LineFrame`]s, each with a value per [`Column`]: what a listing is made from.
+#[derive(Clone, Debug, Default)]
+pub struct LineFigures {
+    columns: Vec<Column>,
+    frames: Vec<LineFrame>,
+    frame_ids: HashMap<LineFrame, u32>,
+    /// Each stack's frames (outermost first) and values, in the order added.
+    stacks: Vec<(Vec<u32>, Vec<f64>)>,
+}
+
+impl LineFigures {
+    /// No stacks yet, with values in `columns`.
+    pub fn new(columns: Vec<Column>) -> LineFigures {
+        LineFigures {
+            columns,
+            ..LineFigures::default()
+        }
+    }
+
+    /// The columns.
+    pub fn columns(&self) -> &[Column] {
+        &self.columns
+    }
+
+    /// The id of `frame`, for [`add`](Self::add): the same frame gets the same id.
+    pub fn frame(&mut self, frame: LineFrame) -> u32 {
+        if let Some(&id) = self.frame_ids.get(&frame) {
+            return id;
+        }
+        let id = index32(self.frames.len());
+        self.frames.push(frame.clone());
+        self.frame_ids.insert(frame, id);
+        id
+    }
+
+    /// Adds a stack: its frames, outermost first (ids from [`frame`](Self::frame); an unknown
+    /// id is left out), and a value per column (a missing one is 0, one too many is left
+    /// out). Stacks may repeat: their values add up.
+    pub fn add(&mut self, stack: &[u32], values: &[f64]) {
+        let frames = stack
+            .iter()
+            .copied()
+            .filter(|&f| (f as usize) < self.frames.len())
+            .collect();
+        let mut row = vec![0.0; self.columns.len()];
+        for (slot, v) in row.iter_mut().zip(values) {
+            *slot = *v;
+        }
+        self.stacks.push((frames, row));
+    }
+
+    /// The stacks of `set`'s samples, each with the values `values` gives its samples
+    /// (summed by stack first; `None` leaves a sample out): the frames named as the reports
+    /// name them, a traced one as `module::name` in its function's file (`functions`, the
+    /// profile's function table), at the line it was sampled at, defined at its function's
+    /// line. An allocation profile's samples list the same way, with their own columns.
+    pub fn of_sample_set(
+        set: &SampleSet,
+        functions: &[Function],
+        columns: Vec<Column>,
+        values: impl Fn(&SampleRecord) -> Option<Vec<f64>>,
+    ) -> LineFigures {
+        let mut out = LineFigures::new(columns);
+        let width = out.columns.len();
+        // Values by stack, in first-seen order.
+        let mut by_stack: HashMap<Option<u32>, usize> = HashMap::new();
+        let mut sums: Vec<(Option<u32>, Vec<f64>)> = Vec::new();
+        for s in &set.samples {
+            let Some(v) = values(s) else { continue };
+            let i = *by_stack.entry(s.stack).or_insert_with(|| {
+                sums.push((s.stack, vec![0.0; width]));
+                sums.len() - 1
+            });
+            for (sum, v) in sums[i].1.iter_mut().zip(v) {
+                *sum += v;
+            }
+        }
+        let mut of_frame: Vec<Option<u32>> = vec![None; set.frames.len()];
+        let mut stack: Vec<u32> = Vec::new();
+        for (s, v) in sums {
+            stack.clear();
+            for f in s.map(|s| set.frames_of(s)).unwrap_or_default() {
+                let id = match of_frame.get(f as usize).copied().flatten() {
+                    Some(id) => id,
+                    None => {
+                        let id = out.frame(line_frame(set, functions, f));
+                        if let Some(slot) = of_frame.get_mut(f as usize) {
+                            *slot = Some(id);
+                        }
+                        id
+                    }
+                };
+                stack.push(id);
+            }
+            out.stacks.push((stack.clone(), v));
+        }
+        out
+    }
+
+    /// The samples of `profile` of `sampler`, in nanoseconds (a sample's weight times its
+    /// source's period): column `cpu` (CPU time) or `wall` (wall time, summed over
+    /// processes).
+    pub fn of_samples(profile: &Profile, sampler: SamplerKind) -> LineFigures {
+        let set = &profile.samples;
+        LineFigures::of_sample_set(
+            set,
+            &profile.function_table,
+            vec![Column::nanoseconds(sampler.name())],
+            |s| {
+                let source = set.sources.get(s.source as usize)?;
+                (source.sampler == sampler).then(|| vec![s.weight * source.period_ns()])
+            },
+        )
+    }
+
+    /// The listing of the functions whose name `pattern` (a regular expression, matched
+    /// anywhere in the name, as pprof's `-list`) matches.
+    ///
+    /// # Errors
+    ///
+    /// [`ListingError::BadPattern`] for a pattern that is not a regular expression,
+    /// [`ListingError::NoMatch`] when no function with figures matches (with those whose
+    /// names come near).
+    pub fn listing(&self, pattern: &str, options: &ListOptions) -> Result<Listing, ListingError> {
+        let regex = regex::Regex::new(pattern).map_err(|e| ListingError::BadPattern {
+            pattern: pattern.to_owned(),
+            reason: e.to_string(),
+        })?;
+        let matched: Vec<bool> = {
+            let mut by_name: HashMap<&str, bool> = HashMap::new();
+            self.frames
+                .iter()
+                .map(|f| {
+                    *by_name
+                        .entry(&f.function)
+                        .or_insert_with(|| regex.is_match(&f.function))
+                })
+                .collect()
+        };
+        if !matched.iter().any(|m| *m) {
+            return Err(ListingError::NoMatch {
+                pattern: pattern.to_owned(),
+                near: self.near(pattern),
+            });
+        }
+        let width = self.columns.len();
+        let mut totals = vec![0.0; width];
+        // Routines by (function, file), then their lines.
+        let mut routines: BTreeMap<(&str, Option<&str>), Sums> = BTreeMap::new();
+        let mut seen: Vec<(&str, Option<&str>, Place)> = Vec::new();
+        for (stack, values) in &self.stacks {
+            add_to(&mut totals, values);
+            seen.clear();
+            for (depth, &f) in stack.iter().enumerate() {
+                if !matched[f as usize] {
+                    continue;
+                }
+                let frame = &self.frames[f as usize];
+                let place = match (frame.line, frame.start_line) {
+                    (Some(line), _) => Place::Line(line),
+                    (None, Some(start)) => Place::Definition(start),
+                    (None, None) => Place::Nowhere,
+                };
+                let routine = routines
+                    .entry((frame.function.as_str(), frame.file.as_deref()))
+                    .or_insert_with(|| Sums::new(width));
+                if let Some(start) = frame.start_line {
+                    routine.start_line =
+                        Some(routine.start_line.map_or(start, |s: u32| s.min(start)));
+                }
+                let leaf = depth + 1 == stack.len();
+                let key = (frame.function.as_str(), frame.file.as_deref(), place);
+                let first_for_routine = !seen
+                    .iter()
+                    .any(|(n, file, _)| (*n, *file) == (key.0, key.1));
+                let first_for_place = !seen.contains(&key);
+                if first_for_routine {
+                    add_to(&mut routine.cum, values);
+                }
+                if leaf {
+                    add_to(&mut routine.flat, values);
+                }
+                let line = routine
+                    .places
+                    .entry(place)
+                    .or_insert_with(|| (vec![0.0; width], vec![0.0; width]));
+                if leaf {
+                    add_to(&mut line.0, values);
+                }
+                if first_for_place {
+                    add_to(&mut line.1, values);
+                    if matches!(place, Place::Definition(_)) {
+                        add_to(&mut routine.at_definition, values);
+                    }
+                    seen.push(key);
+                }
+            }
+        }
+        let mut sources = source::Sources::new(options.source_root.clone());
+        let routines = routines
+            .into_iter()
+            .map(|((function, file), sums)| sums.routine(function, file, &mut sources))
+            .collect();
+        Ok(Listing {
+            columns: self.columns.clone(),
+            totals,
+            routines,
+        })
+    }
+
+    /// The names of functions that come near `pattern`: those it matches ignoring case, else
+    /// those that contain one of its words (three letters or more), ignoring case; five at
+    /// most, in name order.
+    fn near(&self, pattern: &str) -> Vec<String> {
+        let mut names: Vec<&str> = self.frames.iter().map(|f| f.function.as_str()).collect();
+        names.sort_unstable();
+        names.dedup();
+        let caseless = regex::Regex::new(&format!("(?i){pattern}")).ok();
+        let mut near: Vec<String> = names
+            .iter()
+            .filter(|n| caseless.as_ref().is_some_and(|r| r.is_match(n)))
+            .map(|n| (*n).to_owned())
+            .collect();
+        if near.is_empty() {
+            let words: Vec<String> = pattern
+                .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .filter(|w| w.chars().count() >= 3)
+                .map(str::to_lowercase)
+                .collect();
+            near = names
+                .iter()
+                .filter(|n| {
+                    let n = n.to_lowercase();
+                    words.iter().any(|w| n.contains(w.as_str()))
+                })
+                .map(|n| (*n).to_owned())
+                .collect();
+        }
+        near.truncate(5);
+        near
+    }
+}
+
+/// `frame` of `set` as a listing names it.
+fn line_frame(set: &SampleSet, functions: &[Function], frame: u32) -> LineFrame {
+    let Some(f) = set.frames.get(frame as usize) else {
+        return LineFrame {
+            function: format!("(frame {frame})"),
+            file: None,
+            line: None,
+            start_line: None,
+        };
+    };
+    match f.function.map(|i| (i, functions.get(i as usize))) {
+        Some((_, Some(function))) => LineFrame {
+            function: if function.module.is_empty() {
+                function.name.clone()
+            } else {
+                format!("{}::{}", function.module, function.name)
+            },
+            file: Some(function.file.clone()).filter(|f| !f.is_empty()),
+            line: f.line.filter(|l| *l > 0),
+            start_line: Some(function.line).filter(|l| *l > 0),
+        },
+        Some((i, None)) => LineFrame {
+            function: format!("(function {i})"),
+            file: None,
+            line: None,
+            start_line: None,
+        },
+        None => LineFrame {
+            function: if f.name.is_empty() {
+                format!("{:#x}", f.address)
+            } else {
+                f.name.clone()
+            },
+            file: f.file.clone().filter(|f| !f.is_empty()),
+            line: f.line.filter(|l| *l > 0),
+            start_line: None,
+        },
+    }
+}
+
+fn add_to(sum: &mut [f64], values: &[f64]) {
+    for (s, v) in sum.iter_mut().zip(values) {
+        *s += v;
+    }
+}
+
+/// Where a frame's figures go in its function.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Place {
+    /// Its own line.
+    Line(u32),
+    /// The function's definition line: the frame had no line of its own.
+    Definition(u32),
+    /// Nowhere: neither is known.
+    Nowhere,
+}
+
+/// One function's figures being summed.
+struct Sums {
+    flat: Vec<f64>,
+    cum: Vec<f64>,
+    at_definition: Vec<f64>,
+    start_line: Option<u32>,
+    /// (flat, cum) per place.
+    places: BTreeMap<Place, (Vec<f64>, Vec<f64>)>,
+}
+
+impl Sums {
+    fn new(width: usize) -> Sums {
+        Sums {
+            flat: vec![0.0; width],
+            cum: vec![0.0; width],
+            at_definition: vec![0.0; width],
+            start_line: None,
+            places: BTreeMap::new(),
+        }
+    }
+
+    /// The function's routine: its lines' figures, and the source lines around them.
+    fn routine(self, function: &str, file: Option<&str>, sources: &mut source::Sources) -> Routine {
+        let width = self.flat.len();
+        // Figures per line number (a definition-line place adds to its line's).
+        let mut by_line: BTreeMap<u32, (Vec<f64>, Vec<f64>)> = BTreeMap::new();
+        let mut nowhere = None;
+        for (place, (flat, cum)) in self.places {
+            let line = match place {
+                Place::Line(l) | Place::Definition(l) => l,
+                Place::Nowhere => {
+                    nowhere = Some(Figures { flat, cum });
+                    continue;
+                }
+            };
+            let slot = by_line
+                .entry(line)
+                .or_insert_with(|| (vec![0.0; width], vec![0.0; width]));
+            add_to(&mut slot.0, &flat);
+            add_to(&mut slot.1, &cum);
+        }
+        let source = match file {
+            None => SourceState::NoFile,
+            Some(file) => sources.state(file),
+        };
+        let lines = match (&source, by_line.keys().next(), by_line.keys().next_back()) {
+            (SourceState::Read, Some(&first), Some(&last)) => {
+                let start = match self.start_line {
+                    Some(s) if s <= first => s,
+                    _ => first.saturating_sub(CONTEXT).max(1),
+                };
+                let end = last.saturating_add(CONTEXT);
+                let text = file.and_then(|f| sources.lines(f)).unwrap_or(&[]);
+                let mut lines: Vec<ListedLine> = (start..=end)
+                    .map_while(|n| {
+                        let text = text.get(n as usize - 1)?;
+                        let (flat, cum) = by_line
+                            .remove(&n)
+                            .unwrap_or_else(|| (vec![0.0; width], vec![0.0; width]));
+                        Some(ListedLine {
+                            line: n,
+                            text: Some(text.clone()),
+                            flat,
+                            cum,
+                        })
+                    })
+                    .collect();
+                // Lines past the end of the file (a file changed since): by number.
+                lines.extend(by_line.into_iter().map(|(n, (flat, cum))| ListedLine {
+                    line: n,
+                    text: None,
+                    flat,
+                    cum,
+                }));
+                lines
+            }
+            _ => by_line
+                .into_iter()
+                .map(|(n, (flat, cum))| ListedLine {
+                    line: n,
+                    text: None,
+                    flat,
+                    cum,
+                })
+                .collect(),
+        };
+        let at_definition = self
+            .start_line
+            .filter(|_| self.at_definition.iter().any(|v| *v != 0.0))
+            .map(|line| (line, self.at_definition));
+        Routine {
+            function: function.to_owned(),
+            file: file.map(str::to_owned),
+            flat: self.flat,
+            cum: self.cum,
+            source,
+            lines,
+            at_definition,
+            no_line: nowhere,
+        }
+    }
+}
+
+/// Lines shown before a function's first line with figures (when its definition line is
+/// not known) and after its last, as pprof.
+const CONTEXT: u32 = 5;
+
+/// How a listing is made.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ListOptions {
+    /// The folder a relative source path is read from (default: the current one).
+    pub source_root: Option<PathBuf>,
+    /// For a profile's listing: the sampler whose samples are listed (default: CPU when the
+    /// profile has CPU samples, else wall).
+    pub sampler: Option<SamplerKind>,
+}
+
+impl ListOptions {
+    /// The defaults.
+    pub fn new() -> ListOptions {
+        ListOptions::default()
+    }
+
+    /// Reads relative source paths from `root`.
+    pub fn source_root(mut self, root: impl Into<PathBuf>) -> ListOptions {
+        self.source_root = Some(root.into());
+        self
+    }
+
+    /// Lists the samples of `sampler`.
+    pub fn sampler(mut self, sampler: SamplerKind) -> ListOptions {
+        self.sampler = Some(sampler);
+        self
+    }
+}
+
+/// An annotated listing: every function a pattern matched, each with its lines.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Listing {
+    /// The columns of the values.
+    pub columns: Vec<Column>,
+    /// The values of every stack, per column (pprof's `Total`).
+    pub totals: Vec<f64>,
+    /// The functions, by name then file.
+    pub routines: Vec<Routine>,
+}
+
+/// Flat and cum values, per column.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Figures {
+    /// Where the stacks ended.
+    pub flat: Vec<f64>,
+    /// Where the stacks passed.
+    pub cum: Vec<f64>,
+}
+
+/// One function (in one file) of a listing.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Routine {
+    /// Its name.
+    pub function: String,
+    /// Its source file, when known.
+    pub file: Option<String>,
+    /// The values of the stacks that end in it, per column.
+    pub flat: Vec<f64>,
+    /// The values of the stacks that pass through it (each once), per column.
+    pub cum: Vec<f64>,
+    /// Whether its source could be read.
+    pub source: SourceState,
+    /// Its lines: those around its figures with their text when the source was read, else
+    /// those with figures.
+    pub lines: Vec<ListedLine>,
+    /// The cum values (per column) of the frames that had no line of their own, shown on its
+    /// definition line (the first element).
+    pub at_definition: Option<(u32, Vec<f64>)>,
+    /// The figures of the frames of which neither a line nor a definition line is known.
+    pub no_line: Option<Figures>,
+}
+
+/// Whether a function's source could be read.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "state", content = "reason")]
+pub enum SourceState {
+    /// It was.
+    Read,
+    /// It was not: why (the first function of that file in the listing says so).
+    Missing(String),
+    /// The frames name no file.
+    NoFile,
+}
+
+/// One line of a listed function.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ListedLine {
+    /// Its number, from 1.
+    pub line: u32,
+    /// Its text, when the source was read.
+    pub text: Option<String>,
+    /// The values of the stacks that end on it, per column.
+    pub flat: Vec<f64>,
+    /// The values of the stacks that pass through it, per column.
+    pub cum: Vec<f64>,
+}
+
+/// Why a listing could not be made.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ListingError {
+    /// The pattern is not a regular expression.
+    BadPattern {
+        /// The pattern.
+        pattern: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// No function with figures matches the pattern.
+    NoMatch {
+        /// The pattern.
+        pattern: String,
+        /// Functions whose names come near it.
+        near: Vec<String>,
+    },
+    /// The profile has no samples to list.
+    NoSamples,
+}
+
+impl fmt::Display for ListingError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ListingError::BadPattern { pattern, reason } => {
+                write!(f, "`{pattern}` is not a regular expression: {reason}")
+            }
+            ListingError::NoMatch { pattern, near } if near.is_empty() => write!(
+                f,
+                "no function with samples matches `{pattern}` (a regular expression, matched \
+                 anywhere in names such as `module::function`)"
+            ),
+            ListingError::NoMatch { pattern, near } => write!(
+                f,
+                "no function with samples matches `{pattern}`; near: {}",
+                near.join(", ")
+            ),
+            ListingError::NoSamples => f.write_str(
+                "the profile has no samples to list: listings are of sample profiles (tprof run \
+                 --mode sample)",
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ListingError {}
+
+impl Profile {
+    /// The annotated source listing of the functions whose name `pattern` matches (a regular
+    /// expression, matched anywhere in `module::function`), from the profile's samples: see
+    /// the [`listing`](crate::listing) module.
+    ///
+    /// # Errors
+    ///
+    /// As [`LineFigures::listing`], and [`ListingError::NoSamples`] for a profile without
+    /// samples (of the sampler asked for).
+    pub fn listing(&self, pattern: &str) -> Result<Listing, ListingError> {
+        self.listing_with(pattern, &ListOptions::new())
+    }
+
+    /// [`listing`](Self::listing) with `options`.
+    ///
+    /// # Errors
+    ///
+    /// As [`listing`](Self::listing).
+    pub fn listing_with(
+        &self,
+        pattern: &str,
+        options: &ListOptions,
+    ) -> Result<Listing, ListingError> {
+        let has = |k: SamplerKind| self.samples.sources.iter().any(|s| s.sampler == k);
+        let sampler = match options.sampler {
+            Some(k) if has(k) => k,
+            Some(_) => return Err(ListingError::NoSamples),
+            None if has(SamplerKind::Cpu) => SamplerKind::Cpu,
+            None if has(SamplerKind::Wall) => SamplerKind::Wall,
+            None => return Err(ListingError::NoSamples),
+        };
+        LineFigures::of_samples(self, sampler).listing(pattern, options)
+    }
+}
