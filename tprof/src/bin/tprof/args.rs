@@ -110,6 +110,15 @@ pub(crate) enum Cmd {
         out: Option<PathBuf>,
         /// The profile file (`-`: standard input).
         file: PathBuf,
+        /// Instead of the report: the annotated source listing of the functions whose name
+        /// (`module::function`) this regular expression matches, as `go tool pprof -list`
+        /// prints it: each line of their source with its CPU (else wall) time, flat and cum.
+        #[arg(long, value_name = "REGEX", conflicts_with = "format")]
+        list: Option<String>,
+        /// With --list: the folder relative source paths are read from (default: the
+        /// current one).
+        #[arg(long, value_name = "DIR", requires = "list")]
+        source_path: Option<PathBuf>,
         /// How the pretty report lays samples out.
         #[command(flatten)]
         samples: SampleArgs,
