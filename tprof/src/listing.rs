@@ -37,7 +37,9 @@
 //!
 //! Values are written as pprof writes them (`2.90s`, `10ms`, `1.50MB`, `3`), a zero as `.`.
 //! The lines shown run from the function's definition line (else five lines before its first
-//! line with figures) to five lines after its last. A file that cannot be read is said so
+//! line with figures) to five lines after its last. A native frame of a traced function, or
+//! of a closure in its body (`module::name::{{closure}}`), in its file, lists with it: samples
+//! taken as it is entered or left have one. A file that cannot be read is said so
 //! once, and its functions' figures are then given by line number. Several columns are shown
 //! side by side, a flat and a cum for each.
 //!
@@ -66,7 +68,7 @@
 //! assert!(text.contains("        1s         1s      9\n"));
 //! ```
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::path::PathBuf;
 
@@ -220,6 +222,7 @@ impl LineFigures {
                 *sum += v;
             }
         }
+        let traced = TracedByName::new(functions);
         let mut of_frame: Vec<Option<u32>> = vec![None; set.frames.len()];
         let mut stack: Vec<u32> = Vec::new();
         for (s, v) in sums {
@@ -228,7 +231,7 @@ impl LineFigures {
                 let id = match of_frame.get(f as usize).copied().flatten() {
                     Some(id) => id,
                     None => {
-                        let id = out.frame(line_frame(set, functions, f));
+                        let id = out.frame(traced.merged(line_frame(set, functions, f)));
                         if let Some(slot) = of_frame.get_mut(f as usize) {
                             *slot = Some(id);
                         }
@@ -271,55 +274,75 @@ impl LineFigures {
             pattern: pattern.to_owned(),
             reason: e.to_string(),
         })?;
-        let matched: Vec<bool> = {
-            let mut by_name: HashMap<&str, bool> = HashMap::new();
-            self.frames
-                .iter()
-                .map(|f| {
-                    *by_name
-                        .entry(&f.function)
-                        .or_insert_with(|| regex.is_match(&f.function))
-                })
-                .collect()
-        };
+        let mut by_name: HashMap<&str, bool> = HashMap::new();
+        let matched: Vec<bool> = self
+            .frames
+            .iter()
+            .map(|f| {
+                *by_name
+                    .entry(&f.function)
+                    .or_insert_with(|| regex.is_match(&f.function))
+            })
+            .collect();
         if !matched.iter().any(|m| *m) {
             return Err(ListingError::NoMatch {
                 pattern: pattern.to_owned(),
                 near: self.near(pattern),
             });
         }
+        Ok(self.listing_of(&matched, options))
+    }
+
+    /// The listing of every function (the html viewer's, one per function).
+    pub fn listing_all(&self, options: &ListOptions) -> Listing {
+        self.listing_of(&vec![true; self.frames.len()], options)
+    }
+
+    /// The listing of the functions of the frames `matched` says (per frame).
+    fn listing_of(&self, matched: &[bool], options: &ListOptions) -> Listing {
         let width = self.columns.len();
-        let mut totals = vec![0.0; width];
-        // Routines by (function, file), then their lines.
-        let mut routines: BTreeMap<(&str, Option<&str>), Sums> = BTreeMap::new();
-        let mut seen: Vec<(&str, Option<&str>, Place)> = Vec::new();
-        for (stack, values) in &self.stacks {
-            add_to(&mut totals, values);
-            seen.clear();
-            for (depth, &f) in stack.iter().enumerate() {
-                if !matched[f as usize] {
-                    continue;
+        // Each matched frame's routine (by function and file) and place in it.
+        let mut routine_ids: HashMap<(&str, Option<&str>), u32> = HashMap::new();
+        let mut sums: Vec<((&str, Option<&str>), Sums)> = Vec::new();
+        let of_frame: Vec<Option<(u32, Place)>> = self
+            .frames
+            .iter()
+            .zip(matched)
+            .map(|(frame, &matched)| {
+                if !matched {
+                    return None;
                 }
-                let frame = &self.frames[f as usize];
+                let key = (frame.function.as_str(), frame.file.as_deref());
+                let id = *routine_ids.entry(key).or_insert_with(|| {
+                    sums.push((key, Sums::new(width)));
+                    index32(sums.len() - 1)
+                });
+                if let Some(start) = frame.start_line {
+                    let routine = &mut sums[id as usize].1;
+                    routine.start_line = Some(routine.start_line.map_or(start, |s| s.min(start)));
+                }
                 let place = match (frame.line, frame.start_line) {
                     (Some(line), _) => Place::Line(line),
                     (None, Some(start)) => Place::Definition(start),
                     (None, None) => Place::Nowhere,
                 };
-                let routine = routines
-                    .entry((frame.function.as_str(), frame.file.as_deref()))
-                    .or_insert_with(|| Sums::new(width));
-                if let Some(start) = frame.start_line {
-                    routine.start_line =
-                        Some(routine.start_line.map_or(start, |s: u32| s.min(start)));
-                }
+                Some((id, place))
+            })
+            .collect();
+        let mut totals = vec![0.0; width];
+        let mut seen_routines: HashSet<u32> = HashSet::new();
+        let mut seen_places: HashSet<(u32, Place)> = HashSet::new();
+        for (stack, values) in &self.stacks {
+            add_to(&mut totals, values);
+            seen_routines.clear();
+            seen_places.clear();
+            for (depth, &f) in stack.iter().enumerate() {
+                let Some((id, place)) = of_frame.get(f as usize).copied().flatten() else {
+                    continue;
+                };
+                let routine = &mut sums[id as usize].1;
                 let leaf = depth + 1 == stack.len();
-                let key = (frame.function.as_str(), frame.file.as_deref(), place);
-                let first_for_routine = !seen
-                    .iter()
-                    .any(|(n, file, _)| (*n, *file) == (key.0, key.1));
-                let first_for_place = !seen.contains(&key);
-                if first_for_routine {
+                if seen_routines.insert(id) {
                     add_to(&mut routine.cum, values);
                 }
                 if leaf {
@@ -332,25 +355,25 @@ impl LineFigures {
                 if leaf {
                     add_to(&mut line.0, values);
                 }
-                if first_for_place {
+                if seen_places.insert((id, place)) {
                     add_to(&mut line.1, values);
                     if matches!(place, Place::Definition(_)) {
                         add_to(&mut routine.at_definition, values);
                     }
-                    seen.push(key);
                 }
             }
         }
+        sums.sort_by(|a, b| a.0.cmp(&b.0));
         let mut sources = source::Sources::new(options.source_root.clone());
-        let routines = routines
+        let routines = sums
             .into_iter()
             .map(|((function, file), sums)| sums.routine(function, file, &mut sources))
             .collect();
-        Ok(Listing {
+        Listing {
             columns: self.columns.clone(),
             totals,
             routines,
-        })
+        }
     }
 
     /// The names of functions that come near `pattern`: those it matches ignoring case, else
@@ -387,7 +410,7 @@ impl LineFigures {
 }
 
 /// `frame` of `set` as a listing names it.
-fn line_frame(set: &SampleSet, functions: &[Function], frame: u32) -> LineFrame {
+pub(crate) fn line_frame(set: &SampleSet, functions: &[Function], frame: u32) -> LineFrame {
     let Some(f) = set.frames.get(frame as usize) else {
         return LineFrame {
             function: format!("(frame {frame})"),
@@ -398,11 +421,7 @@ fn line_frame(set: &SampleSet, functions: &[Function], frame: u32) -> LineFrame 
     };
     match f.function.map(|i| (i, functions.get(i as usize))) {
         Some((_, Some(function))) => LineFrame {
-            function: if function.module.is_empty() {
-                function.name.clone()
-            } else {
-                format!("{}::{}", function.module, function.name)
-            },
+            function: traced_name(function),
             file: Some(function.file.clone()).filter(|f| !f.is_empty()),
             line: f.line.filter(|l| *l > 0),
             start_line: Some(function.line).filter(|l| *l > 0),
@@ -426,6 +445,63 @@ fn line_frame(set: &SampleSet, functions: &[Function], frame: u32) -> LineFrame 
     }
 }
 
+/// The traced functions by name (`module::name`), so that a native frame of one (sampled as
+/// it was entered or left, before its traced frame was on the stack or after it was gone),
+/// or of a closure in its body, lists with it.
+pub(crate) struct TracedByName<'a> {
+    by_name: HashMap<String, &'a Function>,
+}
+
+impl<'a> TracedByName<'a> {
+    /// The functions of `functions` (a profile's function table).
+    pub(crate) fn new(functions: &'a [Function]) -> Self {
+        let by_name = functions
+            .iter()
+            .filter(|f| !f.file.is_empty())
+            .map(|f| (traced_name(f), f))
+            .collect();
+        TracedByName { by_name }
+    }
+
+    /// `frame`, as its traced function's frame when it is a native frame of it, or of a
+    /// closure in it (`module::name::{{closure}}`), in the same file (the native frame's path
+    /// ends with the function's).
+    pub(crate) fn merged(&self, frame: LineFrame) -> LineFrame {
+        if frame.start_line.is_some() {
+            return frame;
+        }
+        let mut name = frame.function.as_str();
+        while let Some(outer) = name.strip_suffix("::{{closure}}") {
+            name = outer;
+        }
+        let Some(function) = self.by_name.get(name) else {
+            return frame;
+        };
+        let same_file = frame
+            .file
+            .as_deref()
+            .is_some_and(|file| std::path::Path::new(file).ends_with(&function.file));
+        if !same_file {
+            return frame;
+        }
+        LineFrame {
+            function: name.to_owned(),
+            file: Some(function.file.clone()),
+            line: frame.line,
+            start_line: Some(function.line).filter(|l| *l > 0),
+        }
+    }
+}
+
+/// A traced function's name in listings: `module::name`.
+fn traced_name(function: &Function) -> String {
+    if function.module.is_empty() {
+        function.name.clone()
+    } else {
+        format!("{}::{}", function.module, function.name)
+    }
+}
+
 fn add_to(sum: &mut [f64], values: &[f64]) {
     for (s, v) in sum.iter_mut().zip(values) {
         *s += v;
@@ -433,7 +509,7 @@ fn add_to(sum: &mut [f64], values: &[f64]) {
 }
 
 /// Where a frame's figures go in its function.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 enum Place {
     /// Its own line.
     Line(u32),
@@ -490,9 +566,11 @@ impl Sums {
         };
         let lines = match (&source, by_line.keys().next(), by_line.keys().next_back()) {
             (SourceState::Read, Some(&first), Some(&last)) => {
+                // From its definition (or its first line with figures, if that comes before:
+                // a traced function's attribute), else a few lines before its first.
                 let start = match self.start_line {
-                    Some(s) if s <= first => s,
-                    _ => first.saturating_sub(CONTEXT).max(1),
+                    Some(s) => s.min(first).max(1),
+                    None => first.saturating_sub(CONTEXT).max(1),
                 };
                 let end = last.saturating_add(CONTEXT);
                 let text = file.and_then(|f| sources.lines(f)).unwrap_or(&[]);

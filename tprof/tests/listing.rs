@@ -327,3 +327,30 @@ fn a_traced_function_sampled_at_several_lines_is_one_frame() {
     let slices = events.iter().filter(|e| e["name"] == "app::serve").count();
     assert_eq!(slices, 1, "{chrome}");
 }
+
+/// A native frame of a traced function, or of a closure in its body, in its file (by an
+/// absolute path), lists with the traced function; one of a namesake elsewhere does not.
+#[test]
+fn native_frames_of_a_traced_function_list_with_it() {
+    let mut profile = serve_profile(APP);
+    let mut b = Build { profile };
+    let absolute = format!("/home/someone/app/{APP}");
+    let closure = b.native("app::serve::{{closure}}", Some((&absolute, 11)), 0x80);
+    let entering = b.native("app::serve", Some((&absolute, 8)), 0x84);
+    let namesake = b.native("app::serve", Some(("/elsewhere/app.rs", 3)), 0x88);
+    for (frame, weight) in [(closure, 3.0), (entering, 1.0), (namesake, 4.0)] {
+        let stack = b.stack(&[frame]);
+        b.cpu(Some("<0.5.0>"), 0, stack, weight);
+    }
+    profile = b.profile;
+    let listing = profile.listing_with("^app::serve$", &here()).unwrap();
+    let files: Vec<Option<&str>> = listing.routines.iter().map(|r| r.file.as_deref()).collect();
+    assert_eq!(files, [Some("/elsewhere/app.rs"), Some(APP)]);
+    let serve = &listing.routines[1];
+    assert_eq!(serve.cum, [130e6]);
+    let line = |n: u32| serve.lines.iter().find(|l| l.line == n).unwrap();
+    assert_eq!(line(11).flat, [30e6]);
+    // Its attribute's line, before its definition, is shown.
+    assert_eq!(serve.lines[0].line, 8);
+    assert_eq!(line(8).flat, [10e6]);
+}

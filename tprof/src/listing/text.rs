@@ -99,8 +99,16 @@ fn go_g2(x: f64) -> String {
     }
 }
 
-/// The values of `columns`, each as [`scaled_label`], `.` for 0, right-aligned in 10.
-fn cells(columns: &[Column], flat: &[f64], cum: &[f64]) -> String {
+/// The values of `columns`, each as [`scaled_label`] right-aligned in 10; with `dots`, `.`
+/// for 0 (a line's, as pprof writes them; a header's zero is `0`).
+fn cells(columns: &[Column], flat: &[f64], cum: &[f64], dots: bool) -> String {
+    let shown = |v: f64, unit: Unit| {
+        if dots {
+            value_or_dot(v, unit)
+        } else {
+            scaled_label(v, unit)
+        }
+    };
     let mut out = String::new();
     for (i, c) in columns.iter().enumerate() {
         let f = flat.get(i).copied().unwrap_or(0.0);
@@ -110,8 +118,8 @@ fn cells(columns: &[Column], flat: &[f64], cum: &[f64]) -> String {
         }
         out.push_str(&format!(
             "{:>10} {:>10}",
-            value_or_dot(f, c.unit),
-            value_or_dot(k, c.unit)
+            shown(f, c.unit),
+            shown(k, c.unit)
         ));
     }
     out
@@ -164,7 +172,7 @@ impl Routine {
         writeln!(
             f,
             "{} {names} {} of Total",
-            cells(columns, &self.flat, &self.cum),
+            cells(columns, &self.flat, &self.cum, false),
             percentage(
                 self.cum.first().copied().unwrap_or(0.0),
                 listing.totals.first().copied().unwrap_or(0.0)
@@ -194,7 +202,7 @@ impl Routine {
             )?;
         }
         for line in &self.lines {
-            let cells = cells(columns, &line.flat, &line.cum);
+            let cells = cells(columns, &line.flat, &line.cum, true);
             match &line.text {
                 Some(text) => writeln!(f, "{cells} {:>6}:{text}", line.line)?,
                 None => writeln!(f, "{cells} {:>6}", line.line)?,
