@@ -328,6 +328,52 @@ fn a_traced_function_sampled_at_several_lines_is_one_frame() {
     assert_eq!(slices, 1, "{chrome}");
 }
 
+/// The html viewer holds each function's listing, tied to its entry in the function list,
+/// and the place and script that show it.
+#[test]
+fn the_html_viewer_holds_the_listings() {
+    use tprof::export::{Format, to_string};
+    // The page reads relative source paths from the current folder: this package's, here.
+    let html = to_string(Format::Html, &serve_profile(APP)).unwrap();
+    assert!(html.contains("<section id=\"listing-box\""));
+    assert!(html.contains("function showListing(fn)"));
+    let start = html.find("id=\"tprof-data\">").unwrap() + "id=\"tprof-data\">".len();
+    let end = start + html[start..].find("</script>").unwrap();
+    let data: serde_json::Value = serde_json::from_str(&html[start..end]).unwrap();
+    let listings = &data["listings"];
+    assert_eq!(listings["sampler"], "cpu");
+    assert_eq!(listings["columns"][0]["unit"], "nanoseconds");
+    assert_eq!(listings["totals"][0], 100e6);
+    let routines = listings["routines"].as_array().unwrap();
+    let mfa = |r: &serde_json::Value| {
+        data["functions"][r["entry"].as_u64().unwrap() as usize]["mfa"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let serve = routines.iter().find(|r| mfa(r) == "app::serve/0").unwrap();
+    assert_eq!(serve["file"], APP);
+    assert_eq!(serve["source"]["state"], "read");
+    assert_eq!(serve["cum"][0], 90e6);
+    assert_eq!(serve["at_definition"][0], 9);
+    // Each line: [line, flat, cum, text].
+    let line = |n: u64| {
+        serve["lines"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l[0] == n)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(line(12)[2][0], 50e6);
+    assert_eq!(line(12)[3], "    let c = checksum(a, b);");
+    assert_eq!(line(14)[1][0], 10e6);
+    assert_eq!(line(11)[2][0], 0.0);
+    // The native function has its own, under its own name.
+    assert!(routines.iter().any(|r| mfa(r) == "app::checksum"));
+}
+
 /// A native frame of a traced function, or of a closure in its body, in its file (by an
 /// absolute path), lists with the traced function; one of a namesake elsewhere does not.
 #[test]
