@@ -68,19 +68,21 @@
 //! assert!(text.contains("        1s         1s      9\n"));
 //! ```
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::HashMap;
 use std::fmt;
 use std::path::PathBuf;
 
 use serde::Serialize;
 
-use crate::Profile;
-use crate::profile::{Function, index32};
-use crate::samples::{SampleRecord, SampleSet, SamplerKind};
+use crate::profile::index32;
+use crate::samples::SamplerKind;
 
+mod routines;
+mod samples;
 mod source;
 mod text;
 
+pub(crate) use samples::{TracedByName, line_frame};
 pub use text::scaled_label;
 
 /// What a column's values measure, for writing them as pprof does.
@@ -196,71 +198,6 @@ impl LineFigures {
         self.stacks.push((frames, row));
     }
 
-    /// The stacks of `set`'s samples, each with the values `values` gives its samples
-    /// (summed by stack first; `None` leaves a sample out): the frames named as the reports
-    /// name them, a traced one as `module::name` in its function's file (`functions`, the
-    /// profile's function table), at the line it was sampled at, defined at its function's
-    /// line. An allocation profile's samples list the same way, with their own columns.
-    pub fn of_sample_set(
-        set: &SampleSet,
-        functions: &[Function],
-        columns: Vec<Column>,
-        values: impl Fn(&SampleRecord) -> Option<Vec<f64>>,
-    ) -> LineFigures {
-        let mut out = LineFigures::new(columns);
-        let width = out.columns.len();
-        // Values by stack, in first-seen order.
-        let mut by_stack: HashMap<Option<u32>, usize> = HashMap::new();
-        let mut sums: Vec<(Option<u32>, Vec<f64>)> = Vec::new();
-        for s in &set.samples {
-            let Some(v) = values(s) else { continue };
-            let i = *by_stack.entry(s.stack).or_insert_with(|| {
-                sums.push((s.stack, vec![0.0; width]));
-                sums.len() - 1
-            });
-            for (sum, v) in sums[i].1.iter_mut().zip(v) {
-                *sum += v;
-            }
-        }
-        let traced = TracedByName::new(functions);
-        let mut of_frame: Vec<Option<u32>> = vec![None; set.frames.len()];
-        let mut stack: Vec<u32> = Vec::new();
-        for (s, v) in sums {
-            stack.clear();
-            for f in s.map(|s| set.frames_of(s)).unwrap_or_default() {
-                let id = match of_frame.get(f as usize).copied().flatten() {
-                    Some(id) => id,
-                    None => {
-                        let id = out.frame(traced.merged(line_frame(set, functions, f)));
-                        if let Some(slot) = of_frame.get_mut(f as usize) {
-                            *slot = Some(id);
-                        }
-                        id
-                    }
-                };
-                stack.push(id);
-            }
-            out.stacks.push((stack.clone(), v));
-        }
-        out
-    }
-
-    /// The samples of `profile` of `sampler`, in nanoseconds (a sample's weight times its
-    /// source's period): column `cpu` (CPU time) or `wall` (wall time, summed over
-    /// processes).
-    pub fn of_samples(profile: &Profile, sampler: SamplerKind) -> LineFigures {
-        let set = &profile.samples;
-        LineFigures::of_sample_set(
-            set,
-            &profile.function_table,
-            vec![Column::nanoseconds(sampler.name())],
-            |s| {
-                let source = set.sources.get(s.source as usize)?;
-                (source.sampler == sampler).then(|| vec![s.weight * source.period_ns()])
-            },
-        )
-    }
-
     /// The listing of the functions whose name `pattern` (a regular expression, matched
     /// anywhere in the name, as pprof's `-list`) matches.
     ///
@@ -298,84 +235,6 @@ impl LineFigures {
         self.listing_of(&vec![true; self.frames.len()], options)
     }
 
-    /// The listing of the functions of the frames `matched` says (per frame).
-    fn listing_of(&self, matched: &[bool], options: &ListOptions) -> Listing {
-        let width = self.columns.len();
-        // Each matched frame's routine (by function and file) and place in it.
-        let mut routine_ids: HashMap<(&str, Option<&str>), u32> = HashMap::new();
-        let mut sums: Vec<((&str, Option<&str>), Sums)> = Vec::new();
-        let of_frame: Vec<Option<(u32, Place)>> = self
-            .frames
-            .iter()
-            .zip(matched)
-            .map(|(frame, &matched)| {
-                if !matched {
-                    return None;
-                }
-                let key = (frame.function.as_str(), frame.file.as_deref());
-                let id = *routine_ids.entry(key).or_insert_with(|| {
-                    sums.push((key, Sums::new(width)));
-                    index32(sums.len() - 1)
-                });
-                if let Some(start) = frame.start_line {
-                    let routine = &mut sums[id as usize].1;
-                    routine.start_line = Some(routine.start_line.map_or(start, |s| s.min(start)));
-                }
-                let place = match (frame.line, frame.start_line) {
-                    (Some(line), _) => Place::Line(line),
-                    (None, Some(start)) => Place::Definition(start),
-                    (None, None) => Place::Nowhere,
-                };
-                Some((id, place))
-            })
-            .collect();
-        let mut totals = vec![0.0; width];
-        let mut seen_routines: HashSet<u32> = HashSet::new();
-        let mut seen_places: HashSet<(u32, Place)> = HashSet::new();
-        for (stack, values) in &self.stacks {
-            add_to(&mut totals, values);
-            seen_routines.clear();
-            seen_places.clear();
-            for (depth, &f) in stack.iter().enumerate() {
-                let Some((id, place)) = of_frame.get(f as usize).copied().flatten() else {
-                    continue;
-                };
-                let routine = &mut sums[id as usize].1;
-                let leaf = depth + 1 == stack.len();
-                if seen_routines.insert(id) {
-                    add_to(&mut routine.cum, values);
-                }
-                if leaf {
-                    add_to(&mut routine.flat, values);
-                }
-                let line = routine
-                    .places
-                    .entry(place)
-                    .or_insert_with(|| (vec![0.0; width], vec![0.0; width]));
-                if leaf {
-                    add_to(&mut line.0, values);
-                }
-                if seen_places.insert((id, place)) {
-                    add_to(&mut line.1, values);
-                    if matches!(place, Place::Definition(_)) {
-                        add_to(&mut routine.at_definition, values);
-                    }
-                }
-            }
-        }
-        sums.sort_by(|a, b| a.0.cmp(&b.0));
-        let mut sources = source::Sources::new(options.source_root.clone());
-        let routines = sums
-            .into_iter()
-            .map(|((function, file), sums)| sums.routine(function, file, &mut sources))
-            .collect();
-        Listing {
-            columns: self.columns.clone(),
-            totals,
-            routines,
-        }
-    }
-
     /// The names of functions that come near `pattern`: those it matches ignoring case, else
     /// those that contain one of its words (three letters or more), ignoring case; five at
     /// most, in name order.
@@ -408,225 +267,6 @@ impl LineFigures {
         near
     }
 }
-
-/// `frame` of `set` as a listing names it.
-pub(crate) fn line_frame(set: &SampleSet, functions: &[Function], frame: u32) -> LineFrame {
-    let Some(f) = set.frames.get(frame as usize) else {
-        return LineFrame {
-            function: format!("(frame {frame})"),
-            file: None,
-            line: None,
-            start_line: None,
-        };
-    };
-    match f.function.map(|i| (i, functions.get(i as usize))) {
-        Some((_, Some(function))) => LineFrame {
-            function: traced_name(function),
-            file: Some(function.file.clone()).filter(|f| !f.is_empty()),
-            line: f.line.filter(|l| *l > 0),
-            start_line: Some(function.line).filter(|l| *l > 0),
-        },
-        Some((i, None)) => LineFrame {
-            function: format!("(function {i})"),
-            file: None,
-            line: None,
-            start_line: None,
-        },
-        None => LineFrame {
-            function: if f.name.is_empty() {
-                format!("{:#x}", f.address)
-            } else {
-                f.name.clone()
-            },
-            file: f.file.clone().filter(|f| !f.is_empty()),
-            line: f.line.filter(|l| *l > 0),
-            start_line: None,
-        },
-    }
-}
-
-/// The traced functions by name (`module::name`), so that a native frame of one (sampled as
-/// it was entered or left, before its traced frame was on the stack or after it was gone),
-/// or of a closure in its body, lists with it.
-pub(crate) struct TracedByName<'a> {
-    by_name: HashMap<String, &'a Function>,
-}
-
-impl<'a> TracedByName<'a> {
-    /// The functions of `functions` (a profile's function table).
-    pub(crate) fn new(functions: &'a [Function]) -> Self {
-        let by_name = functions
-            .iter()
-            .filter(|f| !f.file.is_empty())
-            .map(|f| (traced_name(f), f))
-            .collect();
-        TracedByName { by_name }
-    }
-
-    /// `frame`, as its traced function's frame when it is a native frame of it, or of a
-    /// closure in it (`module::name::{{closure}}`), in the same file (the native frame's path
-    /// ends with the function's).
-    pub(crate) fn merged(&self, frame: LineFrame) -> LineFrame {
-        if frame.start_line.is_some() {
-            return frame;
-        }
-        let mut name = frame.function.as_str();
-        while let Some(outer) = name.strip_suffix("::{{closure}}") {
-            name = outer;
-        }
-        let Some(function) = self.by_name.get(name) else {
-            return frame;
-        };
-        let same_file = frame
-            .file
-            .as_deref()
-            .is_some_and(|file| std::path::Path::new(file).ends_with(&function.file));
-        if !same_file {
-            return frame;
-        }
-        LineFrame {
-            function: name.to_owned(),
-            file: Some(function.file.clone()),
-            line: frame.line,
-            start_line: Some(function.line).filter(|l| *l > 0),
-        }
-    }
-}
-
-/// A traced function's name in listings: `module::name`.
-fn traced_name(function: &Function) -> String {
-    if function.module.is_empty() {
-        function.name.clone()
-    } else {
-        format!("{}::{}", function.module, function.name)
-    }
-}
-
-fn add_to(sum: &mut [f64], values: &[f64]) {
-    for (s, v) in sum.iter_mut().zip(values) {
-        *s += v;
-    }
-}
-
-/// Where a frame's figures go in its function.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-enum Place {
-    /// Its own line.
-    Line(u32),
-    /// The function's definition line: the frame had no line of its own.
-    Definition(u32),
-    /// Nowhere: neither is known.
-    Nowhere,
-}
-
-/// One function's figures being summed.
-struct Sums {
-    flat: Vec<f64>,
-    cum: Vec<f64>,
-    at_definition: Vec<f64>,
-    start_line: Option<u32>,
-    /// (flat, cum) per place.
-    places: BTreeMap<Place, (Vec<f64>, Vec<f64>)>,
-}
-
-impl Sums {
-    fn new(width: usize) -> Sums {
-        Sums {
-            flat: vec![0.0; width],
-            cum: vec![0.0; width],
-            at_definition: vec![0.0; width],
-            start_line: None,
-            places: BTreeMap::new(),
-        }
-    }
-
-    /// The function's routine: its lines' figures, and the source lines around them.
-    fn routine(self, function: &str, file: Option<&str>, sources: &mut source::Sources) -> Routine {
-        let width = self.flat.len();
-        // Figures per line number (a definition-line place adds to its line's).
-        let mut by_line: BTreeMap<u32, (Vec<f64>, Vec<f64>)> = BTreeMap::new();
-        let mut nowhere = None;
-        for (place, (flat, cum)) in self.places {
-            let line = match place {
-                Place::Line(l) | Place::Definition(l) => l,
-                Place::Nowhere => {
-                    nowhere = Some(Figures { flat, cum });
-                    continue;
-                }
-            };
-            let slot = by_line
-                .entry(line)
-                .or_insert_with(|| (vec![0.0; width], vec![0.0; width]));
-            add_to(&mut slot.0, &flat);
-            add_to(&mut slot.1, &cum);
-        }
-        let source = match file {
-            None => SourceState::NoFile,
-            Some(file) => sources.state(file),
-        };
-        let lines = match (&source, by_line.keys().next(), by_line.keys().next_back()) {
-            (SourceState::Read, Some(&first), Some(&last)) => {
-                // From its definition (or its first line with figures, if that comes before:
-                // a traced function's attribute), else a few lines before its first.
-                let start = match self.start_line {
-                    Some(s) => s.min(first).max(1),
-                    None => first.saturating_sub(CONTEXT).max(1),
-                };
-                let end = last.saturating_add(CONTEXT);
-                let text = file.and_then(|f| sources.lines(f)).unwrap_or(&[]);
-                let mut lines: Vec<ListedLine> = (start..=end)
-                    .map_while(|n| {
-                        let text = text.get(n as usize - 1)?;
-                        let (flat, cum) = by_line
-                            .remove(&n)
-                            .unwrap_or_else(|| (vec![0.0; width], vec![0.0; width]));
-                        Some(ListedLine {
-                            line: n,
-                            text: Some(text.clone()),
-                            flat,
-                            cum,
-                        })
-                    })
-                    .collect();
-                // Lines past the end of the file (a file changed since): by number.
-                lines.extend(by_line.into_iter().map(|(n, (flat, cum))| ListedLine {
-                    line: n,
-                    text: None,
-                    flat,
-                    cum,
-                }));
-                lines
-            }
-            _ => by_line
-                .into_iter()
-                .map(|(n, (flat, cum))| ListedLine {
-                    line: n,
-                    text: None,
-                    flat,
-                    cum,
-                })
-                .collect(),
-        };
-        let at_definition = self
-            .start_line
-            .filter(|_| self.at_definition.iter().any(|v| *v != 0.0))
-            .map(|line| (line, self.at_definition));
-        Routine {
-            function: function.to_owned(),
-            file: file.map(str::to_owned),
-            flat: self.flat,
-            cum: self.cum,
-            source,
-            lines,
-            at_definition,
-            no_line: nowhere,
-        }
-    }
-}
-
-/// Lines shown before a function's first line with figures (when its definition line is
-/// not known) and after its last, as pprof.
-const CONTEXT: u32 = 5;
 
 /// How a listing is made.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -773,38 +413,3 @@ impl fmt::Display for ListingError {
 }
 
 impl std::error::Error for ListingError {}
-
-impl Profile {
-    /// The annotated source listing of the functions whose name `pattern` matches (a regular
-    /// expression, matched anywhere in `module::function`), from the profile's samples: see
-    /// the [`listing`](crate::listing) module.
-    ///
-    /// # Errors
-    ///
-    /// As [`LineFigures::listing`], and [`ListingError::NoSamples`] for a profile without
-    /// samples (of the sampler asked for).
-    pub fn listing(&self, pattern: &str) -> Result<Listing, ListingError> {
-        self.listing_with(pattern, &ListOptions::new())
-    }
-
-    /// [`listing`](Self::listing) with `options`.
-    ///
-    /// # Errors
-    ///
-    /// As [`listing`](Self::listing).
-    pub fn listing_with(
-        &self,
-        pattern: &str,
-        options: &ListOptions,
-    ) -> Result<Listing, ListingError> {
-        let has = |k: SamplerKind| self.samples.sources.iter().any(|s| s.sampler == k);
-        let sampler = match options.sampler {
-            Some(k) if has(k) => k,
-            Some(_) => return Err(ListingError::NoSamples),
-            None if has(SamplerKind::Cpu) => SamplerKind::Cpu,
-            None if has(SamplerKind::Wall) => SamplerKind::Wall,
-            None => return Err(ListingError::NoSamples),
-        };
-        LineFigures::of_samples(self, sampler).listing(pattern, options)
-    }
-}

@@ -3,8 +3,8 @@
 //!
 //! Stacks are stored once each, as a tree of (parent, frame) nodes ([`SampleStack`]), and
 //! frames once each ([`SampleFrame`]): a traced function (an index into
-//! [`Profile::function_table`](crate::Profile::function_table)) or a native frame (function,
-//! file, line, address). A sample's stack is its traced frames, outermost first, then the native
+//! [`Profile::function_table`](crate::Profile::function_table), and the line in it the sample
+//! was at, when known) or a native frame (function, file, line, address). A sample's stack is its traced frames, outermost first, then the native
 //! frames of the untraced code it ran below its innermost traced call
 //! ([`runtime::sample::SampleSnapshot`] says which). Every report and export of samples reads
 //! this.
