@@ -176,7 +176,6 @@ impl Profile {
     /// the [`listing`](crate::listing) module.
     ///
     /// ```
-    /// use tprof::samples::{SampleFrame, SampleRecord, SampleSource, SampleStack, SamplerKind};
     /// use tprof::{Function, Profile, TraceType};
     ///
     /// let mut profile = Profile::empty(TraceType::CallCount);
@@ -184,20 +183,16 @@ impl Profile {
     ///     module: "app".into(), name: "work".into(), arity: 0,
     ///     file: "no/such/app.rs".into(), line: 7,
     /// }];
-    /// let set = &mut profile.samples;
-    /// set.sources = vec![SampleSource {
-    ///     run: 0, node: 0, sampler: SamplerKind::Cpu, hz: 100, dropped: 0.0,
-    ///     native_walked: true, duration_ns: 1_000_000_000, capacity: 1000,
-    /// }];
-    /// // `app::work` sampled at its line 9.
-    /// set.frames = vec![SampleFrame {
-    ///     function: Some(0), name: String::new(), file: None, line: Some(9), address: 0,
-    /// }];
-    /// set.stacks = vec![SampleStack { parent: None, frame: 0 }];
-    /// set.samples = vec![SampleRecord {
-    ///     source: 0, pid: None, thread: None, time_ns: 0, weight: 3.0, stack: Some(0),
-    ///     state: None, mailbox_len: 0,
-    /// }];
+    /// // CPU samples at 100 Hz: `app::work` (function 0) sampled 3 times at its line 9.
+    /// profile.samples = serde_json::from_value(serde_json::json!({
+    ///     "sources": [{ "run": 0, "node": 0, "sampler": "cpu", "hz": 100, "dropped": 0.0,
+    ///                   "native_walked": true, "duration_ns": 1_000_000_000u64, "capacity": 1000 }],
+    ///     "frames": [{ "function": 0, "line": 9 }],
+    ///     "stacks": [{ "parent": null, "frame": 0 }],
+    ///     "samples": [{ "source": 0, "time_ns": 0, "weight": 3.0, "stack": 0 }],
+    ///     "threads": [], "mappings": [],
+    /// }))
+    /// .unwrap();
     ///
     /// let listing = profile.listing("app::work").unwrap();
     /// assert_eq!(
