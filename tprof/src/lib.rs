@@ -300,7 +300,8 @@
 //! Julia's options (`--maxdepth`, `--mincount`, `--noisefloor`, `--sortedby`, `--groupby`,
 //! `--recur`, `--no-native`, `--no-combine`, `--width`: `tprof report --help`); `--list
 //! REGEX` prints the annotated source of the functions it matches instead (`--source-path`:
-//! where relative source paths are read from). The library side is [`command`].
+//! where relative source paths are read from; `--list-sampler cpu|wall`: whose samples).
+//! The library side is [`command`].
 //!
 //! # Testing what allocates
 //!

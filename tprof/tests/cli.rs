@@ -420,6 +420,55 @@ fn report_list_prints_the_annotated_source_of_the_functions_matched() {
     }
     let o = tprof(&dir, &["report", "--list", "serve", "-f", "json", "s.json"]);
     assert_eq!(o.status.code(), Some(2), "--list is a report of its own");
+    // Wall samples, asked for: the profile has none; a profile of wall samples has them.
+    let o = tprof(
+        &dir,
+        &[
+            "report",
+            "--list",
+            "serve",
+            "--list-sampler",
+            "wall",
+            "s.json",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o.stderr));
+    let wall = common::samples::wall_profile(0.0);
+    std::fs::write(dir.join("w.json"), serde_json::to_vec(&wall).unwrap()).unwrap();
+    let o = tprof(
+        &dir,
+        &[
+            "report",
+            "--list",
+            "handle",
+            "--list-sampler",
+            "wall",
+            "w.json",
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert_eq!(
+        text(&o.stdout),
+        wall.listing_with("handle", &ListOptions::new().source_root(&*dir))
+            .unwrap()
+            .to_string(),
+        "the default is wall when there is no CPU sample"
+    );
+    assert!(
+        text(&o.stdout).contains("ROUTINE ======================== app::handle in src/server.rs\n")
+    );
+    let o = tprof(
+        &dir,
+        &[
+            "report",
+            "--list",
+            "serve",
+            "--list-sampler",
+            "alloc",
+            "s.json",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
     std::fs::write(
         dir.join("t.json"),
         serde_json::to_vec(&Profile::empty(TraceType::CallTime)).unwrap(),

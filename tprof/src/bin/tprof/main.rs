@@ -125,11 +125,15 @@ fn execute(command: Cmd) -> Result<ExitCode, CommandError> {
             out,
             file,
             source_path,
+            list_sampler,
             ..
         } => {
             let mut options = tprof::listing::ListOptions::new();
             if let Some(dir) = source_path {
                 options = options.source_root(dir);
+            }
+            if let Some(sampler) = list_sampler {
+                options = options.sampler(sampler);
             }
             command::list(&file, &pattern, &options, out.as_deref())?;
             Ok(ExitCode::SUCCESS)
