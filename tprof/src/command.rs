@@ -6,6 +6,7 @@
 //!   gathered as it stops, and `run` reads that into one [`Profile`].
 //! - [`report`]: reads a profile file and writes it in any [`Format`] ([`report_with`]: with
 //!   the options that lay samples out in the `pretty` report).
+//! - [`list`]: the annotated source listing of a profile file's functions (`report --list`).
 //! - [`merge`]: merges profile files of one trace type ([`crate::archive::merge`]).
 //! - [`view`]: writes the HTML viewer of a profile file and opens it in a browser.
 //!
@@ -25,6 +26,7 @@ use runtime::trace::env_run;
 
 use crate::archive::Merger;
 use crate::export::Format;
+use crate::listing::{ListOptions, ListingError};
 use crate::sample_report::{PrintOptions, ReportFormat};
 use crate::{Profile, TraceType};
 
@@ -497,6 +499,32 @@ pub fn report_with(
         Output::Export(Format::Pretty) => output::write_pretty(&profile, samples, out),
         other => write_output(&profile, other, out),
     }
+}
+
+/// `tprof report --list PATTERN`: the annotated source listing of the profile file `input`'s
+/// functions whose name `pattern` matches ([`Profile::listing_with`]), written to `out`
+/// (standard output when `None` or `-`).
+///
+/// # Errors
+///
+/// As [`read_profile`]; [`CommandError::Usage`] for a pattern that is not a regular
+/// expression or matches no function with samples (naming those that come near),
+/// [`CommandError::Input`] for a profile without samples; [`CommandError::Output`] when
+/// `out` cannot be written.
+pub fn list(
+    input: &Path,
+    pattern: &str,
+    options: &ListOptions,
+    out: Option<&Path>,
+) -> Result<(), CommandError> {
+    let profile = read_profile(input)?;
+    let listing = profile
+        .listing_with(pattern, options)
+        .map_err(|e| match e {
+            ListingError::NoSamples => CommandError::input(input, e),
+            other => CommandError::Usage(other.to_string()),
+        })?;
+    output::write_text(&listing.to_string(), out)
 }
 
 /// The `tprof report` options set in `samples` (all but `--width`, which only fits the

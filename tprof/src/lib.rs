@@ -222,7 +222,9 @@
 //! `combine` and the native frames shown or not ([`sample_report::PrintOptions`]);
 //! [`sample_report::callers`] says who called a function. A report of wall samples starts
 //! with where the processes wait, per state and per process. The `pretty` export of a profile
-//! with samples is that tree and that list.
+//! with samples is that tree and that list. [`Profile::listing`] annotates the source of the
+//! functions a regular expression matches, line by line, as `go tool pprof -list` does
+//! ([`listing`]).
 //!
 //! ```
 //! # #[cfg(target_os = "linux")] {
@@ -279,6 +281,7 @@
 //! tprof run -t call_memory -f pprof -o mem.pb.gz -- ./my_service
 //! tprof report --format speedscope -o time.speedscope.json my_service.tprof
 //! tprof report --groupby process --no-native --maxdepth 12 sampled.json   # a sample profile
+//! tprof report --list 'app::serve' sampled.json            # its source, line by line
 //! tprof merge -o all.tprof monday.tprof tuesday.tprof
 //! tprof view my_service.tprof                              # the HTML viewer, in a browser
 //! tprof run -o - -- ./my_service | tprof report -f folded - # `-`: standard output / input
@@ -295,8 +298,10 @@
 //! cannot run or wrote no profile; `run` passes on the program's own exit code when it fails,
 //! after writing its profile. `report`'s pretty report of a profile with samples takes
 //! Julia's options (`--maxdepth`, `--mincount`, `--noisefloor`, `--sortedby`, `--groupby`,
-//! `--recur`, `--no-native`, `--no-combine`, `--width`: `tprof report --help`). The library
-//! side is [`command`].
+//! `--recur`, `--no-native`, `--no-combine`, `--width`: `tprof report --help`); `--list
+//! REGEX` prints the annotated source of the functions it matches instead (`--source-path`:
+//! where relative source paths are read from; `--list-sampler cpu|wall`: whose samples).
+//! The library side is [`command`].
 //!
 //! # Testing what allocates
 //!
@@ -333,6 +338,7 @@ pub mod control;
 pub mod export;
 mod format;
 mod inspect;
+pub mod listing;
 mod notebook;
 mod profile;
 pub mod sample_report;

@@ -3,8 +3,8 @@
 //!
 //! Stacks are stored once each, as a tree of (parent, frame) nodes ([`SampleStack`]), and
 //! frames once each ([`SampleFrame`]): a traced function (an index into
-//! [`Profile::function_table`](crate::Profile::function_table)) or a native frame (function,
-//! file, line, address). A sample's stack is its traced frames, outermost first, then the native
+//! [`Profile::function_table`](crate::Profile::function_table), and the line in it the sample
+//! was at, when known) or a native frame (function, file, line, address). A sample's stack is its traced frames, outermost first, then the native
 //! frames of the untraced code it ran below its innermost traced call
 //! ([`runtime::sample::SampleSnapshot`] says which). Every report and export of samples reads
 //! this.
@@ -57,7 +57,10 @@ pub struct SampleFrame {
     /// A native frame's source file, when known.
     #[serde(default)]
     pub file: Option<String>,
-    /// A native frame's line, when known.
+    /// The line, when known: a native frame's; for a traced frame, the line in its function
+    /// the sample was at (of the sampled instruction, or of the call it was in), when its
+    /// native frame was found (CPU samples with native stacks), else `None` (the function's
+    /// definition line, [`Function::line`], is all that is known).
     #[serde(default)]
     pub line: Option<u32>,
     /// A native frame's instruction address (0 for a traced frame, and when not kept).
@@ -258,6 +261,24 @@ impl SampleSet {
         }
         out.reverse();
         out
+    }
+
+    /// Each frame's representative where a traced function is shown once, whatever line it
+    /// was sampled at (the reports, speedscope, chrome and html): for a traced frame, the first
+    /// frame of its function; for a native frame, itself. Linear in the frames.
+    pub fn function_frames(&self) -> Vec<u32> {
+        let mut first: HashMap<u32, u32> = HashMap::new();
+        self.frames
+            .iter()
+            .enumerate()
+            .map(|(i, f)| {
+                let i = index32(i);
+                match f.function {
+                    Some(function) => *first.entry(function).or_insert(i),
+                    None => i,
+                }
+            })
+            .collect()
     }
 
     /// Total weight of the samples.

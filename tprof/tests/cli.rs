@@ -357,6 +357,132 @@ fn report_lays_samples_out_with_julia_s_options() {
     );
 }
 
+/// `report --list REGEX`: the annotated listing of the functions it matches, its source read
+/// from `--source-path`; a bad pattern or one matching nothing is a usage error (exit 2), a
+/// profile without samples a bad input (exit 3).
+#[test]
+fn report_list_prints_the_annotated_source_of_the_functions_matched() {
+    use tprof::listing::ListOptions;
+    let dir = scratch("list");
+    let profile = common::samples::cpu_profile_in("tests/data/listing/app.rs");
+    std::fs::write(dir.join("s.json"), serde_json::to_vec(&profile).unwrap()).unwrap();
+    let root = env!("CARGO_MANIFEST_DIR");
+    let o = tprof(
+        &dir,
+        &["report", "--list", "serve", "--source-path", root, "s.json"],
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let expected = profile
+        .listing_with("serve", &ListOptions::new().source_root(root))
+        .unwrap()
+        .to_string();
+    assert_eq!(text(&o.stdout), expected);
+    assert!(
+        expected
+            .contains("ROUTINE ======================== app::serve in tests/data/listing/app.rs\n"),
+        "{expected}"
+    );
+    assert!(expected.contains(":fn serve() -> u64 {\n"), "{expected}");
+    // To a file, with -o.
+    let o = tprof(
+        &dir,
+        &[
+            "report",
+            "--list",
+            "serve",
+            "--source-path",
+            root,
+            "-o",
+            "l.txt",
+            "s.json",
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert_eq!(
+        std::fs::read_to_string(dir.join("l.txt")).unwrap(),
+        expected
+    );
+    // Without --source-path, from here: the file is not found, and said so.
+    let o = tprof(&dir, &["report", "--list", "serve", "s.json"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains(" Source not found: tests/data/listing/app.rs: "));
+    for (pattern, says) in [
+        ("serve(", "`serve(` is not a regular expression"),
+        (
+            "Serve",
+            "no function with samples matches `Serve`; near: app::serve",
+        ),
+    ] {
+        let o = tprof(&dir, &["report", "--list", pattern, "s.json"]);
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+        assert!(text(&o.stderr).contains(says), "{}", text(&o.stderr));
+        assert!(o.stdout.is_empty());
+    }
+    let o = tprof(&dir, &["report", "--list", "serve", "-f", "json", "s.json"]);
+    assert_eq!(o.status.code(), Some(2), "--list is a report of its own");
+    // Wall samples, asked for: the profile has none; a profile of wall samples has them.
+    let o = tprof(
+        &dir,
+        &[
+            "report",
+            "--list",
+            "serve",
+            "--list-sampler",
+            "wall",
+            "s.json",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o.stderr));
+    let wall = common::samples::wall_profile(0.0);
+    std::fs::write(dir.join("w.json"), serde_json::to_vec(&wall).unwrap()).unwrap();
+    let o = tprof(
+        &dir,
+        &[
+            "report",
+            "--list",
+            "handle",
+            "--list-sampler",
+            "wall",
+            "w.json",
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert_eq!(
+        text(&o.stdout),
+        wall.listing_with("handle", &ListOptions::new().source_root(&*dir))
+            .unwrap()
+            .to_string(),
+        "the default is wall when there is no CPU sample"
+    );
+    assert!(
+        text(&o.stdout).contains("ROUTINE ======================== app::handle in src/server.rs\n")
+    );
+    let o = tprof(
+        &dir,
+        &[
+            "report",
+            "--list",
+            "serve",
+            "--list-sampler",
+            "alloc",
+            "s.json",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    std::fs::write(
+        dir.join("t.json"),
+        serde_json::to_vec(&Profile::empty(TraceType::CallTime)).unwrap(),
+    )
+    .unwrap();
+    let o = tprof(&dir, &["report", "--list", "serve", "t.json"]);
+    assert_eq!(o.status.code(), Some(3));
+    assert!(
+        text(&o.stderr).contains("no samples to list"),
+        "{}",
+        text(&o.stderr)
+    );
+}
+
 #[test]
 fn merge_keeps_runs_apart_and_refuses_mixed_types() {
     let dir = scratch("merge");

@@ -33,7 +33,9 @@ pub struct SnapshotFrame {
     /// The native frame's source file, when known.
     #[serde(default)]
     pub file: Option<String>,
-    /// The native frame's line, when known.
+    /// The line, when known: a native frame's; a traced frame's is the line the sample was
+    /// at in that function (of the sampled instruction, or of the call it was in), from its
+    /// own native frame, and `None` when that was not found (wall samples have none).
     #[serde(default)]
     pub line: Option<u32>,
     /// The native frame's instruction address (0 for a traced frame).
@@ -164,18 +166,6 @@ impl Builder<'_> {
     /// The stack of a sample: its traced frames, then the native frames kept (see the module
     /// documentation).
     fn stack(&mut self, sample: &super::Sample) -> Option<u32> {
-        let mut at = None;
-        for cs in &sample.traced {
-            let function = (self.function_id)(cs);
-            let frame = self.frame(SnapshotFrame {
-                function: Some(function),
-                name: String::new(),
-                file: None,
-                line: None,
-                address: 0,
-            });
-            at = self.push(at, frame);
-        }
         // Native frames, innermost first, each address with its inlined frames.
         let mut native: Vec<(u64, super::NativeFrame)> = Vec::new();
         for (i, addr) in sample.native.iter().enumerate() {
@@ -184,6 +174,19 @@ impl Builder<'_> {
             for f in frames.into_iter().rev() {
                 native.push((*addr, f));
             }
+        }
+        let lines = traced_lines(&native, &sample.traced);
+        let mut at = None;
+        for (cs, line) in sample.traced.iter().zip(lines) {
+            let function = (self.function_id)(cs);
+            let frame = self.frame(SnapshotFrame {
+                function: Some(function),
+                name: String::new(),
+                file: None,
+                line,
+                address: 0,
+            });
+            at = self.push(at, frame);
         }
         let keep = if sample.pid.is_none() {
             native.len()
@@ -204,18 +207,54 @@ impl Builder<'_> {
     }
 }
 
+/// The line each of `traced` (outermost first) was at, from its own native frame in `native`
+/// (innermost first): the line of the sampled instruction for the innermost, of the call it
+/// was in for the others. The frames are matched by name, innermost first, each after the
+/// last one matched, so that a recursive function's frames each find their own; `None` for
+/// a traced function whose frame is not found (no native stack, a name the native frame does
+/// not carry) or whose native frame is in another file than the function (a line there would
+/// mean nothing in its file).
+fn traced_lines(
+    native: &[(u64, super::NativeFrame)],
+    traced: &[&'static Callsite],
+) -> Vec<Option<u32>> {
+    let mut lines = vec![None; traced.len()];
+    let mut from = 0;
+    for (i, cs) in traced.iter().enumerate().rev() {
+        let Some(at) = native
+            .get(from..)
+            .and_then(|rest| rest.iter().position(|(_, f)| names(&f.function, cs)))
+        else {
+            continue;
+        };
+        let frame = &native[from + at].1;
+        from += at + 1;
+        lines[i] = frame
+            .file
+            .as_deref()
+            .filter(|file| std::path::Path::new(file).ends_with(cs.file()))
+            .and(frame.line);
+    }
+    lines
+}
+
+/// Whether native function `function` is traced function `cs`'s own frame: its name
+/// (`module::name`), or its body's closure (`module::name::{{closure}}`, an `async fn`'s).
+fn names(function: &str, cs: &Callsite) -> bool {
+    function
+        .strip_prefix(cs.module())
+        .and_then(|rest| rest.strip_prefix("::"))
+        .and_then(|rest| rest.strip_prefix(cs.written_name()))
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with("::{{closure}}"))
+}
+
 /// How many of `native` (innermost first) lie below the process's innermost traced call:
 /// up to that function's own frame, found by name, or else up to the runtime's poll machinery.
 fn kept_below(native: &[(u64, super::NativeFrame)], innermost: Option<&'static Callsite>) -> usize {
-    if let Some(cs) = innermost {
-        let name = format!("{}::{}", cs.module(), cs.written_name());
-        let closure = format!("{name}::{{{{closure}}}}");
-        if let Some(i) = native
-            .iter()
-            .position(|(_, f)| f.function == name || f.function.starts_with(&closure))
-        {
-            return i;
-        }
+    if let Some(cs) = innermost
+        && let Some(i) = native.iter().position(|(_, f)| names(&f.function, cs))
+    {
+        return i;
     }
     native
         .iter()
@@ -362,5 +401,72 @@ pub(super) fn snapshot_function(cs: &'static Callsite) -> SnapshotFunction {
         arity: cs.arity(),
         file: cs.file().to_owned(),
         line: cs.line(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sample::NativeFrame;
+
+    static OUTER: Callsite = Callsite::new("app::server", "serve", 1, "src/server.rs", 10);
+    static INNER: Callsite = Callsite::new("app::server", "parse", 1, "src/server.rs", 40);
+
+    fn native(function: &str, file: &str, line: u32) -> (u64, NativeFrame) {
+        (
+            0x1000,
+            NativeFrame {
+                function: function.to_owned(),
+                file: Some(file.to_owned()),
+                line: Some(line),
+            },
+        )
+    }
+
+    /// Each traced frame gets the line of its own native frame: the innermost the sampled
+    /// line, an outer one the line of the call it was in (an `async fn`'s frame is its body's
+    /// closure); frames below and between them lend none.
+    #[test]
+    fn traced_frames_get_the_lines_of_their_native_frames() {
+        let stack = [
+            native("app::checksum", "/src/app/src/sum.rs", 3),
+            native("app::server::parse", "/src/app/src/server.rs", 44),
+            native(
+                "core::ops::function::FnOnce::call_once",
+                "/rustc/x/core.rs",
+                250,
+            ),
+            native(
+                "app::server::serve::{{closure}}",
+                "/src/app/src/server.rs",
+                17,
+            ),
+            native("runtime::process::poll", "/src/runtime/process.rs", 99),
+        ];
+        assert_eq!(
+            traced_lines(&stack, &[&OUTER, &INNER]),
+            [Some(17), Some(44)]
+        );
+        // Recursion: each frame of `parse` finds its own, innermost first.
+        let recursive = [
+            native("app::server::parse", "/src/app/src/server.rs", 45),
+            native("app::server::parse", "/src/app/src/server.rs", 52),
+        ];
+        assert_eq!(
+            traced_lines(&recursive, &[&INNER, &INNER]),
+            [Some(52), Some(45)]
+        );
+    }
+
+    /// No native frame of the function (a wall sample, a name the frames do not carry), or
+    /// one in another file: no line.
+    #[test]
+    fn a_traced_frame_without_its_own_native_frame_has_no_line() {
+        assert_eq!(traced_lines(&[], &[&OUTER]), [None]);
+        let elsewhere = [
+            native("app::server::parse", "/src/other/server_copy.rs", 44),
+            native("app::server::parsed", "/src/app/src/server.rs", 45),
+        ];
+        assert_eq!(traced_lines(&elsewhere, &[&INNER]), [None]);
     }
 }

@@ -136,6 +136,15 @@ pub(super) fn write_pretty(
     })
 }
 
+/// Writes `text` (a report) to `out`, standard output when `None` or `-`.
+///
+/// # Errors
+///
+/// As [`write_export`].
+pub(super) fn write_text(text: &str, out: Option<&Path>) -> Result<(), CommandError> {
+    write_rendered(Format::Pretty, out, |w| Ok(w.write_all(text.as_bytes())?))
+}
+
 /// Writes what `render` writes (an export in `format`) to `out`, standard output when `None`
 /// or `-`.
 fn write_rendered(

@@ -58,6 +58,15 @@
 //! `calls` (samples with the frame), `value` (own) and `total`; and `samples` says what was
 //! sampled: `what`, `measure`, `count`, `dropped` (their weight, rounded), `dropped_ns` and
 //! `dropped_note`.
+//!
+//! A sampled profile's page also holds the source listing of each of its functions (a
+//! [`crate::listing`] of the CPU samples, else the wall samples; relative source paths read
+//! from the current folder when the page is written): `listings` has `sampler`, `columns`,
+//! `totals` and `routines`, each a [`crate::listing::Routine`] with `entry`, its index in
+//! `functions`, its values rounded and each of its lines as `[line, flat, cum, text]`. Clicking a frame of the graph, or *source* beside a function in the tables,
+//! shows it under the graph: each line of the function with its flat and cum time, the lines
+//! with samples tinted, and a note when the file could not be read or some time had no line
+//! of its own.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
@@ -101,6 +110,7 @@ const BODY: &str = r#"<header>
   <div id="graph" role="tree"></div>
   <div id="detail" aria-live="polite"></div>
 </section>
+<section id="listing-box" aria-label="source listing" hidden></section>
 <div id="tooltip" role="tooltip" hidden></div>
 <section id="timeline-box" aria-label="timeline" hidden></section>
 <section id="tables" aria-label="tables"></section>
@@ -196,6 +206,9 @@ struct ViewData<'a> {
     /// What was sampled (sampled profiles).
     #[serde(skip_serializing_if = "Option::is_none")]
     samples: Option<sampled::SamplesView>,
+    /// The functions' source listings (sampled profiles).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    listings: Option<sampled::ListingsView>,
 }
 
 /// Gives each distinct function one index.
@@ -375,6 +388,7 @@ fn view_data(profile: &Profile) -> ViewData<'_> {
         total,
         timelines,
         samples: None,
+        listings: None,
     }
 }
 

@@ -49,7 +49,9 @@
 //!   id alone; CPU samples) and `state` (wall samples: `running`, `receive`, ...). So
 //!   `-tagfocus process=worker`, `-tagroot process` and `-tags` work as for trace profiles.
 //! - `location`: one per frame some sample names, ids from 1. A traced frame has no address
-//!   and no mapping, and one `line`: its function at the line it is defined on. A native frame
+//!   and no mapping, and one `line`: its function at the line the samples were at in it
+//!   ([`SampleFrame::line`](crate::samples::SampleFrame::line)), else at the line it is
+//!   defined on; so `go tool pprof -list` puts them on their lines. A native frame
 //!   has its instruction `address`, the [`Mapping`] that address falls in (or 0), and one
 //!   `line`: its function at its line (0 when unknown). A sample with no frame at all has one
 //!   location, `(no stack)` (pprof leaves samples without locations out of its totals).

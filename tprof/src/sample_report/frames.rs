@@ -1,6 +1,7 @@
 //! Which frames print as one line, and how: frames of one function, file and line are one
 //! *key* when [`combine`](super::PrintOptions::combine) is on (else each frame, address and
-//! all, is its own); native frames have none when [`native`](super::PrintOptions::native) is
+//! all, is its own), and the frames of one traced function are always one key, at its
+//! definition line, whatever line in it each sample was at; native frames have none when [`native`](super::PrintOptions::native) is
 //! off, so that a sample counts at its innermost traced frame. Each key has its text (name,
 //! file, line) and its place in [`SortedBy`]'s orders. Linear in the frames.
 
@@ -56,16 +57,20 @@ impl<'a> Keys<'a> {
                 }
                 let i = crate::profile::index32(i);
                 let key = Key::of(i, frame, functions, options.combine);
-                if !options.combine {
+                // A traced function is one key, whatever line each sample was at in it.
+                if frame.function.is_none() && !options.combine {
                     keys.push(key);
                     return Some(crate::profile::index32(keys.len() - 1));
                 }
-                let identity = (
-                    frame.function,
-                    frame.name.as_str(),
-                    frame.file.as_deref(),
-                    frame.line,
-                );
+                let identity = match frame.function {
+                    Some(_) => (frame.function, "", None, None),
+                    None => (
+                        frame.function,
+                        frame.name.as_str(),
+                        frame.file.as_deref(),
+                        frame.line,
+                    ),
+                };
                 let next = crate::profile::index32(keys.len());
                 let id = *by_identity.entry(identity).or_insert(next);
                 if id == next {

@@ -177,7 +177,28 @@ pub(crate) fn cpu_profile() -> Profile {
     b.profile
 }
 
-/// Wall samples at 10 Hz for 1 s: a server running (2) and waiting in receive (6, 4
+/// CPU samples at 100 Hz of `serve` in `file` (defined on line 9; the listing fixture's),
+/// at lines 10 (2), 12 (5) and 14 (1).
+pub(crate) fn cpu_profile_in(file: &str) -> Profile {
+    let mut b = Build::new();
+    b.source(SamplerKind::Cpu, 100, 1, 0.0);
+    let t = b.thread(7, None);
+    b.traced("serve", file, 9);
+    for (line, weight) in [(10, 2.0), (12, 5.0), (14, 1.0)] {
+        let frame = b.frame(SampleFrame {
+            function: Some(0),
+            name: String::new(),
+            file: None,
+            line: Some(line),
+            address: 0,
+        });
+        let stack = b.stack(&[frame]);
+        b.cpu(Some("<0.5.0>"), t, stack, weight);
+    }
+    b.profile
+}
+
+/// Wall samples at 10 Hz for 1 s:/// Wall samples at 10 Hz for 1 s: a server running (2) and waiting in receive (6, 4
 /// messages queued), an idle process in receive (2), a client waiting for a call's reply (1).
 pub(crate) fn wall_profile(dropped: f64) -> Profile {
     let mut b = Build::new();

@@ -110,6 +110,19 @@ pub(crate) enum Cmd {
         out: Option<PathBuf>,
         /// The profile file (`-`: standard input).
         file: PathBuf,
+        /// Instead of the report: the annotated source listing of the functions whose name
+        /// (`module::function`) this regular expression matches, as `go tool pprof -list`
+        /// prints it: each line of their source with its CPU (else wall) time, flat and cum.
+        #[arg(long, value_name = "REGEX", conflicts_with = "format")]
+        list: Option<String>,
+        /// With --list: the folder relative source paths are read from (default: the
+        /// current one).
+        #[arg(long, value_name = "DIR", requires = "list")]
+        source_path: Option<PathBuf>,
+        /// With --list: whose samples to list, cpu or wall (default: cpu when the profile has
+        /// CPU samples, else wall).
+        #[arg(long = "list-sampler", value_name = "SAMPLER", requires = "list", value_parser = parse_sampler_kind)]
+        list_sampler: Option<tprof::samples::SamplerKind>,
         /// How the pretty report lays samples out.
         #[command(flatten)]
         samples: SampleArgs,
@@ -237,6 +250,14 @@ fn parse_signals(s: &str) -> Result<Signals, String> {
 
 fn parse_sampler(s: &str) -> Result<runtime::sample::Sampler, String> {
     s.parse()
+}
+
+fn parse_sampler_kind(s: &str) -> Result<tprof::samples::SamplerKind, String> {
+    use tprof::samples::SamplerKind;
+    [SamplerKind::Cpu, SamplerKind::Wall]
+        .into_iter()
+        .find(|k| k.name() == s)
+        .ok_or_else(|| format!("`{s}` is not a sampler: cpu or wall"))
 }
 
 fn parse_type(s: &str) -> Result<TraceType, String> {

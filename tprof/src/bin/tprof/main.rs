@@ -121,10 +121,29 @@ fn execute(command: Cmd) -> Result<ExitCode, CommandError> {
             })
         }
         Cmd::Report {
+            list: Some(pattern),
+            out,
+            file,
+            source_path,
+            list_sampler,
+            ..
+        } => {
+            let mut options = tprof::listing::ListOptions::new();
+            if let Some(dir) = source_path {
+                options = options.source_root(dir);
+            }
+            if let Some(sampler) = list_sampler {
+                options = options.sampler(sampler);
+            }
+            command::list(&file, &pattern, &options, out.as_deref())?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Report {
             format,
             out,
             file,
             samples,
+            ..
         } => {
             let to_terminal = out.as_deref().is_none_or(|o| o.as_os_str() == "-")
                 && std::io::stdout().is_terminal();

@@ -62,7 +62,15 @@ pub(super) struct SamplesData {
 pub(super) fn file(profile: &Profile) -> TraceFile {
     let set = &profile.samples;
     let labels = profile.labels();
-    let table = sampled::stack_frames(set);
+    let mut table = sampled::stack_frames(set);
+    // A traced function is one slice, whatever line in it each sample was at.
+    let function_frames = set.function_frames();
+    for frame in table.iter_mut().flatten() {
+        *frame = function_frames
+            .get(*frame as usize)
+            .copied()
+            .unwrap_or(*frame);
+    }
     // Each lane's samples, in time order (a merge's runs one after another).
     let mut lanes: BTreeMap<Lane, Vec<&SampleRecord>> = BTreeMap::new();
     for s in &set.samples {

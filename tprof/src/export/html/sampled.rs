@@ -7,6 +7,7 @@ use serde::Serialize;
 
 use super::{Figures, FunctionEntry, FunctionView, ProcessView, ViewData};
 use crate::export::sampled::{self, Dropped, Root};
+use crate::listing::{LineFigures, ListOptions, Routine, SourceState, TracedByName, line_frame};
 use crate::samples::{SampleFrame, SamplerKind};
 use crate::{Group, Profile};
 
@@ -142,6 +143,7 @@ pub(super) fn view_data(profile: &Profile) -> ViewData<'_> {
             }
         })
         .collect();
+    let listings = listings(profile, &functions);
     ViewData {
         version: 1,
         trace_type: profile.trace_type,
@@ -163,7 +165,94 @@ pub(super) fn view_data(profile: &Profile) -> ViewData<'_> {
             dropped_ns: dropped.ns.round() as u64,
             dropped_note: dropped.note(),
         }),
+        listings,
     }
+}
+
+/// The source listings of a sampled profile's functions, for the viewer.
+#[derive(Serialize)]
+pub(super) struct ListingsView {
+    /// Whose samples: `cpu` or `wall`.
+    sampler: SamplerKind,
+    /// The columns (one: the sampler's nanoseconds).
+    columns: Vec<crate::listing::Column>,
+    /// The values of every sample, per column.
+    totals: Vec<f64>,
+    /// Each function's listing, with its entry in the function list.
+    routines: Vec<RoutineView>,
+}
+
+/// One function's listing and its entry in the viewer's function list; values rounded to
+/// whole units, each line `[line, flat, cum, text]`.
+#[derive(Serialize)]
+struct RoutineView {
+    /// Its entry in the function list.
+    entry: usize,
+    file: Option<String>,
+    source: SourceState,
+    flat: Vec<f64>,
+    cum: Vec<f64>,
+    at_definition: Option<(u32, Vec<f64>)>,
+    lines: Vec<LineView>,
+}
+
+/// A listed line as the viewer reads it: `[line, flat, cum, text]`.
+type LineView = (u32, Vec<f64>, Vec<f64>, Option<String>);
+
+impl RoutineView {
+    fn new(entry: usize, routine: Routine) -> RoutineView {
+        let round = |v: Vec<f64>| v.into_iter().map(f64::round).collect::<Vec<f64>>();
+        RoutineView {
+            entry,
+            file: routine.file,
+            source: routine.source,
+            flat: round(routine.flat),
+            cum: round(routine.cum),
+            at_definition: routine.at_definition.map(|(line, v)| (line, round(v))),
+            lines: routine
+                .lines
+                .into_iter()
+                .map(|l| (l.line, round(l.flat), round(l.cum), l.text))
+                .collect(),
+        }
+    }
+}
+
+/// The listing of every function of `profile`'s samples of one sampler (CPU when it has
+/// any, else wall), each tied to its entry of `entries`; `None` without samples. Relative
+/// source paths are read from the current folder.
+fn listings(profile: &Profile, entries: &Entries<'_>) -> Option<ListingsView> {
+    let set = &profile.samples;
+    let sampler = [SamplerKind::Cpu, SamplerKind::Wall]
+        .into_iter()
+        .find(|k| set.sources.iter().any(|s| s.sampler == *k))?;
+    let traced = TracedByName::new(&profile.function_table);
+    let mut entry_of: HashMap<(String, Option<String>), usize> = HashMap::new();
+    for (frame, entry) in entries.of_frame.iter().enumerate() {
+        if let Some(entry) = entry {
+            let f = traced.merged(line_frame(
+                set,
+                &profile.function_table,
+                crate::profile::index32(frame),
+            ));
+            entry_of.entry((f.function, f.file)).or_insert(*entry);
+        }
+    }
+    let listing = LineFigures::of_samples(profile, sampler).listing_all(&ListOptions::new());
+    let routines = listing
+        .routines
+        .into_iter()
+        .filter_map(|routine| {
+            let entry = *entry_of.get(&(routine.function.clone(), routine.file.clone()))?;
+            Some(RoutineView::new(entry, routine))
+        })
+        .collect();
+    Some(ListingsView {
+        sampler,
+        columns: listing.columns,
+        totals: listing.totals,
+        routines,
+    })
 }
 
 /// The viewer's function list being made: each sample frame once, each state once.
@@ -171,6 +260,9 @@ struct Entries<'a> {
     profile: &'a Profile,
     list: Vec<FunctionEntry<'a>>,
     of_frame: Vec<Option<usize>>,
+    /// [`SampleSet::function_frames`](crate::samples::SampleSet::function_frames): a traced
+    /// function is one entry.
+    function_frames: Vec<u32>,
     named: HashMap<String, usize>,
 }
 
@@ -180,12 +272,18 @@ impl<'a> Entries<'a> {
             profile,
             list: Vec::new(),
             of_frame: vec![None; profile.samples.frames.len()],
+            function_frames: profile.samples.function_frames(),
             named: HashMap::new(),
         }
     }
 
     /// The index of sample frame `frame`.
     fn frame(&mut self, frame: u32) -> usize {
+        let frame = self
+            .function_frames
+            .get(frame as usize)
+            .copied()
+            .unwrap_or(frame);
         if let Some(Some(i)) = self.of_frame.get(frame as usize) {
             return *i;
         }

@@ -277,7 +277,7 @@
     if (!shown || root.total === 0) return;
     d.append(el('b', { text: label(shown) }));
     for (const [k, v] of facts(shown)) d.append('  ·  ' + k + ' ' + v);
-    if (!n) d.append('  ·  click a frame to zoom in');
+    if (!n) d.append('  ·  click a frame to zoom in' + (LISTINGS.size ? ' (and see its source)' : ''));
   }
   function tooltip(n, ev) {
     if (!n) {
@@ -422,6 +422,57 @@
     showTip(fn.mfa, rows, ev);
   }
 
+  // ---- source listings (sampled profiles): a function's lines, each with its flat and cum
+  // values, as pprof -list shows them
+  const LISTINGS = new Map(((data.listings && data.listings.routines) || []).map((r) => [r.entry, r]));
+  function listValue(v, unit) {
+    if (!v) return '.';
+    if (unit === 'nanoseconds') return dur(v);
+    if (unit === 'bytes') return int(v) + ' B';
+    return int(v);
+  }
+  function showListing(fn) {
+    const box = $('listing-box');
+    const r = LISTINGS.get(fn);
+    box.textContent = '';
+    box.hidden = !r;
+    if (!r) return;
+    const cols = data.listings.columns;
+    const total = data.listings.totals[0] || 0;
+    const close = el('button', { type: 'button', class: 'close', title: 'Close the listing', text: '\u00d7' });
+    close.addEventListener('click', () => { box.hidden = true; });
+    box.append(el('h2', {}, 'Source of ', el('span', { class: 'fn', text: data.functions[fn].mfa }), close));
+    const amount = (v, unit) => (v ? listValue(v, unit) : '0');
+    const sums = cols.map((c, i) => c.name + ': flat ' + amount(r.flat[i], c.unit) + ', cum ' + amount(r.cum[i], c.unit)).join('; ');
+    box.append(el('p', { class: 'sub', text: (r.file || 'no source file') + ' — ' + data.listings.sampler + ' samples — ' +
+      sums + ' (' + percent(r.cum[0] || 0, total) + ' of the total). flat: where the samples ended; cum: where their stacks passed.' }));
+    if (r.source.state === 'missing') {
+      box.append(el('p', { class: 'note', text: 'Source not found: ' + r.file + ': ' + r.source.reason + '; the figures are given by line number.' }));
+    }
+    if (r.at_definition) {
+      const [line, values] = r.at_definition;
+      box.append(el('p', { class: 'note', text: listValue(values[0], cols[0].unit) + ' of it came with no line of its own: shown on line ' + line + ', where it is defined.' }));
+    }
+    const head = el('tr');
+    for (const c of cols) {
+      const suffix = cols.length > 1 ? ' ' + c.name : '';
+      head.append(el('th', { text: 'flat' + suffix }), el('th', { text: 'cum' + suffix }));
+    }
+    head.append(el('th', { text: 'line' }), el('th', { class: 'code', text: 'source' }));
+    const body = el('tbody');
+    // each line: [line, flat, cum, text]
+    const top = r.lines.reduce((m, l) => Math.max(m, l[2][0] || 0), 0);
+    for (const [line, flat, cum, text] of r.lines) {
+      const tr = el('tr', { class: cum[0] ? 'hot' : null });
+      if (cum[0] && top > 0) tr.style.setProperty('--heat', String(Math.max(0.08, cum[0] / top)));
+      cols.forEach((c, i) => tr.append(el('td', { text: listValue(flat[i], c.unit) }), el('td', { text: listValue(cum[i], c.unit) })));
+      tr.append(el('td', { class: 'line', text: String(line) }), el('td', { class: 'code', text: text === null ? '' : text }));
+      body.append(tr);
+    }
+    box.append(el('table', { class: 'listing' }, el('thead', {}, head), body));
+    box.scrollIntoView({ block: 'nearest' });
+  }
+
   // ---- tables
   const sort = { key: data.trace_type === 'call_count' && !SAMPLED ? 'calls' : 'value', dir: -1 };
   function columns(withPct) {
@@ -534,7 +585,8 @@
       const f = data.functions[r.fn];
       const tr = el('tr', {}, el('td', {},
         el('span', { class: 'fn', 'data-fn': r.fn, title: 'Search the graph for this function', text: r.name }),
-        el('span', { class: 'loc', text: where(f) })));
+        el('span', { class: 'loc', text: where(f) }),
+        LISTINGS.has(r.fn) ? el('button', { type: 'button', class: 'src', 'data-src': r.fn, title: 'Show its source, line by line', text: 'source' }) : null));
       for (const c of cols.slice(1)) {
         const td = el('td', { text: cell(c.key, r) });
         if (c.key === 'pct' && widest > 0) td.prepend(el('span', { class: 'bar', style: 'width:' + Math.round((36 * r.pct) / widest) + 'px' }));
@@ -623,6 +675,7 @@
   graph.addEventListener('click', (ev) => {
     const n = frameAt(ev);
     if (n) zoomTo(n);
+    if (n && LISTINGS.has(n.fn)) showListing(n.fn);
   });
   graph.addEventListener('mousemove', (ev) => {
     const n = frameAt(ev);
@@ -649,6 +702,11 @@
         sort.dir = key === 'name' ? 1 : -1;
       }
       tables();
+      return;
+    }
+    const src = ev.target.closest('button.src[data-src]');
+    if (src) {
+      showListing(Number(src.dataset.src));
       return;
     }
     const fn = ev.target.closest('.fn[data-fn]');

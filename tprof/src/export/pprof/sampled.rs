@@ -259,7 +259,9 @@ impl<'a> Locations<'a> {
         let id = self.location.len() as u64 + 1;
         let location = match profile.samples.frames.get(frame as usize) {
             Some(SampleFrame {
-                function: Some(f), ..
+                function: Some(f),
+                line: sampled_line,
+                ..
             }) => {
                 let known = profile.function_table.get(*f as usize);
                 let function_id = self.function(FunctionKey::Traced(*f), strings, |strings| {
@@ -275,9 +277,10 @@ impl<'a> Locations<'a> {
                     id,
                     mapping_id: 0,
                     address: 0,
+                    // The line the samples were at, else the function's own.
                     line: vec![Line {
                         function_id,
-                        line: known.map_or(0, |k| i64::from(k.line)),
+                        line: sampled_line.or(known.map(|k| k.line)).map_or(0, i64::from),
                     }],
                     is_folded: false,
                 }

@@ -138,6 +138,9 @@ struct Frames<'a> {
     profile: &'a Profile,
     list: Vec<Frame>,
     of_frame: Vec<Option<usize>>,
+    /// [`SampleSet::function_frames`](crate::samples::SampleSet::function_frames): a traced
+    /// function is one frame.
+    function_frames: Vec<u32>,
     named: HashMap<String, usize>,
 }
 
@@ -147,6 +150,7 @@ impl<'a> Frames<'a> {
             profile,
             list: Vec::new(),
             of_frame: vec![None; profile.samples.frames.len()],
+            function_frames: profile.samples.function_frames(),
             named: HashMap::new(),
         }
     }
@@ -161,6 +165,11 @@ impl<'a> Frames<'a> {
 
     /// The index of sample frame `frame`.
     fn frame(&mut self, frame: u32) -> usize {
+        let frame = self
+            .function_frames
+            .get(frame as usize)
+            .copied()
+            .unwrap_or(frame);
         if let Some(Some(i)) = self.of_frame.get(frame as usize) {
             return *i;
         }
