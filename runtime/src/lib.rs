@@ -75,6 +75,7 @@ extern crate self as runtime;
 mod exit;
 pub mod gen_server;
 pub mod heap;
+pub mod heap_snapshot;
 pub mod introspect;
 mod mailbox;
 mod message;

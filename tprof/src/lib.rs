@@ -355,5 +355,6 @@ pub use profile::{
     LookupError, Meta, OUTSIDE_PROCESSES, PathEntry, PathNode, Percentiles, ProcessRecord, Profile,
     Run, TraceType, TraceTypeError,
 };
+pub use runtime::heap_snapshot::{HeapSnapshot, LiveSite, SnapshotSummary, heap_snapshot};
 pub use server::{DEFAULT_NAME, ServerError, ServerOptions, Tprof};
 pub use table::{function_table, process_summary, rich_report};
