@@ -2,13 +2,14 @@
 //! from which its nodes and edges are generated, in order, as often as the writer needs them
 //! (once to count the edges, once to write the nodes, once to write the edges). No node or
 //! edge is ever stored, and no text but the strings that are not pids (pids' strings are
-//! formatted as they are written).
-
-use rustc_hash::FxHashMap;
+//! formatted as they are written). Growing lists are [`Chunked`]: no doubling, no peak.
 
 use super::LiveSite;
+use super::chunked::Chunked;
+use super::strings::{
+    EMPTY, LEN, LINK, MAILBOX, MAILBOX_TYPE, MONITOR, OBJECTS, REGISTERED_NAME, Strings,
+};
 use crate::introspect::ProcessView;
-use crate::registry::Name;
 use crate::{NodeHandle, Pid};
 
 /// No string, no process.
@@ -45,26 +46,6 @@ const ELEMENT: u8 = 1;
 const PROPERTY: u8 = 2;
 const WEAK: u8 = 6;
 
-/// The strings every snapshot has, by id.
-const EMPTY: u32 = 0;
-const MAILBOX: u32 = 1;
-const MAILBOX_TYPE: u32 = 2;
-const LEN: u32 = 3;
-const REGISTERED_NAME: u32 = 4;
-const LINK: u32 = 5;
-const MONITOR: u32 = 6;
-const OBJECTS: u32 = 7;
-const FIXED: [&str; 8] = [
-    "",
-    "mailbox",
-    "runtime::Mailbox",
-    "len",
-    "registered_name",
-    "link",
-    "monitor",
-    "objects",
-];
-
 /// One node of the snapshot, as written.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Node {
@@ -83,96 +64,36 @@ pub(super) struct Edge {
     pub(super) to: u32,
 }
 
-/// A string of the snapshot.
-enum Text {
-    Static(&'static str),
-    Shared(Name),
-    Owned(Box<str>),
+/// A pid of the snapshot's node: its index and serial (its node is the snapshot's).
+type Key = u64;
+
+fn key(pid: Pid) -> Key {
+    u64::from(pid.index()) << 32 | u64::from(pid.serial())
 }
 
-impl Text {
-    fn as_str(&self) -> &str {
-        match self {
-            Text::Static(s) => s,
-            Text::Shared(s) => s,
-            Text::Owned(s) => s,
-        }
-    }
-}
+/// `Proc::flags`: it is a supervisor.
+const SUPERVISOR: u8 = 1;
+/// It has a parent on this node (`Proc::parent`).
+const HAS_PARENT: u8 = 2;
+/// Its parent is a supervisor the walk read: that supervisor holds it, not the node.
+const SUPERVISED: u8 = 4;
+/// Its mailbox holds something (see `Graph::mailboxes`).
+const MAILBOX_NODE: u8 = 8;
+/// It has a registered name (see `Graph::names`).
+const NAME_NODE: u8 = 16;
 
-/// What the walk read of one process.
+/// What the walk read of one process: 40 bytes (what is rare — a mailbox holding something,
+/// a name — is kept aside, by process).
 struct Proc {
-    pid: Pid,
-    parent: Option<Pid>,
+    pid: Key,
+    parent: Key,
+    live: u64,
     /// The string of its initial call.
     call: u32,
-    /// The string of its registered name, or `NONE`.
-    name: u32,
-    /// The string of its message count, or `NONE` when its mailbox holds nothing.
-    queue_len: u32,
-    queue_bytes: u64,
-    live: u64,
-    is_supervisor: bool,
     /// Where its links end in `ties` (they start where the previous process's monitors end).
     links_end: u32,
     monitors_end: u32,
-}
-
-/// The strings of a snapshot: interned, but for registered names and pids (one each per
-/// process, rarely shared: a name is kept as the registry's own `Arc`, and a pid is formatted
-/// as it is written, after the others).
-struct Strings {
-    list: Vec<Text>,
-    index: FxHashMap<Box<str>, u32>,
-}
-
-impl Strings {
-    fn new() -> Strings {
-        let mut s = Strings {
-            list: Vec::new(),
-            index: FxHashMap::default(),
-        };
-        for f in FIXED {
-            s.list.push(Text::Static(f));
-            s.index.insert(f.into(), s.list.len() as u32 - 1);
-        }
-        s
-    }
-
-    fn intern(&mut self, text: &str) -> u32 {
-        if let Some(&id) = self.index.get(text) {
-            return id;
-        }
-        let id = self.list.len() as u32;
-        self.list.push(Text::Owned(text.into()));
-        self.index.insert(text.into(), id);
-        id
-    }
-
-    fn number(&mut self, n: u64) -> u32 {
-        let mut buf = [0u8; 20];
-        let text = decimal(n, &mut buf);
-        self.intern(text)
-    }
-
-    fn push(&mut self, text: Text) -> u32 {
-        self.list.push(text);
-        self.list.len() as u32 - 1
-    }
-}
-
-/// `n` in decimal, in `buf`.
-fn decimal(mut n: u64, buf: &mut [u8; 20]) -> &str {
-    let mut at = buf.len();
-    loop {
-        at -= 1;
-        buf[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    std::str::from_utf8(&buf[at..]).unwrap_or("0")
+    flags: u8,
 }
 
 /// The graph of one node's processes, ready to be written.
@@ -180,22 +101,25 @@ pub(super) struct Graph<'a> {
     node_id: u32,
     /// The node's own name string.
     node_name: u32,
-    procs: Vec<Proc>,
-    /// Every process's links, then its monitors.
-    ties: Vec<Pid>,
+    procs: Chunked<Proc>,
+    /// Every process's links, then its monitors (those on this node).
+    ties: Chunked<Key>,
     /// `slots[pid.index()]`: the process read from that slot.
     slots: Vec<u32>,
-    /// The process index of each process's supervisor, when that supervisor was read too
-    /// (`NONE`: the node holds it).
-    supervisor: Vec<u32>,
-    /// `children[child_start[i]..child_start[i + 1]]`: supervisor `i`'s children.
-    child_start: Vec<u32>,
+    /// The processes whose mailbox holds something: (process, its message count's string,
+    /// its bytes), by process.
+    mailboxes: Vec<(u32, u32, u64)>,
+    /// The processes with a name: (process, its string), by process.
+    names: Vec<(u32, u32)>,
+    /// The supervisors, by process, and where each one's children start in `children`
+    /// (`children_start[k]..children_start[k + 1]` for supervisor `k`).
+    supervisors: Vec<u32>,
+    children_start: Vec<u32>,
     children: Vec<u32>,
-    /// `site_order[site_start[i]..site_start[i + 1]]`: the live sites of process `i`, as
-    /// indices into `sites`, with their name's and their object count's strings.
+    /// The live sites placed: (process, index in `sites`), by process; and each site's name's
+    /// and object count's strings.
     sites: &'a [LiveSite],
-    site_start: Vec<u32>,
-    site_order: Vec<u32>,
+    placed: Vec<(u32, u32)>,
     site_strings: Vec<(u32, u32)>,
     /// The index of each process's node.
     first_node: Vec<u32>,
@@ -210,48 +134,67 @@ pub(super) struct Graph<'a> {
 impl<'a> Graph<'a> {
     /// Walks `node` and lays out its snapshot.
     pub(super) fn build(node: &NodeHandle, sites: &'a [LiveSite]) -> Graph<'a> {
+        let node_id = node.id();
         let mut strings = Strings::new();
-        let node_name = strings.intern(&format!("runtime::Node {}", node.id()));
-        let mut procs = Vec::with_capacity(node.inner.table.len());
-        let mut ties = Vec::new();
+        let node_name = strings.intern(&format!("runtime::Node {node_id}"));
+        let mut procs = Chunked::new();
+        let mut ties = Chunked::new();
+        let mut mailboxes = Vec::new();
+        let mut names = Vec::new();
+        let mut supervisors = Vec::new();
         let mut heap_figures = crate::heap::installed();
         crate::introspect::walk(node, |p: &ProcessView<'_>| {
-            ties.extend_from_slice(p.links);
+            let i = procs.len() as u32;
+            let here = |pid: &&Pid| pid.node() == node_id;
+            for t in p.links.iter().filter(here) {
+                ties.push(key(*t));
+            }
             let links_end = ties.len() as u32;
-            ties.extend_from_slice(p.monitors);
-            let queued = p.message_queue_len > 0 || p.mailbox_bytes > 0;
+            for t in p.monitors.iter().filter(here) {
+                ties.push(key(*t));
+            }
+            let mut flags = 0;
+            if p.message_queue_len > 0 || p.mailbox_bytes > 0 {
+                flags |= MAILBOX_NODE;
+                let len = strings.number(p.message_queue_len as u64);
+                mailboxes.push((i, len, p.mailbox_bytes));
+            }
+            if let Some(name) = p.registered_name {
+                flags |= NAME_NODE;
+                names.push((i, strings.name(name)));
+            }
+            if p.is_supervisor {
+                flags |= SUPERVISOR;
+                supervisors.push(i);
+            }
+            let parent = p.parent.filter(|parent| parent.node() == node_id);
+            if parent.is_some() {
+                flags |= HAS_PARENT;
+            }
             heap_figures &= p.heap.is_some();
             procs.push(Proc {
-                pid: p.pid,
-                parent: p.parent,
-                call: strings.intern(p.initial_call),
-                name: p
-                    .registered_name
-                    .map_or(NONE, |n| strings.push(Text::Shared(n.clone()))),
-                queue_len: if queued {
-                    strings.number(p.message_queue_len as u64)
-                } else {
-                    NONE
-                },
-                queue_bytes: p.mailbox_bytes,
+                pid: key(p.pid),
+                parent: parent.map_or(0, key),
                 live: p.heap.map_or(0, |h| h.live_bytes),
-                is_supervisor: p.is_supervisor,
+                call: strings.intern(p.initial_call),
                 links_end,
                 monitors_end: ties.len() as u32,
+                flags,
             });
         });
         let mut graph = Graph {
-            node_id: node.id(),
+            node_id,
             node_name,
             procs,
             ties,
             slots: Vec::new(),
-            supervisor: Vec::new(),
-            child_start: Vec::new(),
+            mailboxes,
+            names,
+            supervisors,
+            children_start: Vec::new(),
             children: Vec::new(),
             sites,
-            site_start: Vec::new(),
-            site_order: Vec::new(),
+            placed: Vec::new(),
             site_strings: Vec::new(),
             first_node: Vec::new(),
             node_count: 0,
@@ -270,73 +213,91 @@ impl<'a> Graph<'a> {
         let high = self
             .procs
             .iter()
-            .map(|p| p.pid.index() + 1)
+            .map(|p| (p.pid >> 32) + 1)
             .max()
             .unwrap_or(0);
         self.slots = vec![NONE; high as usize];
         for (i, p) in self.procs.iter().enumerate() {
-            self.slots[p.pid.index() as usize] = i as u32;
+            self.slots[(p.pid >> 32) as usize] = i as u32;
         }
     }
 
-    /// The index of process `pid`, if the walk read it.
-    fn find(&self, pid: Pid) -> Option<u32> {
-        if pid.node() != self.node_id {
+    /// The index of the process of `key`, if the walk read it.
+    fn find(&self, key: Key) -> Option<u32> {
+        let i = *self.slots.get((key >> 32) as usize)?;
+        (i != NONE && self.procs.get(i as usize).pid == key).then_some(i)
+    }
+
+    /// The index of `pid`'s process, if the walk read it.
+    fn find_pid(&self, pid: Pid) -> Option<u32> {
+        (pid.node() == self.node_id)
+            .then(|| self.find(key(pid)))
+            .flatten()
+    }
+
+    /// The supervisor (its index in `supervisors`) that holds process `i`, if any.
+    fn supervisor_of(&self, i: usize) -> Option<u32> {
+        let p = self.procs.get(i);
+        if p.flags & HAS_PARENT == 0 {
             return None;
         }
-        let i = *self.slots.get(pid.index() as usize)?;
-        (i != NONE && self.procs[i as usize].pid == pid).then_some(i)
+        let parent = self.find(p.parent)?;
+        self.supervisors
+            .binary_search(&parent)
+            .ok()
+            .map(|k| k as u32)
     }
 
-    /// Each process's supervisor, and each supervisor's children (by a counting sort).
+    /// Each supervisor's children, by a counting sort.
     fn link_supervisors(&mut self) {
-        let supervisor: Vec<u32> = (0..self.procs.len())
-            .map(|i| {
-                self.procs[i]
-                    .parent
-                    .and_then(|parent| self.find(parent))
-                    .filter(|&s| self.procs[s as usize].is_supervisor)
-                    .unwrap_or(NONE)
-            })
-            .collect();
-        let (start, order) = group(self.procs.len(), supervisor.iter().copied());
-        self.supervisor = supervisor;
-        self.child_start = start;
+        let keys = (0..self.procs.len()).map(|i| self.supervisor_of(i).unwrap_or(NONE));
+        let (start, order) = group(self.supervisors.len(), keys);
+        for &c in &order {
+            self.procs.get_mut(c as usize).flags |= SUPERVISED;
+        }
+        self.children_start = start;
         self.children = order;
     }
 
     /// Each live site under its process (sites of processes not read are dropped).
     fn place_sites(&mut self) {
-        let owner: Vec<u32> = self
-            .sites
-            .iter()
-            .map(|s| self.find(s.pid).unwrap_or(NONE))
-            .collect();
-        self.sites_dropped = owner.iter().filter(|&&o| o == NONE).count();
         let sites = self.sites;
-        self.site_strings = sites
-            .iter()
-            .zip(&owner)
-            .map(|(s, &o)| match o {
-                NONE => (NONE, NONE),
-                _ => (self.strings.intern(&s.site), self.strings.number(s.objects)),
-            })
-            .collect();
-        let (start, order) = group(self.procs.len(), owner.into_iter());
-        self.site_start = start;
-        self.site_order = order;
+        let mut placed = Vec::new();
+        self.site_strings = Vec::with_capacity(sites.len());
+        for (s, site) in sites.iter().enumerate() {
+            match self.find_pid(site.pid) {
+                Some(owner) => {
+                    placed.push((owner, s as u32));
+                    let strings = (
+                        self.strings.intern(&site.site),
+                        self.strings.number(site.objects),
+                    );
+                    self.site_strings.push(strings);
+                }
+                None => {
+                    self.sites_dropped += 1;
+                    self.site_strings.push((NONE, NONE));
+                }
+            }
+        }
+        placed.sort_unstable();
+        self.placed = placed;
     }
 
     /// Each process's first node: the root is node 0, the node 1, then each process followed
     /// by its mailbox (and its length), its name and its sites (each with its object count).
     fn lay_out(&mut self) {
         let mut next = 2u32;
-        self.first_node = Vec::with_capacity(self.procs.len());
+        let mut first_node = Vec::with_capacity(self.procs.len());
         for (i, p) in self.procs.iter().enumerate() {
-            self.first_node.push(next);
-            let sites = self.site_start[i + 1] - self.site_start[i];
-            next += 1 + 2 * u32::from(p.queue_len != NONE) + u32::from(p.name != NONE) + 2 * sites;
+            first_node.push(next);
+            let sites = self.sites_of(i).len() as u32;
+            next += 1
+                + 2 * u32::from(p.flags & MAILBOX_NODE != 0)
+                + u32::from(p.flags & NAME_NODE != 0)
+                + 2 * sites;
         }
+        self.first_node = first_node;
         self.node_count = next;
     }
 
@@ -353,14 +314,15 @@ impl<'a> Graph<'a> {
         &self,
         mut f: impl FnMut(&str) -> std::io::Result<()>,
     ) -> std::io::Result<()> {
-        for s in &self.strings.list {
-            f(s.as_str())?;
+        for s in self.strings.iter() {
+            f(s)?;
         }
         let mut buf = String::new();
-        for p in &self.procs {
+        for p in self.procs.iter() {
             use std::fmt::Write as _;
             buf.clear();
-            let _ = write!(buf, "{}", p.pid);
+            let pid = Pid::from_parts(self.node_id, (p.pid >> 32) as u32, p.pid as u32);
+            let _ = write!(buf, "{pid}");
             f(&buf)?;
         }
         Ok(())
@@ -368,29 +330,57 @@ impl<'a> Graph<'a> {
 
     /// The string of process `i`'s pid.
     fn pid_string(&self, i: u32) -> u32 {
-        self.strings.list.len() as u32 + i
+        self.strings.len() + i
     }
 
-    fn links(&self, i: usize) -> &[Pid] {
-        let start = if i == 0 {
-            0
-        } else {
-            self.procs[i - 1].monitors_end
+    /// Where process `i`'s links start, where they end and its monitors start, and where
+    /// those end, in `ties`.
+    fn ties(&self, i: usize) -> [usize; 3] {
+        let start = match i {
+            0 => 0,
+            _ => self.procs.get(i - 1).monitors_end,
         };
-        &self.ties[start as usize..self.procs[i].links_end as usize]
+        let p = self.procs.get(i);
+        [start, p.links_end, p.monitors_end].map(|at| at as usize)
     }
 
-    fn monitors(&self, i: usize) -> &[Pid] {
-        let p = &self.procs[i];
-        &self.ties[p.links_end as usize..p.monitors_end as usize]
+    /// Process `i`'s mailbox: its message count's string and its bytes.
+    fn mailbox(&self, i: usize) -> Option<(u32, u64)> {
+        if self.procs.get(i).flags & MAILBOX_NODE == 0 {
+            return None;
+        }
+        let at = self.mailboxes.partition_point(|m| (m.0 as usize) < i);
+        self.mailboxes.get(at).map(|m| (m.1, m.2))
     }
 
+    /// Process `i`'s name's string.
+    fn name(&self, i: usize) -> Option<u32> {
+        if self.procs.get(i).flags & NAME_NODE == 0 {
+            return None;
+        }
+        let at = self.names.partition_point(|n| (n.0 as usize) < i);
+        self.names.get(at).map(|n| n.1)
+    }
+
+    /// The processes supervisor `i` holds.
     fn children(&self, i: usize) -> &[u32] {
-        &self.children[self.child_start[i] as usize..self.child_start[i + 1] as usize]
+        if self.procs.get(i).flags & SUPERVISOR == 0 {
+            return &[];
+        }
+        match self.supervisors.binary_search(&(i as u32)) {
+            Ok(k) => {
+                &self.children[self.children_start[k] as usize..self.children_start[k + 1] as usize]
+            }
+            Err(_) => &[],
+        }
     }
 
-    fn sites_of(&self, i: usize) -> &[u32] {
-        &self.site_order[self.site_start[i] as usize..self.site_start[i + 1] as usize]
+    /// Process `i`'s live sites, as (process, site) pairs.
+    fn sites_of(&self, i: usize) -> &[(u32, u32)] {
+        let i = i as u32;
+        let start = self.placed.partition_point(|p| p.0 < i);
+        let end = start + self.placed[start..].partition_point(|p| p.0 == i);
+        &self.placed[start..end]
     }
 
     /// Every node, in order.
@@ -417,38 +407,44 @@ impl<'a> Graph<'a> {
                 Ok(())
             })?;
             let sites = self.sites_of(i);
-            let site_bytes: u64 = sites.iter().map(|&s| self.sites[s as usize].bytes).sum();
+            let site_bytes: u64 = sites
+                .iter()
+                .map(|&(_, s)| self.sites[s as usize].bytes)
+                .sum();
+            let mailbox = self.mailbox(i);
             f(Node {
                 kind: OBJECT,
                 name: p.call,
                 // What its mailbox and sites hold is theirs: the process retains its live
                 // bytes in all.
-                self_size: p.live.saturating_sub(p.queue_bytes + site_bytes),
+                self_size: p
+                    .live
+                    .saturating_sub(mailbox.map_or(0, |m| m.1) + site_bytes),
                 edges,
             })?;
-            if p.queue_len != NONE {
+            if let Some((len, bytes)) = mailbox {
                 f(Node {
                     kind: OBJECT,
                     name: MAILBOX_TYPE,
-                    self_size: p.queue_bytes,
+                    self_size: bytes,
                     edges: 1,
                 })?;
                 f(Node {
                     kind: NUMBER,
-                    name: p.queue_len,
+                    name: len,
                     self_size: 0,
                     edges: 0,
                 })?;
             }
-            if p.name != NONE {
+            if let Some(name) = self.name(i) {
                 f(Node {
                     kind: STRING,
-                    name: p.name,
+                    name,
                     self_size: 0,
                     edges: 0,
                 })?;
             }
-            for &s in sites {
+            for &(_, s) in sites {
                 let (name, objects) = self.site_strings[s as usize];
                 f(Node {
                     kind: NATIVE,
@@ -479,9 +475,9 @@ impl<'a> Graph<'a> {
         })?;
         // The node holds the processes no supervisor holds; it reaches the others weakly, so
         // that a supervisor retains its subtree.
-        for i in 0..self.procs.len() {
+        for (i, p) in self.procs.iter().enumerate() {
             f(Edge {
-                kind: if self.supervisor[i] == NONE {
+                kind: if p.flags & SUPERVISED == 0 {
                     PROPERTY
                 } else {
                     WEAK
@@ -490,11 +486,10 @@ impl<'a> Graph<'a> {
                 to: self.first_node[i],
             })?;
         }
-        for (i, p) in self.procs.iter().enumerate() {
+        for i in 0..self.procs.len() {
             self.process_edges(i, &mut f)?;
-            let first = self.first_node[i];
-            let mut next = first + 1;
-            if p.queue_len != NONE {
+            let mut next = self.first_node[i] + 1;
+            if self.mailbox(i).is_some() {
                 f(Edge {
                     kind: PROPERTY,
                     name: LEN,
@@ -502,7 +497,7 @@ impl<'a> Graph<'a> {
                 })?;
                 next += 2;
             }
-            if p.name != NONE {
+            if self.name(i).is_some() {
                 next += 1;
             }
             for _ in self.sites_of(i) {
@@ -523,9 +518,8 @@ impl<'a> Graph<'a> {
         i: usize,
         mut f: impl FnMut(Edge) -> std::io::Result<()>,
     ) -> std::io::Result<()> {
-        let p = &self.procs[i];
         let mut next = self.first_node[i] + 1;
-        if p.queue_len != NONE {
+        if self.mailbox(i).is_some() {
             f(Edge {
                 kind: PROPERTY,
                 name: MAILBOX,
@@ -533,7 +527,7 @@ impl<'a> Graph<'a> {
             })?;
             next += 2;
         }
-        if p.name != NONE {
+        if self.name(i).is_some() {
             f(Edge {
                 kind: PROPERTY,
                 name: REGISTERED_NAME,
@@ -541,7 +535,7 @@ impl<'a> Graph<'a> {
             })?;
             next += 1;
         }
-        for &s in self.sites_of(i) {
+        for &(_, s) in self.sites_of(i) {
             f(Edge {
                 kind: PROPERTY,
                 name: self.site_strings[s as usize].0,
@@ -556,8 +550,9 @@ impl<'a> Graph<'a> {
                 to: self.first_node[c as usize],
             })?;
         }
-        for (ties, name) in [(self.links(i), LINK), (self.monitors(i), MONITOR)] {
-            for &t in ties {
+        let [links, monitors, end] = self.ties(i);
+        for (start, end, name) in [(links, monitors, LINK), (monitors, end, MONITOR)] {
+            for &t in self.ties.range(start, end) {
                 if let Some(t) = self.find(t) {
                     f(Edge {
                         kind: WEAK,
@@ -592,7 +587,7 @@ fn group(groups: usize, keys: impl Iterator<Item = u32> + Clone) -> (Vec<u32>, V
 
 #[cfg(test)]
 mod tests {
-    use super::{NONE, decimal, group};
+    use super::{NONE, group};
 
     #[test]
     fn items_are_grouped_by_key_in_order() {
@@ -600,13 +595,5 @@ mod tests {
         let (start, order) = group(3, keys.into_iter());
         assert_eq!(start, [0, 2, 2, 4]);
         assert_eq!(order, [2, 4, 0, 3]);
-    }
-
-    #[test]
-    fn numbers_are_written_in_decimal() {
-        let mut buf = [0; 20];
-        assert_eq!(decimal(0, &mut buf), "0");
-        assert_eq!(decimal(1207, &mut buf), "1207");
-        assert_eq!(decimal(u64::MAX, &mut buf), u64::MAX.to_string());
     }
 }
