@@ -447,3 +447,46 @@ fn a_failing_writer_is_an_error() {
     let err = tprof::heap_snapshot(&node, Broken).unwrap_err();
     assert_eq!(err.to_string(), "disk full");
 }
+
+#[test]
+fn thousands_of_processes_in_a_chain_of_links_are_all_there() {
+    // More processes than one chunk of records (4096), each linked to the one before it.
+    const N: usize = 5000;
+    let node = Node::builder().worker_threads(2).build().unwrap();
+    let (tx, rx) = mpsc::channel();
+    let mut prev: Option<Pid> = None;
+    for _ in 0..N {
+        let tx = tx.clone();
+        let pid = node
+            .spawn(async move {
+                if let Some(prev) = prev {
+                    runtime::link(prev).unwrap();
+                }
+                tx.send(()).unwrap();
+                let Stop = receive().await;
+            })
+            .unwrap();
+        prev = Some(pid);
+    }
+    for _ in 0..N {
+        rx.recv_timeout(Duration::from_secs(60)).unwrap();
+    }
+    let (snap, summary) = snapshot(&node, &[]);
+    assert_eq!(summary.processes, N);
+    assert_eq!(snap.nodes[1].edges.len(), N);
+    assert!(snap.reachable(None).iter().all(|&r| r));
+    // Every process but the ends is linked both ways: 2 * (N - 1) weak link edges.
+    let links: usize = snap
+        .nodes
+        .iter()
+        .map(|n| n.edges.iter().filter(|e| e.1 == "link").count())
+        .sum();
+    assert_eq!(links, 2 * (N - 1));
+    // Each link points at a process node named like the others.
+    for n in &snap.nodes[2..] {
+        for (kind, name, to) in &n.edges {
+            assert_eq!(kind, "weak", "{name}");
+            assert_eq!(snap.nodes[*to].kind, "object");
+        }
+    }
+}
