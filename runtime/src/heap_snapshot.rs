@@ -182,7 +182,7 @@ fn write_json(graph: &Graph<'_>, out: &mut impl Write) -> io::Result<usize> {
         let quoted: Vec<String> = items.iter().map(|s| format!("\"{s}\"")).collect();
         format!("[{}]", quoted.join(","))
     };
-    write!(
+    writeln!(
         out,
         "{{\"snapshot\":{{\"meta\":{{\"node_fields\":{},\"node_types\":[{},\"string\",\"number\",\
          \"number\",\"number\",\"number\",\"number\"],\"edge_fields\":[\"type\",\
@@ -191,7 +191,7 @@ fn write_json(graph: &Graph<'_>, out: &mut impl Write) -> io::Result<usize> {
          \"line\",\"column\"],\"trace_node_fields\":[\"id\",\"function_info_index\",\"count\",\
          \"size\",\"children\"],\"sample_fields\":[\"timestamp_us\",\"last_assigned_id\"],\
          \"location_fields\":[\"object_index\",\"script_id\",\"line\",\"column\"]}},\
-         \"node_count\":{},\"edge_count\":{edge_count},\"trace_function_count\":0}},\n",
+         \"node_count\":{},\"edge_count\":{edge_count},\"trace_function_count\":0}},",
         list(&NODE_FIELDS),
         list(&NODE_TYPES),
         list(&EDGE_TYPES),

@@ -20,7 +20,7 @@ impl<T> Chunked<T> {
     }
 
     pub(super) fn push(&mut self, item: T) {
-        if self.len % CHUNK == 0 {
+        if self.len.is_multiple_of(CHUNK) {
             self.chunks.push(Vec::with_capacity(CHUNK));
         }
         if let Some(last) = self.chunks.last_mut() {
