@@ -56,7 +56,9 @@
 //! traced functions and trace sessions ([`trace`]: call counts, time and memory per process
 //! and function, `#[traced]`), per-process heap accounts ([`heap`]), and the samplers
 //! ([`sample`]: what each worker thread runs, from a CPU-time timer per thread, and where every
-//! process waits). The `tprof` crate turns them into reports.
+//! process waits). The `tprof` crate turns them into reports. [`introspect`] walks a node's
+//! processes (what each holds and is tied to) without stopping it, and [`heap_snapshot`] writes
+//! that as a Chrome DevTools heap snapshot.
 //!
 //! # Moving instead of copying
 //!
@@ -75,6 +77,8 @@ extern crate self as runtime;
 mod exit;
 pub mod gen_server;
 pub mod heap;
+pub mod heap_snapshot;
+pub mod introspect;
 mod mailbox;
 mod message;
 mod node;

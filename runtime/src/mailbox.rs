@@ -281,6 +281,40 @@ impl Mailbox {
         )
     }
 
+    /// What senders queued and the owner has not looked at yet: its [`State`], how many
+    /// envelopes and the bytes they hold (the queue's buffer and each boxed envelope), read
+    /// under the incoming lock, once. `read` must not touch a mailbox (the lock is held).
+    pub(crate) fn inspect_incoming<R>(&self, read: impl FnOnce(&State) -> R) -> (R, usize, u64) {
+        let incoming = self.incoming.lock();
+        let queue = &*incoming.queue;
+        let bytes = (queue.capacity() * size_of::<Envelope>()) as u64
+            + queue
+                .iter()
+                .map(|env| match env {
+                    Envelope::Message(m) => m.envelope_bytes() as u64,
+                    Envelope::Signal(_) => size_of::<Signal>() as u64,
+                })
+                .sum::<u64>();
+        (read(&incoming.state), queue.len(), bytes)
+    }
+
+    /// The messages the owner took from incoming but has not received yet, and the bytes they
+    /// hold (as [`inspect_incoming`](Self::inspect_incoming)), under the owner's lock: briefly,
+    /// and not at all when nothing is saved.
+    pub(crate) fn inspect_saved(&self) -> (usize, u64) {
+        if self.saved_len.load(Ordering::Relaxed) == 0 {
+            return (0, 0);
+        }
+        let saved = self.saved.lock();
+        let bytes = (saved.queue.capacity() * size_of::<Message>()) as u64
+            + saved
+                .queue
+                .iter()
+                .map(|m| m.envelope_bytes() as u64)
+                .sum::<u64>();
+        (saved.queue.len(), bytes)
+    }
+
     /// Moves everything queued by senders into `saved`, acting on signals on the way.
     /// Returns whether a message was added to `saved`.
     pub(crate) fn drain_incoming(&self, process: &Process) -> bool {

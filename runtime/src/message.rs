@@ -41,6 +41,8 @@ const fn is_inline<T>() -> bool {
 struct VTable {
     type_id: TypeId,
     boxed: bool,
+    /// The bytes of its box, when boxed (0 inline): what its envelope holds on the heap.
+    box_bytes: usize,
     /// Drops the value (or its box) held in the storage.
     drop: unsafe fn(*mut Storage),
     /// Moves the box held in the storage to another heap account (boxed values only).
@@ -82,6 +84,7 @@ impl<T: Any + Send> Table<T> {
     const VTABLE: VTable = VTable {
         type_id: TypeId::of::<T>(),
         boxed: !is_inline::<T>(),
+        box_bytes: if is_inline::<T>() { 0 } else { size_of::<T>() },
         drop: drop_value::<T>,
         move_to: move_value::<T>,
     };
@@ -173,6 +176,13 @@ impl Message {
         })
     }
 
+    /// The bytes its envelope holds on the heap: its value's size when boxed, 0 when stored
+    /// inline (what the value itself owns is not counted: it belongs to whoever allocated it).
+    #[inline]
+    pub(crate) fn envelope_bytes(&self) -> usize {
+        self.vtable.box_bytes
+    }
+
     /// Moves the message's envelope, if it has one (a boxed value), into `to`'s heap account
     /// (see [`crate::heap`]).
     #[inline]
@@ -238,6 +248,16 @@ mod tests {
         drops_once::<1>(true);
         drops_once::<2>(false);
         drops_once::<64>(false);
+    }
+
+    #[test]
+    fn an_envelope_holds_the_bytes_of_its_box_only() {
+        assert_eq!(Message::new(7u64).envelope_bytes(), 0);
+        assert_eq!(Message::new([0u64; 2]).envelope_bytes(), 0);
+        assert_eq!(Message::new([0u64; 3]).envelope_bytes(), 24);
+        // A `Vec`'s buffer is the sender's: only the `Vec` itself (three words) is in the box.
+        assert_eq!(Message::new(vec![0u8; 1000]).envelope_bytes(), 24);
+        assert_eq!(Message::new((vec![0u8; 1000], 1u64)).envelope_bytes(), 32);
     }
 
     #[test]

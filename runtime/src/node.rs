@@ -275,6 +275,9 @@ impl Drop for Node {
             .unwrap_or_else(|e| e.into_inner())
             .is_some();
         inner.stopping.store(true, Ordering::Release);
+        if profiling {
+            inner.env_run_stopping();
+        }
         for p in inner.table.all() {
             p.kill();
         }

@@ -162,3 +162,87 @@ fn an_ending_process_reports_exiting() {
         .unwrap();
     assert_eq!(status, Some(ProcessStatus::Exiting));
 }
+
+#[test]
+fn a_walk_reads_every_process_its_ties_and_its_mailbox() {
+    use runtime::introspect;
+    use runtime::supervisor::{
+        self, ChildSpec, StartOptions, Strategy, SupervisorFlags, SupervisorSpec,
+    };
+
+    let node = node();
+    let spec = SupervisorSpec::new(SupervisorFlags::new(Strategy::OneForOne))
+        .child(ChildSpec::worker("w", idle_worker));
+    let sup = node
+        .block_on(supervisor::start_on(&node, spec, StartOptions::new()))
+        .unwrap();
+    let (holder, child) = node
+        .run(async move {
+            let child = supervisor::which_children(sup, Duration::from_secs(60))
+                .await
+                .unwrap()[0]
+                .pid
+                .unwrap();
+            let holder = spawn(async move {
+                runtime::link(child).unwrap();
+                monitor(sup).unwrap();
+                let () = receive().await;
+            })
+            .unwrap();
+            (holder, child)
+        })
+        .unwrap();
+    // Five boxed messages (32 bytes each) the holder will not take, and two inline ones.
+    for _ in 0..5 {
+        node.send(holder, [1u64; 4]);
+    }
+    node.send(holder, 1u8);
+    node.send(holder, 2u8);
+    let seen = |pid| {
+        let mut found = None;
+        // The visitor runs outside the process's lock: it may send to it, walk again.
+        introspect::walk(&node, |p| {
+            if p.pid == pid {
+                node.send(pid, 0u16);
+                introspect::walk(&node, |_| {});
+                found = Some((
+                    p.parent,
+                    p.is_supervisor,
+                    p.links.to_vec(),
+                    p.monitors.to_vec(),
+                    p.message_queue_len,
+                    p.mailbox_bytes,
+                    p.initial_call.to_owned(),
+                ));
+            }
+        });
+        found.unwrap()
+    };
+    // Wait for the holder's link and monitor.
+    let mut holder_seen = seen(holder);
+    for _ in 0..1000 {
+        if !holder_seen.2.is_empty() && !holder_seen.3.is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+        holder_seen = seen(holder);
+    }
+    let (parent, is_sup, links, monitors, len, bytes, _) = holder_seen;
+    // Spawned by `run`'s process, which has ended.
+    assert!(parent.is_some_and(|p| p != sup) && !is_sup);
+    assert_eq!((links, monitors), (vec![child], vec![sup]));
+    assert!(
+        len >= 7,
+        "{len}: the 0u16 sent by the visitor may have come too"
+    );
+    assert!(bytes >= 5 * 32, "{bytes}");
+    let (parent, is_sup, links, _, _, _, call) = seen(sup);
+    assert_eq!(
+        (parent, is_sup, call.as_str()),
+        (None, true, "runtime::supervisor::init/1")
+    );
+    assert!(links.contains(&child));
+    let (parent, is_sup, ..) = seen(child);
+    assert_eq!((parent, is_sup), (Some(sup), false));
+    assert_eq!(introspect::walk(&node, |_| {}), 3);
+}

@@ -9,7 +9,9 @@
 //! Arguments: `--fail` ends with exit code 3 (after its node stopped); `--two-nodes` runs a
 //! second node beside the first; `--wait-for-signal` prints `ready <os pid>` once the work is
 //! done and then waits, its node running, until a signal ends it; `--lines N` sends N lines
-//! (default 100: a few milliseconds; 200000 keeps a sampler busy for a while).
+//! (default 100: a few milliseconds; 200000 keeps a sampler busy for a while); `--keep`
+//! leaves the `summer` running, holding a 1 MiB table, until its node stops (for a heap
+//! snapshot to show).
 
 use std::process::ExitCode;
 
@@ -31,14 +33,17 @@ fn sum(numbers: &[u64]) -> u64 {
 }
 
 #[traced]
-async fn summer() {
+async fn summer(keep: bool) {
+    // Something to see in a heap snapshot.
+    let table = if keep { vec![1u8; 1 << 20] } else { Vec::new() };
     loop {
         let (from, line): (Pid, String) = receive().await;
         if line.is_empty() {
-            return;
+            break;
         }
         send(from, sum(&parse(&line)));
     }
+    drop(table);
 }
 
 #[traced]
@@ -53,12 +58,14 @@ async fn client(lines: u64) -> u64 {
     total
 }
 
-fn workload(node: &Node, lines: u64) -> u64 {
+fn workload(node: &Node, lines: u64, keep: bool) -> u64 {
     node.run(async move {
-        let summer = runtime::spawn(summer()).expect("spawn the summer");
+        let summer = runtime::spawn(summer(keep)).expect("spawn the summer");
         register("summer", summer).expect("register the summer");
         let total = client(lines).await;
-        send(summer, (self_pid(), String::new()));
+        if !keep {
+            send(summer, (self_pid(), String::new()));
+        }
         total
     })
     .expect("the workload runs")
@@ -71,8 +78,9 @@ fn main() -> ExitCode {
         .position(|a| a == "--lines")
         .and_then(|i| args.get(i + 1))
         .map_or(100, |n| n.parse().expect("--lines takes a number"));
+    let keep = args.iter().any(|a| a == "--keep");
     let node = Node::new().expect("start a node");
-    let mut total = workload(&node, lines);
+    let mut total = workload(&node, lines, keep);
     if args.iter().any(|a| a == "--wait-for-signal") {
         println!("ready {}", std::process::id());
         let _ = std::io::Write::flush(&mut std::io::stdout());
@@ -82,7 +90,7 @@ fn main() -> ExitCode {
     }
     if args.iter().any(|a| a == "--two-nodes") {
         let second = Node::new().expect("start a second node");
-        total += workload(&second, lines);
+        total += workload(&second, lines, keep);
         second.stop();
     }
     node.stop();

@@ -173,6 +173,11 @@ pub struct RunOptions {
     pub snapshot_every: Option<std::time::Duration>,
     /// What the program does on SIGINT and SIGTERM ([`env_run::ENV_SIGNALS`]).
     pub signals: env_run::Signals,
+    /// Where to write a heap snapshot of the program's node ([`runtime::heap_snapshot`]),
+    /// taken as it stops (or as SIGINT or SIGTERM arrives); a program of several nodes writes
+    /// one per node, the others beside the first (`heap.heapsnapshot`, then
+    /// `heap.node2.heapsnapshot`, ...; default: none).
+    pub heap_snapshot: Option<PathBuf>,
     /// The program.
     pub program: OsString,
     /// Its arguments.
@@ -194,6 +199,7 @@ impl RunOptions {
             format: None,
             snapshot_every: Some(env_run::DEFAULT_SNAPSHOT_EVERY),
             signals: env_run::Signals::default(),
+            heap_snapshot: None,
             program: program.into(),
             args,
         }
@@ -260,6 +266,8 @@ pub struct RunOutcome {
     /// When the program ended before its nodes stopped (killed, or `std::process::exit`):
     /// how old the profile was then, the newest snapshot of each node being read.
     pub snapshot_age: Option<std::time::Duration>,
+    /// The heap snapshots written ([`RunOptions::heap_snapshot`]), one per node, in node order.
+    pub heap_snapshots: Vec<PathBuf>,
 }
 
 /// Runs a program built on the runtime with profiling switched on through the environment,
@@ -324,7 +332,11 @@ pub fn run(options: &RunOptions) -> Result<RunOutcome, CommandError> {
                 .snapshot_every
                 .map_or_else(|| "0".to_owned(), |d| d.as_secs_f64().to_string()),
         )
-        .env(env_run::ENV_SIGNALS, options.signals.name());
+        .env(env_run::ENV_SIGNALS, options.signals.name())
+        .env(
+            env_run::ENV_HEAP_SNAPSHOT,
+            flag(options.heap_snapshot.is_some()),
+        );
     if let Mode::Sample { sampler, hz, n } = options.mode {
         command
             .env(env_run::ENV_SAMPLER, sampler.name())
@@ -348,7 +360,12 @@ pub fn run(options: &RunOptions) -> Result<RunOutcome, CommandError> {
         Ok((_, os_pid)) => read_run_dir_of(&dir, Some(trace_type), Some(*os_pid)),
         Err(_) => Err(CommandError::Program(String::new())),
     };
+    let heap_snapshots = match (&options.heap_snapshot, &status) {
+        (Some(to), Ok((_, os_pid))) => move_heap_snapshots(&dir, *os_pid, to),
+        _ => Ok(Vec::new()),
+    };
     let _ = fs::remove_dir_all(&dir);
+    let heap_snapshots = heap_snapshots?;
     let (status, _) = status.map_err(|e| {
         CommandError::Program(format!(
             "cannot run {}: {e}",
@@ -403,7 +420,59 @@ pub fn run(options: &RunOptions) -> Result<RunOutcome, CommandError> {
         written,
         profile,
         snapshot_age,
+        heap_snapshots,
     })
+}
+
+/// Where node `node`'s heap snapshot goes when the first node's goes to `to`:
+/// `heap.heapsnapshot` -> `heap.node2.heapsnapshot` (`heap` -> `heap.node2`).
+fn beside(to: &Path, node: u32) -> PathBuf {
+    let stem = to.file_stem().unwrap_or_default().to_string_lossy();
+    let name = match to.extension() {
+        Some(ext) => format!("{stem}.node{node}.{}", ext.to_string_lossy()),
+        None => format!("{stem}.node{node}"),
+    };
+    to.with_file_name(name)
+}
+
+/// Moves the heap snapshots the program `os_pid` wrote into `dir` to `to` (the first node's;
+/// the others [`beside`] it), in node order; says on stderr when it wrote none.
+fn move_heap_snapshots(dir: &Path, os_pid: u32, to: &Path) -> Result<Vec<PathBuf>, CommandError> {
+    let mut found: Vec<(u32, PathBuf)> = fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .filter_map(|e| {
+                    let node = env_run::heap_snapshot_node(e.file_name().to_str()?, os_pid)?;
+                    Some((node, e.path()))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    found.sort();
+    if found.is_empty() {
+        eprintln!(
+            "tprof: the program wrote no heap snapshot: its nodes write one as they stop or on \
+             SIGINT or SIGTERM (a program killed otherwise, or one that starts no node, leaves none)"
+        );
+    }
+    let mut moved = Vec::new();
+    for (i, (node, from)) in found.into_iter().enumerate() {
+        let dest = if i == 0 {
+            to.to_path_buf()
+        } else {
+            beside(to, node)
+        };
+        // A rename fails across file systems (the scratch folder may be on another): copy.
+        fs::rename(&from, &dest)
+            .or_else(|_| fs::copy(&from, &dest).map(drop))
+            .map_err(|e| CommandError::Output {
+                path: Some(dest.clone()),
+                reason: format!("cannot write the heap snapshot there: {e}"),
+            })?;
+        moved.push(dest);
+    }
+    Ok(moved)
 }
 
 /// How old the oldest snapshot among `files` was at `ended`, if any file is a snapshot of a

@@ -267,6 +267,45 @@
 //! [`archive::merge`] combines the profiles of several runs into one, keeping their processes
 //! apart.
 //!
+//! # Heap snapshots
+//!
+//! [`heap_snapshot`] writes a node's processes as a Chrome DevTools `.heapsnapshot` (open it in
+//! DevTools' Memory tab, or memlab): each process with its heap, its mailbox, its name and, from
+//! an allocation profile's live set, its sampled live allocation sites ([`HeapSnapshot`],
+//! [`LiveSite`]); supervisors hold their children, so retained sizes say which supervisor
+//! subtree holds memory, and links and monitors are weak edges. It streams, and never stops the
+//! node ([`runtime::heap_snapshot`] tells the shape). `tprof run --heap-snapshot FILE` takes
+//! one of a program as it stops, or as SIGINT or SIGTERM arrives.
+//!
+//! ```
+//! #[global_allocator]
+//! static ALLOC: runtime::CountingAlloc = runtime::CountingAlloc::system();
+//!
+//! # fn main() {
+//! let node = runtime::Node::new().unwrap();
+//! node.run(async {
+//!     let cache = runtime::spawn(async {
+//!         let table = vec![0u8; 1 << 20];
+//!         let () = runtime::receive().await;
+//!         drop(table);
+//!     })
+//!     .unwrap();
+//!     runtime::register("cache", cache).unwrap();
+//! })
+//! .unwrap();
+//! let mut file = Vec::new(); // a `File` in real use
+//! let written = tprof::heap_snapshot(&node, &mut file).unwrap();
+//! assert_eq!(written.processes, 1);
+//! let snapshot: serde_json::Value = serde_json::from_slice(&file).unwrap();
+//! // The cache's node: an object named after what it runs, its self size its live heap.
+//! let strings = snapshot["strings"].as_array().unwrap();
+//! let nodes = snapshot["nodes"].as_array().unwrap();
+//! let cache = nodes.chunks(7).find(|n| n[3].as_u64().unwrap() >= 1 << 20).unwrap();
+//! assert!(strings[cache[1].as_u64().unwrap() as usize].as_str().unwrap().contains("main"));
+//! assert!(strings.iter().any(|s| s == "cache"));
+//! # }
+//! ```
+//!
 //! # The `tprof` command
 //!
 //! `cargo install --path tprof` installs it: it is the crate's feature `cli`, on by default. A
@@ -285,6 +324,7 @@
 //! tprof merge -o all.tprof monday.tprof tuesday.tprof
 //! tprof view my_service.tprof                              # the HTML viewer, in a browser
 //! tprof run -o - -- ./my_service | tprof report -f folded - # `-`: standard output / input
+//! tprof run --heap-snapshot heap.heapsnapshot -- ./my_service # and a heap snapshot as it stops
 //! ```
 //!
 //! `run` measures call paths too (`--flat` turns that off); call_memory needs the program to
@@ -365,5 +405,6 @@ pub use profile::{
     LookupError, Meta, OUTSIDE_PROCESSES, PathEntry, PathNode, Percentiles, ProcessRecord, Profile,
     Run, TraceType, TraceTypeError,
 };
+pub use runtime::heap_snapshot::{HeapSnapshot, LiveSite, SnapshotSummary, heap_snapshot};
 pub use server::{DEFAULT_NAME, ServerError, ServerOptions, Tprof};
 pub use table::{function_table, process_summary, rich_report};

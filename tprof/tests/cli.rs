@@ -1311,3 +1311,116 @@ fn run_samples_by_default_and_traces_when_asked() {
     assert!(o.status.success());
     assert!(text(&o.stderr).contains("--hz"), "{}", text(&o.stderr));
 }
+
+// --- Heap snapshots ---
+
+/// A heap snapshot file, read back: its strings, and each node as (type, name, self size).
+fn heap_nodes(path: &Path) -> Vec<(String, String, u64)> {
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    let types = v["snapshot"]["meta"]["node_types"][0]
+        .as_array()
+        .unwrap()
+        .clone();
+    let strings = v["strings"].as_array().unwrap();
+    let nodes = v["nodes"].as_array().unwrap();
+    assert_eq!(
+        nodes.len() as u64,
+        v["snapshot"]["node_count"].as_u64().unwrap() * 7
+    );
+    nodes
+        .chunks(7)
+        .map(|n| {
+            let at = |i: usize| n[i].as_u64().unwrap() as usize;
+            (
+                types[at(0)].as_str().unwrap().to_owned(),
+                strings[at(1)].as_str().unwrap().to_owned(),
+                at(3) as u64,
+            )
+        })
+        .collect()
+}
+
+/// The summer of `--keep`, as a heap snapshot shows it: its registered name, and a process
+/// holding its 1 MiB table.
+fn shows_the_summer(nodes: &[(String, String, u64)]) -> bool {
+    nodes.iter().any(|(t, n, _)| t == "string" && n == "summer")
+        && nodes
+            .iter()
+            .any(|(t, n, size)| t == "object" && n.contains("summer") && *size >= 1 << 20)
+}
+
+#[test]
+fn run_with_heap_snapshot_writes_one_per_node_as_it_stops() {
+    let dir = scratch("heap");
+    let program = workload();
+    let o = tprof(
+        &dir,
+        &[
+            "run",
+            "--heap-snapshot",
+            "heap.heapsnapshot",
+            "-o",
+            "p.tprof",
+            "--",
+            program.to_str().unwrap(),
+            "--keep",
+            "--two-nodes",
+        ],
+    );
+    let err = text(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("heap snapshot written to heap.heapsnapshot"),
+        "{err}"
+    );
+    // Taken before the nodes stopped their processes: the summers are still there.
+    let first = heap_nodes(&dir.join("heap.heapsnapshot"));
+    assert!(shows_the_summer(&first), "{first:?}");
+    let second: Vec<_> = std::fs::read_dir(&*dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("heap.node") && n.ends_with(".heapsnapshot"))
+        .collect();
+    assert_eq!(second.len(), 1, "{second:?}");
+    assert!(shows_the_summer(&heap_nodes(&dir.join(&second[0]))));
+    // And the profile as usual.
+    let profile = tprof::archive::read_file(&dir.join("p.tprof")).unwrap();
+    assert!(profile.function("parse").is_some());
+}
+
+#[cfg(unix)]
+#[test]
+fn a_program_ended_by_sigterm_leaves_its_heap_snapshot() {
+    use std::io::BufRead;
+    let dir = scratch("heap-sigterm");
+    let mut child = Command::new(TPROF)
+        .current_dir(&*dir)
+        .args([
+            "run",
+            "--heap-snapshot",
+            "h.heapsnapshot",
+            "-o",
+            "p.tprof",
+            "--",
+        ])
+        .args([workload().to_str().unwrap(), "--keep", "--wait-for-signal"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let pid = loop {
+        let line = lines.next().expect("the program says it is ready").unwrap();
+        if let Some(pid) = line.strip_prefix("ready ") {
+            break pid.to_owned();
+        }
+    };
+    kill("TERM", &pid);
+    let o = child.wait_with_output().unwrap();
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("heap snapshot written to h.heapsnapshot"),
+        "{err}"
+    );
+    assert!(shows_the_summer(&heap_nodes(&dir.join("h.heapsnapshot"))));
+}

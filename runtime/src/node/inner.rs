@@ -217,6 +217,7 @@ impl NodeInner {
 
     pub(super) async fn shutdown(self: Arc<Self>) {
         self.stopping.store(true, Ordering::Release);
+        self.env_run_stopping();
         let grace = self.shutdown_grace;
         // Supervisors first, as OTP stops applications: the root ones one at a time, last
         // started first, each stopping its children in reverse start order.
@@ -261,6 +262,19 @@ impl NodeInner {
         }
         self.wait_until(|| self.table.len() == 0).await;
         self.finish_env_run();
+    }
+
+    /// Tells the profiling the environment asked for that the node starts to stop, its
+    /// processes still alive (for its heap snapshot).
+    pub(super) fn env_run_stopping(&self) {
+        if let Some(run) = self
+            .env_run
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+        {
+            run.stopping();
+        }
     }
 
     /// Writes the profile the environment asked for, once.

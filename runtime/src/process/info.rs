@@ -59,6 +59,16 @@ pub struct ProcessInfo {
     pub current_function: Option<&'static crate::trace::Callsite>,
 }
 
+/// What [`Process::inspect`] reads under the process's lock.
+pub(crate) struct Inspected {
+    pub(crate) name: Option<Name>,
+    pub(crate) is_supervisor: bool,
+    /// Messages (and exit signals not yet acted on) in its mailbox.
+    pub(crate) queue_len: usize,
+    /// The bytes they hold: the queues' buffers and the boxed envelopes.
+    pub(crate) queue_bytes: u64,
+}
+
 impl Process {
     /// Its registered name, if any.
     pub(crate) fn registered_name(&self) -> Option<Name> {
@@ -79,6 +89,29 @@ impl Process {
             _ => ProcessStatus::Waiting,
         };
         (status, len)
+    }
+
+    /// What a walk of its node reads of it ([`crate::introspect`]): its links and the
+    /// processes it monitors (into `links` and `monitors`, cleared first, so that a walk
+    /// reuses two buffers), its name, whether it is a supervisor, and its mailbox's messages
+    /// and bytes. Its own lock once (the mailbox's incoming queue with its state), and its
+    /// saved queue's once if it has saved messages: never more than one at a time.
+    pub(crate) fn inspect(&self, links: &mut Vec<Pid>, monitors: &mut Vec<Pid>) -> Inspected {
+        links.clear();
+        monitors.clear();
+        let ((name, is_supervisor), incoming, incoming_bytes) =
+            self.mailbox.inspect_incoming(|state| {
+                links.extend_from_slice(state.links.as_slice());
+                monitors.extend(state.monitoring.iter().map(|(_, p)| *p));
+                (state.name.clone(), state.is_supervisor)
+            });
+        let (saved, saved_bytes) = self.mailbox.inspect_saved();
+        Inspected {
+            name,
+            is_supervisor,
+            queue_len: incoming + saved,
+            queue_bytes: incoming_bytes + saved_bytes,
+        }
     }
 
     pub(crate) fn info(&self) -> ProcessInfo {

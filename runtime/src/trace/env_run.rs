@@ -24,12 +24,22 @@
 //! | `TPROF_RUN_EVENTS` | `1`: an event log per process too (call_time, call_memory) |
 //! | `TPROF_RUN_SNAPSHOT_EVERY` | seconds between snapshots (default 2; `0`: none) |
 //! | `TPROF_RUN_SIGNALS` | `exit` (default), `keep` or `off`: what SIGINT and SIGTERM do |
+//! | `TPROF_RUN_HEAP_SNAPSHOT` | `1`: a heap snapshot of each node too (see below) |
 //!
 //! A wrong value is reported on stderr and the program runs unprofiled (or, for the last two,
 //! with the default): profiling never stops a program from running. A node that cannot be
 //! profiled (call_memory without the counting allocator, say) says why on stderr once per
 //! program, not once per node, and in its run file; with `TPROF_RUN_QUIET` set
 //! ([`ENV_QUIET`], as `tprof run` sets it), in its run file only.
+//!
+//! With [`ENV_HEAP_SNAPSHOT`], each node also writes a heap snapshot
+//! ([`crate::heap_snapshot`]) into the same folder, as `tprof-heap-<os pid>-node<node>.heapsnapshot`
+//! ([`heap_snapshot_file`]): as it starts to stop, before its processes are stopped (as
+//! [`NodeHandle::shutdown`](crate::NodeHandle::shutdown) or [`Node::stop`](crate::Node::stop)
+//! begins, or as the [`Node`](crate::Node) is dropped), and as SIGINT or SIGTERM arrives (after
+//! the run file); never with the periodic snapshots, as it reads every process. (A switch to take
+//! one with the next profile from the live endpoint, `TPROF_PEEK_HEAP_SNAPSHOT`, waits for that
+//! endpoint.)
 //!
 //! A program built without instrumentation (the feature `runtime/no-trace`,
 //! [`INSTRUMENTED`](super::INSTRUMENTED) false) runs unprofiled too; its node writes a
@@ -75,8 +85,12 @@ use serde::{Deserialize, Serialize};
 
 use super::{ProcessSpec, SessionOptions, Snapshot, TracePattern, TraceSession, TraceTypes};
 use crate::NodeHandle;
+use crate::node::NodeInner;
 
+mod heap;
 mod watch;
+
+pub use heap::{heap_snapshot_file, heap_snapshot_node};
 
 /// The trace type to measure: `call_count`, `call_time` or `call_memory`; or `sample`.
 pub const ENV_TYPE: &str = "TPROF_RUN";
@@ -101,6 +115,8 @@ pub const ENV_EVENTS: &str = "TPROF_RUN_EVENTS";
 pub const ENV_SNAPSHOT_EVERY: &str = "TPROF_RUN_SNAPSHOT_EVERY";
 /// What SIGINT and SIGTERM do: a [`Signals`] name.
 pub const ENV_SIGNALS: &str = "TPROF_RUN_SIGNALS";
+/// `1` for a heap snapshot of each node as it stops and as a signal arrives.
+pub const ENV_HEAP_SNAPSHOT: &str = "TPROF_RUN_HEAP_SNAPSHOT";
 
 /// The time between two snapshots of a running node when [`ENV_SNAPSHOT_EVERY`] is not set.
 pub const DEFAULT_SNAPSHOT_EVERY: Duration = Duration::from_secs(2);
@@ -229,6 +245,9 @@ struct Profiled {
     /// Held while the node's run file is written; `true` once it was written as the node
     /// stopped (no snapshot may replace it then).
     stopped: Mutex<bool>,
+    /// The node, when heap snapshots are asked for ([`ENV_HEAP_SNAPSHOT`]): weak, as the node
+    /// holds this.
+    heap_snapshot: Option<std::sync::Weak<NodeInner>>,
 }
 
 /// Why a run file is written.
@@ -267,6 +286,21 @@ impl Profiled {
         };
         write_run_file(&self.dir, &run);
         *stopped = matches!(moment, Moment::Stopped);
+        drop(stopped);
+        if let Moment::Signal(_) = moment {
+            self.write_heap_snapshot();
+        }
+    }
+
+    /// Writes the node's heap snapshot, if asked for and the node is still there.
+    fn write_heap_snapshot(&self) {
+        if let Some(inner) = self
+            .heap_snapshot
+            .as_ref()
+            .and_then(std::sync::Weak::upgrade)
+        {
+            heap::write(&self.dir, &NodeHandle { inner });
+        }
     }
 }
 
@@ -353,6 +387,7 @@ pub(crate) fn start(node: &NodeHandle) -> Option<EnvRun> {
         started: SystemTime::now(),
         clock: Instant::now(),
         stopped: Mutex::new(false),
+        heap_snapshot: flag(ENV_HEAP_SNAPSHOT).then(|| Arc::downgrade(&node.inner)),
     });
     watch::add(&profiled);
     Some(EnvRun(profiled))
@@ -388,6 +423,11 @@ fn sample_options() -> Result<crate::sample::SampleOptions, String> {
 }
 
 impl EnvRun {
+    /// The node starts to stop, its processes still alive: its heap snapshot, if asked for.
+    pub(crate) fn stopping(&self) {
+        self.0.write_heap_snapshot();
+    }
+
     /// Writes what the session gathered into the run folder (errors go to stderr).
     pub(crate) fn finish(self) {
         self.0.write(Moment::Stopped);

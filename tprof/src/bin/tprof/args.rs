@@ -83,6 +83,12 @@ pub(crate) enum Cmd {
         /// that handles them to shut down gracefully); `off` — tprof installs no handler.
         #[arg(long, value_name = "MODE", default_value = "exit", value_parser = parse_signals)]
         signals: Signals,
+        /// Also write a heap snapshot (Chrome DevTools' .heapsnapshot: processes, their heap,
+        /// mailboxes, names, supervision, links and monitors) of the program's node to FILE, taken
+        /// as it stops (before its processes are stopped) or as SIGINT or SIGTERM arrives; one
+        /// per node: the others beside the first (heap.node2.heapsnapshot, ...).
+        #[arg(long, value_name = "FILE")]
+        heap_snapshot: Option<PathBuf>,
         /// The program, then its arguments (after `--`).
         #[arg(
             required = true,

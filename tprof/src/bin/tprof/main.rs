@@ -47,6 +47,7 @@ fn execute(command: Cmd) -> Result<ExitCode, CommandError> {
             format,
             snapshot_every,
             signals,
+            heap_snapshot,
             command: mut argv,
         } => {
             let program = argv.remove(0);
@@ -95,9 +96,13 @@ fn execute(command: Cmd) -> Result<ExitCode, CommandError> {
                 snapshot_every: (snapshot_every > 0.0)
                     .then(|| std::time::Duration::from_secs_f64(snapshot_every.min(1e9))),
                 signals,
+                heap_snapshot,
                 ..RunOptions::new(program, argv)
             };
             let outcome = command::run(&options)?;
+            for path in &outcome.heap_snapshots {
+                eprintln!("tprof: heap snapshot written to {}", path.display());
+            }
             if let Some(path) = &outcome.written {
                 if outcome.profile.samples.sources.is_empty() {
                     eprintln!(

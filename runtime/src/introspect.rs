@@ -1,0 +1,107 @@
+//! A read-only walk of a node's processes: what each one is, holds and is tied to, for tools
+//! that look at a whole node at once (a heap snapshot, [`crate::heap_snapshot`]).
+//!
+//! [`walk`] visits the live processes of a node one after another, in slot order. It never
+//! stops the world and holds no lock across the node: each process is read under its own lock
+//! (its mailbox's, which also guards its links, monitors and name), briefly, and the visitor
+//! runs after that lock is let go, so it may do anything (send, spawn, even walk again). The
+//! cost is linear: one look at each slot, and per process its links, monitors and queued
+//! messages; two buffers are reused from one process to the next, so a walk allocates nothing
+//! per process.
+//!
+//! The processes are not read at one instant: one that spawns or ends while the walk runs may
+//! be visited or not, and a link or monitor may name a process that has ended since (or that
+//! the walk visited before it was linked). Tools should treat a pid they did not see as gone.
+//!
+//! ```
+//! use runtime::{Node, introspect, receive, spawn};
+//!
+//! let node = Node::new().unwrap();
+//! node.run(async {
+//!     // It waits for a `String`: the `u32` stays in its mailbox.
+//!     let worker = spawn(async { let _: String = receive().await; }).unwrap();
+//!     runtime::send(worker, 7u32);
+//!     runtime::register("worker", worker).unwrap();
+//! }).unwrap();
+//! let mut seen = Vec::new();
+//! introspect::walk(&node, |p| {
+//!     seen.push((p.registered_name.map(|n| n.to_string()), p.message_queue_len))
+//! });
+//! // The process that spawned it has ended; the worker waits.
+//! assert_eq!(seen, [(Some("worker".to_owned()), 1)]);
+//! ```
+
+use crate::heap::HeapStats;
+use crate::registry::Name;
+use crate::{NodeHandle, Pid};
+
+/// One process as [`walk`] sees it; borrowed for the visit only.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct ProcessView<'a> {
+    /// The process.
+    pub pid: Pid,
+    /// The process that spawned it, if a process did (a supervisor, for its children).
+    pub parent: Option<Pid>,
+    /// What it was started with ([`ProcessInfo::initial_call`](crate::ProcessInfo)).
+    pub initial_call: &'a str,
+    /// Its registered name, if any.
+    pub registered_name: Option<&'a Name>,
+    /// Whether it is a supervisor ([`crate::supervisor`]): its children are the processes
+    /// whose `parent` it is.
+    pub is_supervisor: bool,
+    /// Its heap figures; `None` unless [`CountingAlloc`](crate::CountingAlloc) is the global
+    /// allocator. Its live bytes include its mailbox's (see [`crate::heap`]).
+    pub heap: Option<HeapStats>,
+    /// Messages in its mailbox (with exit signals not yet acted on).
+    pub message_queue_len: usize,
+    /// The bytes its mailbox holds: its queues' buffers and each message's envelope (a boxed
+    /// message's box). What a message's value owns (a `Vec`'s buffer, say) is not counted: it
+    /// belongs to whoever allocated it.
+    pub mailbox_bytes: u64,
+    /// The processes it is linked to.
+    pub links: &'a [Pid],
+    /// The processes it monitors.
+    pub monitors: &'a [Pid],
+}
+
+/// Visits every live process of `node`, in slot order, and returns how many it visited. See
+/// the [module docs](self) for what it reads, how, and what it guarantees.
+pub fn walk(node: &NodeHandle, mut visit: impl FnMut(&ProcessView<'_>)) -> usize {
+    let table = &node.inner.table;
+    let mut links = Vec::new();
+    let mut monitors = Vec::new();
+    let mut call = String::new();
+    let mut visited = 0;
+    for index in 0..table.high_water() {
+        // Read under the slot's hold (which an exiting process waits for), then let go of it
+        // before the visitor runs.
+        let (pid, parent, inspected, heap) = {
+            let Some(read) = table.at_index(index) else {
+                continue;
+            };
+            let Some(p) = read.as_deref() else {
+                continue;
+            };
+            call.clear();
+            call.push_str(&p.initial_call);
+            let inspected = p.inspect(&mut links, &mut monitors);
+            let heap = p.heap_account().map(|a| a.stats());
+            (p.pid, p.parent, inspected, heap)
+        };
+        visit(&ProcessView {
+            pid,
+            parent,
+            initial_call: &call,
+            registered_name: inspected.name.as_ref(),
+            is_supervisor: inspected.is_supervisor,
+            heap,
+            message_queue_len: inspected.queue_len,
+            mailbox_bytes: inspected.queue_bytes,
+            links: &links,
+            monitors: &monitors,
+        });
+        visited += 1;
+    }
+    visited
+}
