@@ -37,7 +37,10 @@ use std::thread::JoinHandle;
 
 use runtime::NodeHandle;
 
-use protocol::{Command, FrameError, Reply, Request, Response, VERSION, read_frame, write_frame};
+use protocol::{
+    Command, FrameError, MAX_REPLY, Reply, Request, Response, VERSION, read_frame,
+    read_frame_up_to, write_frame,
+};
 
 /// Where and how to open an endpoint.
 #[derive(Clone, Debug, Default)]
@@ -393,7 +396,7 @@ impl ControlClient {
         let sent = write_frame(&mut self.stream, &body);
         // A refused peer may find the connection closed before it sends: the refusal is
         // waiting to be read all the same.
-        let body = read_frame(&mut self.stream).map_err(|e| match &sent {
+        let body = read_frame_up_to(&mut self.stream, MAX_REPLY).map_err(|e| match &sent {
             Err(send) => format!("cannot send: {send}"),
             Ok(()) => e.to_string(),
         })?;

@@ -300,3 +300,34 @@ fn sample_profiles_the_next_seconds_and_reports_by_process() {
     };
     assert_eq!(client.request(start).unwrap(), Reply::Ok);
 }
+
+#[test]
+fn a_heap_snapshot_comes_through_the_endpoint() {
+    let node = Node::new().unwrap();
+    let worker = start_worker(&node);
+    let endpoint = ControlEndpoint::open(
+        node.handle(),
+        ControlOptions::new().path(socket_path("heap")),
+    )
+    .unwrap();
+    let mut client = ControlClient::connect(endpoint.path()).unwrap();
+    let snapshot: serde_json::Value =
+        serde_json::from_str(&text(client.request(Command::HeapSnapshot).unwrap())).unwrap();
+    let fields = snapshot["snapshot"]["meta"]["node_fields"]
+        .as_array()
+        .unwrap()
+        .len();
+    let nodes = snapshot["nodes"].as_array().unwrap().len();
+    assert_eq!(nodes % fields, 0);
+    assert_eq!(
+        snapshot["snapshot"]["node_count"].as_u64().unwrap() as usize,
+        nodes / fields
+    );
+    let strings = snapshot["strings"].as_array().unwrap();
+    assert!(
+        strings
+            .iter()
+            .any(|s| s.as_str().is_some_and(|s| s.contains(&worker.to_string()))),
+        "the worker is in the snapshot"
+    );
+}

@@ -25,8 +25,12 @@ use serde::{Deserialize, Serialize};
 /// The protocol version this build speaks.
 pub const VERSION: u32 = 1;
 
-/// The largest frame either side accepts, in bytes (16 MiB).
+/// The largest request frame the endpoint accepts, in bytes (16 MiB).
 pub const MAX_FRAME: usize = 16 << 20;
+
+/// The largest reply frame a client accepts, in bytes (1 GiB: a heap snapshot or an export of
+/// a large node).
+pub const MAX_REPLY: usize = 1 << 30;
 
 /// A request: a command and the id its response carries back.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -101,6 +105,8 @@ pub enum Command {
         /// The layout.
         format: String,
     },
+    /// The node's heap snapshot (Chrome DevTools' `.heapsnapshot`), as text.
+    HeapSnapshot,
     /// Samples the node for `seconds` (cpu or wall sampler, at `hz`) and returns Julia's
     /// report grouped by process.
     Sample {
@@ -209,12 +215,20 @@ impl std::fmt::Display for FrameError {
 
 impl std::error::Error for FrameError {}
 
-/// Reads one frame's bytes.
+/// Reads one frame's bytes, of at most [`MAX_FRAME`].
 ///
 /// # Errors
 /// [`FrameError::Closed`] at a clean end between frames, [`FrameError::TooLong`] for a length
 /// over [`MAX_FRAME`], [`FrameError::Io`] otherwise.
 pub fn read_frame(from: &mut dyn Read) -> Result<Vec<u8>, FrameError> {
+    read_frame_up_to(from, MAX_FRAME)
+}
+
+/// Reads one frame's bytes, of at most `limit`.
+///
+/// # Errors
+/// As [`read_frame`], with `limit` for the length.
+pub fn read_frame_up_to(from: &mut dyn Read, limit: usize) -> Result<Vec<u8>, FrameError> {
     let mut len = [0u8; 4];
     let mut got = 0;
     while got < 4 {
@@ -227,7 +241,7 @@ pub fn read_frame(from: &mut dyn Read) -> Result<Vec<u8>, FrameError> {
         }
     }
     let len = u32::from_be_bytes(len) as usize;
-    if len > MAX_FRAME {
+    if len > limit {
         return Err(FrameError::TooLong(len));
     }
     let mut body = vec![0; len];
@@ -238,13 +252,13 @@ pub fn read_frame(from: &mut dyn Read) -> Result<Vec<u8>, FrameError> {
 /// Writes `body` as one frame.
 ///
 /// # Errors
-/// When writing fails, or `body` is over [`MAX_FRAME`] (`InvalidInput`).
+/// When writing fails, or `body` is over [`MAX_REPLY`] (`InvalidInput`).
 pub fn write_frame(to: &mut dyn Write, body: &[u8]) -> io::Result<()> {
-    if body.len() > MAX_FRAME {
+    if body.len() > MAX_REPLY {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             format!(
-                "a message of {} bytes is over the limit of {MAX_FRAME} bytes",
+                "a message of {} bytes is over the limit of {MAX_REPLY} bytes",
                 body.len()
             ),
         ));

@@ -8,6 +8,7 @@
 //! pause                      pause | resume | restart | stop
 //! collect                    collect [process|total|pretty|json|folded|speedscope|chrome|svg|html]
 //! sample 2 wall 99           sample SECONDS [cpu|wall] [HZ]
+//! heap_snapshot > FILE       heap_snapshot (the node's .heapsnapshot)
 //! processes                  processes | hello | help
 //! ```
 //!
@@ -45,6 +46,7 @@ pub const COMMANDS: &[&str] = &[
     "restart",
     "collect",
     "sample",
+    "heap_snapshot",
     "processes",
     "hello",
     "help",
@@ -60,6 +62,7 @@ disable_trace all|new|existing|PID|NAME                  stop tracing them
 pause | resume | restart | stop                          as tprof's functions
 collect [process|total|FORMAT]                           the profile: tprof's tables or a text export
 sample SECONDS [cpu|wall] [HZ]                           sample the next seconds, report by process
+heap_snapshot                                            the node's .heapsnapshot (redirect it to a file)
 processes                                                the node's processes
 hello                                                    who is at the other end
 ";
@@ -87,6 +90,7 @@ pub fn parse_line(line: &str) -> Result<Option<Command>, String> {
     match name {
         "hello" => no_args(Command::Hello),
         "processes" | "ps" => no_args(Command::Processes),
+        "heap_snapshot" => no_args(Command::HeapSnapshot),
         "stop" => no_args(Command::Stop),
         "pause" => no_args(Command::Pause),
         "resume" | "continue" => no_args(Command::Resume),

@@ -103,6 +103,13 @@ pub(super) fn handle(node: &NodeHandle, command: Command) -> Result<Reply, Strin
                 with_server_value(node, DEFAULT_NAME, |t| async move { t.collect().await })?;
             layout.text(&profile).map(|text| Reply::Text { text })
         }
+        Command::HeapSnapshot => {
+            let mut out = Vec::new();
+            crate::heap_snapshot(node, &mut out).map_err(|e| e.to_string())?;
+            Ok(Reply::Text {
+                text: String::from_utf8_lossy(&out).into_owned(),
+            })
+        }
         Command::Sample {
             seconds,
             sampler,
