@@ -380,6 +380,8 @@ mod format;
 mod inspect;
 pub mod listing;
 mod notebook;
+#[cfg(unix)]
+pub mod peek;
 mod profile;
 pub mod sample_report;
 pub mod samples;

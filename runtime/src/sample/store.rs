@@ -192,6 +192,14 @@ pub(crate) fn drain() {
     });
 }
 
+/// Whether the session of `bit` measures `pid` now, for a sample whose poll did not have the
+/// session among its own: a poll that began before the session opened (a worker stuck in one
+/// long poll, what peek is for) or before the process was flagged. Read on the drain thread.
+fn measured_now(pid: Pid, bit: u64) -> bool {
+    crate::node::NodeInner::with_process(pid, |p| crate::trace::sessions_measuring(p) & bit != 0)
+        .unwrap_or(false)
+}
+
 /// The sample `r` is for `store`, if it is for it: a poll of a process the session samples
 /// (its bit among the poll's sessions), or time outside any process on a thread of the
 /// session's node. Its traced frames are those of functions the session traces now.
@@ -204,10 +212,14 @@ fn sample_for(
 ) -> Option<Sample> {
     let bit = 1u64 << store.bit;
     let pid = if r.pid != 0 {
-        if r.active & bit == 0 || r.node != store.node {
+        if r.node != store.node {
             return None;
         }
-        Some(Pid::from_parts(r.node, r.pid as u32, (r.pid >> 32) as u32))
+        let pid = Pid::from_parts(r.node, r.pid as u32, (r.pid >> 32) as u32);
+        if r.active & bit == 0 && !measured_now(pid, bit) {
+            return None;
+        }
+        Some(pid)
     } else {
         if thread_node != store.node {
             return None;

@@ -1,0 +1,97 @@
+//! Peek on a signal, against an example whose two workers are both stuck in loops: every
+//! process is printed, the spinners running, and the second of samples finds them in `spin`.
+
+#![cfg(target_os = "linux")]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const TPROF: &str = env!("CARGO_BIN_EXE_tprof");
+
+fn example(name: &str) -> std::path::PathBuf {
+    let bin = Path::new(TPROF);
+    let release = bin.parent().unwrap().ends_with("release");
+    let status = Command::new(env!("CARGO"))
+        .args(["build", "-p", "tprof", "--example", name])
+        .args(release.then_some("--release"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    bin.parent()
+        .unwrap()
+        .join("examples")
+        .join(format!("{name}{}", std::env::consts::EXE_SUFFIX))
+}
+
+#[test]
+fn peek_answers_while_every_worker_is_stuck() {
+    let mut child = Command::new(example("peek_target"))
+        .env("TPROF_PEEK", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "ready");
+
+    // SAFETY: kill has no memory preconditions; the pid is our child's, not yet waited for.
+    #[allow(unsafe_code)]
+    let sent = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGUSR1) };
+    assert_eq!(sent, 0);
+
+    // Read stderr up to the report's last line on a thread, so that a hang fails the test
+    // rather than blocking it.
+    let mut err = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut text = String::new();
+        let mut buf = [0u8; 4096];
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while Instant::now() < deadline {
+            match err.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    text.push_str(&String::from_utf8_lossy(&buf[..n]));
+                    let _ = tx.send(text.clone());
+                }
+            }
+        }
+    });
+    let mut report = String::new();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !report.contains("==== end of peek ====") {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(text) => report = text,
+            Err(_) => break,
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+
+    assert!(report.contains("==== peek: node"), "{report}");
+    let table: Vec<&str> = report
+        .lines()
+        .skip_while(|l| !l.starts_with("PID"))
+        .take_while(|l| !l.starts_with('('))
+        .collect();
+    // The header, idle and the two spinners: every process.
+    assert_eq!(table.len(), 4, "{report}");
+    let running = table.iter().filter(|l| l.contains(" running ")).count();
+    assert_eq!(running, 2, "both spinners are being polled: {report}");
+    let idle = table
+        .iter()
+        .find(|l| l.contains(" idle "))
+        .expect("idle listed");
+    assert!(!idle.contains(" running "), "{report}");
+    // The next second's samples find both spinners in `spin`, although their polls began
+    // before peek's session opened.
+    let sampled = report.split("samples by process ====").nth(1).unwrap_or("");
+    assert_eq!(sampled.matches("Process <").count(), 2, "{report}");
+    assert!(sampled.contains("peek_target::spin"), "{report}");
+}
