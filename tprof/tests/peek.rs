@@ -48,20 +48,23 @@ fn peek_answers_while_every_worker_is_stuck() {
     // rather than blocking it.
     let mut err = child.stderr.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut text = String::new();
-        let mut buf = [0u8; 4096];
-        let deadline = Instant::now() + Duration::from_secs(120);
-        while Instant::now() < deadline {
-            match err.read(&mut buf) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    text.push_str(&String::from_utf8_lossy(&buf[..n]));
-                    let _ = tx.send(text.clone());
+    let reader = std::thread::Builder::new().name("peek-stderr".into());
+    let _reader = reader
+        .spawn(move || {
+            let mut text = String::new();
+            let mut buf = [0u8; 4096];
+            let deadline = Instant::now() + Duration::from_secs(120);
+            while Instant::now() < deadline {
+                match err.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        text.push_str(&String::from_utf8_lossy(&buf[..n]));
+                        let _ = tx.send(text.clone());
+                    }
                 }
             }
-        }
-    });
+        })
+        .unwrap();
     let mut report = String::new();
     let deadline = Instant::now() + Duration::from_secs(120);
     while !report.contains("==== end of peek ====") {
