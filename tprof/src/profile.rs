@@ -422,6 +422,11 @@ struct Builder<'a> {
     exclude: &'a [&'a str],
     functions: Vec<FunctionTrace>,
     by_function: HashMap<Function, usize>,
+    /// Where each (function, group) entry is in its function's entries, so that adding
+    /// figures is a lookup, not a scan of the function's entries.
+    entry_at: HashMap<(usize, Group), usize>,
+    /// The functions of the snapshot being added, resolved once per snapshot.
+    ids: SnapshotIds,
     processes: Vec<ProcessRecord>,
     /// The pids in `processes`, so that recording one is a lookup, not a scan.
     recorded: std::collections::HashSet<Pid>,
@@ -432,6 +437,17 @@ struct Builder<'a> {
     /// Added to the event times of the snapshot being added.
     events_offset: u64,
     samples: crate::samples::SampleBuilder,
+}
+
+/// The functions of the snapshot a [`Builder`] is adding, each resolved once.
+#[derive(Debug, Default)]
+struct SnapshotIds {
+    /// Per function of the snapshot: the function, and whether it is left out.
+    functions: Vec<(Function, bool)>,
+    /// Its index in [`Builder::functions`], once it has figures.
+    traces: Vec<Option<usize>>,
+    /// Its index in the function table, once a path or an event names it.
+    table: Vec<Option<u32>>,
 }
 
 /// A function table and call-path nodes being built: each function and each path stored
@@ -489,42 +505,84 @@ impl Builder<'_> {
         })
     }
 
-    /// The function `id` of `snapshot`, and whether it is left out.
-    fn function(&self, snapshot: &Snapshot, id: u32) -> Option<(Function, bool)> {
-        let f = snapshot.functions.get(id as usize)?;
-        Some((
-            Function {
-                module: f.module.clone(),
-                name: f.name.clone(),
-                arity: f.arity,
-                file: f.file.clone(),
-                line: f.line,
-            },
-            self.excluded(&f.module),
-        ))
+    /// Resolves the functions of `snapshot` (each cloned once, whatever the number of
+    /// figures that name it).
+    fn resolve(&mut self, snapshot: &Snapshot) {
+        let functions = snapshot
+            .functions
+            .iter()
+            .map(|f| {
+                let function = Function {
+                    module: f.module.clone(),
+                    name: f.name.clone(),
+                    arity: f.arity,
+                    file: f.file.clone(),
+                    line: f.line,
+                };
+                (function, self.excluded(&f.module))
+            })
+            .collect::<Vec<_>>();
+        self.ids = SnapshotIds {
+            traces: vec![None; functions.len()],
+            table: vec![None; functions.len()],
+            functions,
+        };
     }
 
-    fn entry(&mut self, function: Function, entry: Entry) {
-        let at = match self.by_function.get(&function) {
-            Some(&i) => i,
+    /// The function `id` of the snapshot being added, unless it is left out.
+    fn kept(&self, id: u32) -> Option<&Function> {
+        match self.ids.functions.get(id as usize) {
+            Some((function, false)) => Some(function),
+            _ => None,
+        }
+    }
+
+    /// The index in the function table of the snapshot's function `id` (added if new), and
+    /// whether it is left out.
+    fn table_index(&mut self, id: u32) -> Option<(u32, bool)> {
+        let (function, excluded) = self.ids.functions.get(id as usize)?;
+        let slot = self.ids.table.get_mut(id as usize)?;
+        let index = *slot.get_or_insert_with(|| self.tree.function(function));
+        Some((index, *excluded))
+    }
+
+    /// Adds `entry`'s figures to the snapshot's function `id`, unless it is left out.
+    fn entry(&mut self, id: u32, entry: Entry) {
+        let Some(function) = self.kept(id) else {
+            return;
+        };
+        let at = match self.ids.traces[id as usize] {
+            Some(at) => at,
             None => {
-                self.functions.push(FunctionTrace {
-                    function: function.clone(),
-                    entries: Vec::new(),
-                });
-                self.by_function.insert(function, self.functions.len() - 1);
-                self.functions.len() - 1
+                let at = match self.by_function.get(function) {
+                    Some(&at) => at,
+                    None => {
+                        let function = function.clone();
+                        self.functions.push(FunctionTrace {
+                            function: function.clone(),
+                            entries: Vec::new(),
+                        });
+                        self.by_function.insert(function, self.functions.len() - 1);
+                        self.functions.len() - 1
+                    }
+                };
+                self.ids.traces[id as usize] = Some(at);
+                at
             }
         };
         let entries = &mut self.functions[at].entries;
-        match entries.iter_mut().find(|e| e.group == entry.group) {
-            Some(e) => {
+        match self.entry_at.get(&(at, entry.group)) {
+            Some(&i) => {
+                let e = &mut entries[i];
                 e.calls = e.calls.saturating_add(entry.calls);
                 e.measurement = e.measurement.saturating_add(entry.measurement);
                 e.bytes = e.bytes.saturating_add(entry.bytes);
                 e.blocks = e.blocks.saturating_add(entry.blocks);
             }
-            None => entries.push(entry),
+            None => {
+                self.entry_at.insert((at, entry.group), entries.len());
+                entries.push(entry);
+            }
         }
     }
 
@@ -573,6 +631,7 @@ impl Builder<'_> {
     }
 
     fn add(&mut self, snapshot: &Snapshot) {
+        self.resolve(snapshot);
         if let Some(samples) = &snapshot.samples {
             self.samples
                 .add(snapshot.node, samples, &snapshot.functions, &mut self.tree);
@@ -585,9 +644,7 @@ impl Builder<'_> {
                 (&snapshot.outside_call_counts, Group::Process(outside)),
             ] {
                 for &(id, calls) in counts {
-                    if let Some((function, false)) =
-                        self.function(snapshot, id).filter(|_| calls > 0)
-                    {
+                    if calls > 0 && self.kept(id).is_some() {
                         let entry = Entry {
                             group,
                             calls,
@@ -595,7 +652,7 @@ impl Builder<'_> {
                             bytes: 0,
                             blocks: 0,
                         };
-                        self.entry(function, entry);
+                        self.entry(id, entry);
                         if group != Group::All {
                             self.record(outside, None);
                         }
@@ -611,16 +668,14 @@ impl Builder<'_> {
                     };
                     self.record(pid, Some(process));
                     for f in process.functions.iter().filter(|f| f.calls > 0) {
-                        if let Some((function, false)) = self.function(snapshot, f.id) {
-                            let entry = Entry {
-                                group: Group::All,
-                                calls: f.calls,
-                                measurement: f.calls,
-                                bytes: 0,
-                                blocks: 0,
-                            };
-                            self.entry(function, entry);
-                        }
+                        let entry = Entry {
+                            group: Group::All,
+                            calls: f.calls,
+                            measurement: f.calls,
+                            bytes: 0,
+                            blocks: 0,
+                        };
+                        self.entry(f.id, entry);
                     }
                 }
             }
@@ -636,9 +691,9 @@ impl Builder<'_> {
                 if f.calls == 0 && f.time_ns == 0 && f.words == 0 {
                     continue;
                 }
-                let Some((function, false)) = self.function(snapshot, f.id) else {
+                if self.kept(f.id).is_none() {
                     continue;
-                };
+                }
                 seen = true;
                 let entry = Entry {
                     group: Group::Process(pid),
@@ -647,13 +702,13 @@ impl Builder<'_> {
                     bytes: if memory { f.bytes } else { 0 },
                     blocks: if memory { f.blocks } else { 0 },
                 };
-                self.entry(function, entry);
+                self.entry(f.id, entry);
             }
             if self.trace_type == TraceType::CallTime {
                 for p in process.percentiles.iter().filter(|p| p.calls > 0) {
-                    if let Some((function, false)) = self.function(snapshot, p.function) {
-                        self.percentiles
-                            .push(percentiles(Group::Process(pid), function, p));
+                    if let Some(function) = self.kept(p.function) {
+                        let p = percentiles(Group::Process(pid), function.clone(), p);
+                        self.percentiles.push(p);
                     }
                 }
             }
@@ -664,8 +719,9 @@ impl Builder<'_> {
         // A snapshot of an older runtime: percentiles over every process.
         if self.trace_type == TraceType::CallTime {
             for p in snapshot.percentiles.iter().filter(|p| p.calls > 0) {
-                if let Some((function, false)) = self.function(snapshot, p.function) {
-                    self.percentiles.push(percentiles(Group::All, function, p));
+                if let Some(function) = self.kept(p.function) {
+                    let p = percentiles(Group::All, function.clone(), p);
+                    self.percentiles.push(p);
                 }
             }
         }
@@ -688,12 +744,12 @@ impl Builder<'_> {
             self.record(pid, Some(process));
             let mut events = Vec::with_capacity(process.events.len());
             for e in &process.events {
-                let Some((function, false)) = self.function(snapshot, e.function) else {
+                let Some((function, false)) = self.table_index(e.function) else {
                     continue;
                 };
                 events.push(Event {
                     ts_ns: e.ts_ns.saturating_add(self.events_offset),
-                    function: self.tree.function(&function),
+                    function,
                     kind: if e.enter {
                         EventKind::Enter
                     } else {
@@ -715,11 +771,10 @@ impl Builder<'_> {
         // Per path of the snapshot: its node here, and whether its function is left out.
         let mut here: Vec<Option<(u32, bool)>> = Vec::with_capacity(snapshot.paths.len());
         for path in &snapshot.paths {
-            let Some((function, excluded)) = self.function(snapshot, path.function) else {
+            let Some((f, excluded)) = self.table_index(path.function) else {
                 here.push(None);
                 continue;
             };
-            let f = self.tree.function(&function);
             let parent = match path.parent {
                 None => None,
                 Some(p) => match here.get(p as usize) {
@@ -959,6 +1014,8 @@ impl Profile {
             exclude,
             functions: Vec::new(),
             by_function: HashMap::new(),
+            entry_at: HashMap::new(),
+            ids: SnapshotIds::default(),
             processes: Vec::new(),
             recorded: std::collections::HashSet::new(),
             percentiles: Vec::new(),

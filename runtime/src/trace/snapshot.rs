@@ -225,7 +225,13 @@ impl TraceSession {
                     function: functions.id(p.callsite),
                 })
                 .collect();
-            let mut processes: Vec<SnapshotProcess> = self
+            // Each process's paths found by pid: a lookup per process, not a scan.
+            let tree_of: HashMap<crate::Pid, &[super::PathMeasurement]> = tree
+                .processes
+                .iter()
+                .map(|t| (t.pid, t.paths.as_slice()))
+                .collect();
+            let mut processes: Vec<(crate::Pid, SnapshotProcess)> = self
                 .measurements()
                 .into_iter()
                 .map(|p| {
@@ -237,7 +243,7 @@ impl TraceSession {
                     )
                     .flatten()
                     .map(|n| n.to_string());
-                    SnapshotProcess {
+                    let process = SnapshotProcess {
                         pid: p.pid.to_string(),
                         initial_call: p.initial_call.to_string(),
                         registered_name: live_name
@@ -254,12 +260,10 @@ impl TraceSession {
                                 blocks: f.blocks,
                             })
                             .collect(),
-                        paths: tree
-                            .processes
-                            .iter()
-                            .find(|t| t.pid == p.pid)
-                            .map(|t| {
-                                t.paths
+                        paths: tree_of
+                            .get(&p.pid)
+                            .map(|paths| {
+                                paths
                                     .iter()
                                     .map(|m| SnapshotFigures {
                                         id: m.path,
@@ -275,12 +279,19 @@ impl TraceSession {
                         events: Vec::new(),
                         events_dropped: 0,
                         percentiles: Vec::new(),
-                    }
+                    };
+                    (p.pid, process)
                 })
                 .collect();
+            processes.sort_by_key(|p| p.0);
+            let index: HashMap<crate::Pid, usize> = processes
+                .iter()
+                .enumerate()
+                .map(|(i, p)| (p.0, i))
+                .collect();
             for log in logs {
-                let pid = log.pid.to_string();
-                if let Some(p) = processes.iter_mut().find(|p| p.pid == pid) {
+                if let Some(&at) = index.get(&log.pid) {
+                    let p = &mut processes[at].1;
                     p.events_dropped = log.dropped;
                     p.events = log
                         .events
@@ -293,17 +304,11 @@ impl TraceSession {
                         .collect();
                 }
             }
-            processes.sort_by_key(|p| p.pid.parse::<crate::Pid>().ok());
-            let index: HashMap<String, usize> = processes
-                .iter()
-                .enumerate()
-                .map(|(i, p)| (p.pid.clone(), i))
-                .collect();
             for p in self.call_time_percentiles() {
-                let Some(&at) = index.get(&p.pid.to_string()) else {
+                let Some(&at) = index.get(&p.pid) else {
                     continue;
                 };
-                processes[at].percentiles.push(SnapshotPercentiles {
+                processes[at].1.percentiles.push(SnapshotPercentiles {
                     function: functions.id(p.callsite),
                     calls: p.calls,
                     p50_ns: p.p50_ns,
@@ -318,7 +323,7 @@ impl TraceSession {
                 functions: functions.list,
                 call_counts,
                 outside_call_counts,
-                processes,
+                processes: processes.into_iter().map(|(_, p)| p).collect(),
                 paths,
                 percentiles: Vec::new(),
                 opened_unix_ns: self.opened_unix_ns(),
