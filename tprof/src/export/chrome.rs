@@ -94,7 +94,7 @@
 //!   `dropped_samples` and `dropped_ns`; when some were dropped, a global instant event
 //!   (`"ph": "i"`, `"s": "g"`) at the end says how many (`args.dropped`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 
 use serde::Serialize;
@@ -216,6 +216,9 @@ struct Node<'a> {
 struct Tree<'a> {
     nodes: Vec<Node<'a>>,
     roots: Vec<usize>,
+    /// Each node by its parent (`None` for a root) and function: finding a child is a
+    /// lookup, not a scan of the siblings (a node may have thousands).
+    index: HashMap<(Option<usize>, &'a Function), usize>,
 }
 
 impl<'a> Tree<'a> {
@@ -224,35 +227,24 @@ impl<'a> Tree<'a> {
     fn add(&mut self, trace_type: TraceType, stack: &Stack<'a>) {
         let mut at: Option<usize> = None;
         for &function in &stack.frames {
-            let siblings = match at {
-                Some(parent) => &self.nodes[parent].children,
-                None => &self.roots,
-            };
-            let found = siblings
-                .iter()
-                .copied()
-                .find(|&i| self.nodes[i].function == function);
-            let index = match found {
-                Some(i) => i,
-                None => {
-                    let i = self.nodes.len();
-                    self.nodes.push(Node {
-                        function,
-                        calls: 0,
-                        own: 0,
-                        measurement: 0,
-                        bytes: 0,
-                        blocks: 0,
-                        inclusive: 0,
-                        children: Vec::new(),
-                    });
-                    match at {
-                        Some(parent) => self.nodes[parent].children.push(i),
-                        None => self.roots.push(i),
-                    }
-                    i
+            let next = self.nodes.len();
+            let index = *self.index.entry((at, function)).or_insert(next);
+            if index == next {
+                self.nodes.push(Node {
+                    function,
+                    calls: 0,
+                    own: 0,
+                    measurement: 0,
+                    bytes: 0,
+                    blocks: 0,
+                    inclusive: 0,
+                    children: Vec::new(),
+                });
+                match at {
+                    Some(parent) => self.nodes[parent].children.push(index),
+                    None => self.roots.push(index),
                 }
-            };
+            }
             at = Some(index);
         }
         if let Some(i) = at {
