@@ -430,3 +430,46 @@ fn a_timeline_is_drawn_in_time_linear_in_its_depth() {
     }
     verdict(&times, d, allowance);
 }
+
+/// A collect runs off the node's workers: on a node of one worker, a process keeps running
+/// while a collect of many processes is under way. (It used to run in the server's poll,
+/// which kept the worker for as long as it took, and the process waited.)
+#[test]
+fn a_collect_leaves_the_workers_to_the_processes() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let node = Node::builder().worker_threads(1).build().unwrap();
+    // Unmeasured (spawned before the server traces new processes): it counts its polls.
+    let ticks = Arc::new(AtomicU64::new(0));
+    let counter = Arc::clone(&ticks);
+    node.spawn(async move {
+        loop {
+            counter.fetch_add(1, Ordering::Relaxed);
+            tokio::task::yield_now().await;
+        }
+    })
+    .unwrap();
+    let options = ServerOptions::new()
+        .trace_type(TraceType::CallTime)
+        .call_tree(true);
+    let tprof = node.block_on(Tprof::start(&node, options)).unwrap();
+    node.block_on(tprof.set_pattern(TracePattern::module(module_path!())))
+        .unwrap();
+    node.block_on(tprof.enable_trace(ProcessSpec::New, true))
+        .unwrap();
+    let n = 4 * small_size();
+    spawn_workers(&node, n);
+    let (profile, during) = {
+        let before = ticks.load(Ordering::Relaxed);
+        let profile = node.block_on(tprof.collect()).unwrap();
+        (profile, ticks.load(Ordering::Relaxed) - before)
+    };
+    assert_eq!(profile.pids().len(), n);
+    println!("{during} polls of the other process during the collect");
+    assert!(
+        during >= 1_000,
+        "the other process was polled {during} times during the collect"
+    );
+    node.block_on(tprof.stop()).unwrap();
+}
