@@ -422,9 +422,6 @@ struct Builder<'a> {
     exclude: &'a [&'a str],
     functions: Vec<FunctionTrace>,
     by_function: HashMap<Function, usize>,
-    /// Where each (function, group) entry is in its function's entries, so that adding
-    /// figures is a lookup, not a scan of the function's entries.
-    entry_at: HashMap<(usize, Group), usize>,
     /// The functions of the snapshot being added, resolved once per snapshot.
     ids: SnapshotIds,
     processes: Vec<ProcessRecord>,
@@ -546,43 +543,64 @@ impl Builder<'_> {
         Some((index, *excluded))
     }
 
+    /// Makes room for the entries `snapshot`'s processes add to each function, so that
+    /// adding a million entries does not copy each function's entries again and again as
+    /// they grow.
+    fn reserve(&mut self, snapshot: &Snapshot) {
+        let mut counts = vec![0usize; self.ids.functions.len()];
+        for f in snapshot.processes.iter().flat_map(|p| &p.functions) {
+            // The figures `add` leaves out make no entry (nor their function a trace).
+            if f.calls == 0 && f.time_ns == 0 && f.words == 0 {
+                continue;
+            }
+            if let Some(count) = counts.get_mut(f.id as usize) {
+                *count += 1;
+            }
+        }
+        for (id, count) in counts.into_iter().enumerate() {
+            if count > 0
+                && let Some(at) = self.trace_index(id as u32)
+            {
+                self.functions[at].entries.reserve(count);
+            }
+        }
+    }
+
+    /// The index in [`Builder::functions`] of the snapshot's function `id`, added if new;
+    /// `None` when it is left out.
+    fn trace_index(&mut self, id: u32) -> Option<usize> {
+        let function = self.kept(id)?;
+        if let Some(at) = self.ids.traces[id as usize] {
+            return Some(at);
+        }
+        let at = match self.by_function.get(function) {
+            Some(&at) => at,
+            None => {
+                let function = function.clone();
+                self.functions.push(FunctionTrace {
+                    function: function.clone(),
+                    entries: Vec::new(),
+                });
+                self.by_function.insert(function, self.functions.len() - 1);
+                self.functions.len() - 1
+            }
+        };
+        self.ids.traces[id as usize] = Some(at);
+        Some(at)
+    }
+
     /// Adds `entry`'s figures to the snapshot's function `id`, unless it is left out.
     fn entry(&mut self, id: u32, entry: Entry) {
-        let Some(function) = self.kept(id) else {
+        let Some(at) = self.trace_index(id) else {
             return;
         };
-        let at = match self.ids.traces[id as usize] {
-            Some(at) => at,
-            None => {
-                let at = match self.by_function.get(function) {
-                    Some(&at) => at,
-                    None => {
-                        let function = function.clone();
-                        self.functions.push(FunctionTrace {
-                            function: function.clone(),
-                            entries: Vec::new(),
-                        });
-                        self.by_function.insert(function, self.functions.len() - 1);
-                        self.functions.len() - 1
-                    }
-                };
-                self.ids.traces[id as usize] = Some(at);
-                at
-            }
-        };
+        // A group's figures of a function come together (a process's, one after another):
+        // they are added to the last entry. Those that do not (`all` in the snapshots of
+        // several nodes) are united as the entries are sorted ([`Builder::finish`]).
         let entries = &mut self.functions[at].entries;
-        match self.entry_at.get(&(at, entry.group)) {
-            Some(&i) => {
-                let e = &mut entries[i];
-                e.calls = e.calls.saturating_add(entry.calls);
-                e.measurement = e.measurement.saturating_add(entry.measurement);
-                e.bytes = e.bytes.saturating_add(entry.bytes);
-                e.blocks = e.blocks.saturating_add(entry.blocks);
-            }
-            None => {
-                self.entry_at.insert((at, entry.group), entries.len());
-                entries.push(entry);
-            }
+        match entries.last_mut() {
+            Some(last) if last.group == entry.group => add_entry(last, &entry),
+            _ => entries.push(entry),
         }
     }
 
@@ -681,6 +699,7 @@ impl Builder<'_> {
             }
             return;
         }
+        self.reserve(snapshot);
         for process in &snapshot.processes {
             let Ok(pid) = process.pid.parse::<Pid>() else {
                 continue;
@@ -822,7 +841,16 @@ impl Builder<'_> {
             ))
         });
         for f in &mut self.functions {
-            f.entries.sort_by_key(|e| e.group);
+            // In pid order already, but for the entries of calls outside processes.
+            if !f.entries.is_sorted_by_key(|e| e.group) {
+                f.entries.sort_by_key(|e| e.group);
+            }
+            f.entries.dedup_by(|later, first| {
+                later.group == first.group && {
+                    add_entry(first, later);
+                    true
+                }
+            });
         }
         self.processes.sort_by_key(|p| p.pid);
         self.path_entries.sort_by_key(|e| (e.group, e.node));
@@ -887,6 +915,14 @@ impl Builder<'_> {
         });
         profile
     }
+}
+
+/// Adds the figures of `more` to `into`.
+fn add_entry(into: &mut Entry, more: &Entry) {
+    into.calls = into.calls.saturating_add(more.calls);
+    into.measurement = into.measurement.saturating_add(more.measurement);
+    into.bytes = into.bytes.saturating_add(more.bytes);
+    into.blocks = into.blocks.saturating_add(more.blocks);
 }
 
 /// The percentiles of `group` in `function`, as a snapshot holds them.
@@ -1014,7 +1050,6 @@ impl Profile {
             exclude,
             functions: Vec::new(),
             by_function: HashMap::new(),
-            entry_at: HashMap::new(),
             ids: SnapshotIds::default(),
             processes: Vec::new(),
             recorded: std::collections::HashSet::new(),

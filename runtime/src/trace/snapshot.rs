@@ -173,25 +173,42 @@ impl From<TraceTypes> for SnapshotTypes {
 }
 
 /// Interns callsites into a snapshot's function list.
-#[derive(Default)]
 struct Functions {
-    ids: HashMap<usize, u32>,
+    /// Per callsite (by its dense id), its index in `list`, `u32::MAX` until it has one: an
+    /// index rather than a hash lookup, as a snapshot interns one per figure (millions).
+    ids: Vec<u32>,
     list: Vec<SnapshotFunction>,
+}
+
+impl Default for Functions {
+    fn default() -> Functions {
+        Functions {
+            ids: vec![u32::MAX; super::callsites().len()],
+            list: Vec::new(),
+        }
+    }
 }
 
 impl Functions {
     fn id(&mut self, cs: &'static Callsite) -> u32 {
-        let next = self.list.len() as u32;
-        *self.ids.entry(cs.id()).or_insert_with(|| {
-            self.list.push(SnapshotFunction {
-                module: cs.module().to_owned(),
-                name: cs.function().to_owned(),
-                arity: cs.arity(),
-                file: cs.file().to_owned(),
-                line: cs.line(),
-            });
-            next
-        })
+        let at = cs.id();
+        if let Some(&id) = self.ids.get(at)
+            && id != u32::MAX
+        {
+            return id;
+        }
+        let id = self.list.len() as u32;
+        self.list.push(SnapshotFunction {
+            module: cs.module().to_owned(),
+            name: cs.function().to_owned(),
+            arity: cs.arity(),
+            file: cs.file().to_owned(),
+            line: cs.line(),
+        });
+        if let Some(slot) = self.ids.get_mut(at) {
+            *slot = id;
+        }
+        id
     }
 }
 
