@@ -96,7 +96,7 @@ pub enum Format {
     /// Samples: one line per distinct path, in nanoseconds.
     Folded,
     /// A flame graph of every process, as SVG (drawn by inferno), in calls, nanoseconds or
-    /// bytes (call_memory). Samples: in nanoseconds, frames under a pixel left out.
+    /// bytes (call_memory), frames under a pixel wide left out. Samples: in nanoseconds.
     Svg,
     /// One self-contained HTML page: a flame graph with zoom and search, per-process
     /// tables, and per-process timelines when the profile has event logs

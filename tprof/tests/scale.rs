@@ -473,3 +473,41 @@ fn a_collect_leaves_the_workers_to_the_processes() {
     );
     node.block_on(tprof.stop()).unwrap();
 }
+
+/// The svg of many processes draws the frames wide enough to see (a pixel), as inferno's
+/// `--minwidth` does: 2,000 processes of 1 ns each beside one of a second are left out.
+#[test]
+fn a_flame_graph_leaves_out_frames_narrower_than_a_pixel() {
+    use tprof::{Entry, Function, FunctionTrace, Group};
+    let entry = |pid: u32, ns: u64| Entry {
+        group: Group::Process(runtime::Pid::from_parts(0, pid, 0)),
+        calls: 1,
+        measurement: ns,
+        bytes: 0,
+        blocks: 0,
+    };
+    let function = Function {
+        module: "app".to_owned(),
+        name: "handle".to_owned(),
+        arity: 1,
+        file: "src/app.rs".to_owned(),
+        line: 1,
+    };
+    let mut entries = vec![entry(1, 1_000_000_000)];
+    entries.extend((2..2_002).map(|pid| entry(pid, 1)));
+    let profile = Profile::new(
+        TraceType::CallTime,
+        vec![FunctionTrace { function, entries }],
+    );
+    assert_eq!(
+        export::to_string(Format::Folded, &profile)
+            .unwrap()
+            .lines()
+            .count(),
+        2_001
+    );
+    let svg = export::to_string(Format::Svg, &profile).unwrap();
+    // `all`, the process of a second, and its call.
+    assert_eq!(svg.matches("<title>").count(), 3, "{svg}");
+    assert!(svg.contains("<title>&lt;0.1.0&gt;"), "{svg}");
+}
