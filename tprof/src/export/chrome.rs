@@ -127,6 +127,55 @@ struct OtherData {
     /// What was sampled, and what was dropped (sampled profiles).
     #[serde(skip_serializing_if = "Option::is_none")]
     samples: Option<sampled::SamplesData>,
+    /// How many of the shortest slices were left out, past [`MAX_SLICES`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    slices_left_out: Option<String>,
+}
+
+/// The most slices a trace holds: past it, the shortest are left out and the file says how
+/// many (viewers load a trace of a million events; one of a hundred million, not at all).
+const MAX_SLICES: usize = 1_000_000;
+
+/// Keeps the `max` longest slices (`X` events) of `events` and every other event, in their
+/// order; of slices as long as the shortest kept, those that come first. A slice is never
+/// longer than its parent, which comes before it: a slice kept keeps its parent. Returns how
+/// many it left out. Linear in the events.
+fn keep_longest(events: &mut Vec<Event>, max: usize) -> usize {
+    let is_slice = |e: &Event| e.ph == "X";
+    let mut durations: Vec<f64> = events
+        .iter()
+        .filter(|e| is_slice(e))
+        .map(|e| e.dur.unwrap_or(0.0))
+        .collect();
+    let slices = durations.len();
+    if slices <= max {
+        return 0;
+    }
+    if max == 0 {
+        events.retain(|e| !is_slice(e));
+        return slices;
+    }
+    let (_, cutoff, _) = durations.select_nth_unstable_by(slices - max, f64::total_cmp);
+    let cutoff = *cutoff;
+    let longer = durations
+        .iter()
+        .filter(|d| d.total_cmp(&cutoff).is_gt())
+        .count();
+    let mut ties = max - longer;
+    events.retain(|e| {
+        if !is_slice(e) {
+            return true;
+        }
+        match e.dur.unwrap_or(0.0).total_cmp(&cutoff) {
+            std::cmp::Ordering::Greater => true,
+            std::cmp::Ordering::Equal if ties > 0 => {
+                ties -= 1;
+                true
+            }
+            _ => false,
+        }
+    });
+    slices - max
 }
 
 /// One trace event.
@@ -408,6 +457,7 @@ pub(super) fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), Export
             draw_tree(&track.tree, scale, profile.trace_type, id, &mut events);
         }
     }
+    let left_out = keep_longest(&mut events, MAX_SLICES);
     let file = TraceFile {
         trace_events: events,
         display_time_unit: "ns",
@@ -420,6 +470,12 @@ pub(super) fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), Export
                  it ran, ts in µs since the profile's earliest logged event",
             ),
             samples: None,
+            slices_left_out: (left_out > 0).then(|| {
+                format!(
+                    "{left_out} slices shorter than the {MAX_SLICES} kept were left out, \
+                     to keep the trace loadable"
+                )
+            }),
         },
     };
     serde_json::to_writer(&mut *out, &file)?;
@@ -553,8 +609,42 @@ fn interval(scale: Scale, start: u64, end: u64, cap: f64) -> (f64, f64) {
 
 #[cfg(test)]
 mod tests {
-    use super::{Scale, interval};
+    use super::{Args, Event, Scale, interval, keep_longest};
     use crate::TraceType;
+
+    fn event(ph: &'static str, name: &str, dur: f64) -> Event {
+        Event {
+            name: name.to_owned(),
+            ph,
+            pid: 1,
+            tid: 1,
+            cat: None,
+            ts: Some(0.0),
+            dur: (ph == "X").then_some(dur),
+            s: None,
+            args: Args::Dropped { dropped: 0 },
+        }
+    }
+
+    #[test]
+    fn a_trace_past_its_limit_keeps_its_longest_slices_in_order() {
+        let mut events = vec![
+            event("M", "process_name", 0.0),
+            event("X", "a", 5.0),
+            event("X", "a.1", 2.0),
+            event("X", "a.2", 3.0),
+            event("X", "b", 3.0),
+            event("i", "event log full", 0.0),
+            event("X", "b.1", 1.0),
+        ];
+        assert_eq!(keep_longest(&mut events, 2), 3);
+        let names: Vec<&str> = events.iter().map(|e| e.name.as_str()).collect();
+        // The longest, then the first of the two of 3.0; every event that is not a slice.
+        assert_eq!(names, ["process_name", "a", "a.2", "event log full"]);
+        assert_eq!(keep_longest(&mut events, 2), 0);
+        assert_eq!(keep_longest(&mut events, 0), 2);
+        assert_eq!(events.len(), 2);
+    }
 
     #[test]
     fn a_child_ending_with_its_parent_does_not_end_after_it() {
