@@ -445,6 +445,15 @@ struct SnapshotIds {
     traces: Vec<Option<usize>>,
     /// Its index in the function table, once a path or an event names it.
     table: Vec<Option<u32>>,
+    /// Per process of the snapshot, its pid (`None` when it does not parse), read once.
+    pids: Vec<Option<Pid>>,
+}
+
+impl SnapshotIds {
+    /// The pid of the snapshot's process `i`.
+    fn pid(&self, i: usize) -> Option<Pid> {
+        self.pids.get(i).copied().flatten()
+    }
 }
 
 /// A function table and call-path nodes being built: each function and each path stored
@@ -523,6 +532,11 @@ impl Builder<'_> {
             traces: vec![None; functions.len()],
             table: vec![None; functions.len()],
             functions,
+            pids: snapshot
+                .processes
+                .iter()
+                .map(|p| p.pid.parse().ok())
+                .collect(),
         };
     }
 
@@ -680,8 +694,8 @@ impl Builder<'_> {
             // A sample session measures its processes: their names and initial calls label
             // the samples, and their calls, all processes together, are the call counts.
             if snapshot.samples.is_some() {
-                for process in &snapshot.processes {
-                    let Ok(pid) = process.pid.parse::<Pid>() else {
+                for (i, process) in snapshot.processes.iter().enumerate() {
+                    let Some(pid) = self.ids.pid(i) else {
                         continue;
                     };
                     self.record(pid, Some(process));
@@ -700,8 +714,8 @@ impl Builder<'_> {
             return;
         }
         self.reserve(snapshot);
-        for process in &snapshot.processes {
-            let Ok(pid) = process.pid.parse::<Pid>() else {
+        for (i, process) in snapshot.processes.iter().enumerate() {
+            let Some(pid) = self.ids.pid(i) else {
                 continue;
             };
             let pid = self.group_of(pid);
@@ -752,8 +766,8 @@ impl Builder<'_> {
 
     /// Adds `snapshot`'s event logs, leaving out the events of left-out functions.
     fn add_events(&mut self, snapshot: &Snapshot) {
-        for process in &snapshot.processes {
-            let Ok(pid) = process.pid.parse::<Pid>() else {
+        for (i, process) in snapshot.processes.iter().enumerate() {
+            let Some(pid) = self.ids.pid(i) else {
                 continue;
             };
             if process.events.is_empty() && process.events_dropped == 0 {
@@ -807,8 +821,8 @@ impl Builder<'_> {
             let node = self.tree.node(parent, f);
             here.push(Some((node, excluded)));
         }
-        for process in &snapshot.processes {
-            let Ok(pid) = process.pid.parse::<Pid>() else {
+        for (i, process) in snapshot.processes.iter().enumerate() {
+            let Some(pid) = self.ids.pid(i) else {
                 continue;
             };
             let pid = self.group_of(pid);

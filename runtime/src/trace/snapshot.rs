@@ -233,7 +233,12 @@ impl TraceSession {
             let call_counts = counted(self.call_counts());
             let outside_call_counts = counted(self.outside_call_counts());
             let tree = self.call_tree();
-            let logs = self.event_logs();
+            // Each read visits every process measured: only those the session gathers.
+            let logs = if types.contains(TraceTypes::CALL_EVENTS) {
+                self.event_logs()
+            } else {
+                Vec::new()
+            };
             let paths = tree
                 .paths
                 .iter()
@@ -321,7 +326,12 @@ impl TraceSession {
                         .collect();
                 }
             }
-            for p in self.call_time_percentiles() {
+            let percentiles = if types.contains(TraceTypes::CALL_TIME_HISTOGRAMS) {
+                self.call_time_percentiles()
+            } else {
+                Vec::new()
+            };
+            for p in percentiles {
                 let Some(&at) = index.get(&p.pid) else {
                     continue;
                 };
