@@ -87,6 +87,7 @@ pub enum Format {
     /// frames were, its log's dropped events noted. The other processes show their call tree
     /// as nested slices whose durations are the inclusive figures — polled time for
     /// call_time; for call_count and call_memory, 1 µs per call or per byte allocated.
+    /// Past a million slices, the shortest are left out, and `otherData` says how many.
     /// Samples: nested slices at the times they were taken, on each process's track.
     Chrome,
     /// Gzipped `profile.proto`, for `go tool pprof`: a sample per process and call path,
@@ -98,7 +99,7 @@ pub enum Format {
     /// Samples: one line per distinct path, in nanoseconds.
     Folded,
     /// A flame graph of every process, as SVG (drawn by inferno), in calls, nanoseconds or
-    /// bytes (call_memory). Samples: in nanoseconds, frames under a pixel left out.
+    /// bytes (call_memory), frames under a pixel wide left out. Samples: in nanoseconds.
     Svg,
     /// One self-contained HTML page: a flame graph with zoom and search, per-process
     /// tables, and per-process timelines when the profile has event logs

@@ -422,6 +422,8 @@ struct Builder<'a> {
     exclude: &'a [&'a str],
     functions: Vec<FunctionTrace>,
     by_function: HashMap<Function, usize>,
+    /// The functions of the snapshot being added, resolved once per snapshot.
+    ids: SnapshotIds,
     processes: Vec<ProcessRecord>,
     /// The pids in `processes`, so that recording one is a lookup, not a scan.
     recorded: std::collections::HashSet<Pid>,
@@ -432,6 +434,26 @@ struct Builder<'a> {
     /// Added to the event times of the snapshot being added.
     events_offset: u64,
     samples: crate::samples::SampleBuilder,
+}
+
+/// The functions of the snapshot a [`Builder`] is adding, each resolved once.
+#[derive(Debug, Default)]
+struct SnapshotIds {
+    /// Per function of the snapshot: the function, and whether it is left out.
+    functions: Vec<(Function, bool)>,
+    /// Its index in [`Builder::functions`], once it has figures.
+    traces: Vec<Option<usize>>,
+    /// Its index in the function table, once a path or an event names it.
+    table: Vec<Option<u32>>,
+    /// Per process of the snapshot, its pid (`None` when it does not parse), read once.
+    pids: Vec<Option<Pid>>,
+}
+
+impl SnapshotIds {
+    /// The pid of the snapshot's process `i`.
+    fn pid(&self, i: usize) -> Option<Pid> {
+        self.pids.get(i).copied().flatten()
+    }
 }
 
 /// A function table and call-path nodes being built: each function and each path stored
@@ -489,25 +511,86 @@ impl Builder<'_> {
         })
     }
 
-    /// The function `id` of `snapshot`, and whether it is left out.
-    fn function(&self, snapshot: &Snapshot, id: u32) -> Option<(Function, bool)> {
-        let f = snapshot.functions.get(id as usize)?;
-        Some((
-            Function {
-                module: f.module.clone(),
-                name: f.name.clone(),
-                arity: f.arity,
-                file: f.file.clone(),
-                line: f.line,
-            },
-            self.excluded(&f.module),
-        ))
+    /// Resolves the functions of `snapshot` (each cloned once, whatever the number of
+    /// figures that name it).
+    fn resolve(&mut self, snapshot: &Snapshot) {
+        let functions = snapshot
+            .functions
+            .iter()
+            .map(|f| {
+                let function = Function {
+                    module: f.module.clone(),
+                    name: f.name.clone(),
+                    arity: f.arity,
+                    file: f.file.clone(),
+                    line: f.line,
+                };
+                (function, self.excluded(&f.module))
+            })
+            .collect::<Vec<_>>();
+        self.ids = SnapshotIds {
+            traces: vec![None; functions.len()],
+            table: vec![None; functions.len()],
+            functions,
+            pids: snapshot
+                .processes
+                .iter()
+                .map(|p| p.pid.parse().ok())
+                .collect(),
+        };
     }
 
-    fn entry(&mut self, function: Function, entry: Entry) {
-        let at = match self.by_function.get(&function) {
-            Some(&i) => i,
+    /// The function `id` of the snapshot being added, unless it is left out.
+    fn kept(&self, id: u32) -> Option<&Function> {
+        match self.ids.functions.get(id as usize) {
+            Some((function, false)) => Some(function),
+            _ => None,
+        }
+    }
+
+    /// The index in the function table of the snapshot's function `id` (added if new), and
+    /// whether it is left out.
+    fn table_index(&mut self, id: u32) -> Option<(u32, bool)> {
+        let (function, excluded) = self.ids.functions.get(id as usize)?;
+        let slot = self.ids.table.get_mut(id as usize)?;
+        let index = *slot.get_or_insert_with(|| self.tree.function(function));
+        Some((index, *excluded))
+    }
+
+    /// Makes room for the entries `snapshot`'s processes add to each function, so that
+    /// adding a million entries does not copy each function's entries again and again as
+    /// they grow.
+    fn reserve(&mut self, snapshot: &Snapshot) {
+        let mut counts = vec![0usize; self.ids.functions.len()];
+        for f in snapshot.processes.iter().flat_map(|p| &p.functions) {
+            // The figures `add` leaves out make no entry (nor their function a trace).
+            if f.calls == 0 && f.time_ns == 0 && f.words == 0 {
+                continue;
+            }
+            if let Some(count) = counts.get_mut(f.id as usize) {
+                *count += 1;
+            }
+        }
+        for (id, count) in counts.into_iter().enumerate() {
+            if count > 0
+                && let Some(at) = self.trace_index(id as u32)
+            {
+                self.functions[at].entries.reserve(count);
+            }
+        }
+    }
+
+    /// The index in [`Builder::functions`] of the snapshot's function `id`, added if new;
+    /// `None` when it is left out.
+    fn trace_index(&mut self, id: u32) -> Option<usize> {
+        let function = self.kept(id)?;
+        if let Some(at) = self.ids.traces[id as usize] {
+            return Some(at);
+        }
+        let at = match self.by_function.get(function) {
+            Some(&at) => at,
             None => {
+                let function = function.clone();
                 self.functions.push(FunctionTrace {
                     function: function.clone(),
                     entries: Vec::new(),
@@ -516,15 +599,22 @@ impl Builder<'_> {
                 self.functions.len() - 1
             }
         };
+        self.ids.traces[id as usize] = Some(at);
+        Some(at)
+    }
+
+    /// Adds `entry`'s figures to the snapshot's function `id`, unless it is left out.
+    fn entry(&mut self, id: u32, entry: Entry) {
+        let Some(at) = self.trace_index(id) else {
+            return;
+        };
+        // A group's figures of a function come together (a process's, one after another):
+        // they are added to the last entry. Those that do not (`all` in the snapshots of
+        // several nodes) are united as the entries are sorted ([`Builder::finish`]).
         let entries = &mut self.functions[at].entries;
-        match entries.iter_mut().find(|e| e.group == entry.group) {
-            Some(e) => {
-                e.calls = e.calls.saturating_add(entry.calls);
-                e.measurement = e.measurement.saturating_add(entry.measurement);
-                e.bytes = e.bytes.saturating_add(entry.bytes);
-                e.blocks = e.blocks.saturating_add(entry.blocks);
-            }
-            None => entries.push(entry),
+        match entries.last_mut() {
+            Some(last) if last.group == entry.group => add_entry(last, &entry),
+            _ => entries.push(entry),
         }
     }
 
@@ -573,6 +663,7 @@ impl Builder<'_> {
     }
 
     fn add(&mut self, snapshot: &Snapshot) {
+        self.resolve(snapshot);
         if let Some(samples) = &snapshot.samples {
             self.samples
                 .add(snapshot.node, samples, &snapshot.functions, &mut self.tree);
@@ -585,9 +676,7 @@ impl Builder<'_> {
                 (&snapshot.outside_call_counts, Group::Process(outside)),
             ] {
                 for &(id, calls) in counts {
-                    if let Some((function, false)) =
-                        self.function(snapshot, id).filter(|_| calls > 0)
-                    {
+                    if calls > 0 && self.kept(id).is_some() {
                         let entry = Entry {
                             group,
                             calls,
@@ -595,7 +684,7 @@ impl Builder<'_> {
                             bytes: 0,
                             blocks: 0,
                         };
-                        self.entry(function, entry);
+                        self.entry(id, entry);
                         if group != Group::All {
                             self.record(outside, None);
                         }
@@ -605,29 +694,28 @@ impl Builder<'_> {
             // A sample session measures its processes: their names and initial calls label
             // the samples, and their calls, all processes together, are the call counts.
             if snapshot.samples.is_some() {
-                for process in &snapshot.processes {
-                    let Ok(pid) = process.pid.parse::<Pid>() else {
+                for (i, process) in snapshot.processes.iter().enumerate() {
+                    let Some(pid) = self.ids.pid(i) else {
                         continue;
                     };
                     self.record(pid, Some(process));
                     for f in process.functions.iter().filter(|f| f.calls > 0) {
-                        if let Some((function, false)) = self.function(snapshot, f.id) {
-                            let entry = Entry {
-                                group: Group::All,
-                                calls: f.calls,
-                                measurement: f.calls,
-                                bytes: 0,
-                                blocks: 0,
-                            };
-                            self.entry(function, entry);
-                        }
+                        let entry = Entry {
+                            group: Group::All,
+                            calls: f.calls,
+                            measurement: f.calls,
+                            bytes: 0,
+                            blocks: 0,
+                        };
+                        self.entry(f.id, entry);
                     }
                 }
             }
             return;
         }
-        for process in &snapshot.processes {
-            let Ok(pid) = process.pid.parse::<Pid>() else {
+        self.reserve(snapshot);
+        for (i, process) in snapshot.processes.iter().enumerate() {
+            let Some(pid) = self.ids.pid(i) else {
                 continue;
             };
             let pid = self.group_of(pid);
@@ -636,9 +724,9 @@ impl Builder<'_> {
                 if f.calls == 0 && f.time_ns == 0 && f.words == 0 {
                     continue;
                 }
-                let Some((function, false)) = self.function(snapshot, f.id) else {
+                if self.kept(f.id).is_none() {
                     continue;
-                };
+                }
                 seen = true;
                 let entry = Entry {
                     group: Group::Process(pid),
@@ -647,13 +735,13 @@ impl Builder<'_> {
                     bytes: if memory { f.bytes } else { 0 },
                     blocks: if memory { f.blocks } else { 0 },
                 };
-                self.entry(function, entry);
+                self.entry(f.id, entry);
             }
             if self.trace_type == TraceType::CallTime {
                 for p in process.percentiles.iter().filter(|p| p.calls > 0) {
-                    if let Some((function, false)) = self.function(snapshot, p.function) {
-                        self.percentiles
-                            .push(percentiles(Group::Process(pid), function, p));
+                    if let Some(function) = self.kept(p.function) {
+                        let p = percentiles(Group::Process(pid), function.clone(), p);
+                        self.percentiles.push(p);
                     }
                 }
             }
@@ -664,8 +752,9 @@ impl Builder<'_> {
         // A snapshot of an older runtime: percentiles over every process.
         if self.trace_type == TraceType::CallTime {
             for p in snapshot.percentiles.iter().filter(|p| p.calls > 0) {
-                if let Some((function, false)) = self.function(snapshot, p.function) {
-                    self.percentiles.push(percentiles(Group::All, function, p));
+                if let Some(function) = self.kept(p.function) {
+                    let p = percentiles(Group::All, function.clone(), p);
+                    self.percentiles.push(p);
                 }
             }
         }
@@ -677,8 +766,8 @@ impl Builder<'_> {
 
     /// Adds `snapshot`'s event logs, leaving out the events of left-out functions.
     fn add_events(&mut self, snapshot: &Snapshot) {
-        for process in &snapshot.processes {
-            let Ok(pid) = process.pid.parse::<Pid>() else {
+        for (i, process) in snapshot.processes.iter().enumerate() {
+            let Some(pid) = self.ids.pid(i) else {
                 continue;
             };
             if process.events.is_empty() && process.events_dropped == 0 {
@@ -688,12 +777,12 @@ impl Builder<'_> {
             self.record(pid, Some(process));
             let mut events = Vec::with_capacity(process.events.len());
             for e in &process.events {
-                let Some((function, false)) = self.function(snapshot, e.function) else {
+                let Some((function, false)) = self.table_index(e.function) else {
                     continue;
                 };
                 events.push(Event {
                     ts_ns: e.ts_ns.saturating_add(self.events_offset),
-                    function: self.tree.function(&function),
+                    function,
                     kind: if e.enter {
                         EventKind::Enter
                     } else {
@@ -715,11 +804,10 @@ impl Builder<'_> {
         // Per path of the snapshot: its node here, and whether its function is left out.
         let mut here: Vec<Option<(u32, bool)>> = Vec::with_capacity(snapshot.paths.len());
         for path in &snapshot.paths {
-            let Some((function, excluded)) = self.function(snapshot, path.function) else {
+            let Some((f, excluded)) = self.table_index(path.function) else {
                 here.push(None);
                 continue;
             };
-            let f = self.tree.function(&function);
             let parent = match path.parent {
                 None => None,
                 Some(p) => match here.get(p as usize) {
@@ -733,8 +821,8 @@ impl Builder<'_> {
             let node = self.tree.node(parent, f);
             here.push(Some((node, excluded)));
         }
-        for process in &snapshot.processes {
-            let Ok(pid) = process.pid.parse::<Pid>() else {
+        for (i, process) in snapshot.processes.iter().enumerate() {
+            let Some(pid) = self.ids.pid(i) else {
                 continue;
             };
             let pid = self.group_of(pid);
@@ -767,7 +855,16 @@ impl Builder<'_> {
             ))
         });
         for f in &mut self.functions {
-            f.entries.sort_by_key(|e| e.group);
+            // In pid order already, but for the entries of calls outside processes.
+            if !f.entries.is_sorted_by_key(|e| e.group) {
+                f.entries.sort_by_key(|e| e.group);
+            }
+            f.entries.dedup_by(|later, first| {
+                later.group == first.group && {
+                    add_entry(first, later);
+                    true
+                }
+            });
         }
         self.processes.sort_by_key(|p| p.pid);
         self.path_entries.sort_by_key(|e| (e.group, e.node));
@@ -832,6 +929,14 @@ impl Builder<'_> {
         });
         profile
     }
+}
+
+/// Adds the figures of `more` to `into`.
+fn add_entry(into: &mut Entry, more: &Entry) {
+    into.calls = into.calls.saturating_add(more.calls);
+    into.measurement = into.measurement.saturating_add(more.measurement);
+    into.bytes = into.bytes.saturating_add(more.bytes);
+    into.blocks = into.blocks.saturating_add(more.blocks);
 }
 
 /// The percentiles of `group` in `function`, as a snapshot holds them.
@@ -959,6 +1064,7 @@ impl Profile {
             exclude,
             functions: Vec::new(),
             by_function: HashMap::new(),
+            ids: SnapshotIds::default(),
             processes: Vec::new(),
             recorded: std::collections::HashSet::new(),
             percentiles: Vec::new(),

@@ -3,6 +3,7 @@
 //! gathered.
 
 use std::fmt;
+use std::sync::Arc;
 
 use runtime::gen_server::{
     self, CallError, CallReply, Caller, GenServer, Server, StartError, StartOptions, StopError,
@@ -221,10 +222,29 @@ enum Reply {
 }
 
 /// The server's session: a trace session, or a sample session (and the trace session under
-/// it).
+/// it). Shared with the blocking thread a collect runs on.
+#[derive(Clone)]
 enum Session {
-    Trace(TraceSession),
-    Sample(runtime::sample::SampleSession),
+    Trace(Arc<TraceSession>),
+    Sample(Arc<runtime::sample::SampleSession>),
+}
+
+impl Session {
+    /// What the session gathered, as a profile of `trace_type`.
+    fn collect(&self, trace_type: TraceType) -> Profile {
+        let mut profile = match self {
+            Session::Trace(session) => Profile::from_session(session, trace_type, &[]),
+            Session::Sample(sampler) => {
+                Profile::from_snapshot(&sampler.snapshot(), TraceType::CallCount, &[])
+            }
+        };
+        let trace = match self {
+            Session::Trace(s) => s,
+            Session::Sample(s) => s.trace(),
+        };
+        profile.outside_in_tables = trace.types().contains(TraceTypes::ANY_THREAD);
+        profile
+    }
 }
 
 /// The server process's state.
@@ -264,11 +284,11 @@ impl GenServer for TprofServer {
         let session = match sample {
             Some(sample) => node
                 .sample_session(sample)
-                .map(Session::Sample)
+                .map(|s| Session::Sample(Arc::new(s)))
                 .map_err(|e| ExitReason::custom(e.to_string()))?,
             None => node
                 .trace_session_with_options(types, options)
-                .map(Session::Trace)
+                .map(|s| Session::Trace(Arc::new(s)))
                 .map_err(|e| ExitReason::custom(e.to_string()))?,
         };
         Ok(TprofServer {
@@ -314,14 +334,19 @@ impl GenServer for TprofServer {
                 Reply::Done(Ok(()))
             }
             Request::Collect => {
-                let mut profile = match &self.session {
-                    Session::Trace(session) => Profile::from_session(session, self.trace_type, &[]),
-                    Session::Sample(sampler) => {
-                        Profile::from_snapshot(&sampler.snapshot(), TraceType::CallCount, &[])
-                    }
-                };
-                profile.outside_in_tables = self.trace().types().contains(TraceTypes::ANY_THREAD);
-                Reply::Profile(Box::new(profile))
+                // On a blocking thread: a collect of many processes takes a while, and would
+                // take one of the node's workers away from its processes for that long. The
+                // server waits for it, so requests are still handled one at a time.
+                let (session, trace_type) = (self.session.clone(), self.trace_type);
+                let collect = tokio::task::spawn_blocking(move || {
+                    runtime::trace::without_tracing(|| session.collect(trace_type))
+                });
+                match collect.await {
+                    Ok(profile) => Reply::Profile(Box::new(profile)),
+                    // A panic while collecting is the server's, as when it ran here.
+                    Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                    Err(_) => return CallReply::Stop(ExitReason::Shutdown, None),
+                }
             }
         };
         CallReply::Reply(reply)

@@ -173,25 +173,42 @@ impl From<TraceTypes> for SnapshotTypes {
 }
 
 /// Interns callsites into a snapshot's function list.
-#[derive(Default)]
 struct Functions {
-    ids: HashMap<usize, u32>,
+    /// Per callsite (by its dense id), its index in `list`, `u32::MAX` until it has one: an
+    /// index rather than a hash lookup, as a snapshot interns one per figure (millions).
+    ids: Vec<u32>,
     list: Vec<SnapshotFunction>,
+}
+
+impl Default for Functions {
+    fn default() -> Functions {
+        Functions {
+            ids: vec![u32::MAX; super::callsites().len()],
+            list: Vec::new(),
+        }
+    }
 }
 
 impl Functions {
     fn id(&mut self, cs: &'static Callsite) -> u32 {
-        let next = self.list.len() as u32;
-        *self.ids.entry(cs.id()).or_insert_with(|| {
-            self.list.push(SnapshotFunction {
-                module: cs.module().to_owned(),
-                name: cs.function().to_owned(),
-                arity: cs.arity(),
-                file: cs.file().to_owned(),
-                line: cs.line(),
-            });
-            next
-        })
+        let at = cs.id();
+        if let Some(&id) = self.ids.get(at)
+            && id != u32::MAX
+        {
+            return id;
+        }
+        let id = self.list.len() as u32;
+        self.list.push(SnapshotFunction {
+            module: cs.module().to_owned(),
+            name: cs.function().to_owned(),
+            arity: cs.arity(),
+            file: cs.file().to_owned(),
+            line: cs.line(),
+        });
+        if let Some(slot) = self.ids.get_mut(at) {
+            *slot = id;
+        }
+        id
     }
 }
 
@@ -216,7 +233,12 @@ impl TraceSession {
             let call_counts = counted(self.call_counts());
             let outside_call_counts = counted(self.outside_call_counts());
             let tree = self.call_tree();
-            let logs = self.event_logs();
+            // Each read visits every process measured: only those the session gathers.
+            let logs = if types.contains(TraceTypes::CALL_EVENTS) {
+                self.event_logs()
+            } else {
+                Vec::new()
+            };
             let paths = tree
                 .paths
                 .iter()
@@ -225,7 +247,13 @@ impl TraceSession {
                     function: functions.id(p.callsite),
                 })
                 .collect();
-            let mut processes: Vec<SnapshotProcess> = self
+            // Each process's paths found by pid: a lookup per process, not a scan.
+            let tree_of: HashMap<crate::Pid, &[super::PathMeasurement]> = tree
+                .processes
+                .iter()
+                .map(|t| (t.pid, t.paths.as_slice()))
+                .collect();
+            let mut processes: Vec<(crate::Pid, SnapshotProcess)> = self
                 .measurements()
                 .into_iter()
                 .map(|p| {
@@ -237,7 +265,7 @@ impl TraceSession {
                     )
                     .flatten()
                     .map(|n| n.to_string());
-                    SnapshotProcess {
+                    let process = SnapshotProcess {
                         pid: p.pid.to_string(),
                         initial_call: p.initial_call.to_string(),
                         registered_name: live_name
@@ -254,12 +282,10 @@ impl TraceSession {
                                 blocks: f.blocks,
                             })
                             .collect(),
-                        paths: tree
-                            .processes
-                            .iter()
-                            .find(|t| t.pid == p.pid)
-                            .map(|t| {
-                                t.paths
+                        paths: tree_of
+                            .get(&p.pid)
+                            .map(|paths| {
+                                paths
                                     .iter()
                                     .map(|m| SnapshotFigures {
                                         id: m.path,
@@ -275,12 +301,19 @@ impl TraceSession {
                         events: Vec::new(),
                         events_dropped: 0,
                         percentiles: Vec::new(),
-                    }
+                    };
+                    (p.pid, process)
                 })
                 .collect();
+            processes.sort_by_key(|p| p.0);
+            let index: HashMap<crate::Pid, usize> = processes
+                .iter()
+                .enumerate()
+                .map(|(i, p)| (p.0, i))
+                .collect();
             for log in logs {
-                let pid = log.pid.to_string();
-                if let Some(p) = processes.iter_mut().find(|p| p.pid == pid) {
+                if let Some(&at) = index.get(&log.pid) {
+                    let p = &mut processes[at].1;
                     p.events_dropped = log.dropped;
                     p.events = log
                         .events
@@ -293,17 +326,16 @@ impl TraceSession {
                         .collect();
                 }
             }
-            processes.sort_by_key(|p| p.pid.parse::<crate::Pid>().ok());
-            let index: HashMap<String, usize> = processes
-                .iter()
-                .enumerate()
-                .map(|(i, p)| (p.pid.clone(), i))
-                .collect();
-            for p in self.call_time_percentiles() {
-                let Some(&at) = index.get(&p.pid.to_string()) else {
+            let percentiles = if types.contains(TraceTypes::CALL_TIME_HISTOGRAMS) {
+                self.call_time_percentiles()
+            } else {
+                Vec::new()
+            };
+            for p in percentiles {
+                let Some(&at) = index.get(&p.pid) else {
                     continue;
                 };
-                processes[at].percentiles.push(SnapshotPercentiles {
+                processes[at].1.percentiles.push(SnapshotPercentiles {
                     function: functions.id(p.callsite),
                     calls: p.calls,
                     p50_ns: p.p50_ns,
@@ -318,7 +350,7 @@ impl TraceSession {
                 functions: functions.list,
                 call_counts,
                 outside_call_counts,
-                processes,
+                processes: processes.into_iter().map(|(_, p)| p).collect(),
                 paths,
                 percentiles: Vec::new(),
                 opened_unix_ns: self.opened_unix_ns(),

@@ -94,7 +94,7 @@
 //!   `dropped_samples` and `dropped_ns`; when some were dropped, a global instant event
 //!   (`"ph": "i"`, `"s": "g"`) at the end says how many (`args.dropped`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 
 use serde::Serialize;
@@ -127,6 +127,55 @@ struct OtherData {
     /// What was sampled, and what was dropped (sampled profiles).
     #[serde(skip_serializing_if = "Option::is_none")]
     samples: Option<sampled::SamplesData>,
+    /// How many of the shortest slices were left out, past [`MAX_SLICES`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    slices_left_out: Option<String>,
+}
+
+/// The most slices a trace holds: past it, the shortest are left out and the file says how
+/// many (viewers load a trace of a million events; one of a hundred million, not at all).
+const MAX_SLICES: usize = 1_000_000;
+
+/// Keeps the `max` longest slices (`X` events) of `events` and every other event, in their
+/// order; of slices as long as the shortest kept, those that come first. A slice is never
+/// longer than its parent, which comes before it: a slice kept keeps its parent. Returns how
+/// many it left out. Linear in the events.
+fn keep_longest(events: &mut Vec<Event>, max: usize) -> usize {
+    let is_slice = |e: &Event| e.ph == "X";
+    let mut durations: Vec<f64> = events
+        .iter()
+        .filter(|e| is_slice(e))
+        .map(|e| e.dur.unwrap_or(0.0))
+        .collect();
+    let slices = durations.len();
+    if slices <= max {
+        return 0;
+    }
+    if max == 0 {
+        events.retain(|e| !is_slice(e));
+        return slices;
+    }
+    let (_, cutoff, _) = durations.select_nth_unstable_by(slices - max, f64::total_cmp);
+    let cutoff = *cutoff;
+    let longer = durations
+        .iter()
+        .filter(|d| d.total_cmp(&cutoff).is_gt())
+        .count();
+    let mut ties = max - longer;
+    events.retain(|e| {
+        if !is_slice(e) {
+            return true;
+        }
+        match e.dur.unwrap_or(0.0).total_cmp(&cutoff) {
+            std::cmp::Ordering::Greater => true,
+            std::cmp::Ordering::Equal if ties > 0 => {
+                ties -= 1;
+                true
+            }
+            _ => false,
+        }
+    });
+    slices - max
 }
 
 /// One trace event.
@@ -216,6 +265,9 @@ struct Node<'a> {
 struct Tree<'a> {
     nodes: Vec<Node<'a>>,
     roots: Vec<usize>,
+    /// Each node by its parent (`None` for a root) and function: finding a child is a
+    /// lookup, not a scan of the siblings (a node may have thousands).
+    index: HashMap<(Option<usize>, &'a Function), usize>,
 }
 
 impl<'a> Tree<'a> {
@@ -224,35 +276,24 @@ impl<'a> Tree<'a> {
     fn add(&mut self, trace_type: TraceType, stack: &Stack<'a>) {
         let mut at: Option<usize> = None;
         for &function in &stack.frames {
-            let siblings = match at {
-                Some(parent) => &self.nodes[parent].children,
-                None => &self.roots,
-            };
-            let found = siblings
-                .iter()
-                .copied()
-                .find(|&i| self.nodes[i].function == function);
-            let index = match found {
-                Some(i) => i,
-                None => {
-                    let i = self.nodes.len();
-                    self.nodes.push(Node {
-                        function,
-                        calls: 0,
-                        own: 0,
-                        measurement: 0,
-                        bytes: 0,
-                        blocks: 0,
-                        inclusive: 0,
-                        children: Vec::new(),
-                    });
-                    match at {
-                        Some(parent) => self.nodes[parent].children.push(i),
-                        None => self.roots.push(i),
-                    }
-                    i
+            let next = self.nodes.len();
+            let index = *self.index.entry((at, function)).or_insert(next);
+            if index == next {
+                self.nodes.push(Node {
+                    function,
+                    calls: 0,
+                    own: 0,
+                    measurement: 0,
+                    bytes: 0,
+                    blocks: 0,
+                    inclusive: 0,
+                    children: Vec::new(),
+                });
+                match at {
+                    Some(parent) => self.nodes[parent].children.push(index),
+                    None => self.roots.push(index),
                 }
-            };
+            }
             at = Some(index);
         }
         if let Some(i) = at {
@@ -416,6 +457,7 @@ pub(super) fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), Export
             draw_tree(&track.tree, scale, profile.trace_type, id, &mut events);
         }
     }
+    let left_out = keep_longest(&mut events, MAX_SLICES);
     let file = TraceFile {
         trace_events: events,
         display_time_unit: "ns",
@@ -428,6 +470,12 @@ pub(super) fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), Export
                  it ran, ts in µs since the profile's earliest logged event",
             ),
             samples: None,
+            slices_left_out: (left_out > 0).then(|| {
+                format!(
+                    "{left_out} slices shorter than the {MAX_SLICES} kept were left out, \
+                     to keep the trace loadable"
+                )
+            }),
         },
     };
     serde_json::to_writer(&mut *out, &file)?;
@@ -561,8 +609,42 @@ fn interval(scale: Scale, start: u64, end: u64, cap: f64) -> (f64, f64) {
 
 #[cfg(test)]
 mod tests {
-    use super::{Scale, interval};
+    use super::{Args, Event, Scale, interval, keep_longest};
     use crate::TraceType;
+
+    fn event(ph: &'static str, name: &str, dur: f64) -> Event {
+        Event {
+            name: name.to_owned(),
+            ph,
+            pid: 1,
+            tid: 1,
+            cat: None,
+            ts: Some(0.0),
+            dur: (ph == "X").then_some(dur),
+            s: None,
+            args: Args::Dropped { dropped: 0 },
+        }
+    }
+
+    #[test]
+    fn a_trace_past_its_limit_keeps_its_longest_slices_in_order() {
+        let mut events = vec![
+            event("M", "process_name", 0.0),
+            event("X", "a", 5.0),
+            event("X", "a.1", 2.0),
+            event("X", "a.2", 3.0),
+            event("X", "b", 3.0),
+            event("i", "event log full", 0.0),
+            event("X", "b.1", 1.0),
+        ];
+        assert_eq!(keep_longest(&mut events, 2), 3);
+        let names: Vec<&str> = events.iter().map(|e| e.name.as_str()).collect();
+        // The longest, then the first of the two of 3.0; every event that is not a slice.
+        assert_eq!(names, ["process_name", "a", "a.2", "event log full"]);
+        assert_eq!(keep_longest(&mut events, 2), 0);
+        assert_eq!(keep_longest(&mut events, 0), 2);
+        assert_eq!(events.len(), 2);
+    }
 
     #[test]
     fn a_child_ending_with_its_parent_does_not_end_after_it() {

@@ -185,16 +185,16 @@ pub(crate) fn write_drawing(
             .collect();
         options.subtitle = (!notes.is_empty()).then(|| notes.join(" — "));
         options.count_name = "ns".to_owned();
-        // Bounded by what can be seen: frames under a pixel wide are left out (a percentage).
-        options.min_width = 100.0 / IMAGE_WIDTH;
     } else {
         let unit = unit(profile.trace_type);
         options.title = format!("{} flame graph ({unit})", profile.trace_type);
         options.subtitle = runs(profile);
         options.count_name = unit.to_owned();
-        // Every path that was measured is drawn (and found by the search), however narrow.
-        options.min_width = 0.0;
     }
+    // Bounded by what can be seen: frames under a pixel wide are left out (a percentage), as
+    // inferno's `--minwidth` does, so that 100,000 processes make an svg of the few frames
+    // wide enough to see, not of a million (their figures are in the other exports).
+    options.min_width = 100.0 / IMAGE_WIDTH;
     // inferno's default palette (hot), and the same name gets the same colour in every export.
     options.hash = true;
     options.deterministic = true;

@@ -437,7 +437,9 @@ pub fn to_proto(profile: &crate::Profile) -> Profile {
 /// Writes `profile` as gzipped `profile.proto`.
 pub(super) fn write(profile: &crate::Profile, out: &mut dyn Write) -> Result<(), ExportError> {
     let bytes = to_proto(profile).encode_to_vec();
-    let mut gz = GzEncoder::new(out, Compression::default());
+    // The fastest level, as Go's own profile writer uses: at 100,000 processes the default
+    // level took half the export's time.
+    let mut gz = GzEncoder::new(out, Compression::fast());
     gz.write_all(&bytes)?;
     gz.finish()?;
     Ok(())

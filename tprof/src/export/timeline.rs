@@ -11,7 +11,7 @@
 //! - a time earlier than the one before it counts as that one;
 //! - a process with several logs has them read one after another, as one.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use crate::{Event, EventKind, Function, Group, Profile};
 
@@ -65,6 +65,10 @@ pub(super) fn frames<'a>(profile: &'a Profile, events: &[Event], origin: u64) ->
     let mut frames: Vec<Frame<'a>> = Vec::new();
     // The open frames, outermost first: (index of the function, index in `frames`).
     let mut open: Vec<(u32, usize)> = Vec::new();
+    // Per function, where in `open` its frames are, innermost last: a Leave finds the frame
+    // it closes by a lookup, whatever the depth (a log may hold many a Leave of a function
+    // not open, under thousands of open frames).
+    let mut open_at: HashMap<u32, Vec<usize>> = HashMap::new();
     let mut now = 0u64;
     for e in events {
         let Some(function) = profile.function_table.get(e.function as usize) else {
@@ -73,6 +77,7 @@ pub(super) fn frames<'a>(profile: &'a Profile, events: &[Event], origin: u64) ->
         now = now.max(e.ts_ns.saturating_sub(origin));
         match e.kind {
             EventKind::Enter => {
+                open_at.entry(e.function).or_default().push(open.len());
                 open.push((e.function, frames.len()));
                 frames.push(Frame {
                     function,
@@ -83,10 +88,14 @@ pub(super) fn frames<'a>(profile: &'a Profile, events: &[Event], origin: u64) ->
                 });
             }
             EventKind::Leave => {
-                let Some(at) = open.iter().rposition(|&(f, _)| f == e.function) else {
+                let Some(&at) = open_at.get(&e.function).and_then(|at| at.last()) else {
                     continue;
                 };
-                for (_, i) in open.drain(at..) {
+                for (f, i) in open.drain(at..) {
+                    // The frames closed are the innermost of their functions.
+                    if let Some(at) = open_at.get_mut(&f) {
+                        at.pop();
+                    }
                     if let Some(frame) = frames.get_mut(i) {
                         frame.end = now;
                     }

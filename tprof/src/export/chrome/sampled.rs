@@ -159,6 +159,7 @@ pub(super) fn file(profile: &Profile) -> TraceFile {
             duration_unit: "durations are the time between samples, as long as each sample \
                             weighs (weight x period) at most",
             timelines: None,
+            slices_left_out: None,
             samples: Some(SamplesData {
                 sampled: sampled::describe(set),
                 weight: if measures.len() == 1 && measures[0] == "CPU time" {

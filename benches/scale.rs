@@ -1,0 +1,220 @@
+//! tprof at scale (issue 22): collect, inspect, the reports and every export of a node of many
+//! processes, at 1k, 10k and 100k processes (and 1M, opt-in: `TPROF_BENCH_1M=1`, as it takes
+//! minutes and gigabytes).
+//!
+//! Each size is a node of one worker whose processes each made one call to each of 10 traced
+//! functions, profiled by a tprof server with call_time; `10kx100` has 100 functions per
+//! process. Rows, for `<size>` among `1k`, `10k`, `100k`, `1m`:
+//!
+//! - `scale/collect/<size>x10`, `scale/collect/10kx100`: `Tprof::collect` (targets: 100k × 10
+//!   within 200 ms, 10k × 100 within 50 ms). After each collect row, the longest pause a
+//!   heartbeat process (waking every millisecond on the node's one worker) saw during a
+//!   collect is printed: collect runs off the workers, so it is the heartbeat's own jitter;
+//! - `scale/inspect/<size>`: `tprof::inspect` per process;
+//! - `scale/report/{format,rich_report}/<size>`: tprof's text report, the rich report;
+//! - `scale/export/<format>/<size>`: each export, written to a sink.
+//!
+//! A size's node and profile are made only when a row of it runs (so a filter such as
+//! `scale/collect` builds no profile it does not time). The log-log slope between two sizes
+//! is `log(t2 / t1) / log(n2 / n1)`: 1.0 is linear.
+//!
+//! Run with `cargo bench --bench scale -- 'scale/collect' --warm-up-time 1 --measurement-time 3`.
+
+use std::cell::RefCell;
+use std::hint::black_box;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use runtime::trace::{ProcessSpec, TracePattern};
+use runtime::{Node, receive, receive_timeout, self_pid, send};
+use tprof::export::{self, Format};
+use tprof::{Aggregate, Profile, ServerOptions, SortBy, Tprof, TraceType};
+
+macro_rules! functions {
+    ($($name:ident)*) => {
+        $(
+            #[runtime::traced]
+            #[inline(never)]
+            fn $name(x: u64) -> u64 {
+                black_box(x).wrapping_mul(31).rotate_left(7)
+            }
+        )*
+        /// The traced functions a process calls, in order.
+        const FUNCTIONS: &[fn(u64) -> u64] = &[$($name),*];
+    };
+}
+
+functions!(
+    f00 f01 f02 f03 f04 f05 f06 f07 f08 f09 f10 f11 f12 f13 f14 f15 f16 f17 f18 f19
+    f20 f21 f22 f23 f24 f25 f26 f27 f28 f29 f30 f31 f32 f33 f34 f35 f36 f37 f38 f39
+    f40 f41 f42 f43 f44 f45 f46 f47 f48 f49 f50 f51 f52 f53 f54 f55 f56 f57 f58 f59
+    f60 f61 f62 f63 f64 f65 f66 f67 f68 f69 f70 f71 f72 f73 f74 f75 f76 f77 f78 f79
+    f80 f81 f82 f83 f84 f85 f86 f87 f88 f89 f90 f91 f92 f93 f94 f95 f96 f97 f98 f99
+);
+
+/// A node of `processes` ended processes that each called the first `functions` of
+/// [`FUNCTIONS`] once, and the tprof server (call_time) that measured them.
+struct Profiled {
+    node: Node,
+    tprof: Tprof,
+    processes: usize,
+}
+
+impl Profiled {
+    fn new(processes: usize, functions: usize) -> Profiled {
+        let node = Node::builder().worker_threads(1).build().expect("node");
+        let options = ServerOptions::new().trace_type(TraceType::CallTime);
+        let tprof = node.block_on(Tprof::start(&node, options)).expect("server");
+        node.block_on(tprof.set_pattern(TracePattern::module(module_path!())))
+            .expect("pattern");
+        node.block_on(tprof.enable_trace(ProcessSpec::New, true))
+            .expect("flags");
+        let start = Instant::now();
+        node.run(async move {
+            let me = self_pid();
+            for i in 0..processes as u64 {
+                runtime::spawn(async move {
+                    for f in &FUNCTIONS[..functions] {
+                        black_box(f(i));
+                    }
+                    send(me, ());
+                })
+                .expect("spawn");
+            }
+            for _ in 0..processes {
+                receive::<()>().await;
+            }
+        })
+        .expect("the spawning process ran");
+        eprintln!(
+            "{processes} processes x {functions} functions spawned and run in {:.2?}",
+            start.elapsed()
+        );
+        Profiled {
+            node,
+            tprof,
+            processes,
+        }
+    }
+
+    fn collect(&self) -> Profile {
+        let profile = self.node.block_on(self.tprof.collect()).expect("collect");
+        assert_eq!(profile.processes.len(), self.processes);
+        profile
+    }
+
+    /// The longest gap between the wake-ups of a process that sleeps 1 ms at a time on the
+    /// node, beyond the millisecond, over one collect.
+    fn heartbeat_gap(&self) -> Duration {
+        let longest = Arc::new(AtomicU64::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (l, s) = (Arc::clone(&longest), Arc::clone(&stop));
+        let beating = self
+            .node
+            .spawn(async move {
+                let mut last = Instant::now();
+                while !s.load(Ordering::Relaxed) {
+                    receive_timeout::<()>(Duration::from_millis(1)).await;
+                    let now = Instant::now();
+                    let gap = now
+                        .duration_since(last)
+                        .saturating_sub(Duration::from_millis(1));
+                    l.fetch_max(gap.as_nanos() as u64, Ordering::Relaxed);
+                    last = now;
+                }
+            })
+            .expect("heartbeat");
+        std::thread::sleep(Duration::from_millis(20));
+        longest.store(0, Ordering::Relaxed);
+        black_box(self.collect());
+        let gap = Duration::from_nanos(longest.load(Ordering::Relaxed));
+        stop.store(true, Ordering::Relaxed);
+        black_box(beating);
+        gap
+    }
+}
+
+/// A size of node, made on first use: its node and its profile.
+struct Size {
+    name: &'static str,
+    processes: usize,
+    functions: usize,
+    made: RefCell<Option<(Profiled, Profile)>>,
+}
+
+impl Size {
+    fn new(name: &'static str, processes: usize, functions: usize) -> Size {
+        Size {
+            name,
+            processes,
+            functions,
+            made: RefCell::new(None),
+        }
+    }
+
+    fn with<R>(&self, f: impl FnOnce(&Profiled, &Profile) -> R) -> R {
+        let mut made = self.made.borrow_mut();
+        let (profiled, profile) = made.get_or_insert_with(|| {
+            let profiled = Profiled::new(self.processes, self.functions);
+            let profile = profiled.collect();
+            (profiled, profile)
+        });
+        f(profiled, profile)
+    }
+}
+
+fn scale(c: &mut Criterion) {
+    let mut sizes = vec![
+        Size::new("1k", 1_000, 10),
+        Size::new("10k", 10_000, 10),
+        Size::new("100k", 100_000, 10),
+    ];
+    if std::env::var_os("TPROF_BENCH_1M").is_some() {
+        sizes.push(Size::new("1m", 1_000_000, 10));
+    }
+    let wide = Size::new("10k", 10_000, 100);
+    let mut group = c.benchmark_group("scale");
+    group.sample_size(10);
+    for size in sizes.iter().chain([&wide]) {
+        let id = format!("collect/{}x{}", size.name, size.functions);
+        let mut ran = false;
+        group.bench_function(&id, |b| {
+            ran = true;
+            size.with(|profiled, _| b.iter(|| profiled.collect()))
+        });
+        if ran {
+            let gap = size.with(|profiled, _| profiled.heartbeat_gap());
+            eprintln!("{id}: the longest heartbeat gap during a collect: {gap:.2?}");
+        }
+    }
+    for size in &sizes {
+        let name = size.name;
+        group.bench_function(format!("inspect/{name}"), |b| {
+            size.with(|_, p| b.iter(|| tprof::inspect(p, Aggregate::Process, SortBy::default())))
+        });
+        group.bench_function(format!("report/format/{name}"), |b| {
+            size.with(|_, p| {
+                b.iter(|| {
+                    let inspected = tprof::inspect(p, Aggregate::Process, SortBy::default());
+                    tprof::format(&mut std::io::sink(), &inspected).expect("format")
+                })
+            })
+        });
+        group.bench_function(format!("report/rich_report/{name}"), |b| {
+            size.with(|_, p| b.iter(|| tprof::rich_report(p)))
+        });
+        for &format in Format::ALL {
+            group.bench_function(format!("export/{}/{name}", format.name()), |b| {
+                size.with(|_, p| {
+                    b.iter(|| export::write(format, p, &mut std::io::sink()).expect("export"))
+                })
+            });
+        }
+    }
+    group.finish();
+}
+
+criterion_group!(benches, scale);
+criterion_main!(benches);
