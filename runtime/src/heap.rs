@@ -57,6 +57,7 @@
 mod account;
 mod alloc;
 mod counts;
+mod sampling;
 
 use std::fmt;
 use std::sync::OnceLock;
@@ -65,6 +66,12 @@ use std::sync::atomic::{AtomicU8, Ordering};
 pub(crate) use account::{Account, AccountCell, Charging, current_owner_account};
 pub use alloc::CountingAlloc;
 pub(crate) use counts::{Counts, Tally, Tallying};
+pub(crate) use sampling::AllocModel;
+
+/// Allocation sampling's switches, for `runtime::sample`.
+pub(crate) mod alloc_sampling {
+    pub(crate) use super::sampling::{model, start, stop};
+}
 
 use crate::Pid;
 use crate::node::NodeInner;

@@ -10,6 +10,9 @@
 //! an owner's allocation is four plain adds and one comparison against its peak gate (see
 //! `Account::gate`), an owner's free of its own block one compare and one subtraction, and
 //! every other case is a tail call out of line.
+//!
+//! Allocation sampling ([`super::sampling`]) adds one load and a branch to each allocation
+//! while off, a subtraction and a branch more while on.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -353,7 +356,9 @@ impl<A: GlobalAlloc> CountingAlloc<A> {
             return base;
         }
         // SAFETY: see the impl.
-        unsafe { finish_headed::<H>(base, size) }
+        let block = unsafe { finish_headed::<H>(base, size) };
+        super::sampling::on_alloc(block, size);
+        block
     }
 
     /// `dealloc` of a block of `size` bytes with an `H`-byte header.
@@ -400,7 +405,9 @@ impl<A: GlobalAlloc> CountingAlloc<A> {
                 return base; // the old block is untouched, tag included
             }
             credit_word(tag, size);
-            finish_headed::<H>(base, new_size)
+            let block = finish_headed::<H>(base, new_size);
+            super::sampling::on_alloc(block, new_size);
+            block
         }
     }
 
@@ -441,7 +448,9 @@ impl<A: GlobalAlloc> CountingAlloc<A> {
             return base;
         }
         // SAFETY: see the impl.
-        unsafe { finish_planned(plan, base, layout.size()) }
+        let block = unsafe { finish_planned(plan, base, layout.size()) };
+        super::sampling::on_alloc(block, layout.size());
+        block
     }
 
     /// `dealloc` of a layout aligned to more than 8.

@@ -72,6 +72,10 @@ pub struct SnapshotSample {
     /// Its registered name (wall samples).
     #[serde(default)]
     pub registered_name: Option<String>,
+    /// The allocation's size in bytes (allocation samples; `weight` is then the bytes it
+    /// stands for).
+    #[serde(default)]
+    pub size: u64,
 }
 
 /// A thread CPU samples were taken on.
@@ -99,10 +103,13 @@ pub struct SnapshotMapping {
 /// A sample session's samples, as plain data.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct SampleSnapshot {
-    /// `cpu` or `wall`.
+    /// `cpu`, `wall` or `alloc`.
     pub sampler: String,
-    /// The rate, in Hz.
+    /// The rate, in Hz (CPU and wall samplers).
     pub hz: u32,
+    /// The allocation sampler's rate (allocation samples).
+    #[serde(default)]
+    pub alloc_rate: Option<super::AllocRate>,
     /// The frames the stacks name.
     pub frames: Vec<SnapshotFrame>,
     /// The stacks; a parent comes before its children.
@@ -185,10 +192,20 @@ impl Builder<'_> {
                 native.push((*addr, f));
             }
         }
+        // An allocation's stack starts inside the allocator: its frames are left out.
+        let from = if sample.size > 0 {
+            native
+                .iter()
+                .position(|(_, f)| !is_allocator(&f.function))
+                .unwrap_or(native.len())
+        } else {
+            0
+        };
+        let native = &native[from..];
         let keep = if sample.pid.is_none() {
             native.len()
         } else {
-            kept_below(&native, sample.traced.last().copied())
+            kept_below(native, sample.traced.last().copied())
         };
         for (addr, f) in native[..keep].iter().rev() {
             let frame = self.frame(SnapshotFrame {
@@ -221,6 +238,20 @@ fn kept_below(native: &[(u64, super::NativeFrame)], innermost: Option<&'static C
         .iter()
         .position(|(_, f)| is_runtime_machinery(&f.function))
         .unwrap_or(native.len())
+}
+
+/// Whether a native function is the allocator's (the counting allocator, the sampler's hook,
+/// the standard library's allocation entry points).
+fn is_allocator(function: &str) -> bool {
+    let f = function.trim_start_matches('<');
+    f.starts_with("runtime::heap::")
+        || f.starts_with("runtime::sample::alloc")
+        || f.starts_with("__rust")
+        || f.starts_with("__rdl")
+        || f.starts_with("__rg_")
+        || f.starts_with("alloc::alloc::")
+        || f.starts_with("std::alloc::")
+        || f.starts_with("core::alloc::")
 }
 
 /// Whether a native function is the runtime's poll wrapper or trace machinery.
@@ -303,6 +334,7 @@ impl SampleData {
                     state: s.state.map(|st| st.name().to_owned()),
                     mailbox_len: s.mailbox_len,
                     registered_name: s.registered_name.as_deref().map(str::to_owned),
+                    size: s.size,
                 })
                 .collect();
             let mut addrs: Vec<u64> = b
@@ -316,6 +348,7 @@ impl SampleData {
             SampleSnapshot {
                 sampler: self.sampler.name().to_owned(),
                 hz: self.hz,
+                alloc_rate: self.alloc_rate,
                 mappings: mappings(&addrs),
                 frames: b.frames,
                 stacks: b.stacks,

@@ -1,8 +1,10 @@
 //! Where samples go: per sample session, a bounded store; and the drain that moves the CPU
-//! sampler's records from the threads' rings into the stores of the sessions they belong to.
+//! sampler's and the allocation sampler's records from the threads' rings into the stores of
+//! the sessions they belong to.
 //!
-//! The drain runs on a thread of its own every [`DRAIN_EVERY`] while a CPU sample session is
-//! open, and at every read of a session's samples, so a read sees every sample taken before it.
+//! The drain runs on a thread of its own every [`DRAIN_EVERY`] while a CPU or allocation
+//! sample session is open, and at every read of a session's samples, so a read sees every
+//! sample taken before it.
 //! It runs with allocation charging suppressed, so it is never charged to a process.
 
 use std::sync::Arc;
@@ -25,6 +27,17 @@ static DRAIN: Mutex<()> = Mutex::new(());
 
 /// The stores of the open CPU sample sessions.
 static CPU_STORES: Mutex<Vec<Arc<Store>>> = Mutex::new(Vec::new());
+/// The stores of the open allocation sample sessions.
+static ALLOC_STORES: Mutex<Vec<Arc<Store>>> = Mutex::new(Vec::new());
+
+/// The stores of the open sessions of `sampler` (CPU or allocation).
+fn stores_of(sampler: Sampler) -> &'static Mutex<Vec<Arc<Store>>> {
+    if sampler == Sampler::Alloc {
+        &ALLOC_STORES
+    } else {
+        &CPU_STORES
+    }
+}
 
 /// A sample session's samples, bounded by its capacity.
 pub(crate) struct Store {
@@ -113,9 +126,9 @@ pub(crate) fn now_ns() -> u64 {
     }
 }
 
-/// Adds a CPU session's store; starts the drain thread the first time.
-pub(crate) fn add_cpu_store(store: Arc<Store>) {
-    CPU_STORES.lock().push(store);
+/// Adds a CPU or allocation session's store; starts the drain thread the first time.
+pub(crate) fn add_store(store: Arc<Store>) {
+    stores_of(store.sampler).lock().push(store);
     static STARTED: AtomicBool = AtomicBool::new(false);
     if !STARTED.swap(true, Ordering::SeqCst) {
         let spawned = std::thread::Builder::new()
@@ -123,7 +136,7 @@ pub(crate) fn add_cpu_store(store: Arc<Store>) {
             .spawn(|| {
                 loop {
                     std::thread::sleep(DRAIN_EVERY);
-                    if !CPU_STORES.lock().is_empty() {
+                    if !CPU_STORES.lock().is_empty() || !ALLOC_STORES.lock().is_empty() {
                         drain();
                     }
                 }
@@ -136,11 +149,11 @@ pub(crate) fn add_cpu_store(store: Arc<Store>) {
     }
 }
 
-/// Removes a CPU session's store (after draining what is left for it); returns how many CPU
-/// stores remain.
-pub(crate) fn remove_cpu_store(store: &Arc<Store>) -> usize {
+/// Removes a CPU or allocation session's store (after draining what is left for it); returns
+/// how many stores of its sampler remain.
+pub(crate) fn remove_store(store: &Arc<Store>) -> usize {
     drain();
-    let mut stores = CPU_STORES.lock();
+    let mut stores = stores_of(store.sampler).lock();
     stores.retain(|s| !Arc::ptr_eq(s, store));
     stores.len()
 }
@@ -150,46 +163,65 @@ pub(crate) fn remove_cpu_store(store: &Arc<Store>) -> usize {
 pub(crate) fn drain() {
     crate::heap::suppressed(|| {
         let _one = DRAIN.lock();
-        let stores: Vec<(Arc<Store>, u64)> = CPU_STORES
-            .lock()
+        for alloc in [false, true] {
+            drain_rings(alloc);
+        }
+    });
+}
+
+/// [`drain`] of the CPU sampler's rings, or the allocation sampler's (`alloc`).
+fn drain_rings(alloc: bool) {
+    let sampler = if alloc { Sampler::Alloc } else { Sampler::Cpu };
+    let stores: Vec<(Arc<Store>, u64)> = stores_of(sampler)
+        .lock()
+        .iter()
+        .map(|s| (Arc::clone(s), *s.started_ns.lock()))
+        .collect();
+    let rings: Vec<(u32, &'static super::ring::Ring, bool, u32)> = {
+        let reg = REGISTRY.lock();
+        reg.threads
             .iter()
-            .map(|s| (Arc::clone(s), *s.started_ns.lock()))
-            .collect();
-        let rings: Vec<(u32, &'static super::ring::Ring, bool, u32)> = {
-            let reg = REGISTRY.lock();
-            reg.threads
-                .iter()
-                .enumerate()
-                .filter_map(|(i, e)| e.ring.map(|r| (i as u32, r, e.alive, e.node)))
-                .collect()
-        };
-        for (index, ring, alive, node) in rings {
-            ring.drain(|r| {
-                for (store, started) in &stores {
-                    if let Some(sample) = sample_for(store, *started, r, index, node) {
-                        store.keep(sample);
-                    }
-                }
-            });
-            let dropped = ring.take_dropped();
-            if dropped > 0 {
-                for (store, _) in &stores {
-                    store.drop_weight(dropped as f64);
+            .enumerate()
+            .filter_map(|(i, e)| {
+                let ring = if alloc { e.alloc_ring } else { e.ring };
+                ring.map(|r| (i as u32, r, e.alive, e.node))
+            })
+            .collect()
+    };
+    for (index, ring, alive, node) in rings {
+        ring.drain(|r| {
+            for (store, started) in &stores {
+                if let Some(sample) = sample_for(store, *started, r, index, node) {
+                    store.keep(sample);
                 }
             }
-            if !alive {
-                let mut reg = REGISTRY.lock();
-                if let Some(entry) = reg.threads.get_mut(index as usize)
-                    && !entry.alive
-                    && entry.ring.is_some()
-                {
-                    entry.ring = None;
+        });
+        let dropped = ring.take_dropped();
+        let dropped_bytes = ring.take_dropped_bytes();
+        if dropped > 0 {
+            let weight = if alloc { dropped_bytes } else { dropped };
+            for (store, _) in &stores {
+                store.drop_weight(weight as f64);
+            }
+        }
+        if !alive {
+            let mut reg = REGISTRY.lock();
+            let reg = &mut *reg;
+            if let Some(entry) = reg.threads.get_mut(index as usize)
+                && !entry.alive
+            {
+                let (slot, pool) = if alloc {
+                    (&mut entry.alloc_ring, &mut reg.alloc_pool)
+                } else {
+                    (&mut entry.ring, &mut reg.pool)
+                };
+                if slot.take().is_some() {
                     ring.reset();
-                    reg.pool.push(ring);
+                    pool.push(ring);
                 }
             }
         }
-    });
+    }
 }
 
 /// The sample `r` is for `store`, if it is for it: a poll of a process the session samples
@@ -215,6 +247,7 @@ fn sample_for(
         None
     };
     let all = callsites();
+    let alloc = store.sampler == Sampler::Alloc;
     let traced = if pid.is_some() {
         r.traced()
             .iter()
@@ -224,13 +257,19 @@ fn sample_for(
     } else {
         Vec::new()
     };
+    let native = if alloc {
+        alloc_native(r.native())
+    } else {
+        r.native().to_vec()
+    };
     Some(Sample {
         pid,
         thread: Some(thread),
         time_ns: r.time_ns.saturating_sub(started),
-        weight: f64::from(r.weight),
+        weight: if alloc { r.bytes } else { f64::from(r.weight) },
         traced,
-        native: r.native().to_vec(),
+        native,
+        size: r.size,
         truncated: r.flags & (TRACED_TRUNCATED | NATIVE_TRUNCATED) != 0,
         state: None,
         mailbox_len: 0,
@@ -238,10 +277,28 @@ fn sample_for(
     })
 }
 
+/// An allocation record's native stack as samples keep it: the walk from inside the allocator
+/// starts with no interrupted instruction (a 0) and return addresses; the first of those
+/// becomes the sample's innermost address, one byte back into the call that made it (so it is
+/// named as the call, as an interrupted instruction is).
+fn alloc_native(walked: &[u64]) -> Vec<u64> {
+    let mut native: Vec<u64> = walked.iter().skip(1).copied().collect();
+    if let Some(first) = native.first_mut() {
+        *first = first.saturating_sub(1);
+    }
+    native
+}
+
 /// Holds the drain's lock (tests: a handler that took it would deadlock).
 #[cfg(test)]
 pub(crate) fn lock_drain_for_test() -> parking_lot::MutexGuard<'static, ()> {
     DRAIN.lock()
+}
+
+/// Holds the allocation stores' lock (tests).
+#[cfg(test)]
+pub(crate) fn lock_alloc_stores_for_test() -> parking_lot::MutexGuard<'static, Vec<Arc<Store>>> {
+    ALLOC_STORES.lock()
 }
 
 /// Holds the stores' lock (tests).
