@@ -163,6 +163,81 @@ fn poisson_sampling_by_bytes_keeps_the_proportion_and_estimates_the_bytes() {
     );
 }
 
+/// Allocates `n` blocks of `size` bytes and keeps them.
+#[runtime::traced]
+fn keep_blocks(n: usize, size: usize) -> Vec<Vec<u8>> {
+    (0..n).map(|_| Vec::with_capacity(size)).collect()
+}
+
+/// A freed block leaves the live set; a kept one stays in it until it is freed.
+#[test]
+fn a_freed_block_leaves_the_live_set() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let node = Node::builder().worker_threads(2).build().expect("node");
+    let session = node
+        .sample_session(
+            SampleOptions::new()
+                .sampler(Sampler::Alloc)
+                .alloc_rate(AllocRate::SampleRate(1.0)),
+        )
+        .expect("alloc session");
+    session
+        .trace()
+        .set_pattern(&TracePattern::module(module_path!()))
+        .expect("pattern");
+    session
+        .trace()
+        .enable_trace(ProcessSpec::New, true)
+        .expect("flags");
+    let (tx, rx) = mpsc::channel();
+    let holder = node
+        .spawn(async move {
+            allocate_little(10, 1000);
+            let kept = keep_blocks(10, 1000);
+            tx.send(()).expect("send");
+            // Frees what it kept when told to.
+            runtime::receive::<()>().await;
+            drop(kept);
+            tx.send(()).expect("send");
+            runtime::receive::<()>().await;
+        })
+        .expect("spawn");
+    rx.recv_timeout(Duration::from_secs(120))
+        .expect("allocated");
+    let live_at = |data: &SampleData, site: &str| {
+        at_site(data, holder, site)
+            .into_iter()
+            .filter(|s| s.size == 1000)
+            .map(|s| s.live)
+            .collect::<Vec<bool>>()
+    };
+    let data = session.samples();
+    assert_eq!(live_at(&data, "allocate_little"), vec![false; 10]);
+    assert_eq!(live_at(&data, "keep_blocks"), vec![true; 10]);
+    let held: Vec<_> = session
+        .live()
+        .into_iter()
+        .filter(|site| {
+            site.pid == Some(holder)
+                && site.traced.last().map(|cs| cs.function()) == Some("keep_blocks")
+        })
+        .collect();
+    let bytes: f64 = held.iter().map(|site| site.bytes).sum();
+    // The ten blocks, and the vector that holds them (10 x 24 bytes).
+    assert_eq!(bytes, 10_240.0, "{held:?}");
+    assert!(
+        held.iter()
+            .all(|site| site.objects >= 1.0 && site.samples >= 1)
+    );
+    node.send(holder, ());
+    rx.recv_timeout(Duration::from_secs(120)).expect("freed");
+    let data = session.samples();
+    assert_eq!(live_at(&data, "keep_blocks"), vec![false; 10]);
+    assert!(!session.live().iter().any(|site| site.pid == Some(holder)
+        && site.traced.last().map(|cs| cs.function()) == Some("keep_blocks")));
+    node.send(holder, ());
+}
+
 #[test]
 fn rates_out_of_range_and_a_second_rate_are_refused() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());

@@ -257,8 +257,9 @@ pub(crate) fn move_box<T: ?Sized>(value: &mut Box<T>, to: &'static Account) {
     // one can free or reallocate it meanwhile.
     #[allow(unsafe_code)]
     unsafe {
-        let tag = account::Tag::unpack(tag_ptr.read());
-        let moved = alloc::move_charge(tag, layout.size(), to);
-        tag_ptr.write(moved.pack());
+        let word = tag_ptr.read();
+        let moved = alloc::move_charge(account::Tag::unpack(word), layout.size(), to);
+        // A sampled block stays marked: its free still leaves the live set.
+        tag_ptr.write(moved.pack() | (word & account::SAMPLED));
     }
 }

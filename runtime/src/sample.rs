@@ -486,6 +486,58 @@ pub struct Sample {
     /// The allocation's size in bytes (allocation samples; 0 otherwise). [`weight`](Self::weight)
     /// is then the bytes it stands for, and `weight / size` the allocations.
     pub size: u64,
+    /// The block's address (allocation samples).
+    pub address: u64,
+    /// Whether the block is still allocated, as of the read (allocation samples): the
+    /// sampled blocks that are live, the *live set*, estimate what each process and site holds
+    /// now ([`SampleSession::live`]).
+    pub live: bool,
+}
+
+/// What a process holds, allocated at one stack: a summary of the live set
+/// ([`SampleSession::live`]).
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct LiveSite {
+    /// The process that allocated the blocks (their owner when sampled); `None` outside any
+    /// process.
+    pub pid: Option<Pid>,
+    /// The traced stack, outermost first.
+    pub traced: Vec<&'static Callsite>,
+    /// The native stack, innermost first (name it with [`symbolize`]).
+    pub native: Vec<u64>,
+    /// The bytes still allocated, estimated (the live samples' weights summed).
+    pub bytes: f64,
+    /// The blocks still allocated, estimated.
+    pub objects: f64,
+    /// The live samples behind the estimate.
+    pub samples: u64,
+}
+
+/// The live samples of `samples`, summed per process and stack, in the order first seen.
+fn live_sites(samples: &[Sample]) -> Vec<LiveSite> {
+    let mut index: std::collections::HashMap<(Option<Pid>, Vec<usize>, &[u64]), usize> =
+        std::collections::HashMap::new();
+    let mut out: Vec<LiveSite> = Vec::new();
+    for s in samples.iter().filter(|s| s.live && s.size > 0) {
+        let traced: Vec<usize> = s.traced.iter().map(|cs| cs.id()).collect();
+        let at = *index.entry((s.pid, traced, &s.native)).or_insert_with(|| {
+            out.push(LiveSite {
+                pid: s.pid,
+                traced: s.traced.clone(),
+                native: s.native.clone(),
+                bytes: 0.0,
+                objects: 0.0,
+                samples: 0,
+            });
+            out.len() - 1
+        });
+        let site = &mut out[at];
+        site.bytes += s.weight;
+        site.objects += s.weight / s.size as f64;
+        site.samples += 1;
+    }
+    out
 }
 
 /// A thread samples were taken on.
@@ -724,6 +776,17 @@ impl SampleSession {
             snap.samples = Some(samples);
         });
         snap
+    }
+
+    /// The live set (allocation sessions): the samples of blocks not freed yet, as of now,
+    /// summed per process and stack. Each entry estimates the bytes and allocations that
+    /// process holds, allocated at that stack ([`LiveSite`]). Empty for other samplers.
+    pub fn live(&self) -> Vec<LiveSite> {
+        if self.options.sampler != Sampler::Alloc {
+            return Vec::new();
+        }
+        let data = self.samples();
+        crate::heap::suppressed(|| live_sites(&data.samples))
     }
 
     /// Forgets the samples taken so far and the drops (Julia's `clear`).

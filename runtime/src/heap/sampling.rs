@@ -21,7 +21,9 @@
 //! Off (no allocation sampling session open): one relaxed load of a flag and a branch per
 //! allocation. On: that, one thread-local read, one subtraction (of the size, or of 1 for the
 //! per-allocation model: a conditional move, not a branch) and a branch; the rest is out of
-//! line. Frees cost nothing more.
+//! line. Frees cost nothing more, but those of the blocks sampled: the allocator marks a
+//! sampled block's tag, a mark that sends its free out of line anyway (see `account`'s
+//! `SAMPLED`), where [`on_free`] tells the sampler (the live set).
 //!
 //! # Never allocating, never locking
 //!
@@ -115,9 +117,17 @@ thread_local! {
     };
 }
 
-/// Turns sampling on with `model`, calling `recorder` for each sampled allocation. Every
-/// thread draws a fresh countdown from `model` at its next allocation.
-pub(crate) fn start(model: AllocModel, recorder: Recorder) {
+/// What the sampler is told a sampled block's free with. Never allocates, locks or unwinds.
+pub(crate) type Freer = fn(block: *mut u8);
+
+/// The freer (one per program, as the recorder).
+static FREER: OnceLock<Freer> = OnceLock::new();
+
+/// Turns sampling on with `model`, calling `recorder` for each sampled allocation and `freer`
+/// for the free of each block sampled. Every thread draws a fresh countdown from `model` at its
+/// next allocation.
+pub(crate) fn start(model: AllocModel, recorder: Recorder, freer: Freer) {
+    let _ = FREER.set(freer);
     match model {
         AllocModel::Bytes(rate) => {
             MODEL.store(rate.max(1), Ordering::Relaxed);
@@ -149,33 +159,45 @@ pub(crate) fn model() -> AllocModel {
 }
 
 /// The allocator's hook, after a block of `size` bytes was handed out at `block`: one load and
-/// a branch while sampling is off; one subtraction and a branch more while it is on.
+/// a branch while sampling is off; one subtraction and a branch more while it is on. Whether
+/// the allocation was sampled (recorded): the allocator then marks the block, so that its free
+/// is seen ([`on_free`]).
 #[inline(always)]
-pub(super) fn on_alloc(block: *mut u8, size: usize) {
-    if ON.load(Ordering::Relaxed) {
-        count(block, size);
+pub(super) fn on_alloc(block: *mut u8, size: usize) -> bool {
+    ON.load(Ordering::Relaxed) && count(block, size)
+}
+
+#[inline(always)]
+fn count(block: *mut u8, size: usize) -> bool {
+    // `try_with`: a thread-local of this kind is never destroyed, but a failure would only
+    // mean this allocation is not counted.
+    STATE
+        .try_with(|s| {
+            let take = (size as u64).min(s.cap.get()) as i64;
+            let left = s.left.get().wrapping_sub(take);
+            s.left.set(left);
+            left < 0 && crossed(s, block, size)
+        })
+        .unwrap_or(false)
+}
+
+/// The allocator's hook for the free (or move, by `realloc`) of a block it marked sampled: tells
+/// the sampler, which takes it out of the live set. Nothing while sampling is off.
+#[cold]
+#[inline(never)]
+pub(super) fn on_free(block: *mut u8) {
+    if ON.load(Ordering::Relaxed)
+        && let Some(freer) = FREER.get()
+    {
+        freer(block);
     }
 }
 
-#[inline(always)]
-fn count(block: *mut u8, size: usize) {
-    // `try_with`: a thread-local of this kind is never destroyed, but a failure would only
-    // mean this allocation is not counted.
-    let _ = STATE.try_with(|s| {
-        let take = (size as u64).min(s.cap.get()) as i64;
-        let left = s.left.get().wrapping_sub(take);
-        s.left.set(left);
-        if left < 0 {
-            crossed(s, block, size);
-        }
-    });
-}
-
 /// The countdown went below zero (or was never drawn in this epoch): draws afresh, and
-/// records the allocation if it is sampled.
+/// records the allocation if it is sampled; whether it did.
 #[cold]
 #[inline(never)]
-fn crossed(s: &Countdown, block: *mut u8, size: usize) {
+fn crossed(s: &Countdown, block: *mut u8, size: usize) -> bool {
     let model = model();
     let epoch = EPOCH.load(Ordering::Acquire);
     if s.epoch.get() != epoch {
@@ -190,7 +212,7 @@ fn crossed(s: &Countdown, block: *mut u8, size: usize) {
         let left = draw(s, model).saturating_sub(take);
         s.left.set(left);
         if left >= 0 {
-            return;
+            return false;
         }
     }
     // Sampled: the next countdown starts afresh (the exponential and geometric distributions
@@ -199,12 +221,13 @@ fn crossed(s: &Countdown, block: *mut u8, size: usize) {
     if matches!(current_charge(), Charge::None | Charge::Probe) {
         // The runtime's and the profiler's own work, charged to no one, is not sampled either
         // (the sampler's drain among it).
-        return;
+        return false;
     }
     let Some(recorder) = RECORDER.get() else {
-        return;
+        return false;
     };
     recorder(block, size, model.weight(size).0);
+    true
 }
 
 /// A fresh countdown from `model`: an exponential number of bytes of mean `rate`, or a

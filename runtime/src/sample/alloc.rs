@@ -8,6 +8,14 @@
 //! ([`super::store`]) empties into the sessions' stores, as it does the CPU sampler's rings. A
 //! full ring counts the allocation (and its bytes) as dropped.
 //!
+//! The live set: the allocator marks each sampled block, and the free of a marked block calls
+//! [`freed`], which puts its address and the time into one queue of fixed slots shared by every
+//! thread (frees of sampled blocks are as rare as samples, and may happen on any thread,
+//! registered or not). The drain takes them out and, ordering frees and allocations by time,
+//! marks the samples of freed blocks as no longer live ([`super::store`]). A full queue drops
+//! the free (counted): the block then stays in the live set until the next sampled block at its
+//! address.
+//!
 //! # Never allocating, never locking
 //!
 //! [`record`] runs inside the allocator: it may not allocate, lock or unwind. It reads this
@@ -24,7 +32,7 @@
 
 #![cfg(target_os = "linux")]
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use super::ring::{ALLOC_SLOTS, MAX_NATIVE, NATIVE_TRUNCATED, Record, Ring, TRACED_TRUNCATED};
 use super::threads::{REGISTRY, Registry, THREAD, ThreadEntry, bounds_in_signal};
@@ -80,7 +88,7 @@ pub(crate) fn start(rate: AllocRate) -> Result<(), SampleError> {
     for entry in threads.iter_mut().filter(|e| e.alive) {
         arm(entry, alloc_pool);
     }
-    crate::heap::alloc_sampling::start(model_of(rate), record);
+    crate::heap::alloc_sampling::start(model_of(rate), record, freed);
     Ok(())
 }
 
@@ -141,4 +149,58 @@ pub(crate) fn record(block: *mut u8, size: usize, bytes: f64) {
         debug_assert!(r.native_len <= MAX_NATIVE);
         ring.push(&r);
     });
+}
+
+/// Slots of the queue of frees of sampled blocks.
+const FREE_SLOTS: usize = 4096;
+/// A slot being written.
+const BUSY: u64 = u64::MAX;
+/// Each slot's block address (0: empty, [`BUSY`]: being written).
+static FREE_ADDR: [AtomicU64; FREE_SLOTS] = [const { AtomicU64::new(0) }; FREE_SLOTS];
+/// Each slot's time of the free (CLOCK_MONOTONIC, ns).
+static FREE_TIME: [AtomicU64; FREE_SLOTS] = [const { AtomicU64::new(0) }; FREE_SLOTS];
+/// Where the next free looks for an empty slot first.
+static FREE_NEXT: AtomicUsize = AtomicUsize::new(0);
+/// Frees that found no empty slot.
+static FREE_DROPPED: AtomicU64 = AtomicU64::new(0);
+
+/// Notes the free of sampled block `block`. Called by the allocator: atomics on static slots
+/// and `clock_gettime` only, no lock, no allocation. A slot is claimed by a compare-and-swap from
+/// empty to busy, so two threads never write one; after 8 busy slots the free is dropped.
+pub(crate) fn freed(block: *mut u8) {
+    let addr = block as u64;
+    if addr == 0 || addr == BUSY {
+        return;
+    }
+    let start = FREE_NEXT.fetch_add(1, Ordering::Relaxed);
+    for k in 0..8 {
+        let i = (start + k) % FREE_SLOTS;
+        if FREE_ADDR[i]
+            .compare_exchange(0, BUSY, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+        {
+            FREE_TIME[i].store(super::cpu::monotonic_ns(), Ordering::Relaxed);
+            FREE_ADDR[i].store(addr, Ordering::Release);
+            return;
+        }
+    }
+    FREE_DROPPED.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Takes every free noted so far, as (address, time), into `out`. The drain's, under its lock.
+pub(crate) fn take_frees(out: &mut Vec<(u64, u64)>) {
+    for (addr, time) in FREE_ADDR.iter().zip(&FREE_TIME) {
+        let a = addr.load(Ordering::Acquire);
+        if a == 0 || a == BUSY {
+            continue;
+        }
+        let t = time.load(Ordering::Relaxed);
+        addr.store(0, Ordering::Release);
+        out.push((a, t));
+    }
+}
+
+/// Frees of sampled blocks dropped because the queue was full, since the last call.
+pub(crate) fn take_dropped_frees() -> u64 {
+    FREE_DROPPED.swap(0, Ordering::Relaxed)
 }

@@ -7,6 +7,7 @@
 //! sample taken before it.
 //! It runs with allocation charging suppressed, so it is never charged to a process.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -57,10 +58,18 @@ pub(crate) struct Store {
 #[derive(Default)]
 pub(crate) struct StoreInner {
     pub(crate) samples: Vec<Sample>,
-    /// Timer periods (CPU) or process-samples (wall) lost: the store or a ring was full.
+    /// Timer periods (CPU), process-samples (wall) or bytes (allocations) lost: the store or a
+    /// ring was full.
     pub(crate) dropped: f64,
     /// Whether the full store has been reported.
     pub(crate) warned: bool,
+    /// Allocation samples: the live ones, by block address (an index into `samples`).
+    live: HashMap<u64, usize>,
+    /// Allocation samples: frees of sampled blocks not matched yet (their allocation's record
+    /// may come at the next drain), by address: time (relative to the start) and drain pass.
+    pending_frees: HashMap<u64, (u64, u64)>,
+    /// Drain passes that brought frees.
+    passes: u64,
 }
 
 impl Store {
@@ -78,10 +87,14 @@ impl Store {
     /// Keeps `sample`, or counts it as dropped when the store is full (saying so on stderr the
     /// first time).
     pub(crate) fn keep(&self, sample: Sample) {
-        let mut inner = self.inner.lock();
+        self.keep_in(&mut self.inner.lock(), sample);
+    }
+
+    /// [`keep`](Self::keep) under the lock; the sample's index if kept.
+    fn keep_in(&self, inner: &mut StoreInner, sample: Sample) -> Option<usize> {
         if inner.samples.len() < self.capacity {
             inner.samples.push(sample);
-            return;
+            return Some(inner.samples.len() - 1);
         }
         inner.dropped += sample.weight;
         if !inner.warned {
@@ -96,6 +109,69 @@ impl Store {
                 self.capacity
             );
         }
+        None
+    }
+
+    /// Takes in a drain's allocation samples and the frees of sampled blocks (address and
+    /// absolute time), in time order: a free takes its block's sample out of the live set; a
+    /// free seen before its block's sample waits two drains for it; a new sampled block at the
+    /// address of a live one means that one was freed unseen.
+    fn keep_allocations(&self, samples: Vec<Sample>, frees: &[(u64, u64)], started: u64) {
+        let mut inner = self.inner.lock();
+        let inner = &mut *inner;
+        inner.passes += 1;
+        let pass = inner.passes;
+        // (time, free first at a tie: the same address's block freed then allocated anew)
+        let mut events: Vec<(u64, bool, usize)> = samples
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.time_ns, false, i))
+            .collect();
+        events.extend(
+            frees
+                .iter()
+                .enumerate()
+                .filter(|(_, (_, t))| *t >= started)
+                .map(|(i, (_, t))| (t - started, true, i)),
+        );
+        events.sort_unstable_by_key(|&(t, free, _)| (t, !free));
+        let mut samples: Vec<Option<Sample>> = samples.into_iter().map(Some).collect();
+        for (time, free, i) in events {
+            if free {
+                let addr = frees[i].0;
+                match inner.live.get(&addr) {
+                    Some(&j) if inner.samples[j].time_ns <= time => {
+                        inner.samples[j].live = false;
+                        inner.live.remove(&addr);
+                    }
+                    _ => {
+                        inner.pending_frees.insert(addr, (time, pass));
+                    }
+                }
+                continue;
+            }
+            let Some(mut sample) = samples[i].take() else {
+                continue;
+            };
+            let addr = sample.address;
+            let freed = inner
+                .pending_frees
+                .get(&addr)
+                .is_some_and(|(t, _)| *t >= sample.time_ns);
+            if freed {
+                inner.pending_frees.remove(&addr);
+            }
+            sample.live = !freed;
+            if let Some(j) = self.keep_in(inner, sample)
+                && !freed
+                && let Some(old) = inner.live.insert(addr, j)
+            {
+                inner.samples[old].live = false;
+            }
+        }
+        inner
+            .pending_frees
+            .retain(|_, (_, seen)| pass.saturating_sub(*seen) < 2);
     }
 
     /// Counts `weight` as dropped.
@@ -163,9 +239,9 @@ pub(crate) fn remove_store(store: &Arc<Store>) -> usize {
 pub(crate) fn drain() {
     crate::heap::suppressed(|| {
         let _one = DRAIN.lock();
-        for alloc in [false, true] {
-            drain_rings(alloc);
-        }
+        drain_rings(false);
+        #[cfg(target_os = "linux")]
+        drain_rings(true);
     });
 }
 
@@ -188,11 +264,18 @@ fn drain_rings(alloc: bool) {
             })
             .collect()
     };
+    // Allocation samples go in once every ring is drained, with the frees (see
+    // `keep_allocations`).
+    let mut fresh: Vec<Vec<Sample>> = vec![Vec::new(); stores.len()];
     for (index, ring, alive, node) in rings {
         ring.drain(|r| {
-            for (store, started) in &stores {
+            for (k, (store, started)) in stores.iter().enumerate() {
                 if let Some(sample) = sample_for(store, *started, r, index, node) {
-                    store.keep(sample);
+                    if alloc {
+                        fresh[k].push(sample);
+                    } else {
+                        store.keep(sample);
+                    }
                 }
             }
         });
@@ -220,6 +303,15 @@ fn drain_rings(alloc: bool) {
                     pool.push(ring);
                 }
             }
+        }
+    }
+    #[cfg(target_os = "linux")]
+    if alloc {
+        let mut frees = Vec::new();
+        super::alloc::take_frees(&mut frees);
+        let _lost = super::alloc::take_dropped_frees();
+        for ((store, started), samples) in stores.iter().zip(fresh) {
+            store.keep_allocations(samples, &frees, *started);
         }
     }
 }
@@ -271,6 +363,8 @@ fn sample_for(
         native,
         size: r.size,
         truncated: r.flags & (TRACED_TRUNCATED | NATIVE_TRUNCATED) != 0,
+        address: r.addr,
+        live: alloc,
         state: None,
         mailbox_len: 0,
         registered_name: None,
