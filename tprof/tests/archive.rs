@@ -261,6 +261,7 @@ fn sample(source: u32, time_ns: u64, weight: f64, stack: Option<u32>) -> SampleR
         stack,
         state: None,
         mailbox_len: 0,
+        size: 0,
     }
 }
 
@@ -292,6 +293,7 @@ fn fixture_profile_with_samples() -> Profile {
                 node: 1,
                 sampler: SamplerKind::Cpu,
                 hz: 997,
+                alloc_rate: None,
                 dropped: 0.0,
                 native_walked: true,
                 duration_ns: 1_234_000_000,
@@ -302,6 +304,7 @@ fn fixture_profile_with_samples() -> Profile {
                 node: 2,
                 sampler: SamplerKind::Wall,
                 hz: u32::MAX,
+                alloc_rate: None,
                 dropped: 2.5,
                 native_walked: false,
                 duration_ns: u64::MAX,
@@ -2289,6 +2292,7 @@ fn sample_set() -> impl Strategy<Value = SampleSet> {
                         SamplerKind::Cpu
                     },
                     hz,
+                    alloc_rate: None,
                     dropped,
                     native_walked,
                     duration_ns,
@@ -2337,6 +2341,7 @@ fn sample_set() -> impl Strategy<Value = SampleSet> {
                     stack,
                     state,
                     mailbox_len,
+                    size: 0,
                 }
             },
         );

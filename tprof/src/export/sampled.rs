@@ -71,19 +71,23 @@ pub(super) fn sampler(set: &SampleSet, sample: &SampleRecord) -> SamplerKind {
         .map_or(SamplerKind::Cpu, |s| s.sampler)
 }
 
-/// The nanoseconds `sample` stands for: its weight times its source's period.
+/// The nanoseconds `sample` stands for: its weight times its source's period; for an
+/// allocation sample, the bytes it stands for (its weight).
 pub(super) fn weight_ns(set: &SampleSet, sample: &SampleRecord) -> f64 {
-    let period = set
-        .sources
-        .get(sample.source as usize)
-        .map_or(0.0, crate::samples::SampleSource::period_ns);
+    let period = set.sources.get(sample.source as usize).map_or(0.0, |s| {
+        if s.sampler == SamplerKind::Alloc {
+            1.0
+        } else {
+            s.period_ns()
+        }
+    });
     sample.weight * period
 }
 
 /// The samplers `set`'s sources use, CPU first.
 pub(super) fn samplers(set: &SampleSet) -> Vec<SamplerKind> {
     let mut kinds: Vec<SamplerKind> = Vec::new();
-    for kind in [SamplerKind::Cpu, SamplerKind::Wall] {
+    for kind in [SamplerKind::Cpu, SamplerKind::Wall, SamplerKind::Alloc] {
         if set.sources.iter().any(|s| s.sampler == kind) {
             kinds.push(kind);
         }
@@ -97,6 +101,7 @@ pub(super) fn measure(kind: SamplerKind) -> &'static str {
     match kind {
         SamplerKind::Cpu => "CPU time",
         SamplerKind::Wall => "wall time, summed over processes",
+        SamplerKind::Alloc => "bytes allocated (estimated)",
     }
 }
 
@@ -143,7 +148,7 @@ pub(super) fn summed(set: &SampleSet) -> Vec<Summed> {
         out[i].samples += 1;
         out[i].ns += weight_ns(set, s);
     }
-    out.sort_by_key(|s| (s.sampler == SamplerKind::Wall, s.root, s.stack, s.state));
+    out.sort_by_key(|s| (s.sampler as u8, s.root, s.stack, s.state));
     out
 }
 
@@ -151,7 +156,7 @@ pub(super) fn summed(set: &SampleSet) -> Vec<Summed> {
 pub(super) fn state_of(set: &SampleSet, sample: &SampleRecord) -> Option<WaitState> {
     match sampler(set, sample) {
         SamplerKind::Wall => sample.state,
-        SamplerKind::Cpu => None,
+        SamplerKind::Cpu | SamplerKind::Alloc => None,
     }
 }
 
@@ -367,6 +372,7 @@ mod tests {
             node: 0,
             sampler,
             hz,
+            alloc_rate: None,
             dropped,
             native_walked: true,
             duration_ns: 0,
@@ -385,6 +391,7 @@ mod tests {
             stack: Some(stack),
             state: None,
             mailbox_len: 0,
+            size: 0,
         };
         let set = SampleSet {
             samples: vec![sampled(2), sampled(3), sampled(2)],
