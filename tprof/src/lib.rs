@@ -325,6 +325,7 @@
 //! ```
 
 mod adhoc;
+pub mod alloc_sites;
 pub mod archive;
 mod assert;
 pub mod command;

@@ -104,7 +104,7 @@
 //! let pid: Pid = "<0.5.0>".parse().unwrap();
 //! let sample = |stack, weight| SampleRecord {
 //!     source: 0, pid: Some(pid), thread: None, time_ns: 0, weight, stack: Some(stack),
-//!     state: None, mailbox_len: 0, size: 0,
+//!     state: None, mailbox_len: 0, size: 0, live: false,
 //! };
 //! set.samples = vec![sample(0, 2.0), sample(1, 6.0)];
 //!
@@ -182,6 +182,10 @@ pub fn print(out: &mut dyn Write, profile: &Profile, options: &PrintOptions) -> 
             writeln!(out, "{title}\n")?;
         }
         print_section(out, set, section, &keys, &records, options)?;
+        if section.kind == SamplerKind::Alloc && !section.samples.is_empty() {
+            writeln!(out)?;
+            crate::alloc_sites::print(out, profile, Some(options.rows))?;
+        }
     }
     Ok(())
 }

@@ -182,6 +182,10 @@ pub struct SampleRecord {
     /// stand for); 0 for other samples.
     #[serde(default)]
     pub size: u64,
+    /// Whether an allocation sample's block was still allocated when the profile was taken
+    /// (it is in the live set: "in use").
+    #[serde(default)]
+    pub live: bool,
 }
 
 impl SampleRecord {
@@ -442,6 +446,7 @@ impl SampleBuilder {
                 state: s.state.as_deref().and_then(WaitState::from_name),
                 mailbox_len: s.mailbox_len,
                 size: s.size,
+                live: s.live,
             });
         }
     }

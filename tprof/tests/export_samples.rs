@@ -87,6 +87,7 @@ fn sample(
         state: None,
         mailbox_len: 0,
         size: 0,
+        live: false,
     }
 }
 

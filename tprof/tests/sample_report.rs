@@ -846,6 +846,7 @@ fn a_million_samples_of_100_000_processes_are_reported_in_one_pass_each() {
                 state: None,
                 mailbox_len: i,
                 size: 0,
+                live: false,
             });
         }
     }

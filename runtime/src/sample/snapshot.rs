@@ -76,6 +76,10 @@ pub struct SnapshotSample {
     /// stands for).
     #[serde(default)]
     pub size: u64,
+    /// Whether the allocation's block was still allocated when the samples were read (its
+    /// sample is in the live set).
+    #[serde(default)]
+    pub live: bool,
 }
 
 /// A thread CPU samples were taken on.
@@ -196,8 +200,9 @@ impl Builder<'_> {
         let from = if sample.size > 0 {
             native
                 .iter()
-                .position(|(_, f)| !is_allocator(&f.function))
-                .unwrap_or(native.len())
+                .take(ALLOCATOR_DEPTH)
+                .rposition(|(_, f)| is_allocator(&f.function))
+                .map_or(0, |i| i + 1)
         } else {
             0
         };
@@ -240,8 +245,14 @@ fn kept_below(native: &[(u64, super::NativeFrame)], innermost: Option<&'static C
         .unwrap_or(native.len())
 }
 
-/// Whether a native function is the allocator's (the counting allocator, the sampler's hook,
-/// the standard library's allocation entry points).
+/// How deep into an allocation's native stack (innermost first) the allocator's frames are
+/// looked for.
+const ALLOCATOR_DEPTH: usize = 24;
+
+/// Whether a native function is the allocator's: the counting allocator and the sampler's
+/// hook, or the global allocator's entry points. An allocation's stack keeps the frames outside
+/// the outermost of them (those of the code that allocated; the standard library's `alloc::`
+/// frames above them stay, and reports by site pass over them).
 fn is_allocator(function: &str) -> bool {
     let f = function.trim_start_matches('<');
     f.starts_with("runtime::heap::")
@@ -249,9 +260,6 @@ fn is_allocator(function: &str) -> bool {
         || f.starts_with("__rust")
         || f.starts_with("__rdl")
         || f.starts_with("__rg_")
-        || f.starts_with("alloc::alloc::")
-        || f.starts_with("std::alloc::")
-        || f.starts_with("core::alloc::")
 }
 
 /// Whether a native function is the runtime's poll wrapper or trace machinery.
@@ -335,6 +343,7 @@ impl SampleData {
                     mailbox_len: s.mailbox_len,
                     registered_name: s.registered_name.as_deref().map(str::to_owned),
                     size: s.size,
+                    live: s.live,
                 })
                 .collect();
             let mut addrs: Vec<u64> = b

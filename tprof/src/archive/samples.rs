@@ -31,8 +31,10 @@ const WEIGHT: u64 = 1 << 7;
 const SOURCE: u64 = 1 << 8;
 /// An allocation's size follows (allocation samples; else 0).
 const SIZE: u64 = 1 << 9;
+/// An allocation sample's block was live.
+const LIVE: u64 = 1 << 10;
 /// Every flag a writer of this version sets.
-const KNOWN: u64 = (SIZE << 1) - 1;
+const KNOWN: u64 = (LIVE << 1) - 1;
 
 /// The samplers, in the order of their codes (0 to 2).
 const SAMPLERS: [SamplerKind; 3] = [SamplerKind::Cpu, SamplerKind::Wall, SamplerKind::Alloc];
@@ -252,7 +254,8 @@ pub(super) fn write(
             | flag(s.mailbox_len != 0, MAILBOX)
             | flag(weight, WEIGHT)
             | flag(s.source != previous.source, SOURCE)
-            | flag(s.size != 0, SIZE);
+            | flag(s.size != 0, SIZE)
+            | flag(s.live, LIVE);
         varint(b, flags);
         if flags & SOURCE != 0 {
             varint(b, s.source.into());
@@ -557,6 +560,7 @@ impl Reader {
             state,
             mailbox_len,
             size,
+            live: flags & LIVE != 0,
         })
     }
 

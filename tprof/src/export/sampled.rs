@@ -342,7 +342,11 @@ pub(super) fn dropped_note(set: &SampleSet) -> Option<String> {
 /// `cpu and wall samples` (rates listed when they differ).
 pub(super) fn describe(set: &SampleSet) -> String {
     let kinds = samplers(set);
-    let mut rates: Vec<u32> = set.sources.iter().map(|s| s.hz).collect();
+    let timed = set
+        .sources
+        .iter()
+        .filter(|s| s.sampler != SamplerKind::Alloc);
+    let mut rates: Vec<u32> = timed.map(|s| s.hz).collect();
     rates.sort_unstable();
     rates.dedup();
     let kinds_text = if kinds.is_empty() {
@@ -351,14 +355,25 @@ pub(super) fn describe(set: &SampleSet) -> String {
         let names: Vec<&str> = kinds.iter().map(|k| k.name()).collect();
         format!("{} samples", names.join(" and "))
     };
-    match rates.as_slice() {
+    let mut text = match rates.as_slice() {
         [] => kinds_text,
         [hz] => format!("{kinds_text} at {hz} Hz"),
         many => {
             let list: Vec<String> = many.iter().map(u32::to_string).collect();
             format!("{kinds_text} at {} Hz", list.join(", "))
         }
+    };
+    let mut models: Vec<String> = Vec::new();
+    for rate in set.sources.iter().filter_map(|s| s.alloc_rate) {
+        let model = rate.to_string();
+        if !models.contains(&model) {
+            models.push(model);
+        }
     }
+    if !models.is_empty() {
+        text = format!("{text}, allocations at {}", models.join(" and "));
+    }
+    text
 }
 
 #[cfg(test)]
@@ -392,6 +407,7 @@ mod tests {
             state: None,
             mailbox_len: 0,
             size: 0,
+            live: false,
         };
         let set = SampleSet {
             samples: vec![sampled(2), sampled(3), sampled(2)],

@@ -278,6 +278,7 @@ pub(crate) fn sampled_profile(node: u32, samples: &[(u32, &[&str], f64)]) -> Pro
             state: None,
             mailbox_len: 0,
             size: 0,
+            live: false,
         });
     }
     profile.processes = pids

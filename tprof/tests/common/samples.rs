@@ -128,6 +128,7 @@ impl Build {
             state,
             mailbox_len: 0,
             size: 0,
+            live: false,
         });
     }
 
