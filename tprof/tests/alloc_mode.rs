@@ -249,6 +249,24 @@ fn every_other_export_of_an_allocation_profile_weighs_bytes() {
         .filter_map(|l| l.rsplit_once(' ')?.1.parse::<u64>().ok())
         .sum();
     assert_eq!(much_bytes, 100_000, "{folded}");
+    let speedscope =
+        tprof::export::to_string(tprof::export::Format::Speedscope, &profile).expect("speedscope");
+    let speedscope: serde_json::Value = serde_json::from_str(&speedscope).expect("JSON");
+    let units: Vec<&str> = speedscope["profiles"]
+        .as_array()
+        .expect("profiles")
+        .iter()
+        .map(|p| p["unit"].as_str().expect("a unit"))
+        .collect();
+    assert!(
+        !units.is_empty() && units.iter().all(|u| *u == "bytes"),
+        "{units:?}"
+    );
+    let svg = tprof::export::to_string(tprof::export::Format::Svg, &profile).expect("svg");
+    assert!(
+        svg.contains("bytes of allocations (estimated)"),
+        "the title says bytes"
+    );
     for format in [
         tprof::export::Format::Json,
         tprof::export::Format::Speedscope,

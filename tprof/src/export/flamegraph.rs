@@ -149,12 +149,11 @@ pub(super) fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), Export
     let mut options = Options::default();
     if sampled::is_sampled(profile) {
         let set = &profile.samples;
-        let measures: Vec<&str> = sampled::samplers(set)
-            .into_iter()
-            .map(sampled::measure)
-            .collect();
+        let kinds = sampled::samplers(set);
+        let unit = sampled::unit_of_all(&kinds).1;
+        let measures: Vec<&str> = kinds.iter().map(|k| sampled::measure(*k)).collect();
         options.title = format!(
-            "{} flame graph (ns of {})",
+            "{} flame graph ({unit} of {})",
             sampled::describe(set),
             measures.join("; ")
         );
@@ -163,7 +162,7 @@ pub(super) fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), Export
             .chain(sampled::dropped_note(set))
             .collect();
         options.subtitle = (!notes.is_empty()).then(|| notes.join(" — "));
-        options.count_name = "ns".to_owned();
+        options.count_name = unit.to_owned();
         // Bounded by what can be seen: frames under a pixel wide are left out (a percentage).
         options.min_width = 100.0 / IMAGE_WIDTH;
     } else {

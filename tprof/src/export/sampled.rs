@@ -11,7 +11,9 @@
 //!   samples, process-ticks for wall samples) times its source's period (`1e9 / hz`). For a
 //!   CPU sample that is CPU time; for a wall sample it is wall time summed over processes (a
 //!   process drawn with probability `k / n` stands for `n / k` processes for one tick), so that
-//!   samples of sources of different rates add up. Each export says which.
+//!   samples of sources of different rates add up. Each export says which. An allocation
+//!   sample weighs **bytes** instead: those it stands for (its weight); exports say so
+//!   ([`unit_of`]), and pprof writes Go's heap profile.
 //! - **Roots.** A sample is shown under its process (its label, [`Profile::labels`]), or under
 //!   one root named [`OUTSIDE`] for CPU time outside any process (`pid` `None`). Processes
 //!   come in pid order, then [`OUTSIDE`].
@@ -101,7 +103,27 @@ pub(super) fn measure(kind: SamplerKind) -> &'static str {
     match kind {
         SamplerKind::Cpu => "CPU time",
         SamplerKind::Wall => "wall time, summed over processes",
-        SamplerKind::Alloc => "bytes allocated (estimated)",
+        SamplerKind::Alloc => "allocations (estimated)",
+    }
+}
+
+/// The unit `kind`'s samples weigh in every export: nanoseconds, or bytes for allocation
+/// samples; (long, short).
+pub(super) fn unit_of(kind: SamplerKind) -> (&'static str, &'static str) {
+    match kind {
+        SamplerKind::Alloc => ("bytes", "bytes"),
+        SamplerKind::Cpu | SamplerKind::Wall => ("nanoseconds", "ns"),
+    }
+}
+
+/// The unit of a profile whose samplers are `kinds` (their samples side by side, as svg and
+/// html draw them): bytes when they are all allocation samples, else nanoseconds; (long,
+/// short).
+pub(super) fn unit_of_all(kinds: &[SamplerKind]) -> (&'static str, &'static str) {
+    if !kinds.is_empty() && kinds.iter().all(|k| *k == SamplerKind::Alloc) {
+        unit_of(SamplerKind::Alloc)
+    } else {
+        unit_of(SamplerKind::Cpu)
     }
 }
 

@@ -135,17 +135,18 @@ pub(super) fn view_data(profile: &Profile) -> ViewData<'_> {
     let measures: Vec<String> = kinds
         .iter()
         .map(|k| {
+            let unit = sampled::unit_of(*k).0;
             if kinds.len() > 1 {
-                format!("{k}: nanoseconds of {}", sampled::measure(*k))
+                format!("{k}: {unit} of {}", sampled::measure(*k))
             } else {
-                format!("nanoseconds of {}", sampled::measure(*k))
+                format!("{unit} of {}", sampled::measure(*k))
             }
         })
         .collect();
     ViewData {
         version: 1,
         trace_type: profile.trace_type,
-        unit: "ns",
+        unit: sampled::unit_of_all(&kinds).1,
         call_tree: true,
         runs: &profile.meta.runs,
         functions: functions.list,
