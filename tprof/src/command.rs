@@ -120,6 +120,8 @@ pub enum Mode {
         hz: u32,
         /// The buffer's size, in samples.
         n: usize,
+        /// The allocation sampler's rate (the `alloc` sampler).
+        alloc_rate: runtime::sample::AllocRate,
     },
     /// Trace mode: [`RunOptions::trace_type`] and the options that go with it.
     Trace,
@@ -133,6 +135,7 @@ impl Mode {
             sampler: d.get_sampler(),
             hz: d.get_hz(),
             n: d.get_n(),
+            alloc_rate: d.get_alloc_rate(),
         }
     }
 
@@ -323,11 +326,27 @@ pub fn run(options: &RunOptions) -> Result<RunOutcome, CommandError> {
                 .map_or_else(|| "0".to_owned(), |d| d.as_secs_f64().to_string()),
         )
         .env(env_run::ENV_SIGNALS, options.signals.name());
-    if let Mode::Sample { sampler, hz, n } = options.mode {
+    if let Mode::Sample {
+        sampler,
+        hz,
+        n,
+        alloc_rate,
+    } = options.mode
+    {
         command
             .env(env_run::ENV_SAMPLER, sampler.name())
             .env(env_run::ENV_HZ, hz.to_string())
-            .env(env_run::ENV_SAMPLE_N, n.to_string());
+            .env(env_run::ENV_SAMPLE_N, n.to_string())
+            .env_remove(env_run::ENV_ALLOC_RATE)
+            .env_remove(env_run::ENV_SAMPLE_RATE);
+        match alloc_rate {
+            runtime::sample::AllocRate::Bytes(bytes) => {
+                command.env(env_run::ENV_ALLOC_RATE, bytes.to_string())
+            }
+            runtime::sample::AllocRate::SampleRate(p) => {
+                command.env(env_run::ENV_SAMPLE_RATE, p.to_string())
+            }
+        };
     }
     let trace_type = match options.mode {
         Mode::Sample { .. } => TraceType::CallCount,

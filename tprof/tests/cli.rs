@@ -1185,3 +1185,62 @@ fn run_samples_by_default_and_traces_when_asked() {
     assert!(o.status.success());
     assert!(text(&o.stderr).contains("--hz"), "{}", text(&o.stderr));
 }
+
+/// `tprof run --mode alloc` samples allocations (each one with `--sample-rate 1`), in every
+/// node; `--rate BYTES` alone means allocation mode too.
+#[test]
+fn run_mode_alloc_samples_allocations_at_the_rate_asked_for() {
+    let dir = scratch("alloc-mode");
+    let program = workload();
+    let json = |args: &[&str]| -> serde_json::Value {
+        let mut argv = vec!["run"];
+        argv.extend_from_slice(args);
+        argv.extend(["-f", "json", "--", program.to_str().unwrap(), "--two-nodes"]);
+        let o = tprof(&dir, &argv);
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    let every = json(&["--mode", "alloc", "--sample-rate", "1"]);
+    let sources = every["samples"]["sources"].as_array().expect("sources");
+    assert_eq!(sources.len(), 2, "one per node: {sources:?}");
+    for source in sources {
+        assert_eq!(source["sampler"], "alloc");
+        assert_eq!(source["alloc_rate"]["sample_rate"], 1.0);
+    }
+    let profile: Profile = serde_json::from_value(every).unwrap();
+    assert!(profile.samples.samples.iter().all(|s| s.size > 0));
+    let parse = profile.sampled_allocations("parse", None);
+    // Every allocation under parse, in both nodes: at least one per call.
+    assert!(
+        parse.objects >= 200.0 && parse.bytes >= parse.objects,
+        "{parse:?}"
+    );
+    assert_eq!(
+        parse.objects.fract(),
+        0.0,
+        "exact at sample_rate 1: {parse:?}"
+    );
+
+    let by_bytes = json(&["--rate", "4096"]);
+    assert_eq!(by_bytes["samples"]["sources"][0]["sampler"], "alloc");
+    assert_eq!(
+        by_bytes["samples"]["sources"][0]["alloc_rate"]["bytes"],
+        4096
+    );
+
+    let o = tprof(
+        &dir,
+        &["run", "--rate", "0", "--", program.to_str().unwrap()],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    let o = tprof(
+        &dir,
+        &["run", "--sample-rate", "2", "--", program.to_str().unwrap()],
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o.stderr).contains("not a probability"),
+        "{}",
+        text(&o.stderr)
+    );
+}
