@@ -606,6 +606,37 @@ fn a_wrong_environment_leaves_the_program_running_unprofiled() {
     assert_eq!(written, 0);
 }
 
+/// The two models of allocation sampling are never mixed: asking for both runs the program
+/// unprofiled, saying why; so does a probability out of range.
+#[test]
+fn both_models_of_allocation_sampling_in_the_environment_are_refused() {
+    let dir = scratch("env-alloc");
+    let run = |vars: &[(&str, &str)]| {
+        let mut command = Command::new(workload());
+        command
+            .current_dir(&dir)
+            .env("TPROF_RUN", "sample")
+            .env("TPROF_RUN_SAMPLER", "alloc")
+            .env("TPROF_RUN_DIR", &dir);
+        for (k, v) in vars {
+            command.env(k, v);
+        }
+        command.output().unwrap()
+    };
+    let o = run(&[
+        ("TPROF_RUN_ALLOC_RATE", "4096"),
+        ("TPROF_RUN_SAMPLE_RATE", "0.5"),
+    ]);
+    assert!(o.status.success());
+    assert!(text(&o.stdout).contains("total 29700"));
+    let err = text(&o.stderr);
+    assert!(err.contains("never mixed: set one of them"), "{err}");
+    let o = run(&[("TPROF_RUN_SAMPLE_RATE", "2")]);
+    assert!(o.status.success());
+    let err = text(&o.stderr);
+    assert!(err.contains("sample_rate from 0 to 1"), "{err}");
+}
+
 #[test]
 fn an_export_on_stdout_is_not_mixed_with_the_program_output() {
     let dir = scratch("stdout");
