@@ -514,9 +514,12 @@ pub struct LiveSite {
     pub samples: u64,
 }
 
+/// A live site's key: the process, its traced stack (callsite ids) and its native stack.
+type SiteKey<'a> = (Option<Pid>, Vec<usize>, &'a [u64]);
+
 /// The live samples of `samples`, summed per process and stack, in the order first seen.
 fn live_sites(samples: &[Sample]) -> Vec<LiveSite> {
-    let mut index: std::collections::HashMap<(Option<Pid>, Vec<usize>, &[u64]), usize> =
+    let mut index: std::collections::HashMap<SiteKey<'_>, usize> =
         std::collections::HashMap::new();
     let mut out: Vec<LiveSite> = Vec::new();
     for s in samples.iter().filter(|s| s.live && s.size > 0) {
