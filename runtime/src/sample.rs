@@ -519,8 +519,7 @@ type SiteKey<'a> = (Option<Pid>, Vec<usize>, &'a [u64]);
 
 /// The live samples of `samples`, summed per process and stack, in the order first seen.
 fn live_sites(samples: &[Sample]) -> Vec<LiveSite> {
-    let mut index: std::collections::HashMap<SiteKey<'_>, usize> =
-        std::collections::HashMap::new();
+    let mut index: std::collections::HashMap<SiteKey<'_>, usize> = std::collections::HashMap::new();
     let mut out: Vec<LiveSite> = Vec::new();
     for s in samples.iter().filter(|s| s.live && s.size > 0) {
         let traced: Vec<usize> = s.traced.iter().map(|cs| cs.id()).collect();

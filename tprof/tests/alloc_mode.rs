@@ -210,6 +210,10 @@ fn pprof_of_an_allocation_profile_is_a_heap_profile_with_pid_labels() {
         ]
     );
     assert_eq!(p.string(p.default_sample_type), "inuse_space");
+    assert!(
+        p.string(p.drop_frames)
+            .starts_with("<?alloc::(alloc|raw_vec)::.*")
+    );
     // Per process: the values of the samples labelled with its pid that pass through a site.
     let of = |pid: Pid, site: &str| -> Vec<i64> {
         let mut sum = vec![0i64; 4];
@@ -266,6 +270,11 @@ fn every_other_export_of_an_allocation_profile_weighs_bytes() {
     assert!(
         svg.contains("bytes of allocations (estimated)"),
         "the title says bytes"
+    );
+    let html = tprof::export::to_string(tprof::export::Format::Html, &profile).expect("html");
+    assert!(
+        html.contains("sample_rate 1 (bytes)"),
+        "the page's title says bytes"
     );
     for format in [
         tprof::export::Format::Json,

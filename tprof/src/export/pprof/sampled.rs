@@ -24,6 +24,11 @@ const HEAP_TYPES: [(&str, &str); 4] = [
     ("inuse_space", "bytes"),
 ];
 
+/// The frames a heap profile asks pprof to drop, with what they call: the standard library's
+/// allocation entry points and raw vectors' growth.
+const HEAP_DROP_FRAMES: &str =
+    "<?alloc::(alloc|raw_vec)::.*|.*::(allocate|allocate_zeroed|grow|grow_zeroed)";
+
 /// `profile`'s samples as a `perftools.profiles.Profile` message. A profile with allocation
 /// samples is a heap profile, as Go writes one: its allocation samples only (a merge's other
 /// samples are left out, and the comments say so), with Go's four sample types
@@ -183,6 +188,11 @@ pub(super) fn to_proto(profile: &crate::Profile) -> Profile {
     if let Some(note) = sampled::dropped_note(set) {
         comment.push(strings.intern(&note));
     }
+    let drop_frames = if heap {
+        strings.intern(HEAP_DROP_FRAMES)
+    } else {
+        0
+    };
     let started_ms = profile.meta.runs.first().map_or(0, |r| r.started_unix_ms);
     let Locations {
         function,
@@ -200,7 +210,9 @@ pub(super) fn to_proto(profile: &crate::Profile) -> Profile {
         location,
         function,
         string_table: strings.table,
-        drop_frames: 0,
+        // The standard library's allocation machinery, below the code that allocated: pprof
+        // leaves it out, so that `-top` names the allocating code.
+        drop_frames,
         keep_frames: 0,
         time_nanos: i64::try_from(started_ms.saturating_mul(1_000_000)).unwrap_or(i64::MAX),
         duration_nanos: i64::try_from(duration_ns(set)).unwrap_or(i64::MAX),
