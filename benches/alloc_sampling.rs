@@ -11,7 +11,9 @@
 //! - `alloc_workload/<who>`: an allocation-heavy actor workload (8 processes, each building,
 //!   sending and dropping messages of 8 to 512 bytes in boxes and vectors, 20,000 messages in
 //!   all) with no sampling (`off`), at the default rate (`default`; target: at most 2 % above
-//!   `off`) and at `sample_rate = 1` (`every`: each allocation recorded).
+//!   `off`) and at `sample_rate = 1` (`every`: each allocation recorded). The bench
+//!   `alloc_dhat` runs the same workload under dhat's heap profiler, which records every
+//!   allocation too.
 //!
 //! Run with `cargo bench --bench alloc_sampling`.
 
@@ -22,7 +24,11 @@ use std::time::{Duration, Instant};
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use runtime::sample::{AllocRate, SampleOptions, SampleSession, Sampler};
 use runtime::trace::ProcessSpec;
-use runtime::{CountingAlloc, Node, receive, self_pid, send};
+use runtime::{CountingAlloc, Node};
+
+#[path = "alloc_workload.rs"]
+mod alloc_workload;
+use alloc_workload::workload;
 
 #[global_allocator]
 static COUNTING: CountingAlloc = CountingAlloc::system();
@@ -92,47 +98,6 @@ fn bench_pairs(c: &mut Criterion) {
         });
     }
     group.finish();
-}
-
-/// A worker: answers each message (a vector) with a boxed sum and a string, until told to stop.
-async fn worker() {
-    loop {
-        let (from, data): (runtime::Pid, Vec<u8>) = receive().await;
-        if data.is_empty() {
-            return;
-        }
-        let text = format!("{}:{}", data.len(), data[0]);
-        let sum: Box<u64> = Box::new(data.iter().map(|b| u64::from(*b)).sum());
-        send(from, (text, sum));
-    }
-}
-
-/// The workload: 8 workers, 20,000 messages of 8 to 512 bytes, each answered.
-async fn workload() {
-    let me = self_pid();
-    let workers: Vec<runtime::Pid> = (0..8)
-        .map(|_| runtime::spawn(worker()).expect("spawn"))
-        .collect();
-    const MESSAGES: usize = 20_000;
-    const IN_FLIGHT: usize = 64;
-    let mut sent = 0;
-    let mut answered = 0;
-    while answered < MESSAGES {
-        while sent < MESSAGES && sent - answered < IN_FLIGHT {
-            let size = 8 << (sent % 7);
-            send(
-                workers[sent % workers.len()],
-                (me, vec![sent as u8 | 1; size]),
-            );
-            sent += 1;
-        }
-        let (text, sum): (String, Box<u64>) = receive().await;
-        black_box((text, sum));
-        answered += 1;
-    }
-    for w in workers {
-        send(w, (me, Vec::<u8>::new()));
-    }
 }
 
 fn bench_workload(c: &mut Criterion) {
