@@ -57,6 +57,7 @@
 mod account;
 mod alloc;
 mod counts;
+mod sampling;
 
 use std::fmt;
 use std::sync::OnceLock;
@@ -65,6 +66,12 @@ use std::sync::atomic::{AtomicU8, Ordering};
 pub(crate) use account::{Account, AccountCell, Charging, current_owner_account};
 pub use alloc::CountingAlloc;
 pub(crate) use counts::{Counts, Tally, Tallying};
+pub(crate) use sampling::AllocModel;
+
+/// Allocation sampling's switches, for `runtime::sample`.
+pub(crate) mod alloc_sampling {
+    pub(crate) use super::sampling::{model, start, stop};
+}
 
 use crate::Pid;
 use crate::node::NodeInner;
@@ -250,8 +257,9 @@ pub(crate) fn move_box<T: ?Sized>(value: &mut Box<T>, to: &'static Account) {
     // one can free or reallocate it meanwhile.
     #[allow(unsafe_code)]
     unsafe {
-        let tag = account::Tag::unpack(tag_ptr.read());
-        let moved = alloc::move_charge(tag, layout.size(), to);
-        tag_ptr.write(moved.pack());
+        let word = tag_ptr.read();
+        let moved = alloc::move_charge(account::Tag::unpack(word), layout.size(), to);
+        // A sampled block stays marked: its free still leaves the live set.
+        tag_ptr.write(moved.pack() | (word & account::SAMPLED));
     }
 }

@@ -22,6 +22,16 @@
 //!   profiler and Go's goroutine profile, for actors. [`SampleSession::census`] samples every
 //!   process once, on demand.
 //!
+//! - [`Sampler::Alloc`]: allocations, in the counting allocator
+//!   ([`CountingAlloc`](crate::CountingAlloc)): Poisson sampling by bytes, one sample per
+//!   [`AllocRate::Bytes`] bytes on average (512 KiB by default, as Go and jemalloc), or
+//!   Julia's `sample_rate`, each allocation with a probability ([`AllocRate::SampleRate`]; 1
+//!   records every one). Each sample is one allocation made while polling a sampled process:
+//!   its size ([`Sample::size`]), the bytes it stands for ([`Sample::weight`], its inverse
+//!   probability times its size: an unbiased estimate of the bytes allocated), the pid, the
+//!   traced and native stacks and a timestamp. The allocator writes it into a per-thread ring
+//!   without allocating or locking; the drain does the rest. Linux only.
+//!
 //! Samples go into a bounded buffer of [`SampleOptions::n`] samples (Julia's `init(n, delay)`);
 //! when it is full, a warning names the setting to raise, later samples are counted as dropped,
 //! and the program runs on. [`SampleSession::samples`] copies them out (Julia's `fetch`),
@@ -79,6 +89,8 @@ use crate::registry::Name;
 use crate::trace::{Callsite, SessionError, TraceSession, TraceTypes};
 
 #[cfg(target_os = "linux")]
+mod alloc;
+#[cfg(target_os = "linux")]
 mod cpu;
 mod native;
 mod paths;
@@ -105,6 +117,8 @@ pub enum Sampler {
     Cpu,
     /// Every process, running or not: its state and where it waits.
     Wall,
+    /// Allocations, in the counting allocator (Linux).
+    Alloc,
 }
 
 impl Sampler {
@@ -113,6 +127,7 @@ impl Sampler {
         match self {
             Sampler::Cpu => "cpu",
             Sampler::Wall => "wall",
+            Sampler::Alloc => "alloc",
         }
     }
 }
@@ -129,13 +144,77 @@ impl std::str::FromStr for Sampler {
         match s {
             "cpu" => Ok(Sampler::Cpu),
             "wall" => Ok(Sampler::Wall),
-            other => Err(format!("`{other}` is not a sampler: cpu or wall")),
+            "alloc" => Ok(Sampler::Alloc),
+            other => Err(format!("`{other}` is not a sampler: cpu, wall or alloc")),
         }
     }
 }
 
 /// The highest rate a sampler takes, in samples per second.
 pub const MAX_HZ: u32 = 10_000;
+
+/// The allocation sampler's default: one sample per 512 KiB allocated, on average (Go's and
+/// jemalloc's).
+pub const DEFAULT_ALLOC_RATE_BYTES: u64 = 512 * 1024;
+
+/// How the allocation sampler ([`Sampler::Alloc`]) chooses allocations. The two models are
+/// never mixed in one estimate: a profile says which one its samples were taken with.
+#[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AllocRate {
+    /// Poisson sampling by bytes: each byte allocated is sampled with probability
+    /// `1 / bytes`, so an allocation of `size` bytes is sampled with probability
+    /// `1 - exp(-size / bytes)` and stands for `size / (1 - exp(-size / bytes))` bytes.
+    Bytes(u64),
+    /// Julia's `sample_rate`: each allocation with this probability, in `[0, 1]` (1: every
+    /// one), standing for `1 / p` allocations of its size.
+    SampleRate(f64),
+}
+
+impl Default for AllocRate {
+    fn default() -> Self {
+        AllocRate::Bytes(DEFAULT_ALLOC_RATE_BYTES)
+    }
+}
+
+impl PartialEq for AllocRate {
+    fn eq(&self, other: &AllocRate) -> bool {
+        match (self, other) {
+            (AllocRate::Bytes(a), AllocRate::Bytes(b)) => a == b,
+            (AllocRate::SampleRate(a), AllocRate::SampleRate(b)) => a.to_bits() == b.to_bits(),
+            _ => false,
+        }
+    }
+}
+
+impl Eq for AllocRate {}
+
+impl fmt::Display for AllocRate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AllocRate::Bytes(bytes) => write!(f, "one sample per {bytes} bytes"),
+            AllocRate::SampleRate(p) => write!(f, "sample_rate {p}"),
+        }
+    }
+}
+
+impl AllocRate {
+    /// The probability that an allocation of `size` bytes is sampled.
+    pub fn probability(self, size: u64) -> f64 {
+        match self {
+            AllocRate::Bytes(bytes) => -(-(size as f64) / bytes.max(1) as f64).exp_m1(),
+            AllocRate::SampleRate(p) => p,
+        }
+    }
+
+    /// Whether it is in range: at least one byte, or a probability in `[0, 1]`.
+    fn valid(self) -> bool {
+        match self {
+            AllocRate::Bytes(bytes) => bytes > 0,
+            AllocRate::SampleRate(p) => (0.0..=1.0).contains(&p),
+        }
+    }
+}
 
 /// How a [`SampleSession`] samples: Julia's `Profile.init(n, delay)`, and the sampler.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -144,6 +223,7 @@ pub struct SampleOptions {
     hz: u32,
     n: usize,
     per_tick: usize,
+    alloc_rate: AllocRate,
 }
 
 impl Default for SampleOptions {
@@ -161,7 +241,20 @@ impl SampleOptions {
             hz: 99,
             n: 100_000,
             per_tick: 32,
+            alloc_rate: AllocRate::default(),
         }
+    }
+
+    /// The allocation sampler's rate ([`Sampler::Alloc`]): [`AllocRate::Bytes`] (512 KiB by
+    /// default) or Julia's [`AllocRate::SampleRate`].
+    pub fn alloc_rate(mut self, rate: AllocRate) -> SampleOptions {
+        self.alloc_rate = rate;
+        self
+    }
+
+    /// The allocation sampler's rate chosen.
+    pub fn get_alloc_rate(&self) -> AllocRate {
+        self.alloc_rate
     }
 
     /// The sampler.
@@ -242,6 +335,18 @@ pub enum SampleError {
     },
     /// The trace session under the sample session could not open.
     Session(SessionError),
+    /// An allocation rate of no bytes, or a `sample_rate` outside `[0, 1]`.
+    AllocRate {
+        /// The rate asked for.
+        rate: AllocRate,
+    },
+    /// An allocation sample session runs at another rate: the allocator has one per program.
+    AllocRateTaken {
+        /// The rate the open sessions run at.
+        running: AllocRate,
+        /// The rate asked for.
+        asked: AllocRate,
+    },
 }
 
 impl fmt::Display for SampleError {
@@ -272,6 +377,17 @@ impl fmt::Display for SampleError {
             ),
             SampleError::Os { what, error } => write!(f, "{what} failed: {error}"),
             SampleError::Session(e) => write!(f, "cannot open a sample session: {e}"),
+            SampleError::AllocRate { rate } => write!(
+                f,
+                "an allocation sampling rate of {rate} is out of range: choose a rate of 1 byte \
+                 or more, or a sample_rate from 0 to 1"
+            ),
+            SampleError::AllocRateTaken { running, asked } => write!(
+                f,
+                "an allocation sample session already runs with {running}, and the allocator \
+                 samples at one rate per program: ask for the same, or stop that session \
+                 before sampling with {asked}"
+            ),
         }
     }
 }
@@ -367,6 +483,63 @@ pub struct Sample {
     pub mailbox_len: u32,
     /// Its registered name (wall samples).
     pub registered_name: Option<Name>,
+    /// The allocation's size in bytes (allocation samples; 0 otherwise). [`weight`](Self::weight)
+    /// is then the bytes it stands for, and `weight / size` the allocations.
+    pub size: u64,
+    /// The block's address (allocation samples).
+    pub address: u64,
+    /// Whether the block is still allocated, as of the read (allocation samples): the
+    /// sampled blocks that are live, the *live set*, estimate what each process and site holds
+    /// now ([`SampleSession::live`]).
+    pub live: bool,
+}
+
+/// What a process holds, allocated at one stack: a summary of the live set
+/// ([`SampleSession::live`]).
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct LiveSite {
+    /// The process that allocated the blocks (their owner when sampled); `None` outside any
+    /// process.
+    pub pid: Option<Pid>,
+    /// The traced stack, outermost first.
+    pub traced: Vec<&'static Callsite>,
+    /// The native stack, innermost first (name it with [`symbolize`]).
+    pub native: Vec<u64>,
+    /// The bytes still allocated, estimated (the live samples' weights summed).
+    pub bytes: f64,
+    /// The blocks still allocated, estimated.
+    pub objects: f64,
+    /// The live samples behind the estimate.
+    pub samples: u64,
+}
+
+/// A live site's key: the process, its traced stack (callsite ids) and its native stack.
+type SiteKey<'a> = (Option<Pid>, Vec<usize>, &'a [u64]);
+
+/// The live samples of `samples`, summed per process and stack, in the order first seen.
+fn live_sites(samples: &[Sample]) -> Vec<LiveSite> {
+    let mut index: std::collections::HashMap<SiteKey<'_>, usize> = std::collections::HashMap::new();
+    let mut out: Vec<LiveSite> = Vec::new();
+    for s in samples.iter().filter(|s| s.live && s.size > 0) {
+        let traced: Vec<usize> = s.traced.iter().map(|cs| cs.id()).collect();
+        let at = *index.entry((s.pid, traced, &s.native)).or_insert_with(|| {
+            out.push(LiveSite {
+                pid: s.pid,
+                traced: s.traced.clone(),
+                native: s.native.clone(),
+                bytes: 0.0,
+                objects: 0.0,
+                samples: 0,
+            });
+            out.len() - 1
+        });
+        let site = &mut out[at];
+        site.bytes += s.weight;
+        site.objects += s.weight / s.size as f64;
+        site.samples += 1;
+    }
+    out
 }
 
 /// A thread samples were taken on.
@@ -386,8 +559,10 @@ pub struct SampledThread {
 pub struct SampleData {
     /// The sampler.
     pub sampler: Sampler,
-    /// The rate, in Hz.
+    /// The rate, in Hz (CPU and wall samplers).
     pub hz: u32,
+    /// The allocation sampler's rate (allocation samples).
+    pub alloc_rate: Option<AllocRate>,
     /// The samples, oldest first (per thread; wall ticks in order).
     pub samples: Vec<Sample>,
     /// Weight dropped: samples that found the buffer (or a thread's ring) full.
@@ -442,8 +617,13 @@ impl NodeHandle {
         if options.n == 0 {
             return Err(SampleError::NoBuffer);
         }
-        if options.sampler == Sampler::Cpu && !cfg!(target_os = "linux") {
+        if options.sampler != Sampler::Wall && !cfg!(target_os = "linux") {
             return Err(SampleError::Unsupported);
+        }
+        if options.sampler == Sampler::Alloc && !options.alloc_rate.valid() {
+            return Err(SampleError::AllocRate {
+                rate: options.alloc_rate,
+            });
         }
         let trace = self
             .trace_session_with(TraceTypes::SAMPLE)
@@ -464,12 +644,21 @@ impl NodeHandle {
                     // This thread may run the node's processes (`Node::run` on a
                     // current-thread node).
                     threads::register_current(self.id());
-                    store::add_cpu_store(Arc::clone(&store));
+                    store::add_store(Arc::clone(&store));
                 }
                 native_walked = native::walkable();
                 if !native_walked {
                     warn_unwalkable();
                 }
+            }
+            Sampler::Alloc => {
+                #[cfg(target_os = "linux")]
+                {
+                    alloc::start(options.alloc_rate)?;
+                    threads::register_current(self.id());
+                    store::add_store(Arc::clone(&store));
+                }
+                native_walked = native::walkable();
             }
             Sampler::Wall => {
                 paths::want(trace.slot(), true);
@@ -525,7 +714,7 @@ impl SampleSession {
 
     /// A copy of the samples taken so far (Julia's `fetch`): every one taken before the call.
     pub fn samples(&self) -> SampleData {
-        if self.options.sampler == Sampler::Cpu {
+        if self.options.sampler != Sampler::Wall {
             store::drain();
         }
         crate::heap::suppressed(|| {
@@ -548,7 +737,13 @@ impl SampleSession {
                 .collect();
             SampleData {
                 sampler: self.options.sampler,
-                hz: self.options.hz,
+                hz: if self.options.sampler == Sampler::Alloc {
+                    0
+                } else {
+                    self.options.hz
+                },
+                alloc_rate: (self.options.sampler == Sampler::Alloc)
+                    .then_some(self.options.alloc_rate),
                 samples,
                 dropped,
                 threads,
@@ -585,9 +780,20 @@ impl SampleSession {
         snap
     }
 
+    /// The live set (allocation sessions): the samples of blocks not freed yet, as of now,
+    /// summed per process and stack. Each entry estimates the bytes and allocations that
+    /// process holds, allocated at that stack ([`LiveSite`]). Empty for other samplers.
+    pub fn live(&self) -> Vec<LiveSite> {
+        if self.options.sampler != Sampler::Alloc {
+            return Vec::new();
+        }
+        let data = self.samples();
+        crate::heap::suppressed(|| live_sites(&data.samples))
+    }
+
     /// Forgets the samples taken so far and the drops (Julia's `clear`).
     pub fn clear(&self) {
-        if self.options.sampler == Sampler::Cpu {
+        if self.options.sampler != Sampler::Wall {
             store::drain();
         }
         self.store.clear();
@@ -608,8 +814,15 @@ impl Drop for SampleSession {
             Sampler::Cpu =>
             {
                 #[cfg(target_os = "linux")]
-                if store::remove_cpu_store(&self.store) == 0 {
+                if store::remove_store(&self.store) == 0 {
                     cpu::stop();
+                }
+            }
+            Sampler::Alloc =>
+            {
+                #[cfg(target_os = "linux")]
+                if store::remove_store(&self.store) == 0 {
+                    alloc::stop();
                 }
             }
             Sampler::Wall => {
@@ -663,7 +876,7 @@ pub(crate) fn finish_suspended(account: &crate::heap::Account) {
 #[inline(always)]
 pub(crate) fn on_poll(node: u32) {
     #[cfg(target_os = "linux")]
-    if cpu::running() {
+    if cpu::running() || alloc::running() {
         threads::register_current(node);
     }
     #[cfg(not(target_os = "linux"))]

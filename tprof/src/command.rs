@@ -122,6 +122,8 @@ pub enum Mode {
         hz: u32,
         /// The buffer's size, in samples.
         n: usize,
+        /// The allocation sampler's rate (the `alloc` sampler).
+        alloc_rate: runtime::sample::AllocRate,
     },
     /// Trace mode: [`RunOptions::trace_type`] and the options that go with it.
     Trace,
@@ -135,6 +137,7 @@ impl Mode {
             sampler: d.get_sampler(),
             hz: d.get_hz(),
             n: d.get_n(),
+            alloc_rate: d.get_alloc_rate(),
         }
     }
 
@@ -337,11 +340,27 @@ pub fn run(options: &RunOptions) -> Result<RunOutcome, CommandError> {
             env_run::ENV_HEAP_SNAPSHOT,
             flag(options.heap_snapshot.is_some()),
         );
-    if let Mode::Sample { sampler, hz, n } = options.mode {
+    if let Mode::Sample {
+        sampler,
+        hz,
+        n,
+        alloc_rate,
+    } = options.mode
+    {
         command
             .env(env_run::ENV_SAMPLER, sampler.name())
             .env(env_run::ENV_HZ, hz.to_string())
-            .env(env_run::ENV_SAMPLE_N, n.to_string());
+            .env(env_run::ENV_SAMPLE_N, n.to_string())
+            .env_remove(env_run::ENV_ALLOC_RATE)
+            .env_remove(env_run::ENV_SAMPLE_RATE);
+        match alloc_rate {
+            runtime::sample::AllocRate::Bytes(bytes) => {
+                command.env(env_run::ENV_ALLOC_RATE, bytes.to_string())
+            }
+            runtime::sample::AllocRate::SampleRate(p) => {
+                command.env(env_run::ENV_SAMPLE_RATE, p.to_string())
+            }
+        };
     }
     let trace_type = match options.mode {
         Mode::Sample { .. } => TraceType::CallCount,

@@ -260,6 +260,46 @@
 //! 127╎ 127 src/main.rs:11; app::busy/1
 //! ```
 //!
+//! ## Allocations
+//!
+//! The allocation sampler ([`Sampler::Alloc`](runtime::sample::Sampler::Alloc), in
+//! [`runtime::CountingAlloc`]) samples allocations by bytes (one sample per 512 KiB on
+//! average, as Go and jemalloc do) or with Julia's `sample_rate` ([`runtime::sample::AllocRate`];
+//! 1 records every allocation). Each sample weighs the bytes it stands for, so reports and
+//! exports estimate the bytes and allocations per stack, process and site; a sampled block that
+//! is freed leaves the live set, shown as "in use". [`alloc_sites`] sums them per allocation
+//! site, [`Profile::sampled_allocations`] per function for assertions, and pprof writes Go's
+//! heap profile (`alloc_objects`, `alloc_space`, `inuse_objects`, `inuse_space`).
+//!
+//! ```
+//! #[global_allocator]
+//! static ALLOC: runtime::CountingAlloc = runtime::CountingAlloc::system();
+//!
+//! #[runtime::traced]
+//! fn build(n: usize) -> Vec<u64> { (0..n as u64).collect() }
+//!
+//! # fn main() {
+//! # if cfg!(target_os = "linux") {
+//! use runtime::sample::{AllocRate, SampleOptions, Sampler};
+//! use tprof::{ProfileOptions, Report};
+//!
+//! let outcome = tprof::profile(
+//!     || async { build(1000).len() },
+//!     ProfileOptions::new()
+//!         .sample(
+//!             SampleOptions::new()
+//!                 .sampler(Sampler::Alloc)
+//!                 .alloc_rate(AllocRate::SampleRate(1.0)),
+//!         )
+//!         .report(Report::Return),
+//! )
+//! .unwrap();
+//! let built = outcome.profile.sampled_allocations("build", None);
+//! assert_eq!((built.objects, built.bytes), (1.0, 8000.0));
+//! # }
+//! # }
+//! ```
+//!
 //! # Archives
 //!
 //! [`archive::write`] saves a [`Profile`] in a compact, versioned, checksummed `.tprof` file
@@ -321,6 +361,7 @@
 //! tprof report --format speedscope -o time.speedscope.json my_service.tprof
 //! tprof report --groupby process --no-native --maxdepth 12 sampled.json   # a sample profile
 //! tprof report --list 'app::serve' sampled.json            # its source, line by line
+//! tprof run --mode alloc --sample-rate 1 -f pprof -o heap.pb.gz -- ./my_service
 //! tprof merge -o all.tprof monday.tprof tuesday.tprof
 //! tprof view my_service.tprof                              # the HTML viewer, in a browser
 //! tprof run -o - -- ./my_service | tprof report -f folded - # `-`: standard output / input
@@ -370,6 +411,7 @@
 //! ```
 
 mod adhoc;
+pub mod alloc_sites;
 pub mod archive;
 mod assert;
 pub mod command;

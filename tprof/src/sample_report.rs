@@ -11,7 +11,9 @@
 //! was running). A sample's stack is its traced frames, outermost first, then the native
 //! frames of the untraced code it ran below them (CPU samples; see
 //! [`crate::samples`]). CPU and wall samples are reported apart (under `CPU samples:` and
-//! `Wall samples:` when a profile has both): their units differ.
+//! `Wall samples:` when a profile has both): their units differ. Allocation samples weigh
+//! the bytes they stand for (see [`crate::samples`]): their counts are bytes, and their
+//! totals `Total bytes: N. Allocations: M`, estimated.
 //!
 //! # The tree
 //!
@@ -85,7 +87,7 @@
 //! }];
 //! let set = &mut profile.samples;
 //! set.sources = vec![SampleSource {
-//!     run: 0, node: 0, sampler: SamplerKind::Cpu, hz: 100, dropped: 0.0,
+//!     run: 0, node: 0, sampler: SamplerKind::Cpu, hz: 100, alloc_rate: None, dropped: 0.0,
 //!     native_walked: true, duration_ns: 1_000_000_000, capacity: 1000,
 //! }];
 //! set.frames = vec![
@@ -102,7 +104,7 @@
 //! let pid: Pid = "<0.5.0>".parse().unwrap();
 //! let sample = |stack, weight| SampleRecord {
 //!     source: 0, pid: Some(pid), thread: None, time_ns: 0, weight, stack: Some(stack),
-//!     state: None, mailbox_len: 0,
+//!     state: None, mailbox_len: 0, size: 0, live: false,
 //! };
 //! set.samples = vec![sample(0, 2.0), sample(1, 6.0)];
 //!
@@ -175,10 +177,15 @@ pub fn print(out: &mut dyn Write, profile: &Profile, options: &PrintOptions) -> 
             let title = match section.kind {
                 SamplerKind::Cpu => "CPU samples:",
                 SamplerKind::Wall => "Wall samples:",
+                SamplerKind::Alloc => "Allocation samples:",
             };
             writeln!(out, "{title}\n")?;
         }
         print_section(out, set, section, &keys, &records, options)?;
+        if section.kind == SamplerKind::Alloc && !section.samples.is_empty() {
+            writeln!(out)?;
+            crate::alloc_sites::print(out, profile, Some(options.rows))?;
+        }
     }
     Ok(())
 }
@@ -317,8 +324,16 @@ impl Report<'_> {
         }
     }
 
-    /// `Total snapshots: N. Utilization: P%`.
+    /// `Total snapshots: N. Utilization: P%`; for allocation samples, `Total bytes: N.
+    /// Allocations: M` (estimated).
     fn totals(&self, group: &Group) -> String {
+        if self.kind == SamplerKind::Alloc {
+            return format!(
+                "Total bytes: {}. Allocations: {}",
+                rounded(group.total),
+                rounded(group.objects)
+            );
+        }
         format!(
             "Total snapshots: {}. Utilization: {}%",
             rounded(group.total),
@@ -362,7 +377,15 @@ fn dropped(out: &mut dyn Write, set: &SampleSet, section: &Section<'_>) -> io::R
     let (dropped, capacity) = sources
         .filter(|s| s.dropped > 0.0)
         .fold((0.0, 0), |(d, c), s| (d + s.dropped, s.capacity.max(c)));
-    if dropped > 0.0 {
+    if dropped > 0.0 && section.kind == SamplerKind::Alloc {
+        writeln!(
+            out,
+            "Warning: allocation samples standing for {} bytes were dropped: a thread's ring \
+             or the sample buffer ({capacity} samples) was full. Raise SampleOptions::n, or \
+             sample fewer allocations (a larger rate in bytes, a smaller sample_rate).",
+            rounded(dropped)
+        )?;
+    } else if dropped > 0.0 {
         writeln!(
             out,
             "Warning: {} samples were dropped: the sample buffer ({capacity} samples) was full. \

@@ -1,5 +1,13 @@
-//! Sample mode's data in the profile: the samples of CPU or wall sample sessions, each with
-//! its process, thread, time, weight and stack.
+//! Sample mode's data in the profile: the samples of CPU, wall or allocation sample sessions,
+//! each with its process, thread, time, weight and stack.
+//!
+//! An allocation sample ([`SamplerKind::Alloc`]) is one allocation: its
+//! [`size`](SampleRecord::size), and as its weight the bytes it stands for (its inverse
+//! probability times its size, so weights sum to an unbiased estimate of the bytes allocated;
+//! [`SampleRecord::objects`] the allocations). Its source says with which model it was taken
+//! ([`SampleSource::alloc_rate`]: bytes per sample, or Julia's `sample_rate`); each sample's
+//! weight is already that model's estimate, so sources of either model add up without ever
+//! mixing the two in one estimate.
 //!
 //! Stacks are stored once each, as a tree of (parent, frame) nodes ([`SampleStack`]), and
 //! frames once each ([`SampleFrame`]): a traced function (an index into
@@ -13,6 +21,7 @@ use std::collections::HashMap;
 use std::fmt;
 
 use runtime::Pid;
+pub use runtime::sample::AllocRate;
 use runtime::sample::SampleSnapshot;
 use serde::{Deserialize, Serialize};
 
@@ -27,15 +36,25 @@ pub enum SamplerKind {
     Cpu,
     /// Every process, running or waiting, on the wall clock.
     Wall,
+    /// Allocations, in the counting allocator.
+    Alloc,
 }
 
 impl SamplerKind {
-    /// `cpu` or `wall`.
+    /// `cpu`, `wall` or `alloc`.
     pub fn name(self) -> &'static str {
         match self {
             SamplerKind::Cpu => "cpu",
             SamplerKind::Wall => "wall",
+            SamplerKind::Alloc => "alloc",
         }
+    }
+
+    /// The sampler `name` names (`cpu`, `wall`, `alloc`).
+    pub fn from_name(name: &str) -> Option<SamplerKind> {
+        [SamplerKind::Cpu, SamplerKind::Wall, SamplerKind::Alloc]
+            .into_iter()
+            .find(|k| k.name() == name)
     }
 }
 
@@ -162,6 +181,26 @@ pub struct SampleRecord {
     /// Messages in its mailbox (wall samples).
     #[serde(default)]
     pub mailbox_len: u32,
+    /// The allocation's size in bytes (allocation samples, whose weight is the bytes they
+    /// stand for); 0 for other samples.
+    #[serde(default)]
+    pub size: u64,
+    /// Whether an allocation sample's block was still allocated when the profile was taken
+    /// (it is in the live set: "in use").
+    #[serde(default)]
+    pub live: bool,
+}
+
+impl SampleRecord {
+    /// The allocations an allocation sample stands for (its weight over its size); 0 for
+    /// other samples.
+    pub fn objects(&self) -> f64 {
+        if self.size > 0 {
+            self.weight / self.size as f64
+        } else {
+            0.0
+        }
+    }
 }
 
 /// A thread CPU samples were taken on.
@@ -199,9 +238,13 @@ pub struct SampleSource {
     pub node: u32,
     /// Its sampler.
     pub sampler: SamplerKind,
-    /// Its rate, in Hz.
+    /// Its rate, in Hz (CPU and wall samplers).
     pub hz: u32,
-    /// Weight dropped: samples that found the buffer (or a thread's ring) full.
+    /// The allocation sampler's model and rate (allocation samples).
+    #[serde(default)]
+    pub alloc_rate: Option<AllocRate>,
+    /// Weight dropped: samples that found the buffer (or a thread's ring) full (bytes, for
+    /// allocation samples).
     pub dropped: f64,
     /// Whether native stacks were walked past the interrupted instruction (frame pointers).
     pub native_walked: bool,
@@ -346,12 +389,9 @@ impl SampleBuilder {
         self.set.sources.push(SampleSource {
             run: 0,
             node,
-            sampler: if samples.sampler == "wall" {
-                SamplerKind::Wall
-            } else {
-                SamplerKind::Cpu
-            },
+            sampler: SamplerKind::from_name(&samples.sampler).unwrap_or_default(),
             hz: samples.hz,
+            alloc_rate: samples.alloc_rate,
             dropped: samples.dropped,
             native_walked: samples.native_walked,
             duration_ns: samples.duration_ns,
@@ -426,6 +466,8 @@ impl SampleBuilder {
                 stack: s.stack.and_then(|st| stack_ids.get(st as usize).copied()),
                 state: s.state.as_deref().and_then(WaitState::from_name),
                 mailbox_len: s.mailbox_len,
+                size: s.size,
+                live: s.live,
             });
         }
     }

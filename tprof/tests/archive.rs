@@ -261,6 +261,8 @@ fn sample(source: u32, time_ns: u64, weight: f64, stack: Option<u32>) -> SampleR
         stack,
         state: None,
         mailbox_len: 0,
+        size: 0,
+        live: false,
     }
 }
 
@@ -292,6 +294,7 @@ fn fixture_profile_with_samples() -> Profile {
                 node: 1,
                 sampler: SamplerKind::Cpu,
                 hz: 997,
+                alloc_rate: None,
                 dropped: 0.0,
                 native_walked: true,
                 duration_ns: 1_234_000_000,
@@ -302,6 +305,7 @@ fn fixture_profile_with_samples() -> Profile {
                 node: 2,
                 sampler: SamplerKind::Wall,
                 hz: u32::MAX,
+                alloc_rate: None,
                 dropped: 2.5,
                 native_walked: false,
                 duration_ns: u64::MAX,
@@ -1268,8 +1272,13 @@ fn with_record(profile: &Profile, tag: u64, record: &[u8]) -> (Vec<u8>, u64) {
 fn every_sample_reference_must_point_at_what_came_before() {
     let fixture = fixture_profile_with_samples();
     // The fixture has 4 functions in its table, 2 sources, 6 frames, 6 stacks and 3 threads.
-    let cases: [(u64, &[u8], &str); 13] = [
-        (SAMPLE_SOURCES, &[0, 1, 2, 99, 0, 0, 0, 0], "sampler 2"),
+    let cases: [(u64, &[u8], &str); 14] = [
+        (SAMPLE_SOURCES, &[0, 1, 3, 99, 0, 0, 0, 0], "sampler 3"),
+        (
+            SAMPLE_SOURCES,
+            &[0, 1, 2, 0, 0, 0, 0, 0, 5],
+            "an allocation source's model is 5",
+        ),
         (SAMPLE_SOURCES, &[0, 1, 0, 99, 0, 2, 0, 0], "walked with 2"),
         (SAMPLE_SOURCES, &[0, 1, 0, 99, 3, 0, 0, 0], "dropped weight"),
         (
@@ -1301,7 +1310,7 @@ fn every_sample_reference_must_point_at_what_came_before() {
         (SAMPLES, &[16, 3, 0], "thread 3, but only 3 come before it"),
         (SAMPLES, &[32, 0, 6], "stack 6, but only 6 come before it"),
         (SAMPLES, &[0x80, 0x01, 0, 3], "weight"),
-        (SAMPLES, &[0x80, 0x04, 0], "unknown"),
+        (SAMPLES, &[0x80, 0x10, 0], "unknown"),
     ];
     for (tag, record, expected) in cases {
         let (bytes, at) = with_record(&fixture, tag, record);
@@ -2289,6 +2298,7 @@ fn sample_set() -> impl Strategy<Value = SampleSet> {
                         SamplerKind::Cpu
                     },
                     hz,
+                    alloc_rate: None,
                     dropped,
                     native_walked,
                     duration_ns,
@@ -2337,6 +2347,8 @@ fn sample_set() -> impl Strategy<Value = SampleSet> {
                     stack,
                     state,
                     mailbox_len,
+                    size: 0,
+                    live: false,
                 }
             },
         );

@@ -732,6 +732,37 @@ fn a_wrong_environment_leaves_the_program_running_unprofiled() {
     assert_eq!(written, 0);
 }
 
+/// The two models of allocation sampling are never mixed: asking for both runs the program
+/// unprofiled, saying why; so does a probability out of range.
+#[test]
+fn both_models_of_allocation_sampling_in_the_environment_are_refused() {
+    let dir = scratch("env-alloc");
+    let run = |vars: &[(&str, &str)]| {
+        let mut command = Command::new(workload());
+        command
+            .current_dir(&dir)
+            .env("TPROF_RUN", "sample")
+            .env("TPROF_RUN_SAMPLER", "alloc")
+            .env("TPROF_RUN_DIR", &dir);
+        for (k, v) in vars {
+            command.env(k, v);
+        }
+        command.output().unwrap()
+    };
+    let o = run(&[
+        ("TPROF_RUN_ALLOC_RATE", "4096"),
+        ("TPROF_RUN_SAMPLE_RATE", "0.5"),
+    ]);
+    assert!(o.status.success());
+    assert!(text(&o.stdout).contains("total 29700"));
+    let err = text(&o.stderr);
+    assert!(err.contains("never mixed: set one of them"), "{err}");
+    let o = run(&[("TPROF_RUN_SAMPLE_RATE", "2")]);
+    assert!(o.status.success());
+    let err = text(&o.stderr);
+    assert!(err.contains("sample_rate from 0 to 1"), "{err}");
+}
+
 #[test]
 fn an_export_on_stdout_is_not_mixed_with_the_program_output() {
     let dir = scratch("stdout");
@@ -1423,4 +1454,63 @@ fn a_program_ended_by_sigterm_leaves_its_heap_snapshot() {
         "{err}"
     );
     assert!(shows_the_summer(&heap_nodes(&dir.join("h.heapsnapshot"))));
+}
+
+/// `tprof run --mode alloc` samples allocations (each one with `--sample-rate 1`), in every
+/// node; `--rate BYTES` alone means allocation mode too.
+#[test]
+fn run_mode_alloc_samples_allocations_at_the_rate_asked_for() {
+    let dir = scratch("alloc-mode");
+    let program = workload();
+    let json = |args: &[&str]| -> serde_json::Value {
+        let mut argv = vec!["run"];
+        argv.extend_from_slice(args);
+        argv.extend(["-f", "json", "--", program.to_str().unwrap(), "--two-nodes"]);
+        let o = tprof(&dir, &argv);
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    let every = json(&["--mode", "alloc", "--sample-rate", "1"]);
+    let sources = every["samples"]["sources"].as_array().expect("sources");
+    assert_eq!(sources.len(), 2, "one per node: {sources:?}");
+    for source in sources {
+        assert_eq!(source["sampler"], "alloc");
+        assert_eq!(source["alloc_rate"]["sample_rate"], 1.0);
+    }
+    let profile: Profile = serde_json::from_value(every).unwrap();
+    assert!(profile.samples.samples.iter().all(|s| s.size > 0));
+    let parse = profile.sampled_allocations("parse", None);
+    // Every allocation under parse, in both nodes: at least one per call.
+    assert!(
+        parse.objects >= 200.0 && parse.bytes >= parse.objects,
+        "{parse:?}"
+    );
+    assert_eq!(
+        parse.objects.fract(),
+        0.0,
+        "exact at sample_rate 1: {parse:?}"
+    );
+
+    let by_bytes = json(&["--rate", "4096"]);
+    assert_eq!(by_bytes["samples"]["sources"][0]["sampler"], "alloc");
+    assert_eq!(
+        by_bytes["samples"]["sources"][0]["alloc_rate"]["bytes"],
+        4096
+    );
+
+    let o = tprof(
+        &dir,
+        &["run", "--rate", "0", "--", program.to_str().unwrap()],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    let o = tprof(
+        &dir,
+        &["run", "--sample-rate", "2", "--", program.to_str().unwrap()],
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o.stderr).contains("not a probability"),
+        "{}",
+        text(&o.stderr)
+    );
 }

@@ -61,6 +61,7 @@ fn source(sampler: SamplerKind, hz: u32, dropped: f64) -> SampleSource {
         node: 0,
         sampler,
         hz,
+        alloc_rate: None,
         dropped,
         native_walked: true,
         duration_ns: 50_000_000,
@@ -85,6 +86,8 @@ fn sample(
         stack,
         state: None,
         mailbox_len: 0,
+        size: 0,
+        live: false,
     }
 }
 

@@ -155,6 +155,8 @@ fn a_process_seen_only_in_wall_samples_is_known_by_its_name() {
         state: Some("receive".to_owned()),
         mailbox_len: 0,
         registered_name: name.map(str::to_owned),
+        size: 0,
+        live: false,
     };
     let snapshot = runtime::trace::Snapshot {
         node: 3,

@@ -845,6 +845,8 @@ fn a_million_samples_of_100_000_processes_are_reported_in_one_pass_each() {
                 stack: Some(stacks[(p % 10) as usize]),
                 state: None,
                 mailbox_len: i,
+                size: 0,
+                live: false,
             });
         }
     }

@@ -178,14 +178,24 @@ impl Tag {
         (u64::from(self.generation) << 32) | u64::from(self.slot)
     }
 
+    /// The tag of a block's tag word, without its [`SAMPLED`] mark.
     #[inline(always)]
     pub(super) fn unpack(word: u64) -> Tag {
         Tag {
-            slot: word as u32,
+            slot: word as u32 & !SAMPLED_SLOT,
             generation: (word >> 32) as u32,
         }
     }
 }
+
+/// A slot's top bit, which no slot has (there are fewer than 2<sup>31</sup> accounts:
+/// [`Account::acquire`] refuses more): in a block's tag word it marks a block whose allocation
+/// was sampled ([`super::sampling`]), so that only those blocks' frees are looked at. A marked
+/// word equals no account's tag word, so the free of a marked block always takes the allocator's
+/// out-of-line path, where the mark is read; [`Tag::unpack`] leaves it out.
+const SAMPLED_SLOT: u32 = 1 << 31;
+/// [`SAMPLED_SLOT`] in a tag word.
+pub(super) const SAMPLED: u64 = SAMPLED_SLOT as u64;
 
 /// One process's heap figures. The fields the allocator touches share one cache line.
 #[derive(Default)]
@@ -337,7 +347,7 @@ impl Account {
     pub(crate) fn acquire() -> &'static Account {
         let (slot, account) = pop_free().unwrap_or_else(|| {
             let slot = NEXT_SLOT.fetch_add(1, Ordering::Relaxed);
-            assert!(slot != u32::MAX, "heap accounts exhausted");
+            assert!(slot < SAMPLED_SLOT, "heap accounts exhausted");
             // A new segment of the table is the runtime's, not the current process's.
             (slot, super::suppressed(|| ACCOUNTS.get_or_alloc(slot)))
         });

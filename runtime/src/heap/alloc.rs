@@ -10,11 +10,14 @@
 //! an owner's allocation is four plain adds and one comparison against its peak gate (see
 //! `Account::gate`), an owner's free of its own block one compare and one subtraction, and
 //! every other case is a tail call out of line.
+//!
+//! Allocation sampling ([`super::sampling`]) adds one load and a branch to each allocation
+//! while off, a subtraction and a branch more while on.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use super::account::{Account, Charge, Tag, account_at};
+use super::account::{Account, Charge, SAMPLED, Tag, account_at};
 
 /// A global allocator that charges each allocation to the process that makes it, so the
 /// runtime can report per-process heap figures and `tprof` per-function memory (call_memory).
@@ -353,7 +356,12 @@ impl<A: GlobalAlloc> CountingAlloc<A> {
             return base;
         }
         // SAFETY: see the impl.
-        unsafe { finish_headed::<H>(base, size) }
+        let block = unsafe { finish_headed::<H>(base, size) };
+        if super::sampling::on_alloc(block, size) {
+            // SAFETY: the tag is the 8 bytes before the block, in its header (see the impl).
+            unsafe { mark_sampled(block.sub(8).cast::<u64>()) };
+        }
+        block
     }
 
     /// `dealloc` of a block of `size` bytes with an `H`-byte header.
@@ -399,8 +407,15 @@ impl<A: GlobalAlloc> CountingAlloc<A> {
             if base.is_null() {
                 return base; // the old block is untouched, tag included
             }
+            if tag & SAMPLED != 0 {
+                super::sampling::on_free(ptr);
+            }
             credit_word(tag, size);
-            finish_headed::<H>(base, new_size)
+            let block = finish_headed::<H>(base, new_size);
+            if super::sampling::on_alloc(block, new_size) {
+                mark_sampled(block.sub(8).cast::<u64>());
+            }
+            block
         }
     }
 
@@ -411,6 +426,9 @@ impl<A: GlobalAlloc> CountingAlloc<A> {
     /// `base` is a live inner block of layout `headed::<H>(size)`.
     #[inline(never)]
     unsafe fn dealloc_credit<const H: usize>(&self, base: *mut u8, size: usize, tag: u64) {
+        if tag & SAMPLED != 0 {
+            super::sampling::on_free(base.wrapping_add(H));
+        }
         credit_remote(Tag::unpack(tag), size);
         // SAFETY: by the caller.
         unsafe { self.inner.dealloc(base, headed::<H>(size)) }
@@ -441,7 +459,12 @@ impl<A: GlobalAlloc> CountingAlloc<A> {
             return base;
         }
         // SAFETY: see the impl.
-        unsafe { finish_planned(plan, base, layout.size()) }
+        let block = unsafe { finish_planned(plan, base, layout.size()) };
+        if super::sampling::on_alloc(block, layout.size()) {
+            // SAFETY: as in `finish_planned`.
+            unsafe { mark_sampled(plan.tag_ptr(block)) };
+        }
+        block
     }
 
     /// `dealloc` of a layout aligned to more than 8.
@@ -459,6 +482,9 @@ impl<A: GlobalAlloc> CountingAlloc<A> {
         };
         // SAFETY: see the impl: the tag was written when the block was handed out.
         let tag = unsafe { plan.tag_ptr(ptr).read() };
+        if tag & SAMPLED != 0 {
+            super::sampling::on_free(ptr);
+        }
         credit_word(tag, layout.size());
         // SAFETY: the inner block starts `offset` bytes before `ptr`, with layout `outer`.
         unsafe { self.inner.dealloc(ptr.sub(plan.offset), plan.outer) }
@@ -489,6 +515,18 @@ impl<A: GlobalAlloc> CountingAlloc<A> {
         }
         new
     }
+}
+
+/// Marks the block whose tag is at `tag` as sampled ([`SAMPLED`]).
+///
+/// # Safety
+/// `tag` is the tag's place of a live block this allocator handed out.
+#[allow(unsafe_code)]
+#[cold]
+#[inline(never)]
+unsafe fn mark_sampled(tag: *mut u64) {
+    // SAFETY: by the caller.
+    unsafe { tag.write(tag.read() | SAMPLED) };
 }
 
 /// Charges and tags a fresh inner block; returns the caller's block.

@@ -102,7 +102,7 @@ pub(crate) fn start(hz: u32) -> Result<(), SampleError> {
     WALK.store(super::native::walkable(), Ordering::Relaxed);
     PERIOD_NS.store(period, Ordering::Relaxed);
     RUNNING.store(true, Ordering::SeqCst);
-    let Registry { threads, pool } = &mut *guard;
+    let Registry { threads, pool, .. } = &mut *guard;
     for entry in threads.iter_mut().filter(|e| e.alive) {
         arm(entry, pool);
     }

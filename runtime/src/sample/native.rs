@@ -188,6 +188,17 @@ fn stack_pointer() -> usize {
     std::ptr::addr_of!(marker) as usize
 }
 
+/// Walks the calling thread's stack from its caller's frame (no signal: the allocation
+/// sampler) into `out`, innermost first: `out[0]` is 0 (there is no interrupted instruction),
+/// then return addresses. As [`walk`]: reads only words of the stack in use, calls, locks and
+/// allocates nothing.
+#[inline(always)]
+pub(crate) fn walk_here(bounds: StackBounds, out: &mut [u64]) -> (usize, bool) {
+    let fp = frame_pointer();
+    let sp = stack_pointer().min(fp);
+    walk(0, fp, sp, bounds, out)
+}
+
 #[inline(never)]
 fn probe_a(bounds: StackBounds, out: &mut [u64]) -> usize {
     let n = probe_b(bounds, out);

@@ -21,8 +21,13 @@ pub(crate) const MAX_NATIVE: usize = 96;
 /// Records a ring holds; the drain empties it every few milliseconds.
 pub(crate) const SLOTS: usize = 256;
 
-/// Header words: pid, node and flags, time, weight and lengths, active sessions.
-const HEADER: usize = 5;
+/// Records an allocation sampler's ring holds: at `sample_rate = 1` a process may allocate
+/// thousands of blocks between two drains.
+pub(crate) const ALLOC_SLOTS: usize = 2048;
+
+/// Header words: pid, node and flags, time, weight and lengths, active sessions; an
+/// allocation's size, address and estimated bytes.
+const HEADER: usize = 8;
 const TRACED_WORDS: usize = MAX_TRACED / 2;
 const SLOT_WORDS: usize = HEADER + TRACED_WORDS + MAX_NATIVE;
 
@@ -47,6 +52,12 @@ pub(crate) struct Record {
     pub(crate) weight: u32,
     /// The trace sessions measuring the poll.
     pub(crate) active: u64,
+    /// A sampled allocation's size, in bytes (0 for CPU samples).
+    pub(crate) size: u64,
+    /// A sampled allocation's block address.
+    pub(crate) addr: u64,
+    /// The bytes a sampled allocation stands for (its inverse probability times its size).
+    pub(crate) bytes: f64,
     pub(crate) traced_len: usize,
     /// Callsite ids, outermost first.
     pub(crate) traced: [u32; MAX_TRACED],
@@ -65,6 +76,9 @@ impl Record {
             time_ns: 0,
             weight: 0,
             active: 0,
+            size: 0,
+            addr: 0,
+            bytes: 0.0,
             traced_len: 0,
             traced: [0; MAX_TRACED],
             native_len: 0,
@@ -83,15 +97,18 @@ impl Record {
     }
 }
 
-/// A thread's ring of [`SLOTS`] records.
+/// A thread's ring of [`SLOTS`] records (or another number: [`Ring::with_slots`]).
 pub(crate) struct Ring {
     words: Box<[AtomicU64]>,
+    slots: u64,
     /// Records written so far (the next slot is `head % SLOTS`); written by the producer.
     head: AtomicU64,
     /// Records read so far; written by the consumer.
     tail: AtomicU64,
-    /// Timer periods whose samples found the ring full.
+    /// Timer periods (or allocations) whose samples found the ring full.
     dropped: AtomicU64,
+    /// The bytes that dropped allocation samples stood for.
+    dropped_bytes: AtomicU64,
     /// The OS thread id of the thread that owns it now (0 while in the pool).
     pub(crate) tid: AtomicU32,
     /// The owning thread's timer (a `timer_t`), for the handler's overrun count; 0 for none.
@@ -101,11 +118,19 @@ pub(crate) struct Ring {
 impl Ring {
     /// An empty ring (allocates [`SLOTS`] records' worth of words).
     pub(crate) fn new() -> Ring {
+        Ring::with_slots(SLOTS)
+    }
+
+    /// An empty ring of `slots` records (at least 1).
+    pub(crate) fn with_slots(slots: usize) -> Ring {
+        let slots = slots.max(1);
         Ring {
-            words: (0..SLOTS * SLOT_WORDS).map(|_| AtomicU64::new(0)).collect(),
+            words: (0..slots * SLOT_WORDS).map(|_| AtomicU64::new(0)).collect(),
+            slots: slots as u64,
             head: AtomicU64::new(0),
             tail: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
+            dropped_bytes: AtomicU64::new(0),
             tid: AtomicU32::new(0),
             timer: AtomicUsize::new(0),
         }
@@ -123,7 +148,7 @@ impl Ring {
     }
 
     fn slot(&self, n: u64) -> &[AtomicU64] {
-        let i = (n % SLOTS as u64) as usize * SLOT_WORDS;
+        let i = (n % self.slots) as usize * SLOT_WORDS;
         &self.words[i..i + SLOT_WORDS]
     }
 
@@ -133,9 +158,11 @@ impl Ring {
     #[inline]
     pub(crate) fn push(&self, r: &Record) {
         let head = self.head.load(Ordering::Relaxed);
-        if head - self.tail.load(Ordering::Acquire) >= SLOTS as u64 {
+        if head - self.tail.load(Ordering::Acquire) >= self.slots {
             self.dropped
                 .fetch_add(u64::from(r.weight.max(1)), Ordering::Relaxed);
+            self.dropped_bytes
+                .fetch_add(r.bytes as u64, Ordering::Relaxed);
             return;
         }
         let w = self.slot(head);
@@ -146,6 +173,9 @@ impl Ring {
         let lens = r.traced_len as u64 | (r.native_len as u64) << 16;
         st(3, u64::from(r.weight) | lens << 32);
         st(4, r.active);
+        st(5, r.size);
+        st(6, r.addr);
+        st(7, r.bytes.to_bits());
         for (k, pair) in r.traced().chunks(2).enumerate() {
             let hi = pair.get(1).copied().unwrap_or(0);
             st(HEADER + k, u64::from(pair[0]) | u64::from(hi) << 32);
@@ -177,6 +207,9 @@ impl Ring {
             r.traced_len = r.traced_len.min(MAX_TRACED);
             r.native_len = r.native_len.min(MAX_NATIVE);
             r.active = ld(4);
+            r.size = ld(5);
+            r.addr = ld(6);
+            r.bytes = f64::from_bits(ld(7));
             for k in 0..r.traced_len.div_ceil(2) {
                 let pair = ld(HEADER + k);
                 r.traced[2 * k] = pair as u32;
@@ -205,11 +238,17 @@ impl Ring {
         self.dropped.swap(0, Ordering::Relaxed)
     }
 
+    /// The bytes dropped allocation samples stood for, since the last call (which takes them).
+    pub(crate) fn take_dropped_bytes(&self) -> u64 {
+        self.dropped_bytes.swap(0, Ordering::Relaxed)
+    }
+
     /// Forgets everything not yet read (for a ring going back to the pool). Consumer only.
     pub(crate) fn reset(&self) {
         let head = self.head.load(Ordering::Acquire);
         self.tail.store(head, Ordering::Release);
         self.dropped.store(0, Ordering::Relaxed);
+        self.dropped_bytes.store(0, Ordering::Relaxed);
         self.timer.store(0, Ordering::Relaxed);
         self.tid.store(0, Ordering::Relaxed);
     }
@@ -227,6 +266,9 @@ mod tests {
         r.time_ns = u64::from(i) * 1000;
         r.weight = 1 + i % 3;
         r.active = 0b101;
+        r.size = u64::from(i) * 8 + 1;
+        r.addr = 0x7000_0000 + u64::from(i);
+        r.bytes = f64::from(i) * 1.5;
         r.traced_len = traced;
         for k in 0..traced {
             r.traced[k] = i * 100 + k as u32;
@@ -257,6 +299,7 @@ mod tests {
                 r.active,
                 r.traced().to_vec(),
                 r.native().to_vec(),
+                (r.size, r.addr, r.bytes),
             ))
         });
         assert_eq!(seen.len(), shapes.len());
@@ -271,6 +314,7 @@ mod tests {
             assert_eq!(got.5, 0b101);
             assert_eq!(got.6, want.traced());
             assert_eq!(got.7, want.native());
+            assert_eq!(got.8, (want.size, want.addr, want.bytes));
         }
         let mut again = 0;
         ring.drain(|_| again += 1);

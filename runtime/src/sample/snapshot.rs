@@ -74,6 +74,14 @@ pub struct SnapshotSample {
     /// Its registered name (wall samples).
     #[serde(default)]
     pub registered_name: Option<String>,
+    /// The allocation's size in bytes (allocation samples; `weight` is then the bytes it
+    /// stands for).
+    #[serde(default)]
+    pub size: u64,
+    /// Whether the allocation's block was still allocated when the samples were read (its
+    /// sample is in the live set).
+    #[serde(default)]
+    pub live: bool,
 }
 
 /// A thread CPU samples were taken on.
@@ -101,10 +109,13 @@ pub struct SnapshotMapping {
 /// A sample session's samples, as plain data.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct SampleSnapshot {
-    /// `cpu` or `wall`.
+    /// `cpu`, `wall` or `alloc`.
     pub sampler: String,
-    /// The rate, in Hz.
+    /// The rate, in Hz (CPU and wall samplers).
     pub hz: u32,
+    /// The allocation sampler's rate (allocation samples).
+    #[serde(default)]
+    pub alloc_rate: Option<super::AllocRate>,
     /// The frames the stacks name.
     pub frames: Vec<SnapshotFrame>,
     /// The stacks; a parent comes before its children.
@@ -175,7 +186,18 @@ impl Builder<'_> {
                 native.push((*addr, f));
             }
         }
-        let lines = traced_lines(&native, &sample.traced);
+        // An allocation's stack starts inside the allocator: its frames are left out.
+        let from = if sample.size > 0 {
+            native
+                .iter()
+                .take(ALLOCATOR_DEPTH)
+                .rposition(|(_, f)| is_allocator(&f.function))
+                .map_or(0, |i| i + 1)
+        } else {
+            0
+        };
+        let native = &native[from..];
+        let lines = traced_lines(native, &sample.traced);
         let mut at = None;
         for (cs, line) in sample.traced.iter().zip(lines) {
             let function = (self.function_id)(cs);
@@ -191,7 +213,7 @@ impl Builder<'_> {
         let keep = if sample.pid.is_none() {
             native.len()
         } else {
-            kept_below(&native, sample.traced.last().copied())
+            kept_below(native, sample.traced.last().copied())
         };
         for (addr, f) in native[..keep].iter().rev() {
             let frame = self.frame(SnapshotFrame {
@@ -260,6 +282,23 @@ fn kept_below(native: &[(u64, super::NativeFrame)], innermost: Option<&'static C
         .iter()
         .position(|(_, f)| is_runtime_machinery(&f.function))
         .unwrap_or(native.len())
+}
+
+/// How deep into an allocation's native stack (innermost first) the allocator's frames are
+/// looked for.
+const ALLOCATOR_DEPTH: usize = 24;
+
+/// Whether a native function is the allocator's: the counting allocator and the sampler's
+/// hook, or the global allocator's entry points. An allocation's stack keeps the frames outside
+/// the outermost of them (those of the code that allocated; the standard library's `alloc::`
+/// frames above them stay, and reports by site pass over them).
+fn is_allocator(function: &str) -> bool {
+    let f = function.trim_start_matches('<');
+    f.starts_with("runtime::heap::")
+        || f.starts_with("runtime::sample::alloc")
+        || f.starts_with("__rust")
+        || f.starts_with("__rdl")
+        || f.starts_with("__rg_")
 }
 
 /// Whether a native function is the runtime's poll wrapper or trace machinery.
@@ -342,6 +381,8 @@ impl SampleData {
                     state: s.state.map(|st| st.name().to_owned()),
                     mailbox_len: s.mailbox_len,
                     registered_name: s.registered_name.as_deref().map(str::to_owned),
+                    size: s.size,
+                    live: s.live,
                 })
                 .collect();
             let mut addrs: Vec<u64> = b
@@ -355,6 +396,7 @@ impl SampleData {
             SampleSnapshot {
                 sampler: self.sampler.name().to_owned(),
                 hz: self.hz,
+                alloc_rate: self.alloc_rate,
                 mappings: mappings(&addrs),
                 frames: b.frames,
                 stacks: b.stacks,

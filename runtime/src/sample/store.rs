@@ -1,10 +1,13 @@
 //! Where samples go: per sample session, a bounded store; and the drain that moves the CPU
-//! sampler's records from the threads' rings into the stores of the sessions they belong to.
+//! sampler's and the allocation sampler's records from the threads' rings into the stores of
+//! the sessions they belong to.
 //!
-//! The drain runs on a thread of its own every [`DRAIN_EVERY`] while a CPU sample session is
-//! open, and at every read of a session's samples, so a read sees every sample taken before it.
+//! The drain runs on a thread of its own every [`DRAIN_EVERY`] while a CPU or allocation
+//! sample session is open, and at every read of a session's samples, so a read sees every
+//! sample taken before it.
 //! It runs with allocation charging suppressed, so it is never charged to a process.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -25,6 +28,17 @@ static DRAIN: Mutex<()> = Mutex::new(());
 
 /// The stores of the open CPU sample sessions.
 static CPU_STORES: Mutex<Vec<Arc<Store>>> = Mutex::new(Vec::new());
+/// The stores of the open allocation sample sessions.
+static ALLOC_STORES: Mutex<Vec<Arc<Store>>> = Mutex::new(Vec::new());
+
+/// The stores of the open sessions of `sampler` (CPU or allocation).
+fn stores_of(sampler: Sampler) -> &'static Mutex<Vec<Arc<Store>>> {
+    if sampler == Sampler::Alloc {
+        &ALLOC_STORES
+    } else {
+        &CPU_STORES
+    }
+}
 
 /// A sample session's samples, bounded by its capacity.
 pub(crate) struct Store {
@@ -44,10 +58,18 @@ pub(crate) struct Store {
 #[derive(Default)]
 pub(crate) struct StoreInner {
     pub(crate) samples: Vec<Sample>,
-    /// Timer periods (CPU) or process-samples (wall) lost: the store or a ring was full.
+    /// Timer periods (CPU), process-samples (wall) or bytes (allocations) lost: the store or a
+    /// ring was full.
     pub(crate) dropped: f64,
     /// Whether the full store has been reported.
     pub(crate) warned: bool,
+    /// Allocation samples: the live ones, by block address (an index into `samples`).
+    live: HashMap<u64, usize>,
+    /// Allocation samples: frees of sampled blocks not matched yet (their allocation's record
+    /// may come at the next drain), by address: time (relative to the start) and drain pass.
+    pending_frees: HashMap<u64, (u64, u64)>,
+    /// Drain passes that brought frees.
+    passes: u64,
 }
 
 impl Store {
@@ -65,10 +87,14 @@ impl Store {
     /// Keeps `sample`, or counts it as dropped when the store is full (saying so on stderr the
     /// first time).
     pub(crate) fn keep(&self, sample: Sample) {
-        let mut inner = self.inner.lock();
+        self.keep_in(&mut self.inner.lock(), sample);
+    }
+
+    /// [`keep`](Self::keep) under the lock; the sample's index if kept.
+    fn keep_in(&self, inner: &mut StoreInner, sample: Sample) -> Option<usize> {
         if inner.samples.len() < self.capacity {
             inner.samples.push(sample);
-            return;
+            return Some(inner.samples.len() - 1);
         }
         inner.dropped += sample.weight;
         if !inner.warned {
@@ -83,6 +109,69 @@ impl Store {
                 self.capacity
             );
         }
+        None
+    }
+
+    /// Takes in a drain's allocation samples and the frees of sampled blocks (address and
+    /// absolute time), in time order: a free takes its block's sample out of the live set; a
+    /// free seen before its block's sample waits two drains for it; a new sampled block at the
+    /// address of a live one means that one was freed unseen.
+    fn keep_allocations(&self, samples: Vec<Sample>, frees: &[(u64, u64)], started: u64) {
+        let mut inner = self.inner.lock();
+        let inner = &mut *inner;
+        inner.passes += 1;
+        let pass = inner.passes;
+        // (time, free first at a tie: the same address's block freed then allocated anew)
+        let mut events: Vec<(u64, bool, usize)> = samples
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.time_ns, false, i))
+            .collect();
+        events.extend(
+            frees
+                .iter()
+                .enumerate()
+                .filter(|(_, (_, t))| *t >= started)
+                .map(|(i, (_, t))| (t - started, true, i)),
+        );
+        events.sort_unstable_by_key(|&(t, free, _)| (t, !free));
+        let mut samples: Vec<Option<Sample>> = samples.into_iter().map(Some).collect();
+        for (time, free, i) in events {
+            if free {
+                let addr = frees[i].0;
+                match inner.live.get(&addr) {
+                    Some(&j) if inner.samples[j].time_ns <= time => {
+                        inner.samples[j].live = false;
+                        inner.live.remove(&addr);
+                    }
+                    _ => {
+                        inner.pending_frees.insert(addr, (time, pass));
+                    }
+                }
+                continue;
+            }
+            let Some(mut sample) = samples[i].take() else {
+                continue;
+            };
+            let addr = sample.address;
+            let freed = inner
+                .pending_frees
+                .get(&addr)
+                .is_some_and(|(t, _)| *t >= sample.time_ns);
+            if freed {
+                inner.pending_frees.remove(&addr);
+            }
+            sample.live = !freed;
+            if let Some(j) = self.keep_in(inner, sample)
+                && !freed
+                && let Some(old) = inner.live.insert(addr, j)
+            {
+                inner.samples[old].live = false;
+            }
+        }
+        inner
+            .pending_frees
+            .retain(|_, (_, seen)| pass.saturating_sub(*seen) < 2);
     }
 
     /// Counts `weight` as dropped.
@@ -113,9 +202,9 @@ pub(crate) fn now_ns() -> u64 {
     }
 }
 
-/// Adds a CPU session's store; starts the drain thread the first time.
-pub(crate) fn add_cpu_store(store: Arc<Store>) {
-    CPU_STORES.lock().push(store);
+/// Adds a CPU or allocation session's store; starts the drain thread the first time.
+pub(crate) fn add_store(store: Arc<Store>) {
+    stores_of(store.sampler).lock().push(store);
     static STARTED: AtomicBool = AtomicBool::new(false);
     if !STARTED.swap(true, Ordering::SeqCst) {
         let spawned = std::thread::Builder::new()
@@ -123,7 +212,7 @@ pub(crate) fn add_cpu_store(store: Arc<Store>) {
             .spawn(|| {
                 loop {
                     std::thread::sleep(DRAIN_EVERY);
-                    if !CPU_STORES.lock().is_empty() {
+                    if !CPU_STORES.lock().is_empty() || !ALLOC_STORES.lock().is_empty() {
                         drain();
                     }
                 }
@@ -136,11 +225,11 @@ pub(crate) fn add_cpu_store(store: Arc<Store>) {
     }
 }
 
-/// Removes a CPU session's store (after draining what is left for it); returns how many CPU
-/// stores remain.
-pub(crate) fn remove_cpu_store(store: &Arc<Store>) -> usize {
+/// Removes a CPU or allocation session's store (after draining what is left for it); returns
+/// how many stores of its sampler remain.
+pub(crate) fn remove_store(store: &Arc<Store>) -> usize {
     drain();
-    let mut stores = CPU_STORES.lock();
+    let mut stores = stores_of(store.sampler).lock();
     stores.retain(|s| !Arc::ptr_eq(s, store));
     stores.len()
 }
@@ -150,46 +239,81 @@ pub(crate) fn remove_cpu_store(store: &Arc<Store>) -> usize {
 pub(crate) fn drain() {
     crate::heap::suppressed(|| {
         let _one = DRAIN.lock();
-        let stores: Vec<(Arc<Store>, u64)> = CPU_STORES
-            .lock()
+        drain_rings(false);
+        #[cfg(target_os = "linux")]
+        drain_rings(true);
+    });
+}
+
+/// [`drain`] of the CPU sampler's rings, or the allocation sampler's (`alloc`).
+fn drain_rings(alloc: bool) {
+    let sampler = if alloc { Sampler::Alloc } else { Sampler::Cpu };
+    let stores: Vec<(Arc<Store>, u64)> = stores_of(sampler)
+        .lock()
+        .iter()
+        .map(|s| (Arc::clone(s), *s.started_ns.lock()))
+        .collect();
+    let rings: Vec<(u32, &'static super::ring::Ring, bool, u32)> = {
+        let reg = REGISTRY.lock();
+        reg.threads
             .iter()
-            .map(|s| (Arc::clone(s), *s.started_ns.lock()))
-            .collect();
-        let rings: Vec<(u32, &'static super::ring::Ring, bool, u32)> = {
-            let reg = REGISTRY.lock();
-            reg.threads
-                .iter()
-                .enumerate()
-                .filter_map(|(i, e)| e.ring.map(|r| (i as u32, r, e.alive, e.node)))
-                .collect()
-        };
-        for (index, ring, alive, node) in rings {
-            ring.drain(|r| {
-                for (store, started) in &stores {
-                    if let Some(sample) = sample_for(store, *started, r, index, node) {
+            .enumerate()
+            .filter_map(|(i, e)| {
+                let ring = if alloc { e.alloc_ring } else { e.ring };
+                ring.map(|r| (i as u32, r, e.alive, e.node))
+            })
+            .collect()
+    };
+    // Allocation samples go in once every ring is drained, with the frees (see
+    // `keep_allocations`).
+    let mut fresh: Vec<Vec<Sample>> = vec![Vec::new(); stores.len()];
+    for (index, ring, alive, node) in rings {
+        ring.drain(|r| {
+            for (k, (store, started)) in stores.iter().enumerate() {
+                if let Some(sample) = sample_for(store, *started, r, index, node) {
+                    if alloc {
+                        fresh[k].push(sample);
+                    } else {
                         store.keep(sample);
                     }
                 }
-            });
-            let dropped = ring.take_dropped();
-            if dropped > 0 {
-                for (store, _) in &stores {
-                    store.drop_weight(dropped as f64);
-                }
             }
-            if !alive {
-                let mut reg = REGISTRY.lock();
-                if let Some(entry) = reg.threads.get_mut(index as usize)
-                    && !entry.alive
-                    && entry.ring.is_some()
-                {
-                    entry.ring = None;
+        });
+        let dropped = ring.take_dropped();
+        let dropped_bytes = ring.take_dropped_bytes();
+        if dropped > 0 {
+            let weight = if alloc { dropped_bytes } else { dropped };
+            for (store, _) in &stores {
+                store.drop_weight(weight as f64);
+            }
+        }
+        if !alive {
+            let mut reg = REGISTRY.lock();
+            let reg = &mut *reg;
+            if let Some(entry) = reg.threads.get_mut(index as usize)
+                && !entry.alive
+            {
+                let (slot, pool) = if alloc {
+                    (&mut entry.alloc_ring, &mut reg.alloc_pool)
+                } else {
+                    (&mut entry.ring, &mut reg.pool)
+                };
+                if slot.take().is_some() {
                     ring.reset();
-                    reg.pool.push(ring);
+                    pool.push(ring);
                 }
             }
         }
-    });
+    }
+    #[cfg(target_os = "linux")]
+    if alloc {
+        let mut frees = Vec::new();
+        super::alloc::take_frees(&mut frees);
+        let _lost = super::alloc::take_dropped_frees();
+        for ((store, started), samples) in stores.iter().zip(fresh) {
+            store.keep_allocations(samples, &frees, *started);
+        }
+    }
 }
 
 /// Whether the session of `bit` measures `pid` now, for a sample whose poll did not have the
@@ -227,6 +351,7 @@ fn sample_for(
         None
     };
     let all = callsites();
+    let alloc = store.sampler == Sampler::Alloc;
     let traced = if pid.is_some() {
         r.traced()
             .iter()
@@ -236,24 +361,50 @@ fn sample_for(
     } else {
         Vec::new()
     };
+    let native = if alloc {
+        alloc_native(r.native())
+    } else {
+        r.native().to_vec()
+    };
     Some(Sample {
         pid,
         thread: Some(thread),
         time_ns: r.time_ns.saturating_sub(started),
-        weight: f64::from(r.weight),
+        weight: if alloc { r.bytes } else { f64::from(r.weight) },
         traced,
-        native: r.native().to_vec(),
+        native,
+        size: r.size,
         truncated: r.flags & (TRACED_TRUNCATED | NATIVE_TRUNCATED) != 0,
+        address: r.addr,
+        live: alloc,
         state: None,
         mailbox_len: 0,
         registered_name: None,
     })
 }
 
+/// An allocation record's native stack as samples keep it: the walk from inside the allocator
+/// starts with no interrupted instruction (a 0) and return addresses; the first of those
+/// becomes the sample's innermost address, one byte back into the call that made it (so it is
+/// named as the call, as an interrupted instruction is).
+fn alloc_native(walked: &[u64]) -> Vec<u64> {
+    let mut native: Vec<u64> = walked.iter().skip(1).copied().collect();
+    if let Some(first) = native.first_mut() {
+        *first = first.saturating_sub(1);
+    }
+    native
+}
+
 /// Holds the drain's lock (tests: a handler that took it would deadlock).
 #[cfg(test)]
 pub(crate) fn lock_drain_for_test() -> parking_lot::MutexGuard<'static, ()> {
     DRAIN.lock()
+}
+
+/// Holds the allocation stores' lock (tests).
+#[cfg(test)]
+pub(crate) fn lock_alloc_stores_for_test() -> parking_lot::MutexGuard<'static, Vec<Arc<Store>>> {
+    ALLOC_STORES.lock()
 }
 
 /// Holds the stores' lock (tests).

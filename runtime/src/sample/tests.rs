@@ -94,6 +94,62 @@ fn the_handler_neither_locks_nor_allocates() {
     assert_eq!(allocated, 0, "the handler allocated");
 }
 
+/// A thread allocating through a counting allocator with every allocation sampled, while it
+/// holds every lock the sampler's code takes (the registry, the drain, the stores, the path
+/// table): a recorder that took one would deadlock. Its allocations through the global
+/// allocator are counted: the recorder wrote a record per allocation and allocated nothing.
+#[test]
+fn the_alloc_sampler_neither_locks_nor_allocates() {
+    let _serial = SERIAL.lock();
+    super::alloc::start(super::AllocRate::SampleRate(1.0)).expect("start the sampler");
+    let (done_tx, done_rx) = mpsc::channel();
+    let sampled = std::thread::Builder::new()
+        .name("alloc-sampled".into())
+        .spawn(move || {
+            super::threads::register_current(0);
+            let ring = super::threads::THREAD
+                .with(|t| t.alloc_ring.load(Ordering::Acquire))
+                .cast_const();
+            // SAFETY: rings are leaked, never freed; this thread's was just published.
+            #[allow(unsafe_code)]
+            let ring = unsafe { ring.as_ref() }.expect("a ring while the sampler runs");
+            // Charged to a process's account: the sampler skips what is charged to no one.
+            let account = crate::heap::Account::acquire();
+            let charging = crate::heap::Charging::new(account, false);
+            let counting = crate::CountingAlloc::system();
+            let layout = Layout::from_size_align(64, 8).expect("layout");
+            let before_records = ring.written();
+            let registry = super::threads::REGISTRY.lock();
+            let drain = super::store::lock_drain_for_test();
+            let stores = super::store::lock_stores_for_test();
+            let alloc_stores = super::store::lock_alloc_stores_for_test();
+            let paths = super::paths::lock_table_for_test();
+            let before = ALLOCATIONS.with(Cell::get);
+            for _ in 0..100 {
+                // SAFETY: a valid non-zero layout; the block is freed with the same layout.
+                #[allow(unsafe_code)]
+                unsafe {
+                    let block = counting.alloc(layout);
+                    assert!(!block.is_null());
+                    counting.dealloc(block, layout);
+                }
+            }
+            let allocated = ALLOCATIONS.with(Cell::get) - before;
+            let records = ring.written() - before_records;
+            drop((registry, drain, stores, alloc_stores, paths));
+            drop(charging);
+            account.release();
+            done_tx.send((records, allocated)).expect("send");
+        })
+        .expect("spawn");
+    let outcome = done_rx.recv_timeout(Duration::from_secs(120));
+    super::alloc::stop();
+    let (records, allocated) = outcome.expect("the thread finished: no recorder deadlocked");
+    sampled.join().expect("joined");
+    assert_eq!(records, 100, "one record per allocation at sample_rate 1");
+    assert_eq!(allocated, 0, "the recorder allocated");
+}
+
 extern "C" fn foreign(_: libc::c_int) {}
 
 /// Another handler of SIGPROF (a program's own, another profiler's) is never replaced: the

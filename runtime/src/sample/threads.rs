@@ -24,6 +24,8 @@ pub(crate) struct ThreadSlot {
     /// The thread's ring; null while it has none (no CPU sampler has run since it registered,
     /// or it is exiting).
     pub(crate) ring: AtomicPtr<Ring>,
+    /// The thread's allocation sampler ring; null while it has none.
+    pub(crate) alloc_ring: AtomicPtr<Ring>,
     pub(crate) stack_lo: AtomicUsize,
     pub(crate) stack_hi: AtomicUsize,
     /// Its index in the registry, plus one (0: unregistered).
@@ -38,6 +40,7 @@ thread_local! {
     pub(crate) static THREAD: ThreadSlot = const {
         ThreadSlot {
             ring: AtomicPtr::new(std::ptr::null_mut()),
+            alloc_ring: AtomicPtr::new(std::ptr::null_mut()),
             stack_lo: AtomicUsize::new(0),
             stack_hi: AtomicUsize::new(0),
             index: AtomicU32::new(0),
@@ -63,6 +66,9 @@ pub(crate) struct ThreadEntry {
     slot: *const ThreadSlot,
     /// Its ring (`None` before its first arming, and once emptied after the thread exited).
     pub(crate) ring: Option<&'static Ring>,
+    /// Its allocation sampler ring (`None` before sampling allocations first ran while it
+    /// lived, and once emptied after the thread exited).
+    pub(crate) alloc_ring: Option<&'static Ring>,
     /// Its timer while the sampler runs.
     #[cfg(target_os = "linux")]
     pub(crate) timer: Option<libc::timer_t>,
@@ -92,17 +98,32 @@ impl ThreadEntry {
         let slot = unsafe { &*self.slot };
         slot.ring.store(ptr, Ordering::Release);
     }
+
+    /// Gives the thread its allocation sampler ring, or takes it away (null).
+    pub(crate) fn publish_alloc_ring(&self, ring: Option<&'static Ring>) {
+        if !self.alive {
+            return;
+        }
+        let ptr = ring.map_or(std::ptr::null_mut(), |r| std::ptr::from_ref(r).cast_mut());
+        // SAFETY: as in `publish_ring`.
+        #[allow(unsafe_code)]
+        let slot = unsafe { &*self.slot };
+        slot.alloc_ring.store(ptr, Ordering::Release);
+    }
 }
 
-/// Every thread registered so far, by index; and rings ready for reuse.
+/// Every thread registered so far, by index; and rings ready for reuse (the CPU sampler's and
+/// the allocation sampler's).
 pub(crate) struct Registry {
     pub(crate) threads: Vec<ThreadEntry>,
     pub(crate) pool: Vec<&'static Ring>,
+    pub(crate) alloc_pool: Vec<&'static Ring>,
 }
 
 pub(crate) static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
     threads: Vec::new(),
     pool: Vec::new(),
+    alloc_pool: Vec::new(),
 });
 
 /// Registers the calling thread for `node` (0 when not known), if it is not yet; a thread
@@ -152,14 +173,22 @@ pub(crate) fn register_current(node: u32) {
             clock,
             slot,
             ring: None,
+            alloc_ring: None,
             timer: None,
             alive: true,
         });
         UNREGISTER.with(|_| {});
+        let Registry {
+            threads,
+            pool,
+            alloc_pool,
+        } = &mut *reg;
+        let entry = threads.last_mut().expect("just pushed");
         if super::cpu::running() {
-            let Registry { threads, pool } = &mut *reg;
-            let entry = threads.last_mut().expect("just pushed");
             super::cpu::arm(entry, pool);
+        }
+        if super::alloc::running() {
+            super::alloc::arm(entry, alloc_pool);
         }
     });
 }
@@ -191,6 +220,7 @@ impl Drop for Unregister {
             // No signal of this thread's timer comes after the delete above; the handler
             // sees no ring from here on.
             entry.publish_ring(None);
+            entry.publish_alloc_ring(None);
             entry.alive = false;
             compiler_fence(Ordering::SeqCst);
             t.index.store(0, Ordering::Relaxed);

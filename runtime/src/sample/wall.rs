@@ -186,6 +186,9 @@ fn sample_of(p: &Process, bit: u32, weight: f64, time: u64, paths: &mut Paths) -
         state: Some(state),
         mailbox_len: u32::try_from(queue).unwrap_or(u32::MAX),
         registered_name: p.registered_name(),
+        size: 0,
+        address: 0,
+        live: false,
     }
 }
 

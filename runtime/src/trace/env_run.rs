@@ -14,7 +14,9 @@
 //! | variable | value |
 //! | --- | --- |
 //! | `TPROF_RUN` | `sample`, `call_count`, `call_time` or `call_memory` |
-//! | `TPROF_RUN_SAMPLER` | `cpu` (default) or `wall` (sample) |
+//! | `TPROF_RUN_SAMPLER` | `cpu` (default), `wall` or `alloc` (sample) |
+//! | `TPROF_RUN_ALLOC_RATE` | the allocation sampler's bytes per sample (alloc; default 524288) |
+//! | `TPROF_RUN_SAMPLE_RATE` | or Julia's `sample_rate`, each allocation's probability, 0 to 1 (alloc) |
 //! | `TPROF_RUN_HZ` | samples per second, 1 to 10000 (sample; default 99) |
 //! | `TPROF_RUN_SAMPLE_N` | the sample buffer's size, in samples (sample; default 100000) |
 //! | `TPROF_RUN_DIR` | the folder to write into (default: the current folder) |
@@ -96,6 +98,10 @@ pub use heap::{heap_snapshot_file, heap_snapshot_node};
 pub const ENV_TYPE: &str = "TPROF_RUN";
 /// The sampler of `TPROF_RUN=sample`: `cpu` or `wall`.
 pub const ENV_SAMPLER: &str = "TPROF_RUN_SAMPLER";
+/// The allocation sampler's rate ([`crate::sample::AllocRate::Bytes`]), in bytes per sample.
+pub const ENV_ALLOC_RATE: &str = "TPROF_RUN_ALLOC_RATE";
+/// Or its `sample_rate` ([`crate::sample::AllocRate::SampleRate`]), in `[0, 1]`.
+pub const ENV_SAMPLE_RATE: &str = "TPROF_RUN_SAMPLE_RATE";
 /// The sampling rate of `TPROF_RUN=sample`, in Hz.
 pub const ENV_HZ: &str = "TPROF_RUN_HZ";
 /// The sample buffer's size of `TPROF_RUN=sample`, in samples.
@@ -418,6 +424,30 @@ fn sample_options() -> Result<crate::sample::SampleOptions, String> {
             .n(n.trim()
                 .parse()
                 .map_err(|_| format!("{ENV_SAMPLE_N}={n} is not a number of samples"))?);
+    }
+    match (
+        std::env::var(ENV_ALLOC_RATE),
+        std::env::var(ENV_SAMPLE_RATE),
+    ) {
+        (Ok(_), Ok(_)) => {
+            return Err(format!(
+                "{ENV_ALLOC_RATE} and {ENV_SAMPLE_RATE} are two models of allocation sampling, \
+                 which are never mixed: set one of them"
+            ));
+        }
+        (Ok(bytes), _) => {
+            let bytes: u64 = bytes.trim().parse().map_err(|_| {
+                format!("{ENV_ALLOC_RATE}={bytes} is not a number of bytes per sample")
+            })?;
+            options = options.alloc_rate(crate::sample::AllocRate::Bytes(bytes));
+        }
+        (_, Ok(p)) => {
+            let p: f64 = p.trim().parse().map_err(|_| {
+                format!("{ENV_SAMPLE_RATE}={p} is not a probability: a number from 0 to 1")
+            })?;
+            options = options.alloc_rate(crate::sample::AllocRate::SampleRate(p));
+        }
+        _ => {}
     }
     Ok(options)
 }

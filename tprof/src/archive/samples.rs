@@ -11,8 +11,8 @@ use super::encode::{Interner, Out, table, varint};
 use super::limits::{self, Depths};
 use super::{ArchiveError, MAX_PATH_DEPTH, tag};
 use crate::samples::{
-    SampleFrame, SampleMapping, SampleRecord, SampleSet, SampleSource, SampleStack, SampleThread,
-    SamplerKind, WaitState,
+    AllocRate, SampleFrame, SampleMapping, SampleRecord, SampleSet, SampleSource, SampleStack,
+    SampleThread, SamplerKind, WaitState,
 };
 
 /// A sample's flags: the low three bits are its state (0 none, else [`STATES`]`[s - 1]`).
@@ -29,8 +29,15 @@ const MAILBOX: u64 = 1 << 6;
 const WEIGHT: u64 = 1 << 7;
 /// A source follows (else the sample before's).
 const SOURCE: u64 = 1 << 8;
+/// An allocation's size follows (allocation samples; else 0).
+const SIZE: u64 = 1 << 9;
+/// An allocation sample's block was live.
+const LIVE: u64 = 1 << 10;
 /// Every flag a writer of this version sets.
-const KNOWN: u64 = (SOURCE << 1) - 1;
+const KNOWN: u64 = (LIVE << 1) - 1;
+
+/// The samplers, in the order of their codes (0 to 2).
+const SAMPLERS: [SamplerKind; 3] = [SamplerKind::Cpu, SamplerKind::Wall, SamplerKind::Alloc];
 
 /// The wait states, in the order of their codes (1 to 7). The v2 fixture holds every one, so
 /// a change of this order fails its test.
@@ -186,18 +193,26 @@ pub(super) fn write(
     table(out, tag::SAMPLE_SOURCES, &set.sources, |b, s| {
         varint(b, s.run.into());
         varint(b, s.node.into());
-        varint(
-            b,
-            match s.sampler {
-                SamplerKind::Cpu => 0,
-                SamplerKind::Wall => 1,
-            },
-        );
+        let code = SAMPLERS.iter().position(|k| *k == s.sampler).unwrap_or(0);
+        varint(b, code as u64);
         varint(b, s.hz.into());
         float(b, s.dropped);
         varint(b, s.native_walked.into());
         varint(b, s.duration_ns);
         varint(b, s.capacity);
+        if s.sampler == SamplerKind::Alloc {
+            // The model: 0 and bytes per sample, or 1 and the probability.
+            match s.alloc_rate.unwrap_or_default() {
+                AllocRate::Bytes(bytes) => {
+                    varint(b, 0);
+                    varint(b, bytes);
+                }
+                AllocRate::SampleRate(p) => {
+                    varint(b, 1);
+                    float(b, p);
+                }
+            }
+        }
     })?;
     table(out, tag::SAMPLE_FRAMES, &set.frames, |b, f| {
         optional(b, f.function.map(u64::from));
@@ -238,7 +253,9 @@ pub(super) fn write(
             | flag(s.stack.is_some(), STACK)
             | flag(s.mailbox_len != 0, MAILBOX)
             | flag(weight, WEIGHT)
-            | flag(s.source != previous.source, SOURCE);
+            | flag(s.source != previous.source, SOURCE)
+            | flag(s.size != 0, SIZE)
+            | flag(s.live, LIVE);
         varint(b, flags);
         if flags & SOURCE != 0 {
             varint(b, s.source.into());
@@ -263,6 +280,9 @@ pub(super) fn write(
         }
         if s.mailbox_len != 0 {
             varint(b, s.mailbox_len.into());
+        }
+        if s.size != 0 {
+            varint(b, s.size);
         }
         previous = Previous {
             source: s.source,
@@ -306,15 +326,12 @@ impl Reader {
             tag::SAMPLE_SOURCES => {
                 let run = p.u32("a source's run")?;
                 let node = p.u32("a source's node")?;
-                let sampler = match p.varint("a source's sampler")? {
-                    0 => SamplerKind::Cpu,
-                    1 => SamplerKind::Wall,
-                    code => {
-                        return Err(p.corrupt(
-                            start,
-                            format_args!("an unknown sampler {code} (0 is cpu, 1 wall)"),
-                        ));
-                    }
+                let code = p.varint("a source's sampler")?;
+                let Some(&sampler) = SAMPLERS.get(code as usize) else {
+                    return Err(p.corrupt(
+                        start,
+                        format_args!("an unknown sampler {code} (0 is cpu, 1 wall, 2 alloc)"),
+                    ));
                 };
                 let hz = p.u32("a source's rate")?;
                 let dropped = float_of(p, "a source's dropped weight")?;
@@ -332,15 +349,36 @@ impl Reader {
                         ));
                     }
                 };
+                let duration_ns = p.varint("a source's duration")?;
+                let capacity = p.varint("a source's capacity")?;
+                let alloc_rate = if sampler == SamplerKind::Alloc {
+                    let model_at = p.offset();
+                    Some(match p.varint("an allocation source's model")? {
+                        0 => AllocRate::Bytes(p.varint("an allocation source's rate")?),
+                        1 => AllocRate::SampleRate(float_of(p, "an allocation source's rate")?),
+                        v => {
+                            return Err(p.corrupt(
+                                model_at,
+                                format_args!(
+                                    "an allocation source's model is {v}, not 0 (bytes per \
+                                     sample) or 1 (sample_rate)"
+                                ),
+                            ));
+                        }
+                    })
+                } else {
+                    None
+                };
                 set.sources.push(SampleSource {
                     run,
                     node,
                     sampler,
                     hz,
+                    alloc_rate,
                     dropped,
                     native_walked,
-                    duration_ns: p.varint("a source's duration")?,
-                    capacity: p.varint("a source's capacity")?,
+                    duration_ns,
+                    capacity,
                 });
             }
             tag::SAMPLE_FRAMES => {
@@ -503,6 +541,11 @@ impl Reader {
         } else {
             0
         };
+        let size = if flags & SIZE != 0 {
+            p.varint("an allocation sample's size")?
+        } else {
+            0
+        };
         let state = match flags & STATE {
             0 => None,
             s => STATES.get(s as usize - 1).copied(),
@@ -516,6 +559,8 @@ impl Reader {
             stack,
             state,
             mailbox_len,
+            size,
+            live: flags & LIVE != 0,
         })
     }
 

@@ -170,12 +170,11 @@ pub(crate) fn write_drawing(
     let mut options = Options::default();
     if sampled::is_sampled(profile) {
         let set = &profile.samples;
-        let measures: Vec<&str> = sampled::samplers(set)
-            .into_iter()
-            .map(sampled::measure)
-            .collect();
+        let kinds = sampled::samplers(set);
+        let unit = sampled::unit_of_all(&kinds).1;
+        let measures: Vec<&str> = kinds.iter().map(|k| sampled::measure(*k)).collect();
         options.title = format!(
-            "{} flame graph (ns of {})",
+            "{} flame graph ({unit} of {})",
             sampled::describe(set),
             measures.join("; ")
         );
@@ -184,7 +183,7 @@ pub(crate) fn write_drawing(
             .chain(sampled::dropped_note(set))
             .collect();
         options.subtitle = (!notes.is_empty()).then(|| notes.join(" — "));
-        options.count_name = "ns".to_owned();
+        options.count_name = unit.to_owned();
     } else {
         let unit = unit(profile.trace_type);
         options.title = format!("{} flame graph ({unit})", profile.trace_type);

@@ -426,7 +426,9 @@ fn escape_script(json: &str) -> String {
 /// The page's title: the trace type (or what was sampled), the unit and what ran.
 fn title(profile: &Profile) -> String {
     let mut title = if is_sampled(profile) {
-        format!("{} (ns)", describe(&profile.samples))
+        let kinds = super::sampled::samplers(&profile.samples);
+        let unit = super::sampled::unit_of_all(&kinds).1;
+        format!("{} ({unit})", describe(&profile.samples))
     } else {
         format!(
             "{} profile ({})",

@@ -11,7 +11,9 @@
 //!   samples, process-ticks for wall samples) times its source's period (`1e9 / hz`). For a
 //!   CPU sample that is CPU time; for a wall sample it is wall time summed over processes (a
 //!   process drawn with probability `k / n` stands for `n / k` processes for one tick), so that
-//!   samples of sources of different rates add up. Each export says which.
+//!   samples of sources of different rates add up. Each export says which. An allocation
+//!   sample weighs **bytes** instead: those it stands for (its weight); exports say so
+//!   ([`unit_of`]), and pprof writes Go's heap profile.
 //! - **Roots.** A sample is shown under its process (its label, [`Profile::labels`]), or under
 //!   one root named [`OUTSIDE`] for CPU time outside any process (`pid` `None`). Processes
 //!   come in pid order, then [`OUTSIDE`].
@@ -71,19 +73,23 @@ pub(super) fn sampler(set: &SampleSet, sample: &SampleRecord) -> SamplerKind {
         .map_or(SamplerKind::Cpu, |s| s.sampler)
 }
 
-/// The nanoseconds `sample` stands for: its weight times its source's period.
+/// The nanoseconds `sample` stands for: its weight times its source's period; for an
+/// allocation sample, the bytes it stands for (its weight).
 pub(super) fn weight_ns(set: &SampleSet, sample: &SampleRecord) -> f64 {
-    let period = set
-        .sources
-        .get(sample.source as usize)
-        .map_or(0.0, crate::samples::SampleSource::period_ns);
+    let period = set.sources.get(sample.source as usize).map_or(0.0, |s| {
+        if s.sampler == SamplerKind::Alloc {
+            1.0
+        } else {
+            s.period_ns()
+        }
+    });
     sample.weight * period
 }
 
 /// The samplers `set`'s sources use, CPU first.
 pub(super) fn samplers(set: &SampleSet) -> Vec<SamplerKind> {
     let mut kinds: Vec<SamplerKind> = Vec::new();
-    for kind in [SamplerKind::Cpu, SamplerKind::Wall] {
+    for kind in [SamplerKind::Cpu, SamplerKind::Wall, SamplerKind::Alloc] {
         if set.sources.iter().any(|s| s.sampler == kind) {
             kinds.push(kind);
         }
@@ -97,6 +103,27 @@ pub(super) fn measure(kind: SamplerKind) -> &'static str {
     match kind {
         SamplerKind::Cpu => "CPU time",
         SamplerKind::Wall => "wall time, summed over processes",
+        SamplerKind::Alloc => "allocations (estimated)",
+    }
+}
+
+/// The unit `kind`'s samples weigh in every export: nanoseconds, or bytes for allocation
+/// samples; (long, short).
+pub(super) fn unit_of(kind: SamplerKind) -> (&'static str, &'static str) {
+    match kind {
+        SamplerKind::Alloc => ("bytes", "bytes"),
+        SamplerKind::Cpu | SamplerKind::Wall => ("nanoseconds", "ns"),
+    }
+}
+
+/// The unit of a profile whose samplers are `kinds` (their samples side by side, as svg and
+/// html draw them): bytes when they are all allocation samples, else nanoseconds; (long,
+/// short).
+pub(super) fn unit_of_all(kinds: &[SamplerKind]) -> (&'static str, &'static str) {
+    if !kinds.is_empty() && kinds.iter().all(|k| *k == SamplerKind::Alloc) {
+        unit_of(SamplerKind::Alloc)
+    } else {
+        unit_of(SamplerKind::Cpu)
     }
 }
 
@@ -143,7 +170,7 @@ pub(super) fn summed(set: &SampleSet) -> Vec<Summed> {
         out[i].samples += 1;
         out[i].ns += weight_ns(set, s);
     }
-    out.sort_by_key(|s| (s.sampler == SamplerKind::Wall, s.root, s.stack, s.state));
+    out.sort_by_key(|s| (s.sampler as u8, s.root, s.stack, s.state));
     out
 }
 
@@ -151,7 +178,7 @@ pub(super) fn summed(set: &SampleSet) -> Vec<Summed> {
 pub(super) fn state_of(set: &SampleSet, sample: &SampleRecord) -> Option<WaitState> {
     match sampler(set, sample) {
         SamplerKind::Wall => sample.state,
-        SamplerKind::Cpu => None,
+        SamplerKind::Cpu | SamplerKind::Alloc => None,
     }
 }
 
@@ -337,7 +364,11 @@ pub(super) fn dropped_note(set: &SampleSet) -> Option<String> {
 /// `cpu and wall samples` (rates listed when they differ).
 pub(super) fn describe(set: &SampleSet) -> String {
     let kinds = samplers(set);
-    let mut rates: Vec<u32> = set.sources.iter().map(|s| s.hz).collect();
+    let timed = set
+        .sources
+        .iter()
+        .filter(|s| s.sampler != SamplerKind::Alloc);
+    let mut rates: Vec<u32> = timed.map(|s| s.hz).collect();
     rates.sort_unstable();
     rates.dedup();
     let kinds_text = if kinds.is_empty() {
@@ -346,14 +377,25 @@ pub(super) fn describe(set: &SampleSet) -> String {
         let names: Vec<&str> = kinds.iter().map(|k| k.name()).collect();
         format!("{} samples", names.join(" and "))
     };
-    match rates.as_slice() {
+    let mut text = match rates.as_slice() {
         [] => kinds_text,
         [hz] => format!("{kinds_text} at {hz} Hz"),
         many => {
             let list: Vec<String> = many.iter().map(u32::to_string).collect();
             format!("{kinds_text} at {} Hz", list.join(", "))
         }
+    };
+    let mut models: Vec<String> = Vec::new();
+    for rate in set.sources.iter().filter_map(|s| s.alloc_rate) {
+        let model = rate.to_string();
+        if !models.contains(&model) {
+            models.push(model);
+        }
     }
+    if !models.is_empty() {
+        text = format!("{text}, allocations at {}", models.join(" and "));
+    }
+    text
 }
 
 #[cfg(test)]
@@ -367,6 +409,7 @@ mod tests {
             node: 0,
             sampler,
             hz,
+            alloc_rate: None,
             dropped,
             native_walked: true,
             duration_ns: 0,
@@ -385,6 +428,8 @@ mod tests {
             stack: Some(stack),
             state: None,
             mailbox_len: 0,
+            size: 0,
+            live: false,
         };
         let set = SampleSet {
             samples: vec![sampled(2), sampled(3), sampled(2)],

@@ -39,6 +39,8 @@ pub(super) struct Group {
     pub(super) stacks: HashMap<Option<u32>, f64>,
     /// Its total weight (Julia's "total snapshots").
     pub(super) total: f64,
+    /// Allocation samples: the allocations they stand for.
+    pub(super) objects: f64,
     /// Wall samples: weight of the running ones.
     running: f64,
     /// CPU samples: the CPU time they stand for, in nanoseconds.
@@ -51,7 +53,7 @@ impl<'a> Section<'a> {
     /// The sections of `set`: one per sampler it has sources of (CPU first), or only
     /// `only`'s.
     pub(super) fn of(set: &'a SampleSet, only: Option<SamplerKind>) -> Vec<Section<'a>> {
-        [SamplerKind::Cpu, SamplerKind::Wall]
+        [SamplerKind::Cpu, SamplerKind::Wall, SamplerKind::Alloc]
             .into_iter()
             .filter(|k| only.is_none_or(|o| o == *k))
             .filter_map(|kind| {
@@ -108,6 +110,7 @@ impl<'a> Section<'a> {
             let g = &mut groups[at];
             *g.stacks.entry(s.stack).or_default() += s.weight;
             g.total += s.weight;
+            g.objects += s.objects();
             if s.state == Some(WaitState::Running) {
                 g.running += s.weight;
             }
@@ -146,6 +149,8 @@ impl Group {
         };
         match kind {
             SamplerKind::Wall => share(self.running, self.total),
+            // Allocations take no time: their totals say bytes and allocations instead.
+            SamplerKind::Alloc => 0.0,
             SamplerKind::Cpu => {
                 let one_process = self
                     .parts

@@ -207,6 +207,7 @@ pub(crate) fn sampled_profile(node: u32, samples: &[(u32, &[&str], f64)]) -> Pro
             node,
             sampler: SamplerKind::Cpu,
             hz: 100,
+            alloc_rate: None,
             dropped: 0.0,
             native_walked: true,
             duration_ns: 1_000_000 * samples.len() as u64,
@@ -276,6 +277,8 @@ pub(crate) fn sampled_profile(node: u32, samples: &[(u32, &[&str], f64)]) -> Pro
             stack,
             state: None,
             mailbox_len: 0,
+            size: 0,
+            live: false,
         });
     }
     profile.processes = pids

@@ -32,6 +32,7 @@ impl Build {
             node: 0,
             sampler,
             hz,
+            alloc_rate: None,
             dropped,
             native_walked: true,
             duration_ns: seconds * 1_000_000_000,
@@ -126,6 +127,8 @@ impl Build {
             stack,
             state,
             mailbox_len: 0,
+            size: 0,
+            live: false,
         });
     }
 

@@ -26,10 +26,19 @@ pub(crate) enum Cmd {
     /// Exit code: the program's own when it fails (its profile is written all the same).
     Run {
         /// sample (the default, unless a trace option is given): what each process runs
-        /// (--sampler cpu) or where it waits (--sampler wall), at --hz; or trace: calls, time
-        /// or memory per process and function, as --type says.
-        #[arg(long, value_name = "MODE", value_parser = ["sample", "trace"])]
+        /// (--sampler cpu) or where it waits (--sampler wall), at --hz; alloc: allocations,
+        /// sampled in the counting allocator (--sampler alloc; --rate or --sample-rate); or
+        /// trace: calls, time or memory per process and function, as --type says.
+        #[arg(long, value_name = "MODE", value_parser = ["sample", "alloc", "trace"])]
         mode: Option<String>,
+        /// Allocation mode: one sample per BYTES allocated on average, Poisson sampling by
+        /// bytes (default 524288). Implies --mode alloc.
+        #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..))]
+        rate: Option<u64>,
+        /// Allocation mode: each allocation sampled with probability P, 0 to 1 (Julia's
+        /// sample_rate; 1 records every one). Implies --mode alloc.
+        #[arg(long = "sample-rate", value_name = "P", value_parser = parse_probability, conflicts_with = "rate")]
+        sample_rate: Option<f64>,
         /// The sampler of sample mode: cpu (what each worker thread runs, on its CPU clock)
         /// or wall (every process, running or waiting).
         #[arg(long, value_parser = parse_sampler)]
@@ -252,6 +261,13 @@ fn parse_seconds(s: &str) -> Result<f64, String> {
 
 fn parse_signals(s: &str) -> Result<Signals, String> {
     s.parse()
+}
+
+fn parse_probability(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(p) if (0.0..=1.0).contains(&p) => Ok(p),
+        _ => Err(format!("`{s}` is not a probability: a number from 0 to 1")),
+    }
 }
 
 fn parse_sampler(s: &str) -> Result<runtime::sample::Sampler, String> {

@@ -35,6 +35,8 @@ fn execute(command: Cmd) -> Result<ExitCode, CommandError> {
     match command {
         Cmd::Run {
             mode,
+            rate,
+            sample_rate,
             sampler,
             hz,
             sample_n,
@@ -58,12 +60,17 @@ fn execute(command: Cmd) -> Result<ExitCode, CommandError> {
             }
             // Sample mode unless asked for trace mode, or a trace option says so.
             let trace_asked = trace_type.is_some() || flat || percentiles || events;
-            let sample_asked = sampler.is_some() || hz.is_some() || sample_n.is_some();
+            let alloc_asked = rate.is_some() || sample_rate.is_some();
+            let sample_asked =
+                sampler.is_some() || hz.is_some() || sample_n.is_some() || alloc_asked;
             let tracing = match mode.as_deref() {
                 Some("trace") => true,
                 Some(_) => false,
                 None => trace_asked && !sample_asked,
             };
+            let alloc = mode.as_deref() == Some("alloc")
+                || sampler == Some(runtime::sample::Sampler::Alloc)
+                || (mode.is_none() && sampler.is_none() && alloc_asked);
             let mut run_mode = command::Mode::Trace;
             if !tracing {
                 run_mode = command::Mode::sample();
@@ -71,16 +78,35 @@ fn execute(command: Cmd) -> Result<ExitCode, CommandError> {
                     sampler: s,
                     hz: h,
                     n,
+                    alloc_rate,
                 } = &mut run_mode
                 {
-                    *s = sampler.unwrap_or(*s);
+                    *s = if alloc {
+                        runtime::sample::Sampler::Alloc
+                    } else {
+                        sampler.unwrap_or(*s)
+                    };
                     *h = hz.unwrap_or(*h);
                     *n = sample_n.map_or(*n, |v| usize::try_from(v).unwrap_or(usize::MAX));
+                    if let Some(bytes) = rate {
+                        *alloc_rate = runtime::sample::AllocRate::Bytes(bytes);
+                    }
+                    if let Some(p) = sample_rate {
+                        *alloc_rate = runtime::sample::AllocRate::SampleRate(p);
+                    }
+                }
+                if alloc_asked && !alloc {
+                    eprintln!(
+                        "tprof: warning: --rate and --sample-rate do nothing with the {} \
+                         sampler: they are allocation mode options (--mode alloc)",
+                        sampler.unwrap_or_default()
+                    );
                 }
             } else if sample_asked {
                 eprintln!(
-                    "tprof: warning: --sampler, --hz and --sample-n do nothing in trace mode: \
-                     they are sample mode options (--mode sample)"
+                    "tprof: warning: --sampler, --hz, --sample-n, --rate and --sample-rate do \
+                     nothing in trace mode: they are sample mode options (--mode sample or \
+                     alloc)"
                 );
             }
             let trace_type = trace_type.unwrap_or_default();

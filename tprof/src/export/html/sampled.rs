@@ -136,10 +136,11 @@ pub(super) fn view_data(profile: &Profile) -> ViewData<'_> {
     let measures: Vec<String> = kinds
         .iter()
         .map(|k| {
+            let unit = sampled::unit_of(*k).0;
             if kinds.len() > 1 {
-                format!("{k}: nanoseconds of {}", sampled::measure(*k))
+                format!("{k}: {unit} of {}", sampled::measure(*k))
             } else {
-                format!("nanoseconds of {}", sampled::measure(*k))
+                format!("{unit} of {}", sampled::measure(*k))
             }
         })
         .collect();
@@ -147,7 +148,7 @@ pub(super) fn view_data(profile: &Profile) -> ViewData<'_> {
     ViewData {
         version: 1,
         trace_type: profile.trace_type,
-        unit: "ns",
+        unit: sampled::unit_of_all(&kinds).1,
         call_tree: true,
         runs: &profile.meta.runs,
         functions: functions.list,

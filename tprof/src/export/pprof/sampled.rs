@@ -16,26 +16,74 @@ type SampleKey = (
     Option<u32>,
 );
 
-/// `profile`'s samples as a `perftools.profiles.Profile` message.
+/// Go's heap profile's sample types, in its order: what was allocated, what is still in use.
+const HEAP_TYPES: [(&str, &str); 4] = [
+    ("alloc_objects", "count"),
+    ("alloc_space", "bytes"),
+    ("inuse_objects", "count"),
+    ("inuse_space", "bytes"),
+];
+
+/// The frames a heap profile asks pprof to drop, with what they call: the standard library's
+/// allocation entry points and raw vectors' growth.
+const HEAP_DROP_FRAMES: &str =
+    "<?alloc::(alloc|raw_vec)::.*|.*::(allocate|allocate_zeroed|grow|grow_zeroed)";
+
+/// `profile`'s samples as a `perftools.profiles.Profile` message. A profile with allocation
+/// samples is a heap profile, as Go writes one: its allocation samples only (a merge's other
+/// samples are left out, and the comments say so), with Go's four sample types
+/// ([`HEAP_TYPES`]), `inuse_space` by default.
 pub(super) fn to_proto(profile: &crate::Profile) -> Profile {
     let set = &profile.samples;
     let mut strings = Strings::new();
-    let kinds = sampled::samplers(set);
-    let mut sample_type = vec![ValueType {
-        r#type: strings.intern("samples"),
-        unit: strings.intern("count"),
-    }];
-    for kind in &kinds {
-        sample_type.push(ValueType {
-            r#type: strings.intern(kind.name()),
-            unit: strings.intern("nanoseconds"),
-        });
+    let mut kinds = sampled::samplers(set);
+    let heap = kinds.contains(&SamplerKind::Alloc);
+    if heap {
+        kinds = vec![SamplerKind::Alloc];
     }
-    let main = sample_type.get(1).unwrap_or(&sample_type[0]).clone();
+    let mut sample_type = Vec::new();
+    if heap {
+        for (ty, unit) in HEAP_TYPES {
+            sample_type.push(ValueType {
+                r#type: strings.intern(ty),
+                unit: strings.intern(unit),
+            });
+        }
+    } else {
+        sample_type.push(ValueType {
+            r#type: strings.intern("samples"),
+            unit: strings.intern("count"),
+        });
+        for kind in &kinds {
+            sample_type.push(ValueType {
+                r#type: strings.intern(kind.name()),
+                unit: strings.intern("nanoseconds"),
+            });
+        }
+    }
+    let main = if heap {
+        sample_type[3].clone()
+    } else {
+        sample_type.get(1).unwrap_or(&sample_type[0]).clone()
+    };
+    let period_type = if heap {
+        ValueType {
+            r#type: strings.intern("space"),
+            unit: strings.intern("bytes"),
+        }
+    } else {
+        main.clone()
+    };
     let period = kinds
         .first()
         .and_then(|kind| set.sources.iter().find(|s| s.sampler == *kind))
-        .map_or(1, |s| s.period_ns().round() as i64);
+        .map_or(1, |s| match s.alloc_rate {
+            Some(runtime::sample::AllocRate::Bytes(bytes)) => {
+                i64::try_from(bytes).unwrap_or(i64::MAX)
+            }
+            Some(runtime::sample::AllocRate::SampleRate(_)) => 1,
+            None => s.period_ns().round() as i64,
+        });
     let names: HashMap<runtime::Pid, &str> = profile
         .processes
         .iter()
@@ -50,11 +98,13 @@ pub(super) fn to_proto(profile: &crate::Profile) -> Profile {
     let mut locations = Locations::new(profile, &mut strings);
     let table = sampled::stack_frames(set);
     let mut index: HashMap<SampleKey, usize> = HashMap::new();
-    // Each pprof sample, the column of its sampler's nanoseconds, and those nanoseconds
-    // (summed as floats, rounded at the end).
-    let mut samples: Vec<(Sample, usize, f64)> = Vec::new();
+    // Each pprof sample and its values (summed as floats, rounded at the end).
+    let mut samples: Vec<(Sample, Vec<f64>)> = Vec::new();
     for s in &set.samples {
         let kind = sampled::sampler(set, s);
+        if heap && kind != SamplerKind::Alloc {
+            continue;
+        }
         let root = Root::of(s);
         let state = sampled::state_of(set, s);
         let key = (kind, root, s.thread, state, s.stack);
@@ -84,31 +134,51 @@ pub(super) fn to_proto(profile: &crate::Profile) -> Profile {
             if let Some(state) = state {
                 label.push(text_label(keys.state, state.name(), &mut strings));
             }
-            let column = 1 + kinds.iter().position(|k| *k == kind).unwrap_or(0);
             let sample = Sample {
                 location_id,
                 value: vec![0; sample_type.len()],
                 label,
             };
-            samples.push((sample, column, 0.0));
+            samples.push((sample, vec![0.0; sample_type.len()]));
             samples.len() - 1
         });
-        let (sample, _, ns) = &mut samples[i];
-        sample.value[0] += 1;
-        *ns += sampled::weight_ns(set, s);
+        let values = &mut samples[i].1;
+        if heap {
+            let objects = s.objects();
+            values[0] += objects;
+            values[1] += s.weight;
+            if s.live {
+                values[2] += objects;
+                values[3] += s.weight;
+            }
+        } else {
+            let column = 1 + kinds.iter().position(|k| *k == kind).unwrap_or(0);
+            values[0] += 1.0;
+            values[column] += sampled::weight_ns(set, s);
+        }
     }
     let sample = samples
         .into_iter()
-        .map(|(mut sample, column, ns)| {
-            if let Some(v) = sample.value.get_mut(column) {
-                *v = ns.round() as i64;
-            }
+        .map(|(mut sample, values)| {
+            sample.value = values.iter().map(|v| v.round() as i64).collect();
             sample
         })
         .collect();
 
     let mut comment = vec![strings.intern(&format!("tprof {}", sampled::describe(set)))];
-    for kind in &kinds {
+    if heap {
+        comment.push(strings.intern(
+            "alloc: estimated allocations and bytes (each sample's inverse probability); \
+             inuse: those of the blocks not freed when the profile was taken",
+        ));
+        if set.sources.iter().any(|s| s.sampler != SamplerKind::Alloc) {
+            comment.push(strings.intern(
+                "CPU and wall samples of this profile are left out: export them from a profile \
+                 of their own",
+            ));
+        }
+    }
+    for kind in kinds.iter().filter(|k| **k != SamplerKind::Alloc) {
         comment.push(strings.intern(&format!(
             "{}: nanoseconds of {} (each sample's weight times its period)",
             kind.name(),
@@ -118,6 +188,11 @@ pub(super) fn to_proto(profile: &crate::Profile) -> Profile {
     if let Some(note) = sampled::dropped_note(set) {
         comment.push(strings.intern(&note));
     }
+    let drop_frames = if heap {
+        strings.intern(HEAP_DROP_FRAMES)
+    } else {
+        0
+    };
     let started_ms = profile.meta.runs.first().map_or(0, |r| r.started_unix_ms);
     let Locations {
         function,
@@ -127,7 +202,7 @@ pub(super) fn to_proto(profile: &crate::Profile) -> Profile {
     } = locations;
     Profile {
         default_sample_type: main.r#type,
-        period_type: Some(main),
+        period_type: Some(period_type),
         period,
         sample_type,
         sample,
@@ -135,7 +210,9 @@ pub(super) fn to_proto(profile: &crate::Profile) -> Profile {
         location,
         function,
         string_table: strings.table,
-        drop_frames: 0,
+        // The standard library's allocation machinery, below the code that allocated: pprof
+        // leaves it out, so that `-top` names the allocating code.
+        drop_frames,
         keep_frames: 0,
         time_nanos: i64::try_from(started_ms.saturating_mul(1_000_000)).unwrap_or(i64::MAX),
         duration_nanos: i64::try_from(duration_ns(set)).unwrap_or(i64::MAX),

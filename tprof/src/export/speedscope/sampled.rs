@@ -30,12 +30,16 @@ pub(super) fn file(profile: &Profile) -> File {
         } else {
             String::new()
         };
-        let mut all = Run::new(format!(
-            "{prefix}all processes{}",
-            dropped
-                .as_ref()
-                .map_or(String::new(), |d| format!(" ({d})"))
-        ));
+        let unit = sampled::unit_of(kind).0;
+        let mut all = Run::new(
+            unit,
+            format!(
+                "{prefix}all processes{}",
+                dropped
+                    .as_ref()
+                    .map_or(String::new(), |d| format!(" ({d})"))
+            ),
+        );
         let mut per_root: BTreeMap<Root, Run> = BTreeMap::new();
         for &i in &order {
             let s = &set.samples[i];
@@ -54,7 +58,7 @@ pub(super) fn file(profile: &Profile) -> File {
             });
             per_root
                 .entry(root)
-                .or_insert_with(|| Run::new(format!("{prefix}{}", root.label(&labels))))
+                .or_insert_with(|| Run::new(unit, format!("{prefix}{}", root.label(&labels))))
                 .add((None, s.stack, state), ns, || {
                     let mut path = Vec::new();
                     frames.path(stack, state, &mut path);
@@ -89,12 +93,13 @@ struct Run {
 }
 
 impl Run {
-    fn new(name: String) -> Run {
+    /// An empty profile named `name`, its values in `unit`.
+    fn new(unit: &'static str, name: String) -> Run {
         Run {
             profile: SampledProfile {
                 kind: "sampled",
                 name,
-                unit: "nanoseconds",
+                unit,
                 start_value: 0,
                 end_value: 0,
                 samples: Vec::new(),
@@ -220,7 +225,7 @@ mod tests {
 
     #[test]
     fn consecutive_samples_of_one_key_are_one() {
-        let mut run = Run::new("p".to_owned());
+        let mut run = Run::new("nanoseconds", "p".to_owned());
         let a = (None, Some(1), None);
         let b = (None, Some(2), None);
         run.add(a, 1.4, || vec![0]);

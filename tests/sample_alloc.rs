@@ -1,0 +1,268 @@
+//! The allocation sampler: known allocation sites in two processes, one allocating ten times
+//! what the other does, come out in that proportion under Poisson sampling by bytes, and
+//! exactly with `sample_rate = 1`.
+#![cfg(target_os = "linux")]
+
+use std::sync::mpsc;
+use std::time::Duration;
+
+use runtime::sample::{AllocRate, Sample, SampleData, SampleError, SampleOptions, Sampler};
+use runtime::trace::{ProcessSpec, TracePattern};
+use runtime::{Node, Pid};
+
+#[global_allocator]
+static ALLOC: runtime::CountingAlloc = runtime::CountingAlloc::system();
+
+/// One allocation sample session at a time in this binary: the allocator has one rate per
+/// program.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Allocates and frees `n` blocks of `size` bytes: the little process's site.
+#[runtime::traced]
+fn allocate_little(n: usize, size: usize) {
+    for _ in 0..n {
+        std::hint::black_box(Vec::<u8>::with_capacity(size));
+    }
+}
+
+/// The same, the much process's site.
+#[runtime::traced]
+fn allocate_much(n: usize, size: usize) {
+    for _ in 0..n {
+        std::hint::black_box(Vec::<u8>::with_capacity(size));
+    }
+}
+
+/// Opens an allocation session at `rate` tracing this file's functions in new processes, runs
+/// the little process (`n` blocks) and the much one (`10 n`), and gives their pids and the
+/// samples.
+fn run_two(rate: AllocRate, n: usize, size: usize) -> (Pid, Pid, SampleData) {
+    let node = Node::builder().worker_threads(2).build().expect("node");
+    let session = node
+        .sample_session(
+            SampleOptions::new()
+                .sampler(Sampler::Alloc)
+                .alloc_rate(rate),
+        )
+        .expect("alloc session");
+    session
+        .trace()
+        .set_pattern(&TracePattern::module(module_path!()))
+        .expect("pattern");
+    session
+        .trace()
+        .enable_trace(ProcessSpec::New, true)
+        .expect("flags");
+    let (tx, rx) = mpsc::channel();
+    let little = {
+        let tx = tx.clone();
+        node.spawn(async move {
+            allocate_little(n, size);
+            tx.send(()).expect("send");
+        })
+        .expect("spawn")
+    };
+    let much = node
+        .spawn(async move {
+            allocate_much(10 * n, size);
+            tx.send(()).expect("send");
+        })
+        .expect("spawn");
+    for _ in 0..2 {
+        rx.recv_timeout(Duration::from_secs(120))
+            .expect("the processes finished");
+    }
+    let data = session.samples();
+    assert_eq!(data.sampler, Sampler::Alloc);
+    assert_eq!(data.alloc_rate, Some(rate));
+    (little, much, data)
+}
+
+/// The samples of `pid` whose innermost traced function is `site`.
+fn at_site<'a>(data: &'a SampleData, pid: Pid, site: &str) -> Vec<&'a Sample> {
+    data.samples
+        .iter()
+        .filter(|s| s.pid == Some(pid) && s.traced.last().map(|cs| cs.function()) == Some(site))
+        .collect()
+}
+
+fn bytes(samples: &[&Sample]) -> f64 {
+    samples.iter().map(|s| s.weight).sum()
+}
+
+fn objects(samples: &[&Sample]) -> f64 {
+    samples.iter().map(|s| s.weight / s.size as f64).sum()
+}
+
+#[test]
+fn every_allocation_is_counted_exactly_at_sample_rate_one() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (little, much, data) = run_two(AllocRate::SampleRate(1.0), 10, 1000);
+    assert_eq!(data.dropped, 0.0);
+    let l = at_site(&data, little, "allocate_little");
+    let m = at_site(&data, much, "allocate_much");
+    assert_eq!((objects(&l), bytes(&l)), (10.0, 10_000.0));
+    assert_eq!((objects(&m), bytes(&m)), (100.0, 100_000.0));
+    assert!(
+        l.iter()
+            .chain(&m)
+            .all(|s| s.size == 1000 && s.weight == 1000.0)
+    );
+    // Each sample has a native stack, walked from the allocation: it names the site's function.
+    let named = m
+        .iter()
+        .filter(|s| {
+            s.native.iter().enumerate().any(|(i, a)| {
+                runtime::sample::symbolize(*a, i > 0)
+                    .iter()
+                    .any(|f| f.function.contains("allocate_much"))
+            })
+        })
+        .count();
+    assert!(
+        named >= 90,
+        "{named} of 100 native stacks name allocate_much"
+    );
+    // The sites are the processes' own: no sample of one process is at the other's site.
+    assert!(at_site(&data, little, "allocate_much").is_empty());
+    assert!(at_site(&data, much, "allocate_little").is_empty());
+}
+
+#[test]
+fn poisson_sampling_by_bytes_keeps_the_proportion_and_estimates_the_bytes() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // 25 MiB and 250 MiB in blocks of 4 KiB, one sample per 256 KiB: about 100 and 1,000
+    // samples, so the bounds below are many standard deviations wide.
+    let (n, size) = (6400, 4096);
+    let (little, much, data) = run_two(AllocRate::Bytes(256 * 1024), n, size);
+    let l = at_site(&data, little, "allocate_little");
+    let m = at_site(&data, much, "allocate_much");
+    assert!(
+        l.len() >= 40 && m.len() >= 400,
+        "{} and {} samples",
+        l.len(),
+        m.len()
+    );
+    let ratio = bytes(&m) / bytes(&l);
+    assert!((6.0..=16.0).contains(&ratio), "much / little = {ratio}");
+    let truth = (n * size) as f64;
+    let estimate = bytes(&l) / truth;
+    assert!(
+        (0.6..=1.6).contains(&estimate),
+        "little: {estimate} of the truth"
+    );
+    let estimate = bytes(&m) / (10.0 * truth);
+    assert!(
+        (0.8..=1.25).contains(&estimate),
+        "much: {estimate} of the truth"
+    );
+    // Each small block stands for about the rate (it is sampled with probability size / rate).
+    assert!(
+        m.iter()
+            .all(|s| s.size == size as u64 && s.weight > 256.0 * 1024.0)
+    );
+}
+
+/// Allocates `n` blocks of `size` bytes and keeps them.
+#[runtime::traced]
+fn keep_blocks(n: usize, size: usize) -> Vec<Vec<u8>> {
+    (0..n).map(|_| Vec::with_capacity(size)).collect()
+}
+
+/// A freed block leaves the live set; a kept one stays in it until it is freed.
+#[test]
+fn a_freed_block_leaves_the_live_set() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let node = Node::builder().worker_threads(2).build().expect("node");
+    let session = node
+        .sample_session(
+            SampleOptions::new()
+                .sampler(Sampler::Alloc)
+                .alloc_rate(AllocRate::SampleRate(1.0)),
+        )
+        .expect("alloc session");
+    session
+        .trace()
+        .set_pattern(&TracePattern::module(module_path!()))
+        .expect("pattern");
+    session
+        .trace()
+        .enable_trace(ProcessSpec::New, true)
+        .expect("flags");
+    let (tx, rx) = mpsc::channel();
+    let holder = node
+        .spawn(async move {
+            allocate_little(10, 1000);
+            let kept = keep_blocks(10, 1000);
+            tx.send(()).expect("send");
+            // Frees what it kept when told to.
+            runtime::receive::<()>().await;
+            drop(kept);
+            tx.send(()).expect("send");
+            runtime::receive::<()>().await;
+        })
+        .expect("spawn");
+    rx.recv_timeout(Duration::from_secs(120))
+        .expect("allocated");
+    let live_at = |data: &SampleData, site: &str| {
+        at_site(data, holder, site)
+            .into_iter()
+            .filter(|s| s.size == 1000)
+            .map(|s| s.live)
+            .collect::<Vec<bool>>()
+    };
+    let data = session.samples();
+    assert_eq!(live_at(&data, "allocate_little"), vec![false; 10]);
+    assert_eq!(live_at(&data, "keep_blocks"), vec![true; 10]);
+    let held: Vec<_> = session
+        .live()
+        .into_iter()
+        .filter(|site| {
+            site.pid == Some(holder)
+                && site.traced.last().map(|cs| cs.function()) == Some("keep_blocks")
+        })
+        .collect();
+    let bytes: f64 = held.iter().map(|site| site.bytes).sum();
+    // The ten blocks, and the vector that holds them (10 x 24 bytes).
+    assert_eq!(bytes, 10_240.0, "{held:?}");
+    assert!(
+        held.iter()
+            .all(|site| site.objects >= 1.0 && site.samples >= 1)
+    );
+    node.send(holder, ());
+    rx.recv_timeout(Duration::from_secs(120)).expect("freed");
+    let data = session.samples();
+    assert_eq!(live_at(&data, "keep_blocks"), vec![false; 10]);
+    assert!(!session.live().iter().any(|site| site.pid == Some(holder)
+        && site.traced.last().map(|cs| cs.function()) == Some("keep_blocks")));
+    node.send(holder, ());
+}
+
+#[test]
+fn rates_out_of_range_and_a_second_rate_are_refused() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let node = Node::new().expect("node");
+    let open = |rate| {
+        node.sample_session(
+            SampleOptions::new()
+                .sampler(Sampler::Alloc)
+                .alloc_rate(rate),
+        )
+    };
+    for bad in [
+        AllocRate::Bytes(0),
+        AllocRate::SampleRate(1.5),
+        AllocRate::SampleRate(-0.1),
+        AllocRate::SampleRate(f64::NAN),
+    ] {
+        let err = open(bad).expect_err("out of range");
+        assert!(matches!(err, SampleError::AllocRate { .. }), "{err:?}");
+        assert!(err.to_string().contains("sample_rate from 0 to 1"), "{err}");
+    }
+    let first = open(AllocRate::SampleRate(0.5)).expect("first");
+    let err = open(AllocRate::Bytes(1024)).expect_err("another rate");
+    assert!(matches!(err, SampleError::AllocRateTaken { .. }), "{err}");
+    let same = open(AllocRate::SampleRate(0.5)).expect("the same rate joins");
+    drop((first, same));
+    open(AllocRate::Bytes(1024)).expect("another rate once the others are gone");
+}
