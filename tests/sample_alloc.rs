@@ -229,6 +229,27 @@ fn a_freed_block_leaves_the_live_set() {
         held.iter()
             .all(|site| site.objects >= 1.0 && site.samples >= 1)
     );
+    // Named by site for a heap snapshot: the same bytes, under the process.
+    let named = runtime::heap_snapshot::live_sites(&session);
+    let kept: Vec<_> = named
+        .iter()
+        .filter(|s| s.pid == holder && s.site.contains("keep_blocks"))
+        .collect();
+    assert_eq!(
+        kept.iter().map(|s| s.bytes).sum::<u64>(),
+        10_240,
+        "{named:?}"
+    );
+    let mut snapshot = Vec::new();
+    runtime::heap_snapshot::HeapSnapshot::of(node.handle())
+        .live_sites(&named)
+        .write(&mut snapshot)
+        .expect("snapshot");
+    let snapshot = String::from_utf8(snapshot).expect("utf-8");
+    assert!(
+        snapshot.contains(&kept[0].site),
+        "the site is in the snapshot"
+    );
     node.send(holder, ());
     rx.recv_timeout(Duration::from_secs(120)).expect("freed");
     let data = session.samples();

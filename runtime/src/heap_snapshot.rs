@@ -59,7 +59,10 @@
 
 mod chunked;
 mod graph;
+mod live;
 mod strings;
+
+pub use live::live_sites;
 
 use std::io::{self, Write};
 

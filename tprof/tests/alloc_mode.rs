@@ -286,3 +286,51 @@ fn every_other_export_of_an_allocation_profile_weighs_bytes() {
         assert!(text.contains("allocate_much"), "{}", format.name());
     }
 }
+
+#[test]
+fn an_allocation_profile_lists_its_bytes_on_the_lines_that_allocated() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (profile, _, _, _) = profiled(AllocRate::SampleRate(1.0), 10);
+    let listing = profile
+        .listing("allocate_much")
+        .expect("a listing")
+        .to_string();
+    // The line of allocate_much's `Vec::with_capacity`, found in this file.
+    let source = include_str!("alloc_mode.rs");
+    let from = source
+        .lines()
+        .position(|l| l.starts_with("fn allocate_much"))
+        .expect("the function");
+    let line = from
+        + 1
+        + source
+            .lines()
+            .skip(from)
+            .position(|l| l.contains("with_capacity"))
+            .expect("its allocation");
+    assert!(
+        listing.starts_with("Total: ")
+            && listing.contains("alloc_space, alloc_objects, inuse_space, inuse_objects"),
+        "{listing}"
+    );
+    // 100 blocks of 1000 bytes there, none still allocated (cum columns: 97.66kB, 100, 0, 0).
+    let row = listing
+        .lines()
+        .find(|l| l.trim_end().ends_with(&format!(" {line}")))
+        .unwrap_or_else(|| panic!("line {line} is listed: {listing}"));
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(
+        cells,
+        [
+            ".",
+            "97.66kB",
+            ".",
+            "100",
+            ".",
+            ".",
+            ".",
+            ".",
+            &line.to_string()
+        ]
+    );
+}

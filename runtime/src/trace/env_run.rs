@@ -305,7 +305,12 @@ impl Profiled {
             .as_ref()
             .and_then(std::sync::Weak::upgrade)
         {
-            heap::write(&self.dir, &NodeHandle { inner });
+            // With allocation sampling, what the samples say is still live, by site.
+            let sites = match &self.session {
+                Session::Sample(s) => crate::heap_snapshot::live_sites(s),
+                Session::Trace(_) => Vec::new(),
+            };
+            heap::write(&self.dir, &NodeHandle { inner }, &sites);
         }
     }
 }

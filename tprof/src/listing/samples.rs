@@ -60,11 +60,32 @@ impl LineFigures {
         out
     }
 
-    /// The samples of `profile` of `sampler`, in nanoseconds (a sample's weight times its
-    /// source's period): column `cpu` (CPU time) or `wall` (wall time, summed over
-    /// processes).
+    /// The samples of `profile` of `sampler`: CPU and wall samples in nanoseconds (a sample's
+    /// weight times its source's period: column `cpu`, CPU time, or `wall`, wall time summed
+    /// over processes); allocation samples as Go's heap columns, `alloc_space`,
+    /// `alloc_objects`, `inuse_space` and `inuse_objects` (estimated bytes and allocations,
+    /// and those still allocated).
     pub fn of_samples(profile: &Profile, sampler: SamplerKind) -> LineFigures {
         let set = &profile.samples;
+        if sampler == SamplerKind::Alloc {
+            return LineFigures::of_sample_set(
+                set,
+                &profile.function_table,
+                vec![
+                    Column::bytes("alloc_space"),
+                    Column::count("alloc_objects"),
+                    Column::bytes("inuse_space"),
+                    Column::count("inuse_objects"),
+                ],
+                |s| {
+                    let source = set.sources.get(s.source as usize)?;
+                    (source.sampler == SamplerKind::Alloc).then(|| {
+                        let live = if s.live { 1.0 } else { 0.0 };
+                        vec![s.weight, s.objects(), s.weight * live, s.objects() * live]
+                    })
+                },
+            );
+        }
         LineFigures::of_sample_set(
             set,
             &profile.function_table,
@@ -226,6 +247,7 @@ impl Profile {
             Some(_) => return Err(ListingError::NoSamples),
             None if has(SamplerKind::Cpu) => SamplerKind::Cpu,
             None if has(SamplerKind::Wall) => SamplerKind::Wall,
+            None if has(SamplerKind::Alloc) => SamplerKind::Alloc,
             None => return Err(ListingError::NoSamples),
         };
         LineFigures::of_samples(self, sampler).listing(pattern, options)

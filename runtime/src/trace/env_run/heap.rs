@@ -19,13 +19,18 @@ pub fn heap_snapshot_node(name: &str, os_pid: u32) -> Option<u32> {
         .ok()
 }
 
-/// Writes `node`'s heap snapshot into `dir`, whole or not at all (errors go to stderr).
-pub(super) fn write(dir: &Path, node: &NodeHandle) {
+/// Writes `node`'s heap snapshot into `dir`, with `sites` (what allocation sampling says is
+/// still live) under their processes, whole or not at all (errors go to stderr).
+pub(super) fn write(dir: &Path, node: &NodeHandle, sites: &[crate::heap_snapshot::LiveSite]) {
     let name = heap_snapshot_file(std::process::id(), node.id());
     let path = dir.join(&name);
     let partial = dir.join(format!(".{name}.partial"));
     let written = std::fs::File::create(&partial)
-        .and_then(|f| crate::heap_snapshot::heap_snapshot(node, f))
+        .and_then(|f| {
+            crate::heap_snapshot::HeapSnapshot::of(node)
+                .live_sites(sites)
+                .write(f)
+        })
         .and_then(|_| std::fs::rename(&partial, &path));
     if let Err(e) = written {
         let _ = std::fs::remove_file(&partial);

@@ -127,15 +127,16 @@ pub(crate) enum Cmd {
         file: PathBuf,
         /// Instead of the report: the annotated source listing of the functions whose name
         /// (`module::function`) this regular expression matches, as `go tool pprof -list`
-        /// prints it: each line of their source with its CPU (else wall) time, flat and cum.
+        /// prints it: each line of their source with its CPU (else wall) time, or its
+        /// allocated and in-use bytes and allocations, flat and cum.
         #[arg(long, value_name = "REGEX", conflicts_with = "format")]
         list: Option<String>,
         /// With --list: the folder relative source paths are read from (default: the
         /// current one).
         #[arg(long, value_name = "DIR", requires = "list")]
         source_path: Option<PathBuf>,
-        /// With --list: whose samples to list, cpu or wall (default: cpu when the profile has
-        /// CPU samples, else wall).
+        /// With --list: whose samples to list, cpu, wall or alloc (default: cpu when the
+        /// profile has CPU samples, else wall, else alloc).
         #[arg(long = "list-sampler", value_name = "SAMPLER", requires = "list", value_parser = parse_sampler_kind)]
         list_sampler: Option<tprof::samples::SamplerKind>,
         /// How the pretty report lays samples out.
@@ -276,10 +277,10 @@ fn parse_sampler(s: &str) -> Result<runtime::sample::Sampler, String> {
 
 fn parse_sampler_kind(s: &str) -> Result<tprof::samples::SamplerKind, String> {
     use tprof::samples::SamplerKind;
-    [SamplerKind::Cpu, SamplerKind::Wall]
+    [SamplerKind::Cpu, SamplerKind::Wall, SamplerKind::Alloc]
         .into_iter()
         .find(|k| k.name() == s)
-        .ok_or_else(|| format!("`{s}` is not a sampler: cpu or wall"))
+        .ok_or_else(|| format!("`{s}` is not a sampler: cpu, wall or alloc"))
 }
 
 fn parse_type(s: &str) -> Result<TraceType, String> {

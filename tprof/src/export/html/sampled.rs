@@ -220,11 +220,11 @@ impl RoutineView {
 }
 
 /// The listing of every function of `profile`'s samples of one sampler (CPU when it has
-/// any, else wall), each tied to its entry of `entries`; `None` without samples. Relative
+/// any, else wall, else allocations), each tied to its entry of `entries`; `None` without samples. Relative
 /// source paths are read from the current folder.
 fn listings(profile: &Profile, entries: &Entries<'_>) -> Option<ListingsView> {
     let set = &profile.samples;
-    let sampler = [SamplerKind::Cpu, SamplerKind::Wall]
+    let sampler = [SamplerKind::Cpu, SamplerKind::Wall, SamplerKind::Alloc]
         .into_iter()
         .find(|k| set.sources.iter().any(|s| s.sampler == *k))?;
     let traced = TracedByName::new(&profile.function_table);
