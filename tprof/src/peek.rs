@@ -125,11 +125,40 @@ fn peek_all() {
         .get()
         .map(|n| n.lock().unwrap_or_else(|e| e.into_inner()).clone())
         .unwrap_or_default();
+    let heap = std::env::var_os("TPROF_PEEK_HEAP_SNAPSHOT").is_some_and(|v| v == "1");
     for node in nodes.iter().filter(|n| !n.is_stopping()) {
+        if heap {
+            let said = heap_snapshot_file(node);
+            let mut err = std::io::stderr().lock();
+            let _ = writeln!(err, "{said}");
+        }
         let report = peek_report(node, peek_duration());
         let mut err = std::io::stderr().lock();
         let _ = err.write_all(report.as_bytes());
         let _ = err.flush();
+    }
+}
+
+/// Writes `node`'s heap snapshot into the current folder, as Julia's peek does with
+/// `Profile.take_heap_snapshot`: `tprof-peek-<ospid>-node<N>-<n>.heapsnapshot`, `n` counting
+/// the peeks. Says where, or why not.
+fn heap_snapshot_file(node: &NodeHandle) -> String {
+    static TAKEN: AtomicU64 = AtomicU64::new(0);
+    let n = TAKEN.fetch_add(1, Ordering::Relaxed) + 1;
+    let name = format!(
+        "tprof-peek-{}-node{}-{n}.heapsnapshot",
+        std::process::id(),
+        node.id()
+    );
+    let written = std::fs::File::create(&name)
+        .map(std::io::BufWriter::new)
+        .and_then(|mut file| {
+            crate::heap_snapshot(node, &mut file)?;
+            file.flush()
+        });
+    match written {
+        Ok(()) => format!("==== peek: heap snapshot written to {name} ===="),
+        Err(e) => format!("==== peek: cannot write the heap snapshot {name}: {e} ===="),
     }
 }
 

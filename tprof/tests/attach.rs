@@ -193,3 +193,27 @@ fn a_peer_of_another_user_is_refused() {
     assert!(ours.status.success(), "{}", text(&ours.stderr));
     assert_eq!(target.work(3), 12);
 }
+
+#[test]
+fn tprof_snapshot_writes_the_live_programs_heap_snapshot() {
+    let mut target = Target::start("snapshot");
+    assert_eq!(target.work(2), 6);
+    let dir = std::env::temp_dir().join(format!("tprof-snapshot-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("h.heapsnapshot");
+    let out = Command::new(TPROF)
+        .args(["snapshot", &target.socket, "-o"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("heap snapshot written to"));
+    let snapshot: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    let strings = snapshot["strings"].as_array().unwrap();
+    assert!(
+        strings.iter().any(|s| s == "counter"),
+        "the registered name is there"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

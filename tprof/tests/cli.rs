@@ -464,11 +464,25 @@ fn report_list_prints_the_annotated_source_of_the_functions_matched() {
             "--list",
             "serve",
             "--list-sampler",
-            "alloc",
+            "sundial",
             "s.json",
         ],
     );
     assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    // A sampler the profile has no samples of.
+    let o = tprof(
+        &dir,
+        &[
+            "report",
+            "--list",
+            "serve",
+            "--list-sampler",
+            "alloc",
+            "s.json",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(3), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("no samples to list"));
     std::fs::write(
         dir.join("t.json"),
         serde_json::to_vec(&Profile::empty(TraceType::CallTime)).unwrap(),

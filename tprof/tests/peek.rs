@@ -28,8 +28,12 @@ fn example(name: &str) -> std::path::PathBuf {
 
 #[test]
 fn peek_answers_while_every_worker_is_stuck() {
+    let dir = std::env::temp_dir().join(format!("tprof-peek-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
     let mut child = Command::new(example("peek_target"))
+        .current_dir(&dir)
         .env("TPROF_PEEK", "1")
+        .env("TPROF_PEEK_HEAP_SNAPSHOT", "1")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -97,4 +101,19 @@ fn peek_answers_while_every_worker_is_stuck() {
     let sampled = report.split("samples by process ====").nth(1).unwrap_or("");
     assert_eq!(sampled.matches("Process <").count(), 2, "{report}");
     assert!(sampled.contains("peek_target::spin"), "{report}");
+
+    // TPROF_PEEK_HEAP_SNAPSHOT=1: a heap snapshot in the program's folder, named in the report.
+    let named = report
+        .lines()
+        .find_map(|l| l.strip_prefix("==== peek: heap snapshot written to "))
+        .and_then(|l| l.strip_suffix(" ===="))
+        .unwrap_or_else(|| panic!("the snapshot is named: {report}"));
+    let snapshot: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join(named)).unwrap()).unwrap();
+    let strings = snapshot["strings"].as_array().unwrap();
+    assert!(
+        strings.iter().any(|s| s == "idle"),
+        "every process is there"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -39,9 +39,9 @@
 //! ([`heap_snapshot_file`]): as it starts to stop, before its processes are stopped (as
 //! [`NodeHandle::shutdown`](crate::NodeHandle::shutdown) or [`Node::stop`](crate::Node::stop)
 //! begins, or as the [`Node`](crate::Node) is dropped), and as SIGINT or SIGTERM arrives (after
-//! the run file); never with the periodic snapshots, as it reads every process. (A switch to take
-//! one with the next profile from the live endpoint, `TPROF_PEEK_HEAP_SNAPSHOT`, waits for that
-//! endpoint.)
+//! the run file); never with the periodic snapshots, as it reads every process. From a live
+//! program, `tprof snapshot PID` takes one through its control endpoint, and tprof's peek takes
+//! one with each peek under `TPROF_PEEK_HEAP_SNAPSHOT=1`.
 //!
 //! A program built without instrumentation (the feature `runtime/no-trace`,
 //! [`INSTRUMENTED`](super::INSTRUMENTED) false) runs unprofiled too; its node writes a

@@ -166,6 +166,16 @@ pub(crate) enum Cmd {
         #[arg(long, short = 'c')]
         commands: Option<String>,
     },
+    /// Write a live program's heap snapshot (Chrome DevTools' .heapsnapshot: its processes,
+    /// their heaps, mailboxes, names, supervision, links and monitors) through its control
+    /// endpoint (TPROF_CONTROL=1). `tprof run --heap-snapshot` takes one as a program stops.
+    Snapshot {
+        /// The program's OS pid, or its endpoint's socket path.
+        target: String,
+        /// Where to write it (`-`: standard output).
+        #[arg(long, short = 'o', default_value = "heap.heapsnapshot")]
+        out: PathBuf,
+    },
     /// Write the HTML viewer of a profile file and open it in the browser (or print its path
     /// when there is none).
     View {

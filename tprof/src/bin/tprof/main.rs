@@ -209,6 +209,7 @@ fn execute(command: Cmd) -> Result<ExitCode, CommandError> {
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Attach { target, commands } => Ok(attach(&target, commands.as_deref())),
+        Cmd::Snapshot { target, out } => Ok(snapshot(&target, &out)),
         Cmd::View { out, file } => {
             let (page, opened) = command::view(&file, out.as_deref())?;
             match (page, opened) {
@@ -287,6 +288,48 @@ fn attach(target: &str, script: Option<&str>) -> ExitCode {
         }
         if let Err(e) = run(line.trim()) {
             eprintln!("error: {e}");
+        }
+    }
+}
+
+/// `tprof snapshot`: the heap snapshot of a live program, through its control endpoint.
+fn snapshot(target: &str, out: &std::path::Path) -> ExitCode {
+    use tprof::control::ControlClient;
+    use tprof::control::protocol::{Command, Reply};
+
+    let taken = tprof::control::script::find_endpoint(target)
+        .and_then(|path| ControlClient::connect(&path).map_err(|e| e.to_string()))
+        .and_then(|mut client| client.request(Command::HeapSnapshot));
+    let text = match taken {
+        Ok(Reply::Text { text }) => text,
+        Ok(other) => {
+            eprintln!("tprof: the endpoint answered {other:?}, not a snapshot");
+            return ExitCode::from(4);
+        }
+        Err(e) => {
+            eprintln!("tprof: {e}");
+            return ExitCode::from(4);
+        }
+    };
+    let written = if out.as_os_str() == "-" {
+        let mut stdout = std::io::stdout().lock();
+        stdout
+            .write_all(text.as_bytes())
+            .and_then(|()| stdout.flush())
+    } else {
+        std::fs::write(out, text.as_bytes())
+    };
+    match written {
+        Ok(()) => {
+            if out.as_os_str() != "-" {
+                eprintln!("tprof: heap snapshot written to {}", out.display());
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("tprof: cannot write {}: {e}", out.display());
+            ExitCode::from(4)
         }
     }
 }
