@@ -8,6 +8,10 @@
 //!   `on_unsampled`: a session whose rate no run reaches, so that every pair takes the
 //!   unsampled path (one subtraction and a branch more than `off`). The target: at most 1 ns
 //!   above `off` for an unsampled pair.
+//! - `alloc_ratio/default_vs_off`: the default rate's workload time in percent of `off`'s,
+//!   both timed back to back in each sample (the target's measure: at most 102 %);
+//!   `alloc_ratio/unsampled_vs_off` the same with a rate no run reaches: the open session's
+//!   cost apart from taking samples.
 //! - `alloc_workload/<who>`: an allocation-heavy actor workload (8 processes, each building,
 //!   sending and dropping messages of 8 to 512 bytes in boxes and vectors, 20,000 messages in
 //!   all) with no sampling (`off`), at the default rate (`default`; target: at most 2 % above
@@ -28,6 +32,8 @@ use runtime::{CountingAlloc, Node};
 
 #[path = "alloc_workload.rs"]
 mod alloc_workload;
+#[path = "ratio_measurement.rs"]
+mod ratio_measurement;
 use alloc_workload::workload;
 
 #[global_allocator]
@@ -131,5 +137,55 @@ fn bench_workload(c: &mut Criterion) {
     group.finish();
 }
 
+/// `alloc_ratio/default_vs_off`: the workload at the default rate in percent of the workload
+/// without a session, the two timed back to back in each sample (alternating which goes
+/// first), so that both see the same machine: the target's measure (at most 102 %).
+fn bench_ratio(c: &mut Criterion<ratio_measurement::Ratio>) {
+    let node = Node::builder().worker_threads(2).build().expect("node");
+    let mut group = c.benchmark_group("alloc_ratio");
+    let run = |iters: u64| {
+        let start = Instant::now();
+        for _ in 0..iters {
+            node.run(workload()).expect("the workload ran");
+        }
+        start.elapsed()
+    };
+    let on = |iters: u64, rate: AllocRate| {
+        let session = sampling(&node, rate);
+        let elapsed = run(iters);
+        black_box(session.samples().samples.len());
+        elapsed
+    };
+    let on_first = std::cell::Cell::new(true);
+    // `unsampled_vs_off`: a session whose rate no run reaches: what the open session costs
+    // apart from taking samples (its processes' polls are measured).
+    for (name, rate) in [
+        ("default_vs_off", AllocRate::default()),
+        ("unsampled_vs_off", AllocRate::Bytes(1 << 60)),
+    ] {
+        group.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                let (on, off) = if on_first.replace(!on_first.get()) {
+                    let on = on(iters, rate);
+                    (on, run(iters))
+                } else {
+                    let off = run(iters);
+                    (on(iters, rate), off)
+                };
+                100.0 * iters as f64 * on.as_secs_f64() / off.as_secs_f64().max(f64::MIN_POSITIVE)
+            })
+        });
+    }
+    group.finish();
+}
+
 criterion_group!(benches, bench_pairs, bench_workload);
-criterion_main!(benches);
+criterion_group! {
+    name = ratios;
+    config = Criterion::default()
+        .with_measurement(ratio_measurement::Ratio)
+        .sample_size(20)
+        .configure_from_args();
+    targets = bench_ratio
+}
+criterion_main!(benches, ratios);

@@ -76,6 +76,8 @@ use tokio::sync::{mpsc, oneshot};
 
 #[path = "messaging/ratio.rs"]
 mod ratio;
+#[path = "ratio_measurement.rs"]
+mod ratio_measurement;
 
 /// The timeout the runtime's `call` rows pass (Erlang's default).
 const CALL_TIMEOUT: Duration = Duration::from_secs(5);
