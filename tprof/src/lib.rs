@@ -324,13 +324,16 @@
 //! # fn main() {
 //! let node = runtime::Node::new().unwrap();
 //! node.run(async {
-//!     let cache = runtime::spawn(async {
+//!     let parent = runtime::self_pid();
+//!     let cache = runtime::spawn(async move {
 //!         let table = vec![0u8; 1 << 20];
+//!         runtime::send(parent, ()); // the table is there
 //!         let () = runtime::receive().await;
 //!         drop(table);
 //!     })
 //!     .unwrap();
 //!     runtime::register("cache", cache).unwrap();
+//!     let () = runtime::receive().await;
 //! })
 //! .unwrap();
 //! let mut file = Vec::new(); // a `File` in real use
