@@ -289,6 +289,10 @@ fn sample_profiles_the_next_seconds_and_reports_by_process() {
         "{report}"
     );
     assert!(report.contains("Total snapshots"), "{report}");
+    assert!(
+        !report.contains("tprof_control_sample"),
+        "the sampling server is not sampled: {report}"
+    );
     for (seconds, sampler, hz) in [(0.0, "wall", 99), (1.0, "sundial", 99), (1.0, "cpu", 0)] {
         let error = client
             .request(Command::Sample {

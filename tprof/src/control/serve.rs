@@ -278,7 +278,15 @@ fn sample(node: &NodeHandle, seconds: f64, sampler: &str, hz: u32) -> Result<Rep
         .map_err(|e| e.to_string())?;
         let ready = async {
             server.set_pattern(TracePattern::all()).await?;
-            server.enable_trace(ProcessSpec::All, true).await
+            server.enable_trace(ProcessSpec::All, true).await?;
+            // Not the sampling server itself, nor this request's process: the program's
+            // processes only.
+            server
+                .disable_trace(ProcessSpec::List(vec![
+                    ProcessSpec::Pid(server.pid()),
+                    ProcessSpec::Pid(runtime::self_pid()),
+                ]))
+                .await
         };
         match ready.await {
             Ok(_) => Ok(server),
