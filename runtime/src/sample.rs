@@ -870,13 +870,13 @@ pub(crate) fn finish_suspended(account: &crate::heap::Account) {
     paths::finish(account);
 }
 
-/// At each poll of a process of node `node`: while the CPU sampler runs, makes sure the
-/// polling thread has a timer (a thread of a runtime the node does not own, or a blocking
-/// thread running a helper). One relaxed load otherwise.
+/// At each poll of a process of node `node`: while the CPU or the allocation sampler runs,
+/// makes sure the polling thread has a timer and rings (a thread of a runtime the node does
+/// not own, or a blocking thread running a helper). One relaxed load otherwise.
 #[inline(always)]
 pub(crate) fn on_poll(node: u32) {
     #[cfg(target_os = "linux")]
-    if cpu::running() || alloc::running() {
+    if threads::running(threads::CPU | threads::ALLOC) {
         threads::register_current(node);
     }
     #[cfg(not(target_os = "linux"))]

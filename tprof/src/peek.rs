@@ -244,26 +244,19 @@ fn process_table(
         ]);
     });
     rows.sort_by_key(|r| r[0].parse::<Pid>().ok());
-    let mut table = comfy_table::Table::new();
-    table.load_style(comfy_table::presets::NOTHING);
-    table.set_header([
-        "PID",
-        "NAME",
-        "STATE",
-        "MAILBOX",
-        "HEAP (bytes)",
-        "INITIAL CALL",
-        "IN",
-    ]);
     let count = rows.len();
-    for row in rows {
-        table.add_row(row);
-    }
-    let mut out = String::new();
-    for line in table.to_string().lines() {
-        out.push_str(line.trim());
-        out.push('\n');
-    }
+    let mut out = crate::table::plain_columns(
+        [
+            "PID",
+            "NAME",
+            "STATE",
+            "MAILBOX",
+            "HEAP (bytes)",
+            "INITIAL CALL",
+            "IN",
+        ],
+        rows,
+    );
     let _ = writeln!(out, "({count} processes)");
     out
 }

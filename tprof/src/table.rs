@@ -31,6 +31,27 @@ fn new_table(header: &[&str]) -> Table {
     table
 }
 
+/// `rows` under `header` as plain columns (no borders), each line trimmed: the process lists
+/// of `tprof attach` and peek. The first column must not be empty (lines are trimmed on both
+/// sides).
+pub(crate) fn plain_columns<const N: usize>(
+    header: [&str; N],
+    rows: impl IntoIterator<Item = [String; N]>,
+) -> String {
+    let mut table = Table::new();
+    table.load_style(comfy_table::presets::NOTHING);
+    table.set_header(header);
+    for row in rows {
+        table.add_row(row);
+    }
+    let mut out = String::new();
+    for line in table.to_string().lines() {
+        out.push_str(line.trim());
+        out.push('\n');
+    }
+    out
+}
+
 fn live_heap(pid: Pid) -> String {
     runtime::heap::process_heap(pid).map_or_else(|_| "-".to_owned(), |h| h.live_bytes.to_string())
 }

@@ -5,28 +5,13 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Output, Stdio};
 
-const TPROF: &str = env!("CARGO_BIN_EXE_tprof");
+#[path = "support/examples.rs"]
+mod examples;
 
-/// The example `attach_target`, built beside the tprof binary (built here when cargo did not).
-fn target_binary() -> PathBuf {
-    let bin = Path::new(TPROF);
-    let path = bin
-        .parent()
-        .unwrap()
-        .join("examples")
-        .join(format!("attach_target{}", std::env::consts::EXE_SUFFIX));
-    let release = bin.parent().unwrap().ends_with("release");
-    let status = Command::new(env!("CARGO"))
-        .args(["build", "-p", "tprof", "--example", "attach_target"])
-        .args(release.then_some("--release"))
-        .status()
-        .unwrap();
-    assert!(status.success());
-    path
-}
+use examples::{TPROF, example};
 
 /// The running example, its socket, and its standard input and output.
 struct Target {
@@ -42,7 +27,7 @@ impl Target {
             "tprof-attach-test-{}-{name}.sock",
             std::process::id()
         ));
-        let mut child = Command::new(target_binary())
+        let mut child = Command::new(example("attach_target"))
             .env("TPROF_CONTROL", &socket)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

@@ -5,26 +5,13 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{BufRead, BufReader, Read};
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const TPROF: &str = env!("CARGO_BIN_EXE_tprof");
+#[path = "support/examples.rs"]
+mod examples;
 
-fn example(name: &str) -> std::path::PathBuf {
-    let bin = Path::new(TPROF);
-    let release = bin.parent().unwrap().ends_with("release");
-    let status = Command::new(env!("CARGO"))
-        .args(["build", "-p", "tprof", "--example", name])
-        .args(release.then_some("--release"))
-        .status()
-        .unwrap();
-    assert!(status.success());
-    bin.parent()
-        .unwrap()
-        .join("examples")
-        .join(format!("{name}{}", std::env::consts::EXE_SUFFIX))
-}
+use examples::example;
 
 #[test]
 fn peek_answers_while_every_worker_is_stuck() {

@@ -32,20 +32,17 @@
 
 #![cfg(target_os = "linux")]
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-use super::ring::{ALLOC_SLOTS, MAX_NATIVE, NATIVE_TRUNCATED, Record, Ring, TRACED_TRUNCATED};
+use super::ring::{ALLOC_SLOTS, MAX_NATIVE, NATIVE_TRUNCATED, Record, Ring};
 use super::threads::{REGISTRY, Registry, THREAD, ThreadEntry, bounds_in_signal};
 use super::{AllocRate, SampleError};
 use crate::heap::AllocModel;
 
-/// Whether allocations are sampled: set while at least one allocation sample session is open.
-static RUNNING: AtomicBool = AtomicBool::new(false);
-
 /// Whether the allocation sampler runs.
 #[inline(always)]
 pub(crate) fn running() -> bool {
-    RUNNING.load(Ordering::Relaxed)
+    super::threads::running(super::threads::ALLOC)
 }
 
 /// The allocator's model for `rate`.
@@ -69,7 +66,7 @@ fn rate_of(model: AllocModel) -> AllocRate {
 /// countdown per thread).
 pub(crate) fn start(rate: AllocRate) -> Result<(), SampleError> {
     let mut guard = REGISTRY.lock();
-    if RUNNING.load(Ordering::Relaxed) {
+    if running() {
         let running = rate_of(crate::heap::alloc_sampling::model());
         if running != rate {
             return Err(SampleError::AllocRateTaken {
@@ -79,7 +76,7 @@ pub(crate) fn start(rate: AllocRate) -> Result<(), SampleError> {
         }
         return Ok(());
     }
-    RUNNING.store(true, Ordering::SeqCst);
+    super::threads::set_running(super::threads::ALLOC, true);
     let Registry {
         threads,
         alloc_pool,
@@ -96,7 +93,7 @@ pub(crate) fn start(rate: AllocRate) -> Result<(), SampleError> {
 pub(crate) fn stop() {
     let _reg = REGISTRY.lock();
     crate::heap::alloc_sampling::stop();
-    RUNNING.store(false, Ordering::SeqCst);
+    super::threads::set_running(super::threads::ALLOC, false);
 }
 
 /// Gives `entry`'s thread an allocation ring (from `pool`, or a new one), under the registry's
@@ -131,16 +128,7 @@ pub(crate) fn record(block: *mut u8, size: usize, bytes: f64) {
         r.size = size as u64;
         r.addr = block as u64;
         r.bytes = bytes;
-        if let Some(pid) = crate::process::pid_in_signal() {
-            r.pid = u64::from(pid.index()) | u64::from(pid.serial()) << 32;
-            r.node = pid.node();
-        }
-        let (active, n, depth) = crate::trace::read_in_signal(&mut r.traced);
-        r.active = active;
-        r.traced_len = n;
-        if depth > n {
-            r.flags |= TRACED_TRUNCATED;
-        }
+        r.fill_current();
         let (len, more) = super::native::walk_here(bounds_in_signal(t), &mut r.native);
         r.native_len = len;
         if more {

@@ -29,11 +29,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use super::SampleError;
 use super::ring::Ring;
-use super::ring::{MAX_NATIVE, NATIVE_TRUNCATED, Record, TRACED_TRUNCATED};
+use super::ring::{MAX_NATIVE, NATIVE_TRUNCATED, Record};
 use super::threads::{REGISTRY, Registry, THREAD, ThreadEntry, bounds_in_signal};
 
-/// Whether timers run: set while at least one CPU sample session is open.
-static RUNNING: AtomicBool = AtomicBool::new(false);
 /// The timers' period, in nanoseconds.
 static PERIOD_NS: AtomicU64 = AtomicU64::new(0);
 /// Whether native stacks are walked past the interrupted instruction ([`super::native::walkable`]).
@@ -42,7 +40,7 @@ static WALK: AtomicBool = AtomicBool::new(false);
 /// Whether the CPU sampler runs.
 #[inline(always)]
 pub(crate) fn running() -> bool {
-    RUNNING.load(Ordering::Relaxed)
+    super::threads::running(super::threads::CPU)
 }
 
 /// Installs the handler, unless it is installed already; refuses when another handler of
@@ -89,7 +87,7 @@ pub(crate) fn start(hz: u32) -> Result<(), SampleError> {
     let period = 1_000_000_000 / u64::from(hz.max(1));
     let mut guard = REGISTRY.lock();
     install()?;
-    if RUNNING.load(Ordering::Relaxed) {
+    if running() {
         let running = PERIOD_NS.load(Ordering::Relaxed);
         if running != period {
             return Err(SampleError::RateTaken {
@@ -101,7 +99,7 @@ pub(crate) fn start(hz: u32) -> Result<(), SampleError> {
     }
     WALK.store(super::native::walkable(), Ordering::Relaxed);
     PERIOD_NS.store(period, Ordering::Relaxed);
-    RUNNING.store(true, Ordering::SeqCst);
+    super::threads::set_running(super::threads::CPU, true);
     let Registry { threads, pool, .. } = &mut *guard;
     for entry in threads.iter_mut().filter(|e| e.alive) {
         arm(entry, pool);
@@ -112,7 +110,7 @@ pub(crate) fn start(hz: u32) -> Result<(), SampleError> {
 /// Stops every timer.
 pub(crate) fn stop() {
     let mut reg = REGISTRY.lock();
-    RUNNING.store(false, Ordering::SeqCst);
+    super::threads::set_running(super::threads::CPU, false);
     PERIOD_NS.store(0, Ordering::Relaxed);
     for entry in &mut reg.threads {
         disarm(entry);
@@ -230,16 +228,7 @@ extern "C" fn handler(_signal: libc::c_int, _info: *mut libc::siginfo_t, ctx: *m
         let mut r = Record::new();
         r.weight = 1 + overrun;
         r.time_ns = monotonic_ns();
-        if let Some(pid) = crate::process::pid_in_signal() {
-            r.pid = u64::from(pid.index()) | u64::from(pid.serial()) << 32;
-            r.node = pid.node();
-        }
-        let (active, n, depth) = crate::trace::read_in_signal(&mut r.traced);
-        r.active = active;
-        r.traced_len = n;
-        if depth > n {
-            r.flags |= TRACED_TRUNCATED;
-        }
+        r.fill_current();
         // SAFETY: `ctx` is the kernel's `ucontext_t` for this delivery (SA_SIGINFO).
         #[allow(unsafe_code)]
         let (pc, fp, sp) = unsafe { super::native::registers(ctx) };

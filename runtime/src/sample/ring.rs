@@ -86,6 +86,25 @@ impl Record {
         }
     }
 
+    /// Fills in what this thread runs now: the pid being polled (if any) and its traced
+    /// stack. Async-signal-safe, and neither locks nor allocates: it reads the thread's
+    /// current-process pointer and its traced stack's signal-readable copy
+    /// ([`crate::process::pid_in_signal`], [`crate::trace::read_in_signal`]); for the SIGPROF
+    /// handler and the allocation recorder.
+    #[inline]
+    pub(crate) fn fill_current(&mut self) {
+        if let Some(pid) = crate::process::pid_in_signal() {
+            self.pid = u64::from(pid.index()) | u64::from(pid.serial()) << 32;
+            self.node = pid.node();
+        }
+        let (active, n, depth) = crate::trace::read_in_signal(&mut self.traced);
+        self.active = active;
+        self.traced_len = n;
+        if depth > n {
+            self.flags |= TRACED_TRUNCATED;
+        }
+    }
+
     /// The traced frames kept.
     pub(crate) fn traced(&self) -> &[u32] {
         &self.traced[..self.traced_len]

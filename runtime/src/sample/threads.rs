@@ -12,12 +12,36 @@
 //! drain, which gives it back to the pool once emptied. So the registry writes a slot only
 //! while its thread is alive.
 
-use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering, compiler_fence};
+use std::sync::atomic::{AtomicPtr, AtomicU8, AtomicU32, AtomicUsize, Ordering, compiler_fence};
 
 use parking_lot::Mutex;
 
 use super::native::StackBounds;
 use super::ring::Ring;
+
+/// The samplers that run, as bits ([`CPU`], [`ALLOC`]): each set and cleared under
+/// [`REGISTRY`]'s lock by its sampler's start and stop, so that a poll asks whether any wants
+/// its thread registered with one load.
+static RUNNING: AtomicU8 = AtomicU8::new(0);
+/// The CPU sampler's bit in [`running`].
+pub(crate) const CPU: u8 = 1;
+/// The allocation sampler's bit in [`running`].
+pub(crate) const ALLOC: u8 = 2;
+
+/// Whether one of `samplers` (bits) runs.
+#[inline(always)]
+pub(crate) fn running(samplers: u8) -> bool {
+    RUNNING.load(Ordering::Relaxed) & samplers != 0
+}
+
+/// Marks `sampler` (a bit) running or not; called with [`REGISTRY`]'s lock held.
+pub(crate) fn set_running(sampler: u8, on: bool) {
+    if on {
+        RUNNING.fetch_or(sampler, Ordering::SeqCst);
+    } else {
+        RUNNING.fetch_and(!sampler, Ordering::SeqCst);
+    }
+}
 
 /// What the signal handler reads of its thread.
 pub(crate) struct ThreadSlot {

@@ -245,25 +245,19 @@ pub fn render(reply: &Reply) -> String {
 }
 
 fn process_table(rows: &[ProcessRow]) -> String {
-    let mut table = comfy_table::Table::new();
-    table.load_style(comfy_table::presets::NOTHING);
-    table.set_header(["PID", "NAME", "MAILBOX", "HEAP (bytes)", "INITIAL CALL"]);
-    for row in rows {
-        table.add_row([
-            row.pid.clone(),
-            row.name.clone().unwrap_or_default(),
-            row.message_queue_len.to_string(),
-            row.heap_bytes
-                .map_or_else(|| "-".to_owned(), |b| b.to_string()),
-            row.initial_call.clone(),
-        ]);
-    }
-    let mut out = String::new();
-    for line in table.to_string().lines() {
-        out.push_str(line.trim());
-        out.push('\n');
-    }
-    out
+    crate::table::plain_columns(
+        ["PID", "NAME", "MAILBOX", "HEAP (bytes)", "INITIAL CALL"],
+        rows.iter().map(|row| {
+            [
+                row.pid.clone(),
+                row.name.clone().unwrap_or_default(),
+                row.message_queue_len.to_string(),
+                row.heap_bytes
+                    .map_or_else(|| "-".to_owned(), |b| b.to_string()),
+                row.initial_call.clone(),
+            ]
+        }),
+    )
 }
 
 /// The endpoint `target` names: a socket path, or an OS pid whose endpoint is in
