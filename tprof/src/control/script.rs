@@ -8,8 +8,10 @@
 //! pause                      pause | resume | restart | stop
 //! collect                    collect [process|total|pretty|json|folded|speedscope|chrome|svg|html]
 //! sample 2 wall 99           sample SECONDS [cpu|wall] [HZ]
+//! prof sample 2s             prof sample SECONDS [cpu|wall] [HZ]: as sample (Eta's :prof)
+//! prof trace call_time 2s    prof trace [call_count|call_time|call_memory] SECONDS
 //! heap_snapshot > FILE       heap_snapshot (the node's .heapsnapshot)
-//! processes                  processes | hello | help
+//! processes                  processes | registered | functions | hello | help
 //! ```
 //!
 //! ```
@@ -46,11 +48,17 @@ pub const COMMANDS: &[&str] = &[
     "restart",
     "collect",
     "sample",
+    "prof",
     "heap_snapshot",
     "processes",
+    "registered",
+    "functions",
     "hello",
     "help",
 ];
+
+/// The trace types, as `start` and `prof trace` take them.
+pub const TRACE_TYPES: &[&str] = &["call_count", "call_time", "call_memory"];
 
 /// What `help` prints.
 pub const HELP: &str = "\
@@ -62,9 +70,16 @@ disable_trace all|new|existing|PID|NAME                  stop tracing them
 pause | resume | restart | stop                          as tprof's functions
 collect [process|total|FORMAT]                           the profile: tprof's tables or a text export
 sample SECONDS [cpu|wall] [HZ]                           sample the next seconds, report by process
+prof sample SECONDS [cpu|wall] [HZ]                      the same (Eta's :prof)
+prof trace [call_count|call_time|call_memory] SECONDS    trace every process for the next seconds:
+                                                         tprof's table (beside any started server)
 heap_snapshot                                            the node's .heapsnapshot (redirect it to a file)
 processes                                                the node's processes
+registered                                               their registered names
+functions                                                the traced functions patterns can match
 hello                                                    who is at the other end
+quit | exit                                              leave the prompt (or Ctrl-D)
+Tab completes commands, modules, functions and registered names; Up and Down recall history.
 ";
 
 /// The command on `line`; `None` for a blank line, a `#` comment or `help` (which the caller
@@ -90,6 +105,8 @@ pub fn parse_line(line: &str) -> Result<Option<Command>, String> {
     match name {
         "hello" => no_args(Command::Hello),
         "processes" | "ps" => no_args(Command::Processes),
+        "registered" => no_args(Command::Registered),
+        "functions" => no_args(Command::Functions),
         "heap_snapshot" => no_args(Command::HeapSnapshot),
         "stop" => no_args(Command::Stop),
         "pause" => no_args(Command::Pause),
@@ -164,33 +181,67 @@ pub fn parse_line(line: &str) -> Result<Option<Command>, String> {
             })),
             _ => Err("collect takes one layout: process, total or a text format".to_owned()),
         },
-        "sample" => {
-            let usage = "sample SECONDS [cpu|wall] [HZ]";
-            let seconds = args
-                .first()
-                .and_then(|s| s.trim_end_matches('s').parse::<f64>().ok())
-                .ok_or_else(|| format!("how many seconds? {usage}"))?;
-            let sampler = args.get(1).copied().unwrap_or("cpu").to_owned();
-            let hz = match args.get(2) {
-                Some(hz) => hz
-                    .parse()
-                    .map_err(|_| format!("{hz:?} is not a rate: {usage}"))?,
-                None => 99,
-            };
-            if args.len() > 3 {
-                return Err(usage.to_owned());
+        "sample" => sample(args, "sample SECONDS [cpu|wall] [HZ]").map(Some),
+        "prof" => match args.split_first() {
+            Some((&"sample", args)) => {
+                sample(args, "prof sample SECONDS [cpu|wall] [HZ]").map(Some)
             }
-            Ok(Some(Command::Sample {
-                seconds,
-                sampler,
-                hz,
-            }))
-        }
+            Some((&"trace", args)) => prof_trace(args).map(Some),
+            _ => Err("prof sample SECONDS [cpu|wall] [HZ] | prof trace [TYPE] SECONDS".to_owned()),
+        },
         other => Err(format!(
             "{other}: not a command (help lists them: {})",
             COMMANDS.join(", ")
         )),
     }
+}
+
+/// `SECONDS [cpu|wall] [HZ]`: a sample of the next seconds.
+fn sample(args: &[&str], usage: &str) -> Result<Command, String> {
+    let seconds = args
+        .first()
+        .and_then(|s| seconds(s))
+        .ok_or_else(|| format!("how many seconds? {usage}"))?;
+    let sampler = args.get(1).copied().unwrap_or("cpu").to_owned();
+    let hz = match args.get(2) {
+        Some(hz) => hz
+            .parse()
+            .map_err(|_| format!("{hz:?} is not a rate: {usage}"))?,
+        None => 99,
+    };
+    if args.len() > 3 {
+        return Err(usage.to_owned());
+    }
+    Ok(Command::Sample {
+        seconds,
+        sampler,
+        hz,
+    })
+}
+
+/// `[call_count|call_time|call_memory] SECONDS`: a trace of the next seconds.
+fn prof_trace(args: &[&str]) -> Result<Command, String> {
+    let usage = "prof trace [call_count|call_time|call_memory] SECONDS";
+    let (trace_type, time) = match args {
+        [time] => ("call_count", *time),
+        [trace_type, time] if TRACE_TYPES.contains(trace_type) => (*trace_type, *time),
+        [other, _] => return Err(format!("{other:?} is not a trace type: {usage}")),
+        _ => return Err(usage.to_owned()),
+    };
+    let seconds = seconds(time).ok_or_else(|| format!("{time:?} is not seconds: {usage}"))?;
+    Ok(Command::Trace {
+        trace_type: trace_type.to_owned(),
+        seconds,
+    })
+}
+
+/// `2`, `2s` or `0.5s`.
+fn seconds(text: &str) -> Option<f64> {
+    text.strip_suffix('s')
+        .unwrap_or(text)
+        .parse::<f64>()
+        .ok()
+        .filter(|s| s.is_finite())
 }
 
 /// Whether `line` asks for [`HELP`].
@@ -241,20 +292,37 @@ pub fn render(reply: &Reply) -> String {
             protocol,
         } => format!("{program} (OS pid {os_pid}), node {node}, protocol {protocol}\n"),
         Reply::Processes { processes } => process_table(processes),
+        Reply::Names { names } => names.iter().map(|n| format!("{n}\n")).collect(),
+        Reply::Functions { functions } => functions
+            .iter()
+            .map(|f| format!("{}::{}/{}\n", f.module, f.function, f.arity))
+            .collect(),
     }
 }
 
 fn process_table(rows: &[ProcessRow]) -> String {
     crate::table::plain_columns(
-        ["PID", "NAME", "MAILBOX", "HEAP (bytes)", "INITIAL CALL"],
+        [
+            "PID",
+            "NAME",
+            "STATE",
+            "MAILBOX",
+            "HEAP (bytes)",
+            "POLLS",
+            "INITIAL CALL",
+            "IN",
+        ],
         rows.iter().map(|row| {
             [
                 row.pid.clone(),
                 row.name.clone().unwrap_or_default(),
+                row.state.clone(),
                 row.message_queue_len.to_string(),
                 row.heap_bytes
                     .map_or_else(|| "-".to_owned(), |b| b.to_string()),
+                row.polls.to_string(),
                 row.initial_call.clone(),
+                row.current_function.clone().unwrap_or_default(),
             ]
         }),
     )
@@ -347,6 +415,28 @@ mod tests {
             }
         );
         assert_eq!(
+            parsed("prof sample 2s"),
+            Command::Sample {
+                seconds: 2.0,
+                sampler: "cpu".into(),
+                hz: 99
+            }
+        );
+        assert_eq!(
+            parsed("prof trace call_time 0.5s"),
+            Command::Trace {
+                trace_type: "call_time".into(),
+                seconds: 0.5
+            }
+        );
+        assert_eq!(
+            parsed("prof trace 3"),
+            Command::Trace {
+                trace_type: "call_count".into(),
+                seconds: 3.0
+            }
+        );
+        assert_eq!(
             parsed("clear_pattern _"),
             Command::ClearPattern {
                 module: None,
@@ -367,6 +457,11 @@ mod tests {
             "enable_trace",
             "sample x",
             "set_pattern a b c d",
+            "prof",
+            "prof sample",
+            "prof trace call_tim 2",
+            "prof trace call_time",
+            "prof trace call_time 2s extra",
         ] {
             let error = parse_line(bad).unwrap_err();
             assert!(!error.is_empty(), "{bad}");
@@ -388,8 +483,12 @@ mod tests {
                 initial_call: "app::kv".into(),
                 message_queue_len: 2,
                 heap_bytes: None,
+                state: "waiting".into(),
+                polls: 7,
+                current_function: None,
             }],
         });
         assert!(table.contains("<0.5.0>") && table.contains("kv") && table.contains("app::kv"));
+        assert!(table.contains("waiting") && table.contains("POLLS"), "{table}");
     }
 }
