@@ -189,9 +189,9 @@ fn processes(node: &NodeHandle) -> Vec<ProcessRow> {
                 heap_bytes: p.heap.map(|h| h.live_bytes),
                 state: state_name(p.status).to_owned(),
                 polls: p.polls,
-                current_function: p.current_function.map(|c| {
-                    format!("{}::{}/{}", c.module(), c.written_name(), c.arity())
-                }),
+                current_function: p
+                    .current_function
+                    .map(|c| format!("{}::{}/{}", c.module(), c.written_name(), c.arity())),
             },
         ));
     });
@@ -330,7 +330,9 @@ fn trace(node: &NodeHandle, seconds: f64, trace_type: &str) -> Result<Reply, Str
     let profile = profile_for(
         node,
         seconds,
-        ServerOptions::new().name(TRACE_SERVER).trace_type(trace_type),
+        ServerOptions::new()
+            .name(TRACE_SERVER)
+            .trace_type(trace_type),
     )?;
     Layout::Tables(Aggregate::Process)
         .text(&profile)
@@ -338,43 +340,37 @@ fn trace(node: &NodeHandle, seconds: f64, trace_type: &str) -> Result<Reply, Str
 }
 
 /// Profiles every process of the node (but the server and the request's own) for `seconds`
-/// with a server started with `options`, stopped after its collect.
-fn profile_for(
-    node: &NodeHandle,
-    seconds: f64,
-    options: ServerOptions,
-) -> Result<Profile, String> {
+/// with a server started with `options`, stopped after its collect. One process of the node
+/// starts the server, waits out the seconds and collects, so that no process of the request's
+/// own is spawned (and traced, as a new process) while it profiles.
+fn profile_for(node: &NodeHandle, seconds: f64, options: ServerOptions) -> Result<Profile, String> {
     if !(seconds > 0.0 && seconds <= 600.0) {
         return Err(format!("profile for 0 to 600 seconds, not {seconds}"));
     }
     let handle = node.clone();
-    let server = in_process(node, async move {
+    in_process(node, async move {
         let server = Tprof::start(&handle, options)
             .await
             .map_err(|e| e.to_string())?;
-        let ready = async {
+        let profiled = async {
+            let me = runtime::self_pid();
             server.set_pattern(TracePattern::all()).await?;
             server.enable_trace(ProcessSpec::All, true).await?;
             // Not the profiling server itself, nor this request's process: the program's
-            // processes only.
+            // processes only; and from a clean slate, without what the two did in between.
             server
                 .disable_trace(ProcessSpec::List(vec![
                     ProcessSpec::Pid(server.pid()),
-                    ProcessSpec::Pid(runtime::self_pid()),
+                    ProcessSpec::Pid(me),
                 ]))
-                .await
+                .await?;
+            server.restart().await?;
+            tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
+            // What the collect itself runs is not the program's.
+            server.pause().await?;
+            server.collect().await
         };
-        match ready.await {
-            Ok(_) => Ok(server),
-            Err(e) => {
-                let _ = server.stop().await;
-                Err(e.to_string())
-            }
-        }
-    })?;
-    std::thread::sleep(Duration::from_secs_f64(seconds));
-    in_process(node, async move {
-        let profile = server.collect().await;
+        let profile = profiled.await;
         let _ = server.stop().await;
         profile.map_err(|e| e.to_string())
     })
