@@ -198,6 +198,9 @@ mod tests {
         assert_eq!(vocabulary.asked, 1, "commands and layouts need no endpoint");
         // A cursor inside a character or past the end stays in the line.
         assert_eq!(complete("é", 1, &mut vocabulary).start, 0);
-        assert_eq!(complete("st", 99, &mut vocabulary).candidates, ["start", "stop"]);
+        assert_eq!(
+            complete("st", 99, &mut vocabulary).candidates,
+            ["start", "stop"]
+        );
     }
 }

@@ -489,6 +489,9 @@ mod tests {
             }],
         });
         assert!(table.contains("<0.5.0>") && table.contains("kv") && table.contains("app::kv"));
-        assert!(table.contains("waiting") && table.contains("POLLS"), "{table}");
+        assert!(
+            table.contains("waiting") && table.contains("POLLS"),
+            "{table}"
+        );
     }
 }

@@ -237,7 +237,12 @@ mod tests {
             initial_call: "w".into(),
             message_queue_len: mailbox,
             heap_bytes: heap,
-            state: if serial % 2 == 0 { "running" } else { "waiting" }.into(),
+            state: if serial.is_multiple_of(2) {
+                "running"
+            } else {
+                "waiting"
+            }
+            .into(),
             polls: serial,
             current_function: None,
         }
@@ -259,8 +264,10 @@ mod tests {
                 row(
                     i,
                     (i as usize * 7919) % 1000,
-                    (i % 3 != 0).then_some(u64::from(i % 17)),
-                    (i % 100 == 0).then(|| format!("n{}", 1000 - i)).as_deref(),
+                    (!i.is_multiple_of(3)).then_some(u64::from(i % 17)),
+                    i.is_multiple_of(100)
+                        .then(|| format!("n{}", 1000 - i))
+                        .as_deref(),
                 )
             })
             .collect();
@@ -281,7 +288,10 @@ mod tests {
             assert!(frame.contains("the first 10"), "{frame}");
         }
         let by_mailbox = Top::new().frame(list.clone(), SortKey::Mailbox, 3);
-        assert!(by_mailbox.lines().nth(2).unwrap().contains(" 999 "), "{by_mailbox}");
+        assert!(
+            by_mailbox.lines().nth(2).unwrap().contains(" 999 "),
+            "{by_mailbox}"
+        );
         let by_name = Top::new().frame(list, SortKey::Name, 2);
         assert_eq!(pids(&by_name), ["<0.1000.0>", "<0.900.0>"], "n0, then n100");
     }
