@@ -356,12 +356,33 @@ fn top_shows_the_processes_sorted_by_the_asked_key() {
     assert!(text(&out.stderr).contains("mailbox"), "the keys are listed");
 }
 
-/// A tmux server of the test's own, killed when dropped.
+/// A tmux server of the test's own, with one session, killed when dropped.
 struct Tmux {
     socket: String,
 }
 
 impl Tmux {
+    /// Whether tmux is there; if not, says the test is skipped.
+    fn installed() -> bool {
+        let there = Command::new("tmux").arg("-V").output().is_ok();
+        if !there {
+            // .ci/run installs tmux; only a machine without it and without apt gets here.
+            eprintln!("skipped: no tmux (the test drives a terminal through it)");
+        }
+        there
+    }
+
+    /// Runs `command` in a 150x50 terminal.
+    fn start(test: &str, command: &[&str]) -> Tmux {
+        let tmux = Tmux {
+            socket: format!("tprof-test-{}-{test}", std::process::id()),
+        };
+        let size = ["new-session", "-d", "-s", "prompt", "-x", "150", "-y", "50"];
+        let out = tmux.cmd(&[&size[..], &["env", "TERM=xterm"], command].concat());
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        tmux
+    }
+
     fn cmd(&self, args: &[&str]) -> Output {
         Command::new("tmux")
             .args(["-L", &self.socket])
@@ -502,4 +523,30 @@ fn the_prompt_completes_with_tab_recalls_with_up_and_keeps_its_history() {
         kept.lines().any(|l| l.trim_end() == "processes"),
         "{kept:?}"
     );
+}
+
+#[test]
+fn top_on_a_terminal_changes_its_sort_with_a_key_and_quits_with_q() {
+    if !Tmux::installed() {
+        return;
+    }
+    let mut target = Target::start("top-keys");
+    target.park(20);
+    let tmux = Tmux::start("top", &[TPROF, "top", &target.socket, "-i", "0.2"]);
+    tmux.wait_for("the first frame", |s| {
+        s.contains("sorted by polls") && s.contains("keys: p polls")
+    });
+    tmux.keys(&["m"]);
+    let screen = tmux.wait_for("the sort by mailbox", |s| s.contains("sorted by mailbox"));
+    let first = screen
+        .lines()
+        .find(|l| l.starts_with('<'))
+        .unwrap_or_else(|| panic!("rows: {screen}"));
+    assert_eq!(first.split_whitespace().nth(2), Some("9"), "{screen}");
+    tmux.keys(&["q"]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while tmux.cmd(&["has-session", "-t", "prompt"]).status.success() {
+        assert!(std::time::Instant::now() < deadline, "q did not end top");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
 }

@@ -1,10 +1,15 @@
-//! `tprof top`: a live program's processes, the busiest first, redrawn every interval.
+//! `tprof top`: a live program's processes, the busiest first, redrawn every interval. On a
+//! terminal it takes the screen (the alternate one, given back at the end) and keys change
+//! the sort; elsewhere it writes one frame after another.
 
-use std::io::{IsTerminal, Write};
+use std::io::{self, IsTerminal, Write};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use tprof::control::protocol::{Command, Reply};
+use crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
+use crossterm::{cursor, execute, terminal};
+use tprof::control::ControlClient;
+use tprof::control::protocol::{Command, ProcessRow, Reply};
 use tprof::control::top::{SortKey, Top};
 
 /// What `tprof top` was asked.
@@ -22,6 +27,9 @@ pub(crate) struct TopOptions {
 /// Rows shown when the output is not a terminal and `--rows` is not given.
 const ROWS_OFF_TERMINAL: usize = 25;
 
+/// The keys, as the status line lists them.
+const KEYS: &str = "p polls  m mailbox  h heap  s state  n name  i pid  q quit";
+
 /// `tprof top TARGET`.
 pub(crate) fn top(target: &str, options: &TopOptions) -> ExitCode {
     let mut client = match crate::attach::connect(target) {
@@ -31,17 +39,9 @@ pub(crate) fn top(target: &str, options: &TopOptions) -> ExitCode {
             return ExitCode::from(4);
         }
     };
-    let terminal = std::io::stdout().is_terminal();
     let mut table = Top::new();
-    let mut list = || match client.request(Command::Processes) {
-        Ok(Reply::Processes { processes }) => Ok(processes),
-        Ok(other) => Err(format!(
-            "the endpoint answered {other:?}, not a process list"
-        )),
-        Err(e) => Err(e),
-    };
     // The first list is the baseline of the first frame's polls.
-    match list() {
+    match list(&mut client) {
         Ok(processes) => {
             table.frame(processes, options.sort, 0);
         }
@@ -50,17 +50,60 @@ pub(crate) fn top(target: &str, options: &TopOptions) -> ExitCode {
             return ExitCode::from(4);
         }
     }
+    let interactive = std::io::stdout().is_terminal() && std::io::stdin().is_terminal();
+    let screen = if interactive {
+        match Screen::take() {
+            Ok(screen) => Some(screen),
+            Err(e) => {
+                eprintln!("tprof: keys will not work ({e})");
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let outcome = refresh(&mut client, &mut table, options, screen.as_ref());
+    drop(screen);
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("tprof: {e}");
+            ExitCode::from(4)
+        }
+    }
+}
+
+/// The node's processes.
+fn list(client: &mut ControlClient) -> Result<Vec<ProcessRow>, String> {
+    match client.request(Command::Processes)? {
+        Reply::Processes { processes } => Ok(processes),
+        other => Err(format!(
+            "the endpoint answered {other:?}, not a process list"
+        )),
+    }
+}
+
+/// Waits, lists, draws, as often as asked.
+fn refresh(
+    client: &mut ControlClient,
+    table: &mut Top,
+    options: &TopOptions,
+    screen: Option<&Screen>,
+) -> Result<(), String> {
+    let terminal = std::io::stdout().is_terminal();
+    let mut sort = options.sort;
     let mut frame = 0;
     while options.iterations.is_none_or(|n| frame < n) {
-        std::thread::sleep(options.interval);
+        match screen {
+            Some(screen) => match screen.wait(options.interval) {
+                Asked::Quit => return Ok(()),
+                Asked::Sort(key) => sort = key,
+                Asked::Nothing => {}
+            },
+            None => std::thread::sleep(options.interval),
+        }
         let asked = Instant::now();
-        let processes = match list() {
-            Ok(processes) => processes,
-            Err(e) => {
-                eprintln!("tprof: {e}");
-                return ExitCode::from(4);
-            }
-        };
+        let processes = list(client)?;
         let rows = options.rows.unwrap_or_else(|| {
             terminal
                 .then(|| console::Term::stdout().size_checked())
@@ -70,30 +113,95 @@ pub(crate) fn top(target: &str, options: &TopOptions) -> ExitCode {
                     usize::from(rows).saturating_sub(3)
                 })
         });
-        let text = table.frame(processes, options.sort, rows);
-        let took = asked.elapsed();
-        let mut out = std::io::stdout().lock();
-        let written = if terminal {
-            // Home and clear, then the frame.
-            write!(out, "\x1b[H\x1b[2J{text}")
-        } else {
-            write!(out, "{text}")
+        let mut text = table.frame(processes, sort, rows);
+        text.push_str(&format!(
+            "(refresh {}: {} ms; every {} s)",
+            frame + 1,
+            asked.elapsed().as_millis(),
+            options.interval.as_secs_f64()
+        ));
+        if screen.is_some() {
+            text.push_str(&format!("  keys: {KEYS}"));
         }
-        .and_then(|()| {
-            writeln!(
-                out,
-                "(refresh {}: {} ms; every {} s)",
-                frame + 1,
-                took.as_millis(),
-                options.interval.as_secs_f64()
-            )
-        })
+        text.push('\n');
+        let mut out = std::io::stdout().lock();
+        let written = match screen {
+            // Raw mode: each line returns the carriage itself.
+            Some(_) => write!(out, "\x1b[H\x1b[2J{}", text.replace('\n', "\r\n")),
+            None if terminal => write!(out, "\x1b[H\x1b[2J{text}"),
+            None => out.write_all(text.as_bytes()),
+        }
         .and_then(|()| out.flush());
         if written.is_err() {
             // Standard output's reader went away (`| head`).
-            return ExitCode::SUCCESS;
+            return Ok(());
         }
         frame += 1;
     }
-    ExitCode::SUCCESS
+    Ok(())
+}
+
+/// What a key asked for.
+enum Asked {
+    Nothing,
+    Sort(SortKey),
+    Quit,
+}
+
+/// The terminal in raw mode on its alternate screen, the cursor hidden, for as long as it is
+/// held.
+struct Screen;
+
+impl Screen {
+    fn take() -> io::Result<Screen> {
+        terminal::enable_raw_mode()?;
+        let screen = Screen;
+        execute!(io::stdout(), terminal::EnterAlternateScreen, cursor::Hide)?;
+        Ok(screen)
+    }
+
+    /// Waits out `interval`, or until a key asks for something.
+    fn wait(&self, interval: Duration) -> Asked {
+        let deadline = Instant::now() + interval;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Asked::Nothing;
+            }
+            match event::poll(left) {
+                Ok(true) => {}
+                Ok(false) => return Asked::Nothing,
+                // No events to read: the interval is waited out all the same.
+                Err(_) => {
+                    std::thread::sleep(left);
+                    return Asked::Nothing;
+                }
+            }
+            let Ok(Event::Key(key)) = event::read() else {
+                continue;
+            };
+            if key.kind == KeyEventKind::Release {
+                continue;
+            }
+            let asked = match key.code {
+                KeyCode::Char('c') if key.modifiers.contains(KeyModifiers::CONTROL) => Asked::Quit,
+                KeyCode::Char('q') | KeyCode::Esc => Asked::Quit,
+                KeyCode::Char('p') => Asked::Sort(SortKey::Polls),
+                KeyCode::Char('m') => Asked::Sort(SortKey::Mailbox),
+                KeyCode::Char('h') => Asked::Sort(SortKey::Heap),
+                KeyCode::Char('s') => Asked::Sort(SortKey::State),
+                KeyCode::Char('n') => Asked::Sort(SortKey::Name),
+                KeyCode::Char('i') => Asked::Sort(SortKey::Pid),
+                _ => continue,
+            };
+            return asked;
+        }
+    }
+}
+
+impl Drop for Screen {
+    fn drop(&mut self) {
+        let _ = execute!(io::stdout(), cursor::Show, terminal::LeaveAlternateScreen);
+        let _ = terminal::disable_raw_mode();
+    }
 }
