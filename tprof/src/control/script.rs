@@ -292,6 +292,7 @@ pub fn render(reply: &Reply) -> String {
             protocol,
         } => format!("{program} (OS pid {os_pid}), node {node}, protocol {protocol}\n"),
         Reply::Processes { processes } => process_table(processes),
+        Reply::Top { frame } => super::top::render(frame),
         Reply::Names { names } => names.iter().map(|n| format!("{n}\n")).collect(),
         Reply::Functions { functions } => functions
             .iter()

@@ -35,6 +35,16 @@ pub(super) fn handle(node: &NodeHandle, command: Command) -> Result<Reply, Strin
         Command::Processes => Ok(Reply::Processes {
             processes: processes(node),
         }),
+        Command::Top {
+            sort,
+            rows,
+            baseline,
+        } => {
+            let sort = sort.parse::<super::top::SortKey>()?;
+            Ok(Reply::Top {
+                frame: super::top::snapshot(node, sort, rows, baseline),
+            })
+        }
         Command::Registered => Ok(Reply::Names {
             names: node.registered().iter().map(ToString::to_string).collect(),
         }),
@@ -187,7 +197,7 @@ fn processes(node: &NodeHandle) -> Vec<ProcessRow> {
                 initial_call: p.initial_call.to_owned(),
                 message_queue_len: p.message_queue_len,
                 heap_bytes: p.heap.map(|h| h.live_bytes),
-                state: state_name(p.status).to_owned(),
+                state: super::top::state_name(p.status).to_owned(),
                 polls: p.polls,
                 current_function: p
                     .current_function
@@ -197,16 +207,6 @@ fn processes(node: &NodeHandle) -> Vec<ProcessRow> {
     });
     rows.sort_unstable_by_key(|(pid, _)| *pid);
     rows.into_iter().map(|(_, row)| row).collect()
-}
-
-/// A process status as the process list prints it.
-fn state_name(status: runtime::ProcessStatus) -> &'static str {
-    match status {
-        runtime::ProcessStatus::Running => "running",
-        runtime::ProcessStatus::Runnable => "runnable",
-        runtime::ProcessStatus::Exiting => "exiting",
-        _ => "waiting",
-    }
 }
 
 /// The program's traced functions, sorted, each once.

@@ -1,41 +1,41 @@
 //! `tprof top`'s table: the processes of a node, the busiest first, with the polls each made
 //! since the previous refresh.
 //!
-//! [`Top`] keeps each process's poll count from one process list (`processes` through the
-//! endpoint) to the next and lays out the first rows by a [`SortKey`]. Its cost is linear in
-//! the processes, plus `rows × log rows` for the shown rows: the top rows are selected
-//! (`select_nth_unstable`), not the whole list sorted, so that a refresh of 100,000 processes
-//! stays quick.
+//! [`snapshot`] is the endpoint's side (the `top` command): one walk of the node's processes
+//! keeping each one's sort key, a selection of the first `rows` (`select_nth_unstable`: linear,
+//! then `rows × log rows` to order them), and the full rows read for those alone; so a refresh
+//! of 100,000 processes sends a screenful, not the whole table. The poll counts of each walk
+//! are kept under the client's baseline number, for the next refresh's "polls since". [`render`]
+//! is the client's side: the frame as text.
 //!
 //! ```
-//! use tprof::control::protocol::ProcessRow;
-//! use tprof::control::top::{SortKey, Top};
+//! use tprof::control::top::{SortKey, render, snapshot};
 //!
-//! let row = |pid: &str, mailbox, polls| ProcessRow {
-//!     pid: pid.into(),
-//!     name: None,
-//!     initial_call: "app::worker".into(),
-//!     message_queue_len: mailbox,
-//!     heap_bytes: None,
-//!     state: "waiting".into(),
-//!     polls,
-//!     current_function: None,
-//! };
-//! let mut top = Top::new();
-//! top.frame(vec![row("<0.1.0>", 0, 10), row("<0.2.0>", 5, 10)], SortKey::Polls, 10);
-//! let frame = top.frame(vec![row("<0.1.0>", 0, 13), row("<0.2.0>", 5, 11)], SortKey::Polls, 10);
-//! // Polls since the last frame: 3 and 1, the busiest first.
-//! let lines: Vec<&str> = frame.lines().collect();
-//! assert!(lines[2].starts_with("<0.1.0>") && lines[2].contains(" 3 "), "{frame}");
-//! assert!(lines[3].starts_with("<0.2.0>"));
+//! let node = runtime::Node::new().unwrap();
+//! for queued in [3u32, 1, 2] {
+//!     let pid = node
+//!         .handle()
+//!         .spawn(async { let _: String = runtime::receive().await; })
+//!         .unwrap();
+//!     for m in 0..queued {
+//!         node.handle().send(pid, m);
+//!     }
+//! }
+//! let frame = snapshot(node.handle(), SortKey::Mailbox, 2, 42);
+//! assert_eq!(frame.total, 3);
+//! let mailboxes: Vec<usize> = frame.rows.iter().map(|r| r.message_queue_len).collect();
+//! assert_eq!(mailboxes, [3, 2]);
+//! assert!(render(&frame).starts_with("3 processes"));
 //! ```
 
 use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::str::FromStr;
+use std::sync::Mutex;
 
-use runtime::Pid;
+use runtime::{Name, NodeHandle, Pid, ProcessStatus};
+use serde::{Deserialize, Serialize};
 
 use super::protocol::ProcessRow;
 
@@ -103,119 +103,145 @@ impl FromStr for SortKey {
     }
 }
 
-/// The table's state from one refresh to the next: each process's polls at the last one.
-#[derive(Debug, Default)]
-pub struct Top {
-    polls: HashMap<String, u32>,
+/// One refresh: the first processes by a key, and how many there are in each state.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopFrame {
+    /// The node's processes.
+    pub total: usize,
+    /// How many are running, runnable, waiting and exiting.
+    pub states: Vec<(String, usize)>,
+    /// The key's name.
+    pub sort: String,
+    /// The first processes by the key; their `polls` are those since the previous refresh.
+    pub rows: Vec<ProcessRow>,
 }
 
-/// One row with what it is sorted by.
+/// A process status as the process lists print it.
+pub(crate) fn state_name(status: ProcessStatus) -> &'static str {
+    match status {
+        ProcessStatus::Running => "running",
+        ProcessStatus::Runnable => "runnable",
+        ProcessStatus::Exiting => "exiting",
+        _ => "waiting",
+    }
+}
+
+/// The states [`TopFrame::states`] counts, in its order.
+const STATES: [&str; 4] = ["running", "runnable", "waiting", "exiting"];
+
+/// One process as a walk read it, with what it may be sorted by.
+#[derive(Clone, Debug)]
 struct Ranked {
-    row: ProcessRow,
-    pid: Option<Pid>,
+    pid: Pid,
     polls: u32,
+    mailbox: usize,
+    heap: Option<u64>,
+    /// Its index in [`STATES`].
+    state: usize,
+    name: Option<Name>,
 }
 
-impl Top {
-    /// A table with no previous refresh: the first frame's polls are each process's polls so
-    /// far.
-    pub fn new() -> Top {
-        Top::default()
-    }
+/// The poll counts of the last walks, by the client's baseline number, the most recent last.
+static BASELINES: Mutex<Vec<(u64, HashMap<Pid, u32>)>> = Mutex::new(Vec::new());
 
-    /// Takes a process list in, and lays out a summary line and the first `rows` processes by
-    /// `sort`, with their polls since the previous list.
-    pub fn frame(&mut self, processes: Vec<ProcessRow>, sort: SortKey, rows: usize) -> String {
-        let mut polls = HashMap::with_capacity(processes.len());
-        let mut states: Vec<(&'static str, usize)> = ["running", "runnable", "waiting"]
+/// How many baselines are kept (each holds a count per process).
+const BASELINES_KEPT: usize = 4;
+
+/// The first `rows` processes of `node` by `sort`, their polls counted since the previous
+/// snapshot under `baseline` (since they started, for the first).
+pub fn snapshot(node: &NodeHandle, sort: SortKey, rows: usize, baseline: u64) -> TopFrame {
+    let before = {
+        let mut kept = BASELINES
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        kept.iter()
+            .position(|(id, _)| *id == baseline)
+            .map(|at| kept.remove(at).1)
+            .unwrap_or_default()
+    };
+    let mut now = HashMap::with_capacity(before.len());
+    let mut ranked = Vec::with_capacity(before.len());
+    let mut states = [0; STATES.len()];
+    runtime::introspect::walk(node, |p| {
+        now.insert(p.pid, p.polls);
+        let state = STATES
+            .iter()
+            .position(|s| *s == state_name(p.status))
+            .unwrap_or(2);
+        states[state] += 1;
+        ranked.push(Ranked {
+            pid: p.pid,
+            polls: before
+                .get(&p.pid)
+                .map_or(p.polls, |&b| p.polls.wrapping_sub(b)),
+            mailbox: p.message_queue_len,
+            heap: p.heap.map(|h| h.live_bytes),
+            state,
+            name: p.registered_name.cloned(),
+        });
+    });
+    {
+        let mut kept = BASELINES
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        kept.push((baseline, now));
+        if kept.len() > BASELINES_KEPT {
+            kept.remove(0);
+        }
+    }
+    let total = ranked.len();
+    let first = select(ranked, sort, rows);
+    TopFrame {
+        total,
+        states: STATES
+            .iter()
+            .zip(states)
+            .map(|(s, n)| ((*s).to_owned(), n))
+            .collect(),
+        sort: sort.name().to_owned(),
+        rows: first
             .into_iter()
-            .map(|s| (s, 0))
-            .collect();
-        let mut ranked: Vec<Ranked> = processes
-            .into_iter()
-            .map(|row| {
-                let since = self
-                    .polls
-                    .get(&row.pid)
-                    .map_or(row.polls, |&before| row.polls.wrapping_sub(before));
-                if let Some(count) = states.iter_mut().find(|(s, _)| *s == row.state) {
-                    count.1 += 1;
-                }
-                polls.insert(row.pid.clone(), row.polls);
-                Ranked {
-                    pid: row.pid.parse().ok(),
-                    row,
-                    polls: since,
-                }
+            .filter_map(|r| {
+                // Gone since the walk: left out.
+                let info = node.process_info(r.pid)?;
+                Some(ProcessRow {
+                    pid: r.pid.to_string(),
+                    name: r.name.map(|n| n.to_string()),
+                    initial_call: info.initial_call.into_owned(),
+                    message_queue_len: r.mailbox,
+                    heap_bytes: r.heap,
+                    state: STATES[r.state].to_owned(),
+                    polls: r.polls,
+                    current_function: info
+                        .current_function
+                        .map(|c| format!("{}::{}/{}", c.module(), c.written_name(), c.arity())),
+                })
             })
-            .collect();
-        self.polls = polls;
-        let total = ranked.len();
-        let shown = rows.min(total);
-        let order = |a: &Ranked, b: &Ranked| compare(a, b, sort);
-        if shown < total && shown > 0 {
-            ranked.select_nth_unstable_by(shown - 1, order);
-        }
-        ranked.truncate(shown);
-        ranked.sort_unstable_by(order);
-
-        let mut out = format!(
-            "{total} processes: {}; sorted by {}",
-            states
-                .iter()
-                .map(|(s, n)| format!("{n} {s}"))
-                .collect::<Vec<_>>()
-                .join(", "),
-            sort.name()
-        );
-        if shown < total {
-            let _ = write!(out, ", the first {shown}");
-        }
-        out.push('\n');
-        out.push_str(&crate::table::plain_columns(
-            [
-                "PID",
-                "NAME",
-                "STATE",
-                "MAILBOX",
-                "HEAP (bytes)",
-                "POLLS",
-                "IN",
-                "INITIAL CALL",
-            ],
-            ranked.into_iter().map(|r| {
-                [
-                    r.row.pid,
-                    r.row.name.unwrap_or_default(),
-                    r.row.state,
-                    r.row.message_queue_len.to_string(),
-                    r.row
-                        .heap_bytes
-                        .map_or_else(|| "-".to_owned(), |b| b.to_string()),
-                    r.polls.to_string(),
-                    r.row.current_function.unwrap_or_default(),
-                    r.row.initial_call,
-                ]
-            }),
-        ));
-        out
+            .collect(),
     }
+}
+
+/// The first `rows` of `ranked` by `sort`, in order.
+fn select(mut ranked: Vec<Ranked>, sort: SortKey, rows: usize) -> Vec<Ranked> {
+    let shown = rows.min(ranked.len());
+    let order = |a: &Ranked, b: &Ranked| compare(a, b, sort);
+    if shown < ranked.len() && shown > 0 {
+        ranked.select_nth_unstable_by(shown - 1, order);
+    }
+    ranked.truncate(shown);
+    ranked.sort_unstable_by(order);
+    ranked
 }
 
 /// `a` before `b` when it ranks higher by `sort`; ties by pid.
 fn compare(a: &Ranked, b: &Ranked, sort: SortKey) -> Ordering {
-    let state_rank = |r: &Ranked| match r.row.state.as_str() {
-        "running" => 0,
-        "runnable" => 1,
-        _ => 2,
-    };
     let by = match sort {
         SortKey::Polls => b.polls.cmp(&a.polls),
-        SortKey::Mailbox => b.row.message_queue_len.cmp(&a.row.message_queue_len),
-        SortKey::Heap => b.row.heap_bytes.cmp(&a.row.heap_bytes),
-        SortKey::State => state_rank(a).cmp(&state_rank(b)),
+        SortKey::Mailbox => b.mailbox.cmp(&a.mailbox),
+        SortKey::Heap => b.heap.cmp(&a.heap),
+        SortKey::State => a.state.cmp(&b.state),
         // Named processes first (`None` sorts last), by name.
-        SortKey::Name => match (&a.row.name, &b.row.name) {
+        SortKey::Name => match (&a.name, &b.name) {
             (Some(x), Some(y)) => x.cmp(y),
             (Some(_), None) => Ordering::Less,
             (None, Some(_)) => Ordering::Greater,
@@ -226,88 +252,132 @@ fn compare(a: &Ranked, b: &Ranked, sort: SortKey) -> Ordering {
     by.then_with(|| a.pid.cmp(&b.pid))
 }
 
+/// The frame as `tprof top` prints it: a summary line, then the rows under their header.
+pub fn render(frame: &TopFrame) -> String {
+    let mut out = format!(
+        "{} processes: {}; sorted by {}",
+        frame.total,
+        frame
+            .states
+            .iter()
+            .filter(|(s, n)| *n > 0 || s != "exiting")
+            .map(|(s, n)| format!("{n} {s}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        frame.sort
+    );
+    if frame.rows.len() < frame.total {
+        let _ = write!(out, ", the first {}", frame.rows.len());
+    }
+    out.push('\n');
+    out.push_str(&crate::table::plain_columns(
+        [
+            "PID",
+            "NAME",
+            "STATE",
+            "MAILBOX",
+            "HEAP (bytes)",
+            "POLLS",
+            "IN",
+            "INITIAL CALL",
+        ],
+        frame.rows.iter().map(|r| {
+            [
+                r.pid.clone(),
+                r.name.clone().unwrap_or_default(),
+                r.state.clone(),
+                r.message_queue_len.to_string(),
+                r.heap_bytes
+                    .map_or_else(|| "-".to_owned(), |b| b.to_string()),
+                r.polls.to_string(),
+                r.current_function.clone().unwrap_or_default(),
+                r.initial_call.clone(),
+            ]
+        }),
+    ));
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn row(serial: u32, mailbox: usize, heap: Option<u64>, name: Option<&str>) -> ProcessRow {
-        ProcessRow {
-            pid: format!("<0.{serial}.0>"),
-            name: name.map(Into::into),
-            initial_call: "w".into(),
-            message_queue_len: mailbox,
-            heap_bytes: heap,
-            state: if serial.is_multiple_of(2) {
-                "running"
-            } else {
-                "waiting"
-            }
-            .into(),
-            polls: serial,
-            current_function: None,
+    fn ranked(serial: u32) -> Ranked {
+        Ranked {
+            pid: format!("<0.{serial}.0>").parse().unwrap(),
+            polls: (serial * 31) % 97,
+            mailbox: (serial as usize * 7919) % 1000,
+            heap: (!serial.is_multiple_of(3)).then_some(u64::from(serial % 17)),
+            state: (serial % 3) as usize,
+            name: serial
+                .is_multiple_of(100)
+                .then(|| Name::from(format!("n{}", 1000 - serial))),
         }
-    }
-
-    /// The pids of a frame's rows, in order.
-    fn pids(frame: &str) -> Vec<String> {
-        frame
-            .lines()
-            .skip(2)
-            .map(|l| l.split_whitespace().next().unwrap_or_default().to_owned())
-            .collect()
     }
 
     #[test]
     fn the_first_rows_by_each_key_are_the_ones_a_full_sort_puts_first() {
-        let list: Vec<ProcessRow> = (1..=1000)
-            .map(|i| {
-                row(
-                    i,
-                    (i as usize * 7919) % 1000,
-                    (!i.is_multiple_of(3)).then_some(u64::from(i % 17)),
-                    i.is_multiple_of(100)
-                        .then(|| format!("n{}", 1000 - i))
-                        .as_deref(),
-                )
-            })
-            .collect();
+        let all: Vec<Ranked> = (1..=1000).map(ranked).collect();
         for &key in SortKey::ALL {
-            let frame = Top::new().frame(list.clone(), key, 10);
-            let mut all: Vec<Ranked> = list
-                .iter()
-                .map(|r| Ranked {
-                    row: r.clone(),
-                    pid: r.pid.parse().ok(),
-                    polls: r.polls,
-                })
-                .collect();
-            all.sort_by(|a, b| compare(a, b, key));
-            let expected: Vec<String> = all.iter().take(10).map(|r| r.row.pid.clone()).collect();
-            assert_eq!(pids(&frame), expected, "{key:?}\n{frame}");
-            assert!(frame.starts_with("1000 processes: 500 running"), "{frame}");
-            assert!(frame.contains("the first 10"), "{frame}");
+            let first: Vec<Pid> = select(all.clone(), key, 10).iter().map(|r| r.pid).collect();
+            let mut sorted = all.clone();
+            sorted.sort_by(|a, b| compare(a, b, key));
+            let expected: Vec<Pid> = sorted.iter().take(10).map(|r| r.pid).collect();
+            assert_eq!(first, expected, "{key:?}");
         }
-        let by_mailbox = Top::new().frame(list.clone(), SortKey::Mailbox, 3);
-        assert!(
-            by_mailbox.lines().nth(2).unwrap().contains(" 999 "),
-            "{by_mailbox}"
-        );
-        let by_name = Top::new().frame(list, SortKey::Name, 2);
-        assert_eq!(pids(&by_name), ["<0.1000.0>", "<0.900.0>"], "n0, then n100");
+        let by_name = select(all.clone(), SortKey::Name, 2);
+        assert_eq!(by_name[0].name.as_deref(), Some("n0"));
+        assert_eq!(by_name[1].name.as_deref(), Some("n100"));
+        assert_eq!(select(all.clone(), SortKey::Mailbox, 1)[0].mailbox, 999);
+        assert_eq!(select(all, SortKey::Pid, 2000).len(), 1000);
+        assert!("heap".parse::<SortKey>().is_ok());
+        assert!("memory".parse::<SortKey>().unwrap_err().contains("mailbox"));
     }
 
     #[test]
-    fn polls_are_counted_since_the_previous_frame_and_wrap() {
-        let mut top = Top::new();
-        let mut a = row(1, 0, None, None);
-        a.polls = u32::MAX - 1;
-        top.frame(vec![a.clone()], SortKey::Polls, 5);
-        a.polls = 3;
-        let frame = top.frame(vec![a, row(2, 0, None, None)], SortKey::Polls, 5);
-        // <0.1.0>: 5 polls across the wrap; <0.2.0>, new: its 2.
-        assert_eq!(pids(&frame), ["<0.1.0>", "<0.2.0>"]);
-        assert!(frame.lines().nth(2).unwrap().contains(" 5 "), "{frame}");
-        assert!("heap".parse::<SortKey>().is_ok());
-        assert!("memory".parse::<SortKey>().unwrap_err().contains("mailbox"));
+    fn polls_are_counted_since_the_previous_snapshot_of_the_same_baseline() {
+        let node = runtime::Node::new().unwrap();
+        let echo = node
+            .handle()
+            .spawn(async {
+                loop {
+                    let (from, n): (Pid, u32) = runtime::receive().await;
+                    runtime::send(from, n);
+                }
+            })
+            .unwrap();
+        let ping = |times: u32| {
+            node.run(async move {
+                for n in 0..times {
+                    runtime::send(echo, (runtime::self_pid(), n));
+                    let _: u32 = runtime::receive().await;
+                }
+            })
+            .unwrap();
+        };
+        let polls = |frame: &TopFrame| {
+            frame
+                .rows
+                .iter()
+                .find(|r| r.pid == echo.to_string())
+                .map(|r| r.polls)
+        };
+        ping(3);
+        let first = snapshot(node.handle(), SortKey::Polls, 10, 7001);
+        assert!(polls(&first) >= Some(3), "since it started: {first:?}");
+        ping(5);
+        let second = snapshot(node.handle(), SortKey::Polls, 10, 7001);
+        // One poll per message at least, and not the 3 or more before the first snapshot.
+        let since = polls(&second).unwrap();
+        assert!((5..8).contains(&since), "{second:?}");
+        assert_eq!(second.rows[0].pid, echo.to_string(), "the busiest first");
+        // Another baseline counts from its own start.
+        let other = snapshot(node.handle(), SortKey::Polls, 10, 7002);
+        assert!(polls(&other) >= Some(8), "{other:?}");
+        let text = render(&second);
+        assert!(
+            text.starts_with("1 processes: 0 running, 0 runnable, 1 waiting"),
+            "{text}"
+        );
     }
 }

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
 use crossterm::{cursor, execute, terminal};
 use tprof::control::ControlClient;
-use tprof::control::protocol::{Command, ProcessRow, Reply};
-use tprof::control::top::{SortKey, Top};
+use tprof::control::protocol::{Command, Reply};
+use tprof::control::top::{SortKey, TopFrame, render};
 
 /// What `tprof top` was asked.
 pub(crate) struct TopOptions {
@@ -39,16 +39,17 @@ pub(crate) fn top(target: &str, options: &TopOptions) -> ExitCode {
             return ExitCode::from(4);
         }
     };
-    let mut table = Top::new();
-    // The first list is the baseline of the first frame's polls.
-    match list(&mut client) {
-        Ok(processes) => {
-            table.frame(processes, options.sort, 0);
-        }
-        Err(e) => {
-            eprintln!("tprof: {e}");
-            return ExitCode::from(4);
-        }
+    // The endpoint keeps each refresh's poll counts under this number for the next one.
+    let baseline = {
+        use std::hash::{BuildHasher, Hasher};
+        std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish()
+    };
+    // The first snapshot is the baseline of the first frame's polls.
+    if let Err(e) = snapshot(&mut client, options.sort, 0, baseline) {
+        eprintln!("tprof: {e}");
+        return ExitCode::from(4);
     }
     let interactive = std::io::stdout().is_terminal() && std::io::stdin().is_terminal();
     let screen = if interactive {
@@ -62,7 +63,7 @@ pub(crate) fn top(target: &str, options: &TopOptions) -> ExitCode {
     } else {
         None
     };
-    let outcome = refresh(&mut client, &mut table, options, screen.as_ref());
+    let outcome = refresh(&mut client, baseline, options, screen.as_ref());
     drop(screen);
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
@@ -73,20 +74,28 @@ pub(crate) fn top(target: &str, options: &TopOptions) -> ExitCode {
     }
 }
 
-/// The node's processes.
-fn list(client: &mut ControlClient) -> Result<Vec<ProcessRow>, String> {
-    match client.request(Command::Processes)? {
-        Reply::Processes { processes } => Ok(processes),
-        other => Err(format!(
-            "the endpoint answered {other:?}, not a process list"
-        )),
+/// The first `rows` processes by `sort`, their polls since the last snapshot of `baseline`.
+fn snapshot(
+    client: &mut ControlClient,
+    sort: SortKey,
+    rows: usize,
+    baseline: u64,
+) -> Result<TopFrame, String> {
+    let command = Command::Top {
+        sort: sort.name().to_owned(),
+        rows,
+        baseline,
+    };
+    match client.request(command)? {
+        Reply::Top { frame } => Ok(frame),
+        other => Err(format!("the endpoint answered {other:?}, not a frame")),
     }
 }
 
 /// Waits, lists, draws, as often as asked.
 fn refresh(
     client: &mut ControlClient,
-    table: &mut Top,
+    baseline: u64,
     options: &TopOptions,
     screen: Option<&Screen>,
 ) -> Result<(), String> {
@@ -103,7 +112,6 @@ fn refresh(
             None => std::thread::sleep(options.interval),
         }
         let asked = Instant::now();
-        let processes = list(client)?;
         let rows = options.rows.unwrap_or_else(|| {
             terminal
                 .then(|| console::Term::stdout().size_checked())
@@ -113,7 +121,7 @@ fn refresh(
                     usize::from(rows).saturating_sub(3)
                 })
         });
-        let mut text = table.frame(processes, sort, rows);
+        let mut text = render(&snapshot(client, sort, rows, baseline)?);
         text.push_str(&format!(
             "(refresh {}: {} ms; every {} s)",
             frame + 1,
