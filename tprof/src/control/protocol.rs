@@ -14,8 +14,9 @@
 //! The commands mirror the tprof server's API ([`Tprof`](crate::Tprof)): `start`, `stop`,
 //! `set_pattern`, `clear_pattern`, `enable_trace`, `disable_trace`, `pause`, `resume`,
 //! `restart`, `collect` (the profile as tprof's tables or any text export); plus `hello` (who
-//! is there), `processes` (the node's processes), `registered` (their registered names),
-//! `functions` (the traced functions the program has), `sample` (profile the next seconds in
+//! is there), `processes` (the node's processes), `top` (the first processes by a key, with
+//! their polls since the previous `top`), `registered` (their registered names), `functions`
+//! (the traced functions the program has), `sample` (profile the next seconds in
 //! sample mode and get Julia's report) and `trace` (trace every process for the next seconds
 //! and get tprof's table). A request of another version, or one that does not
 //! parse, gets an error response and the connection stays usable.
