@@ -249,6 +249,39 @@ pub fn is_help(line: &str) -> bool {
     line.split_whitespace().next() == Some("help")
 }
 
+/// What `help` prints: all of [`HELP`], or with `help COMMAND` its lines for that command
+/// (or all of it, when no line names it).
+pub fn help(line: &str) -> String {
+    let Some(topic) = line.split_whitespace().nth(1) else {
+        return HELP.to_owned();
+    };
+    // A line's usage is what comes before its description, which starts past a gap.
+    let about = |usage: &str| {
+        usage
+            .split(|c: char| c.is_whitespace() || c == '|')
+            .any(|word| word == topic)
+    };
+    let mut found = String::new();
+    let mut lines = HELP.lines().peekable();
+    while let Some(line) = lines.next() {
+        let usage = line.split("  ").next().unwrap_or_default();
+        if !usage.is_empty() && about(usage) {
+            found.push_str(line);
+            found.push('\n');
+            // Its description's continuation lines start with blanks.
+            while let Some(more) = lines.next_if(|l| l.starts_with(' ')) {
+                found.push_str(more);
+                found.push('\n');
+            }
+        }
+    }
+    if found.is_empty() {
+        HELP.to_owned()
+    } else {
+        found
+    }
+}
+
 /// A pattern's module, function and arity; `None` for `_`.
 type Mfa = (Option<String>, Option<String>, Option<u8>);
 
@@ -468,6 +501,18 @@ mod tests {
             assert!(!error.is_empty(), "{bad}");
         }
         assert!(is_help("help"));
+        assert_eq!(help("help"), HELP);
+        assert_eq!(
+            help("help resume"),
+            "pause | resume | restart | stop                          as tprof's functions\n"
+        );
+        let prof = help("help prof");
+        assert_eq!(prof.lines().count(), 3, "{prof}");
+        assert!(
+            prof.contains("tprof's table (beside any started server)"),
+            "{prof}"
+        );
+        assert_eq!(help("help nonsense"), HELP);
         assert_eq!(
             script_lines("start; set_pattern app\n\ncollect").collect::<Vec<_>>(),
             ["start", "set_pattern app", "collect"]

@@ -16,7 +16,7 @@ use reedline::{
 use tprof::control::ControlClient;
 use tprof::control::complete::{Vocabulary, complete};
 use tprof::control::protocol::{Command, FunctionRow, Reply};
-use tprof::control::script::{HELP, find_endpoint, is_help, parse_line, render, script_lines};
+use tprof::control::script::{find_endpoint, help, is_help, parse_line, render, script_lines};
 
 /// The connection, shared by the prompt's loop and its completer.
 type Shared = Arc<Mutex<ControlClient>>;
@@ -57,7 +57,7 @@ pub(crate) fn attach(target: &str, script: Option<&str>) -> ExitCode {
 /// Runs one line: `help`, or a command whose reply is printed.
 fn run(client: &Shared, line: &str) -> Result<(), String> {
     if is_help(line) {
-        print!("{HELP}");
+        print!("{}", help(line));
         return Ok(());
     }
     let Some(command) = parse_line(line)? else {
