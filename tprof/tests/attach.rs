@@ -537,16 +537,36 @@ fn top_on_a_terminal_changes_its_sort_with_a_key_and_quits_with_q() {
         s.contains("sorted by polls") && s.contains("keys: p polls")
     });
     tmux.keys(&["m"]);
-    let screen = tmux.wait_for("the sort by mailbox", |s| s.contains("sorted by mailbox"));
-    let first = screen
-        .lines()
-        .find(|l| l.starts_with('<'))
-        .unwrap_or_else(|| panic!("rows: {screen}"));
-    assert_eq!(first.split_whitespace().nth(2), Some("9"), "{screen}");
+    // A whole frame sorted by mailbox: its first row has the 9 messages of the fullest.
+    tmux.wait_for("the sort by mailbox", |s| {
+        s.contains("sorted by mailbox")
+            && s.lines()
+                .find(|l| l.starts_with('<'))
+                .is_some_and(|first| first.split_whitespace().nth(2) == Some("9"))
+    });
     tmux.keys(&["q"]);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     while tmux.cmd(&["has-session", "-t", "prompt"]).status.success() {
         assert!(std::time::Instant::now() < deadline, "q did not end top");
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
+}
+
+#[test]
+fn functions_and_registered_list_what_completion_offers() {
+    let target = Target::start("lists");
+    let out = target.attach("functions; registered; help enable_trace");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = text(&out.stdout);
+    let lines: Vec<&str> = out.lines().collect();
+    let step = lines.iter().position(|l| *l == "attach_target::step/1");
+    let tally = lines.iter().position(|l| *l == "attach_target::tally/2");
+    assert!(step.is_some() && step < tally, "sorted: {out}");
+    assert!(lines.contains(&"runtime::receive/0"), "{out}");
+    assert!(lines.contains(&"counter"), "the registered name: {out}");
+    assert!(
+        out.trim_end()
+            .ends_with("trace processes (and their children)"),
+        "{out}"
+    );
 }
