@@ -199,9 +199,7 @@ fn processes(node: &NodeHandle) -> Vec<ProcessRow> {
                 heap_bytes: p.heap.map(|h| h.live_bytes),
                 state: super::top::state_name(p.status).to_owned(),
                 polls: p.polls,
-                current_function: p
-                    .current_function
-                    .map(|c| format!("{}::{}/{}", c.module(), c.written_name(), c.arity())),
+                current_function: p.current_function.map(super::top::function_name),
             },
         ));
     });

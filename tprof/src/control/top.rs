@@ -126,6 +126,16 @@ pub(crate) fn state_name(status: ProcessStatus) -> &'static str {
     }
 }
 
+/// `module::function/arity`, as the process lists name the function a process is in.
+pub(crate) fn function_name(callsite: &runtime::trace::Callsite) -> String {
+    format!(
+        "{}::{}/{}",
+        callsite.module(),
+        callsite.written_name(),
+        callsite.arity()
+    )
+}
+
 /// The states [`TopFrame::states`] counts, in its order.
 const STATES: [&str; 4] = ["running", "runnable", "waiting", "exiting"];
 
