@@ -570,3 +570,20 @@ fn functions_and_registered_list_what_completion_offers() {
         "{out}"
     );
 }
+
+#[test]
+fn top_at_the_prompt_prints_one_frame() {
+    let mut target = Target::start("top-command");
+    target.park(12);
+    let out = target.attach("top mailbox 4");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = text(&out.stdout);
+    assert!(out.starts_with("13 processes: "), "{out}");
+    assert!(out.contains("sorted by mailbox, the first 4"), "{out}");
+    let mailboxes: Vec<&str> = out
+        .lines()
+        .filter(|l| l.starts_with('<'))
+        .map(|l| l.split_whitespace().nth(2).unwrap())
+        .collect();
+    assert_eq!(mailboxes, ["9", "8", "7", "6"], "{out}");
+}

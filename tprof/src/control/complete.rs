@@ -118,6 +118,10 @@ fn candidates(words: &[&str], vocabulary: &mut dyn Vocabulary) -> Vec<String> {
         }
         ("enable_trace", [_]) => owned(&["--no-spawn"]),
         ("collect", []) => owned(LAYOUTS),
+        ("top", []) => super::top::SortKey::ALL
+            .iter()
+            .map(|k| k.name().to_owned())
+            .collect(),
         ("sample", [_]) | ("prof", ["sample", _]) => owned(&["cpu", "wall"]),
         ("prof", []) => owned(&["sample", "trace"]),
         ("prof", ["trace"]) => owned(TRACE_TYPES),
@@ -181,6 +185,7 @@ mod tests {
         assert_eq!(done("prof trace call_t"), ["call_time"]);
         assert_eq!(done("prof sample 2s w"), ["wall"]);
         assert_eq!(done("collect f"), ["folded"]);
+        assert_eq!(done("top m"), ["mailbox"]);
         assert_eq!(done("pause; res"), ["restart", "resume"]);
         assert!(done("set_pattern app::db get 1 ").is_empty());
         assert!(done("nonsense ").is_empty());

@@ -12,6 +12,7 @@
 //! prof trace call_time 2s    prof trace [call_count|call_time|call_memory] SECONDS
 //! heap_snapshot > FILE       heap_snapshot (the node's .heapsnapshot)
 //! processes                  processes | registered | functions | hello | help
+//! top mailbox 20             top [polls|mailbox|heap|state|name|pid] [ROWS]
 //! ```
 //!
 //! ```
@@ -51,6 +52,7 @@ pub const COMMANDS: &[&str] = &[
     "prof",
     "heap_snapshot",
     "processes",
+    "top",
     "registered",
     "functions",
     "hello",
@@ -75,6 +77,7 @@ prof trace [call_count|call_time|call_memory] SECONDS    trace every process for
                                                          tprof's table (beside any started server)
 heap_snapshot                                            the node's .heapsnapshot (redirect it to a file)
 processes                                                the node's processes
+top [polls|mailbox|heap|state|name|pid] [ROWS]           the first processes by a key (polls since the last top)
 registered                                               their registered names
 functions                                                the traced functions patterns can match
 hello                                                    who is at the other end
@@ -106,6 +109,25 @@ pub fn parse_line(line: &str) -> Result<Option<Command>, String> {
         "hello" => no_args(Command::Hello),
         "processes" | "ps" => no_args(Command::Processes),
         "registered" => no_args(Command::Registered),
+        "top" => {
+            let usage = "top [polls|mailbox|heap|state|name|pid] [ROWS]";
+            let (sort, rows) = match args {
+                [] => ("polls", "25"),
+                [sort] if sort.parse::<usize>().is_ok() => ("polls", *sort),
+                [sort] => (*sort, "25"),
+                [sort, rows] => (*sort, *rows),
+                _ => return Err(usage.to_owned()),
+            };
+            let sort = sort.parse::<super::top::SortKey>()?;
+            let rows = rows
+                .parse()
+                .map_err(|_| format!("{rows:?} is not a number of rows: {usage}"))?;
+            Ok(Some(Command::Top {
+                sort: sort.name().to_owned(),
+                rows,
+                baseline: 0,
+            }))
+        }
         "functions" => no_args(Command::Functions),
         "heap_snapshot" => no_args(Command::HeapSnapshot),
         "stop" => no_args(Command::Stop),
@@ -464,6 +486,22 @@ mod tests {
             }
         );
         assert_eq!(
+            parsed("top mailbox 5"),
+            Command::Top {
+                sort: "mailbox".into(),
+                rows: 5,
+                baseline: 0
+            }
+        );
+        assert_eq!(
+            parsed("top 7"),
+            Command::Top {
+                sort: "polls".into(),
+                rows: 7,
+                baseline: 0
+            }
+        );
+        assert_eq!(
             parsed("prof trace 3"),
             Command::Trace {
                 trace_type: "call_count".into(),
@@ -496,6 +534,8 @@ mod tests {
             "prof trace call_tim 2",
             "prof trace call_time",
             "prof trace call_time 2s extra",
+            "top memory",
+            "top heap x",
         ] {
             let error = parse_line(bad).unwrap_err();
             assert!(!error.is_empty(), "{bad}");

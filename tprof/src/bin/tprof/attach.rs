@@ -60,9 +60,13 @@ fn run(client: &Shared, line: &str) -> Result<(), String> {
         print!("{}", help(line));
         return Ok(());
     }
-    let Some(command) = parse_line(line)? else {
+    let Some(mut command) = parse_line(line)? else {
         return Ok(());
     };
+    if let Command::Top { baseline, .. } = &mut command {
+        // This process's own: polls since its previous top.
+        *baseline = u64::from(std::process::id());
+    }
     let reply = request(client, command)?;
     let mut stdout = std::io::stdout().lock();
     let _ = stdout.write_all(render(&reply).as_bytes());
