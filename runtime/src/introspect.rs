@@ -33,7 +33,8 @@
 
 use crate::heap::HeapStats;
 use crate::registry::Name;
-use crate::{NodeHandle, Pid};
+use crate::trace::Callsite;
+use crate::{NodeHandle, Pid, ProcessStatus};
 
 /// One process as [`walk`] sees it; borrowed for the visit only.
 #[derive(Debug)]
@@ -63,6 +64,14 @@ pub struct ProcessView<'a> {
     pub links: &'a [Pid],
     /// The processes it monitors.
     pub monitors: &'a [Pid],
+    /// What it is doing ([`ProcessInfo::status`](crate::ProcessInfo)).
+    pub status: ProcessStatus,
+    /// Its polls so far, wrapping at `u32::MAX`: the polls between two walks are the
+    /// difference, taken with `wrapping_sub`.
+    pub polls: u32,
+    /// The traced function it runs or is suspended in, while a session measures it
+    /// ([`ProcessInfo::current_function`](crate::ProcessInfo)).
+    pub current_function: Option<&'static Callsite>,
 }
 
 /// Visits every live process of `node`, in slot order, and returns how many it visited. See
@@ -76,7 +85,7 @@ pub fn walk(node: &NodeHandle, mut visit: impl FnMut(&ProcessView<'_>)) -> usize
     for index in 0..table.high_water() {
         // Read under the slot's hold (which an exiting process waits for), then let go of it
         // before the visitor runs.
-        let (pid, parent, inspected, heap) = {
+        let (pid, parent, inspected, heap, polls, current) = {
             let Some(read) = table.at_index(index) else {
                 continue;
             };
@@ -87,7 +96,10 @@ pub fn walk(node: &NodeHandle, mut visit: impl FnMut(&ProcessView<'_>)) -> usize
             call.push_str(&p.initial_call);
             let inspected = p.inspect(&mut links, &mut monitors);
             let heap = p.heap_account().map(|a| a.stats());
-            (p.pid, p.parent, inspected, heap)
+            let current = p
+                .current_function()
+                .and_then(|id| crate::trace::callsites().get(id as usize));
+            (p.pid, p.parent, inspected, heap, p.polls(), current)
         };
         visit(&ProcessView {
             pid,
@@ -100,8 +112,51 @@ pub fn walk(node: &NodeHandle, mut visit: impl FnMut(&ProcessView<'_>)) -> usize
             mailbox_bytes: inspected.queue_bytes,
             links: &links,
             monitors: &monitors,
+            status: inspected.status,
+            polls,
+            current_function: current,
         });
         visited += 1;
     }
     visited
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Node, receive, send, spawn};
+
+    #[test]
+    fn a_walk_reads_each_processs_polls_and_status() {
+        let node = Node::new().unwrap();
+        let (worker, told) = node
+            .run(async {
+                let me = crate::self_pid();
+                // Acknowledges each message it takes: each is a poll of its own.
+                let worker = spawn(async move {
+                    loop {
+                        let n: u32 = receive().await;
+                        send(me, n);
+                    }
+                })
+                .unwrap();
+                for n in 0..5u32 {
+                    send(worker, n);
+                    let _: u32 = receive().await;
+                }
+                (worker, 5)
+            })
+            .unwrap();
+        let mut seen = None;
+        walk(node.handle(), |p| {
+            if p.pid == worker {
+                seen = Some((p.polls, p.status, p.current_function.is_none()));
+            }
+        });
+        let (polls, status, no_function) = seen.expect("the worker is walked");
+        // At least one poll per message it took (the first may have come with its first poll).
+        assert!(polls >= told, "{polls} polls for {told} messages");
+        assert_eq!(status, ProcessStatus::Waiting);
+        assert!(no_function, "no session measures it");
+    }
 }

@@ -33,7 +33,7 @@ mod table;
 mod task;
 
 use std::borrow::Cow;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::task::Waker;
 
@@ -91,6 +91,9 @@ pub(crate) struct Process {
     flags: AtomicU8,
     status: AtomicU8,
     trap_exit: AtomicBool,
+    /// Its polls so far, wrapping (`tprof top`'s polls per refresh): written only by the
+    /// thread that polls it, a load and a store, no read-modify-write.
+    polls: AtomicU32,
     /// The task's waker, kept at the process's first suspension (one that ends in its first
     /// poll never needs it: a clone and a drop of the task's reference count, and a
     /// compare-and-swap, fewer), to wake the process for a signal.
@@ -183,6 +186,7 @@ impl Process {
             flags: AtomicU8::new(0),
             status: AtomicU8::new(STATUS_NEW),
             trap_exit: AtomicBool::new(false),
+            polls: AtomicU32::new(0),
             task_waker: SetOnce::new(),
             exit_reason: SetOnce::new(),
             finished: AtomicBool::new(false),
@@ -229,6 +233,19 @@ impl Process {
     /// Its account, if it has one (no account is taken here).
     pub(crate) fn trace_account_if_any(&self) -> Option<&'static Account> {
         self.account.get()
+    }
+
+    /// Counts a poll. Only the thread polling the process calls it, and the executor orders
+    /// one poll of a task before the next (wherever it runs), so a load and a store lose none.
+    #[inline(always)]
+    pub(crate) fn note_poll(&self) {
+        let polls = self.polls.load(Ordering::Relaxed);
+        self.polls.store(polls.wrapping_add(1), Ordering::Relaxed);
+    }
+
+    /// Its polls so far, wrapping at `u32::MAX`.
+    pub(crate) fn polls(&self) -> u32 {
+        self.polls.load(Ordering::Relaxed)
     }
 
     /// The traced function it runs or is suspended in, as its account recorded it.

@@ -9,7 +9,9 @@
 //! ```
 //!
 //! A line `work N` on its standard input sends the counter N messages and prints `done TOTAL`
-//! once they are counted, so a test knows the calls were made.
+//! once they are counted, so a test knows the calls were made. A line `park N` spawns N idle
+//! processes, the `i`th with `i % 10` messages it never takes in its mailbox, and prints
+//! `parked N` (for `tprof top`: `park 100000` makes a node of 100,000 processes).
 
 use std::io::BufRead;
 
@@ -57,6 +59,24 @@ fn main() {
     println!("control: {}", endpoint.path().display());
     for line in std::io::stdin().lock().lines() {
         let Ok(line) = line else { break };
+        if let Some(n) = line
+            .strip_prefix("park ")
+            .and_then(|n| n.trim().parse::<u64>().ok())
+        {
+            for i in 0..n {
+                let parked = node
+                    .handle()
+                    .spawn(async {
+                        // Waits for a text that never comes; the numbers stay queued.
+                        let _: String = receive().await;
+                    })
+                    .expect("spawn a parked process");
+                for m in 0..i % 10 {
+                    node.handle().send(parked, m);
+                }
+            }
+            println!("parked {n}");
+        }
         if let Some(n) = line
             .strip_prefix("work ")
             .and_then(|n| n.trim().parse::<u64>().ok())

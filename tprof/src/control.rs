@@ -23,9 +23,11 @@
 //!
 //! [`ControlClient`] is the other end, which `tprof attach` uses.
 
+pub mod complete;
 pub mod protocol;
 pub mod script;
 mod serve;
+pub mod top;
 
 use std::fmt;
 use std::io;

@@ -5,8 +5,9 @@
 
 use std::process::Command;
 
-/// The command's own dependencies: argument parsing, progress bars, Ctrl-C handling.
-const COMMAND_ONLY: [&str; 3] = ["clap", "indicatif", "ctrlc"];
+/// The command's own dependencies: argument parsing, progress bars, Ctrl-C handling, the
+/// prompt's line editor and top's terminal handling.
+const COMMAND_ONLY: [&str; 5] = ["clap", "indicatif", "ctrlc", "reedline", "crossterm"];
 
 /// The names of the crates tprof depends on (normal edges only), as `cargo tree` lists them.
 fn dependencies(features: &[&str]) -> Vec<String> {

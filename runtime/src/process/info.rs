@@ -63,6 +63,8 @@ pub struct ProcessInfo {
 pub(crate) struct Inspected {
     pub(crate) name: Option<Name>,
     pub(crate) is_supervisor: bool,
+    /// What it is doing, as [`ProcessInfo::status`].
+    pub(crate) status: ProcessStatus,
     /// Messages (and exit signals not yet acted on) in its mailbox.
     pub(crate) queue_len: usize,
     /// The bytes they hold: the queues' buffers and the boxed envelopes.
@@ -79,7 +81,12 @@ impl Process {
     /// of incoming messages, taken briefly.
     pub(crate) fn status_and_queue(&self) -> (ProcessStatus, usize) {
         let (len, incoming) = self.mailbox.len_and_incoming();
-        let status = match self.status.load(Ordering::Relaxed) {
+        (self.status_given(incoming), len)
+    }
+
+    /// What it is doing now, given whether its incoming queue holds anything.
+    fn status_given(&self, incoming: bool) -> ProcessStatus {
+        match self.status.load(Ordering::Relaxed) {
             STATUS_RUNNING => ProcessStatus::Running,
             STATUS_EXITING => ProcessStatus::Exiting,
             STATUS_NEW => ProcessStatus::Runnable,
@@ -87,8 +94,7 @@ impl Process {
                 ProcessStatus::Runnable
             }
             _ => ProcessStatus::Waiting,
-        };
-        (status, len)
+        }
     }
 
     /// What a walk of its node reads of it ([`crate::introspect`]): its links and the
@@ -109,6 +115,7 @@ impl Process {
         Inspected {
             name,
             is_supervisor,
+            status: self.status_given(incoming > 0),
             queue_len: incoming + saved,
             queue_bytes: incoming_bytes + saved_bytes,
         }

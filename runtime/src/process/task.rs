@@ -91,6 +91,7 @@ where
             // Before the poll: mark running, act on pending signals, and start measuring it
             // for the sessions that do.
             p.status.store(STATUS_RUNNING, Ordering::Relaxed);
+            p.note_poll();
             crate::sample::on_poll(p.node.id);
             let before = checkpoint(p);
             let mut measured = trace::sessions_measuring(p);

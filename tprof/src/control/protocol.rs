@@ -14,8 +14,11 @@
 //! The commands mirror the tprof server's API ([`Tprof`](crate::Tprof)): `start`, `stop`,
 //! `set_pattern`, `clear_pattern`, `enable_trace`, `disable_trace`, `pause`, `resume`,
 //! `restart`, `collect` (the profile as tprof's tables or any text export); plus `hello` (who
-//! is there), `processes` (the node's processes) and `sample` (profile the next seconds in
-//! sample mode and get Julia's report). A request of another version, or one that does not
+//! is there), `processes` (the node's processes), `top` (the first processes by a key, with
+//! their polls since the previous `top`), `registered` (their registered names), `functions`
+//! (the traced functions the program has), `sample` (profile the next seconds in
+//! sample mode and get Julia's report) and `trace` (trace every process for the next seconds
+//! and get tprof's table). A request of another version, or one that does not
 //! parse, gets an error response and the connection stays usable.
 
 use std::io::{self, Read, Write};
@@ -52,6 +55,21 @@ pub enum Command {
     Hello,
     /// The node's processes.
     Processes,
+    /// The node's registered names (Erlang's `registered()`).
+    Registered,
+    /// The first `rows` processes by `sort` (`tprof top`), each with its polls since the
+    /// previous `top` request that named the same `baseline`.
+    Top {
+        /// `polls`, `mailbox`, `heap`, `state`, `name` or `pid`.
+        sort: String,
+        /// How many processes to return.
+        rows: usize,
+        /// A number the client chose (at random), under which the endpoint keeps the poll
+        /// counts of this request for the next one (the few most recent numbers only).
+        baseline: u64,
+    },
+    /// The traced functions linked into the program, which patterns match.
+    Functions,
     /// Starts this connection's tprof server on the node (`tprof:start/1`).
     Start {
         /// `call_count`, `call_time` or `call_memory`.
@@ -117,6 +135,14 @@ pub enum Command {
         /// Rate, 1 to 10,000.
         hz: u32,
     },
+    /// Traces every function of every process for `seconds` (a server of its own, beside any
+    /// `tprof`) and returns tprof's table per process.
+    Trace {
+        /// `call_count`, `call_time` or `call_memory`.
+        trace_type: String,
+        /// How long, at most 600.
+        seconds: f64,
+    },
 }
 
 fn yes() -> bool {
@@ -166,6 +192,21 @@ pub enum Reply {
         /// One row per process, by pid.
         processes: Vec<ProcessRow>,
     },
+    /// The first processes by a sort key.
+    Top {
+        /// The processes, and how many there are.
+        frame: super::top::TopFrame,
+    },
+    /// Names, sorted.
+    Names {
+        /// The names.
+        names: Vec<String>,
+    },
+    /// Traced functions.
+    Functions {
+        /// One per function, by module, function and arity.
+        functions: Vec<FunctionRow>,
+    },
     /// A report or an export, as text.
     Text {
         /// The text.
@@ -178,14 +219,39 @@ pub enum Reply {
 pub struct ProcessRow {
     /// `<node.serial.generation>`.
     pub pid: String,
-    /// Its registered name, if any.
+    /// Its registered name, if any (left out of the message when none, as are the heap and
+    /// the current function: a list of 100,000 processes is a third shorter).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     /// What it was spawned to run.
     pub initial_call: String,
     /// Queued messages.
     pub message_queue_len: usize,
     /// Live heap bytes, when the counting allocator is installed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub heap_bytes: Option<u64>,
+    /// What it is doing: `running`, `runnable`, `waiting` or `exiting`.
+    #[serde(default)]
+    pub state: String,
+    /// Its polls so far, wrapping at `u32::MAX` (the polls between two lists are the
+    /// difference, taken with `wrapping_sub`).
+    #[serde(default)]
+    pub polls: u32,
+    /// The traced function it runs or is suspended in (`module::function/arity`), while a
+    /// call_time or call_memory session measures it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_function: Option<String>,
+}
+
+/// One traced function in [`Reply::Functions`].
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct FunctionRow {
+    /// Its module path.
+    pub module: String,
+    /// Its name.
+    pub function: String,
+    /// Its arity.
+    pub arity: u8,
 }
 
 /// Why a frame could not be read.

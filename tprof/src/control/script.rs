@@ -8,8 +8,11 @@
 //! pause                      pause | resume | restart | stop
 //! collect                    collect [process|total|pretty|json|folded|speedscope|chrome|svg|html]
 //! sample 2 wall 99           sample SECONDS [cpu|wall] [HZ]
+//! prof sample 2s             prof sample SECONDS [cpu|wall] [HZ]: as sample (Eta's :prof)
+//! prof trace call_time 2s    prof trace [call_count|call_time|call_memory] SECONDS
 //! heap_snapshot > FILE       heap_snapshot (the node's .heapsnapshot)
-//! processes                  processes | hello | help
+//! processes                  processes | registered | functions | hello | help
+//! top mailbox 20             top [polls|mailbox|heap|state|name|pid] [ROWS]
 //! ```
 //!
 //! ```
@@ -46,11 +49,18 @@ pub const COMMANDS: &[&str] = &[
     "restart",
     "collect",
     "sample",
+    "prof",
     "heap_snapshot",
     "processes",
+    "top",
+    "registered",
+    "functions",
     "hello",
     "help",
 ];
+
+/// The trace types, as `start` and `prof trace` take them.
+pub const TRACE_TYPES: &[&str] = &["call_count", "call_time", "call_memory"];
 
 /// What `help` prints.
 pub const HELP: &str = "\
@@ -62,9 +72,17 @@ disable_trace all|new|existing|PID|NAME                  stop tracing them
 pause | resume | restart | stop                          as tprof's functions
 collect [process|total|FORMAT]                           the profile: tprof's tables or a text export
 sample SECONDS [cpu|wall] [HZ]                           sample the next seconds, report by process
+prof sample SECONDS [cpu|wall] [HZ]                      the same (Eta's :prof)
+prof trace [call_count|call_time|call_memory] SECONDS    trace every process for the next seconds:
+                                                         tprof's table (beside any started server)
 heap_snapshot                                            the node's .heapsnapshot (redirect it to a file)
 processes                                                the node's processes
+top [polls|mailbox|heap|state|name|pid] [ROWS]           the first processes by a key (polls since the last top)
+registered                                               their registered names
+functions                                                the traced functions patterns can match
 hello                                                    who is at the other end
+quit | exit                                              leave the prompt (or Ctrl-D)
+Tab completes commands, modules, functions and registered names; Up and Down recall history.
 ";
 
 /// The command on `line`; `None` for a blank line, a `#` comment or `help` (which the caller
@@ -90,6 +108,27 @@ pub fn parse_line(line: &str) -> Result<Option<Command>, String> {
     match name {
         "hello" => no_args(Command::Hello),
         "processes" | "ps" => no_args(Command::Processes),
+        "registered" => no_args(Command::Registered),
+        "top" => {
+            let usage = "top [polls|mailbox|heap|state|name|pid] [ROWS]";
+            let (sort, rows) = match args {
+                [] => ("polls", "25"),
+                [sort] if sort.parse::<usize>().is_ok() => ("polls", *sort),
+                [sort] => (*sort, "25"),
+                [sort, rows] => (*sort, *rows),
+                _ => return Err(usage.to_owned()),
+            };
+            let sort = sort.parse::<super::top::SortKey>()?;
+            let rows = rows
+                .parse()
+                .map_err(|_| format!("{rows:?} is not a number of rows: {usage}"))?;
+            Ok(Some(Command::Top {
+                sort: sort.name().to_owned(),
+                rows,
+                baseline: 0,
+            }))
+        }
+        "functions" => no_args(Command::Functions),
         "heap_snapshot" => no_args(Command::HeapSnapshot),
         "stop" => no_args(Command::Stop),
         "pause" => no_args(Command::Pause),
@@ -164,28 +203,14 @@ pub fn parse_line(line: &str) -> Result<Option<Command>, String> {
             })),
             _ => Err("collect takes one layout: process, total or a text format".to_owned()),
         },
-        "sample" => {
-            let usage = "sample SECONDS [cpu|wall] [HZ]";
-            let seconds = args
-                .first()
-                .and_then(|s| s.trim_end_matches('s').parse::<f64>().ok())
-                .ok_or_else(|| format!("how many seconds? {usage}"))?;
-            let sampler = args.get(1).copied().unwrap_or("cpu").to_owned();
-            let hz = match args.get(2) {
-                Some(hz) => hz
-                    .parse()
-                    .map_err(|_| format!("{hz:?} is not a rate: {usage}"))?,
-                None => 99,
-            };
-            if args.len() > 3 {
-                return Err(usage.to_owned());
+        "sample" => sample(args, "sample SECONDS [cpu|wall] [HZ]").map(Some),
+        "prof" => match args.split_first() {
+            Some((&"sample", args)) => {
+                sample(args, "prof sample SECONDS [cpu|wall] [HZ]").map(Some)
             }
-            Ok(Some(Command::Sample {
-                seconds,
-                sampler,
-                hz,
-            }))
-        }
+            Some((&"trace", args)) => prof_trace(args).map(Some),
+            _ => Err("prof sample SECONDS [cpu|wall] [HZ] | prof trace [TYPE] SECONDS".to_owned()),
+        },
         other => Err(format!(
             "{other}: not a command (help lists them: {})",
             COMMANDS.join(", ")
@@ -193,9 +218,90 @@ pub fn parse_line(line: &str) -> Result<Option<Command>, String> {
     }
 }
 
+/// `SECONDS [cpu|wall] [HZ]`: a sample of the next seconds.
+fn sample(args: &[&str], usage: &str) -> Result<Command, String> {
+    let seconds = args
+        .first()
+        .and_then(|s| seconds(s))
+        .ok_or_else(|| format!("how many seconds? {usage}"))?;
+    let sampler = args.get(1).copied().unwrap_or("cpu").to_owned();
+    let hz = match args.get(2) {
+        Some(hz) => hz
+            .parse()
+            .map_err(|_| format!("{hz:?} is not a rate: {usage}"))?,
+        None => 99,
+    };
+    if args.len() > 3 {
+        return Err(usage.to_owned());
+    }
+    Ok(Command::Sample {
+        seconds,
+        sampler,
+        hz,
+    })
+}
+
+/// `[call_count|call_time|call_memory] SECONDS`: a trace of the next seconds.
+fn prof_trace(args: &[&str]) -> Result<Command, String> {
+    let usage = "prof trace [call_count|call_time|call_memory] SECONDS";
+    let (trace_type, time) = match args {
+        [time] => ("call_count", *time),
+        [trace_type, time] if TRACE_TYPES.contains(trace_type) => (*trace_type, *time),
+        [other, _] => return Err(format!("{other:?} is not a trace type: {usage}")),
+        _ => return Err(usage.to_owned()),
+    };
+    let seconds = seconds(time).ok_or_else(|| format!("{time:?} is not seconds: {usage}"))?;
+    Ok(Command::Trace {
+        trace_type: trace_type.to_owned(),
+        seconds,
+    })
+}
+
+/// `2`, `2s` or `0.5s`.
+fn seconds(text: &str) -> Option<f64> {
+    text.strip_suffix('s')
+        .unwrap_or(text)
+        .parse::<f64>()
+        .ok()
+        .filter(|s| s.is_finite())
+}
+
 /// Whether `line` asks for [`HELP`].
 pub fn is_help(line: &str) -> bool {
     line.split_whitespace().next() == Some("help")
+}
+
+/// What `help` prints: all of [`HELP`], or with `help COMMAND` its lines for that command
+/// (or all of it, when no line names it).
+pub fn help(line: &str) -> String {
+    let Some(topic) = line.split_whitespace().nth(1) else {
+        return HELP.to_owned();
+    };
+    // A line's usage is what comes before its description, which starts past a gap.
+    let about = |usage: &str| {
+        usage
+            .split(|c: char| c.is_whitespace() || c == '|')
+            .any(|word| word == topic)
+    };
+    let mut found = String::new();
+    let mut lines = HELP.lines().peekable();
+    while let Some(line) = lines.next() {
+        let usage = line.split("  ").next().unwrap_or_default();
+        if !usage.is_empty() && about(usage) {
+            found.push_str(line);
+            found.push('\n');
+            // Its description's continuation lines start with blanks.
+            while let Some(more) = lines.next_if(|l| l.starts_with(' ')) {
+                found.push_str(more);
+                found.push('\n');
+            }
+        }
+    }
+    if found.is_empty() {
+        HELP.to_owned()
+    } else {
+        found
+    }
 }
 
 /// A pattern's module, function and arity; `None` for `_`.
@@ -241,20 +347,38 @@ pub fn render(reply: &Reply) -> String {
             protocol,
         } => format!("{program} (OS pid {os_pid}), node {node}, protocol {protocol}\n"),
         Reply::Processes { processes } => process_table(processes),
+        Reply::Top { frame } => super::top::render(frame),
+        Reply::Names { names } => names.iter().map(|n| format!("{n}\n")).collect(),
+        Reply::Functions { functions } => functions
+            .iter()
+            .map(|f| format!("{}::{}/{}\n", f.module, f.function, f.arity))
+            .collect(),
     }
 }
 
 fn process_table(rows: &[ProcessRow]) -> String {
     crate::table::plain_columns(
-        ["PID", "NAME", "MAILBOX", "HEAP (bytes)", "INITIAL CALL"],
+        [
+            "PID",
+            "NAME",
+            "STATE",
+            "MAILBOX",
+            "HEAP (bytes)",
+            "POLLS",
+            "INITIAL CALL",
+            "IN",
+        ],
         rows.iter().map(|row| {
             [
                 row.pid.clone(),
                 row.name.clone().unwrap_or_default(),
+                row.state.clone(),
                 row.message_queue_len.to_string(),
                 row.heap_bytes
                     .map_or_else(|| "-".to_owned(), |b| b.to_string()),
+                row.polls.to_string(),
                 row.initial_call.clone(),
+                row.current_function.clone().unwrap_or_default(),
             ]
         }),
     )
@@ -347,6 +471,44 @@ mod tests {
             }
         );
         assert_eq!(
+            parsed("prof sample 2s"),
+            Command::Sample {
+                seconds: 2.0,
+                sampler: "cpu".into(),
+                hz: 99
+            }
+        );
+        assert_eq!(
+            parsed("prof trace call_time 0.5s"),
+            Command::Trace {
+                trace_type: "call_time".into(),
+                seconds: 0.5
+            }
+        );
+        assert_eq!(
+            parsed("top mailbox 5"),
+            Command::Top {
+                sort: "mailbox".into(),
+                rows: 5,
+                baseline: 0
+            }
+        );
+        assert_eq!(
+            parsed("top 7"),
+            Command::Top {
+                sort: "polls".into(),
+                rows: 7,
+                baseline: 0
+            }
+        );
+        assert_eq!(
+            parsed("prof trace 3"),
+            Command::Trace {
+                trace_type: "call_count".into(),
+                seconds: 3.0
+            }
+        );
+        assert_eq!(
             parsed("clear_pattern _"),
             Command::ClearPattern {
                 module: None,
@@ -367,11 +529,30 @@ mod tests {
             "enable_trace",
             "sample x",
             "set_pattern a b c d",
+            "prof",
+            "prof sample",
+            "prof trace call_tim 2",
+            "prof trace call_time",
+            "prof trace call_time 2s extra",
+            "top memory",
+            "top heap x",
         ] {
             let error = parse_line(bad).unwrap_err();
             assert!(!error.is_empty(), "{bad}");
         }
         assert!(is_help("help"));
+        assert_eq!(help("help"), HELP);
+        assert_eq!(
+            help("help resume"),
+            "pause | resume | restart | stop                          as tprof's functions\n"
+        );
+        let prof = help("help prof");
+        assert_eq!(prof.lines().count(), 3, "{prof}");
+        assert!(
+            prof.contains("tprof's table (beside any started server)"),
+            "{prof}"
+        );
+        assert_eq!(help("help nonsense"), HELP);
         assert_eq!(
             script_lines("start; set_pattern app\n\ncollect").collect::<Vec<_>>(),
             ["start", "set_pattern app", "collect"]
@@ -388,8 +569,15 @@ mod tests {
                 initial_call: "app::kv".into(),
                 message_queue_len: 2,
                 heap_bytes: None,
+                state: "waiting".into(),
+                polls: 7,
+                current_function: None,
             }],
         });
         assert!(table.contains("<0.5.0>") && table.contains("kv") && table.contains("app::kv"));
+        assert!(
+            table.contains("waiting") && table.contains("POLLS"),
+            "{table}"
+        );
     }
 }

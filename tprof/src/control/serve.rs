@@ -8,7 +8,7 @@ use std::time::Duration;
 use runtime::trace::{ProcessSpec, TracePattern};
 use runtime::{NodeHandle, Pid};
 
-use super::protocol::{Command, ProcessRow, Reply};
+use super::protocol::{Command, FunctionRow, ProcessRow, Reply};
 use crate::export::{self, Format};
 use crate::inspect::{Aggregate, SortBy, inspect};
 use crate::{DEFAULT_NAME, Profile, ServerOptions, Tprof, TraceType, format_to_string};
@@ -19,6 +19,9 @@ const REQUEST_LIMIT: Duration = Duration::from_secs(900);
 
 /// The name of the server a `sample` request starts for its seconds (beside any `tprof`).
 const SAMPLE_SERVER: &str = "tprof_control_sample";
+
+/// The name of the server a `trace` request starts for its seconds.
+const TRACE_SERVER: &str = "tprof_control_trace";
 
 /// Carries out `command` on `node`; the error is a sentence for the person at the other end.
 pub(super) fn handle(node: &NodeHandle, command: Command) -> Result<Reply, String> {
@@ -31,6 +34,22 @@ pub(super) fn handle(node: &NodeHandle, command: Command) -> Result<Reply, Strin
         }),
         Command::Processes => Ok(Reply::Processes {
             processes: processes(node),
+        }),
+        Command::Top {
+            sort,
+            rows,
+            baseline,
+        } => {
+            let sort = sort.parse::<super::top::SortKey>()?;
+            Ok(Reply::Top {
+                frame: super::top::snapshot(node, sort, rows, baseline),
+            })
+        }
+        Command::Registered => Ok(Reply::Names {
+            names: node.registered().iter().map(ToString::to_string).collect(),
+        }),
+        Command::Functions => Ok(Reply::Functions {
+            functions: functions(),
         }),
         Command::Start {
             trace_type,
@@ -115,6 +134,10 @@ pub(super) fn handle(node: &NodeHandle, command: Command) -> Result<Reply, Strin
             sampler,
             hz,
         } => sample(node, seconds, &sampler, hz),
+        Command::Trace {
+            trace_type,
+            seconds,
+        } => trace(node, seconds, &trace_type),
     }
 }
 
@@ -162,21 +185,40 @@ impl Layout {
     }
 }
 
-/// The node's processes, by pid.
+/// The node's processes, by pid: one walk of its table.
 fn processes(node: &NodeHandle) -> Vec<ProcessRow> {
-    let mut rows: Vec<ProcessRow> = node
-        .processes()
-        .into_iter()
-        .filter_map(|pid| node.process_info(pid))
-        .map(|info| ProcessRow {
-            pid: info.pid.to_string(),
-            name: info.registered_name.map(|n| n.to_string()),
-            initial_call: info.initial_call.into_owned(),
-            message_queue_len: info.message_queue_len,
-            heap_bytes: info.heap.map(|h| h.live_bytes),
+    let mut rows: Vec<(Pid, ProcessRow)> = Vec::new();
+    runtime::introspect::walk(node, |p| {
+        rows.push((
+            p.pid,
+            ProcessRow {
+                pid: p.pid.to_string(),
+                name: p.registered_name.map(ToString::to_string),
+                initial_call: p.initial_call.to_owned(),
+                message_queue_len: p.message_queue_len,
+                heap_bytes: p.heap.map(|h| h.live_bytes),
+                state: super::top::state_name(p.status).to_owned(),
+                polls: p.polls,
+                current_function: p.current_function.map(super::top::function_name),
+            },
+        ));
+    });
+    rows.sort_unstable_by_key(|(pid, _)| *pid);
+    rows.into_iter().map(|(_, row)| row).collect()
+}
+
+/// The program's traced functions, sorted, each once.
+fn functions() -> Vec<FunctionRow> {
+    let mut rows: Vec<FunctionRow> = runtime::trace::callsites()
+        .iter()
+        .map(|c| FunctionRow {
+            module: c.module().to_owned(),
+            function: c.written_name().to_owned(),
+            arity: c.arity(),
         })
         .collect();
-    rows.sort_by_key(|r| r.pid.parse::<Pid>().ok());
+    rows.sort_unstable();
+    rows.dedup();
     rows
 }
 
@@ -261,53 +303,74 @@ fn in_process<T: Send + 'static>(
 /// Samples every process of the node for `seconds` through a server of its own, and returns
 /// Julia's report grouped by process.
 fn sample(node: &NodeHandle, seconds: f64, sampler: &str, hz: u32) -> Result<Reply, String> {
-    if !(seconds > 0.0 && seconds <= 600.0) {
-        return Err(format!("sample for 0 to 600 seconds, not {seconds}"));
-    }
     let sampler = runtime::sample::Sampler::from_str(sampler).map_err(|e| e.to_string())?;
     let options = runtime::sample::SampleOptions::new()
         .sampler(sampler)
         .hz(hz);
-    let handle = node.clone();
-    let server = in_process(node, async move {
-        let server = Tprof::start(
-            &handle,
-            ServerOptions::new().name(SAMPLE_SERVER).sample(options),
-        )
-        .await
-        .map_err(|e| e.to_string())?;
-        let ready = async {
-            server.set_pattern(TracePattern::all()).await?;
-            server.enable_trace(ProcessSpec::All, true).await?;
-            // Not the sampling server itself, nor this request's process: the program's
-            // processes only.
-            server
-                .disable_trace(ProcessSpec::List(vec![
-                    ProcessSpec::Pid(server.pid()),
-                    ProcessSpec::Pid(runtime::self_pid()),
-                ]))
-                .await
-        };
-        match ready.await {
-            Ok(_) => Ok(server),
-            Err(e) => {
-                let _ = server.stop().await;
-                Err(e.to_string())
-            }
-        }
-    })?;
-    std::thread::sleep(Duration::from_secs_f64(seconds));
-    let profile = in_process(node, async move {
-        let profile = server.collect().await;
-        let _ = server.stop().await;
-        profile.map_err(|e| e.to_string())
-    })?;
+    let profile = profile_for(
+        node,
+        seconds,
+        ServerOptions::new().name(SAMPLE_SERVER).sample(options),
+    )?;
     let mut text = Vec::new();
     let options =
         crate::sample_report::PrintOptions::new().groupby(crate::sample_report::GroupBy::Process);
     crate::sample_report::print(&mut text, &profile, &options).map_err(|e| e.to_string())?;
     Ok(Reply::Text {
         text: String::from_utf8_lossy(&text).into_owned(),
+    })
+}
+
+/// Traces every function of every process for `seconds` through a server of its own, and
+/// returns tprof's table per process.
+fn trace(node: &NodeHandle, seconds: f64, trace_type: &str) -> Result<Reply, String> {
+    let trace_type = TraceType::from_str(trace_type).map_err(|e| e.to_string())?;
+    let profile = profile_for(
+        node,
+        seconds,
+        ServerOptions::new()
+            .name(TRACE_SERVER)
+            .trace_type(trace_type),
+    )?;
+    Layout::Tables(Aggregate::Process)
+        .text(&profile)
+        .map(|text| Reply::Text { text })
+}
+
+/// Profiles every process of the node (but the server and the request's own) for `seconds`
+/// with a server started with `options`, stopped after its collect. One process of the node
+/// starts the server, waits out the seconds and collects, so that no process of the request's
+/// own is spawned (and traced, as a new process) while it profiles.
+fn profile_for(node: &NodeHandle, seconds: f64, options: ServerOptions) -> Result<Profile, String> {
+    if !(seconds > 0.0 && seconds <= 600.0) {
+        return Err(format!("profile for 0 to 600 seconds, not {seconds}"));
+    }
+    let handle = node.clone();
+    in_process(node, async move {
+        let server = Tprof::start(&handle, options)
+            .await
+            .map_err(|e| e.to_string())?;
+        let profiled = async {
+            let me = runtime::self_pid();
+            server.set_pattern(TracePattern::all()).await?;
+            server.enable_trace(ProcessSpec::All, true).await?;
+            // Not the profiling server itself, nor this request's process: the program's
+            // processes only; and from a clean slate, without what the two did in between.
+            server
+                .disable_trace(ProcessSpec::List(vec![
+                    ProcessSpec::Pid(server.pid()),
+                    ProcessSpec::Pid(me),
+                ]))
+                .await?;
+            server.restart().await?;
+            tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
+            // What the collect itself runs is not the program's.
+            server.pause().await?;
+            server.collect().await
+        };
+        let profile = profiled.await;
+        let _ = server.stop().await;
+        profile.map_err(|e| e.to_string())
     })
 }
 

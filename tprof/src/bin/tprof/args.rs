@@ -155,8 +155,10 @@ pub(crate) enum Cmd {
     },
     /// Drive a live program's node through its control endpoint (a program that opened one:
     /// TPROF_CONTROL=1), as an Erlang shell drives tprof: start, set_pattern, enable_trace,
-    /// collect, ... (`help` lists them). Without -c, a prompt reads commands from standard
-    /// input.
+    /// collect, ... (`help` lists them); `prof sample 2s` or `prof trace call_time 2s`
+    /// profiles the next seconds and prints the report. Without -c, a prompt with line
+    /// editing, history (in $XDG_STATE_HOME/tprof) and Tab completion of commands, functions
+    /// and registered names.
     ///
     /// Exit code with -c: 1 when a command failed (the ones after it are not sent).
     Attach {
@@ -165,6 +167,28 @@ pub(crate) enum Cmd {
         /// Commands to run, separated by `;` or newlines, instead of a prompt.
         #[arg(long, short = 'c')]
         commands: Option<String>,
+    },
+    /// A live table of a program's processes (through its control endpoint): state, mailbox,
+    /// heap, polls since the last refresh, the traced function each is in; the first rows by
+    /// --sort, redrawn every --interval.
+    Top {
+        /// The program's OS pid, or its endpoint's socket path.
+        target: String,
+        /// Seconds between two refreshes.
+        #[arg(long, short = 'i', default_value = "1", value_parser = parse_interval)]
+        interval: f64,
+        /// What the rows are sorted by: polls, mailbox, heap, state, name or pid.
+        #[arg(long, short = 's', default_value = "polls", value_parser = parse_sort_key)]
+        sort: tprof::control::top::SortKey,
+        /// Stop after N refreshes (default: until interrupted).
+        #[arg(short = 'n', value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+        iterations: Option<u64>,
+        /// One refresh, then stop (-n 1).
+        #[arg(long, conflicts_with = "iterations")]
+        once: bool,
+        /// How many processes to show (default: what the terminal fits, else 25).
+        #[arg(long, value_name = "N")]
+        rows: Option<usize>,
     },
     /// Write a live program's heap snapshot (Chrome DevTools' .heapsnapshot: its processes,
     /// their heaps, mailboxes, names, supervision, links and monitors) through its control
@@ -268,6 +292,19 @@ fn parse_seconds(s: &str) -> Result<f64, String> {
         Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
         _ => Err(format!("`{s}` is not a number of seconds (0 or more)")),
     }
+}
+
+fn parse_interval(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if (0.01..=86_400.0).contains(&v) => Ok(v),
+        _ => Err(format!(
+            "`{s}` is not an interval: seconds, from 0.01 to 86400"
+        )),
+    }
+}
+
+fn parse_sort_key(s: &str) -> Result<tprof::control::top::SortKey, String> {
+    s.parse()
 }
 
 fn parse_signals(s: &str) -> Result<Signals, String> {

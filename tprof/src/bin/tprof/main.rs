@@ -9,6 +9,8 @@
 //! program, and tprof writes the profile once it has stopped.
 
 mod args;
+mod attach;
+mod top;
 
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
@@ -208,7 +210,23 @@ fn execute(command: Cmd) -> Result<ExitCode, CommandError> {
             );
             Ok(ExitCode::SUCCESS)
         }
-        Cmd::Attach { target, commands } => Ok(attach(&target, commands.as_deref())),
+        Cmd::Attach { target, commands } => Ok(attach::attach(&target, commands.as_deref())),
+        Cmd::Top {
+            target,
+            interval,
+            sort,
+            iterations,
+            once,
+            rows,
+        } => Ok(top::top(
+            &target,
+            &top::TopOptions {
+                interval: std::time::Duration::from_secs_f64(interval),
+                sort,
+                iterations: if once { Some(1) } else { iterations },
+                rows,
+            },
+        )),
         Cmd::Snapshot { target, out } => Ok(snapshot(&target, &out)),
         Cmd::View { out, file } => {
             let (page, opened) = command::view(&file, out.as_deref())?;
@@ -234,72 +252,12 @@ fn execute(command: Cmd) -> Result<ExitCode, CommandError> {
     }
 }
 
-/// `tprof attach`: a script's commands, or a prompt's, sent one by one; replies printed as
-/// tables and text.
-fn attach(target: &str, script: Option<&str>) -> ExitCode {
-    use tprof::control::ControlClient;
-    use tprof::control::script::{HELP, find_endpoint, is_help, parse_line, render, script_lines};
-
-    let connected = find_endpoint(target)
-        .and_then(|path| ControlClient::connect(&path).map_err(|e| e.to_string()));
-    let mut client = match connected {
-        Ok(client) => client,
-        Err(e) => {
-            eprintln!("tprof: {e}");
-            return ExitCode::from(4);
-        }
-    };
-    let mut run = |line: &str| -> Result<(), String> {
-        if is_help(line) {
-            print!("{HELP}");
-            return Ok(());
-        }
-        let Some(command) = parse_line(line)? else {
-            return Ok(());
-        };
-        let reply = client.request(command)?;
-        let mut stdout = std::io::stdout().lock();
-        let _ = stdout.write_all(render(&reply).as_bytes());
-        let _ = stdout.flush();
-        Ok(())
-    };
-    if let Some(script) = script {
-        for line in script_lines(script) {
-            if let Err(e) = run(line) {
-                eprintln!("tprof: {line}: {e}");
-                return ExitCode::FAILURE;
-            }
-        }
-        return ExitCode::SUCCESS;
-    }
-    let interactive = std::io::stdin().is_terminal();
-    let mut line = String::new();
-    loop {
-        if interactive {
-            eprint!("tprof> ");
-        }
-        line.clear();
-        match std::io::stdin().read_line(&mut line) {
-            Ok(0) | Err(_) => return ExitCode::SUCCESS,
-            Ok(_) => {}
-        }
-        if matches!(line.trim(), "quit" | "exit" | "q") {
-            return ExitCode::SUCCESS;
-        }
-        if let Err(e) = run(line.trim()) {
-            eprintln!("error: {e}");
-        }
-    }
-}
-
 /// `tprof snapshot`: the heap snapshot of a live program, through its control endpoint.
 fn snapshot(target: &str, out: &std::path::Path) -> ExitCode {
-    use tprof::control::ControlClient;
     use tprof::control::protocol::{Command, Reply};
 
-    let taken = tprof::control::script::find_endpoint(target)
-        .and_then(|path| ControlClient::connect(&path).map_err(|e| e.to_string()))
-        .and_then(|mut client| client.request(Command::HeapSnapshot));
+    let taken =
+        attach::connect(target).and_then(|mut client| client.request(Command::HeapSnapshot));
     let text = match taken {
         Ok(Reply::Text { text }) => text,
         Ok(other) => {
