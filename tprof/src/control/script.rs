@@ -88,7 +88,7 @@ pub fn parse_line(line: &str) -> Result<Option<Command>, String> {
         }
     };
     match name {
-        "hello" => no_args(Command::Hello),
+        "hello" => no_args(Command::Hello { token: None }),
         "processes" | "ps" => no_args(Command::Processes),
         "heap_snapshot" => no_args(Command::HeapSnapshot),
         "stop" => no_args(Command::Stop),

@@ -23,7 +23,7 @@ const SAMPLE_SERVER: &str = "tprof_control_sample";
 /// Carries out `command` on `node`; the error is a sentence for the person at the other end.
 pub(super) fn handle(node: &NodeHandle, command: Command) -> Result<Reply, String> {
     match command {
-        Command::Hello => Ok(Reply::Hello {
+        Command::Hello { .. } => Ok(Reply::Hello {
             program: std::env::args().next().unwrap_or_default(),
             os_pid: std::process::id(),
             node: node.id(),
@@ -261,13 +261,35 @@ fn in_process<T: Send + 'static>(
 /// Samples every process of the node for `seconds` through a server of its own, and returns
 /// Julia's report grouped by process.
 fn sample(node: &NodeHandle, seconds: f64, sampler: &str, hz: u32) -> Result<Reply, String> {
-    if !(seconds > 0.0 && seconds <= 600.0) {
-        return Err(format!("sample for 0 to 600 seconds, not {seconds}"));
-    }
     let sampler = runtime::sample::Sampler::from_str(sampler).map_err(|e| e.to_string())?;
     let options = runtime::sample::SampleOptions::new()
         .sampler(sampler)
         .hz(hz);
+    let profile = sample_profile(node, seconds, options)?;
+    let mut text = Vec::new();
+    let options =
+        crate::sample_report::PrintOptions::new().groupby(crate::sample_report::GroupBy::Process);
+    crate::sample_report::print(&mut text, &profile, &options).map_err(|e| e.to_string())?;
+    Ok(Reply::Text {
+        text: String::from_utf8_lossy(&text).into_owned(),
+    })
+}
+
+/// The longest a sample may run, in seconds.
+pub(super) const MAX_SAMPLE_SECONDS: f64 = 600.0;
+
+/// The profile of every process of the node sampled for `seconds` through a server of its
+/// own (not its own processes, nor the request's).
+pub(super) fn sample_profile(
+    node: &NodeHandle,
+    seconds: f64,
+    options: runtime::sample::SampleOptions,
+) -> Result<Profile, String> {
+    if !(seconds > 0.0 && seconds <= MAX_SAMPLE_SECONDS) {
+        return Err(format!(
+            "sample for 0 to {MAX_SAMPLE_SECONDS} seconds, not {seconds}"
+        ));
+    }
     let handle = node.clone();
     let server = in_process(node, async move {
         let server = Tprof::start(
@@ -297,17 +319,10 @@ fn sample(node: &NodeHandle, seconds: f64, sampler: &str, hz: u32) -> Result<Rep
         }
     })?;
     std::thread::sleep(Duration::from_secs_f64(seconds));
-    let profile = in_process(node, async move {
+    in_process(node, async move {
         let profile = server.collect().await;
         let _ = server.stop().await;
         profile.map_err(|e| e.to_string())
-    })?;
-    let mut text = Vec::new();
-    let options =
-        crate::sample_report::PrintOptions::new().groupby(crate::sample_report::GroupBy::Process);
-    crate::sample_report::print(&mut text, &profile, &options).map_err(|e| e.to_string())?;
-    Ok(Reply::Text {
-        text: String::from_utf8_lossy(&text).into_owned(),
     })
 }
 

@@ -208,8 +208,12 @@ fn execute(command: Cmd) -> Result<ExitCode, CommandError> {
             );
             Ok(ExitCode::SUCCESS)
         }
-        Cmd::Attach { target, commands } => Ok(attach(&target, commands.as_deref())),
-        Cmd::Snapshot { target, out } => Ok(snapshot(&target, &out)),
+        Cmd::Attach {
+            target,
+            commands,
+            auth,
+        } => Ok(attach(&target, commands.as_deref(), &auth)),
+        Cmd::Snapshot { target, out, auth } => Ok(snapshot(&target, &out, &auth)),
         Cmd::View { out, file } => {
             let (page, opened) = command::view(&file, out.as_deref())?;
             match (page, opened) {
@@ -236,12 +240,12 @@ fn execute(command: Cmd) -> Result<ExitCode, CommandError> {
 
 /// `tprof attach`: a script's commands, or a prompt's, sent one by one; replies printed as
 /// tables and text.
-fn attach(target: &str, script: Option<&str>) -> ExitCode {
-    use tprof::control::ControlClient;
-    use tprof::control::script::{HELP, find_endpoint, is_help, parse_line, render, script_lines};
+fn attach(target: &str, script: Option<&str>, auth: &args::TokenArgs) -> ExitCode {
+    use tprof::control::script::{HELP, is_help, parse_line, render, script_lines};
 
-    let connected = find_endpoint(target)
-        .and_then(|path| ControlClient::connect(&path).map_err(|e| e.to_string()));
+    let connected = auth
+        .token()
+        .and_then(|token| tprof::control::connect_target(target, token));
     let mut client = match connected {
         Ok(client) => client,
         Err(e) => {
@@ -293,12 +297,12 @@ fn attach(target: &str, script: Option<&str>) -> ExitCode {
 }
 
 /// `tprof snapshot`: the heap snapshot of a live program, through its control endpoint.
-fn snapshot(target: &str, out: &std::path::Path) -> ExitCode {
-    use tprof::control::ControlClient;
+fn snapshot(target: &str, out: &std::path::Path, auth: &args::TokenArgs) -> ExitCode {
     use tprof::control::protocol::{Command, Reply};
 
-    let taken = tprof::control::script::find_endpoint(target)
-        .and_then(|path| ControlClient::connect(&path).map_err(|e| e.to_string()))
+    let taken = auth
+        .token()
+        .and_then(|token| tprof::control::connect_target(target, token))
         .and_then(|mut client| client.request(Command::HeapSnapshot));
     let text = match taken {
         Ok(Reply::Text { text }) => text,
