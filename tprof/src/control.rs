@@ -33,7 +33,13 @@
 //! one ([`ControlOptions::token`]), and written beside the socket, mode 0600
 //! (`tprof-<ospid>-<node>.token`), with the address it listens on (`.tcp`), where `tprof
 //! attach HOST:PORT` finds it (or give `--token`/`--token-file`).
+//!
+//! # The pull endpoint
+//!
+//! [`ControlOptions::http`] (or `TPROF_PPROF_HTTP=127.0.0.1:PORT`) serves the URLs that
+//! pull-based profilers scrape, on loopback only: see [`http`].
 
+pub mod http;
 pub mod protocol;
 pub mod script;
 mod serve;
@@ -65,6 +71,7 @@ pub struct ControlOptions {
     path: Option<PathBuf>,
     tcp: Option<String>,
     token: Option<Token>,
+    http: Option<String>,
 }
 
 impl ControlOptions {
@@ -89,6 +96,12 @@ impl ControlOptions {
     /// The token TCP clients must show (by default one is generated).
     pub fn token(mut self, token: Token) -> ControlOptions {
         self.token = Some(token);
+        self
+    }
+
+    /// Also serve the pull endpoint ([`http`]) on this address, which must be on loopback.
+    pub fn http(mut self, addr: impl Into<String>) -> ControlOptions {
+        self.http = Some(addr.into());
         self
     }
 }
@@ -163,6 +176,7 @@ pub struct ControlEndpoint {
     acceptor: Option<JoinHandle<()>>,
     tcp: Option<tcp::Listening>,
     token: Option<Token>,
+    http: Option<tcp::Listening>,
 }
 
 impl fmt::Debug for ControlEndpoint {
@@ -179,14 +193,15 @@ impl ControlEndpoint {
     /// # Errors
     /// [`ControlError::InUse`] when a live endpoint already listens at the path (a stale
     /// socket file is replaced), [`ControlError::Io`] when the socket cannot be made;
-    /// [`ControlError::NotLoopback`] or [`ControlError::BadAddress`] for a TCP address off
-    /// loopback or unreadable (checked before anything is opened),
+    /// [`ControlError::NotLoopback`] or [`ControlError::BadAddress`] for a TCP or HTTP
+    /// address off loopback or unreadable (checked before anything is opened),
     /// [`ControlError::Net`] when it cannot be listened on.
     pub fn open(
         node: &NodeHandle,
         options: ControlOptions,
     ) -> Result<ControlEndpoint, ControlError> {
         let tcp_addr = options.tcp.as_deref().map(parse_loopback).transpose()?;
+        let http_addr = options.http.as_deref().map(parse_loopback).transpose()?;
         let token = match (tcp_addr, options.token) {
             (None, _) => None,
             (Some(_), Some(token)) => Some(token),
@@ -232,6 +247,7 @@ impl ControlEndpoint {
             acceptor: Some(acceptor),
             tcp: None,
             token,
+            http: None,
         };
         // Dropped on an error below: what was opened is closed again.
         if let (Some(addr), Some(token)) = (tcp_addr, endpoint.token.clone()) {
@@ -243,21 +259,25 @@ impl ControlEndpoint {
                 token,
             )?);
         }
+        if let Some(addr) = http_addr {
+            endpoint.http = Some(http::listen(addr, &endpoint.path, node, &endpoint.closing)?);
+        }
         Ok(endpoint)
     }
 
     /// Opens an endpoint when the environment asks for one: `TPROF_CONTROL=1` (the default
     /// path) or `TPROF_CONTROL=PATH`; `None` when it is unset, empty or `0`.
-    /// `TPROF_CONTROL_TCP=IP:PORT` adds a TCP listener on loopback, and opens the endpoint at
-    /// its default path when `TPROF_CONTROL` is unset.
+    /// `TPROF_CONTROL_TCP=IP:PORT` adds a TCP listener, `TPROF_PPROF_HTTP=IP:PORT` the pull
+    /// endpoint (both on loopback); either opens the endpoint at its default path when
+    /// `TPROF_CONTROL` is unset.
     ///
     /// # Errors
     /// As [`open`](Self::open).
     pub fn open_from_env(node: &NodeHandle) -> Result<Option<ControlEndpoint>, ControlError> {
         let value = std::env::var_os("TPROF_CONTROL").unwrap_or_default();
         let var = |name| std::env::var(name).ok().filter(|v| !v.is_empty());
-        let tcp = var("TPROF_CONTROL_TCP");
-        let network = tcp.is_some();
+        let (tcp, http) = (var("TPROF_CONTROL_TCP"), var("TPROF_PPROF_HTTP"));
+        let network = tcp.is_some() || http.is_some();
         let mut options = match value.to_str() {
             Some("") if network => ControlOptions::new(),
             Some("" | "0") => return Ok(None),
@@ -270,6 +290,7 @@ impl ControlEndpoint {
             }
         };
         options.tcp = tcp;
+        options.http = http;
         ControlEndpoint::open(node, options).map(Some)
     }
 
@@ -294,6 +315,11 @@ impl ControlEndpoint {
             .as_ref()
             .map(|_| token::beside(&self.path, "token"))
     }
+
+    /// The pull endpoint's address, if it serves one.
+    pub fn http_addr(&self) -> Option<SocketAddr> {
+        self.http.as_ref().map(|l| l.addr)
+    }
 }
 
 impl Drop for ControlEndpoint {
@@ -304,7 +330,7 @@ impl Drop for ControlEndpoint {
         if let Some(acceptor) = self.acceptor.take() {
             let _ = acceptor.join();
         }
-        if let Some(listening) = self.tcp.take() {
+        for listening in [self.tcp.take(), self.http.take()].into_iter().flatten() {
             listening.close();
         }
         let _ = std::fs::remove_file(&self.path);

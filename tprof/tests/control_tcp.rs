@@ -160,13 +160,21 @@ fn a_tcp_client_without_the_token_or_with_a_wrong_one_is_refused_and_the_right_o
 fn a_non_loopback_address_is_refused_at_open() {
     let node = Node::new().unwrap();
     let path = socket_path("loopback");
-    for tcp in [
-        "0.0.0.0:0",
-        "192.0.2.7:7000",
-        "[::]:0",
-        "[::ffff:127.0.0.1]:0",
+    for (tcp, http) in [
+        (Some("0.0.0.0:0"), None),
+        (Some("192.0.2.7:7000"), None),
+        (Some("[::]:0"), None),
+        (Some("[::ffff:127.0.0.1]:0"), None),
+        (None, Some("0.0.0.0:0")),
+        (Some("127.0.0.1:0"), Some("10.1.2.3:6060")),
     ] {
-        let options = ControlOptions::new().path(&path).tcp(tcp);
+        let mut options = ControlOptions::new().path(&path);
+        if let Some(tcp) = tcp {
+            options = options.tcp(tcp);
+        }
+        if let Some(http) = http {
+            options = options.http(http);
+        }
         let error = ControlEndpoint::open(node.handle(), options).unwrap_err();
         assert!(matches!(error, ControlError::NotLoopback(_)), "{error:?}");
         let message = error.to_string();

@@ -1,6 +1,7 @@
 //! What the endpoint does with each request: the tprof server's API, run in a short process of
 //! the node (the server is called as the Erlang shell calls it), and the answers as text.
 
+use std::collections::{HashMap, HashSet};
 use std::str::FromStr;
 use std::sync::mpsc;
 use std::time::Duration;
@@ -319,11 +320,58 @@ pub(super) fn sample_profile(
         }
     })?;
     std::thread::sleep(Duration::from_secs_f64(seconds));
-    in_process(node, async move {
+    let mut profile = in_process(node, async move {
         let profile = server.collect().await;
         let _ = server.stop().await;
         profile.map_err(|e| e.to_string())
-    })
+    })?;
+    name_sampled(node, &mut profile);
+    Ok(profile)
+}
+
+/// Gives the sampled processes the profile has no name for (those that called no traced
+/// function: the trace session records only those) their registered names and initial calls,
+/// as they are now. Linear in the samples.
+fn name_sampled(node: &NodeHandle, profile: &mut Profile) {
+    let named: HashSet<Pid> = profile
+        .processes
+        .iter()
+        .filter(|p| p.name.is_some())
+        .map(|p| p.pid)
+        .collect();
+    // Each pid looked up once: its name, if any, and its initial call; `None` when it is gone.
+    let mut looked: HashMap<Pid, Option<(Option<String>, String)>> = HashMap::new();
+    for pid in profile.samples.samples.iter().filter_map(|s| s.pid) {
+        if !named.contains(&pid) {
+            looked.entry(pid).or_insert_with(|| {
+                let info = node.process_info(pid)?;
+                Some((
+                    info.registered_name.map(|n| n.to_string()),
+                    info.initial_call.into_owned(),
+                ))
+            });
+        }
+    }
+    for record in &mut profile.processes {
+        if let Some(Some((name, _))) = looked.remove(&record.pid) {
+            record.name = name;
+        }
+    }
+    let before = profile.processes.len();
+    profile
+        .processes
+        .extend(looked.into_iter().filter_map(|(pid, info)| {
+            let (name, initial_call) = info?;
+            Some(crate::ProcessRecord {
+                pid,
+                name,
+                initial_call,
+                run: 0,
+            })
+        }));
+    if profile.processes.len() > before {
+        profile.processes.sort_by_key(|p| p.pid);
+    }
 }
 
 #[cfg(test)]
