@@ -757,7 +757,20 @@ impl SampleSession {
     /// The trace session's snapshot (the sampled processes' names and call counts) with these
     /// samples in it, native addresses named: plain data for `tprof` (Julia's `retrieve`).
     pub fn snapshot(&self) -> crate::trace::Snapshot {
-        let data = self.samples();
+        self.snapshot_of(self.samples())
+    }
+
+    /// The trace session's snapshot with a [`census`](Self::census) as its samples: one
+    /// sample per sampled process, at the path it runs or waits in (Go's goroutine profile).
+    pub fn census_snapshot(&self) -> crate::trace::Snapshot {
+        let mut data = self.samples();
+        data.samples = self.census();
+        data.dropped = 0.0;
+        self.snapshot_of(data)
+    }
+
+    /// The trace session's snapshot with `data` as its samples, native addresses named.
+    fn snapshot_of(&self, data: SampleData) -> crate::trace::Snapshot {
         let mut snap = self.trace.snapshot();
         crate::heap::suppressed(|| {
             let mut index: std::collections::HashMap<crate::trace::SnapshotFunction, u32> = snap

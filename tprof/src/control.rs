@@ -22,15 +22,38 @@
 //! ```
 //!
 //! [`ControlClient`] is the other end, which `tprof attach` uses.
+//!
+//! # TCP, on loopback, with a token
+//!
+//! [`ControlOptions::tcp`] (or `TPROF_CONTROL_TCP=127.0.0.1:PORT`, port 0 for any) also
+//! listens on a TCP address, which must be on loopback (127.0.0.0/8 or ::1): anything else is
+//! [`ControlError::NotLoopback`]. A TCP client must send the endpoint's [`Token`] in its first
+//! message, `hello`; one that sends anything else, or a wrong token, gets an error response
+//! and is disconnected. The token is generated (256 bits from the OS) unless the program gives
+//! one ([`ControlOptions::token`]), and written beside the socket, mode 0600
+//! (`tprof-<ospid>-<node>.token`), with the address it listens on (`.tcp`), where `tprof
+//! attach HOST:PORT` finds it (or give `--token`/`--token-file`).
+//!
+//! # The pull endpoint
+//!
+//! [`ControlOptions::http`] (or `TPROF_PPROF_HTTP=127.0.0.1:PORT`) serves the URLs that
+//! pull-based profilers scrape, on loopback only: see [`http`].
 
 pub mod complete;
+pub mod http;
 pub mod protocol;
 pub mod script;
 mod serve;
+mod tcp;
+mod token;
 pub mod top;
 
+pub use tcp::{connect_target, parse_addr};
+pub use token::{MIN_TOKEN_LEN, Token};
+
 use std::fmt;
-use std::io;
+use std::io::{self, Read, Write};
+use std::net::SocketAddr;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -48,6 +71,9 @@ use protocol::{
 #[derive(Clone, Debug, Default)]
 pub struct ControlOptions {
     path: Option<PathBuf>,
+    tcp: Option<String>,
+    token: Option<Token>,
+    http: Option<String>,
 }
 
 impl ControlOptions {
@@ -59,6 +85,25 @@ impl ControlOptions {
     /// The socket's path.
     pub fn path(mut self, path: impl Into<PathBuf>) -> ControlOptions {
         self.path = Some(path.into());
+        self
+    }
+
+    /// Also listen on this TCP address (`IP:PORT` or `localhost:PORT`; port 0 picks one),
+    /// which must be on loopback; clients show the [`token`](Self::token).
+    pub fn tcp(mut self, addr: impl Into<String>) -> ControlOptions {
+        self.tcp = Some(addr.into());
+        self
+    }
+
+    /// The token TCP clients must show (by default one is generated).
+    pub fn token(mut self, token: Token) -> ControlOptions {
+        self.token = Some(token);
+        self
+    }
+
+    /// Also serve the pull endpoint ([`http`]) on this address, which must be on loopback.
+    pub fn http(mut self, addr: impl Into<String>) -> ControlOptions {
+        self.http = Some(addr.into());
         self
     }
 }
@@ -78,6 +123,19 @@ pub enum ControlError {
     },
     /// `TPROF_CONTROL` holds something that is neither `1` nor a path.
     BadEnvironment(String),
+    /// A TCP or HTTP address that is not on loopback.
+    NotLoopback(SocketAddr),
+    /// A TCP or HTTP address that does not read as `IP:PORT`.
+    BadAddress(String),
+    /// A TCP or HTTP address could not be listened on or connected to.
+    Net {
+        /// The address.
+        addr: String,
+        /// What failed.
+        source: io::Error,
+    },
+    /// The endpoint refused the client (a wrong or missing token), in its words.
+    Refused(String),
 }
 
 impl fmt::Display for ControlError {
@@ -95,6 +153,18 @@ impl fmt::Display for ControlError {
                 f,
                 "TPROF_CONTROL={value:?}: set it to 1 (the default socket) or to a socket path"
             ),
+            ControlError::NotLoopback(addr) => write!(
+                f,
+                "{addr} is not a loopback address: the control and pull endpoints listen only \
+                 on 127.0.0.0/8 or [::1] (from another host, tunnel to it, e.g. ssh -L)"
+            ),
+            ControlError::BadAddress(addr) => write!(
+                f,
+                "{addr:?} is not an address: give IP:PORT on loopback, e.g. 127.0.0.1:0 \
+                 (port 0 picks a free one)"
+            ),
+            ControlError::Net { addr, source } => write!(f, "{addr}: {source}"),
+            ControlError::Refused(why) => write!(f, "the endpoint refused: {why}"),
         }
     }
 }
@@ -106,6 +176,9 @@ pub struct ControlEndpoint {
     path: PathBuf,
     closing: Arc<AtomicBool>,
     acceptor: Option<JoinHandle<()>>,
+    tcp: Option<tcp::Listening>,
+    token: Option<Token>,
+    http: Option<tcp::Listening>,
 }
 
 impl fmt::Debug for ControlEndpoint {
@@ -121,11 +194,24 @@ impl ControlEndpoint {
     ///
     /// # Errors
     /// [`ControlError::InUse`] when a live endpoint already listens at the path (a stale
-    /// socket file is replaced), [`ControlError::Io`] when the socket cannot be made.
+    /// socket file is replaced), [`ControlError::Io`] when the socket cannot be made;
+    /// [`ControlError::NotLoopback`] or [`ControlError::BadAddress`] for a TCP or HTTP
+    /// address off loopback or unreadable (checked before anything is opened),
+    /// [`ControlError::Net`] when it cannot be listened on.
     pub fn open(
         node: &NodeHandle,
         options: ControlOptions,
     ) -> Result<ControlEndpoint, ControlError> {
+        let tcp_addr = options.tcp.as_deref().map(parse_loopback).transpose()?;
+        let http_addr = options.http.as_deref().map(parse_loopback).transpose()?;
+        let token = match (tcp_addr, options.token) {
+            (None, _) => None,
+            (Some(_), Some(token)) => Some(token),
+            (Some(addr), None) => Some(Token::generate().map_err(|source| ControlError::Net {
+                addr: addr.to_string(),
+                source,
+            })?),
+        };
         let path = options
             .path
             .unwrap_or_else(|| default_path(std::process::id(), node.id()));
@@ -157,21 +243,45 @@ impl ControlEndpoint {
                 .spawn(move || accept(&listener, &node, &closing))
                 .map_err(io_error)?
         };
-        Ok(ControlEndpoint {
+        let mut endpoint = ControlEndpoint {
             path,
             closing,
             acceptor: Some(acceptor),
-        })
+            tcp: None,
+            token,
+            http: None,
+        };
+        // Dropped on an error below: what was opened is closed again.
+        if let (Some(addr), Some(token)) = (tcp_addr, endpoint.token.clone()) {
+            endpoint.tcp = Some(tcp::listen(
+                addr,
+                &endpoint.path,
+                node,
+                &endpoint.closing,
+                token,
+            )?);
+        }
+        if let Some(addr) = http_addr {
+            endpoint.http = Some(http::listen(addr, &endpoint.path, node, &endpoint.closing)?);
+        }
+        Ok(endpoint)
     }
 
     /// Opens an endpoint when the environment asks for one: `TPROF_CONTROL=1` (the default
     /// path) or `TPROF_CONTROL=PATH`; `None` when it is unset, empty or `0`.
+    /// `TPROF_CONTROL_TCP=IP:PORT` adds a TCP listener, `TPROF_PPROF_HTTP=IP:PORT` the pull
+    /// endpoint (both on loopback); either opens the endpoint at its default path when
+    /// `TPROF_CONTROL` is unset.
     ///
     /// # Errors
     /// As [`open`](Self::open).
     pub fn open_from_env(node: &NodeHandle) -> Result<Option<ControlEndpoint>, ControlError> {
         let value = std::env::var_os("TPROF_CONTROL").unwrap_or_default();
-        let options = match value.to_str() {
+        let var = |name| std::env::var(name).ok().filter(|v| !v.is_empty());
+        let (tcp, http) = (var("TPROF_CONTROL_TCP"), var("TPROF_PPROF_HTTP"));
+        let network = tcp.is_some() || http.is_some();
+        let mut options = match value.to_str() {
+            Some("") if network => ControlOptions::new(),
             Some("" | "0") => return Ok(None),
             Some("1") => ControlOptions::new(),
             _ if Path::new(&value).is_absolute() => ControlOptions::new().path(value),
@@ -181,12 +291,36 @@ impl ControlEndpoint {
                 ));
             }
         };
+        options.tcp = tcp;
+        options.http = http;
         ControlEndpoint::open(node, options).map(Some)
     }
 
     /// The socket's path: what `tprof attach` takes.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The TCP address it listens on (with port 0 asked, the port chosen), if any.
+    pub fn tcp_addr(&self) -> Option<SocketAddr> {
+        self.tcp.as_ref().map(|l| l.addr)
+    }
+
+    /// The token TCP clients must show, if it listens on TCP.
+    pub fn token(&self) -> Option<&Token> {
+        self.token.as_ref()
+    }
+
+    /// The file (mode 0600, beside the socket) that holds the token, if it listens on TCP.
+    pub fn token_path(&self) -> Option<PathBuf> {
+        self.tcp
+            .as_ref()
+            .map(|_| token::beside(&self.path, "token"))
+    }
+
+    /// The pull endpoint's address, if it serves one.
+    pub fn http_addr(&self) -> Option<SocketAddr> {
+        self.http.as_ref().map(|l| l.addr)
     }
 }
 
@@ -198,7 +332,20 @@ impl Drop for ControlEndpoint {
         if let Some(acceptor) = self.acceptor.take() {
             let _ = acceptor.join();
         }
+        for listening in [self.tcp.take(), self.http.take()].into_iter().flatten() {
+            listening.close();
+        }
         let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// `addr` as a socket address on loopback.
+fn parse_loopback(addr: &str) -> Result<SocketAddr, ControlError> {
+    let parsed = parse_addr(addr).ok_or_else(|| ControlError::BadAddress(addr.to_owned()))?;
+    if parsed.ip().is_loopback() {
+        Ok(parsed)
+    } else {
+        Err(ControlError::NotLoopback(parsed))
     }
 }
 
@@ -295,7 +442,7 @@ fn peer_uid(_stream: &UnixStream) -> io::Result<u32> {
 
 /// One connection: requests in, responses out, until the peer closes or sends a frame whose
 /// length cannot be trusted.
-fn converse(mut stream: UnixStream, node: &NodeHandle) {
+fn converse(mut stream: impl Read + Write, node: &NodeHandle) {
     loop {
         let response = match read_frame(&mut stream) {
             Ok(body) => respond(node, &body),
@@ -353,7 +500,7 @@ fn failure(id: u64, why: String) -> Response {
     }
 }
 
-fn send(stream: &mut UnixStream, response: &Response) -> io::Result<()> {
+fn send(stream: &mut impl Write, response: &Response) -> io::Result<()> {
     write_frame(
         stream,
         &serde_json::to_vec(response).map_err(io::Error::other)?,
@@ -361,10 +508,22 @@ fn send(stream: &mut UnixStream, response: &Response) -> io::Result<()> {
 }
 
 /// A connection to a control endpoint (what `tprof attach` speaks through).
-#[derive(Debug)]
 pub struct ControlClient {
-    stream: UnixStream,
+    stream: Box<dyn Transport>,
     next_id: u64,
+}
+
+/// A Unix or TCP stream.
+trait Transport: Read + Write + Send {}
+
+impl<T: Read + Write + Send> Transport for T {}
+
+impl fmt::Debug for ControlClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ControlClient")
+            .field("next_id", &self.next_id)
+            .finish_non_exhaustive()
+    }
 }
 
 impl ControlClient {
@@ -378,7 +537,35 @@ impl ControlClient {
             path: path.to_owned(),
             source,
         })?;
-        Ok(ControlClient { stream, next_id: 1 })
+        Ok(ControlClient {
+            stream: Box::new(stream),
+            next_id: 1,
+        })
+    }
+
+    /// Connects to an endpoint's TCP address and shows it `token` (in `hello`).
+    ///
+    /// # Errors
+    /// [`ControlError::Net`] when nothing listens there, [`ControlError::Refused`] when the
+    /// endpoint refuses the token.
+    pub fn connect_tcp(addr: SocketAddr, token: &Token) -> Result<ControlClient, ControlError> {
+        let stream = std::net::TcpStream::connect(addr).map_err(|source| ControlError::Net {
+            addr: addr.to_string(),
+            source,
+        })?;
+        // Each frame is two writes (its length, its body): without this, Nagle's algorithm
+        // holds the second until the first is acknowledged, some 40 ms per request.
+        let _ = stream.set_nodelay(true);
+        let mut client = ControlClient {
+            stream: Box::new(stream),
+            next_id: 1,
+        };
+        client
+            .request(Command::Hello {
+                token: Some(token.as_str().to_owned()),
+            })
+            .map_err(ControlError::Refused)?;
+        Ok(client)
     }
 
     /// Sends `command` and waits for its reply; a refusal or a failed command is `Err` with
@@ -395,10 +582,10 @@ impl ControlClient {
             command,
         };
         let body = serde_json::to_vec(&request).map_err(|e| e.to_string())?;
-        let sent = write_frame(&mut self.stream, &body);
+        let sent = write_frame(&mut *self.stream, &body);
         // A refused peer may find the connection closed before it sends: the refusal is
         // waiting to be read all the same.
-        let body = read_frame_up_to(&mut self.stream, MAX_REPLY).map_err(|e| match &sent {
+        let body = read_frame_up_to(&mut *self.stream, MAX_REPLY).map_err(|e| match &sent {
             Err(send) => format!("cannot send: {send}"),
             Ok(()) => e.to_string(),
         })?;

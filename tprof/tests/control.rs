@@ -6,41 +6,18 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+#[path = "support/worker.rs"]
+mod worker;
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
-use runtime::{Node, Pid, receive, send};
+use runtime::Node;
 use tprof::control::protocol::{Command, Reply, Response, read_frame};
 use tprof::control::{ControlClient, ControlEndpoint, ControlError, ControlOptions};
 use tprof::{Aggregate, DEFAULT_NAME, SortBy, Tprof, format_to_string, inspect};
-
-/// A process registered as `worker`: for each `(from, n)`, `n` calls of `branches()` (72
-/// each), the total sent back.
-fn start_worker(node: &Node) -> Pid {
-    let pid = node
-        .handle()
-        .spawn(async {
-            loop {
-                let (from, n): (Pid, u64) = receive().await;
-                let total: usize = (0..n).map(|_| common::branches()).sum();
-                send(from, total);
-            }
-        })
-        .unwrap();
-    node.handle().register("worker", pid).unwrap();
-    pid
-}
-
-/// Asks the worker for `n` rounds from a process of `node`; its answer.
-fn ask_worker(node: &Node, worker: Pid, n: u64) -> usize {
-    node.run(async move {
-        send(worker, (runtime::self_pid(), n));
-        receive::<usize>().await
-    })
-    .unwrap()
-}
+use worker::{ask_worker, start_worker};
 
 fn socket_path(test: &str) -> std::path::PathBuf {
     std::env::temp_dir().join(format!("tprof-test-{}-{test}.sock", std::process::id()))
@@ -64,7 +41,7 @@ fn a_whole_server_aided_session_gives_the_librarys_tables() {
     .unwrap();
     let mut client = ControlClient::connect(endpoint.path()).unwrap();
 
-    match client.request(Command::Hello).unwrap() {
+    match client.request(Command::Hello { token: None }).unwrap() {
         Reply::Hello {
             os_pid, node: id, ..
         } => {
@@ -228,7 +205,7 @@ fn malformed_messages_get_errors_and_the_work_goes_on() {
     // And the endpoint serves the next client.
     let mut client = ControlClient::connect(endpoint.path()).unwrap();
     assert!(matches!(
-        client.request(Command::Hello).unwrap(),
+        client.request(Command::Hello { token: None }).unwrap(),
         Reply::Hello { .. }
     ));
     assert_eq!(ask_worker(&node, worker, 3), 216);

@@ -14,9 +14,11 @@
 //! The commands mirror the tprof server's API ([`Tprof`](crate::Tprof)): `start`, `stop`,
 //! `set_pattern`, `clear_pattern`, `enable_trace`, `disable_trace`, `pause`, `resume`,
 //! `restart`, `collect` (the profile as tprof's tables or any text export); plus `hello` (who
-//! is there), `processes` (the node's processes), `top` (the first processes by a key, with
-//! their polls since the previous `top`), `registered` (their registered names), `functions`
-//! (the traced functions the program has), `sample` (profile the next seconds in
+//! is there; over TCP the first message, carrying the endpoint's token: a TCP client that
+//! sends anything else first, or a wrong token, gets an error response and is
+//! disconnected), `processes` (the node's processes), `top` (the first processes by a key,
+//! with their polls since the previous `top`), `registered` (their registered names),
+//! `functions` (the traced functions the program has), `sample` (profile the next seconds in
 //! sample mode and get Julia's report) and `trace` (trace every process for the next seconds
 //! and get tprof's table). A request of another version, or one that does not
 //! parse, gets an error response and the connection stays usable.
@@ -51,8 +53,14 @@ pub struct Request {
 #[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
 #[non_exhaustive]
 pub enum Command {
-    /// Who is there: the program, its OS pid, the node.
-    Hello,
+    /// Who is there: the program, its OS pid, the node. Over TCP, the first message, with the
+    /// endpoint's token (a Unix socket's peers are vouched for by their uid, and need none).
+    Hello {
+        /// The endpoint's token ([`Token`](super::Token)); left out of the JSON when `None`,
+        /// so that `{"op":"hello"}` is the same message as before tokens.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        token: Option<String>,
+    },
     /// The node's processes.
     Processes,
     /// The node's registered names (Erlang's `registered()`).

@@ -106,7 +106,7 @@ pub fn parse_line(line: &str) -> Result<Option<Command>, String> {
         }
     };
     match name {
-        "hello" => no_args(Command::Hello),
+        "hello" => no_args(Command::Hello { token: None }),
         "processes" | "ps" => no_args(Command::Processes),
         "registered" => no_args(Command::Registered),
         "top" => {

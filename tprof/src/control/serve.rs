@@ -1,6 +1,7 @@
 //! What the endpoint does with each request: the tprof server's API, run in a short process of
 //! the node (the server is called as the Erlang shell calls it), and the answers as text.
 
+use std::collections::{HashMap, HashSet};
 use std::str::FromStr;
 use std::sync::mpsc;
 use std::time::Duration;
@@ -26,7 +27,7 @@ const TRACE_SERVER: &str = "tprof_control_trace";
 /// Carries out `command` on `node`; the error is a sentence for the person at the other end.
 pub(super) fn handle(node: &NodeHandle, command: Command) -> Result<Reply, String> {
     match command {
-        Command::Hello => Ok(Reply::Hello {
+        Command::Hello { .. } => Ok(Reply::Hello {
             program: std::env::args().next().unwrap_or_default(),
             os_pid: std::process::id(),
             node: node.id(),
@@ -307,11 +308,7 @@ fn sample(node: &NodeHandle, seconds: f64, sampler: &str, hz: u32) -> Result<Rep
     let options = runtime::sample::SampleOptions::new()
         .sampler(sampler)
         .hz(hz);
-    let profile = profile_for(
-        node,
-        seconds,
-        ServerOptions::new().name(SAMPLE_SERVER).sample(options),
-    )?;
+    let profile = sample_profile(node, seconds, options)?;
     let mut text = Vec::new();
     let options =
         crate::sample_report::PrintOptions::new().groupby(crate::sample_report::GroupBy::Process);
@@ -319,6 +316,70 @@ fn sample(node: &NodeHandle, seconds: f64, sampler: &str, hz: u32) -> Result<Rep
     Ok(Reply::Text {
         text: String::from_utf8_lossy(&text).into_owned(),
     })
+}
+
+/// The longest a sample may run, in seconds.
+pub(super) const MAX_SAMPLE_SECONDS: f64 = 600.0;
+
+/// The profile of every process of the node sampled for `seconds` through a server of its
+/// own (not its own processes, nor the request's).
+pub(super) fn sample_profile(
+    node: &NodeHandle,
+    seconds: f64,
+    options: runtime::sample::SampleOptions,
+) -> Result<Profile, String> {
+    let mut profile = profile_for(
+        node,
+        seconds,
+        ServerOptions::new().name(SAMPLE_SERVER).sample(options),
+    )?;
+    name_sampled(node, &mut profile);
+    Ok(profile)
+}
+
+/// Gives the sampled processes the profile has no name for (those that called no traced
+/// function: the trace session records only those) their registered names and initial calls,
+/// as they are now. Linear in the samples.
+fn name_sampled(node: &NodeHandle, profile: &mut Profile) {
+    let named: HashSet<Pid> = profile
+        .processes
+        .iter()
+        .filter(|p| p.name.is_some())
+        .map(|p| p.pid)
+        .collect();
+    // Each pid looked up once: its name, if any, and its initial call; `None` when it is gone.
+    let mut looked: HashMap<Pid, Option<(Option<String>, String)>> = HashMap::new();
+    for pid in profile.samples.samples.iter().filter_map(|s| s.pid) {
+        if !named.contains(&pid) {
+            looked.entry(pid).or_insert_with(|| {
+                let info = node.process_info(pid)?;
+                Some((
+                    info.registered_name.map(|n| n.to_string()),
+                    info.initial_call.into_owned(),
+                ))
+            });
+        }
+    }
+    for record in &mut profile.processes {
+        if let Some(Some((name, _))) = looked.remove(&record.pid) {
+            record.name = name;
+        }
+    }
+    let before = profile.processes.len();
+    profile
+        .processes
+        .extend(looked.into_iter().filter_map(|(pid, info)| {
+            let (name, initial_call) = info?;
+            Some(crate::ProcessRecord {
+                pid,
+                name,
+                initial_call,
+                run: 0,
+            })
+        }));
+    if profile.processes.len() > before {
+        profile.processes.sort_by_key(|p| p.pid);
+    }
 }
 
 /// Traces every function of every process for `seconds` through a server of its own, and
@@ -342,8 +403,10 @@ fn trace(node: &NodeHandle, seconds: f64, trace_type: &str) -> Result<Reply, Str
 /// starts the server, waits out the seconds and collects, so that no process of the request's
 /// own is spawned (and traced, as a new process) while it profiles.
 fn profile_for(node: &NodeHandle, seconds: f64, options: ServerOptions) -> Result<Profile, String> {
-    if !(seconds > 0.0 && seconds <= 600.0) {
-        return Err(format!("profile for 0 to 600 seconds, not {seconds}"));
+    if !(seconds > 0.0 && seconds <= MAX_SAMPLE_SECONDS) {
+        return Err(format!(
+            "profile for 0 to {MAX_SAMPLE_SECONDS} seconds, not {seconds}"
+        ));
     }
     let handle = node.clone();
     in_process(node, async move {

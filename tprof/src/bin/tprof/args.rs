@@ -162,18 +162,24 @@ pub(crate) enum Cmd {
     ///
     /// Exit code with -c: 1 when a command failed (the ones after it are not sent).
     Attach {
-        /// The program's OS pid, or its endpoint's socket path.
+        /// The program's OS pid, its endpoint's socket path, or its TCP address (HOST:PORT).
         target: String,
         /// Commands to run, separated by `;` or newlines, instead of a prompt.
         #[arg(long, short = 'c')]
         commands: Option<String>,
+        /// The token of a TCP endpoint.
+        #[command(flatten)]
+        auth: TokenArgs,
     },
     /// A live table of a program's processes (through its control endpoint): state, mailbox,
     /// heap, polls since the last refresh, the traced function each is in; the first rows by
     /// --sort, redrawn every --interval.
     Top {
-        /// The program's OS pid, or its endpoint's socket path.
+        /// The program's OS pid, its endpoint's socket path, or its TCP address (HOST:PORT).
         target: String,
+        /// The token of a TCP endpoint.
+        #[command(flatten)]
+        auth: TokenArgs,
         /// Seconds between two refreshes.
         #[arg(long, short = 'i', default_value = "1", value_parser = parse_interval)]
         interval: f64,
@@ -194,8 +200,11 @@ pub(crate) enum Cmd {
     /// their heaps, mailboxes, names, supervision, links and monitors) through its control
     /// endpoint (TPROF_CONTROL=1). `tprof run --heap-snapshot` takes one as a program stops.
     Snapshot {
-        /// The program's OS pid, or its endpoint's socket path.
+        /// The program's OS pid, its endpoint's socket path, or its TCP address (HOST:PORT).
         target: String,
+        /// The token of a TCP endpoint.
+        #[command(flatten)]
+        auth: TokenArgs,
         /// Where to write it (`-`: standard output).
         #[arg(long, short = 'o', default_value = "heap.heapsnapshot")]
         out: PathBuf,
@@ -332,4 +341,27 @@ fn parse_sampler_kind(s: &str) -> Result<tprof::samples::SamplerKind, String> {
 
 fn parse_type(s: &str) -> Result<TraceType, String> {
     s.parse().map_err(|e: tprof::TraceTypeError| e.to_string())
+}
+
+/// The token a TCP control endpoint asks for (by default, the one its program wrote beside its
+/// socket, when it runs as this user on this host).
+#[derive(Debug, clap::Args)]
+pub(crate) struct TokenArgs {
+    /// The endpoint's token.
+    #[arg(long, value_name = "TOKEN", conflicts_with = "token_file")]
+    token: Option<String>,
+    /// A file whose first line is the endpoint's token.
+    #[arg(long, value_name = "FILE")]
+    token_file: Option<PathBuf>,
+}
+
+impl TokenArgs {
+    /// The token given, if any.
+    pub(crate) fn token(&self) -> Result<Option<tprof::control::Token>, String> {
+        match (&self.token, &self.token_file) {
+            (Some(token), _) => tprof::control::Token::new(token.trim()).map(Some),
+            (None, Some(file)) => tprof::control::Token::read_file(file).map(Some),
+            (None, None) => Ok(None),
+        }
+    }
 }

@@ -16,7 +16,7 @@ use reedline::{
 use tprof::control::ControlClient;
 use tprof::control::complete::{Vocabulary, complete};
 use tprof::control::protocol::{Command, FunctionRow, Reply};
-use tprof::control::script::{find_endpoint, help, is_help, parse_line, render, script_lines};
+use tprof::control::script::{help, is_help, parse_line, render, script_lines};
 
 /// The connection, shared by the prompt's loop and its completer.
 type Shared = Arc<Mutex<ControlClient>>;
@@ -24,14 +24,23 @@ type Shared = Arc<Mutex<ControlClient>>;
 /// How many lines the history file keeps.
 const HISTORY_LINES: usize = 1000;
 
-/// Connects to the endpoint `target` names (an OS pid or a socket path).
-pub(crate) fn connect(target: &str) -> Result<ControlClient, String> {
-    find_endpoint(target).and_then(|path| ControlClient::connect(&path).map_err(|e| e.to_string()))
+/// Connects to the endpoint `target` names (an OS pid, a socket path, or a TCP address with
+/// the token `auth` gives or the one its program wrote beside its socket).
+pub(crate) fn connect(
+    target: &str,
+    auth: &crate::args::TokenArgs,
+) -> Result<ControlClient, String> {
+    auth.token()
+        .and_then(|token| tprof::control::connect_target(target, token))
 }
 
 /// `tprof attach TARGET [-c SCRIPT]`.
-pub(crate) fn attach(target: &str, script: Option<&str>) -> ExitCode {
-    let client = match connect(target) {
+pub(crate) fn attach(
+    target: &str,
+    script: Option<&str>,
+    auth: &crate::args::TokenArgs,
+) -> ExitCode {
+    let client = match connect(target, auth) {
         Ok(client) => Arc::new(Mutex::new(client)),
         Err(e) => {
             eprintln!("tprof: {e}");

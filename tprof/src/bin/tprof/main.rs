@@ -210,9 +210,14 @@ fn execute(command: Cmd) -> Result<ExitCode, CommandError> {
             );
             Ok(ExitCode::SUCCESS)
         }
-        Cmd::Attach { target, commands } => Ok(attach::attach(&target, commands.as_deref())),
+        Cmd::Attach {
+            target,
+            commands,
+            auth,
+        } => Ok(attach::attach(&target, commands.as_deref(), &auth)),
         Cmd::Top {
             target,
+            auth,
             interval,
             sort,
             iterations,
@@ -220,6 +225,7 @@ fn execute(command: Cmd) -> Result<ExitCode, CommandError> {
             rows,
         } => Ok(top::top(
             &target,
+            &auth,
             &top::TopOptions {
                 interval: std::time::Duration::from_secs_f64(interval),
                 sort,
@@ -227,7 +233,7 @@ fn execute(command: Cmd) -> Result<ExitCode, CommandError> {
                 rows,
             },
         )),
-        Cmd::Snapshot { target, out } => Ok(snapshot(&target, &out)),
+        Cmd::Snapshot { target, out, auth } => Ok(snapshot(&target, &out, &auth)),
         Cmd::View { out, file } => {
             let (page, opened) = command::view(&file, out.as_deref())?;
             match (page, opened) {
@@ -253,11 +259,11 @@ fn execute(command: Cmd) -> Result<ExitCode, CommandError> {
 }
 
 /// `tprof snapshot`: the heap snapshot of a live program, through its control endpoint.
-fn snapshot(target: &str, out: &std::path::Path) -> ExitCode {
+fn snapshot(target: &str, out: &std::path::Path, auth: &args::TokenArgs) -> ExitCode {
     use tprof::control::protocol::{Command, Reply};
 
     let taken =
-        attach::connect(target).and_then(|mut client| client.request(Command::HeapSnapshot));
+        attach::connect(target, auth).and_then(|mut client| client.request(Command::HeapSnapshot));
     let text = match taken {
         Ok(Reply::Text { text }) => text,
         Ok(other) => {

@@ -31,8 +31,8 @@ const ROWS_OFF_TERMINAL: usize = 25;
 const KEYS: &str = "p polls  m mailbox  h heap  s state  n name  i pid  q quit";
 
 /// `tprof top TARGET`.
-pub(crate) fn top(target: &str, options: &TopOptions) -> ExitCode {
-    let mut client = match crate::attach::connect(target) {
+pub(crate) fn top(target: &str, auth: &crate::args::TokenArgs, options: &TopOptions) -> ExitCode {
+    let mut client = match crate::attach::connect(target, auth) {
         Ok(client) => client,
         Err(e) => {
             eprintln!("tprof: {e}");

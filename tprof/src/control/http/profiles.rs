@@ -1,0 +1,164 @@
+//! What the pull endpoint's URLs give: CPU and allocation samples of the next seconds, and
+//! every process at its path, as pprof or as text.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+use runtime::NodeHandle;
+use runtime::sample::{Sample, SampleOptions, SampleSession, Sampler};
+use runtime::trace::{ProcessSpec, TracePattern};
+
+use super::Answer;
+use crate::export::{self, Format};
+use crate::{Profile, TraceType};
+
+/// The CPU sampler's rate (Go's is 100 Hz; 99 keeps off the beat of periodic work).
+const CPU_HZ: u32 = 99;
+
+/// CPU samples of every process for `seconds`, as gzipped pprof.
+pub(super) fn cpu(node: &NodeHandle, seconds: f64) -> Result<Vec<u8>, Answer> {
+    let options = SampleOptions::new().sampler(Sampler::Cpu).hz(CPU_HZ);
+    sampled(node, seconds, options)
+}
+
+/// Allocation samples for `seconds`, as gzipped pprof; `503` without the counting allocator.
+pub(super) fn heap(node: &NodeHandle, seconds: f64) -> Result<Vec<u8>, Answer> {
+    if !runtime::heap::installed() {
+        return Err(Answer::text(
+            503,
+            "the heap profile samples allocations in the counting allocator, which this \
+             program does not use: install it with #[global_allocator] static ALLOC: \
+             runtime::CountingAlloc = runtime::CountingAlloc::new();",
+        ));
+    }
+    sampled(node, seconds, SampleOptions::new().sampler(Sampler::Alloc))
+}
+
+/// The node sampled for `seconds` with `options`, as gzipped pprof; a sampler that cannot run
+/// is `503`.
+fn sampled(node: &NodeHandle, seconds: f64, options: SampleOptions) -> Result<Vec<u8>, Answer> {
+    let profile = super::super::serve::sample_profile(node, seconds, options)
+        .map_err(|why| Answer::text(503, format!("cannot sample: {why}")))?;
+    pprof(&profile)
+}
+
+fn pprof(profile: &Profile) -> Result<Vec<u8>, Answer> {
+    let mut out = Vec::new();
+    export::write(Format::Pprof, profile, &mut out)
+        .map_err(|e| Answer::text(500, format!("cannot write the profile: {e}")))?;
+    Ok(out)
+}
+
+/// A census session: every process of the node, with every traced function in its paths.
+/// A wall session at 1 Hz: the census is read on demand, the ticks are not used.
+fn census_session(node: &NodeHandle) -> Result<SampleSession, Answer> {
+    let unavailable =
+        |e: &dyn std::fmt::Display| Answer::text(503, format!("cannot read the processes: {e}"));
+    let session = runtime::trace::without_tracing(|| {
+        node.sample_session(SampleOptions::new().sampler(Sampler::Wall).hz(1))
+    })
+    .map_err(|e| unavailable(&e))?;
+    session
+        .trace()
+        .set_pattern(&TracePattern::all())
+        .map_err(|e| unavailable(&e))?;
+    session
+        .trace()
+        .enable_trace(ProcessSpec::All, false)
+        .map_err(|e| unavailable(&e))?;
+    Ok(session)
+}
+
+/// Every process once, at the traced path it runs or waits in, as gzipped pprof (one sample
+/// per process, labelled with its pid, name and state).
+pub(super) fn processes(node: &NodeHandle) -> Result<Vec<u8>, Answer> {
+    let snapshot = census_session(node)?.census_snapshot();
+    pprof(&Profile::from_snapshot(
+        &snapshot,
+        TraceType::CallCount,
+        &["tprof"],
+    ))
+}
+
+/// Every process as text, as Go's `goroutine?debug=1` (processes grouped by state and path,
+/// most first) or `debug=2` (one block per process, by pid). Paths innermost first.
+pub(super) fn processes_text(node: &NodeHandle, each: bool) -> Result<String, Answer> {
+    let mut census = census_session(node)?.census();
+    census.sort_by_key(|s| s.pid);
+    let mut out = String::new();
+    if each {
+        for sample in &census {
+            let pid = sample.pid.map(|p| p.to_string()).unwrap_or_default();
+            let name = sample
+                .registered_name
+                .as_ref()
+                .map(|n| format!(" ({n})"))
+                .unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "process {pid}{name} [{}, mailbox {}]:",
+                state(sample),
+                sample.mailbox_len
+            );
+            write_path(&mut out, sample, "");
+            out.push('\n');
+        }
+        return Ok(out);
+    }
+    // (state, callsite ids) -> (count, first sample of it); linear in the processes.
+    let mut groups: HashMap<(&str, Vec<usize>), (usize, &Sample)> = HashMap::new();
+    for sample in &census {
+        let key = (
+            state(sample),
+            sample.traced.iter().map(|c| c.id()).collect::<Vec<_>>(),
+        );
+        groups.entry(key).or_insert((0, sample)).0 += 1;
+    }
+    let mut groups: Vec<(usize, &Sample)> = groups.into_values().collect();
+    groups.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.pid.cmp(&b.1.pid)));
+    let _ = writeln!(out, "process profile: total {}", census.len());
+    for (count, sample) in groups {
+        let _ = writeln!(out, "{count} @ {}", state(sample));
+        write_path(&mut out, sample, "#\t");
+        out.push('\n');
+    }
+    Ok(out)
+}
+
+fn state(sample: &Sample) -> &'static str {
+    sample.state.map_or("unknown", |s| s.name())
+}
+
+/// The sample's traced path, innermost first: each function and, below it, where it is.
+fn write_path(out: &mut String, sample: &Sample, prefix: &str) {
+    if sample.traced.is_empty() {
+        let _ = writeln!(out, "{prefix}(no traced path)");
+    }
+    for c in sample.traced.iter().rev() {
+        let _ = writeln!(
+            out,
+            "{prefix}{}::{}/{}\n{prefix}\t{}:{}",
+            c.module(),
+            c.written_name(),
+            c.arity(),
+            c.file(),
+            c.line()
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn heap_without_the_counting_allocator_says_what_to_install() {
+        // This test binary keeps the system allocator.
+        assert!(!runtime::heap::installed());
+        let node = runtime::Node::new().unwrap();
+        let answer = heap(node.handle(), 1.0).unwrap_err();
+        assert_eq!(answer.status, 503);
+        let text = String::from_utf8(answer.body).unwrap();
+        assert!(text.contains("runtime::CountingAlloc"), "{text}");
+    }
+}
