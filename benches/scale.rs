@@ -14,6 +14,11 @@
 //! - `scale/report/{format,rich_report}/<size>`: tprof's text report, the rich report;
 //! - `scale/export/<format>/<size>`: each export, written to a sink.
 //!
+//! After each row of a profile, the bench prints the peak memory one run of it allocated
+//! beyond what was live before (what it returns included: the rich report's text), and that
+//! as a multiple of the profile's size (what a clone of the profile allocates), measured by a
+//! tracking global allocator.
+//!
 //! A size's node and profile are made only when a row of it runs (so a filter such as
 //! `scale/collect` builds no profile it does not time). The log-log slope between two sizes
 //! is `log(t2 / t1) / log(n2 / n1)`: 1.0 is linear.
@@ -26,11 +31,58 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use criterion::{Criterion, criterion_group, criterion_main};
+use criterion::measurement::WallTime;
+use criterion::{BenchmarkGroup, Criterion, criterion_group, criterion_main};
 use runtime::trace::{ProcessSpec, TracePattern};
 use runtime::{Node, receive, receive_timeout, self_pid, send};
 use tprof::export::{self, Format};
 use tprof::{Aggregate, Profile, ServerOptions, SortBy, Tprof, TraceType};
+
+#[path = "tracking_alloc.rs"]
+mod tracking_alloc;
+use tracking_alloc::ALLOC;
+
+/// The peak memory `step` allocates beyond what was live before it, what it returns included.
+fn extra_memory<R>(step: impl FnOnce() -> R) -> usize {
+    let before = ALLOC.reset_peak();
+    let made = step();
+    let peak = ALLOC.peak();
+    drop(made);
+    peak.saturating_sub(before)
+}
+
+/// The bytes `profile` holds: what a clone of it allocates.
+fn profile_bytes(profile: &Profile) -> usize {
+    let before = ALLOC.live();
+    let clone = black_box(profile.clone());
+    let bytes = ALLOC.live().saturating_sub(before);
+    drop(clone);
+    bytes
+}
+
+/// Benches `step` over `size`'s profile as row `id`; when it ran, prints the peak memory one
+/// run allocates beyond what was live, against the profile's size.
+fn row<R>(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    id: &str,
+    size: &Size,
+    step: impl Fn(&Profile) -> R,
+) {
+    let mut ran = false;
+    group.bench_function(id, |b| {
+        ran = true;
+        size.with(|_, p| b.iter(|| step(p)))
+    });
+    if ran {
+        let (extra, bytes) = size.with(|_, p| (extra_memory(|| step(p)), profile_bytes(p)));
+        eprintln!(
+            "{id}: extra memory {:.1} MB, {:.2} times the profile's {:.1} MB",
+            extra as f64 / 1e6,
+            extra as f64 / bytes.max(1) as f64,
+            bytes as f64 / 1e6
+        );
+    }
+}
 
 macro_rules! functions {
     ($($name:ident)*) => {
@@ -191,26 +243,26 @@ fn scale(c: &mut Criterion) {
     }
     for size in &sizes {
         let name = size.name;
-        group.bench_function(format!("inspect/{name}"), |b| {
-            size.with(|_, p| b.iter(|| tprof::inspect(p, Aggregate::Process, SortBy::default())))
+        row(&mut group, &format!("inspect/{name}"), size, |p| {
+            tprof::inspect(p, Aggregate::Process, SortBy::default())
         });
-        group.bench_function(format!("report/format/{name}"), |b| {
-            size.with(|_, p| {
-                b.iter(|| {
-                    let inspected = tprof::inspect(p, Aggregate::Process, SortBy::default());
-                    tprof::format(&mut std::io::sink(), &inspected).expect("format")
-                })
-            })
+        row(&mut group, &format!("report/format/{name}"), size, |p| {
+            let inspected = tprof::inspect(p, Aggregate::Process, SortBy::default());
+            tprof::format(&mut std::io::sink(), &inspected).expect("format")
         });
-        group.bench_function(format!("report/rich_report/{name}"), |b| {
-            size.with(|_, p| b.iter(|| tprof::rich_report(p)))
-        });
+        row(
+            &mut group,
+            &format!("report/rich_report/{name}"),
+            size,
+            tprof::rich_report,
+        );
         for &format in Format::ALL {
-            group.bench_function(format!("export/{}/{name}", format.name()), |b| {
-                size.with(|_, p| {
-                    b.iter(|| export::write(format, p, &mut std::io::sink()).expect("export"))
-                })
-            });
+            row(
+                &mut group,
+                &format!("export/{}/{name}", format.name()),
+                size,
+                |p| export::write(format, p, &mut std::io::sink()).expect("export"),
+            );
         }
     }
     group.finish();
