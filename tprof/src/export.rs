@@ -87,8 +87,8 @@ pub enum Format {
     /// frames were, its log's dropped events noted. The other processes show their call tree
     /// as nested slices whose durations are the inclusive figures — polled time for
     /// call_time; for call_count and call_memory, 1 µs per call or per byte allocated.
-    /// Past a million slices, the shortest are left out, and `otherData` says how many.
-    /// Samples: nested slices at the times they were taken, on each process's track.
+    /// Samples: nested slices at the times they were taken, on each process's track. Past
+    /// a million slices (of either), the shortest are left out, and `otherData` says how many.
     Chrome,
     /// Gzipped `profile.proto`, for `go tool pprof`: a sample per process and call path,
     /// labelled `process` and `pid` (the messages: [`pprof`]). Samples: `samples/count` and

@@ -93,7 +93,10 @@
 //! - Dropped samples: `otherData.samples` says what was sampled, what `weight_ns` is, and
 //!   `dropped_samples` and `dropped_ns`; when some were dropped, a global instant event
 //!   (`"ph": "i"`, `"s": "g"`) at the end says how many (`args.dropped`).
+//! - Past a million slices (as for a trace profile), the shortest are left out and
+//!   `otherData.slices_left_out` says how many.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 
@@ -110,8 +113,8 @@ mod sampled;
 /// The whole file.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-struct TraceFile {
-    trace_events: Vec<Event>,
+struct TraceFile<'a> {
+    trace_events: Vec<Event<'a>>,
     display_time_unit: &'static str,
     other_data: OtherData,
 }
@@ -140,8 +143,8 @@ const MAX_SLICES: usize = 1_000_000;
 /// order; of slices as long as the shortest kept, those that come first. A slice is never
 /// longer than its parent, which comes before it: a slice kept keeps its parent. Returns how
 /// many it left out. Linear in the events.
-fn keep_longest(events: &mut Vec<Event>, max: usize) -> usize {
-    let is_slice = |e: &Event| e.ph == "X";
+fn keep_longest(events: &mut Vec<Event<'_>>, max: usize) -> usize {
+    let is_slice = |e: &Event<'_>| e.ph == "X";
     let mut durations: Vec<f64> = events
         .iter()
         .filter(|e| is_slice(e))
@@ -180,8 +183,8 @@ fn keep_longest(events: &mut Vec<Event>, max: usize) -> usize {
 
 /// One trace event.
 #[derive(Debug, Serialize)]
-struct Event {
-    name: String,
+struct Event<'a> {
+    name: Cow<'a, str>,
     ph: &'static str,
     pid: u32,
     tid: u32,
@@ -194,13 +197,13 @@ struct Event {
     /// The scope of an instant event (`t`: its thread).
     #[serde(skip_serializing_if = "Option::is_none")]
     s: Option<&'static str>,
-    args: Args,
+    args: Args<'a>,
 }
 
 /// An event's `args`.
 #[derive(Debug, Serialize)]
 #[serde(untagged)]
-enum Args {
+enum Args<'a> {
     /// `process_name`, `thread_name`; a timeline's `thread_name` and its `event log full`
     /// instant also say how many events its log could not keep.
     Name {
@@ -211,7 +214,7 @@ enum Args {
     /// `process_sort_index`.
     SortIndex { sort_index: u32 },
     /// A path's figures.
-    Slice(SliceArgs),
+    Slice(SliceArgs<'a>),
     /// A frame of a timeline.
     Frame(FrameArgs),
     /// The `event log full` instant, and the dropped samples' one.
@@ -230,7 +233,7 @@ struct FrameArgs {
 
 /// A path's figures, on its event.
 #[derive(Debug, Serialize)]
-struct SliceArgs {
+struct SliceArgs<'a> {
     calls: u64,
     measurement: u64,
     inclusive: u64,
@@ -241,13 +244,16 @@ struct SliceArgs {
     words: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     blocks: Option<u64>,
-    path: String,
+    path: PathOf<'a>,
 }
 
 /// One node of a process's call tree, built from its stacks.
 #[derive(Debug)]
-struct Node<'a> {
-    function: &'a Function,
+struct Node {
+    /// Its function, as [`Names`] numbers it.
+    function: u32,
+    /// The node it extends.
+    parent: Option<usize>,
     calls: u64,
     /// Its own figure, in the export's unit.
     own: u64,
@@ -262,25 +268,27 @@ struct Node<'a> {
 
 /// One process's call tree: its nodes (a child always after its parent) and its roots.
 #[derive(Debug, Default)]
-struct Tree<'a> {
-    nodes: Vec<Node<'a>>,
+struct Tree {
+    nodes: Vec<Node>,
     roots: Vec<usize>,
     /// Each node by its parent (`None` for a root) and function: finding a child is a
     /// lookup, not a scan of the siblings (a node may have thousands).
-    index: HashMap<(Option<usize>, &'a Function), usize>,
+    index: HashMap<(Option<usize>, u32), usize>,
 }
 
-impl<'a> Tree<'a> {
+impl Tree {
     /// Adds `stack`'s figures (of a `trace_type` profile) at its path, creating the path's
     /// nodes as needed.
-    fn add(&mut self, trace_type: TraceType, stack: &Stack<'a>) {
+    fn add<'a>(&mut self, trace_type: TraceType, stack: &Stack<'a>, names: &mut Names<'a>) {
         let mut at: Option<usize> = None;
         for &function in &stack.frames {
+            let function = names.intern(function);
             let next = self.nodes.len();
             let index = *self.index.entry((at, function)).or_insert(next);
             if index == next {
                 self.nodes.push(Node {
                     function,
+                    parent: at,
                     calls: 0,
                     own: 0,
                     measurement: 0,
@@ -316,6 +324,72 @@ impl<'a> Tree<'a> {
                 .fold(0u64, |sum, &c| sum.saturating_add(self.nodes[c].inclusive));
             self.nodes[i].inclusive = self.nodes[i].own.saturating_add(below);
         }
+    }
+}
+
+/// The functions of a profile, numbered, and their names as slices show them: made once per
+/// function, not per slice. A function is found by its address first (the stacks and logs
+/// point into the profile), and by its value the first time an address is seen.
+#[derive(Debug, Default)]
+struct Names<'a> {
+    by_address: HashMap<*const Function, u32>,
+    by_value: HashMap<&'a Function, u32>,
+    names: Vec<String>,
+}
+
+impl<'a> Names<'a> {
+    /// The number of `function`, given it if it has none.
+    fn intern(&mut self, function: &'a Function) -> u32 {
+        if let Some(&id) = self.by_address.get(&std::ptr::from_ref(function)) {
+            return id;
+        }
+        let next = u32::try_from(self.names.len()).unwrap_or(u32::MAX);
+        let id = *self.by_value.entry(function).or_insert(next);
+        if id == next {
+            self.names.push(frame_name(function));
+        }
+        self.by_address.insert(std::ptr::from_ref(function), id);
+        id
+    }
+
+    /// The name of function number `id`.
+    fn name(&self, id: u32) -> &str {
+        self.names.get(id as usize).map_or("?", String::as_str)
+    }
+}
+
+/// A node's path, as `args.path` writes it: the functions from the root, `;`-separated
+/// (written out as the file is, not kept per slice).
+#[derive(Debug)]
+struct PathOf<'a> {
+    tree: &'a Tree,
+    names: &'a Names<'a>,
+    node: usize,
+}
+
+impl std::fmt::Display for PathOf<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut path = vec![self.node];
+        while let Some(parent) = path
+            .last()
+            .and_then(|&n| self.tree.nodes.get(n))
+            .and_then(|n| n.parent)
+        {
+            path.push(parent);
+        }
+        for (i, &node) in path.iter().rev().enumerate() {
+            if i > 0 {
+                f.write_str(";")?;
+            }
+            f.write_str(self.names.name(self.tree.nodes[node].function))?;
+        }
+        Ok(())
+    }
+}
+
+impl Serialize for PathOf<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
     }
 }
 
@@ -375,38 +449,50 @@ impl Scale {
 
 /// What one process's track is drawn from.
 #[derive(Debug, Default)]
-struct Track<'a> {
+struct Track {
     /// Its call tree (or flat figures), for the synthetic layout.
-    tree: Tree<'a>,
+    tree: Tree,
     /// Its event log, if it has one.
     log: Option<Log>,
 }
 
 /// Writes `profile` as Chrome trace-event JSON.
 pub(super) fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), ExportError> {
+    // serde_json writes a token at a time.
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
     if is_sampled(profile) {
-        serde_json::to_writer(&mut *out, &sampled::file(profile))?;
+        serde_json::to_writer(&mut out, &sampled::file(profile, MAX_SLICES))?;
         out.write_all(b"\n")?;
+        out.flush()?;
         return Ok(());
     }
     let scale = Scale::of(profile.trace_type);
+    let mut names = Names::default();
+    // Every function a log may name, numbered before the slices borrow the names.
+    for function in &profile.function_table {
+        names.intern(function);
+    }
     // The tracks, one per process, in pid order (`stacks` gives them by process).
-    let mut tracks: BTreeMap<Group, Track<'_>> = BTreeMap::new();
+    let mut tracks: BTreeMap<Group, Track> = BTreeMap::new();
     for stack in stacks(profile) {
         tracks
             .entry(stack.group)
             .or_default()
             .tree
-            .add(profile.trace_type, &stack);
+            .add(profile.trace_type, &stack, &mut names);
     }
     for (group, log) in timeline::logs(profile) {
         tracks.entry(group).or_default().log = Some(log);
     }
+    for track in tracks.values_mut() {
+        track.tree.sum();
+    }
+    let names = &names;
     let origin = timeline::origin(profile);
     let labels = profile.labels();
     let mut events = Vec::new();
     let mut timelines = false;
-    for (n, (group, mut track)) in tracks.into_iter().enumerate() {
+    for (n, (group, track)) in tracks.iter().enumerate() {
         let id = u32::try_from(n + 1).unwrap_or(u32::MAX);
         let dropped = track.log.as_ref().map(|l| l.dropped);
         let log = track
@@ -414,8 +500,8 @@ pub(super) fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), Export
             .as_ref()
             .filter(|l| !l.events.is_empty() || track.tree.nodes.is_empty());
         timelines |= log.is_some();
-        let meta = |name: &str, args: Args| Event {
-            name: name.to_owned(),
+        let meta = |name: &'static str, args: Args<'static>| Event {
+            name: Cow::Borrowed(name),
             ph: "M",
             pid: id,
             tid: id,
@@ -428,7 +514,7 @@ pub(super) fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), Export
         events.push(meta(
             "process_name",
             Args::Name {
-                name: labels.get(group).into_owned(),
+                name: labels.get(*group).into_owned(),
                 dropped: None,
             },
         ));
@@ -451,10 +537,16 @@ pub(super) fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), Export
             },
         ));
         if let Some(log) = log {
-            draw_timeline(profile, log, origin, id, &mut events);
+            draw_timeline(profile, names, log, origin, id, &mut events);
         } else {
-            track.tree.sum();
-            draw_tree(&track.tree, scale, profile.trace_type, id, &mut events);
+            draw_tree(
+                &track.tree,
+                names,
+                scale,
+                profile.trace_type,
+                id,
+                &mut events,
+            );
         }
     }
     let left_out = keep_longest(&mut events, MAX_SLICES);
@@ -470,21 +562,34 @@ pub(super) fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), Export
                  it ran, ts in µs since the profile's earliest logged event",
             ),
             samples: None,
-            slices_left_out: (left_out > 0).then(|| {
-                format!(
-                    "{left_out} slices shorter than the {MAX_SLICES} kept were left out, \
-                     to keep the trace loadable"
-                )
-            }),
+            slices_left_out: slices_left_out(left_out, MAX_SLICES),
         },
     };
-    serde_json::to_writer(&mut *out, &file)?;
+    serde_json::to_writer(&mut out, &file)?;
     out.write_all(b"\n")?;
+    out.flush()?;
     Ok(())
 }
 
+/// What `otherData.slices_left_out` says when `left_out` slices were left out to keep `max`.
+fn slices_left_out(left_out: usize, max: usize) -> Option<String> {
+    (left_out > 0).then(|| {
+        format!(
+            "{left_out} slices shorter than the {max} kept were left out, to keep the trace \
+             loadable"
+        )
+    })
+}
+
 /// Draws `log` as the timeline of track `id`.
-fn draw_timeline(profile: &Profile, log: &Log, origin: u64, id: u32, events: &mut Vec<Event>) {
+fn draw_timeline<'a>(
+    profile: &'a Profile,
+    names: &'a Names<'a>,
+    log: &Log,
+    origin: u64,
+    id: u32,
+    events: &mut Vec<Event<'a>>,
+) {
     let scale = Scale::timeline();
     // The end of the last frame drawn at each depth, as written: a frame must not pass its
     // parent's (the one at the depth above, entered last).
@@ -499,8 +604,12 @@ fn draw_timeline(profile: &Profile, log: &Log, origin: u64, id: u32, events: &mu
         ends.truncate(frame.depth);
         ends.push(ts + dur);
         last = last.max(frame.end);
+        let name = match names.by_address.get(&std::ptr::from_ref(frame.function)) {
+            Some(&f) => Cow::Borrowed(names.name(f)),
+            None => Cow::Owned(frame_name(frame.function)),
+        };
         events.push(Event {
-            name: frame_name(frame.function),
+            name,
             ph: "X",
             pid: id,
             tid: id,
@@ -516,7 +625,7 @@ fn draw_timeline(profile: &Profile, log: &Log, origin: u64, id: u32, events: &mu
     }
     if log.dropped > 0 {
         events.push(Event {
-            name: "event log full".to_owned(),
+            name: Cow::Borrowed("event log full"),
             ph: "i",
             pid: id,
             tid: id,
@@ -532,37 +641,32 @@ fn draw_timeline(profile: &Profile, log: &Log, origin: u64, id: u32, events: &mu
 }
 
 /// Draws `tree` (its figures summed) in the synthetic layout, as track `id`.
-fn draw_tree(
-    tree: &Tree<'_>,
+fn draw_tree<'a>(
+    tree: &'a Tree,
+    names: &'a Names<'a>,
     scale: Scale,
     trace_type: TraceType,
     id: u32,
-    events: &mut Vec<Event>,
+    events: &mut Vec<Event<'a>>,
 ) {
     let memory = trace_type == TraceType::CallMemory;
-    // Depth first, parents before children: (node, start in units, the path to it, the end
-    // of the parent's event as written, which the node's must not pass).
-    let mut todo: Vec<(usize, u64, String, f64)> = Vec::new();
+    // Depth first, parents before children: (node, start in units, the end of the parent's
+    // event as written, which the node's must not pass).
+    let mut todo: Vec<(usize, u64, f64)> = Vec::new();
     let mut start = 0u64;
     for &root in &tree.roots {
-        todo.push((root, start, String::new(), f64::INFINITY));
+        todo.push((root, start, f64::INFINITY));
         start = start.saturating_add(tree.nodes[root].inclusive);
     }
     todo.reverse();
-    while let Some((i, start, parent_path, cap)) = todo.pop() {
+    while let Some((i, start, cap)) = todo.pop() {
         let node = &tree.nodes[i];
         if node.inclusive == 0 {
             continue;
         }
-        let name = frame_name(node.function);
-        let path = if parent_path.is_empty() {
-            name.clone()
-        } else {
-            format!("{parent_path};{name}")
-        };
         let (ts, dur) = interval(scale, start, start.saturating_add(node.inclusive), cap);
         events.push(Event {
-            name,
+            name: Cow::Borrowed(names.name(node.function)),
             ph: "X",
             pid: id,
             tid: id,
@@ -578,16 +682,20 @@ fn draw_tree(
                 bytes: memory.then_some(node.bytes),
                 words: memory.then_some(node.measurement),
                 blocks: memory.then_some(node.blocks),
-                path: path.clone(),
+                path: PathOf {
+                    tree,
+                    names,
+                    node: i,
+                },
             }),
         });
+        let children = todo.len();
         let mut child_start = start;
-        let mut children = Vec::new();
         for &c in &node.children {
-            children.push((c, child_start, path.clone(), ts + dur));
+            todo.push((c, child_start, ts + dur));
             child_start = child_start.saturating_add(tree.nodes[c].inclusive);
         }
-        todo.extend(children.into_iter().rev());
+        todo[children..].reverse();
     }
 }
 
@@ -612,9 +720,9 @@ mod tests {
     use super::{Args, Event, Scale, interval, keep_longest};
     use crate::TraceType;
 
-    fn event(ph: &'static str, name: &str, dur: f64) -> Event {
+    fn event(ph: &'static str, name: &'static str, dur: f64) -> Event<'static> {
         Event {
-            name: name.to_owned(),
+            name: name.into(),
             ph,
             pid: 1,
             tid: 1,
@@ -638,7 +746,7 @@ mod tests {
             event("X", "b.1", 1.0),
         ];
         assert_eq!(keep_longest(&mut events, 2), 3);
-        let names: Vec<&str> = events.iter().map(|e| e.name.as_str()).collect();
+        let names: Vec<&str> = events.iter().map(|e| e.name.as_ref()).collect();
         // The longest, then the first of the two of 3.0; every event that is not a slice.
         assert_eq!(names, ["process_name", "a", "a.2", "event log full"]);
         assert_eq!(keep_longest(&mut events, 2), 0);
