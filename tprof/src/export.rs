@@ -65,7 +65,7 @@ mod stacks;
 mod timeline;
 mod weight;
 
-pub use stacks::{Stack, stacks};
+pub use stacks::{MAX_STACK_DEPTH, OUTER_FRAMES, Stack, TRUNCATED, stacks};
 
 /// An export format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

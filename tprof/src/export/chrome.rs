@@ -58,7 +58,8 @@
 //!   `bytes allocated (1 µs = 1 byte)`), and `otherData.duration_unit` too.
 //! - `args` of each event: `calls` (made on that path), `measurement` (its own figure, in
 //!   `unit`), `inclusive` (with the paths below it), `unit` (`ns`, `calls` or `bytes`) and
-//!   `path` (the functions from the root, `;`-separated); call_memory adds `bytes`, `words`
+//!   `path` (the functions from the root, `;`-separated; past 32, the innermost 32 after
+//!   `…;`); call_memory adds `bytes`, `words`
 //!   (tprof's measurement) and `blocks` (its own).
 //! - A path whose inclusive figure is 0 (a call_memory function that allocated nothing, with
 //!   nothing allocating below it) has no width and is left out, as in a flame graph: a slice
@@ -434,8 +435,13 @@ impl<'a> Names<'a> {
     }
 }
 
-/// A node's path, as `args.path` writes it: the functions from the root, `;`-separated
-/// (written out as the file is, not kept per slice).
+/// The most functions a slice's `args.path` names: a deeper path names its innermost, after
+/// `…;` (each slice's path is written in full otherwise, and a trace of deep paths would
+/// grow with the square of their depth).
+const PATH_FUNCTIONS: usize = 32;
+
+/// A node's path, as `args.path` writes it: the functions from the root, `;`-separated, or
+/// past [`PATH_FUNCTIONS`] the innermost (written out as the file is, not kept per slice).
 #[derive(Debug)]
 struct PathOf<'a> {
     forest: &'a Forest,
@@ -446,13 +452,18 @@ struct PathOf<'a> {
 impl std::fmt::Display for PathOf<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let nodes = &self.forest.nodes;
-        let path: Vec<u32> = std::iter::successors(Some(self.node), |&n| {
+        let mut path: Vec<u32> = std::iter::successors(Some(self.node), |&n| {
             nodes
                 .get(n as usize)
                 .map(|n| n.parent)
                 .filter(|&p| p != NONE)
         })
+        .take(PATH_FUNCTIONS + 1)
         .collect();
+        if path.len() > PATH_FUNCTIONS {
+            path.truncate(PATH_FUNCTIONS);
+            f.write_str("…;")?;
+        }
         for (i, &node) in path.iter().rev().enumerate() {
             if i > 0 {
                 f.write_str(";")?;
