@@ -15,7 +15,7 @@ use std::collections::{HashMap, HashSet};
 use comfy_table::Table;
 use runtime::Pid;
 
-use crate::inspect::{Aggregate, Inspected, Line, SortBy, inspect_keeping_zeros};
+use crate::inspect::{Aggregate, Borrowed, LineOf, SortBy, inspect_keeping_zeros};
 use crate::profile::{Group, OUTSIDE_PROCESSES, Percentiles, ProcessRecord, Profile, TraceType};
 
 mod grid;
@@ -224,7 +224,7 @@ pub(crate) struct Tables<'a> {
     sort: SortBy,
     /// The per-process inspection, calls outside processes included (for call_count: `all`
     /// and the groups of calls outside processes).
-    processes: Inspected,
+    processes: Borrowed<'a>,
     /// Bytes and blocks per process and function (call_memory).
     sums: HashMap<Key<'a>, (u64, u64)>,
     /// Percentiles per process (or all) and function (call_time with percentiles).
@@ -311,7 +311,7 @@ impl<'a> Tables<'a> {
         &self,
         grid: &mut Grid<'_>,
         group: Group,
-        line: &Line,
+        line: &LineOf<'_>,
         memory: bool,
         time: bool,
         pct: bool,
@@ -321,10 +321,9 @@ impl<'a> Tables<'a> {
             let _ = grid.text().write_fmt(args);
             grid.end_cell();
         };
-        cell(
-            grid,
-            format_args!("{}::{}/{}", line.module, line.function, line.arity),
-        );
+        let f = line.function;
+        let (module, function, arity) = (f.module(), f.function(), f.arity());
+        cell(grid, format_args!("{module}::{function}/{arity}"));
         cell(grid, format_args!("{}", line.calls));
         if time {
             cell(
@@ -337,12 +336,7 @@ impl<'a> Tables<'a> {
             cell(grid, format_args!("{:.2}", line.per_call));
         }
         cell(grid, format_args!("{:.2}", line.percent));
-        let key = (
-            group,
-            line.module.as_str(),
-            line.function.as_str(),
-            line.arity,
-        );
+        let key = (group, module, function, arity);
         if memory {
             let (bytes, blocks) = self.sums.get(&key).copied().unwrap_or_default();
             for n in [bytes, blocks] {
