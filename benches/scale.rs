@@ -16,7 +16,8 @@
 //! - `scale/sample/collect/<size>`, `scale/sample/export/<format>/<size>`: sample mode, a
 //!   node of `<size>` idle processes sampled by the wall sampler (every process each tick)
 //!   until it holds about two samples per process, then paused: collect, and each export but
-//!   html of that profile.
+//!   html of that profile (the server stopped first, so that the sampler's thread does not
+//!   tick meanwhile).
 //!
 //! After each row of a profile, the bench prints the peak memory one run of it allocated
 //! beyond what was live before (what it returns included: the rich report's text), and that
@@ -257,6 +258,14 @@ impl Sampled {
     }
 }
 
+impl Sampled {
+    /// Stops the server, and with it the sampler's thread: paused, the wall sampler still
+    /// ticks over every process, which would take the exports' time from them.
+    fn stop(&self) {
+        self.node.block_on(self.tprof.stop()).expect("stopped");
+    }
+}
+
 impl Collect for Sampled {
     fn collect(&self) -> Profile {
         self.node.block_on(self.tprof.collect()).expect("collect")
@@ -367,6 +376,10 @@ fn scale(c: &mut Criterion) {
         group.bench_function(format!("sample/collect/{name}"), |b| {
             size.with(|node, _| b.iter(|| node.collect()))
         });
+        // The exports read the profile collected: the sampler is not needed past here.
+        if size.made.borrow().is_some() {
+            size.with(|node, _| node.stop());
+        }
         for &format in Format::ALL.iter().filter(|&&f| f != Format::Html) {
             row(
                 &mut group,

@@ -16,6 +16,10 @@
 //! A profile without call paths (taken without call-tree mode) exports each function as a
 //! stack of one frame.
 //!
+//! A call path deeper than [`MAX_STACK_DEPTH`] (128) frames is exported as its outermost 64
+//! and innermost 63 frames with [`TRUNCATED`] (`[truncated frames]`) between them: an
+//! archive's path 20,000 calls deep costs each export no more than one 128 deep.
+//!
 //! Every format but `pretty` and `json` values a trace type in one unit, and labels it:
 //! calls (call_count), nanoseconds (call_time) and **bytes** (call_memory), where tprof's
 //! text report counts words. Processes go by their registered names, with the pid added where
