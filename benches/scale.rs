@@ -12,7 +12,17 @@
 //!   collect is printed: collect runs off the workers, so it is the heartbeat's own jitter;
 //! - `scale/inspect/<size>`: `tprof::inspect` per process;
 //! - `scale/report/{format,rich_report}/<size>`: tprof's text report, the rich report;
-//! - `scale/export/<format>/<size>`: each export, written to a sink.
+//! - `scale/export/<format>/<size>`: each export, written to a sink;
+//! - `scale/sample/collect/<size>`, `scale/sample/export/<format>/<size>`: sample mode, a
+//!   node of `<size>` idle processes sampled by the wall sampler (every process each tick)
+//!   until it holds about two samples per process, then paused: collect, and each export but
+//!   html of that profile (the server stopped first, so that the sampler's thread does not
+//!   tick meanwhile).
+//!
+//! After each row of a profile, the bench prints the peak memory one run of it allocated
+//! beyond what was live before (what it returns included: the rich report's text), and that
+//! as a multiple of the profile's size (what a clone of the profile allocates), measured by a
+//! tracking global allocator.
 //!
 //! A size's node and profile are made only when a row of it runs (so a filter such as
 //! `scale/collect` builds no profile it does not time). The log-log slope between two sizes
@@ -26,11 +36,59 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use criterion::{Criterion, criterion_group, criterion_main};
+use criterion::measurement::WallTime;
+use criterion::{BenchmarkGroup, Criterion, criterion_group, criterion_main};
+use runtime::sample::{SampleOptions, Sampler};
 use runtime::trace::{ProcessSpec, TracePattern};
 use runtime::{Node, receive, receive_timeout, self_pid, send};
 use tprof::export::{self, Format};
 use tprof::{Aggregate, Profile, ServerOptions, SortBy, Tprof, TraceType};
+
+#[path = "tracking_alloc.rs"]
+mod tracking_alloc;
+use tracking_alloc::ALLOC;
+
+/// The peak memory `step` allocates beyond what was live before it, what it returns included.
+fn extra_memory<R>(step: impl FnOnce() -> R) -> usize {
+    let before = ALLOC.reset_peak();
+    let made = step();
+    let peak = ALLOC.peak();
+    drop(made);
+    peak.saturating_sub(before)
+}
+
+/// The bytes `profile` holds: what a clone of it allocates.
+fn profile_bytes(profile: &Profile) -> usize {
+    let before = ALLOC.live();
+    let clone = black_box(profile.clone());
+    let bytes = ALLOC.live().saturating_sub(before);
+    drop(clone);
+    bytes
+}
+
+/// Benches `step` over `size`'s profile as row `id`; when it ran, prints the peak memory one
+/// run allocates beyond what was live, against the profile's size.
+fn row<T: Collect, R>(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    id: &str,
+    size: &Size<T>,
+    step: impl Fn(&Profile) -> R,
+) {
+    let mut ran = false;
+    group.bench_function(id, |b| {
+        ran = true;
+        size.with(|_, p| b.iter(|| step(p)))
+    });
+    if ran {
+        let (extra, bytes) = size.with(|_, p| (extra_memory(|| step(p)), profile_bytes(p)));
+        eprintln!(
+            "{id}: extra memory {:.1} MB, {:.2} times the profile's {:.1} MB",
+            extra as f64 / 1e6,
+            extra as f64 / bytes.max(1) as f64,
+            bytes as f64 / 1e6
+        );
+    }
+}
 
 macro_rules! functions {
     ($($name:ident)*) => {
@@ -136,32 +194,123 @@ impl Profiled {
     }
 }
 
+/// A node whose profile can be collected.
+trait Collect {
+    fn collect(&self) -> Profile;
+}
+
+impl Collect for Profiled {
+    fn collect(&self) -> Profile {
+        Profiled::collect(self)
+    }
+}
+
+/// A node of `processes` processes waiting in `receive`, sampled in sample mode by a tprof
+/// server's wall sampler (every process each tick) until it holds about two samples per
+/// process, then paused (so that each collect gives the same profile).
+struct Sampled {
+    node: Node,
+    tprof: Tprof,
+}
+
+impl Sampled {
+    fn new(processes: usize, _functions: usize) -> Sampled {
+        let node = Node::builder().worker_threads(1).build().expect("node");
+        let sampling = SampleOptions::new()
+            .sampler(Sampler::Wall)
+            .hz(50)
+            .per_tick(processes)
+            .n(4 * processes);
+        let options = ServerOptions::new().sample(sampling);
+        let tprof = node.block_on(Tprof::start(&node, options)).expect("server");
+        node.block_on(tprof.set_pattern(TracePattern::module(module_path!())))
+            .expect("pattern");
+        node.block_on(tprof.enable_trace(ProcessSpec::New, true))
+            .expect("flags");
+        let start = Instant::now();
+        node.run(async move {
+            for _ in 0..processes {
+                runtime::spawn(async {
+                    receive::<()>().await;
+                })
+                .expect("spawn");
+            }
+        })
+        .expect("the spawning process ran");
+        let sampled = Sampled { node, tprof };
+        loop {
+            std::thread::sleep(Duration::from_millis(100));
+            let samples = sampled.collect().samples.samples.len();
+            if samples >= 2 * processes || start.elapsed() > Duration::from_secs(60) {
+                break;
+            }
+        }
+        sampled
+            .node
+            .block_on(sampled.tprof.pause())
+            .expect("paused");
+        let samples = sampled.collect().samples.samples.len();
+        eprintln!(
+            "{processes} processes sampled ({samples} samples) in {:.2?}",
+            start.elapsed()
+        );
+        sampled
+    }
+}
+
+impl Sampled {
+    /// Stops the server, and with it the sampler's thread: paused, the wall sampler still
+    /// ticks over every process, which would take the exports' time from them.
+    fn stop(&self) {
+        self.node.block_on(self.tprof.stop()).expect("stopped");
+    }
+}
+
+impl Collect for Sampled {
+    fn collect(&self) -> Profile {
+        self.node.block_on(self.tprof.collect()).expect("collect")
+    }
+}
+
 /// A size of node, made on first use: its node and its profile.
-struct Size {
+struct Size<T = Profiled> {
     name: &'static str,
     processes: usize,
     functions: usize,
-    made: RefCell<Option<(Profiled, Profile)>>,
+    make: fn(usize, usize) -> T,
+    made: RefCell<Option<(T, Profile)>>,
 }
 
 impl Size {
     fn new(name: &'static str, processes: usize, functions: usize) -> Size {
+        Size::of(name, processes, functions, Profiled::new)
+    }
+}
+
+impl<T: Collect> Size<T> {
+    fn of(
+        name: &'static str,
+        processes: usize,
+        functions: usize,
+        make: fn(usize, usize) -> T,
+    ) -> Size<T> {
         Size {
             name,
             processes,
             functions,
+            make,
             made: RefCell::new(None),
         }
     }
 
-    fn with<R>(&self, f: impl FnOnce(&Profiled, &Profile) -> R) -> R {
+    fn with<R>(&self, f: impl FnOnce(&T, &Profile) -> R) -> R {
         let mut made = self.made.borrow_mut();
-        let (profiled, profile) = made.get_or_insert_with(|| {
-            let profiled = Profiled::new(self.processes, self.functions);
-            let profile = profiled.collect();
-            (profiled, profile)
+        let (node, profile) = made.get_or_insert_with(|| {
+            let node = (self.make)(self.processes, self.functions);
+            let profile = node.collect();
+            (node, profile)
         });
-        f(profiled, profile)
+        f(node, profile)
     }
 }
 
@@ -191,26 +340,53 @@ fn scale(c: &mut Criterion) {
     }
     for size in &sizes {
         let name = size.name;
-        group.bench_function(format!("inspect/{name}"), |b| {
-            size.with(|_, p| b.iter(|| tprof::inspect(p, Aggregate::Process, SortBy::default())))
+        row(&mut group, &format!("inspect/{name}"), size, |p| {
+            tprof::inspect(p, Aggregate::Process, SortBy::default())
         });
-        group.bench_function(format!("report/format/{name}"), |b| {
-            size.with(|_, p| {
-                b.iter(|| {
-                    let inspected = tprof::inspect(p, Aggregate::Process, SortBy::default());
-                    tprof::format(&mut std::io::sink(), &inspected).expect("format")
-                })
-            })
+        row(&mut group, &format!("report/format/{name}"), size, |p| {
+            let inspected = tprof::inspect(p, Aggregate::Process, SortBy::default());
+            tprof::format(&mut std::io::sink(), &inspected).expect("format")
         });
-        group.bench_function(format!("report/rich_report/{name}"), |b| {
-            size.with(|_, p| b.iter(|| tprof::rich_report(p)))
-        });
+        row(
+            &mut group,
+            &format!("report/rich_report/{name}"),
+            size,
+            tprof::rich_report,
+        );
         for &format in Format::ALL {
-            group.bench_function(format!("export/{}/{name}", format.name()), |b| {
-                size.with(|_, p| {
-                    b.iter(|| export::write(format, p, &mut std::io::sink()).expect("export"))
-                })
-            });
+            row(
+                &mut group,
+                &format!("export/{}/{name}", format.name()),
+                size,
+                |p| export::write(format, p, &mut std::io::sink()).expect("export"),
+            );
+        }
+    }
+    // Sample mode: a wall sampler's samples of every process.
+    let mut sampled = vec![
+        Size::of("1k", 1_000, 0, Sampled::new),
+        Size::of("10k", 10_000, 0, Sampled::new),
+        Size::of("100k", 100_000, 0, Sampled::new),
+    ];
+    if std::env::var_os("TPROF_BENCH_1M").is_some() {
+        sampled.push(Size::of("1m", 1_000_000, 0, Sampled::new));
+    }
+    for size in &sampled {
+        let name = size.name;
+        group.bench_function(format!("sample/collect/{name}"), |b| {
+            size.with(|node, _| b.iter(|| node.collect()))
+        });
+        // The exports read the profile collected: the sampler is not needed past here.
+        if size.made.borrow().is_some() {
+            size.with(|node, _| node.stop());
+        }
+        for &format in Format::ALL.iter().filter(|&&f| f != Format::Html) {
+            row(
+                &mut group,
+                &format!("sample/export/{}/{name}", format.name()),
+                size,
+                |p| export::write(format, p, &mut std::io::sink()).expect("export"),
+            );
         }
     }
     group.finish();

@@ -16,6 +16,10 @@
 //! A profile without call paths (taken without call-tree mode) exports each function as a
 //! stack of one frame.
 //!
+//! A call path deeper than [`MAX_STACK_DEPTH`] (128) frames is exported as its outermost 64
+//! and innermost 63 frames with [`TRUNCATED`] (`[truncated frames]`) between them: an
+//! archive's path 20,000 calls deep costs each export no more than one 128 deep.
+//!
 //! Every format but `pretty` and `json` values a trace type in one unit, and labels it:
 //! calls (call_count), nanoseconds (call_time) and **bytes** (call_memory), where tprof's
 //! text report counts words. Processes go by their registered names, with the pid added where
@@ -65,7 +69,7 @@ mod stacks;
 mod timeline;
 mod weight;
 
-pub use stacks::{Stack, stacks};
+pub use stacks::{MAX_STACK_DEPTH, OUTER_FRAMES, Stack, TRUNCATED, stacks};
 
 /// An export format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -87,8 +91,8 @@ pub enum Format {
     /// frames were, its log's dropped events noted. The other processes show their call tree
     /// as nested slices whose durations are the inclusive figures — polled time for
     /// call_time; for call_count and call_memory, 1 µs per call or per byte allocated.
-    /// Past a million slices, the shortest are left out, and `otherData` says how many.
-    /// Samples: nested slices at the times they were taken, on each process's track.
+    /// Samples: nested slices at the times they were taken, on each process's track. Past
+    /// a million slices (of either), the shortest are left out, and `otherData` says how many.
     Chrome,
     /// Gzipped `profile.proto`, for `go tool pprof`: a sample per process and call path,
     /// labelled `process` and `pid` (the messages: [`pprof`]). Samples: `samples/count` and

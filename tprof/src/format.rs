@@ -36,10 +36,30 @@ pub(crate) fn width(s: &str) -> usize {
 
 /// Left-aligned in exactly `w` characters (cut when longer), as `~.Nts`.
 pub(crate) fn cut_pad(s: &str, w: usize) -> String {
-    let mut out: String = s.chars().take(w).collect();
-    let n = width(&out);
-    out.extend(std::iter::repeat_n(' ', w - n));
+    let mut out = String::with_capacity(w);
+    push_cut_pad(&mut out, s, w);
     out
+}
+
+/// [`cut_pad`], onto `out`.
+pub(crate) fn push_cut_pad(out: &mut String, s: &str, w: usize) {
+    let mut n = 0;
+    for c in s.chars().take(w) {
+        out.push(c);
+        n += 1;
+    }
+    pad(out, w - n);
+}
+
+/// `n` spaces onto `out`.
+pub(crate) fn pad(out: &mut String, n: usize) {
+    const SPACES: &str = "                                                                ";
+    let mut n = n;
+    while n > 0 {
+        let k = n.min(SPACES.len());
+        out.push_str(&SPACES[..k]);
+        n -= k;
+    }
 }
 
 /// Right-aligned in at least `w` characters, as `~Ns`.
@@ -47,10 +67,39 @@ pub(crate) fn right(s: &str, w: usize) -> String {
     format!("{s:>w$}")
 }
 
+/// [`right`], onto `out`.
+pub(crate) fn push_right(out: &mut String, s: &str, w: usize) {
+    pad(out, w.saturating_sub(width(s)));
+    out.push_str(s);
+}
+
 /// Two decimals, ties rounded away from zero, as Erlang's `float_to_list(X, [{decimals, 2}])`
 /// prints them (Rust's `{:.2}` rounds ties to even).
 pub(crate) fn two_decimals(x: f64) -> String {
-    format!("{:.2}", (x * 100.0).round() / 100.0)
+    let mut out = String::new();
+    push_two_decimals(&mut out, x);
+    out
+}
+
+/// [`two_decimals`], onto `out`: without going through `{:.2}` (whose exact float formatting
+/// took much of a report of a million lines) when `x` is a non-negative number of hundredths
+/// a double holds exactly enough, which prints the same.
+pub(crate) fn push_two_decimals(out: &mut String, x: f64) {
+    use std::fmt::Write as _;
+    let hundredths = (x * 100.0).round();
+    // Below 2^50 hundredths, `hundredths / 100` is within a hundredth's rounding error of
+    // the decimal, so `{:.2}` prints the digits of `hundredths` themselves.
+    if x.is_sign_positive() && hundredths < (1u64 << 50) as f64 {
+        let h = hundredths as u64;
+        let _ = write!(out, "{}.{:02}", h / 100, h % 100);
+    } else {
+        let _ = write!(out, "{:.2}", hundredths / 100.0);
+    }
+}
+
+/// How many digits `n` prints as.
+pub(crate) fn digits(n: u64) -> usize {
+    n.checked_ilog10().map_or(1, |d| d as usize + 1)
 }
 
 /// Nanoseconds to the microseconds tprof prints (rounded half up).
@@ -79,73 +128,87 @@ pub fn format(out: &mut dyn Write, inspected: &Inspected) -> io::Result<()> {
 }
 
 /// The header of a group of calls made outside processes ([`OUTSIDE_PROCESSES`]).
-fn outside_header(group: Group) -> String {
-    format!("{OUTSIDE_PROCESSES} {group}")
+fn push_outside_header(out: &mut String, group: Group) {
+    use std::fmt::Write as _;
+    let _ = write!(out, "{OUTSIDE_PROCESSES} {group}");
 }
 
+/// Past this many bytes, the text laid out so far is written out.
+const FLUSH_AT: usize = 1 << 16;
+
+/// Writes `buf` to `out` once it holds [`FLUSH_AT`] bytes, and empties it.
+fn flush_past(out: &mut dyn Write, buf: &mut String, at: usize) -> io::Result<()> {
+    if buf.len() >= at {
+        out.write_all(buf.as_bytes())?;
+        buf.clear();
+    }
+    Ok(())
+}
+
+/// Lays every group out into one buffer, written out every [`FLUSH_AT`] bytes: linear in the
+/// lines, with no allocation per line.
 fn format_groups(out: &mut dyn Write, inspected: &Inspected) -> io::Result<()> {
+    use std::fmt::Write as _;
     if inspected.groups.is_empty() {
         return out.write_all(b"Trace is empty\n");
     }
+    let mut buf = String::with_capacity(2 * FLUSH_AT);
+    let mut scratch = Scratch::default();
     if let Some(all) = inspected.groups.get(&Group::All) {
-        format_group(out, all)?;
+        group_into(&mut buf, &mut scratch, all, printed_total(all));
         // With `outside_in_tables`: the calls outside processes, apart from `all`.
         for (group, profile) in inspected
             .groups
             .iter()
             .filter(|(g, _)| inspected.outside.contains(g))
         {
-            write!(out, "\n****** {} *** \n", outside_header(*group))?;
-            format_group(out, profile)?;
+            buf.push_str("\n****** ");
+            push_outside_header(&mut buf, *group);
+            buf.push_str(" *** \n");
+            group_into(&mut buf, &mut scratch, profile, printed_total(profile));
+            flush_past(out, &mut buf, FLUSH_AT)?;
         }
-        return Ok(());
+        return flush_past(out, &mut buf, 0);
     }
-    let grand: u64 = inspected
-        .groups
-        .values()
-        .map(printed_total)
-        .fold(0, u64::saturating_add);
-    for (group, profile) in &inspected.groups {
-        let total = printed_total(profile);
+    let totals: Vec<u64> = inspected.groups.values().map(printed_total).collect();
+    let grand = totals.iter().fold(0u64, |a, b| a.saturating_add(*b));
+    for ((group, profile), &total) in inspected.groups.iter().zip(&totals) {
         let share = if grand == 0 {
             0.0
         } else {
             total as f64 * 100.0 / grand as f64
         };
-        let share = two_decimals(share);
-        let name = if inspected.outside.contains(group) {
-            outside_header(*group)
+        buf.push_str("\n****** ");
+        if inspected.outside.contains(group) {
+            push_outside_header(&mut buf, *group);
         } else {
-            format!("Process {group}")
-        };
-        write!(out, "\n****** {name}  --  {share}% of total *** \n")?;
-        format_group(out, profile)?;
+            let _ = write!(buf, "Process {group}");
+        }
+        buf.push_str("  --  ");
+        push_two_decimals(&mut buf, share);
+        buf.push_str("% of total *** \n");
+        group_into(&mut buf, &mut scratch, profile, total);
+        flush_past(out, &mut buf, FLUSH_AT)?;
     }
-    Ok(())
+    flush_past(out, &mut buf, 0)
 }
 
-/// The measurement of each line as printed: microseconds for call_time (each function's total
+/// The measurement of a line as printed: microseconds for call_time (each function's total
 /// rounded, as tprof's call_time data is in whole microseconds), the value itself otherwise.
-fn printed_values(group: &GroupProfile) -> Vec<u64> {
-    group
-        .lines
-        .iter()
-        .map(|l| {
-            if group.trace_type == TraceType::CallTime {
-                micros(l.measurement)
-            } else {
-                l.measurement
-            }
-        })
-        .collect()
+fn printed_value(trace_type: TraceType, measurement: u64) -> u64 {
+    if trace_type == TraceType::CallTime {
+        micros(measurement)
+    } else {
+        measurement
+    }
 }
 
 /// The group's total as printed: the sum of its printed values.
 fn printed_total(group: &GroupProfile) -> u64 {
     if group.trace_type == TraceType::CallTime {
-        printed_values(group)
-            .iter()
-            .fold(0, |a, b| a.saturating_add(*b))
+        group.lines.iter().fold(0, |a, l| {
+            a.saturating_add(printed_value(group.trace_type, l.measurement))
+        })
     } else {
         group.total
     }
@@ -160,95 +223,118 @@ fn printed_total(group: &GroupProfile) -> u64 {
 /// # Errors
 /// What writing to `out` returns.
 pub fn format_group(out: &mut dyn Write, group: &GroupProfile) -> io::Result<()> {
-    let names: Vec<String> = group
-        .lines
-        .iter()
-        .map(|l| format!("{}::{}/{}", l.module, l.function, l.arity))
-        .collect();
-    if group.trace_type == TraceType::CallCount {
-        let rows: Vec<[String; 3]> = group
-            .lines
-            .iter()
-            .zip(&names)
-            .map(|(l, name)| [name.clone(), l.calls.to_string(), two_decimals(l.percent)])
-            .collect();
-        let mut w = [0usize, 5, 5];
-        for row in &rows {
-            for (w, cell) in w.iter_mut().zip(row) {
-                *w = (*w).max(width(cell));
-            }
-        }
-        let line = |out: &mut dyn Write, cells: [&str; 3]| {
-            writeln!(
-                out,
-                "{}  {}  [{}]",
-                cut_pad(cells[0], w[0]),
-                right(cells[1], w[1]),
-                right(cells[2], w[2])
-            )
-        };
-        line(out, ["FUNCTION", "CALLS", "%"])?;
-        for row in &rows {
-            line(out, [&row[0], &row[1], &row[2]])?;
-        }
-        return line(out, [" ", " ", "100.0"]);
+    let mut buf = String::new();
+    group_into(
+        &mut buf,
+        &mut Scratch::default(),
+        group,
+        printed_total(group),
+    );
+    out.write_all(buf.as_bytes())
+}
+
+/// The decimal cells of a group's lines, laid out once to measure them and copied from there:
+/// reused from group to group.
+#[derive(Default)]
+struct Scratch {
+    /// Per line, per call then percent, one after another.
+    text: String,
+    /// Where each cell of `text` ends.
+    ends: Vec<usize>,
+}
+
+impl Scratch {
+    fn push(&mut self, x: f64) -> usize {
+        let start = self.text.len();
+        push_two_decimals(&mut self.text, x);
+        self.ends.push(self.text.len());
+        self.text.len() - start
     }
+
+    /// The `i`th cell.
+    fn cell(&self, i: usize) -> &str {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        &self.text[start..self.ends[i]]
+    }
+}
+
+/// The width of a line's function as printed, `module::function/arity`.
+fn name_width(line: &crate::inspect::Line) -> usize {
+    width(&line.module) + 2 + width(&line.function) + 1 + digits(u64::from(line.arity))
+}
+
+/// Lays out one group, `total` its printed total, onto `buf`: [`format_group`].
+fn group_into(buf: &mut String, scratch: &mut Scratch, group: &GroupProfile, total: u64) {
+    use std::fmt::Write as _;
+    scratch.text.clear();
+    scratch.ends.clear();
+    let count = group.trace_type == TraceType::CallCount;
     let time = group.trace_type == TraceType::CallTime;
-    let label = label(group.trace_type);
-    let values = printed_values(group);
-    let total = printed_total(group);
-    let rows: Vec<[String; 5]> = group
-        .lines
-        .iter()
-        .zip(&names)
-        .zip(&values)
-        .map(|((l, name), &value)| {
-            let (per_call, percent) = if time {
-                let per_call = if l.calls == 0 {
-                    0.0
-                } else {
-                    value as f64 / l.calls as f64
-                };
-                let percent = if total == 0 {
-                    0.0
-                } else {
-                    value as f64 * 100.0 / total as f64
-                };
-                (per_call, percent)
-            } else {
-                (l.per_call, l.percent)
-            };
-            [
-                name.clone(),
-                l.calls.to_string(),
-                value.to_string(),
-                two_decimals(per_call),
-                two_decimals(percent),
-            ]
-        })
-        .collect();
-    let mut w = [0usize, 5, width(label).max(width(&total.to_string())), 8, 5];
-    for row in &rows {
-        for (w, cell) in w.iter_mut().zip(row) {
-            *w = (*w).max(width(cell));
-        }
-    }
-    let line = |out: &mut dyn Write, cells: [&str; 5]| {
-        writeln!(
-            out,
-            "{}  {}  {}  {}  [{}]",
-            cut_pad(cells[0], w[0]),
-            right(cells[1], w[1]),
-            right(cells[2], w[2]),
-            right(cells[3], w[3]),
-            right(cells[4], w[4])
-        )
+    let label = if count {
+        "CALLS"
+    } else {
+        label(group.trace_type)
     };
-    line(out, ["FUNCTION", "CALLS", label, "PER CALL", "%"])?;
-    for row in &rows {
-        line(out, [&row[0], &row[1], &row[2], &row[3], &row[4]])?;
+    // Columns: function, calls, the measurement (not for call_count), per call (not for
+    // call_count), percent.
+    let mut w = [0usize, 5, width(label).max(digits(total)), 8, 5];
+    for l in &group.lines {
+        let value = printed_value(group.trace_type, l.measurement);
+        let (per_call, percent) = if time {
+            let per_call = if l.calls == 0 {
+                0.0
+            } else {
+                value as f64 / l.calls as f64
+            };
+            let percent = if total == 0 {
+                0.0
+            } else {
+                value as f64 * 100.0 / total as f64
+            };
+            (per_call, percent)
+        } else {
+            (l.per_call, l.percent)
+        };
+        w[0] = w[0].max(name_width(l));
+        w[1] = w[1].max(digits(l.calls));
+        if !count {
+            w[2] = w[2].max(digits(value));
+            w[3] = w[3].max(scratch.push(per_call));
+        }
+        w[4] = w[4].max(scratch.push(percent));
     }
-    line(out, [" ", " ", &total.to_string(), " ", "100.0"])
+    let header = |buf: &mut String, cells: [&str; 5]| {
+        push_cut_pad(buf, cells[0], w[0]);
+        buf.push_str("  ");
+        push_right(buf, cells[1], w[1]);
+        if !count {
+            buf.push_str("  ");
+            push_right(buf, cells[2], w[2]);
+            buf.push_str("  ");
+            push_right(buf, cells[3], w[3]);
+        }
+        buf.push_str("  [");
+        push_right(buf, cells[4], w[4]);
+        buf.push_str("]\n");
+    };
+    header(buf, ["FUNCTION", "CALLS", label, "PER CALL", "%"]);
+    let per_line = if count { 1 } else { 2 };
+    for (i, l) in group.lines.iter().enumerate() {
+        let start = buf.len();
+        let _ = write!(buf, "{}::{}/{}", l.module, l.function, l.arity);
+        pad(buf, w[0] - width(&buf[start..]));
+        let _ = write!(buf, "  {:>w$}", l.calls, w = w[1]);
+        if !count {
+            let value = printed_value(group.trace_type, l.measurement);
+            let _ = write!(buf, "  {:>w$}  ", value, w = w[2]);
+            push_right(buf, scratch.cell(per_line * i), w[3]);
+        }
+        buf.push_str("  [");
+        push_right(buf, scratch.cell(per_line * i + per_line - 1), w[4]);
+        buf.push_str("]\n");
+    }
+    let total = total.to_string();
+    header(buf, [" ", " ", &total, " ", "100.0"]);
 }
 
 /// [`format()`] into a `String`.
@@ -257,4 +343,53 @@ pub fn format_to_string(inspected: &Inspected) -> String {
     // Writing to a Vec cannot fail.
     let _ = format(&mut out, inspected);
     String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{digits, two_decimals};
+
+    /// What [`two_decimals`] printed before it had a path of its own: `{:.2}` of the number
+    /// rounded to hundredths.
+    fn reference(x: f64) -> String {
+        format!("{:.2}", (x * 100.0).round() / 100.0)
+    }
+
+    #[test]
+    fn two_decimals_prints_what_the_float_formatting_prints() {
+        let mut values = vec![
+            0.0,
+            -0.0,
+            0.005,
+            0.015,
+            0.125,
+            1.005,
+            2.675,
+            99.995,
+            100.0,
+            -1.5,
+            f64::NAN,
+            f64::INFINITY,
+            1e12 + 0.005,
+            1e14,
+            1e300,
+        ];
+        // Shares and ratios of the kinds the reports print.
+        for a in 1..400u64 {
+            for b in 1..60u64 {
+                values.push(a as f64 * 100.0 / (a + b) as f64);
+                values.push(a as f64 * 1_000_003.0 / b as f64);
+            }
+        }
+        for x in values {
+            assert_eq!(two_decimals(x), reference(x), "{x}");
+        }
+    }
+
+    #[test]
+    fn digits_counts_the_digits_printed() {
+        for n in [0, 1, 9, 10, 99, 100, 12_345, u64::MAX] {
+            assert_eq!(digits(n), n.to_string().len(), "{n}");
+        }
+    }
 }

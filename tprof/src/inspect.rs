@@ -2,9 +2,9 @@
 //! percentages, sorted by a column.
 
 use std::cmp::Ordering;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
-use crate::profile::{Group, Profile, TraceType};
+use crate::profile::{FunctionTrace, Group, Profile, TraceType};
 
 /// A column to sort by (tprof's `column()`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -172,17 +172,80 @@ fn shown(trace_type: TraceType, measurement: u64, calls: u64) -> bool {
 /// assert_eq!(all.lines[0].percent, 100.0);
 /// ```
 pub fn inspect(profile: &Profile, aggregate: Aggregate, sort: SortBy) -> Inspected {
-    inspect_impl(profile, aggregate, sort, false, profile.outside_in_tables)
+    inspect_impl(profile, aggregate, sort, false, profile.outside_in_tables).into_owned()
 }
 
 /// [`inspect`], keeping the functions that allocated nothing and the calls made outside
-/// processes (for tables and assertions).
+/// processes (for tables and assertions), its lines borrowing their functions' names.
 pub(crate) fn inspect_keeping_zeros(
     profile: &Profile,
     aggregate: Aggregate,
     sort: SortBy,
-) -> Inspected {
+) -> Borrowed<'_> {
     inspect_impl(profile, aggregate, sort, true, true)
+}
+
+/// A [`Line`] that borrows its function (its names copied only into an [`Inspected`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct LineOf<'a> {
+    pub(crate) function: &'a FunctionTrace,
+    pub(crate) calls: u64,
+    pub(crate) measurement: u64,
+    pub(crate) per_call: f64,
+    pub(crate) percent: f64,
+}
+
+impl LineOf<'_> {
+    fn to_line(self) -> Line {
+        Line {
+            module: self.function.module().to_owned(),
+            function: self.function.function().to_owned(),
+            arity: self.function.arity(),
+            calls: self.calls,
+            measurement: self.measurement,
+            per_call: self.per_call,
+            percent: self.percent,
+        }
+    }
+}
+
+/// A [`GroupProfile`] of [`LineOf`]s.
+#[derive(Debug)]
+pub(crate) struct GroupOf<'a> {
+    pub(crate) trace_type: TraceType,
+    pub(crate) total: u64,
+    pub(crate) lines: Vec<LineOf<'a>>,
+}
+
+/// An [`Inspected`] of [`LineOf`]s.
+#[derive(Debug)]
+pub(crate) struct Borrowed<'a> {
+    pub(crate) groups: BTreeMap<Group, GroupOf<'a>>,
+    outside_left_out: u64,
+    outside: std::collections::BTreeSet<Group>,
+}
+
+impl Borrowed<'_> {
+    /// The inspection with its lines' names copied.
+    fn into_owned(self) -> Inspected {
+        Inspected {
+            groups: self
+                .groups
+                .into_iter()
+                .map(|(group, g)| {
+                    let lines = g.lines.into_iter().map(LineOf::to_line).collect();
+                    let profile = GroupProfile {
+                        trace_type: g.trace_type,
+                        total: g.total,
+                        lines,
+                    };
+                    (group, profile)
+                })
+                .collect(),
+            outside_left_out: self.outside_left_out,
+            outside: self.outside,
+        }
+    }
 }
 
 fn inspect_impl(
@@ -191,7 +254,7 @@ fn inspect_impl(
     sort: SortBy,
     zeros: bool,
     outside: bool,
-) -> Inspected {
+) -> Borrowed<'_> {
     let trace_type = profile.trace_type;
     let shown = |t, m, c| zeros || shown(t, m, c);
     let aggregate = if trace_type == TraceType::CallCount {
@@ -199,7 +262,7 @@ fn inspect_impl(
     } else {
         aggregate
     };
-    let mut groups: BTreeMap<Group, GroupProfile> = BTreeMap::new();
+    let mut groups = Groups::default();
     let mut outside_left_out = 0u64;
     let outside_pids = profile.outside_pids();
     let is_outside =
@@ -244,10 +307,8 @@ fn inspect_impl(
                     continue;
                 }
                 total = total.saturating_add(measurement);
-                lines.push(Line {
-                    module: f.module().to_owned(),
-                    function: f.function().to_owned(),
-                    arity: f.arity(),
+                lines.push(LineOf {
+                    function: f,
                     calls,
                     measurement,
                     per_call: divide(measurement as f64, calls as f64),
@@ -257,7 +318,7 @@ fn inspect_impl(
             if !lines.is_empty() {
                 groups.insert(
                     Group::All,
-                    GroupProfile {
+                    GroupOf {
                         trace_type,
                         total,
                         lines,
@@ -266,37 +327,69 @@ fn inspect_impl(
             }
         }
     }
+    let mut groups = groups.into_map();
     for group in groups.values_mut() {
         let total = group.total as f64;
         for line in &mut group.lines {
             line.percent = divide(line.measurement as f64 * 100.0, total);
         }
-        sort_lines(&mut group.lines, sort);
+        sort_by(&mut group.lines, sort);
     }
-    Inspected {
+    Borrowed {
         outside: groups.keys().copied().filter(|g| is_outside(*g)).collect(),
         groups,
         outside_left_out,
     }
 }
 
+/// The groups being inspected, found by hash (a lookup per entry in a map of 100,000
+/// processes ordered by pid took most of an inspection), ordered once at the end.
+#[derive(Default)]
+struct Groups<'a> {
+    index: HashMap<Group, usize>,
+    groups: Vec<(Group, GroupOf<'a>)>,
+}
+
+impl<'a> Groups<'a> {
+    fn insert(&mut self, group: Group, profile: GroupOf<'a>) {
+        match self.index.get(&group) {
+            Some(&i) => self.groups[i].1 = profile,
+            None => {
+                self.index.insert(group, self.groups.len());
+                self.groups.push((group, profile));
+            }
+        }
+    }
+
+    /// The groups in order (a map built from sorted keys at once).
+    fn into_map(mut self) -> BTreeMap<Group, GroupOf<'a>> {
+        self.groups.sort_unstable_by_key(|(g, _)| *g);
+        self.groups.into_iter().collect()
+    }
+}
+
 /// Adds entry `e` of function `f` as a line of its own group.
-fn add_line(
-    groups: &mut BTreeMap<Group, GroupProfile>,
+fn add_line<'a>(
+    groups: &mut Groups<'a>,
     trace_type: TraceType,
-    f: &crate::profile::FunctionTrace,
+    f: &'a FunctionTrace,
     e: &crate::profile::Entry,
 ) {
-    let group = groups.entry(e.group).or_insert_with(|| GroupProfile {
-        trace_type,
-        total: 0,
-        lines: Vec::new(),
+    let i = *groups.index.entry(e.group).or_insert_with(|| {
+        groups.groups.push((
+            e.group,
+            GroupOf {
+                trace_type,
+                total: 0,
+                lines: Vec::new(),
+            },
+        ));
+        groups.groups.len() - 1
     });
+    let group = &mut groups.groups[i].1;
     group.total = group.total.saturating_add(e.measurement);
-    group.lines.push(Line {
-        module: f.module().to_owned(),
-        function: f.function().to_owned(),
-        arity: f.arity(),
+    group.lines.push(LineOf {
+        function: f,
         calls: e.calls,
         measurement: e.measurement,
         per_call: divide(e.measurement as f64, e.calls as f64),
@@ -304,16 +397,80 @@ fn add_line(
     });
 }
 
+/// What lines are sorted by.
+trait Sorted {
+    fn module(&self) -> &str;
+    fn function(&self) -> &str;
+    fn arity(&self) -> u8;
+    fn calls(&self) -> u64;
+    fn measurement(&self) -> u64;
+    fn per_call(&self) -> f64;
+    fn percent(&self) -> f64;
+}
+
+impl Sorted for Line {
+    fn module(&self) -> &str {
+        &self.module
+    }
+    fn function(&self) -> &str {
+        &self.function
+    }
+    fn arity(&self) -> u8 {
+        self.arity
+    }
+    fn calls(&self) -> u64 {
+        self.calls
+    }
+    fn measurement(&self) -> u64 {
+        self.measurement
+    }
+    fn per_call(&self) -> f64 {
+        self.per_call
+    }
+    fn percent(&self) -> f64 {
+        self.percent
+    }
+}
+
+impl Sorted for LineOf<'_> {
+    fn module(&self) -> &str {
+        self.function.module()
+    }
+    fn function(&self) -> &str {
+        self.function.function()
+    }
+    fn arity(&self) -> u8 {
+        self.function.arity()
+    }
+    fn calls(&self) -> u64 {
+        self.calls
+    }
+    fn measurement(&self) -> u64 {
+        self.measurement
+    }
+    fn per_call(&self) -> f64 {
+        self.per_call
+    }
+    fn percent(&self) -> f64 {
+        self.percent
+    }
+}
+
 /// Sorts `lines` as tprof does: a stable ascending sort, reversed for descending.
 pub fn sort_lines(lines: &mut [Line], sort: SortBy) {
-    let key = |a: &Line, b: &Line| -> Ordering {
+    sort_by(lines, sort);
+}
+
+/// [`sort_lines`], of any kind of line.
+fn sort_by<L: Sorted>(lines: &mut [L], sort: SortBy) {
+    let key = |a: &L, b: &L| -> Ordering {
         match sort.column {
-            Column::Module => a.module.cmp(&b.module),
-            Column::Function => (&a.function, a.arity).cmp(&(&b.function, b.arity)),
-            Column::Calls => a.calls.cmp(&b.calls),
-            Column::Measurement => a.measurement.cmp(&b.measurement),
-            Column::MeasurementPerCall => a.per_call.total_cmp(&b.per_call),
-            Column::Percent => a.percent.total_cmp(&b.percent),
+            Column::Module => a.module().cmp(b.module()),
+            Column::Function => (a.function(), a.arity()).cmp(&(b.function(), b.arity())),
+            Column::Calls => a.calls().cmp(&b.calls()),
+            Column::Measurement => a.measurement().cmp(&b.measurement()),
+            Column::MeasurementPerCall => a.per_call().total_cmp(&b.per_call()),
+            Column::Percent => a.percent().total_cmp(&b.percent()),
         }
     };
     lines.sort_by(key);

@@ -10,26 +10,16 @@
 //! Everything is linear in the processes and functions: a report of 100,000 processes
 //! inspects the profile once and looks each figure up by hash.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 
-use comfy_table::presets::UTF8_FULL_CONDENSED;
-use comfy_table::{CellAlignment, Table};
+use comfy_table::Table;
 use runtime::Pid;
 
-use crate::inspect::{Aggregate, Inspected, Line, SortBy, inspect_keeping_zeros};
+use crate::inspect::{Aggregate, Borrowed, LineOf, SortBy, inspect_keeping_zeros};
 use crate::profile::{Group, OUTSIDE_PROCESSES, Percentiles, ProcessRecord, Profile, TraceType};
 
-fn new_table(header: &[&str]) -> Table {
-    let mut table = Table::new();
-    table.load_style(UTF8_FULL_CONDENSED);
-    table.set_header(header.iter().copied());
-    for i in 1..header.len() {
-        if let Some(column) = table.column_mut(i) {
-            column.set_cell_alignment(CellAlignment::Right);
-        }
-    }
-    table
-}
+mod grid;
+use grid::Grid;
 
 /// `rows` under `header` as plain columns (no borders), each line trimmed: the process lists
 /// of `tprof attach` and peek. The first column must not be empty (lines are trimmed on both
@@ -50,10 +40,6 @@ pub(crate) fn plain_columns<const N: usize>(
         out.push('\n');
     }
     out
-}
-
-fn live_heap(pid: Pid) -> String {
-    runtime::heap::process_heap(pid).map_or_else(|_| "-".to_owned(), |h| h.live_bytes.to_string())
 }
 
 /// The measurement's column title in the rich tables.
@@ -90,6 +76,12 @@ pub(crate) fn heading(group: Group, record: Option<&ProcessRecord>) -> String {
 /// call, as the profile recorded them; calls, the measurement, bytes and blocks
 /// (call_memory); and its live heap now (`-` once it has ended).
 pub fn process_summary(profile: &Profile) -> Table {
+    summary_grid(profile).to_table()
+}
+
+/// The cells of [`process_summary`].
+fn summary_grid(profile: &Profile) -> Grid<'static> {
+    use std::fmt::Write as _;
     let memory = profile.trace_type == TraceType::CallMemory;
     let mut header = vec![
         "process",
@@ -102,13 +94,10 @@ pub fn process_summary(profile: &Profile) -> Table {
         header.extend(["bytes", "blocks"]);
     }
     header.push("live heap (bytes)");
-    let mut table = new_table(&header);
-    for column in 1..3 {
-        if let Some(column) = table.column_mut(column) {
-            column.set_cell_alignment(CellAlignment::Left);
-        }
-    }
-    let mut groups: BTreeMap<Group, [u64; 4]> = BTreeMap::new();
+    let mut grid = Grid::new(header);
+    grid.left(1);
+    grid.left(2);
+    let mut groups: HashMap<Group, [u64; 4]> = HashMap::new();
     let outside = profile.outside_pids();
     for f in &profile.functions {
         for e in &f.entries {
@@ -119,49 +108,53 @@ pub fn process_summary(profile: &Profile) -> Table {
             sums[3] = sums[3].saturating_add(e.blocks);
         }
     }
+    let mut groups: Vec<(Group, [u64; 4])> = groups.into_iter().collect();
+    groups.sort_unstable_by_key(|(g, _)| *g);
     let records = records(profile);
     for (group, [calls, value, bytes, blocks]) in groups {
-        let value = if profile.trace_type == TraceType::CallTime {
-            format!("{:.1}", value as f64 / 1000.0)
-        } else {
-            value.to_string()
-        };
-        let (name, initial_call, live) = match group {
+        let _ = write!(grid.text(), "{group}");
+        grid.end_cell();
+        match group {
             Group::Process(pid) => {
                 let record = records.get(&pid);
-                (
-                    record
-                        .and_then(|r| r.name.clone())
-                        .unwrap_or_else(|| "-".to_owned()),
-                    record.map_or_else(|| "-".to_owned(), |r| r.initial_call.clone()),
-                    // Calls outside processes have no heap of their own.
-                    if outside.contains(&pid) {
-                        "-".to_owned()
-                    } else {
-                        live_heap(pid)
-                    },
-                )
+                grid.cell(record.and_then(|r| r.name.as_deref()).unwrap_or("-"));
+                grid.cell(record.map_or("-", |r| r.initial_call.as_str()));
             }
-            Group::All => (
-                format!("({})", crate::profile::ALL_PROCESSES),
-                "-".to_owned(),
-                "-".to_owned(),
-            ),
-        };
-        let mut row = vec![
-            group.to_string(),
-            name,
-            initial_call,
-            calls.to_string(),
-            value,
-        ];
-        if memory {
-            row.extend([bytes.to_string(), blocks.to_string()]);
+            Group::All => {
+                let _ = write!(grid.text(), "({})", crate::profile::ALL_PROCESSES);
+                grid.end_cell();
+                grid.cell("-");
+            }
         }
-        row.push(live);
-        table.add_row(row);
+        let _ = write!(grid.text(), "{calls}");
+        grid.end_cell();
+        if profile.trace_type == TraceType::CallTime {
+            let _ = write!(grid.text(), "{:.1}", value as f64 / 1000.0);
+        } else {
+            let _ = write!(grid.text(), "{value}");
+        }
+        grid.end_cell();
+        if memory {
+            let _ = write!(grid.text(), "{bytes}");
+            grid.end_cell();
+            let _ = write!(grid.text(), "{blocks}");
+            grid.end_cell();
+        }
+        match group {
+            // Calls outside processes have no heap of their own.
+            Group::Process(pid) if !outside.contains(&pid) => {
+                match runtime::heap::process_heap(pid) {
+                    Ok(h) => {
+                        let _ = write!(grid.text(), "{}", h.live_bytes);
+                        grid.end_cell();
+                    }
+                    Err(_) => grid.cell("-"),
+                }
+            }
+            _ => grid.cell("-"),
+        }
     }
-    table
+    grid
 }
 
 /// The functions of one group (a process, or all together), sorted: calls, the measurement,
@@ -184,11 +177,9 @@ pub fn rich_report(profile: &Profile) -> String {
         return "Trace is empty\n".to_owned();
     }
     let tables = Tables::new(profile, SortBy::descending(crate::Column::Measurement));
-    let mut out = format!(
-        "{} profile\n{}\n",
-        profile.trace_type,
-        process_summary(profile)
-    );
+    let mut out = format!("{} profile\n", profile.trace_type);
+    summary_grid(profile).draw(&mut out);
+    out.push('\n');
     let mut groups: Vec<Group> = if profile.trace_type == TraceType::CallCount {
         // The calls made outside processes, apart from `all`.
         std::iter::once(Group::All)
@@ -209,11 +200,11 @@ pub fn rich_report(profile: &Profile) -> String {
             Group::Process(pid) => records.get(&pid).copied(),
             Group::All => None,
         };
-        out.push_str(&format!(
-            "\n{}\n{}\n",
-            heading(group, record),
-            tables.table(group)
-        ));
+        out.push('\n');
+        out.push_str(&heading(group, record));
+        out.push('\n');
+        tables.grid(group).draw(&mut out);
+        out.push('\n');
     }
     out
 }
@@ -233,7 +224,7 @@ pub(crate) struct Tables<'a> {
     sort: SortBy,
     /// The per-process inspection, calls outside processes included (for call_count: `all`
     /// and the groups of calls outside processes).
-    processes: Inspected,
+    processes: Borrowed<'a>,
     /// Bytes and blocks per process and function (call_memory).
     sums: HashMap<Key<'a>, (u64, u64)>,
     /// Percentiles per process (or all) and function (call_time with percentiles).
@@ -278,6 +269,11 @@ impl<'a> Tables<'a> {
 
     /// The table of `group`: see [`function_table`].
     pub(crate) fn table(&self, group: Group) -> Table {
+        self.grid(group).to_table()
+    }
+
+    /// The cells of [`Tables::table`].
+    pub(crate) fn grid(&self, group: Group) -> Grid<'static> {
         let profile = self.profile;
         let memory = profile.trace_type == TraceType::CallMemory;
         let time = profile.trace_type == TraceType::CallTime;
@@ -295,7 +291,7 @@ impl<'a> Tables<'a> {
         if percentiles {
             header.extend(["p50 (us)", "p90 (us)", "p99 (us)", "max (us)"]);
         }
-        let mut table = new_table(&header);
+        let mut grid = Grid::new(header);
         let total;
         let lines = match group {
             // call_count's inspection is of `all` already.
@@ -305,63 +301,66 @@ impl<'a> Tables<'a> {
             }
             _ => self.processes.groups.get(&group),
         };
-        let Some(lines) = lines else {
-            return table;
-        };
-        for line in &lines.lines {
-            table.add_row(self.row(group, line, memory, time, percentiles));
+        for line in lines.iter().flat_map(|l| &l.lines) {
+            self.row(&mut grid, group, line, memory, time, percentiles);
         }
-        table
+        grid
     }
 
-    fn row(&self, group: Group, line: &Line, memory: bool, time: bool, pct: bool) -> Vec<String> {
-        let (value, per_call) = if time {
-            (
-                format!("{:.1}", line.measurement as f64 / 1000.0),
-                format!("{:.2}", line.per_call / 1000.0),
-            )
-        } else {
-            (
-                line.measurement.to_string(),
-                format!("{:.2}", line.per_call),
-            )
+    fn row(
+        &self,
+        grid: &mut Grid<'_>,
+        group: Group,
+        line: &LineOf<'_>,
+        memory: bool,
+        time: bool,
+        pct: bool,
+    ) {
+        use std::fmt::Write as _;
+        let cell = |grid: &mut Grid<'_>, args: std::fmt::Arguments<'_>| {
+            let _ = grid.text().write_fmt(args);
+            grid.end_cell();
         };
-        let mut row = vec![
-            format!("{}::{}/{}", line.module, line.function, line.arity),
-            line.calls.to_string(),
-            value,
-            per_call,
-            format!("{:.2}", line.percent),
-        ];
-        let key = (
-            group,
-            line.module.as_str(),
-            line.function.as_str(),
-            line.arity,
-        );
+        let f = line.function;
+        let (module, function, arity) = (f.module(), f.function(), f.arity());
+        cell(grid, format_args!("{module}::{function}/{arity}"));
+        cell(grid, format_args!("{}", line.calls));
+        if time {
+            cell(
+                grid,
+                format_args!("{:.1}", line.measurement as f64 / 1000.0),
+            );
+            cell(grid, format_args!("{:.2}", line.per_call / 1000.0));
+        } else {
+            cell(grid, format_args!("{}", line.measurement));
+            cell(grid, format_args!("{:.2}", line.per_call));
+        }
+        cell(grid, format_args!("{:.2}", line.percent));
+        let key = (group, module, function, arity);
         if memory {
             let (bytes, blocks) = self.sums.get(&key).copied().unwrap_or_default();
-            let per = |n: u64| {
+            for n in [bytes, blocks] {
+                cell(grid, format_args!("{n}"));
                 if line.calls == 0 {
-                    "0.00".to_owned()
+                    grid.cell("0.00");
                 } else {
-                    format!("{:.2}", n as f64 / line.calls as f64)
+                    cell(grid, format_args!("{:.2}", n as f64 / line.calls as f64));
                 }
-            };
-            row.extend([
-                bytes.to_string(),
-                per(bytes),
-                blocks.to_string(),
-                per(blocks),
-            ]);
-        }
-        if pct {
-            let us = |ns: u64| format!("{:.2}", ns as f64 / 1000.0);
-            match self.percentiles.get(&key) {
-                Some(p) => row.extend([us(p.p50_ns), us(p.p90_ns), us(p.p99_ns), us(p.max_ns)]),
-                None => row.extend(std::iter::repeat_n("-".to_owned(), 4)),
             }
         }
-        row
+        if pct {
+            match self.percentiles.get(&key) {
+                Some(p) => {
+                    for ns in [p.p50_ns, p.p90_ns, p.p99_ns, p.max_ns] {
+                        cell(grid, format_args!("{:.2}", ns as f64 / 1000.0));
+                    }
+                }
+                None => {
+                    for _ in 0..4 {
+                        grid.cell("-");
+                    }
+                }
+            }
+        }
     }
 }

@@ -994,3 +994,26 @@ fn write_sample_files() {
         }
     }
 }
+
+/// The pprof export writes its samples as it makes them: what it writes decodes to the
+/// profile `to_proto` builds whole, for every trace type, with and without call paths.
+#[test]
+fn pprof_written_sample_by_sample_is_the_whole_profile() {
+    for trace_type in TYPES {
+        for profile in [tree_profile(trace_type), big_tree_profile(trace_type)] {
+            let whole = pprof::to_proto(&profile);
+            assert!(!whole.sample.is_empty());
+            assert_eq!(decode_pprof(&profile), whole, "{trace_type}");
+            // Byte for byte: the fields in the order of their numbers.
+            let mut gz = Vec::new();
+            export::write(Format::Pprof, &profile, &mut gz).unwrap();
+            let mut raw = Vec::new();
+            std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&gz[..]), &mut raw)
+                .unwrap();
+            assert_eq!(raw, prost::Message::encode_to_vec(&whole), "{trace_type}");
+        }
+        let mut flat = tree_profile(trace_type);
+        flat.call_tree = tprof::CallTree::default();
+        assert_eq!(decode_pprof(&flat), pprof::to_proto(&flat), "{trace_type}");
+    }
+}

@@ -148,3 +148,66 @@ fn rich_report_names_processes_as_the_profile_recorded_them() {
         "{text}"
     );
 }
+
+/// The rich report drawn as comfy-table draws its tables: the process summary, then each
+/// process's table under its heading (what `rich_report` wrote before it drew them itself).
+fn rich_report_through_comfy_table(profile: &Profile) -> String {
+    let sort = SortBy::descending(tprof::Column::Measurement);
+    let mut out = format!(
+        "{} profile\n{}\n",
+        profile.trace_type,
+        tprof::process_summary(profile)
+    );
+    let mut groups: Vec<Group> = profile.pids().into_iter().map(Group::Process).collect();
+    if profile.trace_type == TraceType::CallCount
+        || profile.percentiles.iter().any(|p| p.group == Group::All)
+    {
+        groups.insert(0, Group::All);
+    }
+    for group in groups {
+        let heading = match group {
+            Group::All => "all processes".to_owned(),
+            Group::Process(pid) => {
+                let record = profile.processes.iter().find(|p| p.pid == pid).unwrap();
+                let name = record.name.as_ref().map(|n| format!(" {n}"));
+                format!(
+                    "{pid}{} ({})",
+                    name.unwrap_or_default(),
+                    record.initial_call
+                )
+            }
+        };
+        let table = tprof::function_table(profile, group, sort);
+        out.push_str(&format!("\n{heading}\n{table}\n"));
+    }
+    out
+}
+
+#[test]
+fn rich_report_draws_its_tables_as_comfy_table_does() {
+    let memory = tree();
+    let mut time = tree();
+    time.trace_type = TraceType::CallTime;
+    // A name wider in bytes than in columns, and percentiles of one function.
+    time.processes[0].name = Some("wörker→日本".to_owned());
+    time.percentiles = vec![tprof::Percentiles {
+        group: Group::Process(pid("<0.1.0>")),
+        function: function("app", "parse", 1, 2),
+        calls: 3,
+        p50_ns: 1_500,
+        p90_ns: 12_345,
+        p99_ns: 99_999,
+        max_ns: 1_000_001,
+    }];
+    let mut count = tree();
+    count.trace_type = TraceType::CallCount;
+    for f in &mut count.functions {
+        for e in &mut f.entries {
+            e.group = Group::All;
+        }
+    }
+    for profile in [memory, time, count] {
+        let text = tprof::rich_report(&profile);
+        assert_eq!(text, rich_report_through_comfy_table(&profile), "{text}");
+    }
+}

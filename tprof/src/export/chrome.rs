@@ -58,7 +58,8 @@
 //!   `bytes allocated (1 µs = 1 byte)`), and `otherData.duration_unit` too.
 //! - `args` of each event: `calls` (made on that path), `measurement` (its own figure, in
 //!   `unit`), `inclusive` (with the paths below it), `unit` (`ns`, `calls` or `bytes`) and
-//!   `path` (the functions from the root, `;`-separated); call_memory adds `bytes`, `words`
+//!   `path` (the functions from the root, `;`-separated; past 32, the innermost 32 after
+//!   `…;`); call_memory adds `bytes`, `words`
 //!   (tprof's measurement) and `blocks` (its own).
 //! - A path whose inclusive figure is 0 (a call_memory function that allocated nothing, with
 //!   nothing allocating below it) has no width and is left out, as in a flame graph: a slice
@@ -93,7 +94,10 @@
 //! - Dropped samples: `otherData.samples` says what was sampled, what `weight_ns` is, and
 //!   `dropped_samples` and `dropped_ns`; when some were dropped, a global instant event
 //!   (`"ph": "i"`, `"s": "g"`) at the end says how many (`args.dropped`).
+//! - Past a million slices (as for a trace profile), the shortest are left out and
+//!   `otherData.slices_left_out` says how many.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 
@@ -110,8 +114,8 @@ mod sampled;
 /// The whole file.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-struct TraceFile {
-    trace_events: Vec<Event>,
+struct TraceFile<'a> {
+    trace_events: Vec<Event<'a>>,
     display_time_unit: &'static str,
     other_data: OtherData,
 }
@@ -136,52 +140,82 @@ struct OtherData {
 /// many (viewers load a trace of a million events; one of a hundred million, not at all).
 const MAX_SLICES: usize = 1_000_000;
 
-/// Keeps the `max` longest slices (`X` events) of `events` and every other event, in their
-/// order; of slices as long as the shortest kept, those that come first. A slice is never
-/// longer than its parent, which comes before it: a slice kept keeps its parent. Returns how
-/// many it left out. Linear in the events.
-fn keep_longest(events: &mut Vec<Event>, max: usize) -> usize {
-    let is_slice = |e: &Event| e.ph == "X";
-    let mut durations: Vec<f64> = events
-        .iter()
-        .filter(|e| is_slice(e))
-        .map(|e| e.dur.unwrap_or(0.0))
-        .collect();
-    let slices = durations.len();
-    if slices <= max {
-        return 0;
-    }
-    if max == 0 {
-        events.retain(|e| !is_slice(e));
-        return slices;
-    }
-    let (_, cutoff, _) = durations.select_nth_unstable_by(slices - max, f64::total_cmp);
-    let cutoff = *cutoff;
-    let longer = durations
-        .iter()
-        .filter(|d| d.total_cmp(&cutoff).is_gt())
-        .count();
-    let mut ties = max - longer;
-    events.retain(|e| {
-        if !is_slice(e) {
-            return true;
+/// Which slices a trace keeps: the `max` longest; of slices as long as the shortest kept,
+/// those that come first. A slice is never longer than its parent, which comes before it: a
+/// slice kept keeps its parent.
+#[derive(Clone, Copy, Debug)]
+struct Cutoff {
+    /// Slices longer than this are kept (none past `f64::INFINITY`; all below 0).
+    shortest: f64,
+    /// How many more slices as long as `shortest` are kept.
+    ties: usize,
+}
+
+impl Cutoff {
+    /// The cutoff of slices of these `durations` (in their order) to keep `max`, and how many
+    /// it leaves out. Linear in the slices.
+    fn of(mut durations: Vec<f64>, max: usize) -> (Cutoff, usize) {
+        let slices = durations.len();
+        if slices <= max {
+            let all = Cutoff {
+                shortest: f64::NEG_INFINITY,
+                ties: 0,
+            };
+            return (all, 0);
         }
-        match e.dur.unwrap_or(0.0).total_cmp(&cutoff) {
+        if max == 0 {
+            let none = Cutoff {
+                shortest: f64::INFINITY,
+                ties: 0,
+            };
+            return (none, slices);
+        }
+        let (_, cutoff, _) = durations.select_nth_unstable_by(slices - max, f64::total_cmp);
+        let shortest = *cutoff;
+        let longer = durations
+            .iter()
+            .filter(|d| d.total_cmp(&shortest).is_gt())
+            .count();
+        let cut = Cutoff {
+            shortest,
+            ties: max - longer,
+        };
+        (cut, slices - max)
+    }
+
+    /// Whether the next slice, lasting `dur`, is kept.
+    fn keeps(&mut self, dur: f64) -> bool {
+        match dur.total_cmp(&self.shortest) {
             std::cmp::Ordering::Greater => true,
-            std::cmp::Ordering::Equal if ties > 0 => {
-                ties -= 1;
+            std::cmp::Ordering::Equal if self.ties > 0 => {
+                self.ties -= 1;
                 true
             }
             _ => false,
         }
-    });
-    slices - max
+    }
+}
+
+/// Keeps the `max` longest slices (`X` events) of `events` ([`Cutoff`]) and every other
+/// event, in their order. Returns how many it left out. Linear in the events.
+fn keep_longest(events: &mut Vec<Event<'_>>, max: usize) -> usize {
+    let is_slice = |e: &Event<'_>| e.ph == "X";
+    let durations = events
+        .iter()
+        .filter(|e| is_slice(e))
+        .map(|e| e.dur.unwrap_or(0.0))
+        .collect();
+    let (mut cutoff, left_out) = Cutoff::of(durations, max);
+    if left_out > 0 {
+        events.retain(|e| !is_slice(e) || cutoff.keeps(e.dur.unwrap_or(0.0)));
+    }
+    left_out
 }
 
 /// One trace event.
 #[derive(Debug, Serialize)]
-struct Event {
-    name: String,
+struct Event<'a> {
+    name: Cow<'a, str>,
     ph: &'static str,
     pid: u32,
     tid: u32,
@@ -194,13 +228,13 @@ struct Event {
     /// The scope of an instant event (`t`: its thread).
     #[serde(skip_serializing_if = "Option::is_none")]
     s: Option<&'static str>,
-    args: Args,
+    args: Args<'a>,
 }
 
 /// An event's `args`.
 #[derive(Debug, Serialize)]
 #[serde(untagged)]
-enum Args {
+enum Args<'a> {
     /// `process_name`, `thread_name`; a timeline's `thread_name` and its `event log full`
     /// instant also say how many events its log could not keep.
     Name {
@@ -211,7 +245,7 @@ enum Args {
     /// `process_sort_index`.
     SortIndex { sort_index: u32 },
     /// A path's figures.
-    Slice(SliceArgs),
+    Slice(SliceArgs<'a>),
     /// A frame of a timeline.
     Frame(FrameArgs),
     /// The `event log full` instant, and the dropped samples' one.
@@ -230,7 +264,7 @@ struct FrameArgs {
 
 /// A path's figures, on its event.
 #[derive(Debug, Serialize)]
-struct SliceArgs {
+struct SliceArgs<'a> {
     calls: u64,
     measurement: u64,
     inclusive: u64,
@@ -241,13 +275,25 @@ struct SliceArgs {
     words: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     blocks: Option<u64>,
-    path: String,
+    path: PathOf<'a>,
 }
 
-/// One node of a process's call tree, built from its stacks.
+/// No node.
+const NONE: u32 = u32::MAX;
+
+/// One node of a process's call tree, built from its stacks: 64 bytes, its links indices
+/// into [`Forest::nodes`] ([`NONE`] for none).
 #[derive(Debug)]
-struct Node<'a> {
-    function: &'a Function,
+struct Node {
+    /// Its function, as [`Names`] numbers it.
+    function: u32,
+    /// The node it extends.
+    parent: u32,
+    /// Its first and last child, and the next child of its parent: children in the order
+    /// they were first seen.
+    first_child: u32,
+    last_child: u32,
+    next_sibling: u32,
     calls: u64,
     /// Its own figure, in the export's unit.
     own: u64,
@@ -257,47 +303,78 @@ struct Node<'a> {
     blocks: u64,
     /// Own figure plus the children's inclusive ones.
     inclusive: u64,
-    children: Vec<usize>,
 }
 
-/// One process's call tree: its nodes (a child always after its parent) and its roots.
+/// The call trees of every process, in one arena: a child always after its parent.
 #[derive(Debug, Default)]
-struct Tree<'a> {
-    nodes: Vec<Node<'a>>,
-    roots: Vec<usize>,
-    /// Each node by its parent (`None` for a root) and function: finding a child is a
-    /// lookup, not a scan of the siblings (a node may have thousands).
-    index: HashMap<(Option<usize>, &'a Function), usize>,
+struct Forest {
+    nodes: Vec<Node>,
+    /// Each node by its track, its parent ([`NONE`] for a root) and its function: finding
+    /// a child is a lookup, not a scan of the siblings (a node may have thousands).
+    index: HashMap<(u32, u32, u32), u32>,
 }
 
-impl<'a> Tree<'a> {
-    /// Adds `stack`'s figures (of a `trace_type` profile) at its path, creating the path's
-    /// nodes as needed.
-    fn add(&mut self, trace_type: TraceType, stack: &Stack<'a>) {
-        let mut at: Option<usize> = None;
+/// A track's roots in the [`Forest`].
+#[derive(Debug, Clone, Copy)]
+struct Roots {
+    first: u32,
+    last: u32,
+}
+
+impl Default for Roots {
+    fn default() -> Roots {
+        Roots {
+            first: NONE,
+            last: NONE,
+        }
+    }
+}
+
+impl Forest {
+    /// Adds `stack`'s figures (of a `trace_type` profile) at its path in track `track`,
+    /// creating the path's nodes as needed.
+    fn add<'a>(
+        &mut self,
+        track: u32,
+        roots: &mut Roots,
+        trace_type: TraceType,
+        stack: &Stack<'a>,
+        names: &mut Names<'a>,
+    ) {
+        let mut at = NONE;
         for &function in &stack.frames {
-            let next = self.nodes.len();
-            let index = *self.index.entry((at, function)).or_insert(next);
+            let function = names.intern(function);
+            let next = u32::try_from(self.nodes.len()).unwrap_or(NONE);
+            let index = *self.index.entry((track, at, function)).or_insert(next);
             if index == next {
                 self.nodes.push(Node {
                     function,
+                    parent: at,
+                    first_child: NONE,
+                    last_child: NONE,
+                    next_sibling: NONE,
                     calls: 0,
                     own: 0,
                     measurement: 0,
                     bytes: 0,
                     blocks: 0,
                     inclusive: 0,
-                    children: Vec::new(),
                 });
-                match at {
-                    Some(parent) => self.nodes[parent].children.push(index),
-                    None => self.roots.push(index),
+                let (first, last) = match self.nodes.get_mut(at as usize) {
+                    Some(parent) => (&mut parent.first_child, &mut parent.last_child),
+                    None => (&mut roots.first, &mut roots.last),
+                };
+                let before = *last;
+                *last = index;
+                if before == NONE {
+                    *first = index;
+                } else {
+                    self.nodes[before as usize].next_sibling = index;
                 }
             }
-            at = Some(index);
+            at = index;
         }
-        if let Some(i) = at {
-            let node = &mut self.nodes[i];
+        if let Some(node) = self.nodes.get_mut(at as usize) {
             node.calls = node.calls.saturating_add(stack.calls);
             node.own = node.own.saturating_add(weight(trace_type, stack));
             node.measurement = node.measurement.saturating_add(stack.measurement);
@@ -310,12 +387,96 @@ impl<'a> Tree<'a> {
     /// from the back sees every child before its parent).
     fn sum(&mut self) {
         for i in (0..self.nodes.len()).rev() {
-            let below = self.nodes[i]
-                .children
-                .iter()
-                .fold(0u64, |sum, &c| sum.saturating_add(self.nodes[c].inclusive));
-            self.nodes[i].inclusive = self.nodes[i].own.saturating_add(below);
+            let node = &mut self.nodes[i];
+            node.inclusive = node.inclusive.saturating_add(node.own);
+            let (parent, inclusive) = (node.parent, node.inclusive);
+            if let Some(parent) = self.nodes.get_mut(parent as usize) {
+                parent.inclusive = parent.inclusive.saturating_add(inclusive);
+            }
         }
+    }
+
+    /// The children of `first`'s parent from `first` on, in order.
+    fn siblings(&self, first: u32) -> impl Iterator<Item = u32> {
+        std::iter::successors(Some(first).filter(|&n| n != NONE), |&n| {
+            Some(self.nodes[n as usize].next_sibling).filter(|&n| n != NONE)
+        })
+    }
+}
+
+/// The functions of a profile, numbered, and their names as slices show them: made once per
+/// function, not per slice. A function is found by its address first (the stacks and logs
+/// point into the profile), and by its value the first time an address is seen.
+#[derive(Debug, Default)]
+struct Names<'a> {
+    by_address: HashMap<*const Function, u32>,
+    by_value: HashMap<&'a Function, u32>,
+    names: Vec<String>,
+}
+
+impl<'a> Names<'a> {
+    /// The number of `function`, given it if it has none.
+    fn intern(&mut self, function: &'a Function) -> u32 {
+        if let Some(&id) = self.by_address.get(&std::ptr::from_ref(function)) {
+            return id;
+        }
+        let next = u32::try_from(self.names.len()).unwrap_or(u32::MAX);
+        let id = *self.by_value.entry(function).or_insert(next);
+        if id == next {
+            self.names.push(frame_name(function));
+        }
+        self.by_address.insert(std::ptr::from_ref(function), id);
+        id
+    }
+
+    /// The name of function number `id`.
+    fn name(&self, id: u32) -> &str {
+        self.names.get(id as usize).map_or("?", String::as_str)
+    }
+}
+
+/// The most functions a slice's `args.path` names: a deeper path names its innermost, after
+/// `…;` (each slice's path is written in full otherwise, and a trace of deep paths would
+/// grow with the square of their depth).
+const PATH_FUNCTIONS: usize = 32;
+
+/// A node's path, as `args.path` writes it: the functions from the root, `;`-separated, or
+/// past [`PATH_FUNCTIONS`] the innermost (written out as the file is, not kept per slice).
+#[derive(Debug)]
+struct PathOf<'a> {
+    forest: &'a Forest,
+    names: &'a Names<'a>,
+    node: u32,
+}
+
+impl std::fmt::Display for PathOf<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let nodes = &self.forest.nodes;
+        let mut path: Vec<u32> = std::iter::successors(Some(self.node), |&n| {
+            nodes
+                .get(n as usize)
+                .map(|n| n.parent)
+                .filter(|&p| p != NONE)
+        })
+        .take(PATH_FUNCTIONS + 1)
+        .collect();
+        if path.len() > PATH_FUNCTIONS {
+            path.truncate(PATH_FUNCTIONS);
+            f.write_str("…;")?;
+        }
+        for (i, &node) in path.iter().rev().enumerate() {
+            if i > 0 {
+                f.write_str(";")?;
+            }
+            f.write_str(self.names.name(nodes[node as usize].function))?;
+        }
+        Ok(())
+    }
+}
+
+impl Serialize for PathOf<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
     }
 }
 
@@ -375,220 +536,296 @@ impl Scale {
 
 /// What one process's track is drawn from.
 #[derive(Debug, Default)]
-struct Track<'a> {
+struct Track {
+    /// Its number among the tracks, in the order they were made.
+    number: u32,
     /// Its call tree (or flat figures), for the synthetic layout.
-    tree: Tree<'a>,
+    roots: Roots,
     /// Its event log, if it has one.
     log: Option<Log>,
 }
 
 /// Writes `profile` as Chrome trace-event JSON.
+///
+/// Streamed: the events are drawn twice, once to find which slices to keep (past
+/// [`MAX_SLICES`]: [`Cutoff`]), then to write them, so that the file is never held whole.
 pub(super) fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), ExportError> {
+    // serde_json writes a token at a time.
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
     if is_sampled(profile) {
-        serde_json::to_writer(&mut *out, &sampled::file(profile))?;
+        serde_json::to_writer(&mut out, &sampled::file(profile, MAX_SLICES))?;
         out.write_all(b"\n")?;
+        out.flush()?;
         return Ok(());
     }
-    let scale = Scale::of(profile.trace_type);
+    let mut names = Names::default();
+    // Every function a log may name, numbered before the slices borrow the names.
+    for function in &profile.function_table {
+        names.intern(function);
+    }
     // The tracks, one per process, in pid order (`stacks` gives them by process).
-    let mut tracks: BTreeMap<Group, Track<'_>> = BTreeMap::new();
+    let mut forest = Forest::default();
+    let mut tracks: BTreeMap<Group, Track> = BTreeMap::new();
+    let mut made = 0u32;
     for stack in stacks(profile) {
-        tracks
-            .entry(stack.group)
-            .or_default()
-            .tree
-            .add(profile.trace_type, &stack);
+        let track = tracks.entry(stack.group).or_insert_with(|| {
+            made += 1;
+            Track {
+                number: made,
+                ..Track::default()
+            }
+        });
+        forest.add(
+            track.number,
+            &mut track.roots,
+            profile.trace_type,
+            &stack,
+            &mut names,
+        );
     }
     for (group, log) in timeline::logs(profile) {
         tracks.entry(group).or_default().log = Some(log);
     }
-    let origin = timeline::origin(profile);
-    let labels = profile.labels();
-    let mut events = Vec::new();
-    let mut timelines = false;
-    for (n, (group, mut track)) in tracks.into_iter().enumerate() {
-        let id = u32::try_from(n + 1).unwrap_or(u32::MAX);
-        let dropped = track.log.as_ref().map(|l| l.dropped);
-        let log = track
-            .log
-            .as_ref()
-            .filter(|l| !l.events.is_empty() || track.tree.nodes.is_empty());
-        timelines |= log.is_some();
-        let meta = |name: &str, args: Args| Event {
-            name: name.to_owned(),
-            ph: "M",
-            pid: id,
-            tid: id,
-            cat: None,
-            ts: None,
-            dur: None,
-            s: None,
-            args,
-        };
-        events.push(meta(
-            "process_name",
-            Args::Name {
-                name: labels.get(group).into_owned(),
-                dropped: None,
-            },
-        ));
-        events.push(meta(
-            "process_sort_index",
-            Args::SortIndex { sort_index: id },
-        ));
-        let thread_name = match log {
-            None => scale.thread_name.to_owned(),
-            Some(log) if log.dropped > 0 => {
-                format!("timeline ({} events not kept)", log.dropped)
-            }
-            Some(_) => "timeline".to_owned(),
-        };
-        events.push(meta(
-            "thread_name",
-            Args::Name {
-                name: thread_name,
-                dropped,
-            },
-        ));
-        if let Some(log) = log {
-            draw_timeline(profile, log, origin, id, &mut events);
-        } else {
-            track.tree.sum();
-            draw_tree(&track.tree, scale, profile.trace_type, id, &mut events);
-        }
-    }
-    let left_out = keep_longest(&mut events, MAX_SLICES);
-    let file = TraceFile {
-        trace_events: events,
-        display_time_unit: "ns",
-        other_data: OtherData {
-            exporter: format!("tprof {}", env!("CARGO_PKG_VERSION")),
-            trace_type: profile.trace_type.name(),
-            duration_unit: scale.duration_unit,
-            timelines: timelines.then_some(
-                "the tracks named `timeline` are drawn from event logs: each frame at the time \
-                 it ran, ts in µs since the profile's earliest logged event",
-            ),
-            samples: None,
-            slices_left_out: (left_out > 0).then(|| {
-                format!(
-                    "{left_out} slices shorter than the {MAX_SLICES} kept were left out, \
-                     to keep the trace loadable"
-                )
-            }),
-        },
+    forest.sum();
+    let drawing = Drawing {
+        profile,
+        tracks: &tracks,
+        forest: &forest,
+        names: &names,
+        origin: timeline::origin(profile),
+        labels: profile.labels(),
     };
-    serde_json::to_writer(&mut *out, &file)?;
-    out.write_all(b"\n")?;
+    // Which slices to keep, from their durations.
+    let mut durations = Vec::new();
+    let timelines = drawing.draw(&mut |e| {
+        if e.ph == "X" {
+            durations.push(e.dur.unwrap_or(0.0));
+        }
+    });
+    let (mut cutoff, left_out) = Cutoff::of(durations, MAX_SLICES);
+    // The file as `TraceFile` serializes, its events written as they are drawn.
+    out.write_all(b"{\"traceEvents\":[")?;
+    let mut first = true;
+    let mut failed: Option<ExportError> = None;
+    drawing.draw(&mut |e| {
+        if failed.is_some() || (e.ph == "X" && !cutoff.keeps(e.dur.unwrap_or(0.0))) {
+            return;
+        }
+        let comma = if first { &b""[..] } else { b"," };
+        first = false;
+        let written = out
+            .write_all(comma)
+            .map_err(ExportError::from)
+            .and_then(|()| serde_json::to_writer(&mut out, &e).map_err(ExportError::from));
+        failed = written.err();
+    });
+    if let Some(error) = failed {
+        return Err(error);
+    }
+    let scale = Scale::of(profile.trace_type);
+    let other_data = OtherData {
+        exporter: format!("tprof {}", env!("CARGO_PKG_VERSION")),
+        trace_type: profile.trace_type.name(),
+        duration_unit: scale.duration_unit,
+        timelines: timelines.then_some(
+            "the tracks named `timeline` are drawn from event logs: each frame at the time \
+             it ran, ts in µs since the profile's earliest logged event",
+        ),
+        samples: None,
+        slices_left_out: slices_left_out(left_out, MAX_SLICES),
+    };
+    out.write_all(b"],\"displayTimeUnit\":\"ns\",\"otherData\":")?;
+    serde_json::to_writer(&mut out, &other_data)?;
+    out.write_all(b"}\n")?;
+    out.flush()?;
     Ok(())
 }
 
-/// Draws `log` as the timeline of track `id`.
-fn draw_timeline(profile: &Profile, log: &Log, origin: u64, id: u32, events: &mut Vec<Event>) {
-    let scale = Scale::timeline();
-    // The end of the last frame drawn at each depth, as written: a frame must not pass its
-    // parent's (the one at the depth above, entered last).
-    let mut ends: Vec<f64> = Vec::new();
-    let mut last = 0u64;
-    for frame in frames(profile, &log.events, origin) {
-        let cap = match frame.depth.checked_sub(1) {
-            Some(parent) => ends.get(parent).copied().unwrap_or(f64::INFINITY),
-            None => f64::INFINITY,
-        };
-        let (ts, dur) = interval(scale, frame.start, frame.end, cap);
-        ends.truncate(frame.depth);
-        ends.push(ts + dur);
-        last = last.max(frame.end);
-        events.push(Event {
-            name: frame_name(frame.function),
-            ph: "X",
-            pid: id,
-            tid: id,
-            cat: Some("tprof"),
-            ts: Some(ts),
-            dur: Some(dur),
-            s: None,
-            args: Args::Frame(FrameArgs {
-                duration_ns: frame.end.saturating_sub(frame.start),
-                cut_short: frame.cut_short,
-            }),
-        });
+/// What the events of a trace profile are drawn from.
+struct Drawing<'a> {
+    profile: &'a Profile,
+    tracks: &'a BTreeMap<Group, Track>,
+    forest: &'a Forest,
+    names: &'a Names<'a>,
+    origin: u64,
+    labels: crate::profile::Labels,
+}
+
+impl<'a> Drawing<'a> {
+    /// Draws every event, in order, into `sink`; whether some track is a timeline.
+    fn draw(&self, sink: &mut dyn FnMut(Event<'a>)) -> bool {
+        let profile = self.profile;
+        let scale = Scale::of(profile.trace_type);
+        let mut timelines = false;
+        for (n, (group, track)) in self.tracks.iter().enumerate() {
+            let id = u32::try_from(n + 1).unwrap_or(u32::MAX);
+            let dropped = track.log.as_ref().map(|l| l.dropped);
+            let log = track
+                .log
+                .as_ref()
+                .filter(|l| !l.events.is_empty() || track.roots.first == NONE);
+            timelines |= log.is_some();
+            let meta = |name: &'static str, args: Args<'static>| Event {
+                name: Cow::Borrowed(name),
+                ph: "M",
+                pid: id,
+                tid: id,
+                cat: None,
+                ts: None,
+                dur: None,
+                s: None,
+                args,
+            };
+            sink(meta(
+                "process_name",
+                Args::Name {
+                    name: self.labels.get(*group).into_owned(),
+                    dropped: None,
+                },
+            ));
+            sink(meta(
+                "process_sort_index",
+                Args::SortIndex { sort_index: id },
+            ));
+            let thread_name = match log {
+                None => scale.thread_name.to_owned(),
+                Some(log) if log.dropped > 0 => {
+                    format!("timeline ({} events not kept)", log.dropped)
+                }
+                Some(_) => "timeline".to_owned(),
+            };
+            sink(meta(
+                "thread_name",
+                Args::Name {
+                    name: thread_name,
+                    dropped,
+                },
+            ));
+            if let Some(log) = log {
+                self.timeline(log, id, sink);
+            } else {
+                self.tree(track.roots, scale, id, sink);
+            }
+        }
+        timelines
     }
-    if log.dropped > 0 {
-        events.push(Event {
-            name: "event log full".to_owned(),
-            ph: "i",
-            pid: id,
-            tid: id,
-            cat: Some("tprof"),
-            ts: Some(scale.us(last)),
-            dur: None,
-            s: Some("t"),
-            args: Args::Dropped {
-                dropped: log.dropped,
-            },
-        });
+
+    /// Draws `log` as the timeline of track `id`.
+    fn timeline(&self, log: &Log, id: u32, sink: &mut dyn FnMut(Event<'a>)) {
+        let scale = Scale::timeline();
+        let names = self.names;
+        // The end of the last frame drawn at each depth, as written: a frame must not pass
+        // its parent's (the one at the depth above, entered last).
+        let mut ends: Vec<f64> = Vec::new();
+        let mut last = 0u64;
+        for frame in frames(self.profile, &log.events, self.origin) {
+            let cap = match frame.depth.checked_sub(1) {
+                Some(parent) => ends.get(parent).copied().unwrap_or(f64::INFINITY),
+                None => f64::INFINITY,
+            };
+            let (ts, dur) = interval(scale, frame.start, frame.end, cap);
+            ends.truncate(frame.depth);
+            ends.push(ts + dur);
+            last = last.max(frame.end);
+            let name = match names.by_address.get(&std::ptr::from_ref(frame.function)) {
+                Some(&f) => Cow::Borrowed(names.name(f)),
+                None => Cow::Owned(frame_name(frame.function)),
+            };
+            sink(Event {
+                name,
+                ph: "X",
+                pid: id,
+                tid: id,
+                cat: Some("tprof"),
+                ts: Some(ts),
+                dur: Some(dur),
+                s: None,
+                args: Args::Frame(FrameArgs {
+                    duration_ns: frame.end.saturating_sub(frame.start),
+                    cut_short: frame.cut_short,
+                }),
+            });
+        }
+        if log.dropped > 0 {
+            sink(Event {
+                name: Cow::Borrowed("event log full"),
+                ph: "i",
+                pid: id,
+                tid: id,
+                cat: Some("tprof"),
+                ts: Some(scale.us(last)),
+                dur: None,
+                s: Some("t"),
+                args: Args::Dropped {
+                    dropped: log.dropped,
+                },
+            });
+        }
+    }
+
+    /// Draws the tree of `roots` (its figures summed) in the synthetic layout, as track
+    /// `id`.
+    fn tree(&self, roots: Roots, scale: Scale, id: u32, sink: &mut dyn FnMut(Event<'a>)) {
+        let (forest, names) = (self.forest, self.names);
+        let memory = self.profile.trace_type == TraceType::CallMemory;
+        // Depth first, parents before children: (node, start in units, the end of the
+        // parent's event as written, which the node's must not pass).
+        let mut todo: Vec<(u32, u64, f64)> = Vec::new();
+        let mut start = 0u64;
+        for root in forest.siblings(roots.first) {
+            todo.push((root, start, f64::INFINITY));
+            start = start.saturating_add(forest.nodes[root as usize].inclusive);
+        }
+        todo.reverse();
+        while let Some((i, start, cap)) = todo.pop() {
+            let node = &forest.nodes[i as usize];
+            if node.inclusive == 0 {
+                continue;
+            }
+            let (ts, dur) = interval(scale, start, start.saturating_add(node.inclusive), cap);
+            sink(Event {
+                name: Cow::Borrowed(names.name(node.function)),
+                ph: "X",
+                pid: id,
+                tid: id,
+                cat: Some("tprof"),
+                ts: Some(ts),
+                dur: Some(dur),
+                s: None,
+                args: Args::Slice(SliceArgs {
+                    calls: node.calls,
+                    measurement: node.own,
+                    inclusive: node.inclusive,
+                    unit: scale.unit,
+                    bytes: memory.then_some(node.bytes),
+                    words: memory.then_some(node.measurement),
+                    blocks: memory.then_some(node.blocks),
+                    path: PathOf {
+                        forest,
+                        names,
+                        node: i,
+                    },
+                }),
+            });
+            let children = todo.len();
+            let mut child_start = start;
+            for c in forest.siblings(node.first_child) {
+                todo.push((c, child_start, ts + dur));
+                child_start = child_start.saturating_add(forest.nodes[c as usize].inclusive);
+            }
+            todo[children..].reverse();
+        }
     }
 }
 
-/// Draws `tree` (its figures summed) in the synthetic layout, as track `id`.
-fn draw_tree(
-    tree: &Tree<'_>,
-    scale: Scale,
-    trace_type: TraceType,
-    id: u32,
-    events: &mut Vec<Event>,
-) {
-    let memory = trace_type == TraceType::CallMemory;
-    // Depth first, parents before children: (node, start in units, the path to it, the end
-    // of the parent's event as written, which the node's must not pass).
-    let mut todo: Vec<(usize, u64, String, f64)> = Vec::new();
-    let mut start = 0u64;
-    for &root in &tree.roots {
-        todo.push((root, start, String::new(), f64::INFINITY));
-        start = start.saturating_add(tree.nodes[root].inclusive);
-    }
-    todo.reverse();
-    while let Some((i, start, parent_path, cap)) = todo.pop() {
-        let node = &tree.nodes[i];
-        if node.inclusive == 0 {
-            continue;
-        }
-        let name = frame_name(node.function);
-        let path = if parent_path.is_empty() {
-            name.clone()
-        } else {
-            format!("{parent_path};{name}")
-        };
-        let (ts, dur) = interval(scale, start, start.saturating_add(node.inclusive), cap);
-        events.push(Event {
-            name,
-            ph: "X",
-            pid: id,
-            tid: id,
-            cat: Some("tprof"),
-            ts: Some(ts),
-            dur: Some(dur),
-            s: None,
-            args: Args::Slice(SliceArgs {
-                calls: node.calls,
-                measurement: node.own,
-                inclusive: node.inclusive,
-                unit: scale.unit,
-                bytes: memory.then_some(node.bytes),
-                words: memory.then_some(node.measurement),
-                blocks: memory.then_some(node.blocks),
-                path: path.clone(),
-            }),
-        });
-        let mut child_start = start;
-        let mut children = Vec::new();
-        for &c in &node.children {
-            children.push((c, child_start, path.clone(), ts + dur));
-            child_start = child_start.saturating_add(tree.nodes[c].inclusive);
-        }
-        todo.extend(children.into_iter().rev());
-    }
+/// What `otherData.slices_left_out` says when `left_out` slices were left out to keep `max`.
+fn slices_left_out(left_out: usize, max: usize) -> Option<String> {
+    (left_out > 0).then(|| {
+        format!(
+            "{left_out} slices shorter than the {max} kept were left out, to keep the trace \
+             loadable"
+        )
+    })
 }
 
 /// The `ts` and `dur` of an event from `start` to `end` (in units), such that neither `ts`
@@ -612,9 +849,9 @@ mod tests {
     use super::{Args, Event, Scale, interval, keep_longest};
     use crate::TraceType;
 
-    fn event(ph: &'static str, name: &str, dur: f64) -> Event {
+    fn event(ph: &'static str, name: &'static str, dur: f64) -> Event<'static> {
         Event {
-            name: name.to_owned(),
+            name: name.into(),
             ph,
             pid: 1,
             tid: 1,
@@ -638,7 +875,7 @@ mod tests {
             event("X", "b.1", 1.0),
         ];
         assert_eq!(keep_longest(&mut events, 2), 3);
-        let names: Vec<&str> = events.iter().map(|e| e.name.as_str()).collect();
+        let names: Vec<&str> = events.iter().map(|e| e.name.as_ref()).collect();
         // The longest, then the first of the two of 3.0; every event that is not a slice.
         assert_eq!(names, ["process_name", "a", "a.2", "event log full"]);
         assert_eq!(keep_longest(&mut events, 2), 0);

@@ -298,6 +298,15 @@ pub fn to_proto(profile: &crate::Profile) -> Profile {
     if super::sampled::is_sampled(profile) {
         return sampled::to_proto(profile);
     }
+    let mut samples = Vec::new();
+    let mut proto = build(profile, &mut |sample| samples.push(sample.clone()));
+    proto.sample = samples;
+    proto
+}
+
+/// The profile of a trace profile, but its samples, each given to `each` as it is made (one
+/// `Sample` reused: no allocation per sample).
+fn build(profile: &crate::Profile, each: &mut dyn FnMut(&Sample)) -> Profile {
     let mut strings = Strings::new();
     let mut sample_type = vec![ValueType {
         r#type: strings.intern("calls"),
@@ -336,78 +345,71 @@ pub fn to_proto(profile: &crate::Profile) -> Profile {
         .iter()
         .filter_map(|p| Some((p.pid, p.name.as_deref()?)))
         .collect();
-    let mut samples = Vec::new();
+    let mut sample = Sample::default();
     for stack in stacks(profile) {
-        let value: Vec<i64> = match profile.trace_type {
-            TraceType::CallCount => vec![stack.measurement],
-            TraceType::CallTime => vec![stack.calls, stack.measurement],
-            TraceType::CallMemory => vec![stack.calls, stack.bytes, stack.blocks],
-        }
-        .into_iter()
-        .map(|v| i64::try_from(v).unwrap_or(i64::MAX))
-        .collect();
+        let value = match profile.trace_type {
+            TraceType::CallCount => &[stack.measurement][..],
+            TraceType::CallTime => &[stack.calls, stack.measurement],
+            TraceType::CallMemory => &[stack.calls, stack.bytes, stack.blocks],
+        };
         if value.iter().all(|&v| v == 0) {
             continue;
         }
-        let location_id = stack
-            .frames
-            .iter()
-            .rev()
-            .map(|&f| {
-                *ids.entry(f).or_insert_with(|| {
-                    let id = functions.len() as u64 + 1;
-                    functions.push(Function {
-                        id,
-                        name: strings.intern(&frame_name(f)),
-                        system_name: strings.intern(&f.mfa()),
-                        filename: strings.intern(&f.file),
-                        start_line: i64::from(f.line),
-                    });
-                    locations.push(Location {
-                        id,
-                        mapping_id: 0,
-                        address: 0,
-                        line: vec![Line {
-                            function_id: id,
-                            line: i64::from(f.line),
-                        }],
-                        is_folded: false,
-                    });
-                    id
-                })
+        sample.value.clear();
+        sample
+            .value
+            .extend(value.iter().map(|&v| i64::try_from(v).unwrap_or(i64::MAX)));
+        sample.location_id.clear();
+        let location_id = stack.frames.iter().rev().map(|&f| {
+            *ids.entry(f).or_insert_with(|| {
+                let id = functions.len() as u64 + 1;
+                functions.push(Function {
+                    id,
+                    name: strings.intern(&frame_name(f)),
+                    system_name: strings.intern(&f.mfa()),
+                    filename: strings.intern(&f.file),
+                    start_line: i64::from(f.line),
+                });
+                locations.push(Location {
+                    id,
+                    mapping_id: 0,
+                    address: 0,
+                    line: vec![Line {
+                        function_id: id,
+                        line: i64::from(f.line),
+                    }],
+                    is_folded: false,
+                });
+                id
             })
-            .collect();
-        let label = labels
-            .entry(stack.group)
-            .or_insert_with(|| {
-                let name = match stack.group {
-                    Group::All => crate::profile::ALL_PROCESSES.to_owned(),
-                    Group::Process(pid) => names
-                        .get(&pid)
-                        .map_or_else(|| pid.to_string(), |n| (*n).to_owned()),
-                };
-                let mut label = vec![Label {
-                    key: process_key,
-                    str: strings.intern(&name),
+        });
+        sample.location_id.extend(location_id);
+        let label = labels.entry(stack.group).or_insert_with(|| {
+            let name = match stack.group {
+                Group::All => crate::profile::ALL_PROCESSES.to_owned(),
+                Group::Process(pid) => names
+                    .get(&pid)
+                    .map_or_else(|| pid.to_string(), |n| (*n).to_owned()),
+            };
+            let mut label = vec![Label {
+                key: process_key,
+                str: strings.intern(&name),
+                num: 0,
+                num_unit: 0,
+            }];
+            if let Group::Process(pid) = stack.group {
+                label.push(Label {
+                    key: pid_key,
+                    str: strings.intern(&pid.to_string()),
                     num: 0,
                     num_unit: 0,
-                }];
-                if let Group::Process(pid) = stack.group {
-                    label.push(Label {
-                        key: pid_key,
-                        str: strings.intern(&pid.to_string()),
-                        num: 0,
-                        num_unit: 0,
-                    });
-                }
-                label
-            })
-            .clone();
-        samples.push(Sample {
-            location_id,
-            value,
-            label,
+                });
+            }
+            label
         });
+        sample.label.clear();
+        sample.label.extend_from_slice(label);
+        each(&sample);
     }
     let comment = vec![strings.intern(&format!("tprof {}", profile.trace_type))];
     let started_ms = profile.meta.runs.first().map_or(0, |r| r.started_unix_ms);
@@ -421,7 +423,7 @@ pub fn to_proto(profile: &crate::Profile) -> Profile {
         period_type: Some(main),
         period: 1,
         sample_type,
-        sample: samples,
+        sample: Vec::new(),
         mapping: Vec::new(),
         location: locations,
         function: functions,
@@ -434,13 +436,30 @@ pub fn to_proto(profile: &crate::Profile) -> Profile {
     }
 }
 
-/// Writes `profile` as gzipped `profile.proto`.
+/// Writes `profile` as gzipped `profile.proto`: a trace profile's samples encoded as they are
+/// made, in their place among the fields (after `sample_type`), the bytes [`to_proto`]'s
+/// encoding gives.
 pub(super) fn write(profile: &crate::Profile, out: &mut dyn Write) -> Result<(), ExportError> {
-    let bytes = to_proto(profile).encode_to_vec();
     // The fastest level, as Go's own profile writer uses: at 100,000 processes the default
     // level took half the export's time.
     let mut gz = GzEncoder::new(out, Compression::fast());
-    gz.write_all(&bytes)?;
+    if super::sampled::is_sampled(profile) {
+        gz.write_all(&to_proto(profile).encode_to_vec())?;
+    } else {
+        let mut samples = Vec::new();
+        let mut rest = build(profile, &mut |sample| {
+            prost::encoding::message::encode(2, sample, &mut samples);
+        });
+        // Field 1, then the samples (field 2), then the others: a message's fields in the
+        // order of their numbers, as prost encodes them.
+        let first = Profile {
+            sample_type: std::mem::take(&mut rest.sample_type),
+            ..Profile::default()
+        };
+        gz.write_all(&first.encode_to_vec())?;
+        gz.write_all(&samples)?;
+        gz.write_all(&rest.encode_to_vec())?;
+    }
     gz.finish()?;
     Ok(())
 }

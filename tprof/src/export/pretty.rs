@@ -42,7 +42,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::Write;
 
 use super::ExportError;
-use crate::format::{cut_pad, label, micros, right, two_decimals, width};
+use crate::format::{cut_pad, label, micros, push_cut_pad, right, two_decimals, width};
 use crate::sample_report::{PrintOptions, ReportFormat};
 use crate::{Aggregate, Group, PathEntry, ProcessRecord, Profile, SortBy, TraceType};
 
@@ -89,7 +89,7 @@ pub(super) fn write_with(
 }
 
 /// Lines of cells as left-aligned columns as wide as their widest cell, two spaces apart
-/// (the last column not padded).
+/// (the last column not padded), laid out in one buffer.
 fn columns<const N: usize>(rows: &[[&str; N]], out: &mut dyn Write) -> std::io::Result<()> {
     let mut w = [0usize; N];
     for row in rows {
@@ -97,19 +97,19 @@ fn columns<const N: usize>(rows: &[[&str; N]], out: &mut dyn Write) -> std::io::
             *w = (*w).max(width(cell));
         }
     }
+    let mut text = String::new();
     for row in rows {
-        let mut line = String::new();
         for (i, cell) in row.iter().enumerate() {
             if i + 1 == N {
-                line.push_str(cell);
+                text.push_str(cell);
             } else {
-                line.push_str(&cut_pad(cell, w[i]));
-                line.push_str("  ");
+                push_cut_pad(&mut text, cell, w[i]);
+                text.push_str("  ");
             }
         }
-        writeln!(out, "{line}")?;
+        text.push('\n');
     }
-    Ok(())
+    out.write_all(text.as_bytes())
 }
 
 /// Part 1: who each process of `pids` is.
@@ -119,28 +119,22 @@ fn legend(
     out: &mut dyn Write,
 ) -> std::io::Result<()> {
     let records = crate::table::records(profile);
-    let cells: Vec<[String; 3]> = pids
+    let cells: Vec<(String, &str, &str)> = pids
         .iter()
         .map(|pid| {
             let record = records.get(pid);
-            [
+            (
                 pid.to_string(),
+                record.and_then(|r| r.name.as_deref()).unwrap_or("-"),
                 record
-                    .and_then(|r| r.name.clone())
-                    .unwrap_or_else(|| "-".to_owned()),
-                record
-                    .map(|r| r.initial_call.clone())
+                    .map(|r| r.initial_call.as_str())
                     .filter(|c| !c.is_empty())
-                    .unwrap_or_else(|| "-".to_owned()),
-            ]
+                    .unwrap_or("-"),
+            )
         })
         .collect();
     let mut rows: Vec<[&str; 3]> = vec![["PROCESS", "NAME", "INITIAL CALL"]];
-    rows.extend(
-        cells
-            .iter()
-            .map(|[a, b, c]| [a.as_str(), b.as_str(), c.as_str()]),
-    );
+    rows.extend(cells.iter().map(|(a, b, c)| [a.as_str(), *b, *c]));
     columns(&rows, out)
 }
 

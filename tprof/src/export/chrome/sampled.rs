@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{Args, Event, OtherData, Scale, TraceFile, interval};
+use super::{Args, Event, OtherData, Scale, TraceFile, interval, keep_longest, slices_left_out};
 use crate::Profile;
 use crate::export::sampled::{self, Dropped, NO_STACK, Root};
 use crate::samples::{SampleRecord, SampleSet, SamplerKind, WaitState};
@@ -58,8 +58,9 @@ pub(super) struct SamplesData {
     dropped_ns: u64,
 }
 
-/// `profile`'s samples as a trace file.
-pub(super) fn file(profile: &Profile) -> TraceFile {
+/// `profile`'s samples as a trace file: past `max_slices` slices, the longest of them
+/// ([`keep_longest`]), `otherData` saying how many were left out.
+pub(super) fn file(profile: &Profile, max_slices: usize) -> TraceFile<'static> {
     let set = &profile.samples;
     let labels = profile.labels();
     let mut table = sampled::stack_frames(set);
@@ -133,7 +134,7 @@ pub(super) fn file(profile: &Profile) -> TraceFile {
     let dropped = Dropped::of(set, None);
     if let Some(note) = dropped.note() {
         events.push(Event {
-            name: note,
+            name: note.into(),
             ph: "i",
             pid: 0,
             tid: 0,
@@ -146,6 +147,7 @@ pub(super) fn file(profile: &Profile) -> TraceFile {
             },
         });
     }
+    let left_out = keep_longest(&mut events, max_slices);
     let measures: Vec<&str> = sampled::samplers(set)
         .into_iter()
         .map(sampled::measure)
@@ -159,7 +161,7 @@ pub(super) fn file(profile: &Profile) -> TraceFile {
             duration_unit: "durations are the time between samples, as long as each sample \
                             weighs (weight x period) at most",
             timelines: None,
-            slices_left_out: None,
+            slices_left_out: slices_left_out(left_out, max_slices),
             samples: Some(SamplesData {
                 sampled: sampled::describe(set),
                 weight: if measures.len() == 1 && measures[0] == "CPU time" {
@@ -175,9 +177,9 @@ pub(super) fn file(profile: &Profile) -> TraceFile {
 }
 
 /// A metadata event `name` of thread `tid` of process `pid`, naming it `value`.
-fn meta(name: &str, pid: u32, tid: u32, value: String) -> Event {
+fn meta(name: &'static str, pid: u32, tid: u32, value: String) -> Event<'static> {
     Event {
-        name: name.to_owned(),
+        name: name.into(),
         ph: "M",
         pid,
         tid,
@@ -269,7 +271,7 @@ fn close(out: &mut [Slice], open: &mut Vec<usize>, from: usize, at: u64) {
 }
 
 /// Writes `slices` as complete events of thread `tid` of process `pid`.
-fn draw(profile: &Profile, slices: &[Slice], pid: u32, tid: u32, events: &mut Vec<Event>) {
+fn draw(profile: &Profile, slices: &[Slice], pid: u32, tid: u32, events: &mut Vec<Event<'static>>) {
     let scale = Scale::timeline();
     // The end of the last slice written at each depth: a slice must not pass its parent's.
     let mut ends: Vec<f64> = Vec::new();
@@ -293,7 +295,7 @@ fn draw(profile: &Profile, slices: &[Slice], pid: u32, tid: u32, events: &mut Ve
             Item::NoStack => (NO_STACK.to_owned(), None),
         };
         events.push(Event {
-            name,
+            name: name.into(),
             ph: "X",
             pid,
             tid,
@@ -307,5 +309,85 @@ fn draw(profile: &Profile, slices: &[Slice], pid: u32, tid: u32, events: &mut Ve
                 location,
             }),
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::TraceType;
+    use crate::samples::{SampleFrame, SampleSource, SampleStack};
+
+    /// A CPU profile of one process: `n` samples 1 ms apart, the `i`th weighing `i` 20ths of
+    /// a period (so each is a slice of its own, `i` × 50 µs long).
+    fn sampled(n: u32) -> Profile {
+        let sample = |i: u32| SampleRecord {
+            source: 0,
+            pid: Some(runtime::Pid::from_parts(0, 5, 0)),
+            thread: None,
+            time_ns: u64::from(i) * 1_000_000,
+            weight: f64::from(i) / 20.0,
+            stack: Some(0),
+            state: None,
+            mailbox_len: 0,
+            size: 0,
+            live: false,
+        };
+        let mut profile = Profile::empty(TraceType::CallTime);
+        profile.samples = SampleSet {
+            sources: vec![SampleSource {
+                run: 0,
+                node: 0,
+                sampler: SamplerKind::Cpu,
+                hz: 1000,
+                alloc_rate: None,
+                dropped: 0.0,
+                native_walked: true,
+                duration_ns: 0,
+                capacity: 0,
+            }],
+            frames: vec![SampleFrame {
+                function: None,
+                name: "work".to_owned(),
+                file: None,
+                line: None,
+                address: 0,
+            }],
+            stacks: vec![SampleStack {
+                parent: None,
+                frame: 0,
+            }],
+            samples: (1..=n).map(sample).collect(),
+            ..SampleSet::default()
+        };
+        profile
+    }
+
+    #[test]
+    fn a_sampled_trace_past_its_limit_keeps_its_longest_slices_and_says_how_many_it_left_out() {
+        let profile = sampled(20);
+        let slices = |file: &TraceFile<'_>| -> Vec<f64> {
+            file.trace_events
+                .iter()
+                .filter(|e| e.ph == "X")
+                .filter_map(|e| e.dur)
+                .collect()
+        };
+        let whole = file(&profile, 100);
+        assert_eq!(slices(&whole).len(), 20);
+        assert_eq!(whole.other_data.slices_left_out, None);
+        let cut = file(&profile, 5);
+        // The five longest (16 to 20 twentieths of a millisecond), in time order.
+        assert_eq!(slices(&cut), [800.0, 850.0, 900.0, 950.0, 1000.0]);
+        let note = cut.other_data.slices_left_out.unwrap();
+        assert!(
+            note.starts_with("15 slices shorter than the 5 kept"),
+            "{note}"
+        );
+        // The tracks' names are kept.
+        assert_eq!(
+            cut.trace_events.iter().filter(|e| e.ph == "M").count(),
+            whole.trace_events.iter().filter(|e| e.ph == "M").count()
+        );
     }
 }

@@ -1,0 +1,134 @@
+//! Deep call paths (issue 22): an archive may hold a path 20,000 calls deep, and every export
+//! of it must stay bounded by what it shows. A stack keeps at most `MAX_STACK_DEPTH` frames
+//! (the outermost and innermost, `[truncated frames]` between them), so each export is
+//! linear in the path's entries, whatever their depth.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::{entry, function, path_entry, pid};
+use tprof::export::{self, Format, MAX_STACK_DEPTH, OUTER_FRAMES, TRUNCATED};
+use tprof::{CallTree, FunctionTrace, Group, PathNode, Profile, TraceType};
+
+const DEPTH: u32 = 20_000;
+/// Every this many paths along the chain has figures (and the deepest has).
+const EVERY: u32 = 10;
+
+/// One process whose call tree is one path `DEPTH` calls deep through ten functions, every
+/// `EVERY`th path of it measured.
+fn deep() -> Profile {
+    let table: Vec<_> = (0..10)
+        .map(|i| function("app", &format!("f{i}"), 0, i + 1))
+        .collect();
+    let group = Group::Process(pid("<0.1.0>"));
+    let nodes = (0..DEPTH)
+        .map(|i| PathNode {
+            parent: i.checked_sub(1),
+            function: i % 10,
+        })
+        .collect();
+    let measured: Vec<u32> = (0..DEPTH).filter(|i| (i + 1) % EVERY == 0).collect();
+    let entries = measured
+        .iter()
+        .map(|&i| path_entry(group, i, 1, 1_000 + u64::from(i)))
+        .collect();
+    let functions = table
+        .iter()
+        .enumerate()
+        .map(|(f, function)| FunctionTrace {
+            function: function.clone(),
+            entries: vec![entry(
+                group,
+                measured.len() as u64 / 10,
+                1_000 * (f as u64 + 1),
+            )],
+        })
+        .collect();
+    let mut profile = Profile::new(TraceType::CallTime, functions);
+    profile.function_table = table;
+    profile.call_tree = CallTree { nodes, entries };
+    profile
+}
+
+fn entries() -> usize {
+    (DEPTH / EVERY) as usize
+}
+
+#[test]
+fn a_deep_path_keeps_its_outermost_and_innermost_frames() {
+    let profile = deep();
+    let stacks = export::stacks(&profile);
+    assert_eq!(stacks.len(), entries());
+    assert!(stacks.iter().all(|s| s.frames.len() <= MAX_STACK_DEPTH));
+    let deepest = stacks.iter().max_by_key(|s| s.measurement).unwrap();
+    assert_eq!(deepest.frames.len(), MAX_STACK_DEPTH);
+    assert_eq!(deepest.truncated, DEPTH as usize - (MAX_STACK_DEPTH - 1));
+    assert!(std::ptr::eq(deepest.frames[OUTER_FRAMES], &*TRUNCATED));
+    // The outermost from the root, the innermost down to the path's own function.
+    assert_eq!(deepest.frames[0].name, "f0");
+    assert_eq!(deepest.frames[OUTER_FRAMES - 1].name, "f3");
+    assert_eq!(deepest.frames.last().unwrap().name, "f9");
+    // A path within the limit is whole.
+    let shallow = stacks.iter().find(|s| s.frames.len() == 10).unwrap();
+    assert_eq!(shallow.truncated, 0);
+    assert!(!shallow.frames.iter().any(|f| f.name == TRUNCATED.name));
+}
+
+#[test]
+fn every_export_of_a_deep_path_is_bounded_by_its_entries() {
+    let profile = deep();
+    // What a line of at most `MAX_STACK_DEPTH` frames may take, generously.
+    let bound = entries() * MAX_STACK_DEPTH * 64;
+
+    let folded = export::to_string(Format::Folded, &profile).unwrap();
+    assert_eq!(folded.lines().count(), entries());
+    for line in folded.lines() {
+        let (stack, _) = line.rsplit_once(' ').unwrap();
+        // The process, then the frames.
+        assert!(stack.split(';').count() <= MAX_STACK_DEPTH + 1, "{line}");
+    }
+    // Its space made safe, as folded lines make every frame.
+    assert!(folded.contains(";[truncated_frames];"));
+    assert!(folded.len() < bound, "{} bytes", folded.len());
+
+    let proto = export::pprof::to_proto(&profile);
+    assert_eq!(proto.sample.len(), entries());
+    assert!(
+        proto
+            .sample
+            .iter()
+            .all(|s| s.location_id.len() <= MAX_STACK_DEPTH)
+    );
+    let strings = &proto.string_table;
+    assert!(strings.iter().any(|s| s == "[truncated frames]"));
+
+    let speedscope: serde_json::Value =
+        serde_json::from_str(&export::to_string(Format::Speedscope, &profile).unwrap()).unwrap();
+    let samples = speedscope["profiles"][0]["samples"].as_array().unwrap();
+    assert_eq!(samples.len(), entries());
+    assert!(
+        samples
+            .iter()
+            .all(|s| s.as_array().unwrap().len() <= MAX_STACK_DEPTH)
+    );
+
+    let svg = export::to_string(Format::Svg, &profile).unwrap();
+    assert!(svg.len() < bound, "{} bytes", svg.len());
+
+    let chrome = export::to_string(Format::Chrome, &profile).unwrap();
+    assert!(chrome.len() < bound, "{} bytes", chrome.len());
+    let trace: serde_json::Value = serde_json::from_str(&chrome).unwrap();
+    let slices: Vec<&serde_json::Value> = trace["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["ph"] == "X")
+        .collect();
+    assert!(slices.len() <= entries() * MAX_STACK_DEPTH);
+    // Each slice names at most 32 functions of its path.
+    for slice in slices {
+        let path = slice["args"]["path"].as_str().unwrap();
+        assert!(path.split(';').count() <= 33, "{path}");
+    }
+}
