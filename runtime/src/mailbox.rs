@@ -25,6 +25,7 @@
 //! pending, whether or not the process is receiving.
 
 use crate::traced;
+use crate::process::{Wait, noting};
 use parking_lot::{MappedMutexGuard, Mutex, MutexGuard};
 use std::any::Any;
 use std::collections::VecDeque;
@@ -505,8 +506,8 @@ impl<F: FnMut(&Message) -> bool + Unpin> Future for ReceiveMatch<F> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Message> {
         let this = self.get_mut();
-        let polled = current_process_for_receive(|process| {
-            match process
+        current_process_for_receive(|process| {
+            let polled = match process
                 .mailbox
                 .poll_take_front(&mut this.matches, cx, process.task_waker())
             {
@@ -514,12 +515,12 @@ impl<F: FnMut(&Message) -> bool + Unpin> Future for ReceiveMatch<F> {
                 None => process
                     .mailbox
                     .poll_take(process, &mut this.hint, &mut this.matches, cx),
+            };
+            if polled.is_pending() {
+                process.note_wait(Wait::Receive);
             }
-        });
-        if polled.is_pending() {
-            crate::sample::note_wait(crate::sample::WAIT_RECEIVE);
-        }
-        polled
+            polled
+        })
     }
 }
 
@@ -605,23 +606,12 @@ where
 #[allow(unsafe_code)]
 #[traced(module = "runtime")]
 pub async fn receive_timeout<T: Any + Send>(timeout: Duration) -> Option<T> {
-    noting_a_timer(tokio::time::timeout(timeout, receive::<T>()))
+    noting(
+        Wait::ReceiveTimeout,
+        tokio::time::timeout(timeout, receive::<T>()),
+    )
         .await
         .ok()
-}
-
-/// `timed`, noting for the wall sampler, each time it is pending, that the process waits for
-/// a message or its timer.
-async fn noting_a_timer<F: Future>(timed: F) -> F::Output {
-    let mut timed = std::pin::pin!(timed);
-    std::future::poll_fn(|cx| {
-        let polled = timed.as_mut().poll(cx);
-        if polled.is_pending() {
-            crate::sample::note_wait(crate::sample::WAIT_RECEIVE_TIMEOUT);
-        }
-        polled
-    })
-    .await
 }
 
 /// [`receive_any`] with a timeout: `None` when the mailbox stayed empty.
@@ -631,7 +621,10 @@ async fn noting_a_timer<F: Future>(timed: F) -> F::Output {
 #[allow(unsafe_code)]
 #[traced(module = "runtime")]
 pub async fn receive_any_timeout(timeout: Duration) -> Option<Message> {
-    noting_a_timer(tokio::time::timeout(timeout, receive_any()))
+    noting(
+        Wait::ReceiveTimeout,
+        tokio::time::timeout(timeout, receive_any()),
+    )
         .await
         .ok()
 }
