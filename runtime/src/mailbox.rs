@@ -353,15 +353,17 @@ impl Mailbox {
     #[inline(always)]
     fn poll_take_front<F: FnMut(&Message) -> bool>(
         &self,
+        process: &Process,
         matches: &mut F,
         cx: &mut Context<'_>,
-        task: Option<&Waker>,
     ) -> Option<Poll<Message>> {
         if self.saved_len.load(Ordering::Relaxed) != 0 {
             return None;
         }
+        let task = process.task_waker();
         let own_task = || task.is_some_and(|t| t.will_wake(cx.waker()));
         if self.wake_task.load(Ordering::Relaxed) && own_task() {
+            process.note_wait(Wait::Receive);
             return Some(Poll::Pending);
         }
         let msg = {
@@ -369,6 +371,7 @@ impl Mailbox {
             match incoming.queue.front() {
                 None => {
                     register(&mut incoming, &self.wake_task, cx, task);
+                    process.note_wait(Wait::Receive);
                     return Some(Poll::Pending);
                 }
                 Some(Envelope::Message(_)) => match incoming.queue.pop_front() {
@@ -431,6 +434,7 @@ impl Mailbox {
                 let mut incoming = self.incoming.lock();
                 if incoming.queue.is_empty() {
                     register(&mut incoming, &self.wake_task, cx, process.task_waker());
+                    process.note_wait(Wait::Receive);
                     return Poll::Pending;
                 }
                 std::mem::swap(&mut incoming.queue, spare);
@@ -506,20 +510,17 @@ impl<F: FnMut(&Message) -> bool + Unpin> Future for ReceiveMatch<F> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Message> {
         let this = self.get_mut();
+        // Each pending path notes that the process waits for a message.
         current_process_for_receive(|process| {
-            let polled = match process
+            match process
                 .mailbox
-                .poll_take_front(&mut this.matches, cx, process.task_waker())
+                .poll_take_front(process, &mut this.matches, cx)
             {
                 Some(poll) => poll,
                 None => process
                     .mailbox
                     .poll_take(process, &mut this.hint, &mut this.matches, cx),
-            };
-            if polled.is_pending() {
-                process.note_wait(Wait::Receive);
             }
-            polled
         })
     }
 }

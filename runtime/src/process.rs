@@ -555,7 +555,8 @@ impl Process {
     /// Whether the process has begun to end (its future is being dropped, or its exit
     /// bookkeeping runs).
     pub(crate) fn is_exiting(&self) -> bool {
-        self.status.load(Ordering::Relaxed) & wait::STATUS_MASK == STATUS_EXITING
+        // Its reason, not its status byte: set once, as it begins to end, and never undone.
+        self.exit_reason.get().is_some()
     }
 
     /// Records why the process is ending, before its future is dropped, so that whatever

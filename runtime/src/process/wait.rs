@@ -54,15 +54,14 @@ pub(super) fn woken_by_messages(status: u8) -> bool {
 impl Process {
     /// Notes, in a poll of this process by its own task, that it is about to suspend waiting
     /// for `wait` (the last noted in a poll wins: `receive_timeout` notes after the `receive`
-    /// it wraps). A relaxed load and a store into its own record.
+    /// it wraps). One store into its own record. (A destructor that polls a receive while its
+    /// process ends would mark it running again: only readers of its state see that, as
+    /// [`Process::is_exiting`] reads the exit reason.)
     #[inline(always)]
     pub(crate) fn note_wait(&self, wait: Wait) {
-        let status = self.status.load(Ordering::Relaxed);
-        if status & STATUS_MASK == STATUS_RUNNING {
-            // Release: a reader that sees a call's kind sees its callee, stored before.
-            self.status
-                .store(STATUS_RUNNING | (wait as u8) << KIND_SHIFT, Ordering::Release);
-        }
+        // Release: a reader that sees a call's kind sees its callee, stored before.
+        self.status
+            .store(STATUS_RUNNING | (wait as u8) << KIND_SHIFT, Ordering::Release);
     }
 
     /// At the end of a poll that suspends: waiting, for what the poll noted.
