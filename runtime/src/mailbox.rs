@@ -24,8 +24,8 @@
 //! takes them from incoming, which the poll wrapper does at the start of a poll whenever one is
 //! pending, whether or not the process is receiving.
 
-use crate::traced;
 use crate::process::{Wait, noting};
+use crate::traced;
 use parking_lot::{MappedMutexGuard, Mutex, MutexGuard};
 use std::any::Any;
 use std::collections::VecDeque;
@@ -611,8 +611,8 @@ pub async fn receive_timeout<T: Any + Send>(timeout: Duration) -> Option<T> {
         Wait::ReceiveTimeout,
         tokio::time::timeout(timeout, receive::<T>()),
     )
-        .await
-        .ok()
+    .await
+    .ok()
 }
 
 /// [`receive_any`] with a timeout: `None` when the mailbox stayed empty.
@@ -626,8 +626,8 @@ pub async fn receive_any_timeout(timeout: Duration) -> Option<Message> {
         Wait::ReceiveTimeout,
         tokio::time::timeout(timeout, receive_any()),
     )
-        .await
-        .ok()
+    .await
+    .ok()
 }
 
 #[cfg(test)]

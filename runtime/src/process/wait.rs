@@ -60,8 +60,10 @@ impl Process {
     #[inline(always)]
     pub(crate) fn note_wait(&self, wait: Wait) {
         // Release: a reader that sees a call's kind sees its callee, stored before.
-        self.status
-            .store(STATUS_RUNNING | (wait as u8) << KIND_SHIFT, Ordering::Release);
+        self.status.store(
+            STATUS_RUNNING | (wait as u8) << KIND_SHIFT,
+            Ordering::Release,
+        );
     }
 
     /// At the end of a poll that suspends: waiting, for what the poll noted.
