@@ -252,3 +252,99 @@ fn states_do_not_depend_on_the_runtime_being_traced() {
     node.send(receiver, 1u64);
     node.send(timed, 1u64);
 }
+
+/// A server that answers every call.
+struct Echo;
+
+impl GenServer for Echo {
+    type Args = ();
+    type Call = u64;
+    type Reply = u64;
+    type Cast = ();
+    async fn init((): ()) -> Result<Self, ExitReason> {
+        Ok(Echo)
+    }
+    async fn handle_call(&mut self, n: u64, _from: &mut Caller<u64>) -> CallReply<u64> {
+        CallReply::Reply(n)
+    }
+}
+
+/// Waits (within a generous bound) until `node` says `pid` is suspended.
+fn until_waiting(node: &Node, pid: Pid) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while node.process_info(pid).map(|i| i.status) != Some(runtime::ProcessStatus::Waiting) {
+        assert!(Instant::now() < deadline, "{pid} never waited");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Processes that suspended before any session existed are told apart by a census taken
+/// later: in `receive`, in `receive_timeout`, in a call (and to whom), and, after a call that
+/// returned, waiting elsewhere (no stale call).
+#[test]
+fn a_census_tells_waits_that_began_before_the_session() {
+    let node = Node::builder().worker_threads(2).build().expect("node");
+    let receiver = node
+        .spawn(async {
+            receive::<u64>().await;
+        })
+        .expect("spawn");
+    let timed = node
+        .spawn(async {
+            runtime::receive_timeout::<u64>(Duration::from_secs(600)).await;
+        })
+        .expect("spawn");
+    let silent = node
+        .block_on(gen_server::start_on::<Silent>(
+            node.handle(),
+            (),
+            StartOptions::new(),
+        ))
+        .expect("server")
+        .pid();
+    let echo = node
+        .block_on(gen_server::start_on::<Echo>(
+            node.handle(),
+            (),
+            StartOptions::new(),
+        ))
+        .expect("server")
+        .pid();
+    let caller = node
+        .spawn(async move {
+            let _ = gen_server::call::<Silent>(silent, (), Timeout::Infinity).await;
+        })
+        .expect("spawn");
+    let answered = node
+        .spawn(async move {
+            let echoed = gen_server::call::<Echo>(echo, 7, Timeout::Infinity).await;
+            assert_eq!(echoed, Ok(7));
+            std::future::pending::<()>().await;
+        })
+        .expect("spawn");
+    for pid in [receiver, timed, silent, echo, caller, answered] {
+        until_waiting(&node, pid);
+    }
+    let session = node
+        .sample_session(SampleOptions::new().sampler(Sampler::Wall))
+        .expect("wall session");
+    session
+        .trace()
+        .enable_trace(ProcessSpec::All, true)
+        .expect("flags");
+    let census = session.census();
+    let seen = |pid: Pid| {
+        census
+            .iter()
+            .find(|s| s.pid == Some(pid))
+            .map(|s| (s.state, s.callee))
+            .unwrap_or_else(|| panic!("{pid} in the census: {census:?}"))
+    };
+    assert_eq!(seen(receiver), (Some(ProcessState::Receive), None));
+    assert_eq!(seen(timed), (Some(ProcessState::ReceiveTimeout), None));
+    assert_eq!(seen(silent), (Some(ProcessState::Receive), None));
+    assert_eq!(seen(caller), (Some(ProcessState::Call), Some(silent)));
+    assert_eq!(seen(answered), (Some(ProcessState::Waiting), None));
+    node.send(receiver, 1u64);
+    node.send(timed, 1u64);
+}

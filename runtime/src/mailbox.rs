@@ -24,6 +24,7 @@
 //! takes them from incoming, which the poll wrapper does at the start of a poll whenever one is
 //! pending, whether or not the process is receiving.
 
+use crate::process::{Wait, noting};
 use crate::traced;
 use parking_lot::{MappedMutexGuard, Mutex, MutexGuard};
 use std::any::Any;
@@ -352,15 +353,17 @@ impl Mailbox {
     #[inline(always)]
     fn poll_take_front<F: FnMut(&Message) -> bool>(
         &self,
+        process: &Process,
         matches: &mut F,
         cx: &mut Context<'_>,
-        task: Option<&Waker>,
     ) -> Option<Poll<Message>> {
         if self.saved_len.load(Ordering::Relaxed) != 0 {
             return None;
         }
+        let task = process.task_waker();
         let own_task = || task.is_some_and(|t| t.will_wake(cx.waker()));
         if self.wake_task.load(Ordering::Relaxed) && own_task() {
+            process.note_wait(Wait::Receive);
             return Some(Poll::Pending);
         }
         let msg = {
@@ -368,6 +371,7 @@ impl Mailbox {
             match incoming.queue.front() {
                 None => {
                     register(&mut incoming, &self.wake_task, cx, task);
+                    process.note_wait(Wait::Receive);
                     return Some(Poll::Pending);
                 }
                 Some(Envelope::Message(_)) => match incoming.queue.pop_front() {
@@ -430,6 +434,7 @@ impl Mailbox {
                 let mut incoming = self.incoming.lock();
                 if incoming.queue.is_empty() {
                     register(&mut incoming, &self.wake_task, cx, process.task_waker());
+                    process.note_wait(Wait::Receive);
                     return Poll::Pending;
                 }
                 std::mem::swap(&mut incoming.queue, spare);
@@ -505,21 +510,18 @@ impl<F: FnMut(&Message) -> bool + Unpin> Future for ReceiveMatch<F> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Message> {
         let this = self.get_mut();
-        let polled = current_process_for_receive(|process| {
+        // Each pending path notes that the process waits for a message.
+        current_process_for_receive(|process| {
             match process
                 .mailbox
-                .poll_take_front(&mut this.matches, cx, process.task_waker())
+                .poll_take_front(process, &mut this.matches, cx)
             {
                 Some(poll) => poll,
                 None => process
                     .mailbox
                     .poll_take(process, &mut this.hint, &mut this.matches, cx),
             }
-        });
-        if polled.is_pending() {
-            crate::sample::note_wait(crate::sample::WAIT_RECEIVE);
-        }
-        polled
+        })
     }
 }
 
@@ -605,23 +607,12 @@ where
 #[allow(unsafe_code)]
 #[traced(module = "runtime")]
 pub async fn receive_timeout<T: Any + Send>(timeout: Duration) -> Option<T> {
-    noting_a_timer(tokio::time::timeout(timeout, receive::<T>()))
-        .await
-        .ok()
-}
-
-/// `timed`, noting for the wall sampler, each time it is pending, that the process waits for
-/// a message or its timer.
-async fn noting_a_timer<F: Future>(timed: F) -> F::Output {
-    let mut timed = std::pin::pin!(timed);
-    std::future::poll_fn(|cx| {
-        let polled = timed.as_mut().poll(cx);
-        if polled.is_pending() {
-            crate::sample::note_wait(crate::sample::WAIT_RECEIVE_TIMEOUT);
-        }
-        polled
-    })
+    noting(
+        Wait::ReceiveTimeout,
+        tokio::time::timeout(timeout, receive::<T>()),
+    )
     .await
+    .ok()
 }
 
 /// [`receive_any`] with a timeout: `None` when the mailbox stayed empty.
@@ -631,9 +622,12 @@ async fn noting_a_timer<F: Future>(timed: F) -> F::Output {
 #[allow(unsafe_code)]
 #[traced(module = "runtime")]
 pub async fn receive_any_timeout(timeout: Duration) -> Option<Message> {
-    noting_a_timer(tokio::time::timeout(timeout, receive_any()))
-        .await
-        .ok()
+    noting(
+        Wait::ReceiveTimeout,
+        tokio::time::timeout(timeout, receive_any()),
+    )
+    .await
+    .ok()
 }
 
 #[cfg(test)]

@@ -31,9 +31,10 @@ mod once;
 mod spawn;
 mod table;
 mod task;
+mod wait;
 
 use std::borrow::Cow;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::task::Waker;
 
@@ -52,6 +53,7 @@ pub use spawn::{
 };
 pub(crate) use spawn::{spawn_on_node, spawn_pid_on_node};
 pub(crate) use table::{InsertError, ProcessTable};
+pub(crate) use wait::{Wait, calling, note_current_wait, noting};
 
 use crate::heap::{Account, AccountCell, Charging};
 use crate::mailbox::{Closed, Envelope, Mailbox, Pushed};
@@ -71,7 +73,8 @@ const EXIT_PENDING: u8 = 2;
 /// The process has a `max_heap_size`: each poll boundary checks it.
 const HEAP_LIMITED: u8 = 4;
 
-/// Spawned, not yet polled.
+/// Spawned, not yet polled. (The status byte's low two bits; what a waiting process waits for
+/// is above them, see [`wait`].)
 const STATUS_NEW: u8 = 0;
 const STATUS_RUNNING: u8 = 1;
 const STATUS_EXITING: u8 = 2;
@@ -89,6 +92,7 @@ pub(crate) struct Process {
     pub(crate) initial_call: Cow<'static, str>,
     pub(crate) mailbox: Mailbox,
     flags: AtomicU8,
+    /// Running, waiting, ending, and what it waits for ([`wait`]): written only by its own task.
     status: AtomicU8,
     trap_exit: AtomicBool,
     /// Its polls so far, wrapping (`tprof top`'s polls per refresh): written only by the
@@ -109,8 +113,13 @@ pub(crate) struct Process {
     /// measures the process (the traced stack records the function it is in there), as nothing
     /// else reads it then (128 bytes and two atomic read-modify-writes fewer per process).
     account: AccountCell,
-    /// `max_message_queue_len`; `usize::MAX` for none.
-    max_queue_len: AtomicUsize,
+    /// `max_message_queue_len`; `u32::MAX` for none (a limit past four billion messages is
+    /// none: four bytes fewer, for the callee below).
+    max_queue_len: AtomicU32,
+    /// The process its last call called (slot index and serial; its node below): written
+    /// before the call waits, read while [`wait`] says it waits for a call.
+    callee: AtomicU64,
+    callee_node: AtomicU32,
     /// Its call_time / call_memory figures, made at the first poll a session measures.
     pub(crate) trace_data: OnceLock<crate::trace::ProcTraceRef>,
 }
@@ -193,7 +202,9 @@ impl Process {
             call_timer: OnceLock::new(),
             trace_flags: TraceFlags::default(),
             account: AccountCell::new(account),
-            max_queue_len: AtomicUsize::new(usize::MAX),
+            max_queue_len: AtomicU32::new(u32::MAX),
+            callee: AtomicU64::new(0),
+            callee_node: AtomicU32::new(0),
             trace_data: OnceLock::new(),
         };
         // SAFETY: the `Arc` was made just above and no reference to its value exists (no clone,
@@ -303,7 +314,7 @@ impl Process {
                     self.wake_task();
                 }
                 let max = self.max_queue_len.load(Ordering::Relaxed);
-                if max != usize::MAX && self.mailbox.len() > max {
+                if max != u32::MAX && self.mailbox.len() > max as usize {
                     self.set_pending_exit(ExitReason::MaxMessageQueueLen);
                     self.wake();
                 }
@@ -316,7 +327,8 @@ impl Process {
 
     /// Sets `max_message_queue_len`.
     pub(crate) fn set_max_queue_len(&self, max: usize) {
-        self.max_queue_len.store(max, Ordering::Relaxed);
+        self.max_queue_len
+            .store(u32::try_from(max).unwrap_or(u32::MAX), Ordering::Relaxed);
     }
 
     pub(crate) fn push_signal(&self, signal: Signal) {
@@ -560,7 +572,8 @@ impl Process {
     /// Whether the process has begun to end (its future is being dropped, or its exit
     /// bookkeeping runs).
     pub(crate) fn is_exiting(&self) -> bool {
-        self.status.load(Ordering::Relaxed) == STATUS_EXITING
+        // Its reason, not its status byte: set once, as it begins to end, and never undone.
+        self.exit_reason.get().is_some()
     }
 
     /// Records why the process is ending, before its future is dropped, so that whatever

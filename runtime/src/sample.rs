@@ -483,6 +483,8 @@ pub struct Sample {
     pub mailbox_len: u32,
     /// Its registered name (wall samples).
     pub registered_name: Option<Name>,
+    /// The process it calls, when its state is [`ProcessState::Call`] (wall samples).
+    pub callee: Option<Pid>,
     /// The allocation's size in bytes (allocation samples; 0 otherwise). [`weight`](Self::weight)
     /// is then the bytes it stands for, and `weight / size` the allocations.
     pub size: u64,
@@ -843,22 +845,6 @@ impl Drop for SampleSession {
                 paths::want(self.trace.slot(), false);
             }
         }
-    }
-}
-
-/// A process waits for a message (noted by `receive`'s pending poll).
-pub(crate) const WAIT_RECEIVE: u32 = 1;
-/// A process waits for a message or its timeout (`receive_timeout`).
-pub(crate) const WAIT_RECEIVE_TIMEOUT: u32 = 2;
-/// A process waits for a call's reply.
-pub(crate) const WAIT_CALL: u32 = 3;
-
-/// Notes what the polling process is about to wait for, for the wall sampler: one relaxed
-/// load when no wall session is open.
-#[inline(always)]
-pub(crate) fn note_wait(kind: u32) {
-    if paths::wanted() != 0 {
-        paths::note(kind);
     }
 }
 

@@ -2,10 +2,21 @@
 //! `Profile.peek_report`, for actors).
 //!
 //! After [`install`], `kill -USR1 <pid>` prints, on standard error, for each installed node:
-//! every process (pid, registered name, state, mailbox length, live heap, what it was spawned
-//! to run and the traced function it is in), then profiles the next second
-//! ([`set_peek_duration`]) in sample mode — CPU samples of every process and of the workers'
-//! native stacks — and prints Julia's report grouped by process.
+//! the deadlocks first (cycles of processes blocked in `call` on each other, A calling B
+//! while B calls A, or longer), then every process (pid, registered name, state — running,
+//! runnable, in `receive`, in `receive (timer)`, in a `call` to whom, waiting elsewhere —
+//! mailbox length, live heap, what it was spawned to run and the traced function it is in),
+//! then profiles the next second ([`set_peek_duration`]) in sample mode — CPU samples of
+//! every process and of the workers' native stacks — and prints Julia's report grouped by
+//! process.
+//!
+//! Past 1,000 processes ([`set_peek_fold_above`]) the list is folded: processes are counted
+//! by what they run (registered-name prefix or initial call) and state, and the largest
+//! mailboxes and heaps are listed; [`set_peek_full`] (or `TPROF_PEEK_FULL=1`) lists every one.
+//!
+//! A deadlock is reported when the cycle is there both when peek starts and after its second
+//! of samples: processes that merely call each other often are not caught between two
+//! reads.
 //!
 //! The signal handler only wakes a thread outside the runtime (signal-hook's self-pipe: no
 //! lock, no allocation in the handler); that thread reads the process table and runs the
@@ -27,22 +38,32 @@
 //! assert!(report.contains(&idle.to_string()));
 //! ```
 
+mod deadlock;
+mod listing;
+
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::io::Write as _;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
-use runtime::sample::{ProcessState, SampleOptions, Sampler};
+use runtime::sample::{ProcessState, Sample, SampleOptions, SampleSession, Sampler};
 use runtime::trace::{ProcessSpec, TracePattern};
 use runtime::{NodeHandle, Pid};
 
 use crate::sample_report::{GroupBy, PrintOptions};
 use crate::{Profile, TraceType};
+use listing::{Listing, Seen};
 
 /// How long peek profiles after printing the process table, in milliseconds.
 static DURATION_MS: AtomicU64 = AtomicU64::new(1000);
+
+/// Past how many processes peek folds its list.
+static FOLD_ABOVE: AtomicUsize = AtomicUsize::new(1000);
+
+/// Whether peek lists every process, however many.
+static FULL: AtomicBool = AtomicBool::new(false);
 
 /// The nodes peek reports on, and whether its thread runs.
 static NODES: OnceLock<Mutex<Vec<NodeHandle>>> = OnceLock::new();
@@ -77,6 +98,28 @@ pub fn set_peek_duration(duration: Duration) {
 /// How long peek profiles.
 pub fn peek_duration() -> Duration {
     Duration::from_millis(DURATION_MS.load(Ordering::Relaxed))
+}
+
+/// Sets past how many processes peek folds its list (default 1,000): it then counts the
+/// processes by what they run and their state, and lists those with the largest mailboxes and
+/// heaps.
+pub fn set_peek_fold_above(processes: usize) {
+    FOLD_ABOVE.store(processes, Ordering::Relaxed);
+}
+
+/// Makes peek list every process, however many (or fold them again past
+/// [`set_peek_fold_above`]); `TPROF_PEEK_FULL=1` in the environment also lists them all.
+pub fn set_peek_full(full: bool) {
+    FULL.store(full, Ordering::Relaxed);
+}
+
+/// How peek lists processes now, by the settings and the environment.
+fn listing() -> Listing {
+    Listing {
+        fold_above: FOLD_ABOVE.load(Ordering::Relaxed),
+        full: FULL.load(Ordering::Relaxed)
+            || std::env::var_os("TPROF_PEEK_FULL").is_some_and(|v| v == "1"),
+    }
 }
 
 /// Makes SIGUSR1 print [`peek_report`] of `node` (and of every other node installed) on
@@ -162,8 +205,13 @@ fn heap_snapshot_file(node: &NodeHandle) -> String {
     }
 }
 
-/// What peek prints for `node`: its processes now, then `duration` of samples by process.
+/// What peek prints for `node`: the deadlocks among its processes, its processes now, then
+/// `duration` of samples by process.
 pub fn peek_report(node: &NodeHandle, duration: Duration) -> String {
+    report(node, duration, listing())
+}
+
+fn report(node: &NodeHandle, duration: Duration, listing: Listing) -> String {
     let mut out = format!(
         "==== peek: node {} of {} (OS pid {}) ====\n",
         node.id(),
@@ -179,28 +227,44 @@ pub fn peek_report(node: &NodeHandle, duration: Duration) -> String {
         Ok(session) => session,
         Err(e) => {
             let _ = writeln!(out, "cannot sample: {e}");
-            out.push_str(&process_table(node, &HashMap::new()));
+            out.push_str(&listing::process_table(node, &HashMap::new(), listing));
             out.push_str("==== end of peek ====\n");
             return out;
         }
     };
     let _ = session.trace().set_pattern(&TracePattern::all());
     let _ = session.trace().enable_trace(ProcessSpec::All, true);
-    let states: HashMap<Pid, (ProcessState, Option<String>)> = session
-        .census()
+    let census = session.census();
+    let calls = calls_of(&census);
+    let names: HashMap<Pid, String> = census
+        .iter()
+        .filter_map(|s| Some((s.pid?, s.registered_name.as_ref()?.to_string())))
+        .collect();
+    let states: HashMap<Pid, Seen> = census
         .into_iter()
         .filter_map(|s| {
             let innermost = s
                 .traced
                 .last()
                 .map(|c| format!("{}::{}", c.module(), c.written_name()));
-            Some((s.pid?, (s.state?, innermost)))
+            Some((
+                s.pid?,
+                Seen {
+                    state: s.state?,
+                    callee: s.callee,
+                    innermost,
+                },
+            ))
         })
         .collect();
-    out.push_str(&process_table(node, &states));
+    let table = listing::process_table(node, &states, listing);
+    drop(states);
     std::thread::sleep(duration);
     let profile = Profile::from_snapshot(&session.snapshot(), TraceType::CallCount, &["tprof"]);
+    let deadlocks = still_blocked(&session, deadlock::cycles(&calls));
     drop(session);
+    out.push_str(&deadlock_section(&deadlocks, &names));
+    out.push_str(&table);
     let _ = writeln!(
         out,
         "\n==== peek: {} ms of {} samples by process ====",
@@ -220,43 +284,51 @@ pub fn peek_report(node: &NodeHandle, duration: Duration) -> String {
     out
 }
 
-/// Every process of `node`, by pid: its state as the census read it.
-fn process_table(
-    node: &NodeHandle,
-    states: &HashMap<Pid, (ProcessState, Option<String>)>,
-) -> String {
-    let mut rows = Vec::new();
-    runtime::introspect::walk(node, |p| {
-        let (state, function) = states
-            .get(&p.pid)
-            .map_or(("-", None), |(s, f)| (s.name(), f.as_deref()));
-        rows.push([
-            p.pid.to_string(),
-            p.registered_name
-                .map(ToString::to_string)
-                .unwrap_or_default(),
-            state.to_owned(),
-            p.message_queue_len.to_string(),
-            p.heap
-                .map_or_else(|| "-".to_owned(), |h| h.live_bytes.to_string()),
-            p.initial_call.to_owned(),
-            function.unwrap_or("").to_owned(),
-        ]);
-    });
-    rows.sort_by_key(|r| r[0].parse::<Pid>().ok());
-    let count = rows.len();
-    let mut out = crate::table::plain_columns(
-        [
-            "PID",
-            "NAME",
-            "STATE",
-            "MAILBOX",
-            "HEAP (bytes)",
-            "INITIAL CALL",
-            "IN",
-        ],
-        rows,
+/// Each process of `census` waiting in a call, and the process it calls.
+fn calls_of(census: &[Sample]) -> HashMap<Pid, Pid> {
+    census
+        .iter()
+        .filter(|s| s.state == Some(ProcessState::Call))
+        .filter_map(|s| Some((s.pid?, s.callee?)))
+        .collect()
+}
+
+/// The `cycles` whose every call a second census still finds waiting.
+fn still_blocked(session: &SampleSession, cycles: Vec<Vec<Pid>>) -> Vec<Vec<Pid>> {
+    if cycles.is_empty() {
+        return cycles;
+    }
+    let calls = calls_of(&session.census());
+    cycles
+        .into_iter()
+        .filter(|cycle| {
+            let next = cycle.iter().skip(1).chain(cycle.first());
+            cycle
+                .iter()
+                .zip(next)
+                .all(|(from, to)| calls.get(from) == Some(to))
+        })
+        .collect()
+}
+
+/// The deadlocks, one line each (`<1.5.0> (a) -> <1.6.0> (b) -> <1.5.0> (a)`); nothing when
+/// there are none.
+fn deadlock_section(cycles: &[Vec<Pid>], names: &HashMap<Pid, String>) -> String {
+    if cycles.is_empty() {
+        return String::new();
+    }
+    let mut out = format!(
+        "==== peek: {} deadlock{}: processes blocked in call on each other ====\n",
+        cycles.len(),
+        if cycles.len() == 1 { "" } else { "s" }
     );
-    let _ = writeln!(out, "({count} processes)");
+    let named = |pid: &Pid| match names.get(pid) {
+        Some(name) => format!("{pid} ({name})"),
+        None => pid.to_string(),
+    };
+    for cycle in cycles {
+        let line: Vec<String> = cycle.iter().chain(cycle.first()).map(named).collect();
+        let _ = writeln!(out, "{}", line.join(" -> "));
+    }
     out
 }

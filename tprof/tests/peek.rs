@@ -1,5 +1,6 @@
 //! Peek on a signal, against an example whose two workers are both stuck in loops: every
-//! process is printed, the spinners running, and the second of samples finds them in `spin`.
+//! process is printed, the spinners running, the two processes that call each other as a
+//! deadlock, and the second of samples finds the spinners in `spin`.
 
 #![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -74,8 +75,24 @@ fn peek_answers_while_every_worker_is_stuck() {
         .skip_while(|l| !l.starts_with("PID"))
         .take_while(|l| !l.starts_with('('))
         .collect();
-    // The header, idle and the two spinners: every process.
-    assert_eq!(table.len(), 4, "{report}");
+    // The header, idle, the deadlocked pair and the two spinners: every process.
+    assert_eq!(table.len(), 6, "{report}");
+    // The pair that call each other is reported as a deadlock, at the top.
+    let deadlock = report
+        .lines()
+        .skip_while(|l| !l.starts_with("==== peek: 1 deadlock:"))
+        .nth(1)
+        .unwrap_or_else(|| panic!("a deadlock reported: {report}"));
+    assert!(
+        deadlock.contains("(left) -> ") && deadlock.contains("(right) -> "),
+        "{report}"
+    );
+    assert!(
+        table
+            .iter()
+            .any(|l| l.contains(" left ") && l.contains(" call <")),
+        "{report}"
+    );
     let running = table.iter().filter(|l| l.contains(" running ")).count();
     assert_eq!(running, 2, "both spinners are being polled: {report}");
     let idle = table

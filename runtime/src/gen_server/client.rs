@@ -218,7 +218,8 @@ pub async fn call<S: GenServer>(
             Err(()) => return Err(CallError::NotInProcess(name.clone())),
         },
     };
-    let me = crate::try_self_pid();
+    // Whom it calls is kept by the caller, for peek and the wall sampler to tell.
+    let me = crate::process::calling(pid);
     if me == Some(pid) {
         return Err(CallError::CallingSelf(pid));
     }
@@ -337,7 +338,7 @@ impl<R> Future for WaitReply<'_, R> {
             // Refuse a late reply; one that came just now still counts.
             Poll::Ready(self.slot.close())
         } else {
-            crate::sample::note_wait(crate::sample::WAIT_CALL);
+            crate::process::note_current_wait(crate::process::Wait::Call);
             Poll::Pending
         }
     }

@@ -231,9 +231,6 @@ pub(crate) struct Account {
     /// The interned traced path the process last suspended in, while a wall sample session
     /// samples it ([`crate::sample`]; 0: none).
     suspended_path: AtomicU32,
-    /// What the process waits for, while a wall sample session samples it
-    /// ([`crate::sample`]: 0 unknown, else a `WAIT_` kind).
-    wait: AtomicU32,
     shared_words: AtomicU64,
     shared_bytes: AtomicU64,
     shared_blocks: AtomicU64,
@@ -370,7 +367,6 @@ impl Account {
         account.limit.store(u64::MAX, Ordering::Relaxed);
         account.current_function.store(u32::MAX, Ordering::Relaxed);
         account.suspended_path.store(0, Ordering::Relaxed);
-        account.wait.store(0, Ordering::Relaxed);
         account.over_limit.store(false, Ordering::Relaxed);
         account.slot.store(slot, Ordering::Relaxed);
         account
@@ -437,16 +433,6 @@ impl Account {
     /// Records the traced path the process suspended in.
     pub(crate) fn set_suspended_path(&self, path: u32) {
         self.suspended_path.store(path, Ordering::Relaxed);
-    }
-
-    /// What the process waits for (0: unknown).
-    pub(crate) fn wait(&self) -> u32 {
-        self.wait.load(Ordering::Relaxed)
-    }
-
-    /// Records what the process waits for.
-    pub(crate) fn set_wait(&self, wait: u32) {
-        self.wait.store(wait, Ordering::Relaxed);
     }
 
     /// Sets `max_heap_size` (live bytes).

@@ -174,7 +174,7 @@ pub(crate) fn pid_in_signal() -> Option<Pid> {
 
 /// Runs `f` with the current process and whether it is a helper, if any.
 #[inline(always)]
-fn with_raw<R>(f: impl FnOnce(Option<(&Arc<Process>, bool)>) -> R) -> R {
+pub(super) fn with_raw<R>(f: impl FnOnce(Option<(&Arc<Process>, bool)>) -> R) -> R {
     let (p, helper) = CURRENT.with(|c| (c.process.load(Ordering::Relaxed), c.helper.get()));
     if p.is_null() {
         return f(None);

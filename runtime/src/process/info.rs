@@ -86,11 +86,16 @@ impl Process {
 
     /// What it is doing now, given whether its incoming queue holds anything.
     fn status_given(&self, incoming: bool) -> ProcessStatus {
-        match self.status.load(Ordering::Relaxed) {
+        let word = self.status.load(Ordering::Relaxed);
+        match word & super::wait::STATUS_MASK {
             STATUS_RUNNING => ProcessStatus::Running,
             STATUS_EXITING => ProcessStatus::Exiting,
             STATUS_NEW => ProcessStatus::Runnable,
-            _ if self.flags.load(Ordering::Relaxed) & !super::HEAP_LIMITED != 0 || incoming => {
+            // A message wakes a process waiting for one (or in an unknown wait: it may), not
+            // one waiting for a call's reply.
+            _ if self.flags.load(Ordering::Relaxed) & !super::HEAP_LIMITED != 0
+                || (incoming && super::wait::woken_by_messages(word)) =>
+            {
                 ProcessStatus::Runnable
             }
             _ => ProcessStatus::Waiting,

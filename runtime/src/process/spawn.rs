@@ -105,7 +105,7 @@ impl SpawnOptions {
 
     /// Ends the process with [`ExitReason::MaxMessageQueueLen`] once more than `len` messages
     /// wait in its mailbox (checked as each message is queued; the process ends at its next
-    /// poll).
+    /// poll). A `len` of `u32::MAX` (over four billion) or more sets no limit.
     pub fn max_message_queue_len(mut self, len: usize) -> SpawnOptions {
         self.max_message_queue_len = Some(len);
         self

@@ -18,7 +18,7 @@ use std::task::{Context, Poll};
 use pin_project_lite::pin_project;
 
 use super::current::enter;
-use super::{Process, STATUS_RUNNING, STATUS_WAITING};
+use super::{Process, STATUS_RUNNING};
 use crate::exit::{ExitPayload, IntoExitReason, panic_message};
 use crate::{ExitReason, trace};
 
@@ -122,7 +122,7 @@ where
                             match checkpoint(p) {
                                 Some(reason) => reason,
                                 None => {
-                                    p.status.store(STATUS_WAITING, Ordering::Relaxed);
+                                    p.mark_waiting();
                                     return Poll::Pending;
                                 }
                             }

@@ -51,8 +51,6 @@ thread_local! {
     /// `usize::MAX` when none was.
     static CAPTURED: Cell<[u32; STACK_CAPACITY]> = const { Cell::new([0; STACK_CAPACITY]) };
     static CAPTURED_LEN: Cell<usize> = const { Cell::new(usize::MAX) };
-    /// What the poll suspended waiting for, as the runtime's waits noted it (0: nothing).
-    static NOTED: Cell<u32> = const { Cell::new(0) };
     /// The last path this thread interned: its hash, id and length, and its ids.
     static LAST: Cell<(u64, u32, usize)> = const { Cell::new((0, 0, 0)) };
     static LAST_PATH: Cell<[u32; STACK_CAPACITY]> = const { Cell::new([0; STACK_CAPACITY]) };
@@ -61,13 +59,6 @@ thread_local! {
 /// Clears this thread's capture, at the start of a poll.
 pub(crate) fn begin() {
     CAPTURED_LEN.with(|c| c.set(usize::MAX));
-    NOTED.with(|c| c.set(0));
-}
-
-/// Notes that this poll is suspending waiting for `kind` (the last noted wins: an outer wait,
-/// `receive_timeout` around `receive`, notes after the inner one).
-pub(crate) fn note(kind: u32) {
-    NOTED.with(|c| c.set(kind));
 }
 
 /// Keeps `path` as where this poll suspends, unless a frame of this poll already did.
@@ -87,7 +78,6 @@ pub(crate) fn capture(path: impl Iterator<Item = u32>) {
 
 /// At the end of a poll: stores the captured path's id (0 for none) in `account`.
 pub(crate) fn finish(account: &crate::heap::Account) {
-    account.set_wait(NOTED.with(Cell::get));
     let n = CAPTURED_LEN.with(Cell::get);
     if n == usize::MAX {
         account.set_suspended_path(0);

@@ -380,6 +380,7 @@ fn sample_for(
         state: None,
         mailbox_len: 0,
         registered_name: None,
+        callee: None,
     })
 }
 

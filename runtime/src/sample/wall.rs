@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use super::store::{Store, now_ns};
 use super::{ProcessState, Sample};
 use crate::node::NodeInner;
-use crate::process::{Process, ProcessStatus};
+use crate::process::{Process, ProcessStatus, Wait};
 use crate::trace::{Callsite, callsites};
 
 /// The wall sampler of one session: stops when dropped.
@@ -157,6 +157,7 @@ pub(crate) fn census(node: &NodeInner, bit: u32, time: u64) -> Vec<Sample> {
 /// A wall sample of `p`.
 fn sample_of(p: &Process, bit: u32, weight: f64, time: u64, paths: &mut Paths) -> Sample {
     let (status, queue) = p.status_and_queue();
+    let waiting = p.waiting_for();
     let account = p.trace_account_if_any();
     let path: Vec<&'static Callsite> = match (status, account) {
         (ProcessStatus::Waiting | ProcessStatus::Runnable, Some(account)) => {
@@ -168,11 +169,11 @@ fn sample_of(p: &Process, bit: u32, weight: f64, time: u64, paths: &mut Paths) -
         ProcessStatus::Running => ProcessState::Running,
         ProcessStatus::Runnable => ProcessState::Runnable,
         ProcessStatus::Exiting => ProcessState::Exiting,
-        _ => match account.map_or(0, |a| a.wait()) {
-            super::WAIT_RECEIVE => ProcessState::Receive,
-            super::WAIT_RECEIVE_TIMEOUT => ProcessState::ReceiveTimeout,
-            super::WAIT_CALL => ProcessState::Call,
-            _ => waiting_in(path.last().copied()),
+        _ => match waiting {
+            Some((Wait::Receive, _)) => ProcessState::Receive,
+            Some((Wait::ReceiveTimeout, _)) => ProcessState::ReceiveTimeout,
+            Some((Wait::Call, _)) => ProcessState::Call,
+            None => waiting_in(path.last().copied()),
         },
     };
     Sample {
@@ -186,6 +187,7 @@ fn sample_of(p: &Process, bit: u32, weight: f64, time: u64, paths: &mut Paths) -
         state: Some(state),
         mailbox_len: u32::try_from(queue).unwrap_or(u32::MAX),
         registered_name: p.registered_name(),
+        callee: waiting.and_then(|(_, callee)| callee),
         size: 0,
         address: 0,
         live: false,

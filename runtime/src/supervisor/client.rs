@@ -152,7 +152,9 @@ async fn request<R>(
             None => return Err(CallError::NotInProcess(name.clone())),
         },
     };
+    crate::process::calling(pid);
     let (tx, rx) = oneshot::channel();
+    let rx = crate::process::noting(crate::process::Wait::Call, rx);
     let msg = Message::new(make(tx));
     let queued = NodeInner::with_process(pid, |p| p.try_push_message(msg).is_ok());
     if queued != Some(true) {

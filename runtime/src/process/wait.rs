@@ -1,0 +1,145 @@
+//! What a suspended process waits for: a message (`receive`), a message or its timer
+//! (`receive_timeout`), or a reply (a `gen_server` or supervisor call), and from whom.
+//!
+//! The wait notes it itself, on the path where it returns `Pending`, in the process's own
+//! record: the kind in the status byte beside "running" / "waiting" (a relaxed load and a
+//! store, as only the process's own task writes that byte), and a call's callee in two words
+//! written before the wait. No lock, no allocation, no thread-local beyond the current process
+//! the wait looks up anyway, and nothing to switch on: a peek or a wall sample session opened
+//! later tells what a process that suspended long before waits for.
+//!
+//! Each poll starts by storing "running", which clears the kind: a process that suspends
+//! somewhere else afterwards (an untraced future, a timer of its own) never shows a stale
+//! wait.
+
+use std::future::Future;
+use std::sync::atomic::Ordering;
+
+use super::{Process, STATUS_RUNNING, STATUS_WAITING, with_current_owner};
+use crate::Pid;
+
+/// The bits of the status byte that say whether a process runs, waits or ends; the kind of
+/// wait is above them.
+pub(super) const STATUS_MASK: u8 = 3;
+const KIND_SHIFT: u32 = 2;
+
+/// What a suspended process waits for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Wait {
+    /// A message (`receive` in any form without a timeout).
+    Receive = 1,
+    /// A message or its timer (`receive_timeout`).
+    ReceiveTimeout = 2,
+    /// The reply to a call.
+    Call = 3,
+}
+
+impl Wait {
+    fn from_status(status: u8) -> Option<Wait> {
+        match status >> KIND_SHIFT {
+            1 => Some(Wait::Receive),
+            2 => Some(Wait::ReceiveTimeout),
+            3 => Some(Wait::Call),
+            _ => None,
+        }
+    }
+}
+
+/// Whether a message in its mailbox wakes a process whose status byte is `status`: unless it
+/// waits for a call's reply.
+pub(super) fn woken_by_messages(status: u8) -> bool {
+    Wait::from_status(status) != Some(Wait::Call)
+}
+
+impl Process {
+    /// Notes, in a poll of this process by its own task, that it is about to suspend waiting
+    /// for `wait` (the last noted in a poll wins: `receive_timeout` notes after the `receive`
+    /// it wraps). One store into its own record. (A destructor that polls a receive while its
+    /// process ends would mark it running again: only readers of its state see that, as
+    /// [`Process::is_exiting`] reads the exit reason.)
+    #[inline(always)]
+    pub(crate) fn note_wait(&self, wait: Wait) {
+        // Release: a reader that sees a call's kind sees its callee, stored before.
+        self.status.store(
+            STATUS_RUNNING | (wait as u8) << KIND_SHIFT,
+            Ordering::Release,
+        );
+    }
+
+    /// At the end of a poll that suspends: waiting, for what the poll noted.
+    #[inline(always)]
+    pub(super) fn mark_waiting(&self) {
+        let status = self.status.load(Ordering::Relaxed);
+        self.status
+            .store((status & !STATUS_MASK) | STATUS_WAITING, Ordering::Release);
+    }
+
+    /// Records `callee` as the process it calls, before its call waits.
+    #[inline(always)]
+    fn note_callee(&self, callee: Pid) {
+        self.callee.store(
+            u64::from(callee.index()) << 32 | u64::from(callee.serial()),
+            Ordering::Relaxed,
+        );
+        self.callee_node.store(callee.node(), Ordering::Relaxed);
+    }
+
+    /// What it waits for, as its last suspension noted it, and for a call the process
+    /// called: `None` while it runs or ends, or when it waits for something else. Read with
+    /// loads, racing the process: a process that just woke may still show its last wait.
+    pub(crate) fn waiting_for(&self) -> Option<(Wait, Option<Pid>)> {
+        let status = self.status.load(Ordering::Acquire);
+        if status & STATUS_MASK != STATUS_WAITING {
+            return None;
+        }
+        let wait = Wait::from_status(status)?;
+        if wait != Wait::Call {
+            return Some((wait, None));
+        }
+        let word = self.callee.load(Ordering::Relaxed);
+        let node = self.callee_node.load(Ordering::Relaxed);
+        // A callee read while the process moved on to its next call is not this wait's.
+        let same = self.status.load(Ordering::Acquire) == status;
+        let callee = Pid::from_parts(node, (word >> 32) as u32, word as u32);
+        Some((wait, (same && !callee.is_outside()).then_some(callee)))
+    }
+}
+
+/// [`Process::note_wait`] for the current process, when the caller is the process itself
+/// (a helper task runs beside it: the process's status is not its to write).
+#[inline(always)]
+pub(crate) fn note_current_wait(wait: Wait) {
+    with_current_owner(|p| {
+        if let Some(p) = p {
+            p.note_wait(wait);
+        }
+    });
+}
+
+/// The calling process's pid (its owner's, in a helper task), or `None` outside a process;
+/// the process itself (not a helper) records `callee` as the process it is about to call.
+#[inline(always)]
+pub(crate) fn calling(callee: Pid) -> Option<Pid> {
+    super::current::with_raw(|c| {
+        c.map(|(p, helper)| {
+            if !helper {
+                p.note_callee(callee);
+            }
+            p.pid
+        })
+    })
+}
+
+/// `future`, noting each time it is pending that the process waits for `wait` (around a wait
+/// that does not note itself: a timer around a receive, a supervisor's reply channel).
+pub(crate) async fn noting<F: Future>(wait: Wait, future: F) -> F::Output {
+    let mut future = std::pin::pin!(future);
+    std::future::poll_fn(|cx| {
+        let polled = future.as_mut().poll(cx);
+        if polled.is_pending() {
+            note_current_wait(wait);
+        }
+        polled
+    })
+    .await
+}

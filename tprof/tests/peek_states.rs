@@ -1,0 +1,175 @@
+//! Peek in-process ([`tprof::peek::peek_report`]): what each process waits for, whatever
+//! began before peek, whom a call waits for, and the cycles of calls that never end.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::{Duration, Instant};
+
+use runtime::gen_server::{self, CallReply, Caller, GenServer, Timeout};
+use runtime::{ExitReason, Node, Pid, ProcessStatus, receive};
+
+/// The request type of the calls below: the processes called are plain processes, which
+/// never answer (a call only needs the callee's mailbox).
+struct Peer;
+
+impl GenServer for Peer {
+    type Args = ();
+    type Call = ();
+    type Reply = ();
+    type Cast = ();
+    async fn init((): ()) -> Result<Self, ExitReason> {
+        Ok(Peer)
+    }
+    async fn handle_call(&mut self, (): (), _from: &mut Caller<()>) -> CallReply<()> {
+        CallReply::NoReply
+    }
+}
+
+/// A process that waits to be told whom to call, then calls it for ever; registered as
+/// `name`.
+fn caller(node: &Node, name: &str) -> Pid {
+    let pid = node
+        .spawn(async {
+            let callee: Pid = receive().await;
+            let _ = gen_server::call::<Peer>(callee, (), Timeout::Infinity).await;
+        })
+        .unwrap();
+    node.handle().register(name, pid).unwrap();
+    pid
+}
+
+/// Waits (within a generous bound) until every one of `pids` is suspended.
+fn until_waiting(node: &Node, pids: &[Pid]) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for &pid in pids {
+        while node.process_info(pid).map(|i| i.status) != Some(ProcessStatus::Waiting) {
+            assert!(Instant::now() < deadline, "{pid} never waited");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+/// The process table's line of `pid`.
+fn row(report: &str, pid: Pid) -> &str {
+    let prefix = format!("{pid} ");
+    report
+        .lines()
+        .skip_while(|l| !l.starts_with("PID"))
+        .find(|l| l.starts_with(&prefix))
+        .unwrap_or_else(|| panic!("{pid} listed: {report}"))
+}
+
+/// The deadlock lines at the top of `report`.
+fn deadlocks(report: &str) -> Vec<&str> {
+    report
+        .lines()
+        .skip_while(|l| !l.starts_with("==== peek: ") || !l.contains(" deadlock"))
+        .skip(1)
+        .take_while(|l| !l.starts_with("PID"))
+        .collect()
+}
+
+#[test]
+fn two_processes_calling_each_other_are_a_deadlock() {
+    let node = Node::builder().worker_threads(2).build().unwrap();
+    let a = caller(&node, "alice");
+    let b = caller(&node, "bob");
+    node.send(a, b);
+    node.send(b, a);
+    until_waiting(&node, &[a, b]);
+    let report = tprof::peek::peek_report(node.handle(), Duration::from_millis(10));
+    assert!(
+        report.contains("==== peek: 1 deadlock: processes blocked in call on each other ===="),
+        "{report}"
+    );
+    assert_eq!(
+        deadlocks(&report),
+        [format!("{a} (alice) -> {b} (bob) -> {a} (alice)")],
+        "{report}"
+    );
+    // The cycle comes before the list.
+    assert!(report.find(" deadlock").unwrap() < report.find("PID").unwrap());
+    assert!(
+        row(&report, a).contains(&format!(" call {b} (bob) ")),
+        "{report}"
+    );
+    assert!(
+        row(&report, b).contains(&format!(" call {a} (alice) ")),
+        "{report}"
+    );
+}
+
+#[test]
+fn a_cycle_of_three_is_a_deadlock_and_a_chain_into_it_is_not_in_it() {
+    let node = Node::builder().worker_threads(2).build().unwrap();
+    let a = caller(&node, "a");
+    let b = caller(&node, "b");
+    let c = caller(&node, "c");
+    let d = caller(&node, "d");
+    node.send(a, b);
+    node.send(b, c);
+    node.send(c, a);
+    // d calls into the cycle: blocked for ever too, but not one of it.
+    node.send(d, b);
+    until_waiting(&node, &[a, b, c, d]);
+    let report = tprof::peek::peek_report(node.handle(), Duration::from_millis(10));
+    assert_eq!(
+        deadlocks(&report),
+        [format!("{a} (a) -> {b} (b) -> {c} (c) -> {a} (a)")],
+        "{report}"
+    );
+    assert!(
+        row(&report, d).contains(&format!(" call {b} (b) ")),
+        "{report}"
+    );
+}
+
+/// A caller whose callee waits in a `receive` (of something that never comes) is not
+/// deadlocked: the callee could still be sent what it waits for.
+#[test]
+fn a_call_to_a_process_in_receive_is_no_deadlock() {
+    let node = Node::builder().worker_threads(2).build().unwrap();
+    let a = caller(&node, "asker");
+    let b = node
+        .spawn(async {
+            let _: String = receive().await;
+        })
+        .unwrap();
+    node.send(a, b);
+    until_waiting(&node, &[a, b]);
+    let report = tprof::peek::peek_report(node.handle(), Duration::from_millis(10));
+    assert!(deadlocks(&report).is_empty(), "{report}");
+    assert!(!report.contains(" deadlock"), "{report}");
+    assert!(row(&report, a).contains(&format!(" call {b} ")), "{report}");
+    assert!(row(&report, b).contains(" receive "), "{report}");
+}
+
+/// Processes that suspended before peek existed (no session was ever open on the node) show
+/// what they wait for: `receive`, `receive (timer)`, a call and to whom.
+#[test]
+fn waits_that_began_before_peek_are_told() {
+    let node = Node::builder().worker_threads(2).build().unwrap();
+    let receiver = node
+        .spawn(async {
+            let _: u64 = receive().await;
+        })
+        .unwrap();
+    let timed = node
+        .spawn(async {
+            let _ = runtime::receive_timeout::<u64>(Duration::from_secs(600)).await;
+        })
+        .unwrap();
+    let asker = caller(&node, "asker");
+    node.send(asker, receiver);
+    until_waiting(&node, &[receiver, timed, asker]);
+    let report = tprof::peek::peek_report(node.handle(), Duration::from_millis(10));
+    assert!(row(&report, receiver).contains(" receive "), "{report}");
+    assert!(
+        row(&report, timed).contains(" receive (timer) "),
+        "{report}"
+    );
+    assert!(
+        row(&report, asker).contains(&format!(" call {receiver} ")),
+        "{report}"
+    );
+}
