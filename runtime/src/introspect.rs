@@ -99,7 +99,7 @@ pub fn walk(node: &NodeHandle, mut visit: impl FnMut(&ProcessView<'_>)) -> usize
             let current = p
                 .current_function()
                 .and_then(|id| crate::trace::callsites().get(id as usize));
-            (p.pid, p.parent, inspected, heap, p.polls(), current)
+            (p.pid, p.parent(), inspected, heap, p.polls(), current)
         };
         visit(&ProcessView {
             pid,

@@ -82,13 +82,15 @@ const STATUS_WAITING: u8 = 3;
 
 /// One process's shared record. See the module documentation for who touches what.
 ///
-/// 464 bytes (480 with its `Arc`'s counts, a 496-byte chunk of glibc's): see
+/// 472 bytes (488 with its `Arc`'s counts, a 496-byte chunk of glibc's): see
 /// `benches/idle_memory.rs` before changing its size, as the RSS per idle process depends on
 /// how its block and the task cell pack (the test `the_record_fits_its_chunk` bounds it).
 pub(crate) struct Process {
     pub(crate) pid: Pid,
     pub(crate) node: Arc<NodeInner>,
-    pub(crate) parent: Option<Pid>,
+    /// Its parent, or a pid that names no process ([`Pid::outside`]) for none: 12 bytes where
+    /// an `Option<Pid>` takes 16 (see [`Process::parent`]).
+    parent: Pid,
     pub(crate) initial_call: Cow<'static, str>,
     pub(crate) mailbox: Mailbox,
     flags: AtomicU8,
@@ -184,7 +186,7 @@ impl Process {
         let record = Process {
             pid,
             node,
-            parent,
+            parent: parent.unwrap_or(Pid::outside(0, 0)),
             initial_call,
             mailbox: Mailbox::new(State {
                 alive: true,
@@ -244,6 +246,12 @@ impl Process {
     /// Its account, if it has one (no account is taken here).
     pub(crate) fn trace_account_if_any(&self) -> Option<&'static Account> {
         self.account.get()
+    }
+
+    /// The process that spawned it, if any.
+    #[inline]
+    pub(crate) fn parent(&self) -> Option<Pid> {
+        (!self.parent.is_outside()).then_some(self.parent)
     }
 
     /// Counts a poll. Only the thread polling the process calls it, and the executor orders
@@ -667,7 +675,7 @@ mod tests {
     /// A process record with its `Arc`'s two counts, as glibc's allocator chunks it (an 8-byte
     /// header, 16-byte granules), stays within a 496-byte chunk: with the task cell's 272-byte
     /// chunk that makes six 128-byte lines, so that idle processes pack without gaps (see
-    /// `benches/idle_memory.rs`).
+    /// `benches/idle_memory.rs`; a 512-byte chunk costs about 110 bytes of RSS per process).
     #[test]
     fn the_record_fits_its_chunk() {
         let block = std::mem::size_of::<super::Process>() + 2 * std::mem::size_of::<usize>();

@@ -185,7 +185,7 @@ async fn start_inner<S: GenServer>(
 
 /// The spawning parent of the current process (a server's parent is its process's).
 fn parent_of_current() -> Option<Pid> {
-    with_current(|p| p.and_then(|p| p.parent))
+    with_current(|p| p.and_then(|p| p.parent()))
 }
 
 /// Unlinks the server from its parent when dropped armed, always inside the server's process

@@ -236,7 +236,7 @@ impl NodeInner {
             .table
             .all()
             .into_iter()
-            .filter(|p| p.is_supervisor() && !p.parent.is_some_and(is_live_supervisor))
+            .filter(|p| p.is_supervisor() && !p.parent().is_some_and(is_live_supervisor))
             .collect();
         let order: std::collections::HashMap<Pid, usize> = started
             .iter()

@@ -132,7 +132,7 @@ impl Process {
         ProcessInfo {
             pid: self.pid,
             registered_name: state.name.clone(),
-            parent: self.parent,
+            parent: self.parent(),
             initial_call: self.initial_call.clone(),
             status,
             message_queue_len,

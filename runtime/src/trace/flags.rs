@@ -317,7 +317,7 @@ pub(crate) fn apply(
             // from the root for every descendant): linear in the processes of the node.
             let mut children: HashMap<Pid, Vec<&Process>> = HashMap::new();
             for p in &all {
-                if let Some(parent) = p.parent {
+                if let Some(parent) = p.parent() {
                     children.entry(parent).or_default().push(&**p);
                 }
             }
