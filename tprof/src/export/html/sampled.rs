@@ -146,7 +146,6 @@ pub(super) fn view_data(profile: &Profile) -> ViewData<'_> {
         .collect();
     let listings = listings(profile, &functions);
     ViewData {
-        version: 1,
         trace_type: profile.trace_type,
         unit: sampled::unit_of_all(&kinds).1,
         call_tree: true,
