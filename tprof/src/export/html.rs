@@ -160,7 +160,8 @@ struct ProcessView {
 /// Written as an array (see the module's documentation), by [`compact`].
 struct Figures {
     process: usize,
-    frames: Option<Vec<usize>>,
+    /// A stack's call path, an index into [`ViewData::paths`] (-1: no frame; rows: -1).
+    path: i64,
     function: Option<usize>,
     calls: u64,
     /// In the page's unit: calls, nanoseconds or bytes.
@@ -204,6 +205,8 @@ struct ViewData<'a> {
     functions: Vec<FunctionEntry<'a>>,
     processes: Vec<ProcessView>,
     stacks: Vec<Figures>,
+    /// Each distinct call path of the stacks.
+    paths: compact::Paths,
     rows: Vec<Figures>,
     percentiles: Vec<PercentilesView>,
     total: u64,
@@ -275,11 +278,17 @@ fn view_data(profile: &Profile) -> ViewData<'_> {
             run: record.map(|r| r.run),
         });
     }
+    let mut paths = compact::Paths::default();
+    let mut frame_buffer = Vec::new();
     let stack_views: Vec<Figures> = stacks
         .iter()
         .map(|s| Figures {
             process: groups[&s.group],
-            frames: Some(s.frames.iter().map(|f| functions.of(f)).collect()),
+            path: {
+                frame_buffer.clear();
+                frame_buffer.extend(s.frames.iter().map(|f| functions.of(f)));
+                paths.of(&frame_buffer)
+            },
             function: None,
             calls: s.calls,
             value: weight(profile.trace_type, s),
@@ -317,7 +326,7 @@ fn view_data(profile: &Profile) -> ViewData<'_> {
             let (value, words) = value_words(measurement, bytes);
             rows.push(Figures {
                 process,
-                frames: None,
+                path: -1,
                 function: Some(function),
                 calls,
                 value,
@@ -333,7 +342,7 @@ fn view_data(profile: &Profile) -> ViewData<'_> {
                 let (value, words) = value_words(e.measurement, e.bytes);
                 rows.push(Figures {
                     process: groups[&e.group],
-                    frames: None,
+                    path: -1,
                     function: Some(functions.of(&f.function)),
                     calls: e.calls,
                     value,
@@ -385,6 +394,7 @@ fn view_data(profile: &Profile) -> ViewData<'_> {
         functions: functions.list,
         processes,
         stacks: stack_views,
+        paths,
         rows,
         percentiles,
         total,

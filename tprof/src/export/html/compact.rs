@@ -42,7 +42,7 @@ struct Page<'a> {
         Option<u32>,
     )>,
     /// `[parent (-1: none), function]`.
-    paths: Vec<(i64, usize)>,
+    paths: &'a [(i64, usize)],
     /// `[process, path (-1: no frame), calls, value, bytes, blocks]`.
     stacks: Vec<(usize, i64, u64, u64, u64, u64)>,
     /// `[process, function, calls, value, words, bytes, blocks]`, and `total` in sampled
@@ -90,14 +90,14 @@ impl Serialize for Rows<'_> {
 /// Gives each distinct call path (a list of function indices, outermost first) one index in
 /// a table of `[parent, function]`.
 #[derive(Default)]
-struct Paths {
+pub(super) struct Paths {
     list: Vec<(i64, usize)>,
     index: HashMap<(i64, usize), usize>,
 }
 
 impl Paths {
     /// The path of `frames` (-1 for none).
-    fn of(&mut self, frames: &[usize]) -> i64 {
+    pub(super) fn of(&mut self, frames: &[usize]) -> i64 {
         let mut at: i64 = -1;
         for &f in frames {
             let next = *self.index.entry((at, f)).or_insert_with(|| {
@@ -150,7 +150,6 @@ pub(super) fn write(data: &ViewData<'_>, out: &mut dyn Write) -> serde_json::Res
             (p.id.as_str(), label, p.name.as_deref(), call, p.run)
         })
         .collect();
-    let mut paths = Paths::default();
     let mut calls = vec![0u64; data.processes.len()];
     let mut values = vec![0u64; data.processes.len()];
     let stacks = data
@@ -158,8 +157,7 @@ pub(super) fn write(data: &ViewData<'_>, out: &mut dyn Write) -> serde_json::Res
         .iter()
         .map(|s| {
             values[s.process] = values[s.process].saturating_add(s.value);
-            let path = paths.of(s.frames.as_deref().unwrap_or_default());
-            (s.process, path, s.calls, s.value, s.bytes, s.blocks)
+            (s.process, s.path, s.calls, s.value, s.bytes, s.blocks)
         })
         .collect();
     for r in &data.rows {
@@ -198,7 +196,7 @@ pub(super) fn write(data: &ViewData<'_>, out: &mut dyn Write) -> serde_json::Res
         functions: &data.functions,
         initial_calls,
         processes,
-        paths: paths.list,
+        paths: &data.paths.list,
         stacks,
         rows: Rows(&data.rows),
         percentiles,

@@ -610,11 +610,11 @@
     const all = SAMPLED ? data.total : data.rows.reduce((s, r) => s + r.value, 0);
     const heading = SAMPLED ? 'Frames per process (own: innermost; total: anywhere on the stack)'
       : data.processes.length === 1 && procs.length === 1 && data.processes[0].id === 'all' ? 'Functions' : 'Functions per process';
+    if (process < 0 && data.processes.length > 1) box.append(el('h2', { text: 'Processes' }), processTable());
     box.append(el('h2', { text: heading }));
     if (data.rows.length === 0) {
       box.append(el('p', { text: SAMPLED ? 'No sample was taken.' : 'No function was called.' }));
     }
-    if (process < 0 && data.processes.length > 1) box.append(processTable());
     const byProcess = new Map();
     for (const r of data.rows) {
       if (!byProcess.has(r.process)) byProcess.set(r.process, []);
@@ -714,7 +714,7 @@
     procView.page = Math.min(procView.page, pages - 1);
     const first = procView.page * PAGE;
     const modes = [['initial_call', 'by initial call'], ['name', 'by registered name'], ['process', 'one by one']];
-    const bar = el('div', { class: 'proc-bar' }, 'Processes ',
+    const bar = el('div', { class: 'proc-bar' }, 'Group ',
       ...modes.map(([m, t]) => el('button', { type: 'button', class: 'mode', 'data-mode': m, 'aria-pressed': String(grouping === m), text: t })),
       el('input', { type: 'search', class: 'proc-filter', placeholder: 'Filter processes', 'aria-label': 'Filter processes', value: procView.filter }),
       el('span', { class: 'pager' },
