@@ -15,6 +15,15 @@ use crate::{Run, TraceType};
 /// Processes summed over a key: `[key, processes, calls, value]`, largest value first.
 type Aggregate = (Option<String>, u64, u64, u64);
 
+/// A process as written: `[id, label, name, initial call, run]`.
+type ProcessRow<'a> = (
+    &'a str,
+    Option<&'a str>,
+    Option<&'a str>,
+    usize,
+    Option<u32>,
+);
+
 /// The processes summed by registered name (`null`: processes without one) and by initial
 /// call.
 #[derive(Serialize)]
@@ -34,13 +43,7 @@ struct Page<'a> {
     functions: &'a [FunctionEntry<'a>],
     initial_calls: Vec<&'a str>,
     /// `[id, label (null: the id), name, initial call (index into initial_calls), run]`.
-    processes: Vec<(
-        &'a str,
-        Option<&'a str>,
-        Option<&'a str>,
-        usize,
-        Option<u32>,
-    )>,
+    processes: Vec<ProcessRow<'a>>,
     /// `[parent (-1: none), function]`.
     paths: &'a [(i64, usize)],
     /// `[process, path (-1: no frame), calls, value, bytes, blocks]`.
