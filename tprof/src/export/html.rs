@@ -22,23 +22,34 @@
 //!
 //! # The embedded JSON
 //!
-//! An object with `version` (1), `trace_type`, `unit` (`calls`, `ns` or `bytes`: the unit
+//! An object with `version` (2), `trace_type`, `unit` (`calls`, `ns` or `bytes`: the unit
 //! every export weighs a trace type in, the `weight` module's),
 //! `call_tree` (whether the stacks are call paths or one function each), `runs` (the
 //! profile's [`Run`]s), `functions` (each `module`, `name`, `arity`, `file`,
-//! `line`, `mfa`), `processes` (each `id` — the pid, or `all` —, `label`, `name`,
-//! `initial_call`, `run`), `stacks` (each `process` and `frames`, indices into the lists
-//! above, outermost frame first, with `calls`, `value` (in `unit`), `bytes`, `blocks`,
-//! exclusive of the frames above it: [`stacks()`] of the profile), `rows` (the flat figures
-//! per process and function, same fields and `words`, tprof's measurement of call_memory, 0
-//! for the other types), `percentiles` (each `process`, `function`, `calls`, `p50_ns`,
-//! `p90_ns`, `p99_ns`, `max_ns`: the calls' own time, as the time column), `total` (the sum of the stacks'
-//! values) and `timelines`: per process with an event log, `process`, `dropped` and `frames`,
+//! `line`, `mfa`), `initial_calls` (each distinct initial call once), `processes` (each
+//! `[id, label, name, initial_call, run]`: `id` the pid, or `all`; `label` null when it is
+//! the id; `initial_call` an index into `initial_calls`), `paths` (each distinct call path
+//! once, as `[parent, function]`, `parent` -1 for an outermost frame), `stacks` (each
+//! `[process, path, calls, value, bytes, blocks]` (`path` -1 for a stack of no frame), indices into the lists above, `value` in
+//! `unit`, exclusive of the frames above it: [`stacks()`] of the profile), `rows` (the flat
+//! figures per process and function, `[process, function, calls, value, words, bytes,
+//! blocks]`, `words` tprof's measurement of call_memory, 0 for the other types),
+//! `percentiles` (each `[process, function, calls, p50_ns, p90_ns, p99_ns, max_ns]`: the
+//! calls' own time, as the time column), `aggregates` (the processes summed by registered
+//! name, `by_name`, and by initial call, `by_initial_call`: each `[key, processes, calls,
+//! value]`, `key` null for the processes without a registered name, largest value first),
+//! `total` (the sum of the stacks' values) and `timelines`: per process with an event log,
+//! `process`, `dropped` and `frames`,
 //! each `[function, start_ns, end_ns, depth, cut_short]` (times since the profile's earliest
 //! logged event, `cut_short` 1 for a frame still open where the log ends, else 0), in the
 //! order they were entered, read as the `chrome` export reads them. Every `<`, `>` and `&` in
 //! it is written as a `\u` escape, so no text in the profile (a function named `</script>`,
 //! say) can end the element early.
+//!
+//! Many processes: the viewer draws a page of rows at a time (200), and sums the processes
+//! by registered name or by initial call (a toggle) in its process table and its flame graph;
+//! the flame graph merges the frames narrower than a pixel into one, as inferno's
+//! `--minwidth` does. A process's own tables are drawn when it is chosen.
 //!
 //! # Sampled profiles
 //!
@@ -55,7 +66,7 @@
 //! `processes` are the roots (`id` the pid, or `(outside processes)`; prefixed with the
 //! sampler, `cpu: ` or `wall: `, when both are in the profile); `stacks` are the distinct
 //! stacks of each root, `calls` counting samples and `value` their nanoseconds; `rows` have
-//! `calls` (samples with the frame), `value` (own) and `total`; and `samples` says what was
+//! `calls` (samples with the frame), `value` (own) and, after `blocks`, `total`; and `samples` says what was
 //! sampled: `what`, `measure`, `count`, `dropped` (their weight, rounded), `dropped_ns` and
 //! `dropped_note`.
 //!
@@ -80,6 +91,7 @@ use super::weight::{unit, weight};
 use super::{ExportError, stacks};
 use crate::{Function, Group, Profile, Run, TraceType};
 
+mod compact;
 mod sampled;
 
 /// The viewer's script.
@@ -135,8 +147,7 @@ enum FunctionEntry<'a> {
     Native(sampled::NativeView),
 }
 
-/// A process (or `all`) as the viewer names it.
-#[derive(Serialize)]
+/// A process (or `all`) as the viewer names it. Written as an array by [`compact`].
 struct ProcessView {
     id: String,
     label: String,
@@ -146,22 +157,19 @@ struct ProcessView {
 }
 
 /// One stack, or one flat row: indices into the function and process lists, and figures.
-#[derive(Serialize)]
+/// Written as an array (see the module's documentation), by [`compact`].
 struct Figures {
     process: usize,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    frames: Option<Vec<usize>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// A stack's call path, an index into [`ViewData::paths`] (-1: no frame; rows: -1).
+    path: i64,
     function: Option<usize>,
     calls: u64,
     /// In the page's unit: calls, nanoseconds or bytes.
     value: u64,
     /// Sampled profiles' rows: the nanoseconds of the samples whose stack has the frame
     /// (`value` is those where it is innermost; `calls` counts the samples).
-    #[serde(skip_serializing_if = "Option::is_none")]
     total: Option<u64>,
     /// tprof's measurement of call_memory (0 otherwise); on the flat rows only.
-    #[serde(skip_serializing_if = "Option::is_none")]
     words: Option<u64>,
     bytes: u64,
     blocks: u64,
@@ -188,10 +196,8 @@ struct TimelineView {
     frames: Vec<(usize, u64, u64, usize, u8)>,
 }
 
-/// Everything the viewer reads.
-#[derive(Serialize)]
+/// Everything the viewer reads, before [`compact`] writes it.
 struct ViewData<'a> {
-    version: u32,
     trace_type: TraceType,
     unit: &'static str,
     call_tree: bool,
@@ -199,15 +205,15 @@ struct ViewData<'a> {
     functions: Vec<FunctionEntry<'a>>,
     processes: Vec<ProcessView>,
     stacks: Vec<Figures>,
+    /// Each distinct call path of the stacks.
+    paths: compact::Paths,
     rows: Vec<Figures>,
     percentiles: Vec<PercentilesView>,
     total: u64,
     timelines: Vec<TimelineView>,
     /// What was sampled (sampled profiles).
-    #[serde(skip_serializing_if = "Option::is_none")]
     samples: Option<sampled::SamplesView>,
     /// The functions' source listings (sampled profiles).
-    #[serde(skip_serializing_if = "Option::is_none")]
     listings: Option<sampled::ListingsView>,
 }
 
@@ -272,11 +278,17 @@ fn view_data(profile: &Profile) -> ViewData<'_> {
             run: record.map(|r| r.run),
         });
     }
+    let mut paths = compact::Paths::default();
+    let mut frame_buffer = Vec::new();
     let stack_views: Vec<Figures> = stacks
         .iter()
         .map(|s| Figures {
             process: groups[&s.group],
-            frames: Some(s.frames.iter().map(|f| functions.of(f)).collect()),
+            path: {
+                frame_buffer.clear();
+                frame_buffer.extend(s.frames.iter().map(|f| functions.of(f)));
+                paths.of(&frame_buffer)
+            },
             function: None,
             calls: s.calls,
             value: weight(profile.trace_type, s),
@@ -314,7 +326,7 @@ fn view_data(profile: &Profile) -> ViewData<'_> {
             let (value, words) = value_words(measurement, bytes);
             rows.push(Figures {
                 process,
-                frames: None,
+                path: -1,
                 function: Some(function),
                 calls,
                 value,
@@ -330,7 +342,7 @@ fn view_data(profile: &Profile) -> ViewData<'_> {
                 let (value, words) = value_words(e.measurement, e.bytes);
                 rows.push(Figures {
                     process: groups[&e.group],
-                    frames: None,
+                    path: -1,
                     function: Some(functions.of(&f.function)),
                     calls: e.calls,
                     value,
@@ -375,7 +387,6 @@ fn view_data(profile: &Profile) -> ViewData<'_> {
         .map(|s| s.value)
         .fold(0u64, u64::saturating_add);
     ViewData {
-        version: 1,
         trace_type: profile.trace_type,
         unit: unit(profile.trace_type),
         call_tree: !profile.call_tree.is_empty(),
@@ -383,6 +394,7 @@ fn view_data(profile: &Profile) -> ViewData<'_> {
         functions: functions.list,
         processes,
         stacks: stack_views,
+        paths,
         rows,
         percentiles,
         total,
@@ -402,21 +414,6 @@ pub(crate) fn escape_html(text: &str) -> String {
             '&' => out.push_str("&amp;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-/// `json` safe inside a `<script>` element: `<`, `>` and `&` as `\u` escapes. They can only
-/// occur inside JSON strings, where the escapes read back as the same characters.
-fn escape_script(json: &str) -> String {
-    let mut out = String::with_capacity(json.len());
-    for c in json.chars() {
-        match c {
-            '<' => out.push_str("\\u003c"),
-            '>' => out.push_str("\\u003e"),
-            '&' => out.push_str("\\u0026"),
             c => out.push(c),
         }
     }
@@ -450,7 +447,7 @@ fn title(profile: &Profile) -> String {
 
 /// Writes the viewer page for `profile`.
 pub(super) fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), ExportError> {
-    let json = escape_script(&serde_json::to_string(&view_data(profile))?);
+    let data = view_data(profile);
     write!(
         out,
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
@@ -458,9 +455,13 @@ pub(super) fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), Export
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
          <meta name=\"generator\" content=\"tprof\">\n\
          <title>{}</title>\n<style>\n{VIEWER_CSS}</style>\n</head>\n<body>\n{BODY}\
-         <script type=\"application/json\" id=\"tprof-data\">{json}</script>\n\
-         <script>\n{VIEWER_JS}</script>\n</body>\n</html>\n",
+         <script type=\"application/json\" id=\"tprof-data\">",
         escape_html(&title(profile)),
+    )?;
+    compact::write(&data, out)?;
+    write!(
+        out,
+        "</script>\n<script>\n{VIEWER_JS}</script>\n</body>\n</html>\n"
     )?;
     Ok(())
 }
@@ -481,7 +482,11 @@ mod tests {
     fn escapes_read_back_as_the_text() {
         let text = "</script><!-- & \"x\" 'y'";
         let json = serde_json::to_string(text).expect("a string serializes");
-        let escaped = escape_script(&json);
+        let mut escaped = Vec::new();
+        compact::Escaped(&mut escaped)
+            .write_all(json.as_bytes())
+            .expect("a Vec takes every write");
+        let escaped = String::from_utf8(escaped).expect("UTF-8 in, UTF-8 out");
         assert!(
             !escaped.contains('<') && !escaped.contains('>'),
             "{escaped}"

@@ -311,5 +311,82 @@ pub(crate) fn embedded(html: &str) -> serde_json::Value {
     let open = "<script type=\"application/json\" id=\"tprof-data\">";
     let start = html.find(open).expect("the data element") + open.len();
     let end = start + html[start..].find("</script>").expect("its end");
-    serde_json::from_str(&html[start..end]).expect("the embedded data is JSON")
+    let data: serde_json::Value =
+        serde_json::from_str(&html[start..end]).expect("the embedded data is JSON");
+    expanded(data)
+}
+
+/// The page's compact data (arrays, paths and initial calls by index; see the `html`
+/// export's documentation) as objects with named fields: processes with their `initial_call`
+/// and `label`, stacks with their `frames`, rows and percentiles with their figures named.
+pub(crate) fn expanded(mut data: serde_json::Value) -> serde_json::Value {
+    use serde_json::{Value, json};
+    let n = |v: &Value| v.as_u64().expect("an index or a figure");
+    let calls: Vec<Value> = data["initial_calls"]
+        .as_array()
+        .expect("initial calls")
+        .clone();
+    let paths: Vec<(i64, u64)> = data["paths"]
+        .as_array()
+        .expect("paths")
+        .iter()
+        .map(|p| (p[0].as_i64().expect("a parent"), n(&p[1])))
+        .collect();
+    let frames = |mut at: i64| {
+        let mut out = Vec::new();
+        while at >= 0 {
+            let (parent, function) = paths[at as usize];
+            out.push(function);
+            at = parent;
+        }
+        out.reverse();
+        out
+    };
+    let processes: Vec<Value> = data["processes"]
+        .as_array()
+        .expect("processes")
+        .iter()
+        .map(|p| {
+            json!({"id": p[0], "label": if p[1].is_null() { p[0].clone() } else { p[1].clone() },
+                   "name": p[2], "initial_call": calls[n(&p[3]) as usize], "run": p[4]})
+        })
+        .collect();
+    let stacks: Vec<Value> = data["stacks"]
+        .as_array()
+        .expect("stacks")
+        .iter()
+        .map(|s| {
+            json!({"process": s[0], "frames": frames(s[1].as_i64().expect("a path")), "calls": s[2],
+                   "value": s[3], "bytes": s[4], "blocks": s[5]})
+        })
+        .collect();
+    let rows: Vec<Value> = data["rows"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .map(|r| {
+            let a = r.as_array().expect("a row");
+            if a.len() == 8 {
+                json!({"process": a[0], "function": a[1], "calls": a[2], "value": a[3],
+                       "bytes": a[5], "blocks": a[6], "total": a[7]})
+            } else {
+                json!({"process": a[0], "function": a[1], "calls": a[2], "value": a[3],
+                       "words": a[4], "bytes": a[5], "blocks": a[6]})
+            }
+        })
+        .collect();
+    let percentiles: Vec<Value> = data["percentiles"]
+        .as_array()
+        .expect("percentiles")
+        .iter()
+        .map(|q| {
+            json!({"process": q[0], "function": q[1], "calls": q[2], "p50_ns": q[3],
+                   "p90_ns": q[4], "p99_ns": q[5], "max_ns": q[6]})
+        })
+        .collect();
+    data["processes"] = Value::Array(processes);
+    data["stacks"] = Value::Array(stacks);
+    data["rows"] = Value::Array(rows);
+    data["percentiles"] = Value::Array(percentiles);
+    data
 }

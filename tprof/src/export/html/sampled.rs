@@ -57,6 +57,7 @@ pub(super) fn view_data(profile: &Profile) -> ViewData<'_> {
     // those of the samples with it on their stack.
     let mut rows: BTreeMap<(usize, usize), (u64, f64, f64)> = BTreeMap::new();
     let mut path: Vec<usize> = Vec::new();
+    let mut paths = super::compact::Paths::default();
     for s in sampled::summed(set) {
         let wall = s.sampler == SamplerKind::Wall;
         let process = *process_index.entry((wall, s.root)).or_insert_with(|| {
@@ -104,7 +105,7 @@ pub(super) fn view_data(profile: &Profile) -> ViewData<'_> {
         }
         stacks.push(Figures {
             process,
-            frames: Some(path.clone()),
+            path: paths.of(&path),
             function: None,
             calls: s.samples,
             value: s.ns.round() as u64,
@@ -118,7 +119,7 @@ pub(super) fn view_data(profile: &Profile) -> ViewData<'_> {
         .into_iter()
         .map(|((process, function), (samples, own, total))| Figures {
             process,
-            frames: None,
+            path: -1,
             function: Some(function),
             calls: samples,
             value: own.round() as u64,
@@ -146,7 +147,6 @@ pub(super) fn view_data(profile: &Profile) -> ViewData<'_> {
         .collect();
     let listings = listings(profile, &functions);
     ViewData {
-        version: 1,
         trace_type: profile.trace_type,
         unit: sampled::unit_of_all(&kinds).1,
         call_tree: true,
@@ -154,6 +154,7 @@ pub(super) fn view_data(profile: &Profile) -> ViewData<'_> {
         functions: functions.list,
         processes,
         stacks,
+        paths,
         rows,
         percentiles: Vec::new(),
         total,

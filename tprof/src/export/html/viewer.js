@@ -6,6 +6,25 @@
 (function () {
   const data = JSON.parse(document.getElementById('tprof-data').textContent);
   const $ = (id) => document.getElementById(id);
+  // The data comes as arrays (see the html export's documentation): named here once.
+  const PATHS = data.paths;
+  data.processes = data.processes.map((p) => ({
+    id: p[0], label: p[1] === null ? p[0] : p[1], name: p[2], initial_call: data.initial_calls[p[3]], run: p[4],
+  }));
+  data.stacks = data.stacks.map((s) => ({ process: s[0], path: s[1], calls: s[2], value: s[3], bytes: s[4], blocks: s[5] }));
+  data.rows = data.rows.map((r) => ({
+    process: r[0], function: r[1], calls: r[2], value: r[3], words: r[4], bytes: r[5], blocks: r[6], total: r.length > 7 ? r[7] : 0,
+  }));
+  data.percentiles = data.percentiles.map((q) => ({
+    process: q[0], function: q[1], calls: q[2], p50_ns: q[3], p90_ns: q[4], p99_ns: q[5], max_ns: q[6],
+  }));
+  // Past this many processes, the view of every process sums them by registered name or by
+  // initial call (or shows them a page at a time), rather than a table for each.
+  const MANY = 50;
+  const PAGE = 200;      // rows of a table drawn at a time
+  const MENU = 200;      // processes in the menu at most (the largest); the table has every one
+  const TL_SHOWN = 20;   // timelines drawn at most in the view of every process
+  let grouping = data.processes.length > MANY ? 'initial_call' : 'process';
   // A sampled profile: values are nanoseconds of sampled time, and 'calls' count samples.
   const SAMPLED = !!data.samples;
   const TIME = data.trace_type === 'call_time' || SAMPLED;
@@ -101,12 +120,13 @@
   let zoom = null;
   let process = -1; // -1: every process
   let term = '';
+  let merged = []; // the frames drawn for many narrow ones: node -1 - i
 
   function node(kind, name, fn, proc, parent) {
     const n = {
       id: nodes.length, kind, name, fn, proc, parent, children: new Map(), list: [],
       depth: parent ? parent.depth + 1 : 0, self: 0, total: 0, calls: 0, bytes: 0, blocks: 0,
-      match: false,
+      match: false, byPath: new Map(),
     };
     nodes.push(n);
     return n;
@@ -119,6 +139,35 @@
     }
     return c;
   }
+  // The key a process is summed by, and how it reads.
+  function groupKey(p) {
+    return grouping === 'name' ? data.processes[p].name : data.processes[p].initial_call;
+  }
+  function groupName(key) {
+    if (grouping === 'name') return key === null || key === undefined ? '(no registered name)' : key;
+    return key ? key : '(no initial call)';
+  }
+  // The node of call path `path` under `base` (made on first use; a path's parent is listed
+  // before it, so each is walked once per base).
+  function nodeOf(base, path, proc) {
+    const chain = [];
+    let at = path;
+    let n = null;
+    while (at >= 0) {
+      n = base.byPath.get(at);
+      if (n) break;
+      chain.push(at);
+      at = PATHS[at][0];
+    }
+    if (at < 0) n = base;
+    for (let i = chain.length - 1; i >= 0; i--) {
+      const f = PATHS[chain[i]][1];
+      const parent = n;
+      n = child(parent, f, () => node('fn', data.functions[f].mfa, f, proc, parent));
+      base.byPath.set(chain[i], n);
+    }
+    return n;
+  }
   function build() {
     nodes = [];
     if (process >= 0) {
@@ -126,17 +175,23 @@
     } else {
       root = node('root', 'all', -1, -1, null);
     }
+    const grouped = process < 0 && grouping !== 'process';
     for (const s of data.stacks) {
       if (process >= 0 && s.process !== process) continue;
-      let n = root;
-      if (process < 0) {
+      let base = root;
+      if (grouped) {
+        const key = groupKey(s.process);
+        base = child(root, 'g' + key, () => {
+          const g = node('group', groupName(key), -1, -1, root);
+          g.members = new Set();
+          return g;
+        });
+        base.members.add(s.process);
+      } else if (process < 0) {
         const p = s.process;
-        n = child(n, 'p' + p, () => node('process', data.processes[p].label, -1, p, root));
+        base = child(root, 'p' + p, () => node('process', data.processes[p].label, -1, p, root));
       }
-      for (const f of s.frames) {
-        const parent = n;
-        n = child(n, f, () => node('fn', data.functions[f].mfa, f, s.process, parent));
-      }
+      const n = nodeOf(base, s.path, grouped ? -1 : s.process);
       n.self += s.value;
       n.calls += s.calls;
       n.bytes += s.bytes;
@@ -164,7 +219,7 @@
       for (const n of nodes) {
         if (n.kind === 'root') continue;
         const f = n.fn >= 0 ? data.functions[n.fn] : null;
-        const text = (n.name + ' ' + (f ? f.file : data.processes[n.proc].id)).toLowerCase();
+        const text = (n.name + ' ' + (f ? f.file : n.proc >= 0 ? data.processes[n.proc].id : '')).toLowerCase();
         if (text.includes(term)) {
           n.match = true;
           count++;
@@ -194,6 +249,8 @@
       const p = data.processes[n.proc];
       return p.label.endsWith(p.id) || p.id === 'all' ? p.label : p.label + ' ' + p.id;
     }
+    if (n.kind === 'group') return n.name + ' (' + int(n.members.size) + ' process' + (n.members.size === 1 ? ')' : 'es)');
+    if (n.kind === 'merged') return int(n.count) + ' frames narrower than a pixel';
     return n.name;
   }
   function render() {
@@ -229,13 +286,30 @@
       frag.append(e);
     };
     for (let a = zoom.parent; a; a = a.parent) place(a, 0, width, true);
+    merged = [];
+    // Frames narrower than a pixel are merged into one (children come largest first, so the
+    // narrow ones are the last), as inferno's --minwidth does: each row holds at most a frame
+    // per pixel.
     const layout = (n, x, w) => {
       place(n, x, w, false);
       let cx = x;
+      let narrow = null;
       for (const c of n.list) {
         const cw = n.total > 0 ? (w * c.total) / n.total : 0;
-        if (cw >= MIN_PX) layout(c, cx, cw);
+        if (cw >= 1) layout(c, cx, cw);
+        else if (narrow) {
+          narrow.count++;
+          narrow.total += c.total;
+          narrow.w += cw;
+        } else {
+          narrow = { id: -1 - merged.length, kind: 'merged', name: '', fn: -1, proc: -1, parent: n, depth: n.depth + 1,
+            count: 1, total: c.total, self: 0, list: [], x: cx, w: cw, match: false };
+        }
         cx += cw;
+      }
+      if (narrow && narrow.w >= MIN_PX) {
+        merged.push(narrow);
+        place(narrow, narrow.x, narrow.w, false);
       }
     };
     layout(zoom, 0, width);
@@ -250,12 +324,16 @@
     const f = n.fn >= 0 ? data.functions[n.fn] : null;
     if (f) {
       if (where(f)) rows.push(['file', where(f)]);
-      if (process < 0 || data.processes.length > 1) rows.push(['process', label({ kind: 'process', proc: n.proc })]);
+      if (n.proc >= 0 && (process < 0 || data.processes.length > 1)) rows.push(['process', label({ kind: 'process', proc: n.proc })]);
       rows.push([COUNTED, int(n.calls) + (data.call_tree ? ' on this path' : '')]);
     } else if (n.kind === 'process') {
       const p = data.processes[n.proc];
       if (p.initial_call) rows.push(['initial call', p.initial_call]);
       if (p.run !== null && p.run !== undefined && data.runs.length > 1) rows.push(['run', String(p.run)]);
+    } else if (n.kind === 'group') {
+      rows.push(['processes', int(n.members.size) + ', by ' + (grouping === 'name' ? 'registered name' : 'initial call')]);
+    } else if (n.kind === 'merged') {
+      rows.push(['under', label(n.parent) + ' (click to zoom into it)']);
     }
     rows.push([MEASURED, value(n.total) + (f && n.list.length ? ' with callees' : '')]);
     if (f && n.list.length) rows.push(['own', value(n.self)]);
@@ -305,7 +383,9 @@
   }
   function frameAt(ev) {
     const e = ev.target.closest ? ev.target.closest('.frame') : null;
-    return e ? nodes[Number(e.dataset.node)] : null;
+    if (!e) return null;
+    const id = Number(e.dataset.node);
+    return id >= 0 ? nodes[id] : merged[-1 - id] || null;
   }
 
   // ---- timelines: each process's event log, its frames at the times they ran.
@@ -335,13 +415,18 @@
     box.append(el('h2', { text: 'Timeline' }),
       el('p', { class: 'sub', text: 'Each traced call, or poll of an async call, at the time it ran, from the event log of its process: ' +
         'time from the first event logged (' + dur(span) + ' in all). Hover a frame for its details.' }));
-    const shown = [];
+    let shown = [];
     data.timelines.forEach((t, i) => {
       if (process < 0 || t.process === process) shown.push(i);
     });
     if (!shown.length) {
       box.append(el('p', { class: 'empty', text: 'This process has no event log.' }));
       return;
+    }
+    if (shown.length > TL_SHOWN) {
+      box.append(el('p', { class: 'empty', text: 'The first ' + TL_SHOWN + ' of ' + int(shown.length) +
+        ' processes with an event log: choose a process for its own.' }));
+      shown = shown.slice(0, TL_SHOWN);
     }
     const matchColour = getComputedStyle(document.documentElement).getPropertyValue('--match').trim() || '#d13fd8';
     for (const i of shown) {
@@ -525,6 +610,7 @@
     const all = SAMPLED ? data.total : data.rows.reduce((s, r) => s + r.value, 0);
     const heading = SAMPLED ? 'Frames per process (own: innermost; total: anywhere on the stack)'
       : data.processes.length === 1 && procs.length === 1 && data.processes[0].id === 'all' ? 'Functions' : 'Functions per process';
+    if (process < 0 && data.processes.length > 1) box.append(el('h2', { text: 'Processes' }), processTable());
     box.append(el('h2', { text: heading }));
     if (data.rows.length === 0) {
       box.append(el('p', { text: SAMPLED ? 'No sample was taken.' : 'No function was called.' }));
@@ -534,11 +620,28 @@
       if (!byProcess.has(r.process)) byProcess.set(r.process, []);
       byProcess.get(r.process).push(r);
     }
+    if (procs.length > MANY) {
+      // every process together: a row per function, summed; a process's own on demand
+      const sums = new Map();
+      for (const r of data.rows) {
+        const t = sums.get(r.function) || { process: -1, function: r.function, calls: 0, value: 0, total: 0, words: 0, blocks: 0 };
+        t.calls += r.calls;
+        t.value += r.value;
+        t.total += r.total || 0;
+        t.words += r.words || 0;
+        t.blocks += r.blocks;
+        sums.set(r.function, t);
+      }
+      byProcess.clear();
+      byProcess.set(-1, Array.from(sums.values()));
+      procs.length = 0;
+      procs.push(-1);
+    }
     for (const p of procs) {
       const mine = byProcess.get(p) || [];
       if (!mine.length) continue;
       let withPct = false;
-      const total = SAMPLED ? sampledTotal.get(p) || 0 : mine.reduce((s, r) => s + r.value, 0);
+      const total = SAMPLED ? (p < 0 ? data.total : sampledTotal.get(p) || 0) : mine.reduce((s, r) => s + r.value, 0);
       const rows = mine.map((r) => {
         const f = data.functions[r.function];
         const q = PCT.get(p + ':' + r.function);
@@ -549,6 +652,12 @@
           p50: q ? q.p50_ns : -1, p90: q ? q.p90_ns : -1, p99: q ? q.p99_ns : -1, max: q ? q.max_ns : -1,
         };
       });
+      if (p < 0) {
+        box.append(el('section', { 'data-process': '' }, el('h3', {}, 'Every process together',
+          el('span', { class: 'sub', text: ' — ' + value(total) + '; choose a process (in the table above or the menu) for its own functions' })),
+        table(columns(false), sorted(rows).slice(0, PAGE), total)));
+        continue;
+      }
       const info = data.processes[p];
       const head = el('h3', {}, label({ kind: 'process', proc: p }),
         el('span', { class: 'sub', text: (info.initial_call ? ' — ' + info.initial_call : '') + ' — ' + value(total) + (all > 0 && data.processes.length > 1 ? ', ' + percent(total, all) + ' of all' : '') }));
@@ -571,6 +680,67 @@
       t.append(body);
       box.append(t);
     }
+  }
+  // ---- the processes: summed by initial call or registered name, or one by one, a page of
+  // rows at a time, sorted by a column, filtered by a text
+  const procView = { page: 0, filter: '', key: 'value', dir: -1 };
+  let procTotals = null; // per process: [calls, value]
+  function processRows() {
+    if (!procTotals) {
+      procTotals = data.processes.map(() => [0, 0]);
+      for (const r of data.rows) procTotals[r.process][0] += r.calls;
+      for (const st of data.stacks) procTotals[st.process][1] += st.value;
+    }
+    if (grouping === 'process') {
+      return data.processes.map((p, i) => ({ name: label({ kind: 'process', proc: i }), proc: i, key: null,
+        count: 1, calls: procTotals[i][0], value: procTotals[i][1], initial_call: p.initial_call }));
+    }
+    const list = grouping === 'name' ? data.aggregates.by_name : data.aggregates.by_initial_call;
+    return list.map(([key, count, calls, v]) => ({ name: groupName(key), proc: -1, key, count, calls, value: v, initial_call: '' }));
+  }
+  function processTable() {
+    const all = data.total;
+    let rows = processRows();
+    const filter = procView.filter.toLowerCase();
+    if (filter) rows = rows.filter((r) => (r.name + ' ' + r.initial_call).toLowerCase().includes(filter));
+    const k = procView.key;
+    rows.sort((a, b) => {
+      const x = a[k];
+      const y = b[k];
+      const c = typeof x === 'string' ? x.localeCompare(y) : x - y;
+      return c * procView.dir || a.name.localeCompare(b.name);
+    });
+    const pages = Math.max(1, Math.ceil(rows.length / PAGE));
+    procView.page = Math.min(procView.page, pages - 1);
+    const first = procView.page * PAGE;
+    const modes = [['initial_call', 'by initial call'], ['name', 'by registered name'], ['process', 'one by one']];
+    const bar = el('div', { class: 'proc-bar' }, 'Group ',
+      ...modes.map(([m, t]) => el('button', { type: 'button', class: 'mode', 'data-mode': m, 'aria-pressed': String(grouping === m), text: t })),
+      el('input', { type: 'search', class: 'proc-filter', placeholder: 'Filter processes', 'aria-label': 'Filter processes', value: procView.filter }),
+      el('span', { class: 'pager' },
+        el('button', { type: 'button', class: 'page', 'data-page': String(procView.page - 1), disabled: procView.page === 0, text: '\u2039 previous' }),
+        ' rows ' + int(rows.length ? first + 1 : 0) + '\u2013' + int(Math.min(first + PAGE, rows.length)) + ' of ' + int(rows.length) + ' ',
+        el('button', { type: 'button', class: 'page', 'data-page': String(procView.page + 1), disabled: procView.page >= pages - 1, text: 'next \u203a' })));
+    const cols = [{ key: 'name', title: grouping === 'process' ? 'process' : grouping === 'name' ? 'registered name' : 'initial call' },
+      { key: 'count', title: 'processes' }, { key: 'calls', title: COUNTED }, { key: 'value', title: MEASURED + (TIME ? ' (us)' : '') },
+      { key: 'pct', title: '%' }];
+    const head = el('tr');
+    for (const c of cols) {
+      const th = el('th', { class: 'sortable', 'data-pkey': c.key, scope: 'col', text: c.title, title: 'Sort by ' + c.title });
+      if (procView.key === c.key) th.setAttribute('aria-sort', procView.dir > 0 ? 'ascending' : 'descending');
+      head.append(th);
+    }
+    const body = el('tbody');
+    for (const r of rows.slice(first, first + PAGE)) {
+      const pick = r.proc >= 0
+        ? el('span', { class: 'fn', 'data-proc': String(r.proc), title: 'Show this process', text: r.name })
+        : el('span', { class: 'fn', 'data-group': r.name, title: 'List these processes one by one', text: r.name });
+      body.append(el('tr', {}, el('td', {}, pick, r.initial_call ? el('span', { class: 'loc', text: r.initial_call }) : null),
+        el('td', { text: int(r.count) }), el('td', { text: int(r.calls) }),
+        el('td', { text: TIME ? fixed(r.value / 1000, 1) : int(r.value) }), el('td', { text: percent(r.value, all) })));
+    }
+    return el('section', { class: 'processes', 'data-grouping': grouping }, bar,
+      el('table', { class: 'functions' }, el('thead', {}, head), body));
   }
   function table(cols, rows, total) {
     const head = el('tr');
@@ -641,9 +811,16 @@
     if (data.processes.length > 1) {
       sel.append(el('option', { value: '-1', text: 'All ' + data.processes.length + ' processes' }));
     }
-    data.processes.forEach((p, i) => {
+    // the largest processes (and the one chosen), not every one of a hundred thousand
+    let listed = data.processes.map((_, i) => i);
+    if (listed.length > MENU) {
+      listed.sort((a, b) => totals[b] - totals[a] || a - b);
+      listed = listed.slice(0, MENU);
+      if (process >= 0 && !listed.includes(process)) listed.push(process);
+    }
+    for (const i of listed) {
       sel.append(el('option', { value: String(i), text: label({ kind: 'process', proc: i }) + ' — ' + percent(totals[i], data.total) }));
-    });
+    }
     sel.disabled = data.processes.length <= 1;
     if (data.processes.length === 0) sel.append(el('option', { value: '-1', text: 'none' }));
     if (data.processes.length === 1) process = 0;
@@ -673,7 +850,8 @@
   }
   const graph = $('graph');
   graph.addEventListener('click', (ev) => {
-    const n = frameAt(ev);
+    let n = frameAt(ev);
+    if (n && n.kind === 'merged') n = n.parent;
     if (n) zoomTo(n);
     if (n && LISTINGS.has(n.fn)) showListing(n.fn);
   });
@@ -690,9 +868,67 @@
   $('timeline-box').addEventListener('mouseleave', () => timelineTip(null));
   $('reset').addEventListener('click', () => zoomTo(root));
   $('zoom-out').addEventListener('click', () => zoomTo(zoom.parent));
+  // a process chosen from the table: in the menu too
+  function choose(p) {
+    process = p;
+    header();
+    setProcess(p);
+    $('graph-box').scrollIntoView({ block: 'nearest' });
+  }
   $('process').addEventListener('change', (ev) => setProcess(Number(ev.target.value)));
   $('search').addEventListener('input', (ev) => setSearch(ev.target.value));
+  function redrawProcesses() {
+    const old = $('tables').querySelector('section.processes');
+    if (old) old.replaceWith(processTable());
+  }
+  $('tables').addEventListener('input', (ev) => {
+    if (!ev.target.classList.contains('proc-filter')) return;
+    procView.filter = ev.target.value;
+    procView.page = 0;
+    redrawProcesses();
+    const box = $('tables').querySelector('.proc-filter');
+    box.focus();
+    box.setSelectionRange(box.value.length, box.value.length);
+  });
   $('tables').addEventListener('click', (ev) => {
+    const mode = ev.target.closest('button.mode[data-mode]');
+    if (mode) {
+      grouping = mode.dataset.mode;
+      procView.page = 0;
+      procView.filter = '';
+      setProcess(process);
+      return;
+    }
+    const page = ev.target.closest('button.page[data-page]');
+    if (page) {
+      procView.page = Math.max(0, Number(page.dataset.page));
+      redrawProcesses();
+      return;
+    }
+    const pth = ev.target.closest('th.sortable[data-pkey]');
+    if (pth) {
+      const key = pth.dataset.pkey;
+      if (procView.key === key) procView.dir = -procView.dir;
+      else {
+        procView.key = key;
+        procView.dir = key === 'name' ? 1 : -1;
+      }
+      redrawProcesses();
+      return;
+    }
+    const proc = ev.target.closest('[data-proc]');
+    if (proc) {
+      choose(Number(proc.dataset.proc));
+      return;
+    }
+    const group = ev.target.closest('[data-group]');
+    if (group) {
+      grouping = 'process';
+      procView.filter = group.dataset.group === '(no registered name)' || group.dataset.group === '(no initial call)' ? '' : group.dataset.group;
+      procView.page = 0;
+      setProcess(process);
+      return;
+    }
     const th = ev.target.closest('th.sortable');
     if (th) {
       const key = th.dataset.key;
