@@ -374,16 +374,21 @@ mod tests {
         };
         ping(3);
         let first = snapshot(node.handle(), SortKey::Polls, 10, 7001);
-        assert!(polls(&first) >= Some(3), "since it started: {first:?}");
+        let first = polls(&first).unwrap_or_else(|| panic!("echo listed: {first:?}"));
+        assert!(first >= 1, "since it started");
         ping(5);
         let second = snapshot(node.handle(), SortKey::Polls, 10, 7001);
-        // One poll per message at least, and not the 3 or more before the first snapshot.
+        // At least one poll since the first snapshot, and at most one per message (a message
+        // that arrives while the echo is being polled is taken in the same poll, so fewer is
+        // possible; a wake while it runs may add one more poll).
         let since = polls(&second).unwrap();
-        assert!((5..8).contains(&since), "{second:?}");
+        assert!((1..=6).contains(&since), "{second:?}");
         assert_eq!(second.rows[0].pid, echo.to_string(), "the busiest first");
-        // Another baseline counts from its own start.
+        // Another baseline counts from its own start: everything before the first snapshot
+        // and everything since it, which the first baseline no longer counts.
         let other = snapshot(node.handle(), SortKey::Polls, 10, 7002);
-        assert!(polls(&other) >= Some(8), "{other:?}");
+        let total = polls(&other).unwrap();
+        assert!(total >= first + since, "{first} + {since} > {total}: {other:?}");
         let text = render(&second);
         assert!(
             text.starts_with("1 processes: 0 running, 0 runnable, 1 waiting"),
