@@ -154,7 +154,22 @@ pub(crate) static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
 /// registered with node 0 takes the first node it names. Arms its timer when the CPU sampler
 /// runs.
 #[cfg(target_os = "linux")]
+#[inline]
 pub(crate) fn register_current(node: u32) {
+    // What every poll of a sampled process finds: the thread registered, with its node.
+    let done = THREAD.with(|t| {
+        t.index.load(Ordering::Relaxed) != 0 && (node == 0 || t.node.load(Ordering::Relaxed) != 0)
+    });
+    if !done {
+        register_slow(node);
+    }
+}
+
+/// [`register_current`] past its check.
+#[cfg(target_os = "linux")]
+#[cold]
+#[inline(never)]
+fn register_slow(node: u32) {
     let (index, known) = THREAD.with(|t| {
         (
             t.index.load(Ordering::Relaxed),

@@ -35,6 +35,11 @@ static MEASURING: AtomicU64 = AtomicU64::new(0);
 /// whose mask has no bit here is measured by every session that wants it and counted by none,
 /// which a lean poll's synchronous entry checks with this one load.
 static NOT_LEAN: AtomicU64 = AtomicU64::new(u64::MAX);
+/// `MEASURING` less the sessions that measure time or memory, record histograms, build call
+/// trees or keep event logs, derived with [`NOT_LEAN`]: a sample session's bit (it measures
+/// polls only for their traced stacks). A poll measured for one of these alone begins with
+/// [`super::stack::begin_plain_poll`], which has nothing to decide.
+static PLAIN: AtomicU64 = AtomicU64::new(0);
 /// Serializes the derivations of [`NOT_LEAN`], so that the last one sees every change.
 static DERIVE: Mutex<()> = Mutex::new(());
 /// Sessions that measure time.
@@ -82,13 +87,20 @@ pub(crate) fn not_lean() -> u64 {
     NOT_LEAN.load(Ordering::Relaxed)
 }
 
-/// Derives [`NOT_LEAN`] again, after a change of [`COUNTING`] or [`MEASURING`].
+/// Derives [`NOT_LEAN`] and [`PLAIN`] again, after a change of a mask.
 fn derive() {
     let _serial = lock(&DERIVE);
+    let measuring = MEASURING.load(Ordering::SeqCst);
     NOT_LEAN.store(
-        COUNTING.load(Ordering::SeqCst) | !MEASURING.load(Ordering::SeqCst),
+        COUNTING.load(Ordering::SeqCst) | !measuring,
         Ordering::SeqCst,
     );
+    let more = TIMING.load(Ordering::SeqCst)
+        | MEMORY.load(Ordering::SeqCst)
+        | HISTOGRAMS.load(Ordering::SeqCst)
+        | TREES.load(Ordering::SeqCst)
+        | EVENTS.load(Ordering::SeqCst);
+    PLAIN.store(measuring & !more, Ordering::SeqCst);
 }
 
 /// What a trace session measures: tprof's types, any combination of them.
@@ -292,6 +304,11 @@ pub(super) fn begin_for(
         // A poll begins inside a call outside processes being measured (a current-thread
         // node run from a traced function): that call's measure ends here.
         super::outside::end();
+    }
+    if sessions.is_power_of_two() && sessions & PLAIN.load(Ordering::Relaxed) != 0 {
+        // One session that wants only the poll's traced stack (a sample session's poll).
+        super::stack::begin_plain_poll(sessions, function);
+        return;
     }
     let timing = sessions & TIMING.load(Ordering::Relaxed) != 0;
     let memory = (sessions & MEMORY.load(Ordering::Relaxed) != 0).then_some(counts);

@@ -111,6 +111,7 @@ pub(crate) fn generation_of(bit: u32) -> u64 {
 /// [`generation_of`], sequentially consistent: a reader that sees a slot's generation sees
 /// what was done before it was stored (a dropped session clears its masks before it frees its
 /// slot).
+#[inline]
 pub(crate) fn generation_acquire(bit: u32) -> u64 {
     GENERATIONS[bit as usize].load(Ordering::SeqCst)
 }

@@ -529,6 +529,51 @@ pub(crate) fn begin_poll(
     });
 }
 
+/// [`begin_poll`] for one session (`active`, a single bit) that measures neither time nor
+/// memory, and records no histograms, call tree or event log: a sample session's poll, which
+/// is measured only so that its traced stack is kept. Leaves the stack as [`begin_poll`] would
+/// (the lean, quick case), without its decisions: about half its instructions, on every poll
+/// of every sampled process.
+#[inline]
+pub(crate) fn begin_plain_poll(active: u64, function: &'static AtomicU32) {
+    debug_assert!(active.is_power_of_two());
+    super::inflight::begin(active);
+    if active & crate::sample::suspended_paths_wanted() != 0 {
+        crate::sample::begin_suspended();
+    }
+    with_stack(|s| {
+        let bit = active.trailing_zeros();
+        let slot = bit as usize;
+        s.active.set(active);
+        s.tree.set(0);
+        s.events.set(0);
+        s.timing.set(false);
+        s.histograms.set(0);
+        s.extra.set(0);
+        s.memory.set(None);
+        s.blocks.set(&NO_BLOCKS);
+        s.function.set(function);
+        s.restore.set(function);
+        s.tsc.set(false);
+        s.depth.set(0);
+        s.hist_top.set(NO_FRAME);
+        s.lean.set(active);
+        s.lean_slot.set(bit);
+        s.lean_tree.set(false);
+        s.lean_path.set(tree::ROOT);
+        s.lean_table.set(match s.tables[slot].get() {
+            Some(t) => t,
+            None => new_table(s, slot),
+        });
+        s.lean_current.set(None);
+        s.quick.set(active);
+        s.current[slot].set(None);
+        // Before the caller checks the process's flags again (see measure::begin_poll).
+        s.generations[slot].set(super::session::generation_acquire(bit));
+        s.last_mem.set([0; 3]);
+    });
+}
+
 /// Gives up measuring the poll that just began for the sessions in `stale`: what it gathers
 /// for them is dropped at its end (generation 0 is no session's).
 #[cold]
@@ -1494,6 +1539,91 @@ impl Drop for FrameGuard {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every field a poll's frames and its end read, as begin left them for session `bit`.
+    fn poll_state(bit: usize) -> String {
+        with_stack(|s| {
+            format!(
+                "active {} lean {} slot {} table {:p}/{} current {} quick {} lean_tree {} \
+                 path {} tsc {} tree {} events {} extra {} timing {} histograms {} memory {} \
+                 blocks {:p} function {:p} restore {:p} last_mem {:?} depth {} hist_top {} \
+                 current[bit] {} generation {}",
+                s.active.get(),
+                s.lean.get(),
+                s.lean_slot.get(),
+                s.lean_table.get().as_ptr(),
+                s.lean_table.get().len(),
+                s.lean_current.get().is_some(),
+                s.quick.get(),
+                s.lean_tree.get(),
+                s.lean_path.get(),
+                s.tsc.get(),
+                s.tree.get(),
+                s.events.get(),
+                s.extra.get(),
+                s.timing.get(),
+                s.histograms.get(),
+                s.memory.get().is_some(),
+                s.blocks.get(),
+                s.function.get(),
+                s.restore.get(),
+                s.last_mem.get(),
+                s.depth.get(),
+                s.hist_top.get(),
+                s.current[bit].get().is_some(),
+                s.generations[bit].get(),
+            )
+        })
+    }
+
+    /// Leaves every field [`poll_state`] reads as no begin would.
+    fn dirty(bit: usize) {
+        with_stack(|s| {
+            s.active.set(!0);
+            s.lean.set(0);
+            s.lean_slot.set(63);
+            s.lean_table.set(&[]);
+            s.lean_current
+                .set(s.tables.iter().find_map(Cell::get).and_then(|t| t.first()));
+            s.quick.set(0);
+            s.lean_tree.set(true);
+            s.lean_path.set(77);
+            s.tsc.set(true);
+            s.tree.set(!0);
+            s.events.set(!0);
+            s.extra.set(!0);
+            s.timing.set(true);
+            s.histograms.set(!0);
+            s.blocks.set(&NO_BLOCKS);
+            s.function.set(&NO_CELL);
+            s.restore.set(&NO_CELL);
+            s.last_mem.set([1, 2, 3]);
+            s.hist_top.set(5);
+            s.generations[bit].set(12_345);
+        });
+    }
+
+    #[test]
+    fn a_plain_poll_begins_as_the_general_begin_leaves_it() {
+        static FUNCTION: AtomicU32 = AtomicU32::new(0);
+        let bit = 5;
+        let active = 1u64 << bit;
+        // The general begin, for one session that measures neither time nor memory and keeps
+        // no tree, histograms or events: the case `begin_plain_poll` stands in for.
+        dirty(bit);
+        begin_poll(active, 0, 0, false, None, 0, &FUNCTION);
+        let general = poll_state(bit);
+        dirty(bit);
+        assert_ne!(poll_state(bit), general, "dirty() changes what is compared");
+        begin_plain_poll(active, &FUNCTION);
+        assert_eq!(poll_state(bit), general);
+        with_stack(|s| {
+            s.active.set(0);
+            s.lean.set(0);
+            s.quick.set(0);
+        });
+        super::super::inflight::end();
+    }
 
     #[test]
     fn raw_readings_are_the_tsc_when_quanta_says_so() {
