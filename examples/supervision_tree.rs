@@ -20,6 +20,10 @@
 //! and of the runtime's API in total, then the registered processes one by one. Then (on
 //! Linux) twice in sample mode: the CPU sampler, printed as Julia's `Profile.print` tree, and
 //! the wall sampler, which says where the processes wait.
+//!
+//! With `-- --html DIR`, it also writes each run's profile as tprof's html viewer into `DIR`
+//! (`call_count.html`, `call_time.html`, `call_memory.html`, `sample_cpu.html`,
+//! `sample_wall.html`), pages to open in a browser.
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
@@ -454,7 +458,43 @@ fn registered_only(inspected: &Inspected) -> Inspected {
     kept
 }
 
+/// The folder `--html DIR` names, if given (an error for any other argument).
+fn html_dir() -> Result<Option<std::path::PathBuf>, String> {
+    let mut args = std::env::args_os().skip(1);
+    let Some(flag) = args.next() else {
+        return Ok(None);
+    };
+    let usage = "usage: supervision_tree [--html DIR]";
+    match (flag.to_str(), args.next(), args.next()) {
+        (Some("--html"), Some(dir), None) => {
+            let dir = std::path::PathBuf::from(dir);
+            std::fs::create_dir_all(&dir)
+                .map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
+            Ok(Some(dir))
+        }
+        _ => Err(usage.to_string()),
+    }
+}
+
+/// Writes `profile` as tprof's html viewer to `DIR/NAME.html`, when `--html DIR` was given.
+fn write_html(
+    dir: Option<&std::path::Path>,
+    name: &str,
+    profile: &tprof::Profile,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let Some(dir) = dir else {
+        return Ok(());
+    };
+    let path = dir.join(format!("{name}.html"));
+    let mut out = std::io::BufWriter::new(std::fs::File::create(&path)?);
+    tprof::export::write(tprof::export::Format::Html, profile, &mut out)?;
+    std::io::Write::flush(&mut out)?;
+    println!("wrote {}", path.display());
+    Ok(())
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let html = html_dir()?;
     quiet_expected_crashes();
     let patterns = [
         TracePattern::module(module_path!()),
@@ -484,6 +524,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let outcome = tprof::profile_on(&node, move || story(i == 0), options)?;
         outcome.result?;
         println!("ran for {:.0?}", started.elapsed());
+        write_html(html.as_deref(), &trace_type.to_string(), &outcome.profile)?;
         let by_measurement = SortBy::descending(Column::Measurement);
         println!("\n-- {trace_type}, all processes together:");
         let total = tprof::inspect(&outcome.profile, Aggregate::Total, by_measurement);
@@ -495,7 +536,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         node.stop();
     }
-    sampled(&patterns)?;
+    sampled(&patterns, html.as_deref())?;
     Ok(())
 }
 
@@ -503,7 +544,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// untraced code each process ran too, printed as Julia's `Profile.print` tree (traced frames
 /// only here, so that it fits a screen); then the wall
 /// sampler, which says where the processes wait.
-fn sampled(patterns: &[TracePattern]) -> Result<(), Box<dyn std::error::Error>> {
+fn sampled(
+    patterns: &[TracePattern],
+    html: Option<&std::path::Path>,
+) -> Result<(), Box<dyn std::error::Error>> {
     if !cfg!(target_os = "linux") {
         return Ok(());
     }
@@ -537,6 +581,7 @@ fn sampled(patterns: &[TracePattern]) -> Result<(), Box<dyn std::error::Error>> 
         }
         let outcome = tprof::profile_on(&node, || story(false), options)?;
         outcome.result?;
+        write_html(html, &format!("sample_{sampler}"), &outcome.profile)?;
         node.stop();
     }
     Ok(())
