@@ -173,3 +173,37 @@ fn waits_that_began_before_peek_are_told() {
         "{report}"
     );
 }
+
+/// A supervisor's API (`which_children`, `count_children`, ...) calls the supervisor: its
+/// caller shows as in a call to it, with or without a timeout, as a gen_server call does.
+#[test]
+fn a_supervisor_request_is_a_call_to_the_supervisor() {
+    let node = Node::builder().worker_threads(2).build().unwrap();
+    // Stands in for a supervisor that never answers: a request only needs its mailbox.
+    let busy = node
+        .spawn(async {
+            let _: String = receive().await;
+        })
+        .unwrap();
+    let forever = node
+        .spawn(async move {
+            let _ = runtime::supervisor::which_children(busy, Timeout::Infinity).await;
+        })
+        .unwrap();
+    let bounded = node
+        .spawn(async move {
+            let after = Timeout::After(Duration::from_secs(600));
+            let _ = runtime::supervisor::count_children(busy, after).await;
+        })
+        .unwrap();
+    until_waiting(&node, &[busy, forever, bounded]);
+    let report = tprof::peek::peek_report(node.handle(), Duration::from_millis(10));
+    for asker in [forever, bounded] {
+        assert!(
+            row(&report, asker).contains(&format!(" call {busy} ")),
+            "{asker}: {report}"
+        );
+    }
+    assert!(row(&report, busy).contains(" receive "), "{report}");
+    assert!(deadlocks(&report).is_empty(), "{report}");
+}
