@@ -55,7 +55,11 @@ fn the_supervision_tree_demo_profiles_its_workload_three_ways() {
             "{stdout}"
         );
         let html = std::fs::read_to_string(&page).unwrap();
-        assert!(html.starts_with("<!DOCTYPE html>"), "{name}: {}", &html[..80]);
+        assert!(
+            html.starts_with("<!DOCTYPE html>"),
+            "{name}: {}",
+            &html[..80]
+        );
         assert!(html.trim_end().ends_with("</html>"), "{name}");
         if !name.starts_with("sample") {
             assert!(html.contains("count_chunk"), "{name}: the demo's functions");
@@ -72,5 +76,8 @@ fn the_demo_refuses_arguments_it_does_not_know() {
         .unwrap();
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("usage: supervision_tree [--html DIR]"), "{stderr}");
+    assert!(
+        stderr.contains("usage: supervision_tree [--html DIR]"),
+        "{stderr}"
+    );
 }
