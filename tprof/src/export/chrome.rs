@@ -106,7 +106,8 @@ use serde::Serialize;
 use super::sampled::is_sampled;
 use super::timeline::{self, Log, frames};
 use super::weight::{frame_name, unit, weight};
-use super::{ExportError, Stack, stacks};
+use super::stacks::Stacks;
+use super::{ExportError, Stack};
 use crate::{Function, Group, Profile, TraceType};
 
 mod sampled;
@@ -536,13 +537,13 @@ impl Scale {
 
 /// What one process's track is drawn from.
 #[derive(Debug, Default)]
-struct Track {
+struct Track<'p> {
     /// Its number among the tracks, in the order they were made.
     number: u32,
     /// Its call tree (or flat figures), for the synthetic layout.
     roots: Roots,
     /// Its event log, if it has one.
-    log: Option<Log>,
+    log: Option<Log<'p>>,
 }
 
 /// Writes `profile` as Chrome trace-event JSON.
@@ -565,9 +566,9 @@ pub(super) fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), Export
     }
     // The tracks, one per process, in pid order (`stacks` gives them by process).
     let mut forest = Forest::default();
-    let mut tracks: BTreeMap<Group, Track> = BTreeMap::new();
+    let mut tracks: BTreeMap<Group, Track<'_>> = BTreeMap::new();
     let mut made = 0u32;
-    for stack in stacks(profile) {
+    Stacks::of(profile).for_each(|stack| {
         let track = tracks.entry(stack.group).or_insert_with(|| {
             made += 1;
             Track {
@@ -579,10 +580,10 @@ pub(super) fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), Export
             track.number,
             &mut track.roots,
             profile.trace_type,
-            &stack,
+            stack,
             &mut names,
         );
-    }
+    });
     for (group, log) in timeline::logs(profile) {
         tracks.entry(group).or_default().log = Some(log);
     }
@@ -644,7 +645,7 @@ pub(super) fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), Export
 /// What the events of a trace profile are drawn from.
 struct Drawing<'a> {
     profile: &'a Profile,
-    tracks: &'a BTreeMap<Group, Track>,
+    tracks: &'a BTreeMap<Group, Track<'a>>,
     forest: &'a Forest,
     names: &'a Names<'a>,
     origin: u64,
@@ -711,7 +712,7 @@ impl<'a> Drawing<'a> {
     }
 
     /// Draws `log` as the timeline of track `id`.
-    fn timeline(&self, log: &Log, id: u32, sink: &mut dyn FnMut(Event<'a>)) {
+    fn timeline(&self, log: &Log<'_>, id: u32, sink: &mut dyn FnMut(Event<'a>)) {
         let scale = Scale::timeline();
         let names = self.names;
         // The end of the last frame drawn at each depth, as written: a frame must not pass
