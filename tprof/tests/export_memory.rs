@@ -8,11 +8,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../../benches/tracking_alloc.rs"]
-mod tracking_alloc;
 #[path = "common/samples.rs"]
 #[allow(dead_code)]
 mod samples;
+#[path = "../../benches/tracking_alloc.rs"]
+mod tracking_alloc;
 
 use std::hint::black_box;
 
@@ -114,7 +114,14 @@ fn sampled_profile() -> Profile {
     for round in 0..2u64 {
         for p in 0..PROCESSES {
             let text = pid(p).to_string();
-            b.sample(source, Some(&text), None, Some(stack), 1.0, Some(WaitState::Receive));
+            b.sample(
+                source,
+                Some(&text),
+                None,
+                Some(stack),
+                1.0,
+                Some(WaitState::Receive),
+            );
             b.profile.samples.samples.last_mut().unwrap().time_ns = round * 20_000_000;
         }
     }

@@ -104,9 +104,9 @@ use std::io::Write;
 use serde::Serialize;
 
 use super::sampled::is_sampled;
+use super::stacks::Stacks;
 use super::timeline::{self, Log, frames};
 use super::weight::{frame_name, unit, weight};
-use super::stacks::Stacks;
 use super::{ExportError, Stack};
 use crate::{Function, Group, Profile, TraceType};
 

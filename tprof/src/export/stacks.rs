@@ -72,9 +72,10 @@ impl<'a> Stacks<'a> {
     pub(crate) fn of(profile: &'a Profile) -> Stacks<'a> {
         let index = |i: usize| u32::try_from(i).unwrap_or(u32::MAX);
         let (mut order, depths): (Vec<(u32, u32)>, _) = if profile.call_tree.is_empty() {
-            let order = profile.functions.iter().enumerate().flat_map(|(f, trace)| {
-                (0..trace.entries.len()).map(move |e| (index(f), index(e)))
-            });
+            let order =
+                profile.functions.iter().enumerate().flat_map(|(f, trace)| {
+                    (0..trace.entries.len()).map(move |e| (index(f), index(e)))
+                });
             (order.collect(), None)
         } else {
             let entries = profile.call_tree.entries.len();
@@ -93,7 +94,11 @@ impl<'a> Stacks<'a> {
     /// The process of the stack at `at` in [`Stacks::order`].
     fn group(&self, (i, j): (u32, u32)) -> Group {
         let group = if self.depths.is_some() {
-            self.profile.call_tree.entries.get(i as usize).map(|e| e.group)
+            self.profile
+                .call_tree
+                .entries
+                .get(i as usize)
+                .map(|e| e.group)
         } else {
             self.profile
                 .functions
@@ -125,13 +130,15 @@ impl<'a> Stacks<'a> {
                     continue;
                 };
                 stack.truncated = tree.path(e.node, &mut nodes);
-                stack.frames.extend(nodes.iter().filter_map(|&n| match n {
-                    NONE => Some(&*TRUNCATED),
-                    n => profile
-                        .call_tree
-                        .nodes
-                        .get(n as usize)
-                        .and_then(|p| profile.function_table.get(p.function as usize)),
+                stack.frames.extend(nodes.iter().filter_map(|&n| {
+                    match n {
+                        NONE => Some(&*TRUNCATED),
+                        n => profile
+                            .call_tree
+                            .nodes
+                            .get(n as usize)
+                            .and_then(|p| profile.function_table.get(p.function as usize)),
+                    }
                 }));
                 (group, calls, measurement, bytes, blocks) =
                     (e.group, e.calls, e.measurement, e.bytes, e.blocks);

@@ -6,11 +6,11 @@ use std::collections::HashMap;
 use std::io::Write;
 
 use super::{Args, Event, OtherData, Scale, interval, slices_left_out, write_file};
+use crate::Profile;
 use crate::export::ExportError;
 use crate::export::sampled::{self, Dropped, NO_STACK, Root};
 use crate::profile::Labels;
 use crate::samples::{SampleRecord, SampleSet, SamplerKind, WaitState};
-use crate::Profile;
 
 /// One lane of samples, drawn as one thread: a process's samples of one sampler (whether
 /// wall), or the CPU samples of one thread outside any process (those of different threads
@@ -24,7 +24,11 @@ fn lane(set: &SampleSet, sample: &SampleRecord) -> Lane {
         Root::Outside => sample.thread,
         Root::Process(_) => None,
     };
-    (root, sampled::sampler(set, sample) == SamplerKind::Wall, thread)
+    (
+        root,
+        sampled::sampler(set, sample) == SamplerKind::Wall,
+        thread,
+    )
 }
 
 /// What a slice stands for: a frame of the stacks, or a wall sample's state.
@@ -221,7 +225,9 @@ impl<'a> Drawing<'a> {
             };
             sink(meta("thread_name", pid, tid, thread_name));
             slices(set, &self.table, &samples, &mut slices_of_lane);
-            last_end = slices_of_lane.iter().fold(last_end, |end, s| end.max(s.end));
+            last_end = slices_of_lane
+                .iter()
+                .fold(last_end, |end, s| end.max(s.end));
             self.slices(&slices_of_lane, pid, tid, sink);
         }
         let dropped = Dropped::of(set, None);
@@ -444,7 +450,10 @@ mod tests {
             events.filter(|e| e["ph"] == ph).cloned().collect()
         };
         let slices = |file: &serde_json::Value| -> Vec<f64> {
-            events(file, "X").iter().filter_map(|e| e["dur"].as_f64()).collect()
+            events(file, "X")
+                .iter()
+                .filter_map(|e| e["dur"].as_f64())
+                .collect()
         };
         let whole = file(&profile, 100);
         assert_eq!(slices(&whole).len(), 20);

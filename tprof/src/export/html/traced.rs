@@ -7,7 +7,9 @@
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 
-use super::{Figures, FunctionEntry, FunctionView, Lists, PercentilesView, ProcessView, TimelineView};
+use super::{
+    Figures, FunctionEntry, FunctionView, Lists, PercentilesView, ProcessView, TimelineView,
+};
 use super::{ViewData, compact};
 use crate::export::stacks::Stacks;
 use crate::export::timeline::{self, Log, frames};
@@ -183,20 +185,21 @@ fn summed_rows(trace_type: TraceType, mut sums: Vec<(usize, usize, [u64; 4])>) -
     sums.sort_by_key(|&(process, function, _)| (process, function));
     let mut rows: Vec<Figures> = Vec::new();
     let mut last: Option<(usize, usize, [u64; 4])> = None;
-    let mut row = |(process, function, [calls, measurement, bytes, blocks]): (usize, usize, [u64; 4])| {
-        let (value, words) = value_words(trace_type, measurement, bytes);
-        rows.push(Figures {
-            process,
-            path: -1,
-            function: Some(function),
-            calls,
-            value,
-            total: None,
-            words,
-            bytes,
-            blocks,
-        });
-    };
+    let mut row =
+        |(process, function, [calls, measurement, bytes, blocks]): (usize, usize, [u64; 4])| {
+            let (value, words) = value_words(trace_type, measurement, bytes);
+            rows.push(Figures {
+                process,
+                path: -1,
+                function: Some(function),
+                calls,
+                value,
+                total: None,
+                words,
+                bytes,
+                blocks,
+            });
+        };
     for (process, function, figures) in sums {
         match &mut last {
             Some((p, f, sum)) if *p == process && *f == function => {
