@@ -1,6 +1,7 @@
 //! A global allocator for benches that measure memory: the runtime's counting allocator
 //! (processes get their heap figures), with the bytes live and their peak since the last
-//! [`Tracking::reset_peak`]. Shared by `heap_snapshot` and `scale`.
+//! [`Tracking::reset_peak`]. Shared by `heap_snapshot` and `scale`, and by tprof's
+//! `tests/export_memory.rs`.
 
 use std::alloc::{GlobalAlloc, Layout};
 use std::sync::atomic::{AtomicUsize, Ordering};

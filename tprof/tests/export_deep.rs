@@ -9,7 +9,9 @@ mod common;
 
 use common::{entry, function, path_entry, pid};
 use tprof::export::{self, Format, MAX_STACK_DEPTH, OUTER_FRAMES, TRUNCATED};
-use tprof::{CallTree, FunctionTrace, Group, PathNode, Profile, TraceType};
+use tprof::{
+    CallTree, Event, EventKind, EventLog, FunctionTrace, Group, PathNode, Profile, TraceType,
+};
 
 const DEPTH: u32 = 20_000;
 /// Every this many paths along the chain has figures (and the deepest has).
@@ -131,4 +133,82 @@ fn every_export_of_a_deep_path_is_bounded_by_its_entries() {
         let path = slice["args"]["path"].as_str().unwrap();
         assert!(path.split(';').count() <= 33, "{path}");
     }
+}
+
+/// A process whose event log nests `DEPTH` frames deep through ten functions: entered and
+/// never left when `leaves` is 0; else followed by `leaves` leaves of its functions, the
+/// innermost first, round and round the ten (past `DEPTH`, leaves of nothing open).
+fn deep_log(leaves: u32) -> Profile {
+    let group = Group::Process(pid("<0.1.0>"));
+    let enters = (0..DEPTH).map(|i| Event {
+        ts_ns: u64::from(i),
+        function: i % 10,
+        kind: EventKind::Enter,
+    });
+    let leaves = (0..leaves).map(|i| Event {
+        ts_ns: u64::from(DEPTH + i),
+        function: (DEPTH - 1 - i % DEPTH) % 10,
+        kind: EventKind::Leave,
+    });
+    let mut profile = Profile::new(TraceType::CallTime, Vec::new());
+    profile.function_table = (0..10)
+        .map(|i| function("app", &format!("f{i}"), 0, i + 1))
+        .collect();
+    profile.event_logs = vec![EventLog {
+        group,
+        events: enters.chain(leaves).collect(),
+        dropped: 0,
+    }];
+    profile
+}
+
+/// The timeline frames of a chrome trace (its `X` events, each with its `duration_ns`) and of
+/// an html page's data (`timelines[0].frames`, each `[function, start, end, depth, cut]`).
+fn timeline_frames(profile: &Profile) -> (Vec<serde_json::Value>, Vec<serde_json::Value>) {
+    let chrome = export::to_string(Format::Chrome, profile).unwrap();
+    let html = export::to_string(Format::Html, profile).unwrap();
+    // What a frame may take in either, generously.
+    let bound = DEPTH as usize * 400;
+    assert!(chrome.len() < bound, "chrome: {} bytes", chrome.len());
+    assert!(html.len() < bound + 200_000, "html: {} bytes", html.len());
+    let trace: serde_json::Value = serde_json::from_str(&chrome).unwrap();
+    let slices = trace["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["ph"] == "X")
+        .cloned()
+        .collect();
+    let (_, data) = html.split_once("id=\"tprof-data\">").unwrap();
+    let (data, _) = data.split_once("</script>").unwrap();
+    let data: serde_json::Value = serde_json::from_str(data).unwrap();
+    let frames = data["timelines"][0]["frames"].as_array().unwrap().clone();
+    (slices, frames)
+}
+
+#[test]
+fn an_event_log_entered_deep_and_never_left_is_a_timeline_of_its_frames_cut_short() {
+    let (slices, frames) = timeline_frames(&deep_log(0));
+    assert_eq!(slices.len(), DEPTH as usize);
+    assert!(slices.iter().all(|s| s["args"]["cut_short"] == true));
+    assert_eq!(frames.len(), DEPTH as usize);
+    // The innermost, 19,999 frames deep, entered last.
+    assert_eq!(frames.last().unwrap()[3], DEPTH - 1);
+    assert!(frames.iter().all(|f| f[4] == 1));
+}
+
+#[test]
+fn deep_recursion_and_many_leaves_of_nothing_open_are_read_in_one_pass() {
+    // Every frame left, innermost first; then 100,000 - DEPTH leaves of frames not open.
+    let (slices, frames) = timeline_frames(&deep_log(100_000));
+    assert_eq!(slices.len(), DEPTH as usize);
+    assert!(slices.iter().all(|s| s["args"].get("cut_short").is_none()));
+    assert_eq!(frames.len(), DEPTH as usize);
+    // The outermost lasts until the last of its leaves: DEPTH + DEPTH - 1 ns from the first
+    // event.
+    assert_eq!(frames[0][2], 2 * u64::from(DEPTH) - 1);
+    assert!(frames.iter().all(|f| f[4] == 0));
+    // The innermost is left the moment after it is entered.
+    let inner = frames.last().unwrap();
+    assert_eq!(inner[2].as_u64().unwrap() - inner[1].as_u64().unwrap(), 1);
 }

@@ -104,21 +104,13 @@ use std::io::Write;
 use serde::Serialize;
 
 use super::sampled::is_sampled;
+use super::stacks::Stacks;
 use super::timeline::{self, Log, frames};
 use super::weight::{frame_name, unit, weight};
-use super::{ExportError, Stack, stacks};
+use super::{ExportError, Stack};
 use crate::{Function, Group, Profile, TraceType};
 
 mod sampled;
-
-/// The whole file.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-struct TraceFile<'a> {
-    trace_events: Vec<Event<'a>>,
-    display_time_unit: &'static str,
-    other_data: OtherData,
-}
 
 /// What the file says about itself (shown by `chrome://tracing`'s metadata view).
 #[derive(Debug, Serialize)]
@@ -196,20 +188,55 @@ impl Cutoff {
     }
 }
 
-/// Keeps the `max` longest slices (`X` events) of `events` ([`Cutoff`]) and every other
-/// event, in their order. Returns how many it left out. Linear in the events.
-fn keep_longest(events: &mut Vec<Event<'_>>, max: usize) -> usize {
-    let is_slice = |e: &Event<'_>| e.ph == "X";
-    let durations = events
-        .iter()
-        .filter(|e| is_slice(e))
-        .map(|e| e.dur.unwrap_or(0.0))
-        .collect();
+/// Draws a trace's events: gives each, in order, to the sink it is passed.
+type Draw<'d> = dyn FnMut(&mut dyn FnMut(Event<'_>)) + 'd;
+
+/// Writes a trace file, `{"traceEvents": [...], "displayTimeUnit": "ns", "otherData": {...}}`,
+/// to `out`: the events `draw` gives (the same, in order, each time it is called), past `max`
+/// slices (`X` events) the longest of them ([`Cutoff`]) and every other event, then the
+/// `otherData` that `other_data` makes, given how many slices were left out.
+///
+/// Streamed: the events are drawn twice, once to find which slices to keep, then to write
+/// them, so that the file is never held whole.
+fn write_file(
+    out: &mut dyn Write,
+    max: usize,
+    draw: &mut Draw<'_>,
+    other_data: impl FnOnce(usize) -> OtherData,
+) -> Result<(), ExportError> {
+    // serde_json writes a token at a time.
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
+    // Which slices to keep, from their durations.
+    let mut durations = Vec::new();
+    draw(&mut |e| {
+        if e.ph == "X" {
+            durations.push(e.dur.unwrap_or(0.0));
+        }
+    });
     let (mut cutoff, left_out) = Cutoff::of(durations, max);
-    if left_out > 0 {
-        events.retain(|e| !is_slice(e) || cutoff.keeps(e.dur.unwrap_or(0.0)));
+    out.write_all(b"{\"traceEvents\":[")?;
+    let mut first = true;
+    let mut failed: Option<ExportError> = None;
+    draw(&mut |e| {
+        if failed.is_some() || (e.ph == "X" && !cutoff.keeps(e.dur.unwrap_or(0.0))) {
+            return;
+        }
+        let comma = if first { &b""[..] } else { b"," };
+        first = false;
+        let written = out
+            .write_all(comma)
+            .map_err(ExportError::from)
+            .and_then(|()| serde_json::to_writer(&mut out, &e).map_err(ExportError::from));
+        failed = written.err();
+    });
+    if let Some(error) = failed {
+        return Err(error);
     }
-    left_out
+    out.write_all(b"],\"displayTimeUnit\":\"ns\",\"otherData\":")?;
+    serde_json::to_writer(&mut out, &other_data(left_out))?;
+    out.write_all(b"}\n")?;
+    out.flush()?;
+    Ok(())
 }
 
 /// One trace event.
@@ -251,7 +278,7 @@ enum Args<'a> {
     /// The `event log full` instant, and the dropped samples' one.
     Dropped { dropped: u64 },
     /// A slice of samples.
-    Sample(sampled::SampleArgs),
+    Sample(sampled::SampleArgs<'a>),
 }
 
 /// A frame of a timeline, on its event.
@@ -536,27 +563,19 @@ impl Scale {
 
 /// What one process's track is drawn from.
 #[derive(Debug, Default)]
-struct Track {
+struct Track<'p> {
     /// Its number among the tracks, in the order they were made.
     number: u32,
     /// Its call tree (or flat figures), for the synthetic layout.
     roots: Roots,
     /// Its event log, if it has one.
-    log: Option<Log>,
+    log: Option<Log<'p>>,
 }
 
-/// Writes `profile` as Chrome trace-event JSON.
-///
-/// Streamed: the events are drawn twice, once to find which slices to keep (past
-/// [`MAX_SLICES`]: [`Cutoff`]), then to write them, so that the file is never held whole.
+/// Writes `profile` as Chrome trace-event JSON ([`write_file`]: streamed).
 pub(super) fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), ExportError> {
-    // serde_json writes a token at a time.
-    let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
     if is_sampled(profile) {
-        serde_json::to_writer(&mut out, &sampled::file(profile, MAX_SLICES))?;
-        out.write_all(b"\n")?;
-        out.flush()?;
-        return Ok(());
+        return sampled::write(profile, MAX_SLICES, out);
     }
     let mut names = Names::default();
     // Every function a log may name, numbered before the slices borrow the names.
@@ -565,9 +584,9 @@ pub(super) fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), Export
     }
     // The tracks, one per process, in pid order (`stacks` gives them by process).
     let mut forest = Forest::default();
-    let mut tracks: BTreeMap<Group, Track> = BTreeMap::new();
+    let mut tracks: BTreeMap<Group, Track<'_>> = BTreeMap::new();
     let mut made = 0u32;
-    for stack in stacks(profile) {
+    Stacks::of(profile).for_each(|stack| {
         let track = tracks.entry(stack.group).or_insert_with(|| {
             made += 1;
             Track {
@@ -579,10 +598,10 @@ pub(super) fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), Export
             track.number,
             &mut track.roots,
             profile.trace_type,
-            &stack,
+            stack,
             &mut names,
         );
-    }
+    });
     for (group, log) in timeline::logs(profile) {
         tracks.entry(group).or_default().log = Some(log);
     }
@@ -595,56 +614,30 @@ pub(super) fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), Export
         origin: timeline::origin(profile),
         labels: profile.labels(),
     };
-    // Which slices to keep, from their durations.
-    let mut durations = Vec::new();
-    let timelines = drawing.draw(&mut |e| {
-        if e.ph == "X" {
-            durations.push(e.dur.unwrap_or(0.0));
-        }
-    });
-    let (mut cutoff, left_out) = Cutoff::of(durations, MAX_SLICES);
-    // The file as `TraceFile` serializes, its events written as they are drawn.
-    out.write_all(b"{\"traceEvents\":[")?;
-    let mut first = true;
-    let mut failed: Option<ExportError> = None;
-    drawing.draw(&mut |e| {
-        if failed.is_some() || (e.ph == "X" && !cutoff.keeps(e.dur.unwrap_or(0.0))) {
-            return;
-        }
-        let comma = if first { &b""[..] } else { b"," };
-        first = false;
-        let written = out
-            .write_all(comma)
-            .map_err(ExportError::from)
-            .and_then(|()| serde_json::to_writer(&mut out, &e).map_err(ExportError::from));
-        failed = written.err();
-    });
-    if let Some(error) = failed {
-        return Err(error);
-    }
+    let timelines = std::cell::Cell::new(false);
     let scale = Scale::of(profile.trace_type);
-    let other_data = OtherData {
-        exporter: format!("tprof {}", env!("CARGO_PKG_VERSION")),
-        trace_type: profile.trace_type.name(),
-        duration_unit: scale.duration_unit,
-        timelines: timelines.then_some(
-            "the tracks named `timeline` are drawn from event logs: each frame at the time \
-             it ran, ts in µs since the profile's earliest logged event",
-        ),
-        samples: None,
-        slices_left_out: slices_left_out(left_out, MAX_SLICES),
-    };
-    out.write_all(b"],\"displayTimeUnit\":\"ns\",\"otherData\":")?;
-    serde_json::to_writer(&mut out, &other_data)?;
-    out.write_all(b"}\n")?;
-    out.flush()?;
-    Ok(())
+    write_file(
+        out,
+        MAX_SLICES,
+        &mut |sink| timelines.set(drawing.draw(sink)),
+        |left_out| OtherData {
+            exporter: format!("tprof {}", env!("CARGO_PKG_VERSION")),
+            trace_type: profile.trace_type.name(),
+            duration_unit: scale.duration_unit,
+            timelines: timelines.get().then_some(
+                "the tracks named `timeline` are drawn from event logs: each frame at the \
+                 time it ran, ts in µs since the profile's earliest logged event",
+            ),
+            samples: None,
+            slices_left_out: slices_left_out(left_out, MAX_SLICES),
+        },
+    )
 }
 
 /// What the events of a trace profile are drawn from.
 struct Drawing<'a> {
     profile: &'a Profile,
-    tracks: &'a BTreeMap<Group, Track>,
+    tracks: &'a BTreeMap<Group, Track<'a>>,
     forest: &'a Forest,
     names: &'a Names<'a>,
     origin: u64,
@@ -653,7 +646,7 @@ struct Drawing<'a> {
 
 impl<'a> Drawing<'a> {
     /// Draws every event, in order, into `sink`; whether some track is a timeline.
-    fn draw(&self, sink: &mut dyn FnMut(Event<'a>)) -> bool {
+    fn draw(&self, sink: &mut dyn FnMut(Event<'_>)) -> bool {
         let profile = self.profile;
         let scale = Scale::of(profile.trace_type);
         let mut timelines = false;
@@ -711,7 +704,7 @@ impl<'a> Drawing<'a> {
     }
 
     /// Draws `log` as the timeline of track `id`.
-    fn timeline(&self, log: &Log, id: u32, sink: &mut dyn FnMut(Event<'a>)) {
+    fn timeline(&self, log: &Log<'_>, id: u32, sink: &mut dyn FnMut(Event<'_>)) {
         let scale = Scale::timeline();
         let names = self.names;
         // The end of the last frame drawn at each depth, as written: a frame must not pass
@@ -765,7 +758,7 @@ impl<'a> Drawing<'a> {
 
     /// Draws the tree of `roots` (its figures summed) in the synthetic layout, as track
     /// `id`.
-    fn tree(&self, roots: Roots, scale: Scale, id: u32, sink: &mut dyn FnMut(Event<'a>)) {
+    fn tree(&self, roots: Roots, scale: Scale, id: u32, sink: &mut dyn FnMut(Event<'_>)) {
         let (forest, names) = (self.forest, self.names);
         let memory = self.profile.trace_type == TraceType::CallMemory;
         // Depth first, parents before children: (node, start in units, the end of the
@@ -846,8 +839,22 @@ fn interval(scale: Scale, start: u64, end: u64, cap: f64) -> (f64, f64) {
 
 #[cfg(test)]
 mod tests {
-    use super::{Args, Event, Scale, interval, keep_longest};
+    use super::{Args, Cutoff, Event, Scale, interval};
     use crate::TraceType;
+
+    /// Keeps the `max` longest slices of `events` as a trace does ([`Cutoff`]), and every
+    /// other event, in their order; returns how many it left out.
+    fn keep_longest(events: &mut Vec<Event<'_>>, max: usize) -> usize {
+        let is_slice = |e: &Event<'_>| e.ph == "X";
+        let durations = events
+            .iter()
+            .filter(|e| is_slice(e))
+            .map(|e| e.dur.unwrap_or(0.0))
+            .collect();
+        let (mut cutoff, left_out) = Cutoff::of(durations, max);
+        events.retain(|e| !is_slice(e) || cutoff.keeps(e.dur.unwrap_or(0.0)));
+        left_out
+    }
 
     fn event(ph: &'static str, name: &'static str, dur: f64) -> Event<'static> {
         Event {

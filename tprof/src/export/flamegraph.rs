@@ -32,8 +32,9 @@ use std::io::Write;
 
 use inferno::flamegraph::{self, Options};
 
+use super::stacks::Stacks;
 use super::weight::{unit, weight};
-use super::{ExportError, Format, sampled, stacks};
+use super::{ExportError, Format, sampled};
 use crate::Profile;
 
 /// The width inferno draws at when none is set, in pixels.
@@ -85,18 +86,19 @@ pub(super) fn folded_lines(profile: &Profile) -> Vec<String> {
             })
             .collect();
     }
-    let stacks = stacks(profile);
+    let stacks = Stacks::of(profile);
     let weigh = |s: &super::Stack<'_>| u128::from(weight(profile.trace_type, s));
     // inferno adds the values up in a `usize` and draws in `f64`: past 2^53 in all, every value
     // is divided by the same factor (widths keep their proportions) so that the sum fits.
-    let total: u128 = stacks.iter().map(weigh).sum();
+    let mut total: u128 = 0;
+    stacks.for_each(|s| total += weigh(s));
     let divisor = total.div_ceil(1 << 53).max(1);
     let labels = profile.labels();
     let mut lines = Vec::new();
-    for stack in stacks {
-        let value = weigh(&stack) / divisor;
+    stacks.for_each(|stack| {
+        let value = weigh(stack) / divisor;
         if value == 0 {
-            continue;
+            return;
         }
         let mut line = frame_name(&labels.get(stack.group));
         for f in &stack.frames {
@@ -106,7 +108,7 @@ pub(super) fn folded_lines(profile: &Profile) -> Vec<String> {
         // Writing to a String cannot fail.
         let _ = write!(line, " {value}");
         lines.push(line);
-    }
+    });
     lines
 }
 

@@ -53,8 +53,9 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 
+use super::stacks::Stacks;
 use super::weight::{frame_name, weight};
-use super::{ExportError, sampled, stacks};
+use super::{ExportError, sampled};
 use crate::{Group, Profile};
 
 /// Writes `profile` as folded stacks.
@@ -73,10 +74,10 @@ pub(super) fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), Export
     let names = profile.labels();
     let mut labels: BTreeMap<Group, String> = BTreeMap::new();
     let mut text = String::new();
-    for stack in stacks(profile) {
-        let value = weight(profile.trace_type, &stack);
+    Stacks::of(profile).for_each(|stack| {
+        let value = weight(profile.trace_type, stack);
         if value == 0 {
-            continue;
+            return;
         }
         let label = labels
             .entry(stack.group)
@@ -89,7 +90,7 @@ pub(super) fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), Export
         text.push(' ');
         text.push_str(&value.to_string());
         text.push('\n');
-    }
+    });
     out.write_all(text.as_bytes())?;
     Ok(())
 }

@@ -79,20 +79,20 @@
 //! with samples tinted, and a note when the file could not be read or some time had no line
 //! of its own.
 
-use std::collections::{BTreeMap, HashMap};
+use std::borrow::Cow;
 use std::io::Write;
 
 use serde::Serialize;
 
+use super::ExportError;
 use super::flamegraph::duration;
 use super::sampled::{describe, is_sampled};
-use super::timeline::{self, frames};
-use super::weight::{unit, weight};
-use super::{ExportError, stacks};
-use crate::{Function, Group, Profile, Run, TraceType};
+use super::weight::unit;
+use crate::{Function, Profile, Run, TraceType};
 
 mod compact;
 mod sampled;
+mod traced;
 
 /// The viewer's script.
 const VIEWER_JS: &str = include_str!("html/viewer.js");
@@ -148,16 +148,17 @@ enum FunctionEntry<'a> {
 }
 
 /// A process (or `all`) as the viewer names it. Written as an array by [`compact`].
-struct ProcessView {
-    id: String,
-    label: String,
-    name: Option<String>,
-    initial_call: String,
+struct ProcessView<'a> {
+    id: Cow<'a, str>,
+    label: Cow<'a, str>,
+    name: Option<Cow<'a, str>>,
+    initial_call: Cow<'a, str>,
     run: Option<u32>,
 }
 
 /// One stack, or one flat row: indices into the function and process lists, and figures.
 /// Written as an array (see the module's documentation), by [`compact`].
+#[derive(Clone, Copy)]
 struct Figures {
     process: usize,
     /// A stack's call path, an index into [`ViewData::paths`] (-1: no frame; rows: -1).
@@ -196,6 +197,17 @@ struct TimelineView {
     frames: Vec<(usize, u64, u64, usize, u8)>,
 }
 
+/// The page's long lists, given one item at a time, in order, as often as asked (the
+/// writer reads the processes, stacks and rows twice: to sum them, then to write them), so
+/// that they need not be held whole.
+trait Lists {
+    fn processes(&self, each: &mut dyn FnMut(&ProcessView<'_>));
+    fn stacks(&self, each: &mut dyn FnMut(&Figures));
+    fn rows(&self, each: &mut dyn FnMut(&Figures));
+    fn percentiles(&self, each: &mut dyn FnMut(&PercentilesView));
+    fn timelines(&self, each: &mut dyn FnMut(&TimelineView));
+}
+
 /// Everything the viewer reads, before [`compact`] writes it.
 struct ViewData<'a> {
     trace_type: TraceType,
@@ -203,204 +215,22 @@ struct ViewData<'a> {
     call_tree: bool,
     runs: &'a [Run],
     functions: Vec<FunctionEntry<'a>>,
-    processes: Vec<ProcessView>,
-    stacks: Vec<Figures>,
     /// Each distinct call path of the stacks.
     paths: compact::Paths,
-    rows: Vec<Figures>,
-    percentiles: Vec<PercentilesView>,
-    total: u64,
-    timelines: Vec<TimelineView>,
+    /// The processes, stacks, flat rows, percentiles and timelines.
+    lists: Box<dyn Lists + 'a>,
     /// What was sampled (sampled profiles).
     samples: Option<sampled::SamplesView>,
     /// The functions' source listings (sampled profiles).
     listings: Option<sampled::ListingsView>,
 }
 
-/// Gives each distinct function one index.
-#[derive(Default)]
-struct Functions<'a> {
-    list: Vec<FunctionEntry<'a>>,
-    index: HashMap<&'a Function, usize>,
-}
-
-impl<'a> Functions<'a> {
-    fn of(&mut self, f: &'a Function) -> usize {
-        *self.index.entry(f).or_insert_with(|| {
-            self.list.push(FunctionEntry::Traced(FunctionView {
-                function: f,
-                mfa: f.mfa(),
-            }));
-            self.list.len() - 1
-        })
-    }
-}
-
 /// The viewer's data for `profile`.
 fn view_data(profile: &Profile) -> ViewData<'_> {
     if is_sampled(profile) {
-        return sampled::view_data(profile);
-    }
-    let mut functions = Functions::default();
-    let stacks = stacks(profile);
-    // The groups, in order, that have a stack or a flat row.
-    let mut groups: BTreeMap<Group, usize> = BTreeMap::new();
-    for s in &stacks {
-        groups.insert(s.group, 0);
-    }
-    for f in &profile.functions {
-        for e in &f.entries {
-            groups.insert(e.group, 0);
-        }
-    }
-    let logs = timeline::logs(profile);
-    for group in logs.keys() {
-        groups.insert(*group, 0);
-    }
-    for p in &profile.percentiles {
-        groups.insert(p.group, 0);
-    }
-    let labels = profile.labels();
-    let records: HashMap<runtime::Pid, &crate::ProcessRecord> =
-        profile.processes.iter().map(|p| (p.pid, p)).collect();
-    let mut processes = Vec::new();
-    for (i, (group, index)) in groups.iter_mut().enumerate() {
-        *index = i;
-        let record = match group {
-            Group::Process(pid) => records.get(pid).copied(),
-            Group::All => None,
-        };
-        processes.push(ProcessView {
-            id: group.to_string(),
-            label: labels.get(*group).into_owned(),
-            name: record.and_then(|r| r.name.clone()),
-            initial_call: record.map(|r| r.initial_call.clone()).unwrap_or_default(),
-            run: record.map(|r| r.run),
-        });
-    }
-    let mut paths = compact::Paths::default();
-    let mut frame_buffer = Vec::new();
-    let stack_views: Vec<Figures> = stacks
-        .iter()
-        .map(|s| Figures {
-            process: groups[&s.group],
-            path: {
-                frame_buffer.clear();
-                frame_buffer.extend(s.frames.iter().map(|f| functions.of(f)));
-                paths.of(&frame_buffer)
-            },
-            function: None,
-            calls: s.calls,
-            value: weight(profile.trace_type, s),
-            total: None,
-            words: None,
-            bytes: s.bytes,
-            blocks: s.blocks,
-        })
-        .collect();
-    let memory = profile.trace_type == TraceType::CallMemory;
-    // A flat row's value and words, from its measurement and bytes.
-    let value_words = |measurement: u64, bytes: u64| {
-        if memory {
-            (bytes, Some(measurement))
-        } else {
-            (measurement, Some(0))
-        }
-    };
-    let mut rows = Vec::new();
-    if profile.functions.is_empty() {
-        // No flat figures: each function's are the sum over the paths that end in it.
-        let mut sums: BTreeMap<(usize, usize), [u64; 4]> = BTreeMap::new();
-        for s in &stacks {
-            if let Some(last) = s.frames.last() {
-                let sum = sums
-                    .entry((groups[&s.group], functions.of(last)))
-                    .or_default();
-                sum[0] = sum[0].saturating_add(s.calls);
-                sum[1] = sum[1].saturating_add(s.measurement);
-                sum[2] = sum[2].saturating_add(s.bytes);
-                sum[3] = sum[3].saturating_add(s.blocks);
-            }
-        }
-        for ((process, function), [calls, measurement, bytes, blocks]) in sums {
-            let (value, words) = value_words(measurement, bytes);
-            rows.push(Figures {
-                process,
-                path: -1,
-                function: Some(function),
-                calls,
-                value,
-                total: None,
-                words,
-                bytes,
-                blocks,
-            });
-        }
+        sampled::view_data(profile)
     } else {
-        for f in &profile.functions {
-            for e in &f.entries {
-                let (value, words) = value_words(e.measurement, e.bytes);
-                rows.push(Figures {
-                    process: groups[&e.group],
-                    path: -1,
-                    function: Some(functions.of(&f.function)),
-                    calls: e.calls,
-                    value,
-                    total: None,
-                    words,
-                    bytes: e.bytes,
-                    blocks: e.blocks,
-                });
-            }
-        }
-    }
-    let percentiles = profile
-        .percentiles
-        .iter()
-        .map(|p| PercentilesView {
-            process: groups[&p.group],
-            function: functions.of(&p.function),
-            calls: p.calls,
-            p50_ns: p.p50_ns,
-            p90_ns: p.p90_ns,
-            p99_ns: p.p99_ns,
-            max_ns: p.max_ns,
-        })
-        .collect();
-    let origin = timeline::origin(profile);
-    let timelines = logs
-        .iter()
-        .map(|(group, log)| TimelineView {
-            process: groups[group],
-            dropped: log.dropped,
-            frames: frames(profile, &log.events, origin)
-                .iter()
-                .map(|f| {
-                    let function = functions.of(f.function);
-                    (function, f.start, f.end, f.depth, u8::from(f.cut_short))
-                })
-                .collect(),
-        })
-        .collect();
-    let total = stack_views
-        .iter()
-        .map(|s| s.value)
-        .fold(0u64, u64::saturating_add);
-    ViewData {
-        trace_type: profile.trace_type,
-        unit: unit(profile.trace_type),
-        call_tree: !profile.call_tree.is_empty(),
-        runs: &profile.meta.runs,
-        functions: functions.list,
-        processes,
-        stacks: stack_views,
-        paths,
-        rows,
-        percentiles,
-        total,
-        timelines,
-        samples: None,
-        listings: None,
+        traced::view_data(profile)
     }
 }
 

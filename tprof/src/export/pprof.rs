@@ -73,8 +73,9 @@ use flate2::Compression;
 use flate2::write::GzEncoder;
 use prost::Message;
 
+use super::ExportError;
+use super::stacks::Stacks;
 use super::weight::frame_name;
-use super::{ExportError, stacks};
 use crate::{Group, TraceType};
 
 mod sampled;
@@ -346,14 +347,14 @@ fn build(profile: &crate::Profile, each: &mut dyn FnMut(&Sample)) -> Profile {
         .filter_map(|p| Some((p.pid, p.name.as_deref()?)))
         .collect();
     let mut sample = Sample::default();
-    for stack in stacks(profile) {
+    Stacks::of(profile).for_each(|stack| {
         let value = match profile.trace_type {
             TraceType::CallCount => &[stack.measurement][..],
             TraceType::CallTime => &[stack.calls, stack.measurement],
             TraceType::CallMemory => &[stack.calls, stack.bytes, stack.blocks],
         };
         if value.iter().all(|&v| v == 0) {
-            continue;
+            return;
         }
         sample.value.clear();
         sample
@@ -410,7 +411,7 @@ fn build(profile: &crate::Profile, each: &mut dyn FnMut(&Sample)) -> Profile {
         sample.label.clear();
         sample.label.extend_from_slice(label);
         each(&sample);
-    }
+    });
     let comment = vec![strings.intern(&format!("tprof {}", profile.trace_type))];
     let started_ms = profile.meta.runs.first().map_or(0, |r| r.started_unix_ms);
     let duration_ns = profile

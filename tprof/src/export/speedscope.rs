@@ -49,8 +49,9 @@ use std::io::Write;
 
 use serde::Serialize;
 
+use super::ExportError;
+use super::stacks::Stacks;
 use super::weight::{frame_name, speedscope_unit, weight};
-use super::{ExportError, stacks};
 use crate::{Function, Group, Profile};
 
 mod sampled;
@@ -111,10 +112,10 @@ pub(super) fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), Export
     let mut frame_index: HashMap<&Function, usize> = HashMap::new();
     let mut profiles: Vec<(Group, SampledProfile)> = Vec::new();
     let labels = profile.labels();
-    for stack in stacks(profile) {
-        let value = weight(profile.trace_type, &stack);
+    Stacks::of(profile).for_each(|stack| {
+        let value = weight(profile.trace_type, stack);
         if value == 0 {
-            continue;
+            return;
         }
         let sample: Vec<usize> = stack
             .frames
@@ -153,7 +154,7 @@ pub(super) fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), Export
             p.weights.push(value);
             p.end_value = p.end_value.saturating_add(value);
         }
-    }
+    });
     let mut name = format!("tprof {}", profile.trace_type);
     if let Some(run) = profile.meta.runs.first().filter(|r| !r.program.is_empty()) {
         name.push_str(" of ");

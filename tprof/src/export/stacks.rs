@@ -49,54 +49,122 @@ pub struct Stack<'a> {
 }
 
 /// The stacks of `profile`, by process then path: its call tree's paths when it has one,
-/// else each function as a stack of one frame.
+/// else each function as a stack of one frame. [`Stacks`] gives them one at a time.
 pub fn stacks(profile: &Profile) -> Vec<Stack<'_>> {
     let mut out = Vec::new();
-    if profile.call_tree.is_empty() {
-        for f in &profile.functions {
-            for e in &f.entries {
-                out.push(Stack {
-                    group: e.group,
-                    frames: vec![&f.function],
-                    calls: e.calls,
-                    measurement: e.measurement,
-                    bytes: e.bytes,
-                    blocks: e.blocks,
-                    truncated: 0,
+    Stacks::of(profile).for_each(|s| out.push(s.clone()));
+    out
+}
+
+/// The stacks of a profile, in the order [`stacks`] gives them, made one at a time: an export
+/// that does not keep them reads them in the memory of one stack (and 8 bytes per stack for
+/// their order), not of every stack's frame list.
+pub(crate) struct Stacks<'a> {
+    profile: &'a Profile,
+    /// The stacks in order: (function, entry) of a flat profile, (entry, 0) of a call tree.
+    order: Vec<(u32, u32)>,
+    /// The call tree's depths (a profile with one).
+    depths: Option<Depths<'a>>,
+}
+
+impl<'a> Stacks<'a> {
+    /// The stacks of `profile`, put in order (by process, stably).
+    pub(crate) fn of(profile: &'a Profile) -> Stacks<'a> {
+        let index = |i: usize| u32::try_from(i).unwrap_or(u32::MAX);
+        let (mut order, depths): (Vec<(u32, u32)>, _) = if profile.call_tree.is_empty() {
+            let order =
+                profile.functions.iter().enumerate().flat_map(|(f, trace)| {
+                    (0..trace.entries.len()).map(move |e| (index(f), index(e)))
                 });
+            (order.collect(), None)
+        } else {
+            let entries = profile.call_tree.entries.len();
+            let order = (0..entries).map(|e| (index(e), 0)).collect();
+            (order, Some(Depths::of(profile)))
+        };
+        let stacks = Stacks {
+            profile,
+            order: Vec::new(),
+            depths,
+        };
+        order.sort_by_key(|&at| stacks.group(at));
+        Stacks { order, ..stacks }
+    }
+
+    /// The process of the stack at `at` in [`Stacks::order`].
+    fn group(&self, (i, j): (u32, u32)) -> Group {
+        let group = if self.depths.is_some() {
+            self.profile
+                .call_tree
+                .entries
+                .get(i as usize)
+                .map(|e| e.group)
+        } else {
+            self.profile
+                .functions
+                .get(i as usize)
+                .and_then(|f| f.entries.get(j as usize))
+                .map(|e| e.group)
+        };
+        group.unwrap_or(Group::All)
+    }
+
+    /// Calls `each` with every stack, in order (the same [`Stack`], its frames refilled).
+    pub(crate) fn for_each(&self, mut each: impl FnMut(&Stack<'a>)) {
+        let profile = self.profile;
+        let mut stack = Stack {
+            group: Group::All,
+            frames: Vec::new(),
+            calls: 0,
+            measurement: 0,
+            bytes: 0,
+            blocks: 0,
+            truncated: 0,
+        };
+        let mut nodes = Vec::new();
+        for &(i, j) in &self.order {
+            let (group, calls, measurement, bytes, blocks);
+            stack.frames.clear();
+            if let Some(tree) = &self.depths {
+                let Some(e) = profile.call_tree.entries.get(i as usize) else {
+                    continue;
+                };
+                stack.truncated = tree.path(e.node, &mut nodes);
+                stack.frames.extend(nodes.iter().filter_map(|&n| {
+                    match n {
+                        NONE => Some(&*TRUNCATED),
+                        n => profile
+                            .call_tree
+                            .nodes
+                            .get(n as usize)
+                            .and_then(|p| profile.function_table.get(p.function as usize)),
+                    }
+                }));
+                (group, calls, measurement, bytes, blocks) =
+                    (e.group, e.calls, e.measurement, e.bytes, e.blocks);
+            } else {
+                let Some(f) = profile.functions.get(i as usize) else {
+                    continue;
+                };
+                let Some(e) = f.entries.get(j as usize) else {
+                    continue;
+                };
+                stack.truncated = 0;
+                stack.frames.push(&f.function);
+                (group, calls, measurement, bytes, blocks) =
+                    (e.group, e.calls, e.measurement, e.bytes, e.blocks);
             }
-        }
-    } else {
-        let tree = Depths::of(profile);
-        for e in &profile.call_tree.entries {
-            let (nodes, truncated) = tree.path(e.node);
-            let frames: Vec<&Function> = nodes
-                .into_iter()
-                .filter_map(|n| match n {
-                    NONE => Some(&*TRUNCATED),
-                    n => profile
-                        .call_tree
-                        .nodes
-                        .get(n as usize)
-                        .and_then(|p| profile.function_table.get(p.function as usize)),
-                })
-                .collect();
-            if frames.is_empty() {
+            if stack.frames.is_empty() {
                 continue;
             }
-            out.push(Stack {
-                group: e.group,
-                frames,
-                calls: e.calls,
-                measurement: e.measurement,
-                bytes: e.bytes,
-                blocks: e.blocks,
-                truncated,
-            });
+            stack.group = group;
+            stack.calls = calls;
+            stack.measurement = measurement;
+            stack.bytes = bytes;
+            stack.blocks = blocks;
+            each(&stack);
         }
     }
-    out.sort_by_key(|s| s.group);
-    out
 }
 
 /// No node: where a path's frames were left out.
@@ -140,29 +208,29 @@ impl<'a> Depths<'a> {
         self.nodes.get(n as usize)?.parent.filter(|&p| p < n)
     }
 
-    /// Up to `count` nodes from `n` up, outermost first.
-    fn up(&self, n: u32, count: usize) -> Vec<u32> {
-        let mut out: Vec<u32> = std::iter::successors(Some(n), |&n| self.parent(n))
-            .take(count)
-            .collect();
-        out.reverse();
-        out
+    /// Appends up to `count` nodes from `n` up to `out`, outermost first.
+    fn up(&self, n: u32, count: usize, out: &mut Vec<u32>) {
+        let from = out.len();
+        out.extend(std::iter::successors(Some(n), |&n| self.parent(n)).take(count));
+        out[from..].reverse();
     }
 
-    /// The nodes of `node`'s path, outermost first, with [`NONE`] where frames were left
-    /// out past [`MAX_STACK_DEPTH`], and how many.
-    fn path(&self, node: u32) -> (Vec<u32>, usize) {
+    /// Sets `path` to the nodes of `node`'s path, outermost first, with [`NONE`] where
+    /// frames were left out past [`MAX_STACK_DEPTH`]; returns how many.
+    fn path(&self, node: u32, path: &mut Vec<u32>) -> usize {
+        path.clear();
         let Some(&depth) = self.depth.get(node as usize) else {
-            return (Vec::new(), 0);
+            return 0;
         };
         let frames = depth as usize + 1;
         if frames <= MAX_STACK_DEPTH {
-            return (self.up(node, frames), 0);
+            self.up(node, frames, path);
+            return 0;
         }
         let inner = MAX_STACK_DEPTH - 1 - OUTER_FRAMES;
-        let mut path = self.up(self.anchor[node as usize], OUTER_FRAMES);
+        self.up(self.anchor[node as usize], OUTER_FRAMES, path);
         path.push(NONE);
-        path.extend(self.up(node, inner));
-        (path, frames - OUTER_FRAMES - inner)
+        self.up(node, inner, path);
+        frames - OUTER_FRAMES - inner
     }
 }

@@ -11,6 +11,7 @@
 //! - a time earlier than the one before it counts as that one;
 //! - a process with several logs has them read one after another, as one.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 
 use crate::{Event, EventKind, Function, Group, Profile};
@@ -30,19 +31,24 @@ pub(super) struct Frame<'a> {
     pub(super) cut_short: bool,
 }
 
-/// One process's logs: their events one after another, and the events they could not keep.
+/// One process's logs: their events one after another (borrowed from the profile when the
+/// process has one log), and the events they could not keep.
 #[derive(Debug, Default)]
-pub(super) struct Log {
-    pub(super) events: Vec<Event>,
+pub(super) struct Log<'a> {
+    pub(super) events: Cow<'a, [Event]>,
     pub(super) dropped: u64,
 }
 
 /// The logs of `profile`, by process in pid order.
-pub(super) fn logs(profile: &Profile) -> BTreeMap<Group, Log> {
-    let mut out: BTreeMap<Group, Log> = BTreeMap::new();
+pub(super) fn logs(profile: &Profile) -> BTreeMap<Group, Log<'_>> {
+    let mut out: BTreeMap<Group, Log<'_>> = BTreeMap::new();
     for log in &profile.event_logs {
         let into = out.entry(log.group).or_default();
-        into.events.extend_from_slice(&log.events);
+        if into.events.is_empty() {
+            into.events = Cow::Borrowed(&log.events);
+        } else {
+            into.events.to_mut().extend_from_slice(&log.events);
+        }
         into.dropped = into.dropped.saturating_add(log.dropped);
     }
     out

@@ -1,17 +1,35 @@
 //! The Chrome trace of a sampled profile (the mapping: the parent module's docs, *Sampled
 //! profiles*).
 
-use std::collections::BTreeMap;
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::io::Write;
 
-use super::{Args, Event, OtherData, Scale, TraceFile, interval, keep_longest, slices_left_out};
+use super::{Args, Event, OtherData, Scale, interval, slices_left_out, write_file};
 use crate::Profile;
+use crate::export::ExportError;
 use crate::export::sampled::{self, Dropped, NO_STACK, Root};
+use crate::profile::Labels;
 use crate::samples::{SampleRecord, SampleSet, SamplerKind, WaitState};
 
 /// One lane of samples, drawn as one thread: a process's samples of one sampler (whether
 /// wall), or the CPU samples of one thread outside any process (those of different threads
 /// overlap in time).
 type Lane = (Root, bool, Option<u32>);
+
+/// The lane of `sample`.
+fn lane(set: &SampleSet, sample: &SampleRecord) -> Lane {
+    let root = Root::of(sample);
+    let thread = match root {
+        Root::Outside => sample.thread,
+        Root::Process(_) => None,
+    };
+    (
+        root,
+        sampled::sampler(set, sample) == SamplerKind::Wall,
+        thread,
+    )
+}
 
 /// What a slice stands for: a frame of the stacks, or a wall sample's state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,14 +53,14 @@ struct Slice {
 
 /// The `args` of a slice of samples.
 #[derive(Debug, serde::Serialize)]
-pub(super) struct SampleArgs {
+pub(super) struct SampleArgs<'a> {
     /// How many samples it spans.
     samples: u64,
     /// What they weigh, in nanoseconds (CPU time, or wall time summed over processes).
     weight_ns: u64,
     /// Where its frame is, `file:line`, when known.
     #[serde(skip_serializing_if = "Option::is_none")]
-    location: Option<String>,
+    location: Option<&'a str>,
 }
 
 /// What `otherData` says of the samples.
@@ -58,104 +76,22 @@ pub(super) struct SamplesData {
     dropped_ns: u64,
 }
 
-/// `profile`'s samples as a trace file: past `max_slices` slices, the longest of them
-/// ([`keep_longest`]), `otherData` saying how many were left out.
-pub(super) fn file(profile: &Profile, max_slices: usize) -> TraceFile<'static> {
+/// Writes `profile`'s samples as a trace file ([`write_file`]: streamed, never held whole):
+/// past `max_slices` slices, the longest of them, `otherData` saying how many were left out.
+pub(super) fn write(
+    profile: &Profile,
+    max_slices: usize,
+    out: &mut dyn Write,
+) -> Result<(), ExportError> {
     let set = &profile.samples;
-    let labels = profile.labels();
-    let mut table = sampled::stack_frames(set);
-    // A traced function is one slice, whatever line in it each sample was at.
-    let function_frames = set.function_frames();
-    for frame in table.iter_mut().flatten() {
-        *frame = function_frames
-            .get(*frame as usize)
-            .copied()
-            .unwrap_or(*frame);
-    }
-    // Each lane's samples, in time order (a merge's runs one after another).
-    let mut lanes: BTreeMap<Lane, Vec<&SampleRecord>> = BTreeMap::new();
-    for s in &set.samples {
-        let root = Root::of(s);
-        let thread = match root {
-            Root::Outside => s.thread,
-            Root::Process(_) => None,
-        };
-        lanes
-            .entry((root, sampled::sampler(set, s) == SamplerKind::Wall, thread))
-            .or_default()
-            .push(s);
-    }
-    let mut events = Vec::new();
-    let mut last_end = 0u64;
-    let mut root_id: Option<(Root, u32)> = None;
-    for (n, ((root, wall, thread), mut samples)) in lanes.into_iter().enumerate() {
-        let kind = if wall {
-            SamplerKind::Wall
-        } else {
-            SamplerKind::Cpu
-        };
-        samples.sort_by_key(|s| {
-            let run = set.sources.get(s.source as usize).map_or(0, |src| src.run);
-            (run, s.time_ns)
-        });
-        // Every lane's id is its own; a root's pid is its first lane's, so that no pid is
-        // another process's thread.
-        let tid = u32::try_from(n + 1).unwrap_or(u32::MAX);
-        let pid = match root_id {
-            Some((r, id)) if r == root => id,
-            _ => {
-                root_id = Some((root, tid));
-                events.push(meta("process_name", tid, tid, root.label(&labels)));
-                events.push(Event {
-                    args: Args::SortIndex { sort_index: tid },
-                    ..meta("process_sort_index", tid, tid, String::new())
-                });
-                tid
-            }
-        };
-        let rate = samples
-            .first()
-            .and_then(|s| set.sources.get(s.source as usize))
-            .map_or(0, |s| s.hz);
-        let thread_name = match thread.and_then(|t| set.threads.get(t as usize)) {
-            Some(t) => format!(
-                "{} ({kind} samples, {rate} Hz)",
-                t.name
-                    .as_ref()
-                    .map_or_else(|| t.tid.to_string(), |n| format!("{n}/{}", t.tid))
-            ),
-            None => format!("{kind} samples, {rate} Hz"),
-        };
-        events.push(meta("thread_name", pid, tid, thread_name));
-        let slices = slices(set, &table, &samples);
-        last_end = slices.iter().fold(last_end, |end, s| end.max(s.end));
-        draw(profile, &slices, pid, tid, &mut events);
-    }
-    let dropped = Dropped::of(set, None);
-    if let Some(note) = dropped.note() {
-        events.push(Event {
-            name: note.into(),
-            ph: "i",
-            pid: 0,
-            tid: 0,
-            cat: Some("tprof"),
-            ts: Some(Scale::timeline().us(last_end)),
-            dur: None,
-            s: Some("g"),
-            args: Args::Dropped {
-                dropped: dropped.count,
-            },
-        });
-    }
-    let left_out = keep_longest(&mut events, max_slices);
-    let measures: Vec<&str> = sampled::samplers(set)
-        .into_iter()
-        .map(sampled::measure)
-        .collect();
-    TraceFile {
-        trace_events: events,
-        display_time_unit: "ns",
-        other_data: OtherData {
+    let drawing = Drawing::of(profile);
+    let other_data = |left_out| {
+        let dropped = Dropped::of(set, None);
+        let measures: Vec<&str> = sampled::samplers(set)
+            .into_iter()
+            .map(sampled::measure)
+            .collect();
+        OtherData {
             exporter: format!("tprof {}", env!("CARGO_PKG_VERSION")),
             trace_type: "samples",
             duration_unit: "durations are the time between samples, as long as each sample \
@@ -172,7 +108,187 @@ pub(super) fn file(profile: &Profile, max_slices: usize) -> TraceFile<'static> {
                 dropped_samples: dropped.count,
                 dropped_ns: dropped.ns.round() as u64,
             }),
-        },
+        }
+    };
+    write_file(out, max_slices, &mut |sink| drawing.draw(sink), other_data)
+}
+
+/// What the events of a sampled profile are drawn from: its samples in lane order, and the
+/// name (and `file:line`) of each frame and state they have, made once rather than per slice.
+struct Drawing<'a> {
+    profile: &'a Profile,
+    labels: Labels,
+    /// Each sampled stack's frames, a traced function's as its first frame.
+    table: Vec<Vec<u32>>,
+    /// The samples (indices into the set's), by lane, then in time order (a merge's runs
+    /// one after another).
+    order: Vec<u32>,
+    /// The name and location of each frame of `table`.
+    frames: HashMap<u32, (String, Option<String>)>,
+    /// The name of each state sampled.
+    states: HashMap<WaitState, String>,
+}
+
+impl<'a> Drawing<'a> {
+    fn of(profile: &'a Profile) -> Drawing<'a> {
+        let set = &profile.samples;
+        let mut table = sampled::stack_frames(set);
+        // A traced function is one slice, whatever line in it each sample was at.
+        let function_frames = set.function_frames();
+        for frame in table.iter_mut().flatten() {
+            *frame = function_frames
+                .get(*frame as usize)
+                .copied()
+                .unwrap_or(*frame);
+        }
+        let mut frames = HashMap::new();
+        for &f in table.iter().flatten() {
+            frames.entry(f).or_insert_with(|| {
+                let location = set
+                    .frame_location(&profile.function_table, f)
+                    .map(|(file, line)| format!("{file}:{line}"));
+                (sampled::frame_name(profile, f, false), location)
+            });
+        }
+        let mut states = HashMap::new();
+        for s in &set.samples {
+            if let Some(state) = sampled::state_of(set, s) {
+                states
+                    .entry(state)
+                    .or_insert_with(|| sampled::state_frame(state));
+            }
+        }
+        let run = |s: &SampleRecord| set.sources.get(s.source as usize).map_or(0, |src| src.run);
+        let mut order: Vec<u32> = (0..set.samples.len())
+            .map(|i| u32::try_from(i).unwrap_or(u32::MAX))
+            .collect();
+        order.sort_by_key(|&i| {
+            let s = &set.samples[i as usize];
+            (lane(set, s), run(s), s.time_ns)
+        });
+        Drawing {
+            profile,
+            labels: profile.labels(),
+            table,
+            order,
+            frames,
+            states,
+        }
+    }
+
+    /// Draws every event, in order, into `sink`.
+    fn draw(&self, sink: &mut dyn FnMut(Event<'_>)) {
+        let set = &self.profile.samples;
+        let mut last_end = 0u64;
+        let mut root_id: Option<(Root, u32)> = None;
+        let mut samples: Vec<&SampleRecord> = Vec::new();
+        let mut slices_of_lane: Vec<Slice> = Vec::new();
+        let same_lane = |&a: &u32, &b: &u32| {
+            lane(set, &set.samples[a as usize]) == lane(set, &set.samples[b as usize])
+        };
+        for (n, chunk) in self.order.chunk_by(same_lane).enumerate() {
+            samples.clear();
+            samples.extend(chunk.iter().map(|&i| &set.samples[i as usize]));
+            let Some(&first) = samples.first() else {
+                continue;
+            };
+            let (root, wall, thread) = lane(set, first);
+            let kind = if wall {
+                SamplerKind::Wall
+            } else {
+                SamplerKind::Cpu
+            };
+            // Every lane's id is its own; a root's pid is its first lane's, so that no pid
+            // is another process's thread.
+            let tid = u32::try_from(n + 1).unwrap_or(u32::MAX);
+            let pid = match root_id {
+                Some((r, id)) if r == root => id,
+                _ => {
+                    root_id = Some((root, tid));
+                    sink(meta("process_name", tid, tid, root.label(&self.labels)));
+                    sink(Event {
+                        args: Args::SortIndex { sort_index: tid },
+                        ..meta("process_sort_index", tid, tid, String::new())
+                    });
+                    tid
+                }
+            };
+            let rate = set.sources.get(first.source as usize).map_or(0, |s| s.hz);
+            let thread_name = match thread.and_then(|t| set.threads.get(t as usize)) {
+                Some(t) => format!(
+                    "{} ({kind} samples, {rate} Hz)",
+                    t.name
+                        .as_ref()
+                        .map_or_else(|| t.tid.to_string(), |n| format!("{n}/{}", t.tid))
+                ),
+                None => format!("{kind} samples, {rate} Hz"),
+            };
+            sink(meta("thread_name", pid, tid, thread_name));
+            slices(set, &self.table, &samples, &mut slices_of_lane);
+            last_end = slices_of_lane
+                .iter()
+                .fold(last_end, |end, s| end.max(s.end));
+            self.slices(&slices_of_lane, pid, tid, sink);
+        }
+        let dropped = Dropped::of(set, None);
+        if let Some(note) = dropped.note() {
+            sink(Event {
+                name: note.into(),
+                ph: "i",
+                pid: 0,
+                tid: 0,
+                cat: Some("tprof"),
+                ts: Some(Scale::timeline().us(last_end)),
+                dur: None,
+                s: Some("g"),
+                args: Args::Dropped {
+                    dropped: dropped.count,
+                },
+            });
+        }
+    }
+
+    /// Draws `slices` as complete events of thread `tid` of process `pid`.
+    fn slices(&self, slices: &[Slice], pid: u32, tid: u32, sink: &mut dyn FnMut(Event<'_>)) {
+        let scale = Scale::timeline();
+        // The end of the last slice written at each depth: a slice must not pass its
+        // parent's.
+        let mut ends: Vec<f64> = Vec::new();
+        for slice in slices {
+            let cap = match slice.depth.checked_sub(1) {
+                Some(parent) => ends.get(parent).copied().unwrap_or(f64::INFINITY),
+                None => f64::INFINITY,
+            };
+            let (ts, dur) = interval(scale, slice.start, slice.end, cap);
+            ends.truncate(slice.depth);
+            ends.push(ts + dur);
+            let (name, location): (Cow<'_, str>, _) = match slice.item {
+                Item::Frame(f) => match self.frames.get(&f) {
+                    Some((name, location)) => (name.into(), location.as_deref()),
+                    None => (sampled::frame_name(self.profile, f, false).into(), None),
+                },
+                Item::State(state) => match self.states.get(&state) {
+                    Some(name) => (name.into(), None),
+                    None => (sampled::state_frame(state).into(), None),
+                },
+                Item::NoStack => (NO_STACK.into(), None),
+            };
+            sink(Event {
+                name,
+                ph: "X",
+                pid,
+                tid,
+                cat: Some("tprof"),
+                ts: Some(ts),
+                dur: Some(dur),
+                s: None,
+                args: Args::Sample(SampleArgs {
+                    samples: slice.samples,
+                    weight_ns: slice.ns.round() as u64,
+                    location,
+                }),
+            });
+        }
     }
 }
 
@@ -202,8 +318,8 @@ fn meta(name: &'static str, pid: u32, tid: u32, value: String) -> Event<'static>
 /// sample's state) starts as the slices open when it starts keeps them open; the others close
 /// there, and its remaining frames open. Where a sample ends before the next one starts, every
 /// slice closes.
-fn slices(set: &SampleSet, table: &[Vec<u32>], samples: &[&SampleRecord]) -> Vec<Slice> {
-    let mut out: Vec<Slice> = Vec::new();
+fn slices(set: &SampleSet, table: &[Vec<u32>], samples: &[&SampleRecord], out: &mut Vec<Slice>) {
+    out.clear();
     // The open slices, outermost first: indices into `out`.
     let mut open: Vec<usize> = Vec::new();
     // Where the last sample drawn ends.
@@ -219,7 +335,7 @@ fn slices(set: &SampleSet, table: &[Vec<u32>], samples: &[&SampleRecord]) -> Vec
             end = end.min(next.time_ns.max(start));
         }
         if start > cursor {
-            close(&mut out, &mut open, 0, cursor);
+            close(out, &mut open, 0, cursor);
         }
         if end <= start {
             continue;
@@ -241,7 +357,7 @@ fn slices(set: &SampleSet, table: &[Vec<u32>], samples: &[&SampleRecord]) -> Vec
             .zip(&path)
             .take_while(|(i, item)| out[**i].item == **item)
             .count();
-        close(&mut out, &mut open, common, start);
+        close(out, &mut open, common, start);
         for &item in &path[common..] {
             open.push(out.len());
             out.push(Slice {
@@ -259,56 +375,13 @@ fn slices(set: &SampleSet, table: &[Vec<u32>], samples: &[&SampleRecord]) -> Vec
         }
         cursor = end;
     }
-    close(&mut out, &mut open, 0, cursor);
-    out
+    close(out, &mut open, 0, cursor);
 }
 
 /// Closes the open slices from depth `from` on, at `at`.
 fn close(out: &mut [Slice], open: &mut Vec<usize>, from: usize, at: u64) {
     for i in open.drain(from.min(open.len())..) {
         out[i].end = at;
-    }
-}
-
-/// Writes `slices` as complete events of thread `tid` of process `pid`.
-fn draw(profile: &Profile, slices: &[Slice], pid: u32, tid: u32, events: &mut Vec<Event<'static>>) {
-    let scale = Scale::timeline();
-    // The end of the last slice written at each depth: a slice must not pass its parent's.
-    let mut ends: Vec<f64> = Vec::new();
-    for slice in slices {
-        let cap = match slice.depth.checked_sub(1) {
-            Some(parent) => ends.get(parent).copied().unwrap_or(f64::INFINITY),
-            None => f64::INFINITY,
-        };
-        let (ts, dur) = interval(scale, slice.start, slice.end, cap);
-        ends.truncate(slice.depth);
-        ends.push(ts + dur);
-        let (name, location) = match slice.item {
-            Item::Frame(f) => (
-                sampled::frame_name(profile, f, false),
-                profile
-                    .samples
-                    .frame_location(&profile.function_table, f)
-                    .map(|(file, line)| format!("{file}:{line}")),
-            ),
-            Item::State(state) => (sampled::state_frame(state), None),
-            Item::NoStack => (NO_STACK.to_owned(), None),
-        };
-        events.push(Event {
-            name: name.into(),
-            ph: "X",
-            pid,
-            tid,
-            cat: Some("tprof"),
-            ts: Some(ts),
-            dur: Some(dur),
-            s: None,
-            args: Args::Sample(SampleArgs {
-                samples: slice.samples,
-                weight_ns: slice.ns.round() as u64,
-                location,
-            }),
-        });
     }
 }
 
@@ -366,28 +439,34 @@ mod tests {
     #[test]
     fn a_sampled_trace_past_its_limit_keeps_its_longest_slices_and_says_how_many_it_left_out() {
         let profile = sampled(20);
-        let slices = |file: &TraceFile<'_>| -> Vec<f64> {
-            file.trace_events
+        // The file written with at most `max` slices, read back.
+        let file = |profile: &Profile, max: usize| -> serde_json::Value {
+            let mut out = Vec::new();
+            write(profile, max, &mut out).unwrap();
+            serde_json::from_slice(&out).unwrap()
+        };
+        let events = |file: &serde_json::Value, ph: &str| -> Vec<serde_json::Value> {
+            let events = file["traceEvents"].as_array().unwrap().iter();
+            events.filter(|e| e["ph"] == ph).cloned().collect()
+        };
+        let slices = |file: &serde_json::Value| -> Vec<f64> {
+            events(file, "X")
                 .iter()
-                .filter(|e| e.ph == "X")
-                .filter_map(|e| e.dur)
+                .filter_map(|e| e["dur"].as_f64())
                 .collect()
         };
         let whole = file(&profile, 100);
         assert_eq!(slices(&whole).len(), 20);
-        assert_eq!(whole.other_data.slices_left_out, None);
+        assert_eq!(whole["otherData"].get("slices_left_out"), None);
         let cut = file(&profile, 5);
         // The five longest (16 to 20 twentieths of a millisecond), in time order.
         assert_eq!(slices(&cut), [800.0, 850.0, 900.0, 950.0, 1000.0]);
-        let note = cut.other_data.slices_left_out.unwrap();
+        let note = cut["otherData"]["slices_left_out"].as_str().unwrap();
         assert!(
             note.starts_with("15 slices shorter than the 5 kept"),
             "{note}"
         );
         // The tracks' names are kept.
-        assert_eq!(
-            cut.trace_events.iter().filter(|e| e.ph == "M").count(),
-            whole.trace_events.iter().filter(|e| e.ph == "M").count()
-        );
+        assert_eq!(events(&cut, "M").len(), events(&whole, "M").len());
     }
 }

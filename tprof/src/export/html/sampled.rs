@@ -1,11 +1,15 @@
 //! The viewer's data for a sampled profile (the mapping: the parent module's docs, *Sampled
 //! profiles*).
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
-use super::{Figures, FunctionEntry, FunctionView, ProcessView, ViewData};
+use super::{
+    Figures, FunctionEntry, FunctionView, Lists, PercentilesView, ProcessView, TimelineView,
+    ViewData,
+};
 use crate::export::sampled::{self, Dropped, Root};
 use crate::listing::{LineFigures, ListOptions, Routine, SourceState, TracedByName, line_frame};
 use crate::samples::{SampleFrame, SamplerKind};
@@ -50,7 +54,7 @@ pub(super) fn view_data(profile: &Profile) -> ViewData<'_> {
     let names: HashMap<runtime::Pid, &crate::ProcessRecord> =
         profile.processes.iter().map(|p| (p.pid, p)).collect();
     let mut functions = Entries::new(profile);
-    let mut processes: Vec<ProcessView> = Vec::new();
+    let mut processes: Vec<ProcessView<'static>> = Vec::new();
     let mut process_index: HashMap<(bool, Root), usize> = HashMap::new();
     let mut stacks: Vec<Figures> = Vec::new();
     // Per process and function: samples with it on their stack, its own nanoseconds, and
@@ -72,12 +76,14 @@ pub(super) fn view_data(profile: &Profile) -> ViewData<'_> {
             };
             processes.push(ProcessView {
                 id: match s.root {
-                    Root::Process(pid) => Group::Process(pid).to_string(),
-                    Root::Outside => sampled::OUTSIDE.to_owned(),
+                    Root::Process(pid) => Cow::Owned(Group::Process(pid).to_string()),
+                    Root::Outside => Cow::Borrowed(sampled::OUTSIDE),
                 },
-                label: format!("{prefix}{}", s.root.label(&labels)),
-                name: record.and_then(|r| r.name.clone()),
-                initial_call: record.map(|r| r.initial_call.clone()).unwrap_or_default(),
+                label: Cow::Owned(format!("{prefix}{}", s.root.label(&labels))),
+                name: record.and_then(|r| r.name.clone()).map(Cow::Owned),
+                initial_call: Cow::Owned(
+                    record.map(|r| r.initial_call.clone()).unwrap_or_default(),
+                ),
                 run: record.map(|r| r.run),
             });
             processes.len() - 1
@@ -129,10 +135,6 @@ pub(super) fn view_data(profile: &Profile) -> ViewData<'_> {
             blocks: 0,
         })
         .collect();
-    let total = stacks
-        .iter()
-        .map(|s| s.value)
-        .fold(0u64, u64::saturating_add);
     let dropped = Dropped::of(set, None);
     let measures: Vec<String> = kinds
         .iter()
@@ -152,13 +154,12 @@ pub(super) fn view_data(profile: &Profile) -> ViewData<'_> {
         call_tree: true,
         runs: &profile.meta.runs,
         functions: functions.list,
-        processes,
-        stacks,
         paths,
-        rows,
-        percentiles: Vec::new(),
-        total,
-        timelines: Vec::new(),
+        lists: Box::new(Built {
+            processes,
+            stacks,
+            rows,
+        }),
         samples: Some(SamplesView {
             what: sampled::describe(set),
             measure: measures.join("; "),
@@ -169,6 +170,32 @@ pub(super) fn view_data(profile: &Profile) -> ViewData<'_> {
         }),
         listings,
     }
+}
+
+/// The lists of a sampled profile's page, made beforehand (they are as long as its distinct
+/// stacks, not its samples).
+struct Built {
+    processes: Vec<ProcessView<'static>>,
+    stacks: Vec<Figures>,
+    rows: Vec<Figures>,
+}
+
+impl Lists for Built {
+    fn processes(&self, each: &mut dyn FnMut(&ProcessView<'_>)) {
+        self.processes.iter().for_each(each);
+    }
+
+    fn stacks(&self, each: &mut dyn FnMut(&Figures)) {
+        self.stacks.iter().for_each(each);
+    }
+
+    fn rows(&self, each: &mut dyn FnMut(&Figures)) {
+        self.rows.iter().for_each(each);
+    }
+
+    fn percentiles(&self, _: &mut dyn FnMut(&PercentilesView)) {}
+
+    fn timelines(&self, _: &mut dyn FnMut(&TimelineView)) {}
 }
 
 /// The source listings of a sampled profile's functions, for the viewer.
