@@ -569,6 +569,10 @@ pub struct SampleData {
     pub samples: Vec<Sample>,
     /// Weight dropped: samples that found the buffer (or a thread's ring) full.
     pub dropped: f64,
+    /// Allocation samples: frees of sampled blocks lost because the queue of frees was full.
+    /// Each such block stays in the live set, so the in-use figures may over-count by as many
+    /// blocks (0 for other samplers).
+    pub lost_frees: u64,
     /// The threads the samples name.
     pub threads: Vec<SampledThread>,
     /// Whether native stacks were walked past the interrupted instruction (built with frame
@@ -720,9 +724,9 @@ impl SampleSession {
             store::drain();
         }
         crate::heap::suppressed(|| {
-            let (samples, dropped) = {
+            let (samples, dropped, lost_frees) = {
                 let inner = self.store.inner.lock();
-                (inner.samples.clone(), inner.dropped)
+                (inner.samples.clone(), inner.dropped, inner.lost_frees)
             };
             let mut indices: Vec<u32> = samples.iter().filter_map(|s| s.thread).collect();
             indices.sort_unstable();
@@ -748,6 +752,7 @@ impl SampleSession {
                     .then_some(self.options.alloc_rate),
                 samples,
                 dropped,
+                lost_frees,
                 threads,
                 native_walked: self.native_walked,
                 duration_ns: store::now_ns().saturating_sub(*self.store.started_ns.lock()),
