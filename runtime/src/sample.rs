@@ -826,6 +826,15 @@ impl SampleSession {
         let time = store::now_ns().saturating_sub(*self.store.started_ns.lock());
         wall::census(&self.node.inner, self.trace.slot(), time)
     }
+
+    /// What the wall sampler's thread has done so far (tests; zero for other samplers).
+    #[cfg(test)]
+    pub(crate) fn wall_counts(&self) -> wall::Counts {
+        self.wall
+            .as_ref()
+            .map(wall::WallSampler::counts)
+            .unwrap_or_default()
+    }
 }
 
 impl Drop for SampleSession {
@@ -857,6 +866,11 @@ impl Drop for SampleSession {
 #[inline(always)]
 pub(crate) fn suspended_paths_wanted() -> u64 {
     paths::wanted()
+}
+
+/// Wakes the wall sampler of session slot `bit` (if any): its session measures again.
+pub(crate) fn measuring_resumed(bit: u32) {
+    wall::resumed(bit);
 }
 
 /// See [`paths::begin`].
