@@ -374,4 +374,21 @@ fn lost_frees_are_told_beside_the_in_use_figures() {
     assert_eq!(read.samples.sources[0].lost_frees, 42);
     let merged = tprof::archive::merge(&[profile, read]).expect("merged");
     assert_eq!(merged.samples.lost_frees(), 84, "summed");
+
+    // `tprof report --list` of the allocation samples, under their in-use columns.
+    let dir = std::env::temp_dir();
+    let file = dir.join(format!("tprof-lost-frees-{}.tprof", std::process::id()));
+    let listed = dir.join(format!("tprof-lost-frees-{}.txt", std::process::id()));
+    tprof::archive::write_file(&merged, &file).expect("written");
+    let options = tprof::listing::ListOptions::default();
+    tprof::command::list(&file, "allocate_much", &options, Some(&listed)).expect("listed");
+    let listing = std::fs::read_to_string(&listed).expect("the listing");
+    let _ = (std::fs::remove_file(&file), std::fs::remove_file(&listed));
+    assert!(listing.contains("inuse_space"), "{listing}");
+    assert!(
+        listing.ends_with(
+            "\n84 frees of sampled blocks were lost (queue full): in-use figures may over-count\n"
+        ),
+        "{listing}"
+    );
 }
