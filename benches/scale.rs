@@ -259,8 +259,8 @@ impl Sampled {
 }
 
 impl Sampled {
-    /// Stops the server, and with it the sampler's thread: paused, the wall sampler still
-    /// ticks over every process, which would take the exports' time from them.
+    /// Stops the server, and with it the sampler's thread (paused, it sleeps and takes no
+    /// tick; stopped, nothing of the session is left to take the exports' time).
     fn stop(&self) {
         self.node.block_on(self.tprof.stop()).expect("stopped");
     }

@@ -254,6 +254,7 @@ fn a_freed_block_leaves_the_live_set() {
     rx.recv_timeout(Duration::from_secs(120)).expect("freed");
     let data = session.samples();
     assert_eq!(live_at(&data, "keep_blocks"), vec![false; 10]);
+    assert_eq!(data.lost_frees, 0, "every free fit in the queue");
     assert!(!session.live().iter().any(|site| site.pid == Some(holder)
         && site.traced.last().map(|cs| cs.function()) == Some("keep_blocks")));
     node.send(holder, ());

@@ -569,6 +569,10 @@ pub struct SampleData {
     pub samples: Vec<Sample>,
     /// Weight dropped: samples that found the buffer (or a thread's ring) full.
     pub dropped: f64,
+    /// Allocation samples: frees of sampled blocks lost because the queue of frees was full.
+    /// Each such block stays in the live set, so the in-use figures may over-count by as many
+    /// blocks (0 for other samplers).
+    pub lost_frees: u64,
     /// The threads the samples name.
     pub threads: Vec<SampledThread>,
     /// Whether native stacks were walked past the interrupted instruction (built with frame
@@ -720,9 +724,9 @@ impl SampleSession {
             store::drain();
         }
         crate::heap::suppressed(|| {
-            let (samples, dropped) = {
+            let (samples, dropped, lost_frees) = {
                 let inner = self.store.inner.lock();
-                (inner.samples.clone(), inner.dropped)
+                (inner.samples.clone(), inner.dropped, inner.lost_frees)
             };
             let mut indices: Vec<u32> = samples.iter().filter_map(|s| s.thread).collect();
             indices.sort_unstable();
@@ -748,6 +752,7 @@ impl SampleSession {
                     .then_some(self.options.alloc_rate),
                 samples,
                 dropped,
+                lost_frees,
                 threads,
                 native_walked: self.native_walked,
                 duration_ns: store::now_ns().saturating_sub(*self.store.started_ns.lock()),
@@ -821,6 +826,15 @@ impl SampleSession {
         let time = store::now_ns().saturating_sub(*self.store.started_ns.lock());
         wall::census(&self.node.inner, self.trace.slot(), time)
     }
+
+    /// What the wall sampler's thread has done so far (tests; zero for other samplers).
+    #[cfg(test)]
+    pub(crate) fn wall_counts(&self) -> wall::Counts {
+        self.wall
+            .as_ref()
+            .map(wall::WallSampler::counts)
+            .unwrap_or_default()
+    }
 }
 
 impl Drop for SampleSession {
@@ -852,6 +866,11 @@ impl Drop for SampleSession {
 #[inline(always)]
 pub(crate) fn suspended_paths_wanted() -> u64 {
     paths::wanted()
+}
+
+/// Wakes the wall sampler of session slot `bit` (if any): its session measures again.
+pub(crate) fn measuring_resumed(bit: u32) {
+    wall::resumed(bit);
 }
 
 /// See [`paths::begin`].

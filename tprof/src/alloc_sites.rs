@@ -19,7 +19,7 @@
 //! set.sources = vec![SampleSource {
 //!     run: 0, node: 0, sampler: SamplerKind::Alloc, hz: 0,
 //!     alloc_rate: Some(AllocRate::SampleRate(1.0)), dropped: 0.0, native_walked: true,
-//!     duration_ns: 0, capacity: 100,
+//!     duration_ns: 0, capacity: 100, lost_frees: 0,
 //! }];
 //! set.frames = vec![
 //!     SampleFrame { function: Some(0), name: String::new(), file: None, line: None, address: 0 },
@@ -237,5 +237,31 @@ pub fn print(out: &mut dyn Write, profile: &Profile, rows: Option<usize>) -> io:
     if sites.len() > shown {
         writeln!(out, "({} more sites)", sites.len() - shown)?;
     }
+    if let Some(note) = lost_frees_note(&profile.samples) {
+        writeln!(out, "{note}")?;
+    }
     Ok(())
+}
+
+/// What to say beside in-use figures when the runtime lost frees of sampled blocks (its
+/// queue of frees was full, [`SampleSet::lost_frees`]): those blocks were counted as still
+/// in use. `None` when it lost none.
+///
+/// ```
+/// use tprof::alloc_sites::lost_frees_note;
+/// use tprof::samples::SampleSet;
+///
+/// assert_eq!(lost_frees_note(&SampleSet::default()), None);
+/// ```
+pub fn lost_frees_note(set: &SampleSet) -> Option<String> {
+    match set.lost_frees() {
+        0 => None,
+        1 => Some(
+            "1 free of a sampled block was lost (queue full): in-use figures may over-count"
+                .to_owned(),
+        ),
+        n => Some(format!(
+            "{n} frees of sampled blocks were lost (queue full): in-use figures may over-count"
+        )),
+    }
 }

@@ -58,6 +58,7 @@
 //! | 21 | SAMPLE_THREADS | source (an index into the SAMPLE_SOURCES), tid (its 32 bits), name (0 none, `i + 1` string `i`) | SAMPLE_SOURCES, STRINGS |
 //! | 22 | SAMPLE_MAPPINGS | source, start, limit, offset, file (string index) | SAMPLE_SOURCES, STRINGS |
 //! | 23 | SAMPLES | *flags*, then the fields they announce (below): [`SampleSet::samples`](crate::samples::SampleSet::samples), in order | SAMPLE_SOURCES, SAMPLE_THREADS, SAMPLE_STACKS |
+//! | 24 | SAMPLE_LOST_FREES | source (an index into the SAMPLE_SOURCES), count: [`SampleSource::lost_frees`](crate::samples::SampleSource::lost_frees) of each source that lost any, in source order; a source without a record lost none | SAMPLE_SOURCES |
 //!
 //! Every number is a varint (but the 8 bytes of a fractional *float*, under Samples); a
 //! *string index* is an index into the STRINGS read so far, a
@@ -152,6 +153,7 @@
 //! | 1 | EVENT_LOGS and EVENTS (tags 16 and 17) added, for [`Profile::event_logs`]: a new kind of section, which older version-1 readers skip, so the version stays 1; a profile without event logs is written byte for byte as before. |
 //! | 1 | PROCESS_PERCENTILES (tag 18) added, for percentiles per process (those of every process together stay in PERCENTILES): a new kind of section, which older version-1 readers skip — they read the profile without its percentiles —, so the version stays 1; a profile without per-process percentiles is written byte for byte as before. |
 //! | 2 | The sample sections (tags 12 and 19 to 23), for [`Profile::samples`]: a profile with samples is written as version 2, which version-1 readers refuse (they would show a sampled profile as empty); one without is written as version 1, byte for byte as before. Version 2 is version 1 and the sample sections. |
+//! | 2 | SAMPLE_LOST_FREES (tag 24) added, for [`SampleSource::lost_frees`](crate::samples::SampleSource::lost_frees) (frees of sampled blocks the runtime lost, so that the in-use figures may over-count): a new kind of section, which older version-2 readers skip — they read every source as having lost none —, so the version stays 2; a profile that lost no free is written byte for byte as before. |
 //!
 //! ## Adding a fixture when the version is bumped
 //!
@@ -176,7 +178,9 @@
 //! it, and that without its EVENT_LOGS and EVENTS sections it is `v1.tprof` byte for byte
 //! (what a reader that predates them reads). `tests/data/v1-process-percentiles.tprof`
 //! holds `fixture_profile_with_process_percentiles()` likewise, for PROCESS_PERCENTILES
-//! (written by `write_process_percentiles_fixture`).
+//! (written by `write_process_percentiles_fixture`), and `tests/data/v2-lost-frees.tprof`
+//! `fixture_profile_with_lost_frees()`, for SAMPLE_LOST_FREES (written by
+//! `write_lost_frees_fixture`).
 //!
 //! # Merging
 //!
@@ -255,6 +259,8 @@ mod tag {
     pub(super) const SAMPLE_THREADS: u64 = 21;
     pub(super) const SAMPLE_MAPPINGS: u64 = 22;
     pub(super) const SAMPLES: u64 = 23;
+    // Added to version 2 without a bump (older readers skip it).
+    pub(super) const SAMPLE_LOST_FREES: u64 = 24;
 
     /// The name of a known section, for messages.
     pub(super) fn name(tag: u64) -> Option<&'static str> {
@@ -280,6 +286,7 @@ mod tag {
             SAMPLE_THREADS => "SAMPLE_THREADS",
             SAMPLE_MAPPINGS => "SAMPLE_MAPPINGS",
             SAMPLES => "SAMPLES",
+            SAMPLE_LOST_FREES => "SAMPLE_LOST_FREES",
             _ => return None,
         })
     }

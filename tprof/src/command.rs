@@ -612,7 +612,15 @@ pub fn list(
             ListingError::NoSamples => CommandError::input(input, e),
             other => CommandError::Usage(other.to_string()),
         })?;
-    output::write_text(&listing.to_string(), out)
+    let mut text = listing.to_string();
+    // In-use figures over-count by the frees the runtime lost: said under them.
+    if listing.columns.iter().any(|c| c.name == "inuse_space")
+        && let Some(note) = crate::alloc_sites::lost_frees_note(&profile.samples)
+    {
+        text.push_str(&note);
+        text.push('\n');
+    }
+    output::write_text(&text, out)
 }
 
 /// The `tprof report` options set in `samples` (all but `--width`, which only fits the

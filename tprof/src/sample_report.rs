@@ -88,7 +88,7 @@
 //! let set = &mut profile.samples;
 //! set.sources = vec![SampleSource {
 //!     run: 0, node: 0, sampler: SamplerKind::Cpu, hz: 100, alloc_rate: None, dropped: 0.0,
-//!     native_walked: true, duration_ns: 1_000_000_000, capacity: 1000,
+//!     native_walked: true, duration_ns: 1_000_000_000, capacity: 1000, lost_frees: 0,
 //! }];
 //! set.frames = vec![
 //!     SampleFrame { function: Some(0), name: String::new(), file: None, line: None, address: 0 },

@@ -246,6 +246,11 @@ pub struct SampleSource {
     /// Weight dropped: samples that found the buffer (or a thread's ring) full (bytes, for
     /// allocation samples).
     pub dropped: f64,
+    /// Allocation samples: frees of sampled blocks the runtime lost (its queue of frees was
+    /// full). Their blocks stay in the live set, so the in-use figures may over-count by as
+    /// many blocks. 0 in archives written before it was kept.
+    #[serde(default)]
+    pub lost_frees: u64,
     /// Whether native stacks were walked past the interrupted instruction (frame pointers).
     pub native_walked: bool,
     /// How long it sampled, in nanoseconds.
@@ -334,6 +339,14 @@ impl SampleSet {
         self.sources.iter().map(|s| s.dropped).sum()
     }
 
+    /// Frees of sampled blocks lost by every source ([`SampleSource::lost_frees`]): the
+    /// in-use figures may over-count by as many blocks.
+    pub fn lost_frees(&self) -> u64 {
+        self.sources
+            .iter()
+            .fold(0u64, |n, s| n.saturating_add(s.lost_frees))
+    }
+
     /// How `frame` is named in reports: a traced function as `module::name/arity` (from
     /// `functions`, the profile's function table), a native one by its function name.
     pub fn frame_name(&self, functions: &[Function], frame: u32) -> String {
@@ -393,6 +406,7 @@ impl SampleBuilder {
             hz: samples.hz,
             alloc_rate: samples.alloc_rate,
             dropped: samples.dropped,
+            lost_frees: samples.lost_frees,
             native_walked: samples.native_walked,
             duration_ns: samples.duration_ns,
             capacity: samples.capacity,

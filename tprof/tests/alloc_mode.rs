@@ -334,3 +334,61 @@ fn an_allocation_profile_lists_its_bytes_on_the_lines_that_allocated() {
         ]
     );
 }
+
+/// Frees of sampled blocks the runtime lost (its queue of frees was full; the runtime's own
+/// test `frees_lost_to_a_full_queue_are_reported` drives that) are told wherever in-use
+/// figures are: the report's sites, pprof's comments, json; the archive keeps the count and a
+/// merge adds it up. A run that lost none says nothing.
+#[test]
+fn lost_frees_are_told_beside_the_in_use_figures() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (mut profile, _, _, text) = profiled(AllocRate::SampleRate(1.0), 10);
+    let said = |text: &str| text.contains("lost (queue full)");
+    let comments = |p: &Profile| {
+        let p = common::decode_pprof(p);
+        p.comment
+            .iter()
+            .map(|c| p.string(*c).to_owned())
+            .collect::<Vec<String>>()
+    };
+    assert_eq!(profile.samples.lost_frees(), 0, "a normal run loses none");
+    assert!(!said(&text), "{text}");
+    assert!(!comments(&profile).iter().any(|c| said(c)));
+
+    profile.samples.sources[0].lost_frees = 42;
+    let note = "42 frees of sampled blocks were lost (queue full): in-use figures may over-count";
+    let mut report = Vec::new();
+    tprof::sample_report::print(&mut report, &profile, &Default::default()).expect("printed");
+    let report = String::from_utf8(report).expect("utf-8");
+    let sites = report
+        .find("Allocation sites (estimated):")
+        .expect("the sites");
+    assert!(report[sites..].contains(&format!("\n{note}\n")), "{report}");
+    assert!(comments(&profile).iter().any(|c| c == note));
+    let json = tprof::export::to_string(tprof::export::Format::Json, &profile).expect("json");
+    assert!(json.contains("\"lost_frees\": 42"), "{json}");
+
+    let mut bytes = Vec::new();
+    tprof::archive::write(&profile, &mut bytes).expect("written");
+    let read = tprof::archive::read(&mut &bytes[..]).expect("read back");
+    assert_eq!(read.samples.sources[0].lost_frees, 42);
+    let merged = tprof::archive::merge(&[profile, read]).expect("merged");
+    assert_eq!(merged.samples.lost_frees(), 84, "summed");
+
+    // `tprof report --list` of the allocation samples, under their in-use columns.
+    let dir = std::env::temp_dir();
+    let file = dir.join(format!("tprof-lost-frees-{}.tprof", std::process::id()));
+    let listed = dir.join(format!("tprof-lost-frees-{}.txt", std::process::id()));
+    tprof::archive::write_file(&merged, &file).expect("written");
+    let options = tprof::listing::ListOptions::default();
+    tprof::command::list(&file, "allocate_much", &options, Some(&listed)).expect("listed");
+    let listing = std::fs::read_to_string(&listed).expect("the listing");
+    let _ = (std::fs::remove_file(&file), std::fs::remove_file(&listed));
+    assert!(listing.contains("inuse_space"), "{listing}");
+    assert!(
+        listing.ends_with(
+            "\n84 frees of sampled blocks were lost (queue full): in-use figures may over-count\n"
+        ),
+        "{listing}"
+    );
+}

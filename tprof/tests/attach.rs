@@ -5,22 +5,19 @@
 #![cfg(unix)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, Write};
 use std::path::Path;
-use std::process::{Child, ChildStdin, ChildStdout, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 
 #[path = "support/examples.rs"]
 mod examples;
 
-use examples::{TPROF, example};
+use examples::TPROF;
 
-/// The running example, its socket, and its standard input and output.
-struct Target {
-    child: Child,
-    socket: String,
-    input: ChildStdin,
-    output: BufReader<ChildStdout>,
-}
+#[path = "support/target.rs"]
+mod target;
+
+use target::Target;
 
 impl Target {
     fn start(name: &str) -> Target {
@@ -28,35 +25,7 @@ impl Target {
             "tprof-attach-test-{}-{name}.sock",
             std::process::id()
         ));
-        let mut child = Command::new(example("attach_target"))
-            .env("TPROF_CONTROL", &socket)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let input = child.stdin.take().unwrap();
-        let mut output = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        output.read_line(&mut line).unwrap();
-        let socket = line
-            .trim()
-            .strip_prefix("control: ")
-            .unwrap_or_else(|| panic!("the example says where it listens: {line:?}"))
-            .to_owned();
-        Target {
-            child,
-            socket,
-            input,
-            output,
-        }
-    }
-
-    /// Has the counter count `n` messages; their total.
-    fn work(&mut self, n: u64) -> u64 {
-        writeln!(self.input, "work {n}").unwrap();
-        let mut line = String::new();
-        self.output.read_line(&mut line).unwrap();
-        line.trim().strip_prefix("done ").unwrap().parse().unwrap()
+        Target::start_at(&socket, &[])
     }
 
     fn attach(&self, script: &str) -> Output {
@@ -90,13 +59,6 @@ impl Target {
         let mut line = String::new();
         self.output.read_line(&mut line).unwrap();
         assert_eq!(line.trim(), format!("parked {n}"));
-    }
-}
-
-impl Drop for Target {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

@@ -5,79 +5,44 @@
 #![cfg(unix)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{BufRead, BufReader, Write};
-use std::path::PathBuf;
-use std::process::{Child, ChildStdin, ChildStdout, Command, Output, Stdio};
+use std::process::{Command, Output};
 
 #[path = "support/examples.rs"]
 mod examples;
 
-use examples::{TPROF, example};
+use examples::TPROF;
 
-/// The attach example, listening on a TCP port it chose, its socket in `runtime_dir`.
-struct Target {
-    child: Child,
-    socket: PathBuf,
-    addr: String,
-    input: ChildStdin,
-    output: BufReader<ChildStdout>,
-}
+#[path = "support/target.rs"]
+mod target;
+
+use target::Target;
 
 impl Target {
+    /// The attach example, listening on a TCP port it chose too, its socket in the runtime
+    /// directory.
     fn start(name: &str) -> Target {
         let socket = tprof::control::runtime_dir().join(format!(
             "tprof-attach-tcp-test-{}-{name}.sock",
             std::process::id()
         ));
-        let mut child = Command::new(example("attach_target"))
-            .env("TPROF_CONTROL", &socket)
-            .env("TPROF_CONTROL_TCP", "127.0.0.1:0")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let input = child.stdin.take().unwrap();
-        let mut output = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        output.read_line(&mut line).unwrap();
-        assert!(line.starts_with("control: "), "{line:?}");
-        // Written before the endpoint's `open` returned, so before the line above.
-        let addr = std::fs::read_to_string(socket.with_extension("tcp"))
-            .unwrap()
-            .trim()
-            .to_owned();
-        Target {
-            child,
-            socket,
-            addr,
-            input,
-            output,
-        }
+        Target::start_at(&socket, &[("TPROF_CONTROL_TCP", "127.0.0.1:0")])
     }
 
-    fn work(&mut self, n: u64) -> u64 {
-        writeln!(self.input, "work {n}").unwrap();
-        let mut line = String::new();
-        self.output.read_line(&mut line).unwrap();
-        line.trim().strip_prefix("done ").unwrap().parse().unwrap()
+    /// The TCP address it listens on: written before the endpoint's `open` returned, so
+    /// before the line `start` waited for.
+    fn addr(&self) -> String {
+        std::fs::read_to_string(self.beside("tcp"))
+            .unwrap()
+            .trim()
+            .to_owned()
     }
 
     fn attach(&self, extra: &[&str], script: &str) -> Output {
         Command::new(TPROF)
-            .args(["attach", &self.addr, "-c", script])
+            .args(["attach", &self.addr(), "-c", script])
             .args(extra)
             .output()
             .unwrap()
-    }
-}
-
-impl Drop for Target {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        for ext in ["sock", "tcp", "token"] {
-            let _ = std::fs::remove_file(self.socket.with_extension(ext));
-        }
     }
 }
 
@@ -88,7 +53,8 @@ fn text(bytes: &[u8]) -> String {
 #[test]
 fn attach_over_tcp_finds_or_takes_the_token_and_a_wrong_one_is_refused() {
     let mut target = Target::start("session");
-    assert!(target.addr.starts_with("127.0.0.1:"), "{}", target.addr);
+    let addr = target.addr();
+    assert!(addr.starts_with("127.0.0.1:"), "{addr}");
 
     // The token found beside the socket: a whole session.
     let out = target.attach(
@@ -104,7 +70,7 @@ fn attach_over_tcp_finds_or_takes_the_token_and_a_wrong_one_is_refused() {
     assert!(table.contains("attach_target::step/1"), "{table}");
 
     // Given as a file, or on the command line.
-    let token_file = target.socket.with_extension("token");
+    let token_file = target.beside("token");
     let out = target.attach(&["--token-file", token_file.to_str().unwrap()], "hello");
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(

@@ -232,3 +232,22 @@ fn a_wall_profile_names_the_processes_and_their_initial_calls() {
         "the child was sampled"
     );
 }
+
+/// The runtime's count of frees of sampled blocks it lost is the profile source's.
+#[test]
+fn a_snapshots_lost_frees_are_its_sources() {
+    use runtime::sample::SampleSnapshot;
+    let snapshot = runtime::trace::Snapshot {
+        node: 2,
+        samples: Some(SampleSnapshot {
+            sampler: "alloc".to_owned(),
+            lost_frees: 7,
+            ..SampleSnapshot::default()
+        }),
+        ..runtime::trace::Snapshot::default()
+    };
+    let profile = tprof::Profile::from_snapshot(&snapshot, tprof::TraceType::CallCount, &[]);
+    assert_eq!(profile.samples.sources.len(), 1);
+    assert_eq!(profile.samples.sources[0].lost_frees, 7);
+    assert_eq!(profile.samples.lost_frees(), 7);
+}

@@ -13,8 +13,10 @@
 //! thread (frees of sampled blocks are as rare as samples, and may happen on any thread,
 //! registered or not). The drain takes them out and, ordering frees and allocations by time,
 //! marks the samples of freed blocks as no longer live ([`super::store`]). A full queue drops
-//! the free (counted): the block then stays in the live set until the next sampled block at its
-//! address.
+//! the free and counts it: the block then stays in the live set until the next sampled block
+//! at its address, and the count reaches every open allocation session as
+//! [`SampleData::lost_frees`](super::SampleData::lost_frees) (the in-use figures may
+//! over-count by as many blocks), and from there the profile, its reports and exports.
 //!
 //! # Never allocating, never locking
 //!
@@ -140,7 +142,7 @@ pub(crate) fn record(block: *mut u8, size: usize, bytes: f64) {
 }
 
 /// Slots of the queue of frees of sampled blocks.
-const FREE_SLOTS: usize = 4096;
+pub(crate) const FREE_SLOTS: usize = 4096;
 /// A slot being written.
 const BUSY: u64 = u64::MAX;
 /// Each slot's block address (0: empty, [`BUSY`]: being written).

@@ -128,6 +128,10 @@ pub struct SampleSnapshot {
     pub mappings: Vec<SnapshotMapping>,
     /// Weight dropped (a full buffer or ring).
     pub dropped: f64,
+    /// Allocation samples: frees of sampled blocks lost because the queue of frees was full,
+    /// so that the in-use figures may over-count by as many blocks.
+    #[serde(default)]
+    pub lost_frees: u64,
     /// Whether native stacks were walked past the interrupted instruction.
     pub native_walked: bool,
     /// How long the session sampled, in nanoseconds.
@@ -410,6 +414,7 @@ impl SampleData {
                     })
                     .collect(),
                 dropped: self.dropped,
+                lost_frees: self.lost_frees,
                 native_walked: self.native_walked,
                 duration_ns: self.duration_ns,
                 capacity: self.capacity as u64,

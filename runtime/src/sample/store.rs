@@ -61,6 +61,9 @@ pub(crate) struct StoreInner {
     /// Timer periods (CPU), process-samples (wall) or bytes (allocations) lost: the store or a
     /// ring was full.
     pub(crate) dropped: f64,
+    /// Allocation samples: frees of sampled blocks dropped because the queue of frees was full
+    /// (their blocks stay in the live set).
+    pub(crate) lost_frees: u64,
     /// Whether the full store has been reported.
     pub(crate) warned: bool,
     /// Allocation samples: the live ones, by block address (an index into `samples`).
@@ -115,10 +118,18 @@ impl Store {
     /// Takes in a drain's allocation samples and the frees of sampled blocks (address and
     /// absolute time), in time order: a free takes its block's sample out of the live set; a
     /// free seen before its block's sample waits two drains for it; a new sampled block at the
-    /// address of a live one means that one was freed unseen.
-    fn keep_allocations(&self, samples: Vec<Sample>, frees: &[(u64, u64)], started: u64) {
+    /// address of a live one means that one was freed unseen. `lost` frees of sampled blocks
+    /// found the queue full: counted, as their blocks stay in the live set.
+    fn keep_allocations(
+        &self,
+        samples: Vec<Sample>,
+        frees: &[(u64, u64)],
+        started: u64,
+        lost: u64,
+    ) {
         let mut inner = self.inner.lock();
         let inner = &mut *inner;
+        inner.lost_frees += lost;
         inner.passes += 1;
         let pass = inner.passes;
         // (time, free first at a tie: the same address's block freed then allocated anew)
@@ -309,9 +320,10 @@ fn drain_rings(alloc: bool) {
     if alloc {
         let mut frees = Vec::new();
         super::alloc::take_frees(&mut frees);
-        let _lost = super::alloc::take_dropped_frees();
+        // A lost free may be of any session's block: each open session is told.
+        let lost = super::alloc::take_dropped_frees();
         for ((store, started), samples) in stores.iter().zip(fresh) {
-            store.keep_allocations(samples, &frees, *started);
+            store.keep_allocations(samples, &frees, *started, lost);
         }
     }
 }

@@ -173,3 +173,49 @@ fn another_sigprof_handler_is_refused_not_replaced() {
     super::cpu::start(997).expect("starts once the other handler is gone");
     super::cpu::stop();
 }
+
+/// Frees of sampled blocks that find the queue of frees full are lost (their blocks stay in
+/// the live set), and the session says how many: exactly as many as the queue dropped. Here
+/// the drain is held off while the queue is filled and overrun by a known number, so the count
+/// does not depend on how fast the drain thread runs; frees that fit lose none.
+#[test]
+fn frees_lost_to_a_full_queue_are_reported() {
+    use super::alloc::{FREE_SLOTS, freed, take_dropped_frees, take_frees};
+    let _serial = SERIAL.lock();
+    let node = crate::Node::builder()
+        .worker_threads(1)
+        .build()
+        .expect("node");
+    let session = node
+        .sample_session(
+            super::SampleOptions::new()
+                .sampler(super::Sampler::Alloc)
+                .alloc_rate(super::AllocRate::SampleRate(1.0)),
+        )
+        .expect("alloc session");
+    // Blocks no sample names: their frees wait in the store for a sample that never comes.
+    let block = |i: usize| (0x1000_0000 + 16 * i) as *mut u8;
+    for i in 0..10 {
+        freed(block(i));
+    }
+    assert_eq!(session.samples().lost_frees, 0, "ten frees fit");
+
+    let overrun = 37;
+    {
+        let _drain = super::store::lock_drain_for_test();
+        // An empty queue to start from (the session has taken what came before).
+        take_frees(&mut Vec::new());
+        assert_eq!(take_dropped_frees(), 0);
+        for i in 0..FREE_SLOTS + overrun {
+            freed(block(i));
+        }
+    }
+    assert_eq!(session.samples().lost_frees, overrun as u64);
+    assert_eq!(
+        session.samples().lost_frees,
+        overrun as u64,
+        "counted once, kept"
+    );
+    session.clear();
+    assert_eq!(session.samples().lost_frees, 0, "cleared with the samples");
+}

@@ -8,11 +8,18 @@
 //! stopped. Weights make the samples estimate process-ticks: a slot drawn with probability
 //! `k / slots` stands for `slots / k` of them, so summed weights per state estimate how many
 //! processes were in it, tick by tick, whatever the population.
+//!
+//! While its session is paused (its bit out of the measuring mask) the sampler's thread takes
+//! no tick at all: it parks, and the session's resume (or restart) wakes it
+//! ([`resumed`], called by the trace session), so a paused profile of a large node costs
+//! nothing between two collects.
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
 
 use super::store::{Store, now_ns};
 use super::{ProcessState, Sample};
@@ -23,7 +30,41 @@ use crate::trace::{Callsite, callsites};
 /// The wall sampler of one session: stops when dropped.
 pub(crate) struct WallSampler {
     stop: Arc<AtomicBool>,
+    #[cfg(test)]
+    counts: Arc<Counters>,
     thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// What a wall sampler's thread has done, counted as it goes.
+#[derive(Default)]
+struct Counters {
+    /// Ticks taken.
+    ticks: AtomicU64,
+    /// Process slots read, over every tick: the per-process work.
+    slots: AtomicU64,
+    /// Times it parked because its session measured nothing (paused).
+    parks: AtomicU64,
+}
+
+/// A copy of a wall sampler's [`Counters`] (tests).
+#[cfg(test)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Counts {
+    pub(crate) ticks: u64,
+    pub(crate) slots: u64,
+    pub(crate) parks: u64,
+}
+
+#[cfg(test)]
+impl WallSampler {
+    /// What its thread has done so far.
+    pub(crate) fn counts(&self) -> Counts {
+        Counts {
+            ticks: self.counts.ticks.load(Ordering::Relaxed),
+            slots: self.counts.slots.load(Ordering::Relaxed),
+            parks: self.counts.parks.load(Ordering::Relaxed),
+        }
+    }
 }
 
 impl Drop for WallSampler {
@@ -44,16 +85,28 @@ pub(crate) fn start(
     per_tick: usize,
 ) -> std::io::Result<WallSampler> {
     let stop = Arc::new(AtomicBool::new(false));
+    let counts = Arc::new(Counters::default());
     let period = Duration::from_nanos(1_000_000_000 / u64::from(hz.max(1)));
     let thread = std::thread::Builder::new()
         .name(format!("tprof-wall-{}", node.id))
         .spawn({
             let stop = Arc::clone(&stop);
+            let counts = Arc::clone(&counts);
             move || {
                 crate::heap::suppressed(|| {
                     let mut rng = Rng::seeded(now_ns() ^ u64::from(store.bit) << 32);
                     let mut next = Instant::now() + period;
+                    let bit = store.bit;
+                    set_thread(bit, Some(std::thread::current()));
                     while !stop.load(Ordering::SeqCst) {
+                        if crate::trace::measuring() & (1 << bit) == 0 {
+                            // Paused: nothing to sample until [`resumed`] (or the drop) wakes
+                            // it. Set before the check, a resume's unpark is never lost.
+                            counts.parks.fetch_add(1, Ordering::Relaxed);
+                            std::thread::park();
+                            next = Instant::now() + period;
+                            continue;
+                        }
                         let now = Instant::now();
                         if now < next {
                             std::thread::park_timeout(next - now);
@@ -61,37 +114,62 @@ pub(crate) fn start(
                         }
                         // A late tick is taken once, not caught up on.
                         next = now.max(next) + period;
-                        tick(&node, &store, per_tick, &mut rng, &mut Paths::default());
+                        counts.ticks.fetch_add(1, Ordering::Relaxed);
+                        let read = tick(&node, &store, per_tick, &mut rng, &mut Paths::default());
+                        counts.slots.fetch_add(read, Ordering::Relaxed);
                     }
+                    set_thread(bit, None);
                 });
             }
         })?;
     Ok(WallSampler {
         stop,
+        #[cfg(test)]
+        counts,
         thread: Some(thread),
     })
 }
 
+/// The thread of each session slot's wall sampler, for [`resumed`] to wake.
+static THREADS: Mutex<[Option<std::thread::Thread>; 64]> = Mutex::new([const { None }; 64]);
+
+/// Records (or forgets) the wall sampler thread of session slot `bit`.
+fn set_thread(bit: u32, thread: Option<std::thread::Thread>) {
+    if let Some(slot) = THREADS.lock().get_mut(bit as usize) {
+        *slot = thread;
+    }
+}
+
+/// Wakes the wall sampler of session slot `bit`, if it has one, after the session measures
+/// again (resume, restart): a paused sampler's thread sleeps until then, taking no tick and
+/// reading no process.
+pub(crate) fn resumed(bit: u32) {
+    if let Some(Some(thread)) = THREADS.lock().get(bit as usize) {
+        thread.unpark();
+    }
+}
+
 /// One tick: up to `per_tick` slots drawn at random (every slot, each once, when there are no
-/// more than that).
-fn tick(node: &NodeInner, store: &Store, per_tick: usize, rng: &mut Rng, paths: &mut Paths) {
+/// more than that). Returns how many slots it read.
+fn tick(node: &NodeInner, store: &Store, per_tick: usize, rng: &mut Rng, paths: &mut Paths) -> u64 {
     let slots = node.table.high_water();
     // A paused session samples nothing (its bit leaves the measuring mask while paused).
     if slots == 0 || per_tick == 0 || crate::trace::measuring() & (1 << store.bit) == 0 {
-        return;
+        return 0;
     }
     let time = now_ns().saturating_sub(*store.started_ns.lock());
     if slots as usize <= per_tick {
         for i in 0..slots {
             sample_slot(node, store, i, 1.0, time, paths);
         }
-        return;
+        return u64::from(slots);
     }
     let weight = f64::from(slots) / per_tick as f64;
     for _ in 0..per_tick {
         let i = (rng.next() % u64::from(slots)) as u32;
         sample_slot(node, store, i, weight, time, paths);
     }
+    per_tick as u64
 }
 
 /// Interned paths as the session's traced frames, looked up once per path for a tick or a
@@ -222,5 +300,89 @@ impl Rng {
         x ^= x << 17;
         self.0 = x;
         x
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use crate::Node;
+    use crate::sample::{SampleOptions, SampleSession, Sampler};
+    use crate::trace::ProcessSpec;
+
+    /// Waits (within a generous bound) until `done` holds.
+    fn until(what: &str, done: impl Fn() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !done() {
+            assert!(Instant::now() < deadline, "{what} within 60 s");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// Waits until `session`'s sampler has taken `n` more ticks.
+    fn ticks(session: &SampleSession, n: u64) {
+        let from = session.wall_counts().ticks;
+        until("ticks", || session.wall_counts().ticks >= from + n);
+    }
+
+    /// A paused wall session's thread does nothing at all — no tick, no process read — while
+    /// another session's ticks on (so its own would have come many times), and samples again
+    /// once resumed. Asserted on counts, not on time.
+    #[test]
+    fn a_paused_wall_sampler_does_no_work_and_samples_again_once_resumed() {
+        let node = Node::builder().worker_threads(1).build().expect("node");
+        let open = || {
+            let session = node
+                .sample_session(
+                    SampleOptions::new()
+                        .sampler(Sampler::Wall)
+                        .hz(500)
+                        .per_tick(1000)
+                        .n(1 << 20),
+                )
+                .expect("wall session");
+            session
+                .trace()
+                .enable_trace(ProcessSpec::New, true)
+                .expect("flags");
+            session
+        };
+        let (paused, running) = (open(), open());
+        for _ in 0..20 {
+            node.spawn(async {
+                crate::receive::<()>().await;
+            })
+            .expect("spawn");
+        }
+        until("both sessions sample the processes", || {
+            paused.samples().samples.len() >= 20 && running.samples().samples.len() >= 20
+        });
+
+        let parks = paused.wall_counts().parks;
+        assert!(paused.trace().pause());
+        // A tick under way when the pause came may end after it: count once the thread has
+        // gone to sleep.
+        until("the paused sampler sleeps", || {
+            paused.wall_counts().parks > parks
+        });
+        let before = paused.wall_counts();
+        let samples = paused.samples().samples.len();
+        ticks(&running, 10);
+        let after = paused.wall_counts();
+        assert_eq!(
+            (after.ticks, after.slots),
+            (before.ticks, before.slots),
+            "no tick, no slot read"
+        );
+        assert_eq!(paused.samples().samples.len(), samples);
+
+        assert!(paused.trace().resume());
+        until("the resumed session samples again", || {
+            let now = paused.wall_counts();
+            now.ticks > before.ticks
+                && now.slots >= before.slots + 20
+                && paused.samples().samples.len() >= samples + 20
+        });
     }
 }

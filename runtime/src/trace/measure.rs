@@ -1170,6 +1170,8 @@ impl SessionState {
             MEASURING.fetch_or(m, Ordering::SeqCst);
         }
         derive();
+        // A paused wall sampler sleeps until now.
+        crate::sample::measuring_resumed(self.bit());
     }
 
     /// Per process and function, the distribution of call durations recorded so far, in pid

@@ -107,6 +107,7 @@ fn rest_of(tag: u64) -> &'static str {
         tag::SAMPLE_THREADS => "the rest of a SAMPLE_THREADS section",
         tag::SAMPLE_MAPPINGS => "the rest of a SAMPLE_MAPPINGS section",
         tag::SAMPLES => "the rest of a SAMPLES section",
+        tag::SAMPLE_LOST_FREES => "the rest of a SAMPLE_LOST_FREES section",
         _ => "the rest of a section of a kind this tprof does not know",
     }
 }
@@ -688,7 +689,8 @@ impl State {
             | tag::SAMPLE_STACKS
             | tag::SAMPLE_THREADS
             | tag::SAMPLE_MAPPINGS
-            | tag::SAMPLES => {
+            | tag::SAMPLES
+            | tag::SAMPLE_LOST_FREES => {
                 let cx = samples::Context {
                     strings: &self.strings,
                     functions: self.function_table.len(),

@@ -289,6 +289,15 @@ pub(super) fn write(
             time_ns: s.time_ns,
             weight: s.weight,
         };
+    })?;
+    let lost = set
+        .sources
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.lost_frees > 0);
+    table(out, tag::SAMPLE_LOST_FREES, lost, |b, (i, s)| {
+        varint(b, i as u64);
+        varint(b, s.lost_frees);
     })
 }
 
@@ -376,6 +385,7 @@ impl Reader {
                     hz,
                     alloc_rate,
                     dropped,
+                    lost_frees: 0,
                     native_walked,
                     duration_ns,
                     capacity,
@@ -477,6 +487,14 @@ impl Reader {
                     weight: sample.weight,
                 };
                 self.set.samples.push(sample);
+            }
+            tag::SAMPLE_LOST_FREES => {
+                let sources = set.sources.len();
+                let source = p.index("a lost-frees record's source", sources, "source")?;
+                let count = p.varint("a source's lost frees")?;
+                if let Some(s) = set.sources.get_mut(source as usize) {
+                    s.lost_frees = count;
+                }
             }
             _ => return Err(p.corrupt(start, format_args!("a record of unknown kind {tag}"))),
         }

@@ -411,6 +411,7 @@ mod tests {
             hz,
             alloc_rate: None,
             dropped,
+            lost_frees: 0,
             native_walked: true,
             duration_ns: 0,
             capacity: 0,

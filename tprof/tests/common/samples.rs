@@ -34,6 +34,7 @@ impl Build {
             hz,
             alloc_rate: None,
             dropped,
+            lost_frees: 0,
             native_walked: true,
             duration_ns: seconds * 1_000_000_000,
             capacity: 1000,

@@ -415,6 +415,7 @@ mod tests {
                 hz: 1000,
                 alloc_rate: None,
                 dropped: 0.0,
+                lost_frees: 0,
                 native_walked: true,
                 duration_ns: 0,
                 capacity: 0,

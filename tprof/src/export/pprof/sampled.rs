@@ -171,6 +171,9 @@ pub(super) fn to_proto(profile: &crate::Profile) -> Profile {
             "alloc: estimated allocations and bytes (each sample's inverse probability); \
              inuse: those of the blocks not freed when the profile was taken",
         ));
+        if let Some(note) = crate::alloc_sites::lost_frees_note(set) {
+            comment.push(strings.intern(&note));
+        }
         if set.sources.iter().any(|s| s.sampler != SamplerKind::Alloc) {
             comment.push(strings.intern(
                 "CPU and wall samples of this profile are left out: export them from a profile \
