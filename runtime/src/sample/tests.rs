@@ -175,7 +175,7 @@ fn another_sigprof_handler_is_refused_not_replaced() {
 }
 
 /// Frees of sampled blocks that find the queue of frees full are lost (their blocks stay in
-/// the live set), and the session says how many: exactly as many as the queue dropped. Here
+/// the live set), and the session says how many: every one the queue dropped. Here
 /// the drain is held off while the queue is filled and overrun by a known number, so the count
 /// does not depend on how fast the drain thread runs; frees that fit lose none.
 #[test]
@@ -210,12 +210,16 @@ fn frees_lost_to_a_full_queue_are_reported() {
             freed(block(i));
         }
     }
-    assert_eq!(session.samples().lost_frees, overrun as u64);
-    assert_eq!(
-        session.samples().lost_frees,
-        overrun as u64,
-        "counted once, kept"
+    // At least the overrun: the session samples every process's allocations in this test
+    // binary (rate 1), so a free of another test's sampled block that came while the queue was
+    // full was lost too, and counted.
+    let lost = session.samples().lost_frees;
+    assert!(lost >= overrun as u64, "{lost} lost, {overrun} overrun");
+    assert!(
+        lost < FREE_SLOTS as u64,
+        "{lost} lost: the queue's own frees counted"
     );
+    assert_eq!(session.samples().lost_frees, lost, "counted once, kept");
     session.clear();
     assert_eq!(session.samples().lost_frees, 0, "cleared with the samples");
 }
