@@ -12,7 +12,7 @@
 //!   call_memory `alloc_space/bytes` and `alloc_objects/count` (allocations).
 //!   `default_sample_type` and `period_type` (with `period` 1) are the type the trace type
 //!   measures: `time`, `alloc_space`, or `calls` for call_count.
-//! - `sample`: one per process and call path (from [`stacks()`]), with the
+//! - `sample`: one per process and call path (from [`stacks()`](crate::export::stacks())), with the
 //!   path's own (exclusive) figures as `value`, one per sample type, and its `location_id`s
 //!   **leaf first** (pprof's order: the path's last function first). Labels: `process`, the
 //!   registered name else the pid (the name alone, even where processes share it, so that

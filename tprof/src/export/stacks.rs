@@ -49,7 +49,7 @@ pub struct Stack<'a> {
 }
 
 /// The stacks of `profile`, by process then path: its call tree's paths when it has one,
-/// else each function as a stack of one frame. [`Stacks`] gives them one at a time.
+/// else each function as a stack of one frame. `Stacks` gives them one at a time.
 pub fn stacks(profile: &Profile) -> Vec<Stack<'_>> {
     let mut out = Vec::new();
     Stacks::of(profile).for_each(|s| out.push(s.clone()));
