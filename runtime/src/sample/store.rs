@@ -99,7 +99,18 @@ impl Store {
             inner.samples.push(sample);
             return Some(inner.samples.len() - 1);
         }
-        inner.dropped += sample.weight;
+        self.drop_in(inner, sample.weight);
+        None
+    }
+
+    /// Counts `weight` of samples the full buffer could not keep (saying so on stderr the
+    /// first time).
+    pub(crate) fn drop_full(&self, weight: f64) {
+        self.drop_in(&mut self.inner.lock(), weight);
+    }
+
+    fn drop_in(&self, inner: &mut StoreInner, weight: f64) {
+        inner.dropped += weight;
         if !inner.warned {
             inner.warned = true;
             eprintln!(
@@ -112,7 +123,6 @@ impl Store {
                 self.capacity
             );
         }
-        None
     }
 
     /// Takes in a drain's allocation samples and the frees of sampled blocks (address and
@@ -183,6 +193,11 @@ impl Store {
         inner
             .pending_frees
             .retain(|_, (_, seen)| pass.saturating_sub(*seen) < 2);
+    }
+
+    /// Whether the buffer is full (what comes now is dropped).
+    pub(crate) fn is_full(&self) -> bool {
+        self.inner.lock().samples.len() >= self.capacity
     }
 
     /// Counts `weight` as dropped.

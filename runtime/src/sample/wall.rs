@@ -44,6 +44,8 @@ struct Counters {
     slots: AtomicU64,
     /// Times it parked because its session measured nothing (paused).
     parks: AtomicU64,
+    /// Samples built (kept, or dropped by a buffer that filled during the tick).
+    built: AtomicU64,
 }
 
 /// A copy of a wall sampler's [`Counters`] (tests).
@@ -53,6 +55,7 @@ pub(crate) struct Counts {
     pub(crate) ticks: u64,
     pub(crate) slots: u64,
     pub(crate) parks: u64,
+    pub(crate) built: u64,
 }
 
 #[cfg(test)]
@@ -63,6 +66,7 @@ impl WallSampler {
             ticks: self.counts.ticks.load(Ordering::Relaxed),
             slots: self.counts.slots.load(Ordering::Relaxed),
             parks: self.counts.parks.load(Ordering::Relaxed),
+            built: self.counts.built.load(Ordering::Relaxed),
         }
     }
 }
@@ -115,8 +119,10 @@ pub(crate) fn start(
                         // A late tick is taken once, not caught up on.
                         next = now.max(next) + period;
                         counts.ticks.fetch_add(1, Ordering::Relaxed);
-                        let read = tick(&node, &store, per_tick, &mut rng, &mut Paths::default());
+                        let (read, built) =
+                            tick(&node, &store, per_tick, &mut rng, &mut Paths::default());
                         counts.slots.fetch_add(read, Ordering::Relaxed);
+                        counts.built.fetch_add(built, Ordering::Relaxed);
                     }
                     set_thread(bit, None);
                 });
@@ -150,26 +156,61 @@ pub(crate) fn resumed(bit: u32) {
 }
 
 /// One tick: up to `per_tick` slots drawn at random (every slot, each once, when there are no
-/// more than that). Returns how many slots it read.
-fn tick(node: &NodeInner, store: &Store, per_tick: usize, rng: &mut Rng, paths: &mut Paths) -> u64 {
+/// more than that). Returns how many slots it read and how many samples it built.
+fn tick(
+    node: &NodeInner,
+    store: &Store,
+    per_tick: usize,
+    rng: &mut Rng,
+    paths: &mut Paths,
+) -> (u64, u64) {
     let slots = node.table.high_water();
     // A paused session samples nothing (its bit leaves the measuring mask while paused).
     if slots == 0 || per_tick == 0 || crate::trace::measuring() & (1 << store.bit) == 0 {
-        return 0;
+        return (0, 0);
     }
     let time = now_ns().saturating_sub(*store.started_ns.lock());
-    if slots as usize <= per_tick {
-        for i in 0..slots {
-            sample_slot(node, store, i, 1.0, time, paths);
+    // A full buffer keeps nothing more: the tick only counts what it would have kept (the
+    // processes the session samples, by their weight), without building their samples.
+    let full = store.is_full();
+    let mut dropped = 0.0;
+    let mut built = 0;
+    let mut read = |i: u32, weight: f64| {
+        if full {
+            if sampled_at(node, i, store.bit) {
+                dropped += weight;
+            }
+        } else if sample_slot(node, store, i, weight, time, paths) {
+            built += 1;
         }
-        return u64::from(slots);
+    };
+    let count = if slots as usize <= per_tick {
+        for i in 0..slots {
+            read(i, 1.0);
+        }
+        u64::from(slots)
+    } else {
+        let weight = f64::from(slots) / per_tick as f64;
+        for _ in 0..per_tick {
+            read((rng.next() % u64::from(slots)) as u32, weight);
+        }
+        per_tick as u64
+    };
+    if dropped > 0.0 {
+        store.drop_full(dropped);
     }
-    let weight = f64::from(slots) / per_tick as f64;
-    for _ in 0..per_tick {
-        let i = (rng.next() % u64::from(slots)) as u32;
-        sample_slot(node, store, i, weight, time, paths);
-    }
-    per_tick as u64
+    (count, built)
+}
+
+/// Whether the process in slot `index` of `node`'s table is one session `bit` samples.
+fn sampled_at(node: &NodeInner, index: u32, bit: u32) -> bool {
+    node.table
+        .at_index(index)
+        .and_then(|read| {
+            read.as_deref()
+                .map(|p| p.trace_flags.traced() & (1 << bit) != 0)
+        })
+        .unwrap_or(false)
 }
 
 /// Interned paths as the session's traced frames, looked up once per path for a tick or a
@@ -201,17 +242,18 @@ fn sample_slot(
     weight: f64,
     time: u64,
     paths: &mut Paths,
-) {
+) -> bool {
     let Some(read) = node.table.at_index(index) else {
-        return;
+        return false;
     };
     let Some(p) = read.as_deref() else {
-        return;
+        return false;
     };
     if p.trace_flags.traced() & (1 << store.bit) == 0 {
-        return;
+        return false;
     }
     store.keep(sample_of(p, store.bit, weight, time, paths));
+    true
 }
 
 /// Every process of `node` the session samples, once each (weight 1): a census.
@@ -384,5 +426,45 @@ mod tests {
                 && now.slots >= before.slots + 20
                 && paused.samples().samples.len() >= samples + 20
         });
+    }
+
+    /// A full buffer makes a tick count what it would have kept, by weight, without building
+    /// a sample: the samples built stop growing while the ticks and the dropped weight go on.
+    #[test]
+    fn a_full_buffer_builds_no_more_samples_and_counts_what_it_drops() {
+        let node = Node::builder().worker_threads(1).build().expect("node");
+        let session = node
+            .sample_session(
+                SampleOptions::new()
+                    .sampler(Sampler::Wall)
+                    .hz(500)
+                    .per_tick(1000)
+                    .n(10),
+            )
+            .expect("wall session");
+        session
+            .trace()
+            .enable_trace(ProcessSpec::New, true)
+            .expect("flags");
+        for _ in 0..20 {
+            node.spawn(async {
+                crate::receive::<()>().await;
+            })
+            .expect("spawn");
+        }
+        until("the buffer fills", || session.samples().samples.len() == 10);
+        // A tick that began before the buffer was full may still build its samples.
+        ticks(&session, 2);
+        let (built, dropped) = (session.wall_counts().built, session.samples().dropped);
+        ticks(&session, 10);
+        let now = session.wall_counts();
+        assert_eq!(now.built, built, "no sample built once full: {now:?}");
+        let more = session.samples().dropped - dropped;
+        // Each of the ten ticks (at least) counts the 20 processes (weight 1 each).
+        assert!(
+            more >= 200.0 && more % 20.0 == 0.0,
+            "{more} dropped in 10 ticks"
+        );
+        assert_eq!(session.samples().samples.len(), 10);
     }
 }
