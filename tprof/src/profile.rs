@@ -421,9 +421,6 @@ struct Builder<'a> {
     trace_type: TraceType,
     exclude: &'a [&'a str],
     functions: Vec<FunctionTrace>,
-    /// Per function of `functions`, whether an entry came after one of a later group: only
-    /// those are sorted (and united) as the profile is finished, not every entry read again.
-    unsorted: Vec<bool>,
     by_function: HashMap<Function, usize>,
     /// The functions of the snapshot being added, resolved once per snapshot.
     ids: SnapshotIds,
@@ -598,7 +595,6 @@ impl Builder<'_> {
                     function: function.clone(),
                     entries: Vec::new(),
                 });
-                self.unsorted.push(false);
                 self.by_function.insert(function, self.functions.len() - 1);
                 self.functions.len() - 1
             }
@@ -618,13 +614,7 @@ impl Builder<'_> {
         let entries = &mut self.functions[at].entries;
         match entries.last_mut() {
             Some(last) if last.group == entry.group => add_entry(last, &entry),
-            Some(last) => {
-                if entry.group < last.group {
-                    self.unsorted[at] = true;
-                }
-                entries.push(entry);
-            }
-            None => entries.push(entry),
+            _ => entries.push(entry),
         }
     }
 
@@ -856,22 +846,6 @@ impl Builder<'_> {
     }
 
     fn finish(mut self, snapshots: &[Snapshot]) -> Profile {
-        // In pid order already, each group once ([`Builder::entry`]), but for the entries of
-        // calls outside processes: only those functions' entries are read again.
-        for (f, _) in self
-            .functions
-            .iter_mut()
-            .zip(&self.unsorted)
-            .filter(|f| *f.1)
-        {
-            f.entries.sort_by_key(|e| e.group);
-            f.entries.dedup_by(|later, first| {
-                later.group == first.group && {
-                    add_entry(first, later);
-                    true
-                }
-            });
-        }
         // Source order: file, then line.
         self.functions.sort_by(|a, b| {
             (&a.function.file, a.function.line, &a.function.name).cmp(&(
@@ -880,6 +854,18 @@ impl Builder<'_> {
                 &b.function.name,
             ))
         });
+        for f in &mut self.functions {
+            // In pid order already, but for the entries of calls outside processes.
+            if !f.entries.is_sorted_by_key(|e| e.group) {
+                f.entries.sort_by_key(|e| e.group);
+            }
+            f.entries.dedup_by(|later, first| {
+                later.group == first.group && {
+                    add_entry(first, later);
+                    true
+                }
+            });
+        }
         self.processes.sort_by_key(|p| p.pid);
         self.path_entries.sort_by_key(|e| (e.group, e.node));
         // The threads outside processes of a node, one group for call_memory: each path once.
@@ -1077,7 +1063,6 @@ impl Profile {
             trace_type,
             exclude,
             functions: Vec::new(),
-            unsorted: Vec::new(),
             by_function: HashMap::new(),
             ids: SnapshotIds::default(),
             processes: Vec::new(),
