@@ -1001,43 +1001,33 @@ impl SessionState {
     }
 
     pub(crate) fn measurements(&self) -> Vec<ProcessMeasurement> {
-        self.measurements_with(|callsite, m| FunctionMeasurement {
-            callsite,
-            calls: m.calls,
-            time_ns: m.time_ns,
-            words: m.words,
-            bytes: m.bytes,
-            blocks: m.blocks,
-        })
-        .into_iter()
-        .map(|(mut process, functions)| {
-            process.functions = functions;
-            process
-        })
-        .collect()
-    }
-
-    /// Per process measured, in pid order, what `each` makes of the figures of each function
-    /// it called (in callsite order; `path` left 0), the process's `functions` left empty:
-    /// the figures go from the tables straight to what the caller keeps (a snapshot's), with
-    /// no copy between (collect over 10,000 processes × 100 functions is bound by memory
-    /// traffic).
-    pub(crate) fn measurements_with<T>(
-        &self,
-        mut each: impl FnMut(&'static Callsite, PathMeasurement) -> T,
-    ) -> Vec<(ProcessMeasurement, Vec<T>)> {
         let clock = super::stack::clock_if_set();
-        let mut function = |&(id, ref acc): &(u32, Acc)| {
+        let function = |&(id, ref acc): &(u32, Acc)| {
             let callsite = callsites().get(id as usize)?;
-            Some(each(callsite, measured(clock, acc)))
+            let m = measured(clock, acc);
+            Some(FunctionMeasurement {
+                callsite,
+                calls: m.calls,
+                time_ns: m.time_ns,
+                words: m.words,
+                bytes: m.bytes,
+                blocks: m.blocks,
+            })
         };
         if !self.types().contains(TraceTypes::CALL_TREE) {
-            return self.figures(|figures| {
-                // Sized up front: a `filter_map` collect would grow it step by step.
-                let mut functions = Vec::with_capacity(figures.len());
-                functions.extend(figures.iter().filter_map(&mut function));
-                functions
-            });
+            return self
+                .figures(|figures| {
+                    // Sized up front: a `filter_map` collect would grow it step by step.
+                    let mut functions = Vec::with_capacity(figures.len());
+                    functions.extend(figures.iter().filter_map(function));
+                    functions
+                })
+                .into_iter()
+                .map(|(mut process, functions)| {
+                    process.functions = functions;
+                    process
+                })
+                .collect();
         }
         // In call-tree mode the ids are paths: sum them by their last function. The figures
         // first, then the paths: paths only grow, so every path a figure names is among them.
@@ -1045,7 +1035,7 @@ impl SessionState {
         let path_callsites: Vec<u32> = self.paths().nodes.iter().map(|&(_, cs)| cs).collect();
         figures
             .into_iter()
-            .map(|(process, figures)| {
+            .map(|(mut process, figures)| {
                 let mut by_callsite: Vec<(u32, Acc)> = figures
                     .iter()
                     .filter_map(|&(path, acc)| Some((*path_callsites.get(path as usize)?, acc)))
@@ -1059,8 +1049,8 @@ impl SessionState {
                         false
                     }
                 });
-                let functions = by_callsite.iter().filter_map(&mut function).collect();
-                (process, functions)
+                process.functions = by_callsite.iter().filter_map(function).collect();
+                process
             })
             .collect()
     }

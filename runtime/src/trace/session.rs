@@ -968,17 +968,6 @@ impl TraceSession {
         crate::heap::suppressed(|| self.state.measurements())
     }
 
-    /// [`measurements`](Self::measurements), each function's figures made into what `each`
-    /// returns as they are read (see `SessionState::measurements_with`), the processes'
-    /// `functions` left empty.
-    pub(super) fn measurements_with<T>(
-        &self,
-        each: impl FnMut(&'static Callsite, super::PathMeasurement) -> T,
-    ) -> Vec<(ProcessMeasurement, Vec<T>)> {
-        self.settle(Self::SETTLE_LIMIT);
-        crate::heap::suppressed(|| self.state.measurements_with(each))
-    }
-
     /// In call-tree mode ([`TraceTypes::CALL_TREE`]): every traced call path seen, and per
     /// process measured the figures of each path, exclusive of the traced calls below it
     /// (summed by last function, they are [`measurements`](Self::measurements)). Empty in

@@ -253,18 +253,10 @@ impl TraceSession {
                 .iter()
                 .map(|t| (t.pid, t.paths.as_slice()))
                 .collect();
-            // The figures made into a snapshot's as they are read: no copy between.
-            let measured = self.measurements_with(|callsite, m| SnapshotFigures {
-                id: functions.id(callsite),
-                calls: m.calls,
-                time_ns: m.time_ns,
-                words: m.words,
-                bytes: m.bytes,
-                blocks: m.blocks,
-            });
-            let mut processes: Vec<(crate::Pid, SnapshotProcess)> = measured
+            let mut processes: Vec<(crate::Pid, SnapshotProcess)> = self
+                .measurements()
                 .into_iter()
-                .map(|(p, figures)| {
+                .map(|p| {
                     // The untraced lookup: a snapshot taken in a traced process does not
                     // show up as its `process_info` calls.
                     let live_name = crate::node::NodeInner::with_process(
@@ -278,7 +270,18 @@ impl TraceSession {
                         initial_call: p.initial_call.to_string(),
                         registered_name: live_name
                             .or_else(|| p.registered_name.map(|n| n.to_string())),
-                        functions: figures,
+                        functions: p
+                            .functions
+                            .iter()
+                            .map(|f| SnapshotFigures {
+                                id: functions.id(f.callsite),
+                                calls: f.calls,
+                                time_ns: f.time_ns,
+                                words: f.words,
+                                bytes: f.bytes,
+                                blocks: f.blocks,
+                            })
+                            .collect(),
                         paths: tree_of
                             .get(&p.pid)
                             .map(|paths| {
