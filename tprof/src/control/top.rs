@@ -388,7 +388,10 @@ mod tests {
         // and everything since it, which the first baseline no longer counts.
         let other = snapshot(node.handle(), SortKey::Polls, 10, 7002);
         let total = polls(&other).unwrap();
-        assert!(total >= first + since, "{first} + {since} > {total}: {other:?}");
+        assert!(
+            total >= first + since,
+            "{first} + {since} > {total}: {other:?}"
+        );
         let text = render(&second);
         assert!(
             text.starts_with("1 processes: 0 running, 0 runnable, 1 waiting"),
