@@ -605,9 +605,13 @@ impl Builder<'_> {
 
     /// Adds `entry`'s figures to the snapshot's function `id`, unless it is left out.
     fn entry(&mut self, id: u32, entry: Entry) {
-        let Some(at) = self.trace_index(id) else {
-            return;
-        };
+        if let Some(at) = self.trace_index(id) {
+            self.entry_at(at, entry);
+        }
+    }
+
+    /// Adds `entry`'s figures to the function at `at` in [`Builder::functions`].
+    fn entry_at(&mut self, at: usize, entry: Entry) {
         // A group's figures of a function come together (a process's, one after another):
         // they are added to the last entry. Those that do not (`all` in the snapshots of
         // several nodes) are united as the entries are sorted ([`Builder::finish`]).
@@ -724,9 +728,11 @@ impl Builder<'_> {
                 if f.calls == 0 && f.time_ns == 0 && f.words == 0 {
                     continue;
                 }
-                if self.kept(f.id).is_none() {
+                // `reserve` resolved each function these figures name, unless left out: an
+                // index per figure, not a lookup.
+                let Some(Some(at)) = self.ids.traces.get(f.id as usize).copied() else {
                     continue;
-                }
+                };
                 seen = true;
                 let entry = Entry {
                     group: Group::Process(pid),
@@ -735,7 +741,7 @@ impl Builder<'_> {
                     bytes: if memory { f.bytes } else { 0 },
                     blocks: if memory { f.blocks } else { 0 },
                 };
-                self.entry(f.id, entry);
+                self.entry_at(at, entry);
             }
             if self.trace_type == TraceType::CallTime {
                 for p in process.percentiles.iter().filter(|p| p.calls > 0) {
