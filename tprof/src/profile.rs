@@ -421,6 +421,10 @@ struct Builder<'a> {
     trace_type: TraceType,
     exclude: &'a [&'a str],
     functions: Vec<FunctionTrace>,
+    /// Per function in `functions`: whether an entry came after one of a later group, so
+    /// that its entries need sorting (those of calls outside processes, `all` in the
+    /// snapshots of several nodes). Otherwise they are in group order, a group once.
+    disordered: Vec<bool>,
     by_function: HashMap<Function, usize>,
     /// The functions of the snapshot being added, resolved once per snapshot.
     ids: SnapshotIds,
@@ -595,6 +599,7 @@ impl Builder<'_> {
                     function: function.clone(),
                     entries: Vec::new(),
                 });
+                self.disordered.push(false);
                 self.by_function.insert(function, self.functions.len() - 1);
                 self.functions.len() - 1
             }
@@ -618,7 +623,13 @@ impl Builder<'_> {
         let entries = &mut self.functions[at].entries;
         match entries.last_mut() {
             Some(last) if last.group == entry.group => add_entry(last, &entry),
-            _ => entries.push(entry),
+            Some(last) => {
+                if entry.group < last.group {
+                    self.disordered[at] = true;
+                }
+                entries.push(entry);
+            }
+            None => entries.push(entry),
         }
     }
 
@@ -852,6 +863,22 @@ impl Builder<'_> {
     }
 
     fn finish(mut self, snapshots: &[Snapshot]) -> Profile {
+        // In group order already, each group once ([`Builder::entry_at`]), but for those
+        // marked: a pass over those only, not over every entry.
+        for (f, _) in self
+            .functions
+            .iter_mut()
+            .zip(&self.disordered)
+            .filter(|d| *d.1)
+        {
+            f.entries.sort_by_key(|e| e.group);
+            f.entries.dedup_by(|later, first| {
+                later.group == first.group && {
+                    add_entry(first, later);
+                    true
+                }
+            });
+        }
         // Source order: file, then line.
         self.functions.sort_by(|a, b| {
             (&a.function.file, a.function.line, &a.function.name).cmp(&(
@@ -860,18 +887,6 @@ impl Builder<'_> {
                 &b.function.name,
             ))
         });
-        for f in &mut self.functions {
-            // In pid order already, but for the entries of calls outside processes.
-            if !f.entries.is_sorted_by_key(|e| e.group) {
-                f.entries.sort_by_key(|e| e.group);
-            }
-            f.entries.dedup_by(|later, first| {
-                later.group == first.group && {
-                    add_entry(first, later);
-                    true
-                }
-            });
-        }
         self.processes.sort_by_key(|p| p.pid);
         self.path_entries.sort_by_key(|e| (e.group, e.node));
         // The threads outside processes of a node, one group for call_memory: each path once.
@@ -1069,6 +1084,7 @@ impl Profile {
             trace_type,
             exclude,
             functions: Vec::new(),
+            disordered: Vec::new(),
             by_function: HashMap::new(),
             ids: SnapshotIds::default(),
             processes: Vec::new(),
