@@ -421,6 +421,10 @@ struct Builder<'a> {
     trace_type: TraceType,
     exclude: &'a [&'a str],
     functions: Vec<FunctionTrace>,
+    /// Per function in `functions`: whether an entry came after one of a later group, so
+    /// that its entries need sorting (those of calls outside processes, `all` in the
+    /// snapshots of several nodes). Otherwise they are in group order, a group once.
+    disordered: Vec<bool>,
     by_function: HashMap<Function, usize>,
     /// The functions of the snapshot being added, resolved once per snapshot.
     ids: SnapshotIds,
@@ -595,6 +599,7 @@ impl Builder<'_> {
                     function: function.clone(),
                     entries: Vec::new(),
                 });
+                self.disordered.push(false);
                 self.by_function.insert(function, self.functions.len() - 1);
                 self.functions.len() - 1
             }
@@ -605,16 +610,26 @@ impl Builder<'_> {
 
     /// Adds `entry`'s figures to the snapshot's function `id`, unless it is left out.
     fn entry(&mut self, id: u32, entry: Entry) {
-        let Some(at) = self.trace_index(id) else {
-            return;
-        };
+        if let Some(at) = self.trace_index(id) {
+            self.entry_at(at, entry);
+        }
+    }
+
+    /// Adds `entry`'s figures to the function at `at` in [`Builder::functions`].
+    fn entry_at(&mut self, at: usize, entry: Entry) {
         // A group's figures of a function come together (a process's, one after another):
         // they are added to the last entry. Those that do not (`all` in the snapshots of
         // several nodes) are united as the entries are sorted ([`Builder::finish`]).
         let entries = &mut self.functions[at].entries;
         match entries.last_mut() {
             Some(last) if last.group == entry.group => add_entry(last, &entry),
-            _ => entries.push(entry),
+            Some(last) => {
+                if entry.group < last.group {
+                    self.disordered[at] = true;
+                }
+                entries.push(entry);
+            }
+            None => entries.push(entry),
         }
     }
 
@@ -724,9 +739,11 @@ impl Builder<'_> {
                 if f.calls == 0 && f.time_ns == 0 && f.words == 0 {
                     continue;
                 }
-                if self.kept(f.id).is_none() {
+                // `reserve` resolved each function these figures name, unless left out: an
+                // index per figure, not a lookup.
+                let Some(Some(at)) = self.ids.traces.get(f.id as usize).copied() else {
                     continue;
-                }
+                };
                 seen = true;
                 let entry = Entry {
                     group: Group::Process(pid),
@@ -735,7 +752,7 @@ impl Builder<'_> {
                     bytes: if memory { f.bytes } else { 0 },
                     blocks: if memory { f.blocks } else { 0 },
                 };
-                self.entry(f.id, entry);
+                self.entry_at(at, entry);
             }
             if self.trace_type == TraceType::CallTime {
                 for p in process.percentiles.iter().filter(|p| p.calls > 0) {
@@ -846,6 +863,22 @@ impl Builder<'_> {
     }
 
     fn finish(mut self, snapshots: &[Snapshot]) -> Profile {
+        // In group order already, each group once ([`Builder::entry_at`]), but for those
+        // marked: a pass over those only, not over every entry.
+        for (f, _) in self
+            .functions
+            .iter_mut()
+            .zip(&self.disordered)
+            .filter(|d| *d.1)
+        {
+            f.entries.sort_by_key(|e| e.group);
+            f.entries.dedup_by(|later, first| {
+                later.group == first.group && {
+                    add_entry(first, later);
+                    true
+                }
+            });
+        }
         // Source order: file, then line.
         self.functions.sort_by(|a, b| {
             (&a.function.file, a.function.line, &a.function.name).cmp(&(
@@ -854,18 +887,6 @@ impl Builder<'_> {
                 &b.function.name,
             ))
         });
-        for f in &mut self.functions {
-            // In pid order already, but for the entries of calls outside processes.
-            if !f.entries.is_sorted_by_key(|e| e.group) {
-                f.entries.sort_by_key(|e| e.group);
-            }
-            f.entries.dedup_by(|later, first| {
-                later.group == first.group && {
-                    add_entry(first, later);
-                    true
-                }
-            });
-        }
         self.processes.sort_by_key(|p| p.pid);
         self.path_entries.sort_by_key(|e| (e.group, e.node));
         // The threads outside processes of a node, one group for call_memory: each path once.
@@ -1063,6 +1084,7 @@ impl Profile {
             trace_type,
             exclude,
             functions: Vec::new(),
+            disordered: Vec::new(),
             by_function: HashMap::new(),
             ids: SnapshotIds::default(),
             processes: Vec::new(),

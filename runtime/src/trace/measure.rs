@@ -394,6 +394,38 @@ fn measured(clock: Option<&quanta::Clock>, acc: &Acc) -> PathMeasurement {
     }
 }
 
+/// A process's figures per path summed by the path's last function (`path_callsites`: per
+/// path, its callsite's id), in callsite order.
+fn by_callsite(figures: &[(u32, Acc)], path_callsites: &[u32]) -> Vec<(u32, Acc)> {
+    let mut by_callsite: Vec<(u32, Acc)> = figures
+        .iter()
+        .filter_map(|&(path, acc)| Some((*path_callsites.get(path as usize)?, acc)))
+        .collect();
+    by_callsite.sort_unstable_by_key(|f| f.0);
+    by_callsite.dedup_by(|later, first| {
+        if later.0 == first.0 {
+            first.1 = first.1.plus(&later.1);
+            true
+        } else {
+            false
+        }
+    });
+    by_callsite
+}
+
+/// A session's figures read in one walk ([`SessionState::gathered`]).
+pub(crate) struct Gathered {
+    /// Per process measured, in pid order: the process (no functions), its figures per
+    /// function (the callsite's id in `path`) and per call path.
+    pub(crate) processes: Vec<(
+        ProcessMeasurement,
+        Vec<PathMeasurement>,
+        Vec<PathMeasurement>,
+    )>,
+    /// The call paths: per path, its parent (or [`super::tree::ROOT`]) and callsite's id.
+    pub(crate) paths: Vec<(u32, u32)>,
+}
+
 /// One function's figures, as gathered: calls, clock ticks, words, bytes, blocks.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Acc {
@@ -1036,23 +1068,63 @@ impl SessionState {
         figures
             .into_iter()
             .map(|(mut process, figures)| {
-                let mut by_callsite: Vec<(u32, Acc)> = figures
-                    .iter()
-                    .filter_map(|&(path, acc)| Some((*path_callsites.get(path as usize)?, acc)))
-                    .collect();
-                by_callsite.sort_by_key(|f| f.0);
-                by_callsite.dedup_by(|later, first| {
-                    if later.0 == first.0 {
-                        first.1 = first.1.plus(&later.1);
-                        true
-                    } else {
-                        false
-                    }
-                });
+                let by_callsite = by_callsite(&figures, &path_callsites);
                 process.functions = by_callsite.iter().filter_map(function).collect();
                 process
             })
             .collect()
+    }
+
+    /// What [`measurements`](Self::measurements) and [`call_tree`](Self::call_tree) give,
+    /// read in one walk over the processes (a snapshot needs both; each walk visits every
+    /// process measured): per process in pid order, its figures per function (each with
+    /// its callsite's id in [`PathMeasurement::path`], in the order `measurements` gives
+    /// them) and per call path (call-tree mode; empty otherwise), and the paths' parents
+    /// and callsites ids.
+    pub(crate) fn gathered(&self) -> Gathered {
+        let clock = super::stack::clock_if_set();
+        let known = |id: u32| (id as usize) < callsites().len();
+        let with_id = |id: u32, acc: &Acc| {
+            let mut m = measured(clock, acc);
+            m.path = id;
+            m
+        };
+        if !self.types().contains(TraceTypes::CALL_TREE) {
+            let processes = self
+                .figures(|figures| {
+                    let mut functions = Vec::with_capacity(figures.len());
+                    functions.extend(
+                        figures
+                            .iter()
+                            .filter(|f| known(f.0))
+                            .map(|(id, acc)| with_id(*id, acc)),
+                    );
+                    functions
+                })
+                .into_iter()
+                .map(|(process, functions)| (process, functions, Vec::new()))
+                .collect();
+            let paths = self.paths().nodes.clone();
+            return Gathered { processes, paths };
+        }
+        // The figures first, then the paths: paths only grow, so every path a figure names
+        // is among them.
+        let figures = self.figures(<[(u32, Acc)]>::to_vec);
+        let paths = self.paths().nodes.clone();
+        let path_callsites: Vec<u32> = paths.iter().map(|&(_, cs)| cs).collect();
+        let processes = figures
+            .into_iter()
+            .map(|(process, figures)| {
+                let functions = by_callsite(&figures, &path_callsites)
+                    .iter()
+                    .filter(|f| known(f.0))
+                    .map(|(id, acc)| with_id(*id, acc))
+                    .collect();
+                let paths = figures.iter().map(|(p, acc)| with_id(*p, acc)).collect();
+                (process, functions, paths)
+            })
+            .collect();
+        Gathered { processes, paths }
     }
 
     /// Per process measured, its event log (empty without [`TraceTypes::CALL_EVENTS`]).

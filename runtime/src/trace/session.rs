@@ -959,6 +959,14 @@ impl TraceSession {
     /// yielding) is read as it stood at the end of its last poll.
     pub const SETTLE_LIMIT: std::time::Duration = std::time::Duration::from_secs(1);
 
+    /// The figures per function and per path, read in one walk (for
+    /// [`snapshot`](Self::snapshot)), once the polls running have ended (as
+    /// [`measurements`](Self::measurements)).
+    pub(super) fn gathered(&self) -> super::measure::Gathered {
+        self.settle(Self::SETTLE_LIMIT);
+        crate::heap::suppressed(|| self.state.gathered())
+    }
+
     /// call_time and call_memory figures: per process this session has measured (alive or
     /// not), per function it called, including every poll that had ended when it was called
     /// and, within [`Self::SETTLE_LIMIT`], those that were running (see

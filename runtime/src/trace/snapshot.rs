@@ -232,31 +232,37 @@ impl TraceSession {
             };
             let call_counts = counted(self.call_counts());
             let outside_call_counts = counted(self.outside_call_counts());
-            let tree = self.call_tree();
+            // One walk over the processes for the figures per function and per path.
+            let gathered = self.gathered();
             // Each read visits every process measured: only those the session gathers.
             let logs = if types.contains(TraceTypes::CALL_EVENTS) {
                 self.event_logs()
             } else {
                 Vec::new()
             };
-            let paths = tree
+            let all = super::callsites();
+            let paths = gathered
                 .paths
                 .iter()
-                .map(|p| SnapshotPath {
-                    parent: p.parent,
-                    function: functions.id(p.callsite),
+                .filter_map(|&(parent, cs)| {
+                    Some(SnapshotPath {
+                        parent: (parent != super::tree::ROOT).then_some(parent),
+                        function: functions.id(all.get(cs as usize)?),
+                    })
                 })
                 .collect();
-            // Each process's paths found by pid: a lookup per process, not a scan.
-            let tree_of: HashMap<crate::Pid, &[super::PathMeasurement]> = tree
+            let figures = |m: &super::PathMeasurement, id: u32| SnapshotFigures {
+                id,
+                calls: m.calls,
+                time_ns: m.time_ns,
+                words: m.words,
+                bytes: m.bytes,
+                blocks: m.blocks,
+            };
+            let mut processes: Vec<(crate::Pid, SnapshotProcess)> = gathered
                 .processes
-                .iter()
-                .map(|t| (t.pid, t.paths.as_slice()))
-                .collect();
-            let mut processes: Vec<(crate::Pid, SnapshotProcess)> = self
-                .measurements()
                 .into_iter()
-                .map(|p| {
+                .map(|(p, by_function, by_path)| {
                     // The untraced lookup: a snapshot taken in a traced process does not
                     // show up as its `process_info` calls.
                     let live_name = crate::node::NodeInner::with_process(
@@ -265,39 +271,20 @@ impl TraceSession {
                     )
                     .flatten()
                     .map(|n| n.to_string());
+                    let mut functions_of = Vec::with_capacity(by_function.len());
+                    for m in &by_function {
+                        // `gathered` keeps the known callsites only.
+                        if let Some(cs) = all.get(m.path as usize) {
+                            functions_of.push(figures(m, functions.id(cs)));
+                        }
+                    }
                     let process = SnapshotProcess {
                         pid: p.pid.to_string(),
                         initial_call: p.initial_call.to_string(),
                         registered_name: live_name
                             .or_else(|| p.registered_name.map(|n| n.to_string())),
-                        functions: p
-                            .functions
-                            .iter()
-                            .map(|f| SnapshotFigures {
-                                id: functions.id(f.callsite),
-                                calls: f.calls,
-                                time_ns: f.time_ns,
-                                words: f.words,
-                                bytes: f.bytes,
-                                blocks: f.blocks,
-                            })
-                            .collect(),
-                        paths: tree_of
-                            .get(&p.pid)
-                            .map(|paths| {
-                                paths
-                                    .iter()
-                                    .map(|m| SnapshotFigures {
-                                        id: m.path,
-                                        calls: m.calls,
-                                        time_ns: m.time_ns,
-                                        words: m.words,
-                                        bytes: m.bytes,
-                                        blocks: m.blocks,
-                                    })
-                                    .collect()
-                            })
-                            .unwrap_or_default(),
+                        functions: functions_of,
+                        paths: by_path.iter().map(|m| figures(m, m.path)).collect(),
                         events: Vec::new(),
                         events_dropped: 0,
                         percentiles: Vec::new(),
