@@ -176,12 +176,17 @@ fn tick(
     let mut dropped = 0.0;
     let mut built = 0;
     let mut read = |i: u32, weight: f64| {
-        if full {
-            if sampled_at(node, i, store.bit) {
+        if sample_slot(
+            node,
+            store,
+            i,
+            (!full).then_some((weight, time, &mut *paths)),
+        ) {
+            if full {
                 dropped += weight;
+            } else {
+                built += 1;
             }
-        } else if sample_slot(node, store, i, weight, time, paths) {
-            built += 1;
         }
     };
     let count = if slots as usize <= per_tick {
@@ -200,17 +205,6 @@ fn tick(
         store.drop_full(dropped);
     }
     (count, built)
-}
-
-/// Whether the process in slot `index` of `node`'s table is one session `bit` samples.
-fn sampled_at(node: &NodeInner, index: u32, bit: u32) -> bool {
-    node.table
-        .at_index(index)
-        .and_then(|read| {
-            read.as_deref()
-                .map(|p| p.trace_flags.traced() & (1 << bit) != 0)
-        })
-        .unwrap_or(false)
 }
 
 /// Interned paths as the session's traced frames, looked up once per path for a tick or a
@@ -235,13 +229,13 @@ impl Paths {
     }
 }
 
+/// Whether slot `index` of `node`'s table holds a process `store`'s session samples; if so,
+/// with `build` (its weight, the time, the paths), its sample is made and kept.
 fn sample_slot(
     node: &NodeInner,
     store: &Store,
     index: u32,
-    weight: f64,
-    time: u64,
-    paths: &mut Paths,
+    build: Option<(f64, u64, &mut Paths)>,
 ) -> bool {
     let Some(read) = node.table.at_index(index) else {
         return false;
@@ -252,7 +246,9 @@ fn sample_slot(
     if p.trace_flags.traced() & (1 << store.bit) == 0 {
         return false;
     }
-    store.keep(sample_of(p, store.bit, weight, time, paths));
+    if let Some((weight, time, paths)) = build {
+        store.keep(sample_of(p, store.bit, weight, time, paths));
+    }
     true
 }
 
@@ -362,6 +358,35 @@ mod tests {
         }
     }
 
+    /// A wall session on `node` (500 Hz, 1,000 slots a tick, a buffer of `n`) sampling the
+    /// processes spawned from now.
+    fn open(node: &Node, n: usize) -> SampleSession {
+        let session = node
+            .sample_session(
+                SampleOptions::new()
+                    .sampler(Sampler::Wall)
+                    .hz(500)
+                    .per_tick(1000)
+                    .n(n),
+            )
+            .expect("wall session");
+        session
+            .trace()
+            .enable_trace(ProcessSpec::New, true)
+            .expect("flags");
+        session
+    }
+
+    /// Spawns `count` processes on `node` that wait in `receive` for ever.
+    fn spawn_waiting(node: &Node, count: usize) {
+        for _ in 0..count {
+            node.spawn(async {
+                crate::receive::<()>().await;
+            })
+            .expect("spawn");
+        }
+    }
+
     /// Waits until `session`'s sampler has taken `n` more ticks.
     fn ticks(session: &SampleSession, n: u64) {
         let from = session.wall_counts().ticks;
@@ -374,29 +399,8 @@ mod tests {
     #[test]
     fn a_paused_wall_sampler_does_no_work_and_samples_again_once_resumed() {
         let node = Node::builder().worker_threads(1).build().expect("node");
-        let open = || {
-            let session = node
-                .sample_session(
-                    SampleOptions::new()
-                        .sampler(Sampler::Wall)
-                        .hz(500)
-                        .per_tick(1000)
-                        .n(1 << 20),
-                )
-                .expect("wall session");
-            session
-                .trace()
-                .enable_trace(ProcessSpec::New, true)
-                .expect("flags");
-            session
-        };
-        let (paused, running) = (open(), open());
-        for _ in 0..20 {
-            node.spawn(async {
-                crate::receive::<()>().await;
-            })
-            .expect("spawn");
-        }
+        let (paused, running) = (open(&node, 1 << 20), open(&node, 1 << 20));
+        spawn_waiting(&node, 20);
         until("both sessions sample the processes", || {
             paused.samples().samples.len() >= 20 && running.samples().samples.len() >= 20
         });
@@ -433,25 +437,8 @@ mod tests {
     #[test]
     fn a_full_buffer_builds_no_more_samples_and_counts_what_it_drops() {
         let node = Node::builder().worker_threads(1).build().expect("node");
-        let session = node
-            .sample_session(
-                SampleOptions::new()
-                    .sampler(Sampler::Wall)
-                    .hz(500)
-                    .per_tick(1000)
-                    .n(10),
-            )
-            .expect("wall session");
-        session
-            .trace()
-            .enable_trace(ProcessSpec::New, true)
-            .expect("flags");
-        for _ in 0..20 {
-            node.spawn(async {
-                crate::receive::<()>().await;
-            })
-            .expect("spawn");
-        }
+        let session = open(&node, 10);
+        spawn_waiting(&node, 20);
         until("the buffer fills", || session.samples().samples.len() == 10);
         // A tick that began before the buffer was full may still build its samples.
         ticks(&session, 2);
