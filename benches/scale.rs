@@ -57,15 +57,6 @@ fn extra_memory<R>(step: impl FnOnce() -> R) -> usize {
     peak.saturating_sub(before)
 }
 
-/// The bytes `profile` holds: what a clone of it allocates.
-fn profile_bytes(profile: &Profile) -> usize {
-    let before = ALLOC.live();
-    let clone = black_box(profile.clone());
-    let bytes = ALLOC.live().saturating_sub(before);
-    drop(clone);
-    bytes
-}
-
 /// Benches `step` over `size`'s profile as row `id`; when it ran, prints the peak memory one
 /// run allocates beyond what was live, against the profile's size.
 fn row<T: Collect, R>(
@@ -80,7 +71,7 @@ fn row<T: Collect, R>(
         size.with(|_, p| b.iter(|| step(p)))
     });
     if ran {
-        let (extra, bytes) = size.with(|_, p| (extra_memory(|| step(p)), profile_bytes(p)));
+        let (extra, bytes) = size.with(|_, p| (extra_memory(|| step(p)), ALLOC.bytes_of(p)));
         eprintln!(
             "{id}: extra memory {:.1} MB, {:.2} times the profile's {:.1} MB",
             extra as f64 / 1e6,

@@ -31,6 +31,16 @@ impl Tracking {
         self.peak.load(Ordering::Relaxed)
     }
 
+    /// The bytes `value` holds: what a clone of it allocates (not every bench reads it).
+    #[allow(dead_code)]
+    pub(crate) fn bytes_of<T: Clone>(&self, value: &T) -> usize {
+        let before = self.live();
+        let clone = std::hint::black_box(value.clone());
+        let bytes = self.live().saturating_sub(before);
+        drop(clone);
+        bytes
+    }
+
     fn grew(&self, size: usize) {
         let live = self.live.fetch_add(size, Ordering::Relaxed) + size;
         self.peak.fetch_max(live, Ordering::Relaxed);

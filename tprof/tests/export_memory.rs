@@ -14,8 +14,6 @@ mod samples;
 #[path = "../../benches/tracking_alloc.rs"]
 mod tracking_alloc;
 
-use std::hint::black_box;
-
 use runtime::Pid;
 use samples::Build;
 use tprof::export::{self, Format};
@@ -129,19 +127,10 @@ fn sampled_profile() -> Profile {
     b.profile
 }
 
-/// The bytes `profile` holds: what a clone of it allocates.
-fn profile_bytes(profile: &Profile) -> usize {
-    let before = ALLOC.live();
-    let clone = black_box(profile.clone());
-    let bytes = ALLOC.live().saturating_sub(before);
-    drop(clone);
-    bytes
-}
-
 /// The peak memory exporting `profile` as `format` (to a sink) takes beyond what was live
 /// before, as a multiple of the profile's size.
 fn extra(profile: &Profile, format: Format) -> f64 {
-    let bytes = profile_bytes(profile);
+    let bytes = ALLOC.bytes_of(profile);
     let before = ALLOC.reset_peak();
     export::write(format, profile, &mut std::io::sink()).unwrap();
     let extra = ALLOC.peak().saturating_sub(before);
