@@ -25,17 +25,17 @@ pub struct NativeFrame {
 /// it at that address). A return address (every native frame but a sample's first) should be
 /// looked up one byte back, inside the call instruction: pass `return_address = true`.
 pub fn symbolize(addr: u64, return_address: bool) -> Vec<NativeFrame> {
-    let lookup = if return_address && addr > 0 {
-        addr - 1
-    } else {
+    // `backtrace::resolve` looks up the byte before the address it is given (it takes every
+    // address for a return address): hand it the byte after the one to look up. A return
+    // address is looked up one byte back, inside its call; any other address (an interrupted
+    // instruction, a function's own address) exactly, or its function's first byte would name
+    // the function laid out before it.
+    let lookup = if return_address {
         addr
+    } else {
+        addr.saturating_add(1)
     };
     let mut frames = resolve(lookup);
-    if frames.is_empty() && !return_address {
-        // The line tables' lookup misses a function's very first byte (an interrupted
-        // instruction can be there): its next byte is in the same function.
-        frames = resolve(lookup + 1);
-    }
     if frames.is_empty() {
         frames.push(NativeFrame {
             function: format!("{addr:#x}"),
@@ -48,10 +48,11 @@ pub fn symbolize(addr: u64, return_address: bool) -> Vec<NativeFrame> {
     frames
 }
 
-fn resolve(addr: u64) -> Vec<NativeFrame> {
+/// Names what `backtrace` finds at `after - 1`.
+fn resolve(after: u64) -> Vec<NativeFrame> {
     let mut frames = Vec::new();
     crate::heap::suppressed(|| {
-        backtrace::resolve(addr as usize as *mut std::ffi::c_void, |symbol| {
+        backtrace::resolve(after as usize as *mut std::ffi::c_void, |symbol| {
             let function = symbol
                 .name()
                 .map_or_else(|| "<unknown>".to_owned(), |n| format!("{n:#}"));
@@ -85,7 +86,8 @@ mod tests {
         std::hint::black_box(a_function_with_a_name as *const () as usize as u64)
     }
 
-    /// A function's own address names it, with this file.
+    /// A function's own address names it, with this file, whatever is laid out just before it
+    /// (CI's build put another function's last byte there).
     #[test]
     fn an_address_names_its_function_and_file() {
         let addr = a_function_with_a_name();
@@ -98,6 +100,21 @@ mod tests {
         if let Some(file) = &last.file {
             assert!(file.ends_with("symbols.rs"), "{file}");
         }
+    }
+
+    /// A return address is looked up one byte back, and only one: the byte after a function's
+    /// first byte, as a return address, names that function (two bytes back would be what lies
+    /// before it).
+    #[test]
+    fn a_return_address_is_looked_up_one_byte_back() {
+        let addr = a_function_with_a_name();
+        let frames = symbolize(addr + 1, true);
+        assert!(
+            frames
+                .last()
+                .is_some_and(|f| f.function.contains("a_function_with_a_name")),
+            "{frames:?}"
+        );
     }
 
     /// An address nothing maps to is printed as itself.
