@@ -192,3 +192,109 @@ fn a_profile_of_processes_out_of_order_unites_and_sorts_each_function_s_entries(
     assert_eq!(got.len(), 40);
     assert_eq!(got, want);
 }
+
+/// The count of figures per function a snapshot carries is only a hint for sizing: a lie
+/// (far too many, none, or a list of the wrong length) changes no figure, and no function is
+/// given room for more than one entry per process listed.
+#[test]
+fn a_wrong_count_of_figures_per_function_changes_nothing_but_room() {
+    let truthful = shuffled_snapshot(1_000, 40);
+    let want = reference(&truthful);
+    for hint in [vec![u32::MAX; 40], vec![0; 40], vec![7; 3]] {
+        let snapshot = Snapshot {
+            figures_per_function: hint.clone(),
+            ..truthful.clone()
+        };
+        let profile = Profile::from_snapshot(&snapshot, TraceType::CallTime, &[]);
+        let got: BTreeMap<String, Vec<Entry>> = profile
+            .functions
+            .iter()
+            .map(|f| (f.function.name.clone(), f.entries.clone()))
+            .collect();
+        assert_eq!(got, want, "hint {:?}", &hint[..3]);
+        for f in &profile.functions {
+            assert!(
+                f.entries.capacity() <= snapshot.processes.len(),
+                "{}: room for {} entries from a hint of {}",
+                f.function.name,
+                f.entries.capacity(),
+                hint[0]
+            );
+        }
+    }
+}
+
+/// A function whose every figure is zero (nothing to report) gets no trace, even where the
+/// snapshot's count says figures name it.
+#[test]
+fn a_function_with_only_zero_figures_gets_no_trace_whatever_the_count_says() {
+    let mut snapshot = shuffled_snapshot(100, 4);
+    for process in &mut snapshot.processes {
+        for f in process.functions.iter_mut().filter(|f| f.id == 2) {
+            *f = SnapshotFigures {
+                id: 2,
+                ..SnapshotFigures::default()
+            };
+        }
+    }
+    snapshot.figures_per_function = vec![100; 4];
+    let profile = Profile::from_snapshot(&snapshot, TraceType::CallTime, &[]);
+    let names: Vec<&str> = profile.functions.iter().map(|f| f.function()).collect();
+    assert_eq!(names, ["f0", "f1", "f3"]);
+}
+
+/// A snapshot counts, per function, the processes whose figures name it, as it is written.
+#[test]
+fn a_snapshot_counts_the_figures_of_each_function() {
+    const PROCESSES: usize = 300;
+    let node = Node::builder().worker_threads(1).build().unwrap();
+    let session = node
+        .handle()
+        .trace_session_with(runtime::trace::TraceTypes::CALL_TIME)
+        .unwrap();
+    session
+        .set_pattern(&TracePattern::module(module_path!()))
+        .unwrap();
+    session.enable_trace(ProcessSpec::New, true).unwrap();
+    node.run(async move {
+        let me = self_pid();
+        for i in 0..PROCESSES {
+            runtime::spawn(async move {
+                for (j, (f, _)) in FUNCTIONS.iter().enumerate() {
+                    for k in 0..calls(i, j) {
+                        black_box(f(k));
+                    }
+                }
+                send(me, ());
+            })
+            .unwrap();
+        }
+        for _ in 0..PROCESSES {
+            receive::<()>().await;
+        }
+    })
+    .unwrap();
+    let snapshot = session.snapshot();
+    assert_eq!(
+        snapshot.figures_per_function.len(),
+        snapshot.functions.len()
+    );
+    for (id, function) in snapshot.functions.iter().enumerate() {
+        let j = FUNCTIONS
+            .iter()
+            .position(|(_, name)| *name == function.name)
+            .expect("one of the test's functions");
+        let want = (0..PROCESSES).filter(|&i| calls(i, j) > 0).count();
+        let listed = snapshot
+            .processes
+            .iter()
+            .filter(|p| p.functions.iter().any(|f| f.id as usize == id))
+            .count();
+        assert_eq!(listed, want, "{}", function.name);
+        assert_eq!(
+            snapshot.figures_per_function[id] as usize, want,
+            "{}",
+            function.name
+        );
+    }
+}

@@ -22,6 +22,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::session::{SessionState, generation_of, session_in_slot};
+use super::snapshot::SnapshotFigures;
 use super::stack::Accumulator;
 use super::{Callsite, callsites};
 use crate::Pid;
@@ -416,11 +417,11 @@ fn by_callsite(figures: &[(u32, Acc)], path_callsites: &[u32]) -> Vec<(u32, Acc)
 /// A session's figures read in one walk ([`SessionState::gathered`]).
 pub(crate) struct Gathered {
     /// Per process measured, in pid order: the process (no functions), its figures per
-    /// function (the callsite's id in `path`) and per call path.
+    /// function (ids as `gathered` was told to give them) and per call path (the path's id).
     pub(crate) processes: Vec<(
         ProcessMeasurement,
-        Vec<PathMeasurement>,
-        Vec<PathMeasurement>,
+        Vec<SnapshotFigures>,
+        Vec<SnapshotFigures>,
     )>,
     /// The call paths: per path, its parent (or [`super::tree::ROOT`]) and callsite's id.
     pub(crate) paths: Vec<(u32, u32)>,
@@ -1081,24 +1082,30 @@ impl SessionState {
     /// its callsite's id in [`PathMeasurement::path`], in the order `measurements` gives
     /// them) and per call path (call-tree mode; empty otherwise), and the paths' parents
     /// and callsites ids.
-    pub(crate) fn gathered(&self) -> Gathered {
+    pub(crate) fn gathered(&self, mut function_id: impl FnMut(u32) -> Option<u32>) -> Gathered {
         let clock = super::stack::clock_if_set();
-        let known = |id: u32| (id as usize) < callsites().len();
-        let with_id = |id: u32, acc: &Acc| {
-            let mut m = measured(clock, acc);
-            m.path = id;
-            m
+        // Each figure is written once, as the snapshot holds it: a million of them are read
+        // and written once, not copied again.
+        let figures = |id: u32, acc: &Acc| {
+            let m = measured(clock, acc);
+            SnapshotFigures {
+                id,
+                calls: m.calls,
+                time_ns: m.time_ns,
+                words: m.words,
+                bytes: m.bytes,
+                blocks: m.blocks,
+            }
         };
         if !self.types().contains(TraceTypes::CALL_TREE) {
             let processes = self
-                .figures(|figures| {
-                    let mut functions = Vec::with_capacity(figures.len());
-                    functions.extend(
-                        figures
-                            .iter()
-                            .filter(|f| known(f.0))
-                            .map(|(id, acc)| with_id(*id, acc)),
-                    );
+                .figures(|all| {
+                    let mut functions = Vec::with_capacity(all.len());
+                    for (id, acc) in all {
+                        if let Some(id) = function_id(*id) {
+                            functions.push(figures(id, acc));
+                        }
+                    }
                     functions
                 })
                 .into_iter()
@@ -1109,18 +1116,17 @@ impl SessionState {
         }
         // The figures first, then the paths: paths only grow, so every path a figure names
         // is among them.
-        let figures = self.figures(<[(u32, Acc)]>::to_vec);
+        let by_path = self.figures(<[(u32, Acc)]>::to_vec);
         let paths = self.paths().nodes.clone();
         let path_callsites: Vec<u32> = paths.iter().map(|&(_, cs)| cs).collect();
-        let processes = figures
+        let processes = by_path
             .into_iter()
-            .map(|(process, figures)| {
-                let functions = by_callsite(&figures, &path_callsites)
+            .map(|(process, by_path)| {
+                let functions = by_callsite(&by_path, &path_callsites)
                     .iter()
-                    .filter(|f| known(f.0))
-                    .map(|(id, acc)| with_id(*id, acc))
+                    .filter_map(|(id, acc)| Some(figures(function_id(*id)?, acc)))
                     .collect();
-                let paths = figures.iter().map(|(p, acc)| with_id(*p, acc)).collect();
+                let paths = by_path.iter().map(|(p, acc)| figures(*p, acc)).collect();
                 (process, functions, paths)
             })
             .collect();

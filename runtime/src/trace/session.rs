@@ -962,9 +962,15 @@ impl TraceSession {
     /// The figures per function and per path, read in one walk (for
     /// [`snapshot`](Self::snapshot)), once the polls running have ended (as
     /// [`measurements`](Self::measurements)).
-    pub(super) fn gathered(&self) -> super::measure::Gathered {
+    ///
+    /// `function_id` gives a function's id in the figures from its callsite's id, `None` to
+    /// leave it out.
+    pub(super) fn gathered(
+        &self,
+        function_id: impl FnMut(u32) -> Option<u32>,
+    ) -> super::measure::Gathered {
         self.settle(Self::SETTLE_LIMIT);
-        crate::heap::suppressed(|| self.state.gathered())
+        crate::heap::suppressed(|| self.state.gathered(function_id))
     }
 
     /// call_time and call_memory figures: per process this session has measured (alive or
