@@ -430,8 +430,6 @@ struct Builder<'a> {
     /// The functions of the snapshot being added, resolved once per snapshot.
     ids: SnapshotIds,
     processes: Vec<ProcessRecord>,
-    /// The pids in `processes`, so that recording one is a lookup, not a scan.
-    recorded: std::collections::HashSet<Pid>,
     percentiles: Vec<Percentiles>,
     tree: TreeTable,
     path_entries: Vec<PathEntry>,
@@ -666,7 +664,10 @@ impl Builder<'_> {
 
     /// Records `pid`, once, as a process with figures (`process`: its snapshot entry).
     fn record(&mut self, pid: Pid, process: Option<&runtime::trace::SnapshotProcess>) {
-        if !self.recorded.insert(pid) {
+        // A process recorded again (its event log, a repeat in an older snapshot) is dropped
+        // as the records are sorted ([`Builder::finish`]): no table of a million pids looked
+        // up at random. Most repeats follow their first record.
+        if self.processes.last().is_some_and(|last| last.pid == pid) {
             return;
         }
         let record = if pid.is_outside() {
@@ -699,6 +700,8 @@ impl Builder<'_> {
 
     fn add(&mut self, snapshot: &Snapshot) {
         self.resolve(snapshot);
+        // Grown once, not doubled twenty times over a million processes.
+        self.processes.reserve(snapshot.processes.len());
         if let Some(samples) = &snapshot.samples {
             self.samples
                 .add(snapshot.node, samples, &snapshot.functions, &mut self.tree);
@@ -906,7 +909,9 @@ impl Builder<'_> {
                 &b.function.name,
             ))
         });
-        self.processes.sort_by_key(|p| p.pid);
+        // Stable: of a process recorded more than once, its first record is kept.
+        self.processes.sort_by_cached_key(|p| p.pid);
+        self.processes.dedup_by_key(|p| p.pid);
         self.path_entries.sort_by_key(|e| (e.group, e.node));
         // The threads outside processes of a node, one group for call_memory: each path once.
         self.path_entries.dedup_by(|later, first| {
@@ -935,12 +940,16 @@ impl Builder<'_> {
             }
         }
         // Processes seen only in samples (a wall sample of a process that made no traced
-        // call) have a record too.
-        let mut seen: std::collections::HashSet<Pid> =
-            profile.processes.iter().map(|p| p.pid).collect();
+        // call) have a record too. The records are in pid order: a binary search finds those
+        // that have one.
+        let mut seen = std::collections::HashSet::new();
         let mut extra = Vec::new();
         for s in &profile.samples.samples {
             if let Some(pid) = s.pid
+                && profile
+                    .processes
+                    .binary_search_by_key(&pid, |p| p.pid)
+                    .is_err()
                 && seen.insert(pid)
             {
                 extra.push(ProcessRecord {
@@ -1107,7 +1116,6 @@ impl Profile {
             by_function: HashMap::new(),
             ids: SnapshotIds::default(),
             processes: Vec::new(),
-            recorded: std::collections::HashSet::new(),
             percentiles: Vec::new(),
             tree: TreeTable::default(),
             path_entries: Vec::new(),

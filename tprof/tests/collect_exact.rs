@@ -191,6 +191,14 @@ fn a_profile_of_processes_out_of_order_unites_and_sorts_each_function_s_entries(
         .collect();
     assert_eq!(got.len(), 40);
     assert_eq!(got, want);
+    // Each process recorded once (some are listed twice), in pid order.
+    let distinct: std::collections::BTreeSet<Pid> = snapshot
+        .processes
+        .iter()
+        .map(|p| p.pid.parse().unwrap())
+        .collect();
+    let recorded: Vec<Pid> = profile.processes.iter().map(|p| p.pid).collect();
+    assert_eq!(recorded, distinct.into_iter().collect::<Vec<_>>());
 }
 
 /// The count of figures per function a snapshot carries is only a hint for sizing: a lie

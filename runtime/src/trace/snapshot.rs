@@ -6,8 +6,6 @@
 //! snapshot needs none of the program's static callsites to be read: another program (the
 //! `tprof` command) can read it.
 
-use std::collections::HashMap;
-
 use serde::{Deserialize, Serialize};
 
 use super::{Callsite, TraceSession, TraceTypes};
@@ -305,13 +303,13 @@ impl TraceSession {
                 })
                 .collect();
             processes.sort_by_key(|p| p.0);
-            let index: HashMap<crate::Pid, usize> = processes
-                .iter()
-                .enumerate()
-                .map(|(i, p)| (p.0, i))
-                .collect();
+            // In pid order: a process is found by a binary search, with no table of a million
+            // pids built for the logs and histograms most sessions do not gather.
+            let index = |processes: &[(crate::Pid, SnapshotProcess)], pid: crate::Pid| {
+                processes.binary_search_by_key(&pid, |p| p.0).ok()
+            };
             for log in logs {
-                if let Some(&at) = index.get(&log.pid) {
+                if let Some(at) = index(&processes, log.pid) {
                     let p = &mut processes[at].1;
                     p.events_dropped = log.dropped;
                     p.events = log
@@ -331,7 +329,7 @@ impl TraceSession {
                 Vec::new()
             };
             for p in percentiles {
-                let Some(&at) = index.get(&p.pid) else {
+                let Some(at) = index(&processes, p.pid) else {
                     continue;
                 };
                 processes[at].1.percentiles.push(SnapshotPercentiles {
