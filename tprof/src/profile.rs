@@ -700,8 +700,6 @@ impl Builder<'_> {
 
     fn add(&mut self, snapshot: &Snapshot) {
         self.resolve(snapshot);
-        // Grown once, not doubled twenty times over a million processes.
-        self.processes.reserve(snapshot.processes.len());
         if let Some(samples) = &snapshot.samples {
             self.samples
                 .add(snapshot.node, samples, &snapshot.functions, &mut self.tree);
