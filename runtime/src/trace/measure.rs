@@ -1080,9 +1080,9 @@ impl SessionState {
     /// What [`measurements`](Self::measurements) and [`call_tree`](Self::call_tree) give,
     /// read in one walk over the processes (a snapshot needs both; each walk visits every
     /// process measured): per process in pid order, its figures per function (each with
-    /// its callsite's id in [`PathMeasurement::path`], in the order `measurements` gives
-    /// them) and per call path (call-tree mode; empty otherwise), and the paths' parents
-    /// and callsites ids.
+    /// the id `function_id` gives its callsite's id, those it gives none left out, in the
+    /// order `measurements` gives them) and per call path (call-tree mode; empty
+    /// otherwise), and the paths' parents and callsites ids.
     pub(crate) fn gathered(&self, mut function_id: impl FnMut(u32) -> Option<u32>) -> Gathered {
         let clock = super::stack::clock_if_set();
         // Each figure is written once, as the snapshot holds it: a million of them are read
