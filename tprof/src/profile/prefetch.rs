@@ -44,7 +44,9 @@ mod tests {
     use super::next_slot;
 
     /// Hints at every length from empty to full capacity (the last one past the list's room,
-    /// where nothing may be asked) leave the list's contents as pushed.
+    /// where nothing may be asked), and on a list of zero-sized values, leave the lists as
+    /// pushed. It exercises the `unsafe` hint; what it can catch is the arithmetic around it:
+    /// without the zero-size guard, `size_of - 1` overflows and the test panics.
     #[test]
     fn hinting_the_next_slot_leaves_the_list_as_pushed() {
         let mut entries: Vec<[u64; 6]> = Vec::with_capacity(5);
