@@ -33,6 +33,7 @@
 
 use crate::heap::HeapStats;
 use crate::registry::Name;
+use crate::sample::ProcessState;
 use crate::trace::Callsite;
 use crate::{NodeHandle, Pid, ProcessStatus};
 
@@ -66,6 +67,13 @@ pub struct ProcessView<'a> {
     pub monitors: &'a [Pid],
     /// What it is doing ([`ProcessInfo::status`](crate::ProcessInfo)).
     pub status: ProcessStatus,
+    /// What it is doing, told finer: for a waiting process, what it waits for (`receive`, a
+    /// `receive` with a timer, a call's reply), as its wait noted it when it suspended, or
+    /// else as the traced function it suspended in names it.
+    pub state: ProcessState,
+    /// The process it waits for in a call (a `gen_server` or supervisor call), when
+    /// [`state`](Self::state) is [`ProcessState::Call`] and its wait noted whom.
+    pub callee: Option<Pid>,
     /// Its polls so far, wrapping at `u32::MAX`: the polls between two walks are the
     /// difference, taken with `wrapping_sub`.
     pub polls: u32,
@@ -85,7 +93,7 @@ pub fn walk(node: &NodeHandle, mut visit: impl FnMut(&ProcessView<'_>)) -> usize
     for index in 0..table.high_water() {
         // Read under the slot's hold (which an exiting process waits for), then let go of it
         // before the visitor runs.
-        let (pid, parent, inspected, heap, polls, current) = {
+        let (pid, parent, inspected, heap, polls, current, waiting) = {
             let Some(read) = table.at_index(index) else {
                 continue;
             };
@@ -99,8 +107,18 @@ pub fn walk(node: &NodeHandle, mut visit: impl FnMut(&ProcessView<'_>)) -> usize
             let current = p
                 .current_function()
                 .and_then(|id| crate::trace::callsites().get(id as usize));
-            (p.pid, p.parent(), inspected, heap, p.polls(), current)
+            let waiting = p.waiting_for();
+            (
+                p.pid,
+                p.parent(),
+                inspected,
+                heap,
+                p.polls(),
+                current,
+                waiting,
+            )
         };
+        let state = ProcessState::of(inspected.status, waiting, current);
         visit(&ProcessView {
             pid,
             parent,
@@ -113,6 +131,8 @@ pub fn walk(node: &NodeHandle, mut visit: impl FnMut(&ProcessView<'_>)) -> usize
             links: &links,
             monitors: &monitors,
             status: inspected.status,
+            state,
+            callee: waiting.and_then(|(_, callee)| callee),
             polls,
             current_function: current,
         });
@@ -158,5 +178,63 @@ mod tests {
         assert!(polls >= told, "{polls} polls for {told} messages");
         assert_eq!(status, ProcessStatus::Waiting);
         assert!(no_function, "no session measures it");
+    }
+
+    /// A request no one answers: the process called is a plain process.
+    struct Unanswered;
+
+    impl crate::gen_server::GenServer for Unanswered {
+        type Args = ();
+        type Call = ();
+        type Reply = ();
+        type Cast = ();
+        async fn init((): ()) -> Result<Self, crate::ExitReason> {
+            Ok(Unanswered)
+        }
+        async fn handle_call(
+            &mut self,
+            (): (),
+            _from: &mut crate::gen_server::Caller<()>,
+        ) -> crate::gen_server::CallReply<()> {
+            crate::gen_server::CallReply::NoReply
+        }
+    }
+
+    #[test]
+    fn a_walk_tells_what_each_waiting_process_waits_for() {
+        use crate::gen_server::{Timeout, call};
+        use std::time::{Duration, Instant};
+        let node = Node::new().unwrap();
+        let quiet = node
+            .spawn(async {
+                let _: String = receive().await;
+            })
+            .unwrap();
+        let timed = node
+            .spawn(async {
+                let _: Option<String> = crate::receive_timeout(Duration::from_secs(3600)).await;
+            })
+            .unwrap();
+        let caller = node
+            .spawn(async move {
+                let _ = call::<Unanswered>(quiet, (), Timeout::Infinity).await;
+            })
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        // The caller first: once it waits, its request is in `quiet`'s mailbox, so `quiet`
+        // seen waiting afterwards has taken it in and waits again.
+        for pid in [caller, quiet, timed] {
+            while node.process_info(pid).map(|i| i.status) != Some(ProcessStatus::Waiting) {
+                assert!(Instant::now() < deadline, "{pid} never waited");
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+        let mut seen = std::collections::HashMap::new();
+        walk(node.handle(), |p| {
+            seen.insert(p.pid, (p.state, p.callee));
+        });
+        assert_eq!(seen[&quiet], (ProcessState::Receive, None));
+        assert_eq!(seen[&timed], (ProcessState::ReceiveTimeout, None));
+        assert_eq!(seen[&caller], (ProcessState::Call, Some(quiet)));
     }
 }

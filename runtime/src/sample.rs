@@ -437,6 +437,42 @@ impl ProcessState {
         }
     }
 
+    /// The state of a process whose status is `status` and whose last suspension noted
+    /// `waiting` (see `process::wait`); a process waiting on something its wait did not note
+    /// is told by the innermost traced function it suspended in, when one is known.
+    pub(crate) fn of(
+        status: crate::ProcessStatus,
+        waiting: Option<(crate::process::Wait, Option<crate::Pid>)>,
+        innermost: Option<&'static crate::trace::Callsite>,
+    ) -> ProcessState {
+        use crate::ProcessStatus as S;
+        use crate::process::Wait;
+        match status {
+            S::Running => ProcessState::Running,
+            S::Runnable => ProcessState::Runnable,
+            S::Exiting => ProcessState::Exiting,
+            _ => match waiting {
+                Some((Wait::Receive, _)) => ProcessState::Receive,
+                Some((Wait::ReceiveTimeout, _)) => ProcessState::ReceiveTimeout,
+                Some((Wait::Call, _)) => ProcessState::Call,
+                None => ProcessState::waiting_in(innermost),
+            },
+        }
+    }
+
+    /// What a waiting process waits for, from the innermost traced function it suspended in.
+    fn waiting_in(innermost: Option<&'static crate::trace::Callsite>) -> ProcessState {
+        let Some(cs) = innermost else {
+            return ProcessState::Waiting;
+        };
+        match (cs.module(), cs.written_name()) {
+            ("runtime", "receive_timeout" | "receive_any_timeout") => ProcessState::ReceiveTimeout,
+            ("runtime", name) if name.starts_with("receive") => ProcessState::Receive,
+            ("runtime::gen_server", "call") | ("runtime::supervisor", _) => ProcessState::Call,
+            _ => ProcessState::Waiting,
+        }
+    }
+
     /// Every state, in the order above.
     pub const ALL: [ProcessState; 7] = [
         ProcessState::Running,

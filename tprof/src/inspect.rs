@@ -5,6 +5,8 @@ use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashMap};
 
 use crate::profile::{FunctionTrace, Group, Profile, TraceType};
+use crate::sample_report::OptionError;
+use crate::sample_report::options::choose;
 
 /// A column to sort by (tprof's `column()`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -64,6 +66,56 @@ impl SortBy {
 impl From<Column> for SortBy {
     fn from(column: Column) -> SortBy {
         SortBy::ascending(column)
+    }
+}
+
+impl std::str::FromStr for Column {
+    type Err = OptionError;
+    /// tprof's names: `module`, `function`, `calls`, `measurement`, `measurement_per_call`,
+    /// `percent`.
+    fn from_str(s: &str) -> Result<Column, OptionError> {
+        choose(
+            s,
+            "column",
+            "module, function, calls, measurement, measurement_per_call or percent",
+            &[
+                ("module", Column::Module),
+                ("function", Column::Function),
+                ("calls", Column::Calls),
+                ("measurement", Column::Measurement),
+                ("measurement_per_call", Column::MeasurementPerCall),
+                ("percent", Column::Percent),
+            ],
+        )
+    }
+}
+
+impl std::str::FromStr for Direction {
+    type Err = OptionError;
+    /// `ascending` or `descending`.
+    fn from_str(s: &str) -> Result<Direction, OptionError> {
+        choose(
+            s,
+            "direction",
+            "ascending or descending",
+            &[
+                ("ascending", Direction::Ascending),
+                ("descending", Direction::Descending),
+            ],
+        )
+    }
+}
+
+impl std::str::FromStr for Aggregate {
+    type Err = OptionError;
+    /// `process` or `total`, as tprof's `inspect/3` groups.
+    fn from_str(s: &str) -> Result<Aggregate, OptionError> {
+        choose(
+            s,
+            "group by",
+            "process or total",
+            &[("process", Aggregate::Process), ("total", Aggregate::Total)],
+        )
     }
 }
 

@@ -133,7 +133,7 @@ mod callers;
 mod flat;
 mod frames;
 mod groups;
-mod options;
+pub(crate) mod options;
 mod tree;
 mod walk;
 mod wall;

@@ -95,6 +95,51 @@ fn a_script_drives_a_whole_session_and_gets_tprofs_table() {
     assert!(out.trim_end().ends_with("ok"), "{out}");
 }
 
+/// `inspect` groups and sorts as tprof's `inspect/3` (`format` is the same command), and
+/// `peek` lists every process with its state, then samples.
+#[test]
+fn inspect_sorts_as_tprof_and_peek_lists_every_process() {
+    let mut target = Target::start("inspect");
+    let started =
+        target.attach("start call_count; set_pattern attach_target _ _; enable_trace counter");
+    assert!(started.status.success(), "{}", text(&started.stderr));
+    assert_eq!(target.work(4), 20);
+
+    let out = target.attach("pause; inspect total function descending; format total function");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = text(&out.stdout);
+    let tables: Vec<&str> = out.split("FUNCTION ").skip(1).collect();
+    assert_eq!(tables.len(), 2, "{out}");
+    let order = |table: &str| {
+        let at = |f: &str| table.find(f).unwrap_or_else(|| panic!("{f} in {table}"));
+        at("attach_target::step/1") < at("attach_target::tally/2")
+    };
+    assert!(
+        !order(tables[0]),
+        "descending by function: tally first: {out}"
+    );
+    assert!(order(tables[1]), "ascending by function: step first: {out}");
+
+    let bad = target.attach("inspect total callz");
+    assert_eq!(bad.status.code(), Some(1));
+    let told = text(&bad.stderr);
+    assert!(
+        told.contains("measurement_per_call"),
+        "the columns are listed: {told}"
+    );
+
+    let out = target.attach("peek 0.2; stop");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = text(&out.stdout);
+    assert!(out.contains("==== peek: node "), "{out}");
+    assert!(out.contains("==== end of peek ===="), "{out}");
+    let counter = out
+        .lines()
+        .find(|l| l.starts_with('<') && l.contains(" counter "))
+        .unwrap_or_else(|| panic!("the counter is listed: {out}"));
+    assert!(counter.contains(" receive "), "{counter}");
+}
+
 #[test]
 fn a_failed_command_stops_the_script_with_its_reason() {
     let target = Target::start("failure");

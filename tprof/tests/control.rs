@@ -16,7 +16,7 @@ use std::time::Duration;
 use runtime::Node;
 use tprof::control::protocol::{Command, Reply, Response, read_frame};
 use tprof::control::{ControlClient, ControlEndpoint, ControlError, ControlOptions};
-use tprof::{Aggregate, DEFAULT_NAME, SortBy, Tprof, format_to_string, inspect};
+use tprof::{Aggregate, Column, DEFAULT_NAME, SortBy, Tprof, format_to_string, inspect};
 use worker::{ask_worker, start_worker};
 
 fn socket_path(test: &str) -> std::path::PathBuf {
@@ -109,6 +109,33 @@ fn a_whole_server_aided_session_gives_the_librarys_tables() {
     // Two rounds of branches(): 6 calls of branch, 12 of leaf (call_count: all processes).
     assert!(tables.contains("fixture::leaf/1       12"), "{tables}");
     assert!(tables.contains("fixture::branch/1      6"), "{tables}");
+
+    // inspect/3 and format/1: grouped and sorted as asked, as the library lays them out.
+    let sorted = text(
+        client
+            .request(Command::Inspect {
+                group_by: "total".into(),
+                column: "calls".into(),
+                direction: "descending".into(),
+            })
+            .unwrap(),
+    );
+    let expected = format_to_string(&inspect(
+        &library,
+        Aggregate::Total,
+        SortBy::descending(Column::Calls),
+    ));
+    assert_eq!(sorted, expected);
+    let at = |f: &str| sorted.find(f).unwrap_or_else(|| panic!("{f}: {sorted}"));
+    assert!(at("fixture::leaf/1") < at("fixture::branch/1"), "{sorted}");
+    let refused = client
+        .request(Command::Inspect {
+            group_by: "total".into(),
+            column: "time".into(),
+            direction: "descending".into(),
+        })
+        .unwrap_err();
+    assert!(refused.contains("measurement_per_call"), "{refused}");
 
     let folded = text(
         client
@@ -286,6 +313,47 @@ fn sample_profiles_the_next_seconds_and_reports_by_process() {
         call_tree: false,
     };
     assert_eq!(client.request(start).unwrap(), Reply::Ok);
+}
+
+/// Peek through the endpoint: every process with what it waits for, then samples; a
+/// duration out of bounds is refused and the connection still serves.
+#[test]
+fn peek_comes_through_the_endpoint() {
+    let node = Node::new().unwrap();
+    let worker = start_worker(&node);
+    let endpoint = ControlEndpoint::open(
+        node.handle(),
+        ControlOptions::new().path(socket_path("peek")),
+    )
+    .unwrap();
+    let mut client = ControlClient::connect(endpoint.path()).unwrap();
+    for seconds in [-1.0, 601.0] {
+        let error = client
+            .request(Command::Peek {
+                seconds: Some(seconds),
+            })
+            .unwrap_err();
+        assert!(error.contains("0 to 600 seconds"), "{error}");
+    }
+    let report = text(
+        client
+            .request(Command::Peek { seconds: Some(0.2) })
+            .unwrap(),
+    );
+    assert!(report.starts_with("==== peek: node "), "{report}");
+    assert!(
+        report.trim_end().ends_with("==== end of peek ===="),
+        "{report}"
+    );
+    let line = report
+        .lines()
+        .find(|l| l.starts_with(&format!("{worker} ")))
+        .unwrap_or_else(|| panic!("the worker is listed: {report}"));
+    assert!(
+        line.contains(" worker ") && line.contains(" receive "),
+        "{line}"
+    );
+    assert_eq!(ask_worker(&node, worker, 2), 144, "the worker still works");
 }
 
 #[test]

@@ -3,27 +3,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::time::{Duration, Instant};
+#[path = "support/waits.rs"]
+mod waits;
 
-use runtime::gen_server::{self, CallReply, Caller, GenServer, Timeout};
-use runtime::{ExitReason, Node, Pid, ProcessStatus, receive};
+use std::time::Duration;
 
-/// The request type of the calls below: the processes called are plain processes, which
-/// never answer (a call only needs the callee's mailbox).
-struct Peer;
-
-impl GenServer for Peer {
-    type Args = ();
-    type Call = ();
-    type Reply = ();
-    type Cast = ();
-    async fn init((): ()) -> Result<Self, ExitReason> {
-        Ok(Peer)
-    }
-    async fn handle_call(&mut self, (): (), _from: &mut Caller<()>) -> CallReply<()> {
-        CallReply::NoReply
-    }
-}
+use runtime::gen_server::{self, Timeout};
+use runtime::{Node, Pid, receive};
+use waits::{Unanswered, until_waiting};
 
 /// A process that waits to be told whom to call, then calls it for ever; registered as
 /// `name`.
@@ -31,22 +18,11 @@ fn caller(node: &Node, name: &str) -> Pid {
     let pid = node
         .spawn(async {
             let callee: Pid = receive().await;
-            let _ = gen_server::call::<Peer>(callee, (), Timeout::Infinity).await;
+            let _ = gen_server::call::<Unanswered>(callee, (), Timeout::Infinity).await;
         })
         .unwrap();
     node.handle().register(name, pid).unwrap();
     pid
-}
-
-/// Waits (within a generous bound) until every one of `pids` is suspended.
-fn until_waiting(node: &Node, pids: &[Pid]) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    for &pid in pids {
-        while node.process_info(pid).map(|i| i.status) != Some(ProcessStatus::Waiting) {
-            assert!(Instant::now() < deadline, "{pid} never waited");
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    }
 }
 
 /// The process table's line of `pid`.
@@ -161,7 +137,9 @@ fn waits_that_began_before_peek_are_told() {
         .unwrap();
     let asker = caller(&node, "asker");
     node.send(asker, receiver);
-    until_waiting(&node, &[receiver, timed, asker]);
+    // The caller first: once it waits, its request is in `receiver`'s mailbox, so `receiver`
+    // seen waiting afterwards has taken it in and waits again.
+    until_waiting(&node, &[asker, receiver, timed]);
     let report = tprof::peek::peek_report(node.handle(), Duration::from_millis(10));
     assert!(row(&report, receiver).contains(" receive "), "{report}");
     assert!(
@@ -196,7 +174,8 @@ fn a_supervisor_request_is_a_call_to_the_supervisor() {
             let _ = runtime::supervisor::count_children(busy, after).await;
         })
         .unwrap();
-    until_waiting(&node, &[busy, forever, bounded]);
+    // The callers first (see above).
+    until_waiting(&node, &[forever, bounded, busy]);
     let report = tprof::peek::peek_report(node.handle(), Duration::from_millis(10));
     for asker in [forever, bounded] {
         assert!(

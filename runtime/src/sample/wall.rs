@@ -24,7 +24,7 @@ use parking_lot::Mutex;
 use super::store::{Store, now_ns};
 use super::{ProcessState, Sample};
 use crate::node::NodeInner;
-use crate::process::{Process, ProcessStatus, Wait};
+use crate::process::{Process, ProcessStatus};
 use crate::trace::{Callsite, callsites};
 
 /// The wall sampler of one session: stops when dropped.
@@ -281,17 +281,7 @@ fn sample_of(p: &Process, bit: u32, weight: f64, time: u64, paths: &mut Paths) -
         }
         _ => Vec::new(),
     };
-    let state = match status {
-        ProcessStatus::Running => ProcessState::Running,
-        ProcessStatus::Runnable => ProcessState::Runnable,
-        ProcessStatus::Exiting => ProcessState::Exiting,
-        _ => match waiting {
-            Some((Wait::Receive, _)) => ProcessState::Receive,
-            Some((Wait::ReceiveTimeout, _)) => ProcessState::ReceiveTimeout,
-            Some((Wait::Call, _)) => ProcessState::Call,
-            None => waiting_in(path.last().copied()),
-        },
-    };
+    let state = ProcessState::of(status, waiting, path.last().copied());
     Sample {
         pid: Some(p.pid),
         thread: None,
@@ -307,19 +297,6 @@ fn sample_of(p: &Process, bit: u32, weight: f64, time: u64, paths: &mut Paths) -
         size: 0,
         address: 0,
         live: false,
-    }
-}
-
-/// What a waiting process waits for, from the innermost traced function it suspended in.
-fn waiting_in(innermost: Option<&'static Callsite>) -> ProcessState {
-    let Some(cs) = innermost else {
-        return ProcessState::Waiting;
-    };
-    match (cs.module(), cs.written_name()) {
-        ("runtime", "receive_timeout" | "receive_any_timeout") => ProcessState::ReceiveTimeout,
-        ("runtime", name) if name.starts_with("receive") => ProcessState::Receive,
-        ("runtime::gen_server", "call") | ("runtime::supervisor", _) => ProcessState::Call,
-        _ => ProcessState::Waiting,
     }
 }
 

@@ -118,6 +118,16 @@ fn candidates(words: &[&str], vocabulary: &mut dyn Vocabulary) -> Vec<String> {
         }
         ("enable_trace", [_]) => owned(&["--no-spawn"]),
         ("collect", []) => owned(LAYOUTS),
+        ("inspect" | "format", []) => owned(&["process", "total"]),
+        ("inspect" | "format", [_]) => owned(&[
+            "module",
+            "function",
+            "calls",
+            "measurement",
+            "measurement_per_call",
+            "percent",
+        ]),
+        ("inspect" | "format", [_, _]) => owned(&["ascending", "descending"]),
         ("top", []) => super::top::SortKey::ALL
             .iter()
             .map(|k| k.name().to_owned())
@@ -186,6 +196,10 @@ mod tests {
         assert_eq!(done("prof sample 2s w"), ["wall"]);
         assert_eq!(done("collect f"), ["folded"]);
         assert_eq!(done("top m"), ["mailbox"]);
+        assert_eq!(done("inspect t"), ["total"]);
+        assert_eq!(done("inspect total measurement_"), ["measurement_per_call"]);
+        assert_eq!(done("format process calls d"), ["descending"]);
+        assert_eq!(done("pe"), ["peek"]);
         assert_eq!(done("pause; res"), ["restart", "resume"]);
         assert!(done("set_pattern app::db get 1 ").is_empty());
         assert!(done("nonsense ").is_empty());

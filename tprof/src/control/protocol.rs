@@ -13,14 +13,16 @@
 //!
 //! The commands mirror the tprof server's API ([`Tprof`](crate::Tprof)): `start`, `stop`,
 //! `set_pattern`, `clear_pattern`, `enable_trace`, `disable_trace`, `pause`, `resume`,
-//! `restart`, `collect` (the profile as tprof's tables or any text export); plus `hello` (who
+//! `restart`, `collect` (the profile as tprof's tables or any text export), `inspect` (tprof's
+//! tables grouped and sorted as `inspect/3` and `format/1` lay them out); plus `hello` (who
 //! is there; over TCP the first message, carrying the endpoint's token: a TCP client that
 //! sends anything else first, or a wrong token, gets an error response and is
 //! disconnected), `processes` (the node's processes), `top` (the first processes by a key,
 //! with their polls since the previous `top`), `registered` (their registered names),
 //! `functions` (the traced functions the program has), `sample` (profile the next seconds in
-//! sample mode and get Julia's report) and `trace` (trace every process for the next seconds
-//! and get tprof's table). A request of another version, or one that does not
+//! sample mode and get Julia's report), `trace` (trace every process for the next seconds
+//! and get tprof's table), `peek` (what every process is doing now, and the next seconds'
+//! samples) and `heap_snapshot`. A request of another version, or one that does not
 //! parse, gets an error response and the connection stays usable.
 
 use std::io::{self, Read, Write};
@@ -131,6 +133,28 @@ pub enum Command {
         /// The layout.
         format: String,
     },
+    /// `tprof:format(tprof:inspect(tprof:collect(), GroupBy, {Column, Direction}))`: the
+    /// profile as tprof's tables, grouped and sorted as asked.
+    Inspect {
+        /// `process` (the default) or `total`.
+        #[serde(default = "process")]
+        group_by: String,
+        /// `module`, `function`, `calls`, `measurement`, `measurement_per_call` or `percent`
+        /// (the default).
+        #[serde(default = "percent")]
+        column: String,
+        /// `ascending` (the default, as tprof's) or `descending`.
+        #[serde(default = "ascending")]
+        direction: String,
+    },
+    /// Peek (Julia's `Profile.peek_report`, [`crate::peek`]): the deadlocks, every process
+    /// with its state, then `seconds` of samples by process.
+    Peek {
+        /// How long to sample, 0 to 600; `None`: the program's
+        /// [`peek_duration`](crate::peek::peek_duration).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        seconds: Option<f64>,
+    },
     /// The node's heap snapshot (Chrome DevTools' `.heapsnapshot`), as text.
     HeapSnapshot,
     /// Samples the node for `seconds` (cpu or wall sampler, at `hz`) and returns Julia's
@@ -155,6 +179,18 @@ pub enum Command {
 
 fn yes() -> bool {
     true
+}
+
+fn process() -> String {
+    "process".to_owned()
+}
+
+fn percent() -> String {
+    "percent".to_owned()
+}
+
+fn ascending() -> String {
+    "ascending".to_owned()
 }
 
 /// A response: the request's id and its reply or error.
@@ -238,9 +274,16 @@ pub struct ProcessRow {
     /// Live heap bytes, when the counting allocator is installed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub heap_bytes: Option<u64>,
-    /// What it is doing: `running`, `runnable`, `waiting` or `exiting`.
+    /// What it is doing: `running`, `runnable`, `receive`, `receive (timer)`, `call` (see
+    /// [`callee`](Self::callee)), `waiting` (on something else) or `exiting`.
     #[serde(default)]
     pub state: String,
+    /// For a process in a `call`, the process it waits for, when its call noted it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub callee: Option<String>,
+    /// That process's registered name, if it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub callee_name: Option<String>,
     /// Its polls so far, wrapping at `u32::MAX` (the polls between two lists are the
     /// difference, taken with `wrapping_sub`).
     #[serde(default)]
@@ -249,6 +292,18 @@ pub struct ProcessRow {
     /// call_time or call_memory session measures it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub current_function: Option<String>,
+}
+
+impl ProcessRow {
+    /// The state as the process lists print it: a call names whom it waits for (`call
+    /// <0.5.0> (name)`), as peek does.
+    pub fn state_text(&self) -> String {
+        match (&self.callee, &self.callee_name) {
+            (Some(callee), Some(name)) => format!("{} {callee} ({name})", self.state),
+            (Some(callee), None) => format!("{} {callee}", self.state),
+            _ => self.state.clone(),
+        }
+    }
 }
 
 /// One traced function in [`Reply::Functions`].

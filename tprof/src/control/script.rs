@@ -7,6 +7,8 @@
 //! enable_trace all           enable_trace | disable_trace all|new|existing|PID|NAME [--no-spawn]
 //! pause                      pause | resume | restart | stop
 //! collect                    collect [process|total|pretty|json|folded|speedscope|chrome|svg|html]
+//! inspect total calls descending   inspect | format [process|total] [COLUMN [ascending|descending]]
+//! peek 0.5                   peek [SECONDS] (every process's state, then samples)
 //! sample 2 wall 99           sample SECONDS [cpu|wall] [HZ]
 //! prof sample 2s             prof sample SECONDS [cpu|wall] [HZ]: as sample (Eta's :prof)
 //! prof trace call_time 2s    prof trace [call_count|call_time|call_memory] SECONDS
@@ -48,6 +50,9 @@ pub const COMMANDS: &[&str] = &[
     "resume",
     "restart",
     "collect",
+    "inspect",
+    "format",
+    "peek",
     "sample",
     "prof",
     "heap_snapshot",
@@ -71,6 +76,10 @@ enable_trace all|new|existing|PID|NAME [--no-spawn]      trace processes (and th
 disable_trace all|new|existing|PID|NAME                  stop tracing them
 pause | resume | restart | stop                          as tprof's functions
 collect [process|total|FORMAT]                           the profile: tprof's tables or a text export
+inspect [process|total] [COLUMN [ascending|descending]]  tprof's tables grouped and sorted (format: the same);
+                                                         COLUMN: module function calls measurement
+                                                         measurement_per_call percent
+peek [SECONDS]                                           every process's state now, then SECONDS of samples
 sample SECONDS [cpu|wall] [HZ]                           sample the next seconds, report by process
 prof sample SECONDS [cpu|wall] [HZ]                      the same (Eta's :prof)
 prof trace [call_count|call_time|call_memory] SECONDS    trace every process for the next seconds:
@@ -203,6 +212,17 @@ pub fn parse_line(line: &str) -> Result<Option<Command>, String> {
             })),
             _ => Err("collect takes one layout: process, total or a text format".to_owned()),
         },
+        "inspect" | "format" => inspect(name, args).map(Some),
+        "peek" => match args {
+            [] => Ok(Some(Command::Peek { seconds: None })),
+            [seconds] => Ok(Some(Command::Peek {
+                seconds: Some(
+                    self::seconds(seconds)
+                        .ok_or_else(|| format!("{seconds:?} is not seconds: peek [SECONDS]"))?,
+                ),
+            })),
+            _ => Err("peek [SECONDS]".to_owned()),
+        },
         "sample" => sample(args, "sample SECONDS [cpu|wall] [HZ]").map(Some),
         "prof" => match args.split_first() {
             Some((&"sample", args)) => {
@@ -238,6 +258,29 @@ fn sample(args: &[&str], usage: &str) -> Result<Command, String> {
         seconds,
         sampler,
         hz,
+    })
+}
+
+/// `[process|total] [COLUMN [ascending|descending]]`: tprof's `inspect/3` laid out by
+/// `format/1`. Each word is checked here, so that a typo is told before the profile is
+/// collected.
+fn inspect(name: &str, args: &[&str]) -> Result<Command, String> {
+    let usage = format!("{name} [process|total] [COLUMN [ascending|descending]]");
+    let (group_by, column, direction) = match args {
+        [] => ("process", "percent", "ascending"),
+        [group_by] => (*group_by, "percent", "ascending"),
+        [group_by, column] => (*group_by, *column, "ascending"),
+        [group_by, column, direction] => (*group_by, *column, *direction),
+        _ => return Err(usage),
+    };
+    let told = |e: crate::sample_report::OptionError| format!("{e}: {usage}");
+    group_by.parse::<crate::Aggregate>().map_err(told)?;
+    column.parse::<crate::Column>().map_err(told)?;
+    direction.parse::<crate::Direction>().map_err(told)?;
+    Ok(Command::Inspect {
+        group_by: group_by.to_owned(),
+        column: column.to_owned(),
+        direction: direction.to_owned(),
     })
 }
 
@@ -372,7 +415,7 @@ fn process_table(rows: &[ProcessRow]) -> String {
             [
                 row.pid.clone(),
                 row.name.clone().unwrap_or_default(),
-                row.state.clone(),
+                row.state_text(),
                 row.message_queue_len.to_string(),
                 row.heap_bytes
                     .map_or_else(|| "-".to_owned(), |b| b.to_string()),
@@ -479,6 +522,35 @@ mod tests {
             }
         );
         assert_eq!(
+            parsed("inspect total calls descending"),
+            Command::Inspect {
+                group_by: "total".into(),
+                column: "calls".into(),
+                direction: "descending".into()
+            }
+        );
+        assert_eq!(
+            parsed("format"),
+            parsed("inspect process percent ascending")
+        );
+        assert_eq!(parsed("peek"), Command::Peek { seconds: None });
+        assert_eq!(parsed("peek 0.5s"), Command::Peek { seconds: Some(0.5) });
+        for bad in [
+            "inspect all",
+            "inspect total time",
+            "inspect total calls down",
+            "inspect a b c d",
+            "peek soon",
+            "peek 1 2",
+        ] {
+            assert!(parse_line(bad).is_err(), "{bad}");
+        }
+        assert!(
+            parse_line("inspect total callz")
+                .unwrap_err()
+                .contains("measurement_per_call")
+        );
+        assert_eq!(
             parsed("prof trace call_time 0.5s"),
             Command::Trace {
                 trace_type: "call_time".into(),
@@ -569,14 +641,16 @@ mod tests {
                 initial_call: "app::kv".into(),
                 message_queue_len: 2,
                 heap_bytes: None,
-                state: "waiting".into(),
+                state: "call".into(),
+                callee: Some("<0.9.0>".into()),
+                callee_name: Some("db".into()),
                 polls: 7,
                 current_function: None,
             }],
         });
         assert!(table.contains("<0.5.0>") && table.contains("kv") && table.contains("app::kv"));
         assert!(
-            table.contains("waiting") && table.contains("POLLS"),
+            table.contains("call <0.9.0> (db)") && table.contains("POLLS"),
             "{table}"
         );
     }

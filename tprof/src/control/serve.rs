@@ -11,7 +11,7 @@ use runtime::{NodeHandle, Pid};
 
 use super::protocol::{Command, FunctionRow, ProcessRow, Reply};
 use crate::export::{self, Format};
-use crate::inspect::{Aggregate, SortBy, inspect};
+use crate::inspect::{Aggregate, Column, Direction, SortBy, inspect};
 use crate::{DEFAULT_NAME, Profile, ServerOptions, Tprof, TraceType, format_to_string};
 
 /// How long a request may take in the node before its connection gets an error: a collect of a
@@ -123,6 +123,36 @@ pub(super) fn handle(node: &NodeHandle, command: Command) -> Result<Reply, Strin
                 with_server_value(node, DEFAULT_NAME, |t| async move { t.collect().await })?;
             layout.text(&profile).map(|text| Reply::Text { text })
         }
+        Command::Inspect {
+            group_by,
+            column,
+            direction,
+        } => {
+            let aggregate = group_by.parse::<Aggregate>().map_err(|e| e.to_string())?;
+            let sort = SortBy {
+                column: column.parse::<Column>().map_err(|e| e.to_string())?,
+                direction: direction.parse::<Direction>().map_err(|e| e.to_string())?,
+            };
+            let profile =
+                with_server_value(node, DEFAULT_NAME, |t| async move { t.collect().await })?;
+            Ok(Reply::Text {
+                text: format_to_string(&inspect(&profile, aggregate, sort)),
+            })
+        }
+        Command::Peek { seconds } => {
+            let duration = match seconds {
+                None => crate::peek::peek_duration(),
+                Some(s) if (0.0..=MAX_SAMPLE_SECONDS).contains(&s) => Duration::from_secs_f64(s),
+                Some(s) => {
+                    return Err(format!(
+                        "peek samples for 0 to {MAX_SAMPLE_SECONDS} seconds, not {s}"
+                    ));
+                }
+            };
+            Ok(Reply::Text {
+                text: crate::peek::peek_report(node, duration),
+            })
+        }
         Command::HeapSnapshot => {
             let mut out = Vec::new();
             crate::heap_snapshot(node, &mut out).map_err(|e| e.to_string())?;
@@ -186,26 +216,40 @@ impl Layout {
     }
 }
 
-/// The node's processes, by pid: one walk of its table.
+/// The node's processes, by pid: one walk of its table (a call's callee named from the same
+/// walk).
 fn processes(node: &NodeHandle) -> Vec<ProcessRow> {
-    let mut rows: Vec<(Pid, ProcessRow)> = Vec::new();
+    let mut rows: Vec<(Pid, Option<Pid>, ProcessRow)> = Vec::new();
+    let mut names: HashMap<Pid, String> = HashMap::new();
     runtime::introspect::walk(node, |p| {
+        let name = p.registered_name.map(ToString::to_string);
+        if let Some(name) = &name {
+            names.insert(p.pid, name.clone());
+        }
         rows.push((
             p.pid,
+            p.callee,
             ProcessRow {
                 pid: p.pid.to_string(),
-                name: p.registered_name.map(ToString::to_string),
+                name,
                 initial_call: p.initial_call.to_owned(),
                 message_queue_len: p.message_queue_len,
                 heap_bytes: p.heap.map(|h| h.live_bytes),
-                state: super::top::state_name(p.status).to_owned(),
+                state: p.state.name().to_owned(),
+                callee: p.callee.map(|c| c.to_string()),
+                callee_name: None,
                 polls: p.polls,
                 current_function: p.current_function.map(super::top::function_name),
             },
         ));
     });
-    rows.sort_unstable_by_key(|(pid, _)| *pid);
-    rows.into_iter().map(|(_, row)| row).collect()
+    rows.sort_unstable_by_key(|(pid, ..)| *pid);
+    rows.into_iter()
+        .map(|(_, callee, mut row)| {
+            row.callee_name = callee.and_then(|c| names.get(&c).cloned());
+            row
+        })
+        .collect()
 }
 
 /// The program's traced functions, sorted, each once.

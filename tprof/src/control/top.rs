@@ -34,7 +34,8 @@ use std::fmt::Write as _;
 use std::str::FromStr;
 use std::sync::Mutex;
 
-use runtime::{Name, NodeHandle, Pid, ProcessStatus};
+use runtime::sample::ProcessState;
+use runtime::{Name, NodeHandle, Pid};
 use serde::{Deserialize, Serialize};
 
 use super::protocol::ProcessRow;
@@ -108,22 +109,13 @@ impl FromStr for SortKey {
 pub struct TopFrame {
     /// The node's processes.
     pub total: usize,
-    /// How many are running, runnable, waiting and exiting.
+    /// How many are in each state (`running`, `runnable`, `receive`, `receive (timer)`,
+    /// `call`, `waiting`, `exiting`), in that order.
     pub states: Vec<(String, usize)>,
     /// The key's name.
     pub sort: String,
     /// The first processes by the key; their `polls` are those since the previous refresh.
     pub rows: Vec<ProcessRow>,
-}
-
-/// A process status as the process lists print it.
-pub(crate) fn state_name(status: ProcessStatus) -> &'static str {
-    match status {
-        ProcessStatus::Running => "running",
-        ProcessStatus::Runnable => "runnable",
-        ProcessStatus::Exiting => "exiting",
-        _ => "waiting",
-    }
 }
 
 /// `module::function/arity`, as the process lists name the function a process is in.
@@ -136,8 +128,8 @@ pub(crate) fn function_name(callsite: &runtime::trace::Callsite) -> String {
     )
 }
 
-/// The states [`TopFrame::states`] counts, in its order.
-const STATES: [&str; 4] = ["running", "runnable", "waiting", "exiting"];
+/// The states [`TopFrame::states`] counts, in its order (the order a sort by state gives).
+const STATES: [ProcessState; 7] = ProcessState::ALL;
 
 /// One process as a walk read it, with what it may be sorted by.
 #[derive(Clone, Debug)]
@@ -148,6 +140,8 @@ struct Ranked {
     heap: Option<u64>,
     /// Its index in [`STATES`].
     state: usize,
+    /// Whom it calls, in a call.
+    callee: Option<Pid>,
     name: Option<Name>,
 }
 
@@ -174,10 +168,7 @@ pub fn snapshot(node: &NodeHandle, sort: SortKey, rows: usize, baseline: u64) ->
     let mut states = [0; STATES.len()];
     runtime::introspect::walk(node, |p| {
         now.insert(p.pid, p.polls);
-        let state = STATES
-            .iter()
-            .position(|s| *s == state_name(p.status))
-            .unwrap_or(2);
+        let state = STATES.iter().position(|s| *s == p.state).unwrap_or(0);
         states[state] += 1;
         ranked.push(Ranked {
             pid: p.pid,
@@ -187,6 +178,7 @@ pub fn snapshot(node: &NodeHandle, sort: SortKey, rows: usize, baseline: u64) ->
             mailbox: p.message_queue_len,
             heap: p.heap.map(|h| h.live_bytes),
             state,
+            callee: p.callee,
             name: p.registered_name.cloned(),
         });
     });
@@ -206,7 +198,7 @@ pub fn snapshot(node: &NodeHandle, sort: SortKey, rows: usize, baseline: u64) ->
         states: STATES
             .iter()
             .zip(states)
-            .map(|(s, n)| ((*s).to_owned(), n))
+            .map(|(s, n)| (s.name().to_owned(), n))
             .collect(),
         sort: sort.name().to_owned(),
         rows: first
@@ -220,11 +212,14 @@ pub fn snapshot(node: &NodeHandle, sort: SortKey, rows: usize, baseline: u64) ->
                     initial_call: info.initial_call.into_owned(),
                     message_queue_len: r.mailbox,
                     heap_bytes: r.heap,
-                    state: STATES[r.state].to_owned(),
+                    state: STATES[r.state].name().to_owned(),
+                    callee: r.callee.map(|c| c.to_string()),
+                    callee_name: r
+                        .callee
+                        .and_then(|c| node.process_info(c)?.registered_name)
+                        .map(|n| n.to_string()),
                     polls: r.polls,
-                    current_function: info
-                        .current_function
-                        .map(|c| format!("{}::{}/{}", c.module(), c.written_name(), c.arity())),
+                    current_function: info.current_function.map(function_name),
                 })
             })
             .collect(),
@@ -270,7 +265,8 @@ pub fn render(frame: &TopFrame) -> String {
         frame
             .states
             .iter()
-            .filter(|(s, n)| *n > 0 || s != "exiting")
+            // Running and runnable always; the others when some process is in them.
+            .filter(|(s, n)| *n > 0 || s == "running" || s == "runnable")
             .map(|(s, n)| format!("{n} {s}"))
             .collect::<Vec<_>>()
             .join(", "),
@@ -295,7 +291,7 @@ pub fn render(frame: &TopFrame) -> String {
             [
                 r.pid.clone(),
                 r.name.clone().unwrap_or_default(),
-                r.state.clone(),
+                r.state_text(),
                 r.message_queue_len.to_string(),
                 r.heap_bytes
                     .map_or_else(|| "-".to_owned(), |b| b.to_string()),
@@ -319,6 +315,7 @@ mod tests {
             mailbox: (serial as usize * 7919) % 1000,
             heap: (!serial.is_multiple_of(3)).then_some(u64::from(serial % 17)),
             state: (serial % 3) as usize,
+            callee: None,
             name: serial
                 .is_multiple_of(100)
                 .then(|| Name::from(format!("n{}", 1000 - serial))),
@@ -394,7 +391,7 @@ mod tests {
         );
         let text = render(&second);
         assert!(
-            text.starts_with("1 processes: 0 running, 0 runnable, 1 waiting"),
+            text.starts_with("1 processes: 0 running, 0 runnable, 1 receive"),
             "{text}"
         );
     }

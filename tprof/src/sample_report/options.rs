@@ -235,7 +235,7 @@ impl PrintOptions {
 
 /// Parses `input` as one of `choices` (each a name and its value), for [`OptionError`]'s
 /// `option` with `expected` listing them.
-fn choose<T: Copy>(
+pub(crate) fn choose<T: Copy>(
     input: &str,
     option: &'static str,
     expected: &'static str,
