@@ -269,3 +269,44 @@ fn malformed_and_slow_requests_get_4xx_and_the_work_goes_on() {
         assert!(index.contains(link), "{index}");
     }
 }
+
+/// Closing the endpoint while a long profile is being taken ends the profile early and
+/// answers with what was gathered, rather than holding the close for the profile's seconds.
+#[test]
+fn closing_the_endpoint_cuts_a_profile_in_progress_short() {
+    let node = Node::new().unwrap();
+    let (endpoint, addr) = open_http(&node, "cut");
+    let asked = std::thread::Builder::new()
+        .name("asks".into())
+        .spawn(move || get(addr, "/debug/pprof/profile?seconds=600"))
+        .unwrap();
+    // The profile is being taken once its sampling server is registered.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !node
+        .handle()
+        .registered()
+        .iter()
+        .any(|n| n.to_string() == "tprof_control_sample")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the profile never began"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let (closed, done) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("closes".into())
+        .spawn(move || {
+            drop(endpoint);
+            let _ = closed.send(());
+        })
+        .unwrap();
+    done.recv_timeout(Duration::from_secs(120))
+        .expect("closing the endpoint does not wait out a 600 s profile");
+    let (status, body) = asked.join().unwrap();
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    let p = decode(&body);
+    let types: Vec<&str> = p.sample_type.iter().map(|t| p.string(t.r#type)).collect();
+    assert!(types.contains(&"cpu"), "a CPU profile: {types:?}");
+}

@@ -79,12 +79,13 @@ pub(super) fn listen(
     closing: &Arc<AtomicBool>,
 ) -> Result<Listening, ControlError> {
     let node = node.clone();
+    let cut = Arc::clone(closing);
     Listening::open(
         addr,
         &[(token::beside(socket, "http"), &|bound| format!("{bound}\n"))],
         "tprof-pprof-http",
         closing,
-        move |stream| serve(stream, &node),
+        move |stream| serve(stream, &node, &cut),
     )
 }
 
@@ -120,10 +121,12 @@ impl Answer {
     }
 }
 
-/// One connection: its request read, answered, and the connection closed.
-fn serve(mut stream: TcpStream, node: &NodeHandle) {
+/// One connection: its request read, answered, and the connection closed. A profile in the
+/// making is cut short when the endpoint closes (`closing`), so that closing it waits for
+/// no profile's seconds.
+fn serve(mut stream: TcpStream, node: &NodeHandle, closing: &Arc<AtomicBool>) {
     let answer = match read_head(&mut stream) {
-        Ok(head) => answer(&head, node),
+        Ok(head) => answer(&head, node, closing),
         Err(answer) => answer,
     };
     let _ = stream.set_write_timeout(Some(WRITE_WITHIN));
@@ -166,7 +169,7 @@ fn read_head(stream: &mut TcpStream) -> Result<Vec<u8>, Answer> {
 }
 
 /// The answer to a request head.
-fn answer(head: &[u8], node: &NodeHandle) -> Answer {
+fn answer(head: &[u8], node: &NodeHandle, closing: &Arc<AtomicBool>) -> Answer {
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut request = httparse::Request::new(&mut headers);
     match request.parse(head) {
@@ -181,13 +184,18 @@ fn answer(head: &[u8], node: &NodeHandle) -> Answer {
         return Answer::text(405, format!("{method}: only GET is served here"));
     }
     let (path, query) = target.split_once('?').unwrap_or((target, ""));
-    match route(path, query, node) {
+    match route(path, query, node, closing) {
         Ok(answer) | Err(answer) => answer,
     }
 }
 
 /// The answer for `path` and its query.
-fn route(path: &str, query: &str, node: &NodeHandle) -> Result<Answer, Answer> {
+fn route(
+    path: &str,
+    query: &str,
+    node: &NodeHandle,
+    closing: &Arc<AtomicBool>,
+) -> Result<Answer, Answer> {
     match path.trim_end_matches('/') {
         "/debug/pprof" => Ok(Answer {
             status: 200,
@@ -196,11 +204,11 @@ fn route(path: &str, query: &str, node: &NodeHandle) -> Result<Answer, Answer> {
         }),
         "/debug/pprof/profile" => {
             let seconds = seconds(query, PROFILE_SECONDS)?;
-            profiles::cpu(node, seconds).map(Answer::pprof)
+            profiles::cpu(node, seconds, closing).map(Answer::pprof)
         }
         "/debug/pprof/heap" | "/debug/pprof/allocs" => {
             let seconds = seconds(query, HEAP_SECONDS)?;
-            profiles::heap(node, seconds).map(Answer::pprof)
+            profiles::heap(node, seconds, closing).map(Answer::pprof)
         }
         "/debug/pprof/goroutine" => match param(query, "debug").unwrap_or("0") {
             "0" => profiles::processes(node).map(Answer::pprof),

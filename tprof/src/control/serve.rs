@@ -3,7 +3,8 @@
 
 use std::collections::{HashMap, HashSet};
 use std::str::FromStr;
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
 use runtime::trace::{ProcessSpec, TracePattern};
@@ -352,7 +353,7 @@ fn sample(node: &NodeHandle, seconds: f64, sampler: &str, hz: u32) -> Result<Rep
     let options = runtime::sample::SampleOptions::new()
         .sampler(sampler)
         .hz(hz);
-    let profile = sample_profile(node, seconds, options)?;
+    let profile = sample_profile(node, seconds, options, None)?;
     let mut text = Vec::new();
     let options =
         crate::sample_report::PrintOptions::new().groupby(crate::sample_report::GroupBy::Process);
@@ -366,16 +367,19 @@ fn sample(node: &NodeHandle, seconds: f64, sampler: &str, hz: u32) -> Result<Rep
 pub(super) const MAX_SAMPLE_SECONDS: f64 = 600.0;
 
 /// The profile of every process of the node sampled for `seconds` through a server of its
-/// own (not its own processes, nor the request's).
+/// own (not its own processes, nor the request's); cut short once `cut` is set (the endpoint
+/// closing).
 pub(super) fn sample_profile(
     node: &NodeHandle,
     seconds: f64,
     options: runtime::sample::SampleOptions,
+    cut: Option<&Arc<AtomicBool>>,
 ) -> Result<Profile, String> {
     let mut profile = profile_for(
         node,
         seconds,
         ServerOptions::new().name(SAMPLE_SERVER).sample(options),
+        cut,
     )?;
     name_sampled(node, &mut profile);
     Ok(profile)
@@ -436,6 +440,7 @@ fn trace(node: &NodeHandle, seconds: f64, trace_type: &str) -> Result<Reply, Str
         ServerOptions::new()
             .name(TRACE_SERVER)
             .trace_type(trace_type),
+        None,
     )?;
     Layout::Tables(Aggregate::Process)
         .text(&profile)
@@ -445,13 +450,20 @@ fn trace(node: &NodeHandle, seconds: f64, trace_type: &str) -> Result<Reply, Str
 /// Profiles every process of the node (but the server and the request's own) for `seconds`
 /// with a server started with `options`, stopped after its collect. One process of the node
 /// starts the server, waits out the seconds and collects, so that no process of the request's
-/// own is spawned (and traced, as a new process) while it profiles.
-fn profile_for(node: &NodeHandle, seconds: f64, options: ServerOptions) -> Result<Profile, String> {
+/// own is spawned (and traced, as a new process) while it profiles. Once `cut` is set the
+/// wait ends early (looked at every [`CUT_CHECK`]), and what was gathered so far is collected.
+fn profile_for(
+    node: &NodeHandle,
+    seconds: f64,
+    options: ServerOptions,
+    cut: Option<&Arc<AtomicBool>>,
+) -> Result<Profile, String> {
     if !(seconds > 0.0 && seconds <= MAX_SAMPLE_SECONDS) {
         return Err(format!(
             "profile for 0 to {MAX_SAMPLE_SECONDS} seconds, not {seconds}"
         ));
     }
+    let cut = cut.cloned();
     let handle = node.clone();
     in_process(node, async move {
         let server = Tprof::start(&handle, options)
@@ -470,7 +482,7 @@ fn profile_for(node: &NodeHandle, seconds: f64, options: ServerOptions) -> Resul
                 ]))
                 .await?;
             server.restart().await?;
-            tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
+            wait_out(Duration::from_secs_f64(seconds), cut.as_deref()).await;
             // What the collect itself runs is not the program's.
             server.pause().await?;
             server.collect().await
@@ -479,6 +491,25 @@ fn profile_for(node: &NodeHandle, seconds: f64, options: ServerOptions) -> Resul
         let _ = server.stop().await;
         profile.map_err(|e| e.to_string())
     })
+}
+
+/// How often a profile's wait looks whether it is cut short.
+const CUT_CHECK: Duration = Duration::from_millis(100);
+
+/// Sleeps `time`, or until `cut` is set.
+async fn wait_out(time: Duration, cut: Option<&AtomicBool>) {
+    let Some(cut) = cut else {
+        tokio::time::sleep(time).await;
+        return;
+    };
+    let end = tokio::time::Instant::now() + time;
+    while !cut.load(Ordering::SeqCst) {
+        let now = tokio::time::Instant::now();
+        if now >= end {
+            return;
+        }
+        tokio::time::sleep((end - now).min(CUT_CHECK)).await;
+    }
 }
 
 #[cfg(test)]

@@ -3,6 +3,8 @@
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 
 use runtime::NodeHandle;
 use runtime::sample::{Sample, SampleOptions, SampleSession, Sampler};
@@ -16,13 +18,21 @@ use crate::{Profile, TraceType};
 const CPU_HZ: u32 = 99;
 
 /// CPU samples of every process for `seconds`, as gzipped pprof.
-pub(super) fn cpu(node: &NodeHandle, seconds: f64) -> Result<Vec<u8>, Answer> {
+pub(super) fn cpu(
+    node: &NodeHandle,
+    seconds: f64,
+    cut: &Arc<AtomicBool>,
+) -> Result<Vec<u8>, Answer> {
     let options = SampleOptions::new().sampler(Sampler::Cpu).hz(CPU_HZ);
-    sampled(node, seconds, options)
+    sampled(node, seconds, options, cut)
 }
 
 /// Allocation samples for `seconds`, as gzipped pprof; `503` without the counting allocator.
-pub(super) fn heap(node: &NodeHandle, seconds: f64) -> Result<Vec<u8>, Answer> {
+pub(super) fn heap(
+    node: &NodeHandle,
+    seconds: f64,
+    cut: &Arc<AtomicBool>,
+) -> Result<Vec<u8>, Answer> {
     if !runtime::heap::installed() {
         return Err(Answer::text(
             503,
@@ -31,13 +41,23 @@ pub(super) fn heap(node: &NodeHandle, seconds: f64) -> Result<Vec<u8>, Answer> {
              runtime::CountingAlloc = runtime::CountingAlloc::new();",
         ));
     }
-    sampled(node, seconds, SampleOptions::new().sampler(Sampler::Alloc))
+    sampled(
+        node,
+        seconds,
+        SampleOptions::new().sampler(Sampler::Alloc),
+        cut,
+    )
 }
 
-/// The node sampled for `seconds` with `options`, as gzipped pprof; a sampler that cannot run
-/// is `503`.
-fn sampled(node: &NodeHandle, seconds: f64, options: SampleOptions) -> Result<Vec<u8>, Answer> {
-    let profile = super::super::serve::sample_profile(node, seconds, options)
+/// The node sampled for `seconds` with `options` (or until `cut`: the endpoint closing), as
+/// gzipped pprof; a sampler that cannot run is `503`.
+fn sampled(
+    node: &NodeHandle,
+    seconds: f64,
+    options: SampleOptions,
+    cut: &Arc<AtomicBool>,
+) -> Result<Vec<u8>, Answer> {
+    let profile = super::super::serve::sample_profile(node, seconds, options, Some(cut))
         .map_err(|why| Answer::text(503, format!("cannot sample: {why}")))?;
     pprof(&profile)
 }
@@ -156,7 +176,7 @@ mod tests {
         // This test binary keeps the system allocator.
         assert!(!runtime::heap::installed());
         let node = runtime::Node::new().unwrap();
-        let answer = heap(node.handle(), 1.0).unwrap_err();
+        let answer = heap(node.handle(), 1.0, &Arc::new(AtomicBool::new(false))).unwrap_err();
         assert_eq!(answer.status, 503);
         let text = String::from_utf8(answer.body).unwrap();
         assert!(text.contains("runtime::CountingAlloc"), "{text}");
