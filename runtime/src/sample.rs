@@ -583,7 +583,7 @@ fn live_sites(samples: &[Sample]) -> Vec<LiveSite> {
 /// A thread samples were taken on.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SampledThread {
-    /// Its index, as [`Sample::thread`] gives it.
+    /// Its index, as [`Sample::thread`] gives it: its place in [`SampleData::threads`].
     pub index: u32,
     /// The OS thread id.
     pub tid: i32,
@@ -760,23 +760,17 @@ impl SampleSession {
             store::drain();
         }
         crate::heap::suppressed(|| {
-            let (samples, dropped, lost_frees) = {
+            // The threads as the drain found them when it took their samples: an entry of the
+            // registry may be another thread's by now.
+            let (samples, dropped, lost_frees, threads) = {
                 let inner = self.store.inner.lock();
-                (inner.samples.clone(), inner.dropped, inner.lost_frees)
+                (
+                    inner.samples.clone(),
+                    inner.dropped,
+                    inner.lost_frees,
+                    inner.threads.clone(),
+                )
             };
-            let mut indices: Vec<u32> = samples.iter().filter_map(|s| s.thread).collect();
-            indices.sort_unstable();
-            indices.dedup();
-            let threads = indices
-                .into_iter()
-                .filter_map(|index| {
-                    threads::describe(index).map(|(tid, name, _)| SampledThread {
-                        index,
-                        tid,
-                        name,
-                    })
-                })
-                .collect();
             SampleData {
                 sampler: self.options.sampler,
                 hz: if self.options.sampler == Sampler::Alloc {

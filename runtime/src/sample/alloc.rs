@@ -81,11 +81,12 @@ pub(crate) fn start(rate: AllocRate) -> Result<(), SampleError> {
     super::threads::set_running(super::threads::ALLOC, true);
     let Registry {
         threads,
+        occupied,
         alloc_pool,
         ..
     } = &mut *guard;
-    for entry in threads.iter_mut().filter(|e| e.alive) {
-        arm(entry, alloc_pool);
+    for &i in occupied.iter() {
+        arm(&mut threads[i as usize], alloc_pool);
     }
     crate::heap::alloc_sampling::start(model_of(rate), record, freed);
     Ok(())

@@ -100,20 +100,28 @@ pub(crate) fn start(hz: u32) -> Result<(), SampleError> {
     WALK.store(super::native::walkable(), Ordering::Relaxed);
     PERIOD_NS.store(period, Ordering::Relaxed);
     super::threads::set_running(super::threads::CPU, true);
-    let Registry { threads, pool, .. } = &mut *guard;
-    for entry in threads.iter_mut().filter(|e| e.alive) {
-        arm(entry, pool);
+    let Registry {
+        threads,
+        occupied,
+        pool,
+        ..
+    } = &mut *guard;
+    for &i in occupied.iter() {
+        arm(&mut threads[i as usize], pool);
     }
     Ok(())
 }
 
 /// Stops every timer.
 pub(crate) fn stop() {
-    let mut reg = REGISTRY.lock();
+    let mut guard = REGISTRY.lock();
     super::threads::set_running(super::threads::CPU, false);
     PERIOD_NS.store(0, Ordering::Relaxed);
-    for entry in &mut reg.threads {
-        disarm(entry);
+    let Registry {
+        threads, occupied, ..
+    } = &mut *guard;
+    for &i in occupied.iter() {
+        disarm(&mut threads[i as usize]);
     }
 }
 

@@ -15,8 +15,8 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 use super::ring::{NATIVE_TRUNCATED, Record, TRACED_TRUNCATED};
-use super::threads::REGISTRY;
-use super::{Sample, Sampler};
+use super::threads::{Identity, REGISTRY};
+use super::{Sample, SampledThread, Sampler};
 use crate::Pid;
 use crate::trace::callsites;
 
@@ -66,6 +66,11 @@ pub(crate) struct StoreInner {
     pub(crate) lost_frees: u64,
     /// Whether the full store has been reported.
     pub(crate) warned: bool,
+    /// The threads the samples were taken on, as the drain found them: a sample's `thread` is
+    /// an index into it.
+    pub(crate) threads: Vec<SampledThread>,
+    /// Each of `threads` by registry index and generation (one registration of a thread).
+    thread_numbers: HashMap<(u32, u64), u32>,
     /// Allocation samples: the live ones, by block address (an index into `samples`).
     live: HashMap<u64, usize>,
     /// Allocation samples: frees of sampled blocks not matched yet (their allocation's record
@@ -73,6 +78,25 @@ pub(crate) struct StoreInner {
     pending_frees: HashMap<u64, (u64, u64)>,
     /// Drain passes that brought frees.
     passes: u64,
+}
+
+impl StoreInner {
+    /// `thread`'s index in [`threads`](Self::threads), added the first time.
+    fn thread_number(&mut self, thread: &Identity) -> u32 {
+        let threads = &mut self.threads;
+        *self
+            .thread_numbers
+            .entry((thread.index, thread.generation))
+            .or_insert_with(|| {
+                let index = threads.len() as u32;
+                threads.push(SampledThread {
+                    index,
+                    tid: thread.tid,
+                    name: thread.name.as_deref().map(str::to_owned),
+                });
+                index
+            })
+    }
 }
 
 impl Store {
@@ -90,12 +114,19 @@ impl Store {
     /// Keeps `sample`, or counts it as dropped when the store is full (saying so on stderr the
     /// first time).
     pub(crate) fn keep(&self, sample: Sample) {
-        self.keep_in(&mut self.inner.lock(), sample);
+        self.keep_in(&mut self.inner.lock(), sample, None);
     }
 
-    /// [`keep`](Self::keep) under the lock; the sample's index if kept.
-    fn keep_in(&self, inner: &mut StoreInner, sample: Sample) -> Option<usize> {
+    /// [`keep`](Self::keep) under the lock, naming the thread the sample was taken on (written
+    /// in the sample as an index into the store's threads); the sample's index if kept.
+    fn keep_in(
+        &self,
+        inner: &mut StoreInner,
+        mut sample: Sample,
+        thread: Option<&Identity>,
+    ) -> Option<usize> {
         if inner.samples.len() < self.capacity {
+            sample.thread = thread.map(|t| inner.thread_number(t));
             inner.samples.push(sample);
             return Some(inner.samples.len() - 1);
         }
@@ -132,7 +163,7 @@ impl Store {
     /// found the queue full: counted, as their blocks stay in the live set.
     fn keep_allocations(
         &self,
-        samples: Vec<Sample>,
+        samples: Vec<(Sample, &Identity)>,
         frees: &[(u64, u64)],
         started: u64,
         lost: u64,
@@ -146,7 +177,7 @@ impl Store {
         let mut events: Vec<(u64, bool, usize)> = samples
             .iter()
             .enumerate()
-            .map(|(i, s)| (s.time_ns, false, i))
+            .map(|(i, (s, _))| (s.time_ns, false, i))
             .collect();
         events.extend(
             frees
@@ -156,7 +187,7 @@ impl Store {
                 .map(|(i, (_, t))| (t - started, true, i)),
         );
         events.sort_unstable_by_key(|&(t, free, _)| (t, !free));
-        let mut samples: Vec<Option<Sample>> = samples.into_iter().map(Some).collect();
+        let mut samples: Vec<Option<(Sample, &Identity)>> = samples.into_iter().map(Some).collect();
         for (time, free, i) in events {
             if free {
                 let addr = frees[i].0;
@@ -171,7 +202,7 @@ impl Store {
                 }
                 continue;
             }
-            let Some(mut sample) = samples[i].take() else {
+            let Some((mut sample, thread)) = samples[i].take() else {
                 continue;
             };
             let addr = sample.address;
@@ -183,7 +214,7 @@ impl Store {
                 inner.pending_frees.remove(&addr);
             }
             sample.live = !freed;
-            if let Some(j) = self.keep_in(inner, sample)
+            if let Some(j) = self.keep_in(inner, sample, Some(thread))
                 && !freed
                 && let Some(old) = inner.live.insert(addr, j)
             {
@@ -238,7 +269,12 @@ pub(crate) fn add_store(store: Arc<Store>) {
             .spawn(|| {
                 loop {
                     std::thread::sleep(DRAIN_EVERY);
-                    if !CPU_STORES.lock().is_empty() || !ALLOC_STORES.lock().is_empty() {
+                    // Also with no session open while an exited thread's rings wait: they
+                    // are emptied (into no store) and its entry vacated.
+                    if !CPU_STORES.lock().is_empty()
+                        || !ALLOC_STORES.lock().is_empty()
+                        || super::threads::exited_undrained()
+                    {
                         drain();
                     }
                 }
@@ -261,7 +297,8 @@ pub(crate) fn remove_store(store: &Arc<Store>) -> usize {
 }
 
 /// Moves every record from the rings into the stores of the sessions they belong to, and
-/// gives the rings of exited threads back to the pool once emptied.
+/// gives the rings of exited threads back to the pool once emptied (vacating their entries
+/// once both are). Drains are serialized by [`DRAIN`]: a ring has one consumer at a time.
 pub(crate) fn drain() {
     crate::heap::suppressed(|| {
         let _one = DRAIN.lock();
@@ -279,28 +316,32 @@ fn drain_rings(alloc: bool) {
         .iter()
         .map(|s| (Arc::clone(s), *s.started_ns.lock()))
         .collect();
-    let rings: Vec<(u32, &'static super::ring::Ring, bool, u32)> = {
+    // The occupied entries with a ring, and who each ring's records are from: an entry keeps
+    // its ring until the drain (this one, under `DRAIN`) takes it from an exited thread, so
+    // the identity read now is that of every record in the ring, and the entry cannot be
+    // vacated, and reused, before this drain gives the ring back.
+    let rings: Vec<(&'static super::ring::Ring, bool, u32, Identity)> = {
         let reg = REGISTRY.lock();
-        reg.threads
+        reg.occupied
             .iter()
-            .enumerate()
-            .filter_map(|(i, e)| {
+            .filter_map(|&i| {
+                let e = &reg.threads[i as usize];
                 let ring = if alloc { e.alloc_ring } else { e.ring };
-                ring.map(|r| (i as u32, r, e.alive, e.node))
+                ring.map(|r| (r, e.alive, e.node, e.identity(i)))
             })
             .collect()
     };
     // Allocation samples go in once every ring is drained, with the frees (see
     // `keep_allocations`).
-    let mut fresh: Vec<Vec<Sample>> = vec![Vec::new(); stores.len()];
-    for (index, ring, alive, node) in rings {
+    let mut fresh: Vec<Vec<(Sample, &Identity)>> = vec![Vec::new(); stores.len()];
+    for (ring, alive, node, thread) in &rings {
         ring.drain(|r| {
             for (k, (store, started)) in stores.iter().enumerate() {
-                if let Some(sample) = sample_for(store, *started, r, index, node) {
+                if let Some(sample) = sample_for(store, *started, r, *node) {
                     if alloc {
-                        fresh[k].push(sample);
+                        fresh[k].push((sample, thread));
                     } else {
-                        store.keep(sample);
+                        store.keep_in(&mut store.inner.lock(), sample, Some(thread));
                     }
                 }
             }
@@ -314,21 +355,24 @@ fn drain_rings(alloc: bool) {
             }
         }
         if !alive {
+            // Seen exited under the registry's lock: every record it wrote was drained above.
             let mut reg = REGISTRY.lock();
             let reg = &mut *reg;
-            if let Some(entry) = reg.threads.get_mut(index as usize)
-                && !entry.alive
-            {
-                let (slot, pool) = if alloc {
-                    (&mut entry.alloc_ring, &mut reg.alloc_pool)
-                } else {
-                    (&mut entry.ring, &mut reg.pool)
-                };
-                if slot.take().is_some() {
-                    ring.reset();
-                    pool.push(ring);
-                }
+            let entry = &mut reg.threads[thread.index as usize];
+            debug_assert_eq!(
+                entry.generation, thread.generation,
+                "reused while it had a ring"
+            );
+            let (slot, pool) = if alloc {
+                (&mut entry.alloc_ring, &mut reg.alloc_pool)
+            } else {
+                (&mut entry.ring, &mut reg.pool)
+            };
+            if slot.take().is_some() {
+                ring.reset();
+                pool.push(ring);
             }
+            reg.vacate_if_done(thread.index);
         }
     }
     #[cfg(target_os = "linux")]
@@ -354,13 +398,8 @@ fn measured_now(pid: Pid, bit: u64) -> bool {
 /// The sample `r` is for `store`, if it is for it: a poll of a process the session samples
 /// (its bit among the poll's sessions), or time outside any process on a thread of the
 /// session's node. Its traced frames are those of functions the session traces now.
-fn sample_for(
-    store: &Store,
-    started: u64,
-    r: &Record,
-    thread: u32,
-    thread_node: u32,
-) -> Option<Sample> {
+/// Its thread is named as the store keeps it ([`Store::keep_in`]).
+fn sample_for(store: &Store, started: u64, r: &Record, thread_node: u32) -> Option<Sample> {
     let bit = 1u64 << store.bit;
     let pid = if r.pid != 0 {
         if r.node != store.node {
@@ -395,7 +434,7 @@ fn sample_for(
     };
     Some(Sample {
         pid,
-        thread: Some(thread),
+        thread: None,
         time_ns: r.time_ns.saturating_sub(started),
         weight: if alloc { r.bytes } else { f64::from(r.weight) },
         traced,

@@ -223,3 +223,215 @@ fn frees_lost_to_a_full_queue_are_reported() {
     session.clear();
     assert_eq!(session.samples().lost_frees, 0, "cleared with the samples");
 }
+
+/// The calling thread's registry index (0 when unregistered: the slot keeps index + 1).
+fn own_index() -> u32 {
+    super::threads::THREAD.with(|t| t.index.load(Ordering::Relaxed))
+}
+
+/// Spins until the CPU sampler has written a record into this thread's ring (bounded).
+fn spin_until_sampled() -> bool {
+    let ring = super::threads::THREAD
+        .with(|t| t.ring.load(Ordering::Acquire))
+        .cast_const();
+    // SAFETY: rings are leaked, never freed; this thread's was published at its registration.
+    #[allow(unsafe_code)]
+    let Some(ring) = (unsafe { ring.as_ref() }) else {
+        return false;
+    };
+    let before = ring.written();
+    let mut rounds = 0u64;
+    while ring.written() == before && rounds < 200_000 {
+        spin(100_000);
+        rounds += 1;
+    }
+    ring.written() > before
+}
+
+/// Threads started and retired one after another (a blocking pool's churn), each registered
+/// while both samplers run and so given a ring of each: the registry keeps an entry per thread
+/// alive at once (plus exited ones whose rings the drain has not emptied yet), not one per
+/// thread ever started. Other tests of this binary register their nodes' threads meanwhile,
+/// hence a margin; one entry per thread started would exceed it by far.
+#[test]
+fn the_registry_stays_bounded_as_threads_come_and_go() {
+    const THREADS: usize = 200;
+    let _serial = SERIAL.lock();
+    super::cpu::start(997).expect("start the CPU sampler");
+    super::alloc::start(super::AllocRate::default()).expect("start the allocation sampler");
+    let before = super::threads::REGISTRY.lock().threads.len();
+    let mut registered = 0;
+    for i in 0..THREADS {
+        let had_rings = std::thread::Builder::new()
+            .name(format!("churn-{i}"))
+            .spawn(|| {
+                super::threads::register_current(0);
+                super::threads::THREAD.with(|t| {
+                    own_index() != 0
+                        && !t.ring.load(Ordering::Acquire).is_null()
+                        && !t.alloc_ring.load(Ordering::Acquire).is_null()
+                })
+            })
+            .expect("spawn")
+            .join()
+            .expect("joined");
+        registered += usize::from(had_rings);
+        super::store::drain();
+    }
+    let after = super::threads::REGISTRY.lock().threads.len();
+    super::alloc::stop();
+    super::cpu::stop();
+    eprintln!("registry entries: {before} before {THREADS} threads, {after} after");
+    assert_eq!(
+        registered, THREADS,
+        "every thread registered with both rings"
+    );
+    assert!(
+        after <= before + 64,
+        "{after} entries after {THREADS} threads came and went ({before} before)"
+    );
+}
+
+/// The drain walks the occupied entries: threads registered at once are all among them while
+/// they live, and none is once they have exited and the drain has given back their rings,
+/// though the registry keeps their entries (vacated, for the next threads). Other tests'
+/// threads may take the vacated entries meanwhile: a registration is told by its index and
+/// generation.
+#[test]
+fn the_drain_walks_the_occupied_entries_only() {
+    const THREADS: usize = 32;
+    let _serial = SERIAL.lock();
+    super::cpu::start(997).expect("start the CPU sampler");
+    let registered = std::sync::Arc::new(std::sync::Barrier::new(THREADS + 1));
+    let checked = std::sync::Arc::new(std::sync::Barrier::new(THREADS + 1));
+    let threads: Vec<_> = (0..THREADS)
+        .map(|i| {
+            let (registered, checked) = (registered.clone(), checked.clone());
+            std::thread::Builder::new()
+                .name(format!("at-once-{i}"))
+                .spawn(move || {
+                    super::threads::register_current(0);
+                    let index = own_index() - 1;
+                    let generation =
+                        super::threads::REGISTRY.lock().threads[index as usize].generation;
+                    registered.wait();
+                    checked.wait();
+                    (index, generation)
+                })
+                .expect("spawn")
+        })
+        .collect();
+    registered.wait();
+    let occupied = |mine: &[(u32, u64)]| {
+        let reg = super::threads::REGISTRY.lock();
+        reg.occupied
+            .iter()
+            .filter(|&&i| mine.contains(&(i, reg.threads[i as usize].generation)))
+            .count()
+    };
+    // Each thread's own registration, read from the registry by the thread itself.
+    let live: Vec<(u32, u64)> = {
+        let reg = super::threads::REGISTRY.lock();
+        reg.occupied
+            .iter()
+            .map(|&i| (i, reg.threads[i as usize].generation))
+            .collect()
+    };
+    checked.wait();
+    let mine: Vec<(u32, u64)> = threads
+        .into_iter()
+        .map(|t| t.join().expect("joined"))
+        .collect();
+    super::store::drain();
+    let left = occupied(&mine);
+    super::cpu::stop();
+    assert!(
+        mine.iter().all(|m| live.contains(m)),
+        "every live thread's entry is occupied"
+    );
+    assert_eq!(left, 0, "exited and drained: none occupied");
+}
+
+/// A thread sampled, then gone, its entry reused by a thread of another name: its samples
+/// still name it (its tid and name, as when it was sampled), and the new thread's name its
+/// own.
+#[test]
+fn a_reused_entry_does_not_rename_the_samples_of_the_thread_before() {
+    let _serial = SERIAL.lock();
+    let node = crate::Node::builder()
+        .worker_threads(1)
+        .build()
+        .expect("node");
+    let id = node.id();
+    let session = node
+        .sample_session(super::SampleOptions::new().hz(997))
+        .expect("CPU session");
+    let tid = || {
+        // SAFETY: `gettid` has no preconditions.
+        #[allow(unsafe_code)]
+        unsafe {
+            libc::gettid()
+        }
+    };
+    let (first_index, first_tid) = std::thread::Builder::new()
+        .name("first".into())
+        .spawn(move || {
+            super::threads::register_current(id);
+            assert!(spin_until_sampled(), "the first thread was sampled");
+            (own_index(), tid())
+        })
+        .expect("spawn")
+        .join()
+        .expect("joined");
+    assert_ne!(first_index, 0, "the first thread registered");
+    // Its ring emptied and given back: its entry is free. Another test's thread may take it
+    // first; then this one tries again, once that thread has gone.
+    let mut second = None;
+    for _ in 0..200 {
+        super::store::drain();
+        let (index, second_tid) = std::thread::Builder::new()
+            .name("second".into())
+            .spawn(move || {
+                super::threads::register_current(id);
+                let index = own_index();
+                if index == first_index {
+                    assert!(spin_until_sampled(), "the second thread was sampled");
+                }
+                (index, tid())
+            })
+            .expect("spawn")
+            .join()
+            .expect("joined");
+        if index == first_index {
+            second = Some(second_tid);
+            break;
+        }
+    }
+    let second_tid = second.expect("the second thread took the first one's entry");
+    let data = session.samples();
+    let named = |name: &str| {
+        data.threads
+            .iter()
+            .filter(|t| t.name.as_deref() == Some(name))
+            .map(|t| (t.index, t.tid))
+            .collect::<Vec<_>>()
+    };
+    let first = named("first");
+    let second = named("second");
+    assert_eq!(first.len(), 1, "one thread named first: {:?}", data.threads);
+    assert_eq!(
+        second.len(),
+        1,
+        "one thread named second: {:?}",
+        data.threads
+    );
+    assert_eq!(first[0].1, first_tid, "the first thread's tid");
+    assert_eq!(second[0].1, second_tid, "the second thread's tid");
+    assert_ne!(first[0].0, second[0].0, "two threads, two indices");
+    for (index, _) in [first[0], second[0]] {
+        assert!(
+            data.samples.iter().any(|s| s.thread == Some(index)),
+            "samples name thread {index}"
+        );
+    }
+}

@@ -11,7 +11,36 @@
 //! thread as it exits, under the registry's lock: its timer is deleted and its ring left to the
 //! drain, which gives it back to the pool once emptied. So the registry writes a slot only
 //! while its thread is alive.
+//!
+//! # Entries are reused
+//!
+//! A program whose blocking pool starts and retires threads all the time registers a thread
+//! after another, so an entry is not kept per thread ever started: an entry whose thread has
+//! exited and whose rings (the CPU sampler's and the allocation sampler's) the drain has both
+//! emptied and given back is *vacated* ([`Registry::vacate_if_done`]) and taken by the next
+//! registration, with its generation one higher. The registry thus holds as many entries as
+//! threads were registered at once (counting exited ones whose rings still await the drain),
+//! and the drain walks the occupied ones only ([`Registry::occupied`]).
+//!
+//! A sample names its thread by what the drain found on the entry of the ring it came from
+//! ([`Identity`]: index, generation, tid, name), captured when it moves the ring's records into
+//! the stores, not by the index later: the entry may by then be another thread's.
+//!
+//! Why reusing an entry never races with a signal handler or the allocator's hook: neither
+//! reads the registry. Each reads only its own thread's [`THREAD`] slot, and a thread's slot is
+//! written by the registry only while that thread is alive (`alive`, under the registry's
+//! lock). An entry is vacated only once (1) its thread has run its unregistering destructor,
+//! which, on that thread, deleted its timer (no SIGPROF of it is delivered after
+//! `timer_delete`) and nulled both ring pointers of its slot (so neither its handler nor its
+//! allocator hook, if a later destructor allocates, writes a ring again), then set `alive`
+//! false under the lock; and (2) the drain, holding the drain's lock (rings have one consumer
+//! at a time), emptied both rings after seeing `alive` false under the registry's lock (so
+//! after every record the thread wrote) and gave them back. Reusing the entry then writes the
+//! entry (registry memory, under the lock) and the *new* thread's own slot, from that thread.
+//! The handler and the hook take no lock and allocate nothing, as before: reuse changed only
+//! what the registry does under its lock.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicPtr, AtomicU8, AtomicU32, AtomicUsize, Ordering, compiler_fence};
 
 use parking_lot::Mutex;
@@ -75,12 +104,18 @@ thread_local! {
     static UNREGISTER: Unregister = const { Unregister };
 }
 
-/// A registered thread, as the registry keeps it.
+/// A registered thread, as the registry keeps it; or, vacated, an entry the next registration
+/// takes.
 pub(crate) struct ThreadEntry {
+    /// Registrations that took this entry before the current one: with the index, which
+    /// thread it is.
+    pub(crate) generation: u64,
+    /// Its position in [`Registry::occupied`] while occupied.
+    at: u32,
     /// The OS thread id.
     pub(crate) tid: i32,
     /// The thread's name, if it has one.
-    pub(crate) name: Option<String>,
+    pub(crate) name: Option<Arc<str>>,
     /// The node it works for (0: none known yet).
     pub(crate) node: u32,
     /// Its CPU-time clock.
@@ -100,6 +135,16 @@ pub(crate) struct ThreadEntry {
     pub(crate) alive: bool,
 }
 
+/// Which thread wrote a ring's records, as the drain finds it on the ring's entry: the
+/// entry's index and generation (unique to one registration) and the thread's OS id and name.
+#[derive(Clone, Debug)]
+pub(crate) struct Identity {
+    pub(crate) index: u32,
+    pub(crate) generation: u64,
+    pub(crate) tid: i32,
+    pub(crate) name: Option<Arc<str>>,
+}
+
 // The registry's `Mutex` needs `Send`.
 #[allow(unsafe_code)]
 // SAFETY: `timer_t` is an opaque id that the kernel interprets, valid from any thread of the
@@ -108,6 +153,21 @@ pub(crate) struct ThreadEntry {
 unsafe impl Send for ThreadEntry {}
 
 impl ThreadEntry {
+    /// Who the entry stands for now (its index given).
+    pub(crate) fn identity(&self, index: u32) -> Identity {
+        Identity {
+            index,
+            generation: self.generation,
+            tid: self.tid,
+            name: self.name.clone(),
+        }
+    }
+
+    /// Whether the entry's thread has exited and the drain has given back both its rings.
+    fn done(&self) -> bool {
+        !self.alive && self.ring.is_none() && self.alloc_ring.is_none()
+    }
+
     /// Gives the thread `ring`, or takes it away (null), through its slot.
     pub(crate) fn publish_ring(&self, ring: Option<&'static Ring>) {
         if !self.alive {
@@ -136,19 +196,76 @@ impl ThreadEntry {
     }
 }
 
-/// Every thread registered so far, by index; and rings ready for reuse (the CPU sampler's and
+/// The registered threads' entries, by index; and rings ready for reuse (the CPU sampler's and
 /// the allocation sampler's).
 pub(crate) struct Registry {
+    /// Every entry, occupied (its index in [`occupied`](Self::occupied)) or vacated (in
+    /// `vacant`): as many as threads were registered at once, at most.
     pub(crate) threads: Vec<ThreadEntry>,
+    /// The indices of the occupied entries, in no order: threads alive, and exited threads whose
+    /// rings the drain has not given back yet. What the drain and the samplers walk.
+    pub(crate) occupied: Vec<u32>,
+    /// The indices of the vacated entries, the next registration's first.
+    vacant: Vec<u32>,
     pub(crate) pool: Vec<&'static Ring>,
     pub(crate) alloc_pool: Vec<&'static Ring>,
 }
 
 pub(crate) static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
     threads: Vec::new(),
+    occupied: Vec::new(),
+    vacant: Vec::new(),
     pool: Vec::new(),
     alloc_pool: Vec::new(),
 });
+
+/// Entries whose thread has exited and whose rings the drain has not given back yet: while
+/// there are some, the drain thread runs even with no session open.
+static EXITED_UNDRAINED: AtomicUsize = AtomicUsize::new(0);
+
+/// Whether an exited thread's entry waits for the drain to give back its rings.
+pub(crate) fn exited_undrained() -> bool {
+    EXITED_UNDRAINED.load(Ordering::Relaxed) != 0
+}
+
+impl Registry {
+    /// Puts `entry` in a vacated entry (one generation later) or a new one; its index.
+    #[cfg(target_os = "linux")]
+    fn occupy(&mut self, mut entry: ThreadEntry) -> u32 {
+        entry.at = self.occupied.len() as u32;
+        let index = match self.vacant.pop() {
+            Some(index) => {
+                let old = &mut self.threads[index as usize];
+                entry.generation = old.generation + 1;
+                *old = entry;
+                index
+            }
+            None => {
+                self.threads.push(entry);
+                self.threads.len() as u32 - 1
+            }
+        };
+        self.occupied.push(index);
+        index
+    }
+
+    /// Vacates entry `index` if its thread has exited and the drain has given back both its
+    /// rings (see the module documentation for why no handler can see it then).
+    pub(crate) fn vacate_if_done(&mut self, index: u32) {
+        let entry = &mut self.threads[index as usize];
+        if !entry.done() || self.occupied.get(entry.at as usize) != Some(&index) {
+            return;
+        }
+        let at = entry.at;
+        entry.name = None;
+        self.occupied.swap_remove(at as usize);
+        if let Some(&moved) = self.occupied.get(at as usize) {
+            self.threads[moved as usize].at = at;
+        }
+        self.vacant.push(index);
+        EXITED_UNDRAINED.fetch_sub(1, Ordering::Relaxed);
+    }
+}
 
 /// Registers the calling thread for `node` (0 when not known), if it is not yet; a thread
 /// registered with node 0 takes the first node it names. Arms its timer when the CPU sampler
@@ -196,18 +313,19 @@ fn register_slow(node: u32) {
         let Some(clock) = clock else {
             return;
         };
+        // A thread whose thread-locals are being destroyed could not unregister: it stays
+        // unregistered (and unsampled).
+        if UNREGISTER.try_with(|_| {}).is_err() {
+            return;
+        }
+        let slot = THREAD.with(std::ptr::from_ref);
+        let name = std::thread::current().name().map(Arc::from);
         let mut reg = REGISTRY.lock();
-        let index = reg.threads.len() as u32 + 1;
-        let slot = THREAD.with(|t| {
-            t.stack_lo.store(bounds.lo, Ordering::Relaxed);
-            t.stack_hi.store(bounds.hi, Ordering::Relaxed);
-            t.node.store(node, Ordering::Relaxed);
-            t.index.store(index, Ordering::Relaxed);
-            std::ptr::from_ref(t)
-        });
-        reg.threads.push(ThreadEntry {
+        let index = reg.occupy(ThreadEntry {
+            generation: 0,
+            at: 0,
             tid,
-            name: std::thread::current().name().map(str::to_owned),
+            name,
             node,
             clock,
             slot,
@@ -216,13 +334,19 @@ fn register_slow(node: u32) {
             timer: None,
             alive: true,
         });
-        UNREGISTER.with(|_| {});
+        THREAD.with(|t| {
+            t.stack_lo.store(bounds.lo, Ordering::Relaxed);
+            t.stack_hi.store(bounds.hi, Ordering::Relaxed);
+            t.node.store(node, Ordering::Relaxed);
+            t.index.store(index + 1, Ordering::Relaxed);
+        });
         let Registry {
             threads,
             pool,
             alloc_pool,
+            ..
         } = &mut *reg;
-        let entry = threads.last_mut().expect("just pushed");
+        let entry = &mut threads[index as usize];
         if super::cpu::running() {
             super::cpu::arm(entry, pool);
         }
@@ -253,24 +377,20 @@ impl Drop for Unregister {
                 return;
             }
             let mut reg = REGISTRY.lock();
+            // This thread's own entry: it stays occupied while the thread is alive.
             let entry = &mut reg.threads[index as usize - 1];
             #[cfg(target_os = "linux")]
             super::cpu::disarm(entry);
             // No signal of this thread's timer comes after the delete above; the handler
-            // sees no ring from here on.
+            // sees no ring from here on, nor does the allocator's hook.
             entry.publish_ring(None);
             entry.publish_alloc_ring(None);
             entry.alive = false;
+            EXITED_UNDRAINED.fetch_add(1, Ordering::Relaxed);
+            // Vacated now if it has no ring; else by the drain, once it has emptied them.
+            reg.vacate_if_done(index - 1);
             compiler_fence(Ordering::SeqCst);
             t.index.store(0, Ordering::Relaxed);
         });
     }
-}
-
-/// The thread with registry index `index` (from a sample): its OS id, name and node.
-pub(crate) fn describe(index: u32) -> Option<(i32, Option<String>, u32)> {
-    let reg = REGISTRY.lock();
-    reg.threads
-        .get(index as usize)
-        .map(|e| (e.tid, e.name.clone(), e.node))
 }
