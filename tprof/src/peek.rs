@@ -5,7 +5,10 @@
 //! the deadlocks first (cycles of processes blocked in `call` on each other, A calling B
 //! while B calls A, or longer), then every process (pid, registered name, state — running,
 //! runnable, in `receive`, in `receive (timer)`, in a `call` to whom, waiting elsewhere —
-//! mailbox length, live heap, what it was spawned to run and the traced function it is in),
+//! mailbox length, live heap, what it was spawned to run and the traced path it runs or is
+//! suspended in: its innermost three frames as a wall sample session saw it suspend, else the
+//! function a call_time or call_memory session measures it in; empty for a process that no
+//! session traced when it suspended, as no path is kept for such a wait),
 //! then profiles the next second ([`set_peek_duration`]) in sample mode — CPU samples of
 //! every process and of the workers' native stacks — and prints Julia's report grouped by
 //! process.
@@ -243,16 +246,13 @@ fn report(node: &NodeHandle, duration: Duration, listing: Listing) -> String {
     let states: HashMap<Pid, Seen> = census
         .into_iter()
         .filter_map(|s| {
-            let innermost = s
-                .traced
-                .last()
-                .map(|c| format!("{}::{}", c.module(), c.written_name()));
+            let path = traced_path(&s.traced);
             Some((
                 s.pid?,
                 Seen {
                     state: s.state?,
                     callee: s.callee,
-                    innermost,
+                    path,
                 },
             ))
         })
@@ -282,6 +282,29 @@ fn report(node: &NodeHandle, duration: Duration, listing: Listing) -> String {
     }
     out.push_str("==== end of peek ====\n");
     out
+}
+
+/// The most frames of a traced path the list shows: the innermost, after `… > `.
+const PATH_FRAMES: usize = 3;
+
+/// A traced path as the list shows it, outermost first: `app::serve > app::handle >
+/// runtime::receive`, or its innermost [`PATH_FRAMES`] after `… > `; `None` for no frame.
+fn traced_path(frames: &[&'static runtime::trace::Callsite]) -> Option<String> {
+    if frames.is_empty() {
+        return None;
+    }
+    let shown = &frames[frames.len().saturating_sub(PATH_FRAMES)..];
+    let mut text = String::new();
+    if shown.len() < frames.len() {
+        text.push_str("… > ");
+    }
+    for (i, c) in shown.iter().enumerate() {
+        if i > 0 {
+            text.push_str(" > ");
+        }
+        let _ = write!(text, "{}::{}", c.module(), c.written_name());
+    }
+    Some(text)
 }
 
 /// Each process of `census` waiting in a call, and the process it calls.
@@ -331,4 +354,37 @@ fn deadlock_section(cycles: &[Vec<Pid>], names: &HashMap<Pid, String>) -> String
         let _ = writeln!(out, "{}", line.join(" -> "));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_traced_path_shows_its_innermost_frames_outermost_first() {
+        let all = runtime::trace::callsites();
+        assert!(all.len() >= 5, "the runtime's own traced functions");
+        let frames: Vec<&'static runtime::trace::Callsite> = all.iter().take(5).collect();
+        let name = |c: &runtime::trace::Callsite| format!("{}::{}", c.module(), c.written_name());
+        assert_eq!(traced_path(&[]), None);
+        assert_eq!(traced_path(&frames[..1]), Some(name(frames[0])));
+        assert_eq!(
+            traced_path(&frames[..3]),
+            Some(format!(
+                "{} > {} > {}",
+                name(frames[0]),
+                name(frames[1]),
+                name(frames[2])
+            ))
+        );
+        assert_eq!(
+            traced_path(&frames),
+            Some(format!(
+                "… > {} > {} > {}",
+                name(frames[2]),
+                name(frames[3]),
+                name(frames[4])
+            ))
+        );
+    }
 }

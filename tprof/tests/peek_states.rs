@@ -186,3 +186,47 @@ fn a_supervisor_request_is_a_call_to_the_supervisor() {
     assert!(row(&report, busy).contains(" receive "), "{report}");
     assert!(deadlocks(&report).is_empty(), "{report}");
 }
+
+/// Apart from the other tests' traced functions.
+mod traced {
+    #[runtime::traced]
+    pub(crate) async fn waits_for_a_word() {
+        let _: String = runtime::receive().await;
+    }
+}
+
+/// A process that a call_time session measures shows the traced function it is suspended
+/// in, though it suspended before peek began.
+#[test]
+fn a_measured_process_shows_the_function_it_waits_in() {
+    use runtime::trace::{ProcessSpec, TracePattern};
+    use tprof::{ServerOptions, Tprof, TraceType};
+    let node = Node::builder().worker_threads(2).build().unwrap();
+    let server = node
+        .block_on(Tprof::start(
+            &node,
+            ServerOptions::new().trace_type(TraceType::CallTime),
+        ))
+        .unwrap();
+    node.block_on(server.set_pattern(TracePattern::module(concat!(module_path!(), "::traced"))))
+        .unwrap();
+    node.block_on(server.enable_trace(ProcessSpec::New, true))
+        .unwrap();
+    // Spawned through a block of its own, so that its initial call does not name the function.
+    let waiter = node
+        .spawn(async { traced::waits_for_a_word().await })
+        .unwrap();
+    until_waiting(&node, &[waiter]);
+    let report = tprof::peek::peek_report(node.handle(), Duration::from_millis(10));
+    let line = row(&report, waiter);
+    assert!(
+        !line.contains("waits_for_a_word  "),
+        "not the initial call: {line}"
+    );
+    assert!(
+        line.trim_end()
+            .ends_with("  peek_states::traced::waits_for_a_word"),
+        "{report}"
+    );
+    assert!(row(&report, waiter).contains(" receive "), "{report}");
+}

@@ -15,12 +15,12 @@ const TOP: usize = 10;
 /// The groups a folded listing shows, largest first.
 const GROUPS: usize = 100;
 
-/// How a process was seen by the census: its state, whom it calls, its innermost traced
-/// function.
+/// How a process was seen by the census: its state, whom it calls, the traced path it runs or
+/// is suspended in.
 pub(super) struct Seen {
     pub(super) state: ProcessState,
     pub(super) callee: Option<Pid>,
-    pub(super) innermost: Option<String>,
+    pub(super) path: Option<String>,
 }
 
 /// How the list is printed.
@@ -41,7 +41,7 @@ struct Row {
     mailbox: usize,
     heap: Option<u64>,
     initial_call: String,
-    innermost: String,
+    path: String,
 }
 
 const HEADER: [&str; 7] = [
@@ -51,7 +51,7 @@ const HEADER: [&str; 7] = [
     "MAILBOX",
     "HEAP (bytes)",
     "INITIAL CALL",
-    "IN",
+    "IN (traced path)",
 ];
 
 /// Every process of `node` with its state as `states` has it, listed or folded by `listing`.
@@ -71,7 +71,14 @@ pub(super) fn process_table(
             mailbox: p.message_queue_len,
             heap: p.heap.map(|h| h.live_bytes),
             initial_call: p.initial_call.to_owned(),
-            innermost: seen.and_then(|s| s.innermost.clone()).unwrap_or_default(),
+            // Else the function a call_time or call_memory session measures it in.
+            path: seen
+                .and_then(|s| s.path.clone())
+                .or_else(|| {
+                    p.current_function
+                        .map(|c| format!("{}::{}", c.module(), c.written_name()))
+                })
+                .unwrap_or_default(),
         });
     });
     let names: HashMap<Pid, String> = rows
@@ -111,7 +118,7 @@ fn columns(rows: &[Row], names: &HashMap<Pid, String>) -> String {
                 r.mailbox.to_string(),
                 r.heap.map_or_else(|| "-".to_owned(), |h| h.to_string()),
                 r.initial_call.clone(),
-                r.innermost.clone(),
+                r.path.clone(),
             ]
         }),
     )
