@@ -152,11 +152,14 @@ mod tests {
         let (worker, told) = node
             .run(async {
                 let me = crate::self_pid();
-                // Acknowledges each message it takes: each is a poll of its own.
+                // Acknowledges each message it takes, then yields: each message ends a poll
+                // (without the yield, a message that arrives while the worker is polled is
+                // taken in the same poll).
                 let worker = spawn(async move {
                     loop {
                         let n: u32 = receive().await;
                         send(me, n);
+                        tokio::task::yield_now().await;
                     }
                 })
                 .unwrap();
@@ -174,7 +177,7 @@ mod tests {
             }
         });
         let (polls, status, no_function) = seen.expect("the worker is walked");
-        // At least one poll per message it took (the first may have come with its first poll).
+        // At least one poll per message it took: each ended with a yield.
         assert!(polls >= told, "{polls} polls for {told} messages");
         assert_eq!(status, ProcessStatus::Waiting);
         assert!(no_function, "no session measures it");
