@@ -396,10 +396,16 @@ impl std::error::Error for ProfileError {
 /// # Errors
 /// [`ProfileError`] when profiling could not run; what the function did (a panic, a timeout)
 /// is in the [`Outcome`], and so is a report that could not be printed
-/// ([`Outcome::print_error`]). Called inside an async runtime, where it would have to block
-/// a thread the runtime runs tasks on, [`ProfileError::InAsyncContext`], which names
-/// [`profile_async`]. (A thread of tokio's `spawn_blocking` is inside the runtime too: there,
-/// `tokio::runtime::Handle::current().block_on(tprof::profile_async(..))`.)
+/// ([`Outcome::print_error`]). Called on a thread that runs async code — a task, the body of
+/// `#[tokio::main]` or `#[tokio::test]`, a process —, where it would have to block a thread
+/// the runtime drives, [`ProfileError::InAsyncContext`], which names [`profile_async`].
+///
+/// On a thread of tokio's blocking pool ([`tokio::task::spawn_blocking`], or a task's
+/// [`tokio::task::block_in_place`]), blocking is what the thread is for, and it runs (on a
+/// thread of its own, while this one waits). Two places where tokio allows blocking look like
+/// async code to it, and are refused all the same: a bare `Handle::enter` guard, and a
+/// `block_in_place` called from a `block_on`'s own future (a `#[tokio::test(flavor =
+/// "multi_thread")]` body); `spawn_blocking` works there.
 pub fn profile<F, Fut, T>(fun: F, options: ProfileOptions) -> Result<Outcome<T>, ProfileError>
 where
     F: FnOnce() -> Fut + Send + 'static,
@@ -429,8 +435,10 @@ where
     })?
 }
 
-/// Profiles `fun` on `node`, blocking until it ends. Call it from outside the node's runtime
-/// (from inside, await [`profile_async`] in a process of the node).
+/// Profiles `fun` on `node`, blocking until it ends. Call it where [`profile`] runs: outside
+/// any tokio runtime, or on a thread of a blocking pool (`tokio::task::spawn_blocking`, the
+/// node's own runtime's included); from async code, await [`profile_async`] in a process of
+/// the node.
 ///
 /// # Errors
 /// As [`profile`].
@@ -469,8 +477,9 @@ where
 /// A blocking closure can still be inside the runtime again, with its task's id showing: a
 /// `Handle::block_on` it called, or a `LocalSet` task on a `block_on`'s thread. Blocking on the
 /// node there would panic, so `block` runs on a thread of its own, outside every runtime, and
-/// this one waits for it: a `Handle::block_on` runs only the future that called, which is
-/// waiting anyway.
+/// this one waits for it: a `Handle::block_on` runs only the future that called, which waits
+/// anyway; a `LocalSet`'s other tasks wait too (the one stall left, and a rare place to
+/// profile from).
 fn block_here<R: Send>(
     function: &'static str,
     instead: &'static str,

@@ -43,7 +43,10 @@ fn profile_ten_doubles() -> Result<Outcome<u64>, ProfileError> {
 fn assert_ten_doubles(outcome: Result<Outcome<u64>, ProfileError>) {
     let outcome = outcome.unwrap();
     assert_eq!(outcome.result, Ok(90));
-    assert_eq!(outcome.profile.function("double").unwrap().entries[0].calls, 10);
+    assert_eq!(
+        outcome.profile.function("double").unwrap().entries[0].calls,
+        10
+    );
 }
 
 #[track_caller]
@@ -110,19 +113,17 @@ async fn profile_in_a_block_on_inside_spawn_blocking_never_panics() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn profile_on_runs_in_spawn_blocking_on_its_own_node_and_on_the_tests_runtime() {
     let own = Arc::new(runtime::Node::builder().worker_threads(1).build().unwrap());
-    let outcome = tokio::task::spawn_blocking(move || {
-        tprof::profile_on(&own, ten_doubles, count_doubles())
-    })
-    .await
-    .unwrap();
+    let outcome =
+        tokio::task::spawn_blocking(move || tprof::profile_on(&own, ten_doubles, count_doubles()))
+            .await
+            .unwrap();
     assert_ten_doubles(outcome);
 
     let here = runtime::Node::start_on(tokio::runtime::Handle::current());
-    let outcome = tokio::task::spawn_blocking(move || {
-        tprof::profile_on(&here, ten_doubles, count_doubles())
-    })
-    .await
-    .unwrap();
+    let outcome =
+        tokio::task::spawn_blocking(move || tprof::profile_on(&here, ten_doubles, count_doubles()))
+            .await
+            .unwrap();
     assert_ten_doubles(outcome);
 }
 
@@ -154,9 +155,7 @@ async fn on_a_multi_thread_runtime_the_body_and_the_tasks_are_refused() {
     // The thread of the runtime's block_on (a #[tokio::main] body).
     assert_refused(profile_ten_doubles(), "tprof::profile");
     // A worker, in a task.
-    let in_task = tokio::spawn(async { profile_ten_doubles() })
-        .await
-        .unwrap();
+    let in_task = tokio::spawn(async { profile_ten_doubles() }).await.unwrap();
     assert_refused(in_task, "tprof::profile");
     let node = Arc::new(runtime::Node::builder().worker_threads(1).build().unwrap());
     let on = tokio::spawn(async move { tprof::profile_on(&node, ten_doubles, count_doubles()) })
@@ -167,9 +166,7 @@ async fn on_a_multi_thread_runtime_the_body_and_the_tasks_are_refused() {
 
 #[tokio::test]
 async fn on_a_current_thread_runtime_the_tasks_are_refused() {
-    let in_task = tokio::spawn(async { profile_ten_doubles() })
-        .await
-        .unwrap();
+    let in_task = tokio::spawn(async { profile_ten_doubles() }).await.unwrap();
     assert_refused(in_task, "tprof::profile");
 }
 
@@ -199,4 +196,26 @@ fn in_a_process_the_blocking_helper_of_the_runtime_may_profile() {
         })
         .unwrap();
     assert_ten_doubles(outcome);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn where_tokio_cannot_tell_that_blocking_is_allowed_it_is_refused() {
+    // block_in_place from the block_on's own future (here, the test's body) looks like that
+    // future to tokio's public API: refused, with spawn_blocking named as the way out.
+    assert_refused(
+        tokio::task::block_in_place(profile_ten_doubles),
+        "tprof::profile",
+    );
+    // So does a bare Handle::enter guard, on a thread of the program's.
+    let runtime = tokio::runtime::Handle::current();
+    let entered = std::thread::Builder::new()
+        .name("entered".to_owned())
+        .spawn(move || {
+            let _entered = runtime.enter();
+            profile_ten_doubles()
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+    assert_refused(entered, "tprof::profile");
 }
