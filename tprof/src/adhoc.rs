@@ -312,9 +312,10 @@ pub enum ProfileError {
     Spawn(SpawnError),
     /// The sample session could not open.
     Sample(runtime::sample::SampleError),
-    /// A blocking entry point ([`profile`], [`profile_on`]) was called inside an async
-    /// runtime, where blocking the thread is not allowed: `instead` is the async entry point
-    /// to await there.
+    /// A blocking entry point ([`profile`], [`profile_on`]) was called on a thread that runs
+    /// async code (a tokio runtime's task or `block_on`, a process), where blocking the thread
+    /// is not allowed: `instead` is the async entry point to await there. (A thread of tokio's
+    /// blocking pool, [`tokio::task::spawn_blocking`], may block.)
     InAsyncContext {
         /// The blocking function called, e.g. `tprof::profile`.
         function: &'static str,
@@ -324,6 +325,9 @@ pub enum ProfileError {
     /// [`profile_async`] was polled outside any process and outside any tokio runtime: there
     /// is nothing to run the function on.
     NoRuntime,
+    /// On a thread of tokio's blocking pool, the thread a blocking entry point blocks on
+    /// could not be started.
+    Thread(io::Error),
 }
 
 impl fmt::Display for ProfileError {
@@ -337,9 +341,13 @@ impl fmt::Display for ProfileError {
             ProfileError::InAsyncContext { function, instead } => write!(
                 f,
                 "{function} blocks this thread until the profile is done, so it cannot be \
-                 called inside an async runtime (an async fn, #[tokio::main], #[tokio::test], \
-                 a process of the runtime crate): call `{instead}(..).await` there instead"
+                 called on a thread that runs async code (an async fn, #[tokio::main], \
+                 #[tokio::test], a process of the runtime crate): call `{instead}(..).await` \
+                 there instead, or call {function} in `tokio::task::spawn_blocking(..)`"
             ),
+            ProfileError::Thread(e) => {
+                write!(f, "cannot profile: cannot start a thread to wait on: {e}")
+            }
             ProfileError::NoRuntime => write!(
                 f,
                 "tprof::profile_async runs the function on the current tokio runtime, and \
@@ -358,6 +366,7 @@ impl std::error::Error for ProfileError {
             ProfileError::Node(e) => Some(e),
             ProfileError::Spawn(e) => Some(e),
             ProfileError::Sample(e) => Some(e),
+            ProfileError::Thread(e) => Some(e),
             ProfileError::InAsyncContext { .. } | ProfileError::NoRuntime => None,
         }
     }
@@ -387,10 +396,16 @@ impl std::error::Error for ProfileError {
 /// # Errors
 /// [`ProfileError`] when profiling could not run; what the function did (a panic, a timeout)
 /// is in the [`Outcome`], and so is a report that could not be printed
-/// ([`Outcome::print_error`]). Called inside an async runtime, where it would have to block
-/// a thread the runtime runs tasks on, [`ProfileError::InAsyncContext`], which names
-/// [`profile_async`]. (A thread of tokio's `spawn_blocking` is inside the runtime too: there,
-/// `tokio::runtime::Handle::current().block_on(tprof::profile_async(..))`.)
+/// ([`Outcome::print_error`]). Called on a thread that runs async code — a task, the body of
+/// `#[tokio::main]` or `#[tokio::test]`, a process —, where it would have to block a thread
+/// the runtime drives, [`ProfileError::InAsyncContext`], which names [`profile_async`].
+///
+/// On a thread of tokio's blocking pool ([`tokio::task::spawn_blocking`], or a task's
+/// [`tokio::task::block_in_place`]), blocking is what the thread is for, and it runs (on a
+/// thread of its own, while this one waits). Two places where tokio allows blocking look like
+/// async code to it, and are refused all the same: a bare `Handle::enter` guard, and a
+/// `block_in_place` called from a `block_on`'s own future (a `#[tokio::test(flavor =
+/// "multi_thread")]` body); `spawn_blocking` works there.
 pub fn profile<F, Fut, T>(fun: F, options: ProfileOptions) -> Result<Outcome<T>, ProfileError>
 where
     F: FnOnce() -> Fut + Send + 'static,
@@ -413,14 +428,17 @@ where
     Fut: Future<Output = T> + Send + 'static,
     T: Send + 'static,
 {
-    not_in_async_context(function, instead)?;
-    let node = Node::new().map_err(ProfileError::Node)?;
-    let handle = node.handle().clone();
-    node.block_on(profile_async_on(&handle, fun, options))
+    block_here(function, instead, move || {
+        let node = Node::new().map_err(ProfileError::Node)?;
+        let handle = node.handle().clone();
+        node.block_on(profile_async_on(&handle, fun, options))
+    })?
 }
 
-/// Profiles `fun` on `node`, blocking until it ends. Call it from outside the node's runtime
-/// (from inside, await [`profile_async`] in a process of the node).
+/// Profiles `fun` on `node`, blocking until it ends. Call it where [`profile`] runs: outside
+/// any tokio runtime, or on a thread of a blocking pool (`tokio::task::spawn_blocking`, the
+/// node's own runtime's included); from async code, await [`profile_async`] in a process of
+/// the node.
 ///
 /// # Errors
 /// As [`profile`].
@@ -434,17 +452,57 @@ where
     Fut: Future<Output = T> + Send + 'static,
     T: Send + 'static,
 {
-    not_in_async_context("tprof::profile_on", "tprof::profile_async")?;
-    node.block_on(profile_async_on(node.handle(), fun, options))
+    block_here("tprof::profile_on", "tprof::profile_async", move || {
+        node.block_on(profile_async_on(node.handle(), fun, options))
+    })?
 }
 
-/// [`ProfileError::InAsyncContext`] when called inside a tokio runtime, where blocking on
-/// another runtime panics (tokio forbids it) or stalls the tasks of this one.
-fn not_in_async_context(function: &'static str, instead: &'static str) -> Result<(), ProfileError> {
-    match tokio::runtime::Handle::try_current() {
-        Ok(_) => Err(ProfileError::InAsyncContext { function, instead }),
-        Err(_) => Ok(()),
+/// Runs `block`, which blocks this thread until a profile is done, where tokio lets a thread
+/// block: outside any tokio runtime, here; on a thread of a runtime's blocking pool
+/// ([`tokio::task::spawn_blocking`], or a worker inside [`tokio::task::block_in_place`]), on a
+/// thread of its own. On a thread that runs async code, [`ProfileError::InAsyncContext`]:
+/// blocking there would panic (tokio forbids starting or blocking on a runtime from a thread
+/// that drives one) or stall the tasks of this runtime.
+///
+/// tokio has no public "may this thread block?", so it is read from two documented ones.
+/// [`tokio::runtime::worker_index`] is `Some` on a thread that runs the runtime's tasks (a
+/// multi-thread worker, or the thread of a current-thread runtime's `block_on`), and `None`
+/// elsewhere, a worker inside `block_in_place` included; [`tokio::task::try_id`] is `Some`
+/// while a task is polled, a blocking one included, and `None` in a `block_on`'s own future
+/// (a `#[tokio::main]` body) or under a bare `Handle::enter`. So a thread with no worker index
+/// that is running a task runs a blocking closure, and may block; a thread with a worker index
+/// runs async tasks, and a thread in a runtime that runs no task is a `block_on`'s (or
+/// entered by hand: tokio cannot tell, and that one is refused too).
+///
+/// A blocking closure can still be inside the runtime again, with its task's id showing: a
+/// `Handle::block_on` it called, or a `LocalSet` task on a `block_on`'s thread. Blocking on the
+/// node there would panic, so `block` runs on a thread of its own, outside every runtime, and
+/// this one waits for it: a `Handle::block_on` runs only the future that called, which waits
+/// anyway; a `LocalSet`'s other tasks wait too (the one stall left, and a rare place to
+/// profile from).
+fn block_here<R: Send>(
+    function: &'static str,
+    instead: &'static str,
+    block: impl FnOnce() -> R + Send,
+) -> Result<R, ProfileError> {
+    if tokio::runtime::Handle::try_current().is_err() {
+        return Ok(block());
     }
+    let blocking_closure =
+        tokio::runtime::worker_index().is_none() && tokio::task::try_id().is_some();
+    if !blocking_closure {
+        return Err(ProfileError::InAsyncContext { function, instead });
+    }
+    std::thread::scope(|scope| {
+        let blocking = std::thread::Builder::new()
+            .name("tprof-blocking".to_owned())
+            .spawn_scoped(scope, block)
+            .map_err(ProfileError::Thread)?;
+        // `block` catches the profiled code's panics: one here is tprof's own, passed on.
+        Ok(blocking
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+    })
 }
 
 /// Profiles `fun` from async code: the entry point for `#[tokio::main]`, `#[tokio::test]`

@@ -75,13 +75,15 @@ pub struct Allocations<T> {
 /// # }
 /// ```
 ///
-/// From async code (`#[tokio::test]`, a process), await [`allocations_async`] instead.
+/// From async code (`#[tokio::test]`, a process), await [`allocations_async`] instead; on a
+/// thread of tokio's blocking pool (`tokio::task::spawn_blocking`) this one runs, as
+/// [`profile`](crate::profile) does.
 ///
 /// # Panics
 /// When profiling cannot run: most often because [`CountingAlloc`](runtime::CountingAlloc) is
 /// not the test binary's global allocator (the message says how to install it); and when
-/// called inside an async runtime (`#[tokio::test]`, `#[tokio::main]`, a process), where it
-/// would block a thread the runtime runs tasks on (the message names
+/// called on a thread that runs async code (`#[tokio::test]`, `#[tokio::main]`, a task, a
+/// process), where it would block a thread the runtime drives (the message names
 /// [`allocations_async`]).
 #[track_caller]
 pub fn allocations<F, Fut, T>(fun: F) -> Allocations<T>

@@ -78,7 +78,8 @@
 //! `#[tokio::test]`, a process — await [`profile_async`] instead: it takes the same arguments
 //! and profiles on the current process's node or, outside processes, on a private node on the
 //! current tokio runtime. Called there, `profile` returns [`ProfileError::InAsyncContext`],
-//! which says so.
+//! which says so. On a thread of tokio's blocking pool (`tokio::task::spawn_blocking`), where
+//! blocking is what the thread is for, the blocking forms run.
 //!
 //! ```
 //! use tprof::{ProfileOptions, Report};
@@ -95,6 +96,12 @@
 //!
 //!     let err = tprof::profile(|| async { parse("a") }, options()).unwrap_err();
 //!     assert!(err.to_string().contains("tprof::profile_async"), "{err}");
+//!
+//!     let blocking = tokio::task::spawn_blocking(move || {
+//!         tprof::profile(|| async { parse("a,b") }, options())
+//!     });
+//!     let outcome = blocking.await.unwrap().unwrap();
+//!     assert_eq!(outcome.profile.function("parse").unwrap().entries[0].calls, 1);
 //! }
 //! ```
 //!
