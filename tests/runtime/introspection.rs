@@ -218,10 +218,12 @@ fn a_walk_reads_every_process_its_ties_and_its_mailbox() {
         });
         found.unwrap()
     };
-    // Wait for the holder's link and monitor.
+    // Wait for the holder's link and monitor, and for its mailbox to count the seven: while
+    // its receive looks at a message it has just taken from the queue (outside every lock),
+    // that message is in neither of the mailbox's queues, and a walk then counts one less.
     let mut holder_seen = seen(holder);
     for _ in 0..1000 {
-        if !holder_seen.2.is_empty() && !holder_seen.3.is_empty() {
+        if !holder_seen.2.is_empty() && !holder_seen.3.is_empty() && holder_seen.4 >= 7 {
             break;
         }
         std::thread::sleep(Duration::from_millis(5));
