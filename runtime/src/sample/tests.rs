@@ -70,9 +70,11 @@ fn the_handler_neither_locks_nor_allocates() {
             #[allow(unsafe_code)]
             let ring = unsafe { ring.as_ref() }.expect("a ring while the sampler runs");
             let before_records = ring.written();
-            let registry = super::threads::REGISTRY.lock();
+            // In the order the drain takes them (the drain, the stores, the registry): the
+            // drain thread may run a drain meanwhile (an exited thread's rings wait).
             let drain = super::store::lock_drain_for_test();
             let stores = super::store::lock_stores_for_test();
+            let registry = super::threads::REGISTRY.lock();
             let paths = super::paths::lock_table_for_test();
             let before = ALLOCATIONS.with(Cell::get);
             let mut rounds = 0u64;
@@ -119,10 +121,11 @@ fn the_alloc_sampler_neither_locks_nor_allocates() {
             let counting = crate::CountingAlloc::system();
             let layout = Layout::from_size_align(64, 8).expect("layout");
             let before_records = ring.written();
-            let registry = super::threads::REGISTRY.lock();
+            // In the order the drain takes them (see the CPU sampler's test above).
             let drain = super::store::lock_drain_for_test();
             let stores = super::store::lock_stores_for_test();
             let alloc_stores = super::store::lock_alloc_stores_for_test();
+            let registry = super::threads::REGISTRY.lock();
             let paths = super::paths::lock_table_for_test();
             let before = ALLOCATIONS.with(Cell::get);
             for _ in 0..100 {
