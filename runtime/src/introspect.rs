@@ -68,8 +68,9 @@ pub struct ProcessView<'a> {
     /// What it is doing ([`ProcessInfo::status`](crate::ProcessInfo)).
     pub status: ProcessStatus,
     /// What it is doing, told finer: for a waiting process, what it waits for (`receive`, a
-    /// `receive` with a timer, a call's reply), as its wait noted it when it suspended, or
-    /// else as the traced function it suspended in names it.
+    /// `receive` with a timer, a call's reply), as its wait noted it when it suspended (read
+    /// with [`status`](Self::status), from one load), or else as
+    /// [`current_function`](Self::current_function) names it.
     pub state: ProcessState,
     /// The process it waits for in a call (a `gen_server` or supervisor call), when
     /// [`state`](Self::state) is [`ProcessState::Call`] and its wait noted whom.
@@ -93,7 +94,7 @@ pub fn walk(node: &NodeHandle, mut visit: impl FnMut(&ProcessView<'_>)) -> usize
     for index in 0..table.high_water() {
         // Read under the slot's hold (which an exiting process waits for), then let go of it
         // before the visitor runs.
-        let (pid, parent, inspected, heap, polls, current, waiting) = {
+        let (pid, parent, inspected, heap, polls, current) = {
             let Some(read) = table.at_index(index) else {
                 continue;
             };
@@ -107,17 +108,10 @@ pub fn walk(node: &NodeHandle, mut visit: impl FnMut(&ProcessView<'_>)) -> usize
             let current = p
                 .current_function()
                 .and_then(|id| crate::trace::callsites().get(id as usize));
-            let waiting = p.waiting_for();
-            (
-                p.pid,
-                p.parent(),
-                inspected,
-                heap,
-                p.polls(),
-                current,
-                waiting,
-            )
+            (p.pid, p.parent(), inspected, heap, p.polls(), current)
         };
+        // The wait as read with the status, from one load of it.
+        let waiting = inspected.waiting;
         let state = ProcessState::of(inspected.status, waiting, current);
         visit(&ProcessView {
             pid,
@@ -170,6 +164,15 @@ mod tests {
                 (worker, 5)
             })
             .unwrap();
+        // After its last ack it still yields and polls once more before it waits.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while node.process_info(worker).map(|i| i.status) != Some(ProcessStatus::Waiting) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the worker never waited"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
         let mut seen = None;
         walk(node.handle(), |p| {
             if p.pid == worker {

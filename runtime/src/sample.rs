@@ -498,7 +498,8 @@ pub struct Sample {
     /// The process sampled (CPU: the one being polled), or `None` for CPU time outside any
     /// process.
     pub pid: Option<Pid>,
-    /// The thread it was taken on (CPU samples): an index into [`SampleData::threads`].
+    /// The thread it was taken on (CPU and allocation samples; `None` for wall samples): an
+    /// index into [`SampleData::threads`].
     pub thread: Option<u32>,
     /// When, in nanoseconds since the session opened (or was last cleared).
     pub time_ns: u64,

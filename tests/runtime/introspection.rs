@@ -218,25 +218,26 @@ fn a_walk_reads_every_process_its_ties_and_its_mailbox() {
         });
         found.unwrap()
     };
-    // Wait for the holder's link and monitor, and for its mailbox to count the seven: while
-    // its receive looks at a message it has just taken from the queue (outside every lock),
-    // that message is in neither of the mailbox's queues, and a walk then counts one less.
+    // Wait for the holder's link and monitor, and for its mailbox to count exactly the seven
+    // and the 0u16 each earlier walk's visitor sent (a walk reads the mailbox before its
+    // visitor sends): while the holder's receive looks at a message it has just taken from
+    // the queue (outside every lock), that message is in neither of the mailbox's queues,
+    // and a walk then counts one less.
+    let mut walks = 0;
     let mut holder_seen = seen(holder);
     for _ in 0..1000 {
-        if !holder_seen.2.is_empty() && !holder_seen.3.is_empty() && holder_seen.4 >= 7 {
+        if !holder_seen.2.is_empty() && !holder_seen.3.is_empty() && holder_seen.4 == 7 + walks {
             break;
         }
         std::thread::sleep(Duration::from_millis(5));
+        walks += 1;
         holder_seen = seen(holder);
     }
     let (parent, is_sup, links, monitors, len, bytes, _) = holder_seen;
     // Spawned by `run`'s process, which has ended.
     assert!(parent.is_some_and(|p| p != sup) && !is_sup);
     assert_eq!((links, monitors), (vec![child], vec![sup]));
-    assert!(
-        len >= 7,
-        "{len}: the 0u16 sent by the visitor may have come too"
-    );
+    assert_eq!(len, 7 + walks, "seven, and a 0u16 from each earlier walk");
     assert!(bytes >= 5 * 32, "{bytes}");
     let (parent, is_sup, links, _, _, _, call) = seen(sup);
     assert_eq!(

@@ -6,6 +6,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+#[path = "support/waits.rs"]
+mod waits;
 #[path = "support/worker.rs"]
 mod worker;
 
@@ -321,6 +323,7 @@ fn sample_profiles_the_next_seconds_and_reports_by_process() {
 fn peek_comes_through_the_endpoint() {
     let node = Node::new().unwrap();
     let worker = start_worker(&node);
+    waits::until_waiting(&node, &[worker]);
     let endpoint = ControlEndpoint::open(
         node.handle(),
         ControlOptions::new().path(socket_path("peek")),

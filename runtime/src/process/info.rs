@@ -65,6 +65,8 @@ pub(crate) struct Inspected {
     pub(crate) is_supervisor: bool,
     /// What it is doing, as [`ProcessInfo::status`].
     pub(crate) status: ProcessStatus,
+    /// What it waits for, told from the same read of its status.
+    pub(crate) waiting: Option<(super::Wait, Option<Pid>)>,
     /// Messages (and exit signals not yet acted on) in its mailbox.
     pub(crate) queue_len: usize,
     /// The bytes they hold: the queues' buffers and the boxed envelopes.
@@ -81,13 +83,24 @@ impl Process {
     /// of incoming messages, taken briefly.
     pub(crate) fn status_and_queue(&self) -> (ProcessStatus, usize) {
         let (len, incoming) = self.mailbox.len_and_incoming();
-        (self.status_given(incoming), len)
+        (self.status_given(incoming).0, len)
     }
 
-    /// What it is doing now, given whether its incoming queue holds anything.
-    fn status_given(&self, incoming: bool) -> ProcessStatus {
-        let word = self.status.load(Ordering::Relaxed);
-        match word & super::wait::STATUS_MASK {
+    /// [`status_and_queue`](Self::status_and_queue), and what it waits for as the same read
+    /// of its status says ([`Process::waiting_given`]).
+    pub(crate) fn status_queue_and_wait(
+        &self,
+    ) -> (ProcessStatus, usize, Option<(super::Wait, Option<Pid>)>) {
+        let (len, incoming) = self.mailbox.len_and_incoming();
+        let (status, word) = self.status_given(incoming);
+        (status, len, self.waiting_given(word))
+    }
+
+    /// What it is doing now, given whether its incoming queue holds anything; and the status
+    /// byte it was told from.
+    fn status_given(&self, incoming: bool) -> (ProcessStatus, u8) {
+        let word = self.status.load(Ordering::Acquire);
+        let status = match word & super::wait::STATUS_MASK {
             STATUS_RUNNING => ProcessStatus::Running,
             STATUS_EXITING => ProcessStatus::Exiting,
             STATUS_NEW => ProcessStatus::Runnable,
@@ -99,7 +112,8 @@ impl Process {
                 ProcessStatus::Runnable
             }
             _ => ProcessStatus::Waiting,
-        }
+        };
+        (status, word)
     }
 
     /// What a walk of its node reads of it ([`crate::introspect`]): its links and the
@@ -117,10 +131,12 @@ impl Process {
                 (state.name.clone(), state.is_supervisor)
             });
         let (saved, saved_bytes) = self.mailbox.inspect_saved();
+        let (status, word) = self.status_given(incoming > 0);
         Inspected {
             name,
             is_supervisor,
-            status: self.status_given(incoming > 0),
+            status,
+            waiting: self.waiting_given(word),
             queue_len: incoming + saved,
             queue_bytes: incoming_bytes + saved_bytes,
         }

@@ -85,10 +85,11 @@ impl Process {
     }
 
     /// What it waits for, as its last suspension noted it, and for a call the process
-    /// called: `None` while it runs or ends, or when it waits for something else. Read with
-    /// loads, racing the process: a process that just woke may still show its last wait.
-    pub(crate) fn waiting_for(&self) -> Option<(Wait, Option<Pid>)> {
-        let status = self.status.load(Ordering::Acquire);
+    /// called, as the status byte `status` says it (loaded with `Acquire` by the caller, who
+    /// told the process's status from the same load, so that the wait and the status never
+    /// come from two moments): `None` while it runs or ends, or when it waits for something
+    /// else. Racing the process: a process that just woke may still show its last wait.
+    pub(crate) fn waiting_given(&self, status: u8) -> Option<(Wait, Option<Pid>)> {
         if status & STATUS_MASK != STATUS_WAITING {
             return None;
         }

@@ -387,49 +387,67 @@ fn a_reused_entry_does_not_rename_the_samples_of_the_thread_before() {
         .join()
         .expect("joined");
     assert_ne!(first_index, 0, "the first thread registered");
-    // Its ring emptied and given back: its entry is free. Another test's thread may take it
-    // first; then this one tries again, once that thread has gone.
+    // Its ring emptied and given back: its entry is free. Another thread may take it first
+    // (another test's); then this one tries again. A try that took another entry stays parked,
+    // holding that entry, until the end: the next try cannot take the same one again (vacated
+    // entries are taken last in, first out), and, blocked, it is not sampled.
     let mut second = None;
+    let mut parked = Vec::new();
     for _ in 0..200 {
         super::store::drain();
-        let (index, second_tid) = std::thread::Builder::new()
+        let (release, wait) = mpsc::channel::<()>();
+        let (told, told_rx) = mpsc::channel();
+        let thread = std::thread::Builder::new()
             .name("second".into())
             .spawn(move || {
                 super::threads::register_current(id);
                 let index = own_index();
                 if index == first_index {
                     assert!(spin_until_sampled(), "the second thread was sampled");
+                    told.send((index, tid())).expect("send");
+                } else {
+                    told.send((index, tid())).expect("send");
+                    let _ = wait.recv();
                 }
-                (index, tid())
             })
-            .expect("spawn")
-            .join()
-            .expect("joined");
+            .expect("spawn");
+        let (index, second_tid) = told_rx.recv().expect("the try says which entry it took");
         if index == first_index {
+            thread.join().expect("joined");
             second = Some(second_tid);
             break;
         }
+        parked.push((release, thread));
+    }
+    for (release, thread) in parked {
+        drop(release);
+        thread.join().expect("joined");
     }
     let second_tid = second.expect("the second thread took the first one's entry");
     let data = session.samples();
-    let named = |name: &str| {
+    let first: Vec<_> = data
+        .threads
+        .iter()
+        .filter(|t| t.name.as_deref() == Some("first"))
+        .map(|t| (t.index, t.tid))
+        .collect();
+    assert_eq!(first.len(), 1, "one thread named first: {:?}", data.threads);
+    assert_eq!(first[0].1, first_tid, "the first thread's tid");
+    // By its tid: a parked try, named the same, may have been sampled too.
+    let second: Vec<_> = data
+        .threads
+        .iter()
+        .filter(|t| t.tid == second_tid)
+        .map(|t| (t.index, t.tid))
+        .collect();
+    assert_eq!(second.len(), 1, "the second thread: {:?}", data.threads);
+    assert!(
         data.threads
             .iter()
-            .filter(|t| t.name.as_deref() == Some(name))
-            .map(|t| (t.index, t.tid))
-            .collect::<Vec<_>>()
-    };
-    let first = named("first");
-    let second = named("second");
-    assert_eq!(first.len(), 1, "one thread named first: {:?}", data.threads);
-    assert_eq!(
-        second.len(),
-        1,
-        "one thread named second: {:?}",
+            .any(|t| t.tid == second_tid && t.name.as_deref() == Some("second")),
+        "the second thread keeps its name: {:?}",
         data.threads
     );
-    assert_eq!(first[0].1, first_tid, "the first thread's tid");
-    assert_eq!(second[0].1, second_tid, "the second thread's tid");
     assert_ne!(first[0].0, second[0].0, "two threads, two indices");
     for (index, _) in [first[0], second[0]] {
         assert!(

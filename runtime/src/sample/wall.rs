@@ -272,8 +272,7 @@ pub(crate) fn census(node: &NodeInner, bit: u32, time: u64) -> Vec<Sample> {
 
 /// A wall sample of `p`.
 fn sample_of(p: &Process, bit: u32, weight: f64, time: u64, paths: &mut Paths) -> Sample {
-    let (status, queue) = p.status_and_queue();
-    let waiting = p.waiting_for();
+    let (status, queue, waiting) = p.status_queue_and_wait();
     let account = p.trace_account_if_any();
     let path: Vec<&'static Callsite> = match (status, account) {
         (ProcessStatus::Waiting | ProcessStatus::Runnable, Some(account)) => {

@@ -260,6 +260,7 @@ pub enum Reply {
 
 /// One process in [`Reply::Processes`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct ProcessRow {
     /// `<node.serial.generation>`.
     pub pid: String,

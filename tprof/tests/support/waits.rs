@@ -1,6 +1,8 @@
 //! Processes that wait for ever, for the tests of what a process waits for: a call no one
 //! answers, and a wait until processes are suspended. Included by the tests that need it
-//! (`#[path = "support/waits.rs"] mod waits;`).
+//! (`#[path = "support/waits.rs"] mod waits;`); not every test uses every item.
+
+#![allow(dead_code)]
 
 use std::time::{Duration, Instant};
 
