@@ -7,13 +7,15 @@
 //! ([`SampleSession::trace`]). It coexists with trace sessions and other sample sessions.
 //!
 //! - [`Sampler::Cpu`] (the default): every thread that runs the node's processes gets a timer
-//!   on its own CPU-time clock, at [`SampleOptions::hz`] (99 by default, at most 10,000). Each
-//!   tick records, from a signal handler on that thread and without locks or allocation, the
-//!   pid being polled (or none: time spent outside processes, in the scheduler or in plain
-//!   tokio tasks), the process's traced stack, the thread's native stack walked by frame
-//!   pointers, the thread, a timestamp and a weight (`1 + timer overruns`). Native addresses
-//!   are named later ([`symbolize`]). Untraced code thus shows up with no code change, and the
-//!   traced stack says which process and which traced call it ran under. Linux only.
+//!   on its own CPU-time clock, at [`SampleOptions::hz`] (99 by default, at most 10,000); the
+//!   threads of nodes no CPU session samples get none (a thread of a runtime several nodes
+//!   share is timed while any node's CPU session runs). Each tick records, from a signal
+//!   handler on that thread and without locks or allocation, the pid being polled (or none:
+//!   time spent outside processes, in the scheduler or in plain tokio tasks), the process's
+//!   traced stack, the thread's native stack walked by frame pointers, the thread, a
+//!   timestamp and a weight (`1 + timer overruns`). Native addresses are named later
+//!   ([`symbolize`]). Untraced code thus shows up with no code change, and the traced stack
+//!   says which process and which traced call it ran under. Linux only.
 //! - [`Sampler::Wall`]: a thread of its own samples processes, running or not, at `hz`: a
 //!   bounded number of slots chosen at random per tick ([`SampleOptions::per_tick`]), so its
 //!   cost does not grow with the process count. Each sample gives the process's state
@@ -683,9 +685,10 @@ impl NodeHandle {
             Sampler::Cpu => {
                 #[cfg(target_os = "linux")]
                 {
-                    cpu::start(options.hz)?;
+                    cpu::start(options.hz, self.id())?;
                     // This thread may run the node's processes (`Node::run` on a
-                    // current-thread node).
+                    // current-thread node): registered for it (shared, if it is another
+                    // node's thread).
                     threads::register_current(self.id());
                     store::add_store(Arc::clone(&store));
                 }
@@ -871,11 +874,11 @@ impl SampleSession {
 impl Drop for SampleSession {
     fn drop(&mut self) {
         match self.options.sampler {
-            Sampler::Cpu =>
-            {
+            Sampler::Cpu => {
                 #[cfg(target_os = "linux")]
-                if store::remove_store(&self.store) == 0 {
-                    cpu::stop();
+                {
+                    store::remove_store(&self.store);
+                    cpu::stop(self.node.id());
                 }
             }
             Sampler::Alloc =>

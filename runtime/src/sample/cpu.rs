@@ -10,6 +10,33 @@
 //! thread's own ring. A timer that fired several periods before its signal was handled says so
 //! (`timer_getoverrun`): the sample's weight is `1 + overrun`, so no CPU time goes unaccounted.
 //!
+//! # Which threads are timed
+//!
+//! Sessions are per node, the sampler per OS process: a thread gets a timer only while the
+//! sampler wants it ([`wanted`]), so a program with two nodes, one profiled, pays no signal,
+//! stack walk or ring write on the other node's threads. A thread is timed while a CPU session
+//! runs
+//!
+//! - for its node: the node of the runtime it was started by (a node's workers and blocking
+//!   threads, registered by the node's thread-start hook), or else the node of the first
+//!   process it polled (a thread of a runtime the program owns, [`Node::start_on`]);
+//! - for any node, while its node is unknown (0: registered before it polled any process), or
+//!   once it is *shared*: it has polled processes of another node than its own (a runtime two
+//!   nodes started on share its threads), or opened a session on another node (it may run
+//!   that node's processes, `Node::run` on a current-thread node). Such a thread may poll a
+//!   sampled node's process at any moment, so it is timed while any CPU session runs; the
+//!   drain keeps, of its samples, those for each session's node, as for every thread.
+//!
+//! Every poll of a process checks, with relaxed loads of the thread's own slot, that its
+//! thread is registered for the process's node or shared; the first poll of another node's
+//! process takes the registry's lock once, to learn the node (0 -> N, disarmed if no session
+//! is open for N) or to mark the thread shared (armed), before the process runs. Opening a
+//! node's first session arms its threads; closing it disarms them while other nodes' sessions
+//! go on; closing the last stops every timer. Each walks the registered threads once, under
+//! the registry's lock, as registering and arming always did: never in a handler.
+//!
+//! [`Node::start_on`]: crate::Node::start_on
+//!
 //! # The handler
 //!
 //! Async-signal-safe, and provably so from what it calls: it saves and restores `errno`; reads
@@ -81,9 +108,11 @@ fn install() -> Result<(), SampleError> {
     Ok(())
 }
 
-/// Starts the timers of every registered thread at `hz`, or joins the timers already running
-/// at that rate.
-pub(crate) fn start(hz: u32) -> Result<(), SampleError> {
+/// Opens a CPU session for `node`: starts the sampler at `hz`, or joins it when it already
+/// runs at that rate; then arms the threads the session wants that have no timer yet (all
+/// those [`wanted`] when the sampler starts, `node`'s when it already ran for another node).
+/// Linear in the registered threads, under the registry's lock.
+pub(crate) fn start(hz: u32, node: u32) -> Result<(), SampleError> {
     let period = 1_000_000_000 / u64::from(hz.max(1));
     let mut guard = REGISTRY.lock();
     install()?;
@@ -95,33 +124,75 @@ pub(crate) fn start(hz: u32) -> Result<(), SampleError> {
                 asked_hz: hz,
             });
         }
-        return Ok(());
+    } else {
+        WALK.store(super::native::walkable(), Ordering::Relaxed);
+        PERIOD_NS.store(period, Ordering::Relaxed);
+        super::threads::set_running(super::threads::CPU, true);
     }
-    WALK.store(super::native::walkable(), Ordering::Relaxed);
-    PERIOD_NS.store(period, Ordering::Relaxed);
-    super::threads::set_running(super::threads::CPU, true);
     let Registry {
         threads,
         occupied,
         pool,
+        cpu_nodes,
         ..
     } = &mut *guard;
+    match cpu_nodes.iter_mut().find(|(n, _)| *n == node) {
+        Some((_, open)) => *open += 1,
+        None => cpu_nodes.push((node, 1)),
+    }
     for &i in occupied.iter() {
-        arm(&mut threads[i as usize], pool);
+        fit(&mut threads[i as usize], pool, cpu_nodes);
     }
     Ok(())
 }
 
-/// Stops every timer.
-pub(crate) fn stop() {
+/// Closes a CPU session for `node` (one [`start`] for it): the last one of every node stops
+/// every timer; the last one of `node` while other nodes' stay open disarms the threads
+/// they no longer want (`node`'s own).
+pub(crate) fn stop(node: u32) {
     let mut guard = REGISTRY.lock();
-    super::threads::set_running(super::threads::CPU, false);
-    PERIOD_NS.store(0, Ordering::Relaxed);
     let Registry {
-        threads, occupied, ..
+        threads,
+        occupied,
+        pool,
+        cpu_nodes,
+        ..
     } = &mut *guard;
+    if let Some(at) = cpu_nodes.iter().position(|(n, _)| *n == node) {
+        cpu_nodes[at].1 -= 1;
+        if cpu_nodes[at].1 == 0 {
+            cpu_nodes.swap_remove(at);
+        }
+    }
+    if cpu_nodes.is_empty() {
+        super::threads::set_running(super::threads::CPU, false);
+        PERIOD_NS.store(0, Ordering::Relaxed);
+    }
     for &i in occupied.iter() {
-        disarm(&mut threads[i as usize]);
+        fit(&mut threads[i as usize], pool, cpu_nodes);
+    }
+}
+
+/// Whether the CPU sampler wants `entry`'s thread timed, given the nodes CPU sessions are
+/// open for (`cpu_nodes`, empty when it does not run): when its node is unknown (0) or it
+/// is shared, since it may poll a sampled node's processes, or when a session is open for
+/// its node.
+pub(crate) fn wanted(entry: &ThreadEntry, cpu_nodes: &[(u32, u32)]) -> bool {
+    !cpu_nodes.is_empty()
+        && (entry.node == 0 || entry.shared || cpu_nodes.iter().any(|(n, _)| *n == entry.node))
+}
+
+/// Arms `entry`'s thread if the CPU sampler wants it timed ([`wanted`]) and it has no timer,
+/// or disarms it if it is not wanted; under the registry's lock.
+pub(crate) fn fit(
+    entry: &mut ThreadEntry,
+    pool: &mut Vec<&'static Ring>,
+    cpu_nodes: &[(u32, u32)],
+) {
+    if running() && wanted(entry, cpu_nodes) {
+        arm(entry, pool);
+    } else {
+        disarm(entry);
     }
 }
 

@@ -132,6 +132,10 @@ pub(crate) struct Ring {
     pub(crate) tid: AtomicU32,
     /// The owning thread's timer (a `timer_t`), for the handler's overrun count; 0 for none.
     timer: AtomicUsize,
+    /// Records pushed since the ring was last reset, kept or dropped (tests: the samples a
+    /// thread took).
+    #[cfg(test)]
+    taken: AtomicU64,
 }
 
 impl Ring {
@@ -152,6 +156,8 @@ impl Ring {
             dropped_bytes: AtomicU64::new(0),
             tid: AtomicU32::new(0),
             timer: AtomicUsize::new(0),
+            #[cfg(test)]
+            taken: AtomicU64::new(0),
         }
     }
 
@@ -176,6 +182,8 @@ impl Ring {
     /// release store; no lock, no allocation, no call.
     #[inline]
     pub(crate) fn push(&self, r: &Record) {
+        #[cfg(test)]
+        self.taken.fetch_add(1, Ordering::Relaxed);
         let head = self.head.load(Ordering::Relaxed);
         if head - self.tail.load(Ordering::Acquire) >= self.slots {
             self.dropped
@@ -252,6 +260,13 @@ impl Ring {
         self.head.load(Ordering::Acquire)
     }
 
+    /// Records pushed since the ring was last reset, kept or dropped: the samples its owner
+    /// took.
+    #[cfg(test)]
+    pub(crate) fn taken(&self) -> u64 {
+        self.taken.load(Ordering::Relaxed)
+    }
+
     /// Timer periods dropped because the ring was full, since the last call (which takes them).
     pub(crate) fn take_dropped(&self) -> u64 {
         self.dropped.swap(0, Ordering::Relaxed)
@@ -270,6 +285,8 @@ impl Ring {
         self.dropped_bytes.store(0, Ordering::Relaxed);
         self.timer.store(0, Ordering::Relaxed);
         self.tid.store(0, Ordering::Relaxed);
+        #[cfg(test)]
+        self.taken.store(0, Ordering::Relaxed);
     }
 }
 

@@ -57,7 +57,7 @@ fn spin(n: u64) -> u64 {
 #[test]
 fn the_handler_neither_locks_nor_allocates() {
     let _serial = SERIAL.lock();
-    super::cpu::start(997).expect("start the sampler");
+    super::cpu::start(997, 0).expect("start the sampler");
     let (done_tx, done_rx) = mpsc::channel();
     let sampled = std::thread::Builder::new()
         .name("sampled".into())
@@ -89,7 +89,7 @@ fn the_handler_neither_locks_nor_allocates() {
         })
         .expect("spawn");
     let outcome = done_rx.recv_timeout(Duration::from_secs(120));
-    super::cpu::stop();
+    super::cpu::stop(0);
     let (records, allocated) = outcome.expect("the sampled thread finished: no handler deadlocked");
     sampled.join().expect("joined");
     assert!(records >= 20, "the handler ran ({records} records)");
@@ -167,14 +167,14 @@ fn another_sigprof_handler_is_refused_not_replaced() {
         libc::signal(libc::SIGPROF, handler);
     };
     set(foreign as *const () as libc::sighandler_t);
-    let refused = super::cpu::start(997);
+    let refused = super::cpu::start(997, 0);
     set(libc::SIG_DFL);
     assert!(
         matches!(refused, Err(super::SampleError::SignalTaken)),
         "{refused:?}"
     );
-    super::cpu::start(997).expect("starts once the other handler is gone");
-    super::cpu::stop();
+    super::cpu::start(997, 0).expect("starts once the other handler is gone");
+    super::cpu::stop(0);
 }
 
 /// Frees of sampled blocks that find the queue of frees full are lost (their blocks stay in
@@ -260,7 +260,7 @@ fn spin_until_sampled() -> bool {
 fn the_registry_stays_bounded_as_threads_come_and_go() {
     const THREADS: usize = 200;
     let _serial = SERIAL.lock();
-    super::cpu::start(997).expect("start the CPU sampler");
+    super::cpu::start(997, 0).expect("start the CPU sampler");
     super::alloc::start(super::AllocRate::default()).expect("start the allocation sampler");
     let before = super::threads::REGISTRY.lock().threads.len();
     let mut registered = 0;
@@ -283,7 +283,7 @@ fn the_registry_stays_bounded_as_threads_come_and_go() {
     }
     let after = super::threads::REGISTRY.lock().threads.len();
     super::alloc::stop();
-    super::cpu::stop();
+    super::cpu::stop(0);
     eprintln!("registry entries: {before} before {THREADS} threads, {after} after");
     assert_eq!(
         registered, THREADS,
@@ -304,7 +304,7 @@ fn the_registry_stays_bounded_as_threads_come_and_go() {
 fn the_drain_walks_the_occupied_entries_only() {
     const THREADS: usize = 32;
     let _serial = SERIAL.lock();
-    super::cpu::start(997).expect("start the CPU sampler");
+    super::cpu::start(997, 0).expect("start the CPU sampler");
     let registered = std::sync::Arc::new(std::sync::Barrier::new(THREADS + 1));
     let checked = std::sync::Arc::new(std::sync::Barrier::new(THREADS + 1));
     let threads: Vec<_> = (0..THREADS)
@@ -347,7 +347,7 @@ fn the_drain_walks_the_occupied_entries_only() {
         .collect();
     super::store::drain();
     let left = occupied(&mine);
-    super::cpu::stop();
+    super::cpu::stop(0);
     assert!(
         mine.iter().all(|m| live.contains(m)),
         "every live thread's entry is occupied"
@@ -453,6 +453,297 @@ fn a_reused_entry_does_not_rename_the_samples_of_the_thread_before() {
         assert!(
             data.samples.iter().any(|s| s.thread == Some(index)),
             "samples name thread {index}"
+        );
+    }
+}
+
+/// The samples this thread has taken with its current ring (0 without one).
+fn own_taken() -> u64 {
+    let ring = super::threads::THREAD
+        .with(|t| t.ring.load(Ordering::Acquire))
+        .cast_const();
+    // SAFETY: rings are leaked, never freed; this thread's was published by its arming.
+    #[allow(unsafe_code)]
+    unsafe { ring.as_ref() }.map_or(0, super::ring::Ring::taken)
+}
+
+/// CPU time of the clock `clock`, in nanoseconds.
+fn cpu_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `clock_gettime` writes `ts`, a plain struct on the stack; `clock` is this
+    // thread's clock or that of a live registered thread (read under the registry's lock).
+    #[allow(unsafe_code)]
+    unsafe {
+        libc::clock_gettime(clock, &mut ts);
+    }
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Spins on this thread until it has used `ns` more of CPU time.
+fn spin_cpu(ns: u64) {
+    let start = cpu_ns(libc::CLOCK_THREAD_CPUTIME_ID);
+    while cpu_ns(libc::CLOCK_THREAD_CPUTIME_ID) - start < ns {
+        spin(10_000);
+    }
+}
+
+/// A node's worker threads as the registry has them now: tid, samples taken, CPU time (ns).
+fn workers(node: u32) -> Vec<(i32, u64, u64)> {
+    let reg = super::threads::REGISTRY.lock();
+    reg.occupied
+        .iter()
+        .map(|&i| &reg.threads[i as usize])
+        .filter(|e| e.alive && e.node == node && e.name.as_deref() == Some("node-worker"))
+        .map(|e| {
+            (
+                e.tid,
+                e.ring.map_or(0, super::ring::Ring::taken),
+                cpu_ns(e.clock),
+            )
+        })
+        .collect()
+}
+
+/// Samples taken and CPU time used by a node's workers since `base` (each thread's own
+/// counts: a thread not in `base` counts from 0); and the samples per thread.
+fn since(node: u32, base: &[(i32, u64, u64)]) -> (u64, u64, Vec<(i32, u64)>) {
+    let mut taken = 0;
+    let mut cpu = 0;
+    let mut each = Vec::new();
+    for (tid, t, c) in workers(node) {
+        let (t0, c0) = base
+            .iter()
+            .find(|b| b.0 == tid)
+            .map_or((0, 0), |b| (b.1, b.2));
+        taken += t - t0;
+        cpu += c - c0;
+        each.push((tid, t - t0));
+    }
+    (taken, cpu, each)
+}
+
+/// Waits (bounded) until `done` holds for a node's workers' counts since `base`.
+fn wait_for(
+    what: &str,
+    node: u32,
+    base: &[(i32, u64, u64)],
+    done: impl Fn(u64, u64) -> bool,
+) -> (u64, u64, Vec<(i32, u64)>) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        let now = since(node, base);
+        if done(now.0, now.1) {
+            return now;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what}: not in time ({} samples, {} ms of CPU)",
+            now.0,
+            now.1 / 1_000_000
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// A process that spins until told to stop, yielding between rounds.
+async fn spinner(stop: std::sync::Arc<std::sync::atomic::AtomicBool>) {
+    while !stop.load(Ordering::Relaxed) {
+        spin(200_000);
+        tokio::task::yield_now().await;
+    }
+}
+
+/// CPU time the test waits for on a node's threads before it says they took no samples: at
+/// 997 Hz, about 200 samples had their timers run.
+const UNSAMPLED_CPU_NS: u64 = 200_000_000;
+
+/// Two nodes, both busy: the CPU sampler times the threads of the nodes a CPU session is open
+/// for, and no other node's. A session on A: A's workers take samples, B's none (their CPU
+/// time is counted meanwhile: timers would have fired); a session on B too: B's take some;
+/// A's closed: A's take none more while B's go on.
+#[test]
+fn only_the_threads_of_sampled_nodes_take_cpu_samples() {
+    let _serial = SERIAL.lock();
+    let build = || {
+        crate::Node::builder()
+            .worker_threads(2)
+            .build()
+            .expect("node")
+    };
+    let (a, b) = (build(), build());
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for node in [&a, &b] {
+        for _ in 0..2 {
+            let stop = stop.clone();
+            node.spawn(spinner(stop)).expect("spawn");
+        }
+    }
+    let base_a = workers(a.id());
+    let base_b = workers(b.id());
+    let session_a = a
+        .sample_session(super::SampleOptions::new().hz(997))
+        .expect("CPU session on A");
+    let on_a = wait_for("A's workers sampled", a.id(), &base_a, |taken, _| {
+        taken >= 20
+    });
+    let (b_taken, b_cpu, b_each) = wait_for("B's workers busy", b.id(), &base_b, |_, cpu| {
+        cpu >= UNSAMPLED_CPU_NS
+    });
+    eprintln!(
+        "session on A: A's workers took {:?}; B's {:?} in {} ms of CPU",
+        on_a.2,
+        b_each,
+        b_cpu / 1_000_000
+    );
+    assert_eq!(b_taken, 0, "B's workers took samples for A's session");
+
+    let base_b = workers(b.id());
+    let session_b = b
+        .sample_session(super::SampleOptions::new().hz(997))
+        .expect("CPU session on B");
+    let on_b = wait_for("B's workers sampled", b.id(), &base_b, |taken, _| {
+        taken >= 20
+    });
+    eprintln!("sessions on A and B: B's workers took {:?}", on_b.2);
+
+    drop(session_a);
+    // A signal generated before A's timers went is delivered at once: let it come.
+    let settle = workers(a.id());
+    wait_for("A's workers busy", a.id(), &settle, |_, cpu| {
+        cpu >= 20_000_000
+    });
+    let base_a = workers(a.id());
+    let base_b = workers(b.id());
+    let (a_taken, a_cpu, a_each) = wait_for("A's workers busy", a.id(), &base_a, |_, cpu| {
+        cpu >= UNSAMPLED_CPU_NS
+    });
+    let on_b = wait_for("B's workers sampled", b.id(), &base_b, |taken, _| {
+        taken >= 20
+    });
+    eprintln!(
+        "session on B only: A's workers took {:?} in {} ms of CPU; B's {:?}",
+        a_each,
+        a_cpu / 1_000_000,
+        on_b.2
+    );
+    assert_eq!(
+        a_taken, 0,
+        "A's workers took samples after A's session closed"
+    );
+    stop.store(true, Ordering::Relaxed);
+    drop(session_b);
+}
+
+/// A thread of no node yet (registered with node 0) is timed while any CPU session runs, and
+/// keeps its timer when it then polls a process of the sampled node: its samples are that
+/// process's, in the session. A thread that first polls a process of a node no session
+/// samples loses its timer, and gets it back when it polls a process of the sampled node (a
+/// thread of a runtime two nodes share).
+#[test]
+fn a_thread_of_no_node_or_of_two_is_sampled_for_the_sampled_node() {
+    let _serial = SERIAL.lock();
+    let runtime = || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime")
+    };
+    let (rt_a, rt_b) = (runtime(), runtime());
+    let a = crate::Node::start_on(rt_a.handle().clone());
+    let b = crate::Node::start_on(rt_b.handle().clone());
+    let session = a
+        .sample_session(super::SampleOptions::new().hz(997))
+        .expect("CPU session on A");
+    session
+        .trace()
+        .enable_trace(crate::trace::ProcessSpec::New, true)
+        .expect("sample A's new processes");
+    // Spins in a process until this thread has taken `n` more samples (bounded by CPU time).
+    let sampled_in_a_process = |n: u64| {
+        rt_a.block_on(a.run_async(async move {
+            let before = own_taken();
+            let start = cpu_ns(libc::CLOCK_THREAD_CPUTIME_ID);
+            while own_taken() < before + n
+                && cpu_ns(libc::CLOCK_THREAD_CPUTIME_ID) - start < 60_000_000_000
+            {
+                spin(10_000);
+            }
+            (crate::self_pid(), own_taken() - before)
+        }))
+        .expect("the process ran")
+    };
+    // One after the other: a current-thread runtime runs its tasks on the thread that drives it.
+    let (first, second) = std::thread::scope(|s| {
+        let first = std::thread::Builder::new()
+            .name("node-0-then-a".into())
+            .spawn_scoped(s, || {
+                super::threads::register_current(0);
+                assert!(spin_until_sampled(), "timed while its node is unknown");
+                let (pid, taken) = sampled_in_a_process(20);
+                let node = super::threads::REGISTRY.lock().threads[own_index() as usize - 1].node;
+                (pid, taken, node)
+            })
+            .expect("spawn")
+            .join()
+            .expect("joined");
+        let second = std::thread::Builder::new()
+            .name("node-0-then-b-then-a".into())
+            .spawn_scoped(s, || {
+                super::threads::register_current(0);
+                assert!(spin_until_sampled(), "timed while its node is unknown");
+                let on_b = rt_b
+                    .block_on(b.run_async(async {
+                        // A signal generated before its timer went is delivered at once.
+                        spin_cpu(10_000_000);
+                        let before = own_taken();
+                        spin_cpu(UNSAMPLED_CPU_NS);
+                        own_taken() - before
+                    }))
+                    .expect("the process ran");
+                let (pid, taken) = sampled_in_a_process(20);
+                (on_b, pid, taken)
+            })
+            .expect("spawn")
+            .join()
+            .expect("joined");
+        (first, second)
+    });
+    let (first_pid, first_taken, first_node) = first;
+    let (on_b, second_pid, second_taken) = second;
+    eprintln!(
+        "node 0 then A: {first_taken} samples in A's process; node 0 then B then A: {on_b} in \
+         B's process, {second_taken} in A's"
+    );
+    assert_eq!(
+        first_node,
+        a.id(),
+        "the thread took the node of its first process"
+    );
+    assert!(first_taken >= 20, "sampled in A's process: {first_taken}");
+    assert_eq!(on_b, 0, "sampled in B's process, which no session samples");
+    assert!(
+        second_taken >= 20,
+        "sampled in A's process again: {second_taken}"
+    );
+    let data = session.samples();
+    for (pid, name) in [
+        (first_pid, "node-0-then-a"),
+        (second_pid, "node-0-then-b-then-a"),
+    ] {
+        let thread = data
+            .threads
+            .iter()
+            .find(|t| t.name.as_deref() == Some(name))
+            .unwrap_or_else(|| panic!("a thread named {name}: {:?}", data.threads))
+            .index;
+        assert!(
+            data.samples
+                .iter()
+                .any(|s| s.pid == Some(pid) && s.thread == Some(thread)),
+            "A's session has samples of {pid} on {name}"
         );
     }
 }

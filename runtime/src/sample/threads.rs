@@ -41,7 +41,9 @@
 //! what the registry does under its lock.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicPtr, AtomicU8, AtomicU32, AtomicUsize, Ordering, compiler_fence};
+use std::sync::atomic::{
+    AtomicBool, AtomicPtr, AtomicU8, AtomicU32, AtomicUsize, Ordering, compiler_fence,
+};
 
 use parking_lot::Mutex;
 
@@ -85,6 +87,8 @@ pub(crate) struct ThreadSlot {
     pub(crate) index: AtomicU32,
     /// The node it works for, as registered (0: none known yet).
     pub(crate) node: AtomicU32,
+    /// Whether it has polled processes of another node than `node` too.
+    pub(crate) shared: AtomicBool,
 }
 
 thread_local! {
@@ -98,6 +102,7 @@ thread_local! {
             stack_hi: AtomicUsize::new(0),
             index: AtomicU32::new(0),
             node: AtomicU32::new(0),
+            shared: AtomicBool::new(false),
         }
     };
     /// Unregisters the thread when it exits (touched at registration).
@@ -116,8 +121,12 @@ pub(crate) struct ThreadEntry {
     pub(crate) tid: i32,
     /// The thread's name, if it has one.
     pub(crate) name: Option<Arc<str>>,
-    /// The node it works for (0: none known yet).
+    /// The node it works for (0: none known yet): the first node it was registered for or
+    /// polled a process of. Its samples outside any process are that node's.
     pub(crate) node: u32,
+    /// Whether it has polled processes of another node than `node` too (a thread of a runtime
+    /// several nodes share): timed while any CPU session runs.
+    pub(crate) shared: bool,
     /// Its CPU-time clock.
     #[cfg(target_os = "linux")]
     pub(crate) clock: libc::clockid_t,
@@ -209,6 +218,9 @@ pub(crate) struct Registry {
     vacant: Vec<u32>,
     pub(crate) pool: Vec<&'static Ring>,
     pub(crate) alloc_pool: Vec<&'static Ring>,
+    /// The nodes CPU sample sessions are open for, each with how many: which threads the CPU
+    /// sampler times ([`super::cpu::wanted`]).
+    pub(crate) cpu_nodes: Vec<(u32, u32)>,
 }
 
 pub(crate) static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
@@ -217,6 +229,7 @@ pub(crate) static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
     vacant: Vec::new(),
     pool: Vec::new(),
     alloc_pool: Vec::new(),
+    cpu_nodes: Vec::new(),
 });
 
 /// Entries whose thread has exited and whose rings the drain has not given back yet: while
@@ -267,15 +280,20 @@ impl Registry {
     }
 }
 
-/// Registers the calling thread for `node` (0 when not known), if it is not yet; a thread
-/// registered with node 0 takes the first node it names. Arms its timer when the CPU sampler
-/// runs.
+/// Registers the calling thread for `node` (0 when not known), if it is not yet: it may run
+/// that node's processes. A thread registered with node 0 takes the first node it names; one
+/// registered with a node that names another becomes shared. Arms or disarms its timer as the
+/// CPU sampler wants it ([`super::cpu::wanted`]).
 #[cfg(target_os = "linux")]
 #[inline]
 pub(crate) fn register_current(node: u32) {
-    // What every poll of a sampled process finds: the thread registered, with its node.
+    // What every poll of a sampled process finds: the thread registered, with its node (or
+    // shared).
     let done = THREAD.with(|t| {
-        t.index.load(Ordering::Relaxed) != 0 && (node == 0 || t.node.load(Ordering::Relaxed) != 0)
+        t.index.load(Ordering::Relaxed) != 0
+            && (node == 0
+                || t.node.load(Ordering::Relaxed) == node
+                || t.shared.load(Ordering::Relaxed))
     });
     if !done {
         register_slow(node);
@@ -294,10 +312,23 @@ fn register_slow(node: u32) {
         )
     });
     if index != 0 {
-        if node != 0 && known == 0 {
-            REGISTRY.lock().threads[index as usize - 1].node = node;
+        // Here `node` is neither 0 nor the thread's: it learns its node, or is shared.
+        let mut reg = REGISTRY.lock();
+        let Registry {
+            threads,
+            pool,
+            cpu_nodes,
+            ..
+        } = &mut *reg;
+        let entry = &mut threads[index as usize - 1];
+        if known == 0 {
+            entry.node = node;
             THREAD.with(|t| t.node.store(node, Ordering::Relaxed));
+        } else {
+            entry.shared = true;
+            THREAD.with(|t| t.shared.store(true, Ordering::Relaxed));
         }
+        super::cpu::fit(entry, pool, cpu_nodes);
         return;
     }
     crate::heap::suppressed(|| {
@@ -327,6 +358,7 @@ fn register_slow(node: u32) {
             tid,
             name,
             node,
+            shared: false,
             clock,
             slot,
             ring: None,
@@ -344,12 +376,11 @@ fn register_slow(node: u32) {
             threads,
             pool,
             alloc_pool,
+            cpu_nodes,
             ..
         } = &mut *reg;
         let entry = &mut threads[index as usize];
-        if super::cpu::running() {
-            super::cpu::arm(entry, pool);
-        }
+        super::cpu::fit(entry, pool, cpu_nodes);
         if super::alloc::running() {
             super::alloc::arm(entry, alloc_pool);
         }
