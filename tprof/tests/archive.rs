@@ -1232,21 +1232,33 @@ fn real_sampled_profile(sampler: runtime::sample::Sampler) -> Profile {
     fn spin(n: u64) -> u64 {
         (0..n).fold(1u64, |a, i| a.rotate_left(7) ^ i.wrapping_mul(0x9e37))
     }
+    // Under the wall sampler, which gives a running process no path, half of each round is
+    // spent suspended in `work` (a timer), so that many ticks find it waiting with its traced
+    // path (a `yield_now` left it runnable for microseconds: on a fast machine no tick might
+    // land there, and the wall profile had no stack). The CPU sampler's rounds yield: see the
+    // closing note of this change for CPU timers seen expiring undelivered in runs whose
+    // worker sleeps on a timer.
     #[runtime::traced]
-    async fn work() -> u64 {
+    async fn work(sleeps: bool) -> u64 {
         let mut total = 0;
         for _ in 0..200 {
             total ^= spin(50_000);
-            tokio::task::yield_now().await;
+            if sleeps {
+                tokio::time::sleep(std::time::Duration::from_micros(500)).await;
+            } else {
+                tokio::task::yield_now().await;
+            }
         }
         total
     }
+    let sleeps = sampler == runtime::sample::Sampler::Wall;
     let options = tprof::ProfileOptions::new().sample(
         runtime::sample::SampleOptions::new()
             .sampler(sampler)
             .hz(997),
     );
-    let outcome = tprof::profile(|| async { work().await }, options).expect("profiled");
+    let outcome =
+        tprof::profile(move || async move { work(sleeps).await }, options).expect("profiled");
     assert!(outcome.result.is_ok());
     outcome.profile
 }
