@@ -300,10 +300,36 @@ fn main() {
         .configure_from_args()
         .final_summary();
     // Criterion's own filter does not reach these: skip them when a filter names another row.
-    let filtered = std::env::args()
-        .skip(1)
-        .any(|a| !a.starts_with('-') && !"sampling/figures".contains(a.as_str()));
-    if !filtered {
+    if !filtered_out(&std::env::args().skip(1).collect::<Vec<_>>()) {
         figures();
     }
+}
+
+/// Criterion's options that take a value (`--warm-up-time 1`): the value is no row filter.
+const VALUED: &[&str] = &[
+    "--warm-up-time",
+    "--measurement-time",
+    "--sample-size",
+    "--noise-threshold",
+    "--confidence-level",
+    "--significance-level",
+    "--nresamples",
+    "--save-baseline",
+    "--baseline",
+    "--load-baseline",
+    "--profile-time",
+    "--output-format",
+    "--color",
+    "--format",
+    "--plotting-backend",
+];
+
+/// Whether `args` hold a row filter that `sampling/figures` does not match.
+fn filtered_out(args: &[String]) -> bool {
+    let mut previous: Option<&str> = None;
+    args.iter().any(|a| {
+        let value = previous.is_some_and(|p| VALUED.contains(&p));
+        previous = Some(a.as_str());
+        !value && !a.starts_with('-') && !"sampling/figures".contains(a.as_str())
+    })
 }
