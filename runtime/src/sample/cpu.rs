@@ -129,20 +129,11 @@ pub(crate) fn start(hz: u32, node: u32) -> Result<(), SampleError> {
         PERIOD_NS.store(period, Ordering::Relaxed);
         super::threads::set_running(super::threads::CPU, true);
     }
-    let Registry {
-        threads,
-        occupied,
-        pool,
-        cpu_nodes,
-        ..
-    } = &mut *guard;
-    match cpu_nodes.iter_mut().find(|(n, _)| *n == node) {
+    match guard.cpu_nodes.iter_mut().find(|(n, _)| *n == node) {
         Some((_, open)) => *open += 1,
-        None => cpu_nodes.push((node, 1)),
+        None => guard.cpu_nodes.push((node, 1)),
     }
-    for &i in occupied.iter() {
-        fit(&mut threads[i as usize], pool, cpu_nodes);
-    }
+    refit(&mut guard);
     Ok(())
 }
 
@@ -151,13 +142,7 @@ pub(crate) fn start(hz: u32, node: u32) -> Result<(), SampleError> {
 /// they no longer want (`node`'s own).
 pub(crate) fn stop(node: u32) {
     let mut guard = REGISTRY.lock();
-    let Registry {
-        threads,
-        occupied,
-        pool,
-        cpu_nodes,
-        ..
-    } = &mut *guard;
+    let cpu_nodes = &mut guard.cpu_nodes;
     if let Some(at) = cpu_nodes.iter().position(|(n, _)| *n == node) {
         cpu_nodes[at].1 -= 1;
         if cpu_nodes[at].1 == 0 {
@@ -168,6 +153,19 @@ pub(crate) fn stop(node: u32) {
         super::threads::set_running(super::threads::CPU, false);
         PERIOD_NS.store(0, Ordering::Relaxed);
     }
+    refit(&mut guard);
+}
+
+/// Arms or disarms every registered thread as the open sessions want it ([`fit`]): one walk
+/// of the occupied entries, under the registry's lock (held by the caller).
+fn refit(reg: &mut Registry) {
+    let Registry {
+        threads,
+        occupied,
+        pool,
+        cpu_nodes,
+        ..
+    } = reg;
     for &i in occupied.iter() {
         fit(&mut threads[i as usize], pool, cpu_nodes);
     }
