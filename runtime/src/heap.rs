@@ -134,15 +134,31 @@ const NO: u8 = 1;
 /// Unknown (0), [`NO`] or [`YES`].
 static INSTALLED: AtomicU8 = AtomicU8::new(0);
 
+/// Allocates a block of [`alloc::PROBE`]'s layout through the global allocator and looks
+/// whether a [`CountingAlloc`] handed it out: the allocator records the address of each such
+/// block (it recognises the layout on its out-of-line path). Nothing is set around the
+/// allocation for the allocator to read, so the answer does not lean on the order of a
+/// thread-local's writes and an allocator call, which the compiler does not promise to keep.
 #[cold]
 fn probe() -> bool {
     static PROBE: OnceLock<bool> = OnceLock::new();
     let installed = *PROBE.get_or_init(|| {
-        let prev = account::set_charge(account::Charge::Probe);
-        let probe = std::hint::black_box(Box::new(0u64));
-        account::set_charge(prev);
-        let seen = alloc::PROBED.swap(0, Ordering::Relaxed);
-        seen == &*probe as *const u64 as usize
+        let layout = alloc::PROBE;
+        // SAFETY: the layout's size is not zero.
+        #[allow(unsafe_code)]
+        let block = unsafe { std::alloc::alloc(layout) };
+        if block.is_null() {
+            return false;
+        }
+        // The block's address escapes: the allocation is made, and made here.
+        let block = std::hint::black_box(block);
+        let seen = alloc::PROBED.load(Ordering::Relaxed) == block.addr();
+        // SAFETY: `block` came from `std::alloc::alloc` with this layout, and is freed once.
+        #[allow(unsafe_code)]
+        unsafe {
+            std::alloc::dealloc(block, layout)
+        };
+        seen
     });
     INSTALLED.store(if installed { YES } else { NO }, Ordering::Relaxed);
     installed
@@ -245,16 +261,18 @@ pub(crate) fn move_box<T: ?Sized>(value: &mut Box<T>, to: &'static Account) {
     let Some(plan) = alloc::Plan::of(layout) else {
         return;
     };
-    let block = (&mut **value as *mut T).cast::<u8>();
-    let tag_ptr = plan.tag_ptr(block);
-    // SAFETY: `installed()` proved the global allocator is a `CountingAlloc` (its probe's box
-    // came back with the address a `CountingAlloc` handed out; a global allocator that sent
-    // only some sizes through one would defeat this, which no allocator wrapper does), which
-    // made the
-    // box's block with `plan` for this layout (a `Box` allocates `Layout::for_value` of its
-    // value through the global allocator), so the tag's 8 aligned bytes lie inside that
-    // block, outside the value. The `&mut Box` makes this the only access to the block: no
-    // one can free or reallocate it meanwhile.
+    // The allocator's own pointer to the tag: the box's pointer has the provenance of the
+    // value's bytes only, and the tag is outside them (see `alloc`'s "Whose pointer reaches the
+    // tag").
+    let (tag_ptr, _) = plan.reclaim((&raw mut **value).addr());
+    // SAFETY: `installed()` proved the global allocator is a `CountingAlloc` (its probe's
+    // block came back with the address a `CountingAlloc` handed out; a global allocator that
+    // sent only some layouts through one would defeat this, which no allocator wrapper does),
+    // which made the box's block with `plan` for this layout (a `Box` allocates
+    // `Layout::for_value` of its value through the global allocator) and exposed its inner
+    // block's provenance, which `tag_ptr` takes: so the tag's 8 aligned bytes lie inside that
+    // inner block, outside the value, and `tag_ptr` may reach them. The `&mut Box` makes this
+    // the only access to the block: no one can free or reallocate it meanwhile.
     #[allow(unsafe_code)]
     unsafe {
         let word = tag_ptr.read();

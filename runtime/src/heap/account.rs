@@ -35,8 +35,6 @@ pub(super) enum Charge {
     /// Work this thread measures that is not a process's own poll: charged to the tally's
     /// account (shared) or to no one, and counted in the tally ([`super::counts`]).
     Tallied(&'static Tally),
-    /// The probe of [`installed`](super::installed) is allocating.
-    Probe,
 }
 
 thread_local! {
@@ -55,8 +53,6 @@ const KIND_MASK: usize = 7;
 const NONE: usize = 1;
 /// [`Charge::Shared`]: the account pointer with this bit set.
 const SHARED: usize = 2;
-/// [`Charge::Probe`].
-const PROBE: usize = 3;
 /// [`Charge::Tallied`]: the tally's pointer with this bit set.
 const TALLIED: usize = 4;
 // An account's address, and a tally's, leave the kind bits clear.
@@ -73,7 +69,6 @@ impl Charge {
             Charge::Tallied(tally) => (tally as *const Tally)
                 .cast::<Account>()
                 .map_addr(|a| a | TALLIED),
-            Charge::Probe => std::ptr::without_provenance(PROBE),
         }
     }
 
@@ -84,7 +79,7 @@ impl Charge {
         match raw.addr() & KIND_MASK {
             // SAFETY: `raw` is `encode` of some charge (`set_charge` is the only writer of
             // CURRENT, and its initial value is NONE's); with clear kind bits it can only be an
-            // owner's account pointer (NONE and PROBE are small constants with kind bits).
+            // owner's account pointer (NONE is a small constant with kind bits).
             0 => Charge::Owner(unsafe { deref(raw) }),
             SHARED => {
                 // SAFETY: likewise, a value with the SHARED bit is `encode` of
@@ -98,7 +93,6 @@ impl Charge {
                 // set, which clearing them and casting back gives back.
                 Charge::Tallied(unsafe { deref(raw.map_addr(|a| a & !KIND_MASK).cast::<Tally>()) })
             }
-            PROBE => Charge::Probe,
             _ => Charge::None,
         }
     }
@@ -726,13 +720,12 @@ mod tests {
             Charge::None,
             Charge::Owner(account),
             Charge::Shared(account),
-            Charge::Probe,
         ] {
             let prev = set_charge(charge);
             let seen = current_charge();
             set_charge(prev);
             let same = match (charge, seen) {
-                (Charge::None, Charge::None) | (Charge::Probe, Charge::Probe) => true,
+                (Charge::None, Charge::None) => true,
                 (Charge::Owner(a), Charge::Owner(b)) | (Charge::Shared(a), Charge::Shared(b)) => {
                     std::ptr::eq(a, b)
                 }

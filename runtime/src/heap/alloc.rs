@@ -13,6 +13,26 @@
 //!
 //! Allocation sampling ([`super::sampling`]) adds one load and a branch to each allocation
 //! while off, a subtraction and a branch more while on.
+//!
+//! # Whose pointer reaches the tag
+//!
+//! A block handed out through `#[global_allocator]` is, to the program and to the compiler, a
+//! fresh allocation of exactly the size asked: `__rust_alloc` carries LLVM's allocator
+//! attributes (`allockind`, `allocsize`, a `noalias` return), and Rust's rules give the
+//! program's pointer the provenance of those bytes only. The tag lies outside them, so the
+//! allocator may never reach it, nor the inner block, through a pointer the program gives back
+//! (to `dealloc`, `realloc`, or [`move_box`](super::move_box)): `ptr.sub(8)` of such a pointer
+//! is out of its bounds, which is undefined behaviour. It was not theoretical: with the free
+//! path inlined into a program's drop glue (`__rust_dealloc` is defined in the program's own
+//! crate, so it inlines), LLVM saw a block come from `__rust_alloc` and its header read 8 bytes
+//! before it, concluded that every path freeing the block was unreachable, and deleted them: a
+//! function that built a `Vec<String>` and compared it compiled to a trap, and an `assert_eq!`
+//! of two equal values to an unconditional failure (issue 28).
+//!
+//! So every inner block's provenance is exposed when it is handed out ([`expose`]), and a
+//! pointer given back is turned into the allocator's own pointer to the same address
+//! ([`reclaim`]), which takes that exposed provenance: the header, the footer and the inner
+//! block are then reached through the inner allocator's provenance, never the program's.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -58,8 +78,42 @@ impl<A> CountingAlloc<A> {
     }
 }
 
-/// The address the probe of [`installed`](super::installed) was handed.
+/// The address of the last block handed out for [`PROBE`]: what the probe of
+/// [`installed`](super::installed) looks for.
 pub(super) static PROBED: AtomicUsize = AtomicUsize::new(0);
+
+/// The layout the probe of [`installed`](super::installed) allocates: an alignment over 16, so
+/// that only the allocator's out-of-line path, which is rare (a program's blocks are aligned to
+/// 16 or less but for a few, such as tokio's task cells at 128), compares a layout with it. A
+/// program that allocates this layout itself only records its block's address there, which the
+/// probe never mistakes for its own.
+pub(super) const PROBE: Layout = match Layout::from_size_align(24, 4096) {
+    Ok(layout) => layout,
+    Err(_) => panic!("a valid layout"),
+};
+
+/// Gives up the provenance of an inner block the allocator is handing out, so that
+/// [`reclaim`] can take it again from an address: the program's pointer to the block will not
+/// carry it (see the module documentation).
+#[inline(always)]
+fn expose(base: *mut u8) {
+    let _ = base.expose_provenance();
+}
+
+/// The allocator's own pointer to `addr`, a place in an inner block it handed out (and
+/// [`expose`]d) outside the caller's bytes (the inner block's start, a tag): a pointer the
+/// program gives back has the provenance of the caller's bytes only (see the module
+/// documentation), so the allocator computes such an address as an integer, from the
+/// program's pointer's address, and reaches it through this.
+///
+/// Never with the program's pointer's own address: LLVM folds `inttoptr(ptrtoint(p))` back
+/// into `p`, which keeps the program's provenance (rust-lang/rust#156622), and the arithmetic
+/// would then be done on `p` again. An address moved by the header's or the tag's offset is
+/// not folded.
+#[inline(always)]
+fn reclaim(addr: usize) -> *mut u8 {
+    std::ptr::with_exposed_provenance_mut(addr)
+}
 
 /// Where a block's tag lives and what is asked of the inner allocator.
 #[derive(Clone, Copy)]
@@ -104,10 +158,20 @@ impl Plan {
         }
     }
 
-    /// The tag's address for the block at `block`.
+    /// The tag's address for the block at `block`, a pointer of the allocator's.
     #[inline(always)]
     pub(super) fn tag_ptr(self, block: *mut u8) -> *mut u64 {
         block.wrapping_offset(self.tag_at).cast::<u64>()
+    }
+
+    /// The allocator's own pointers to the tag and to the inner block's start of the block
+    /// at `addr`, the address of a pointer the program gave back ([`reclaim`]: the tag's
+    /// offset is never 0, so the address reclaimed is never the program's pointer's own).
+    #[inline(always)]
+    pub(super) fn reclaim(self, addr: usize) -> (*mut u64, *mut u8) {
+        let tag = reclaim(addr.wrapping_add_signed(self.tag_at));
+        let base = tag.wrapping_offset(-(self.tag_at + self.offset as isize));
+        (tag.cast::<u64>(), base)
     }
 }
 
@@ -128,10 +192,9 @@ unsafe fn headed<const H: usize>(size: usize) -> Layout {
     unsafe { Layout::from_size_align_unchecked(size + H, H) }
 }
 
-/// Charges an allocation of `size` bytes at `block` to this thread's account; returns its
-/// packed tag.
+/// Charges an allocation of `size` bytes to this thread's account; returns its packed tag.
 #[inline(always)]
-fn charge(size: usize, block: *mut u8) -> u64 {
+fn charge(size: usize) -> u64 {
     match super::account::owner_of_thread() {
         Ok(account) => {
             if account.charge_owner(size as u64) {
@@ -140,23 +203,19 @@ fn charge(size: usize, block: *mut u8) -> u64 {
             account.tag_word()
         }
         Err(raw) if super::account::is_none(raw) => Tag::NONE.pack(),
-        Err(raw) => charge_other(raw, size, block),
+        Err(raw) => charge_other(raw, size),
     }
 }
 
-/// [`charge`] for a helper's allocation, or the probe's: `raw` is the thread-local's value.
+/// [`charge`] for a helper's allocation, or a tallied one: `raw` is the thread-local's value.
 #[inline(never)]
-fn charge_other(raw: *const Account, size: usize, block: *mut u8) -> u64 {
+fn charge_other(raw: *const Account, size: usize) -> u64 {
     match super::account::charge_of(raw) {
         Charge::Shared(account) => {
             account.charge_shared(size as u64);
             account.tag_word()
         }
         Charge::Tallied(tally) => tally.charge(size as u64),
-        Charge::Probe => {
-            PROBED.store(block as usize, Ordering::Relaxed);
-            Tag::NONE.pack()
-        }
         Charge::Owner(account) => {
             if account.charge_owner(size as u64) {
                 account.new_peak();
@@ -206,14 +265,14 @@ fn new_peak(account: &Account, block: *mut u8) -> *mut u8 {
     block
 }
 
-/// [`finish_headed`] for a helper's allocation, or the probe's.
+/// [`finish_headed`] for a helper's allocation, or a tallied one.
 ///
 /// # Safety
 /// As [`finish_headed`]'s, `block` being the header's size into the inner block.
 #[allow(unsafe_code)]
 #[inline(never)]
 unsafe fn finish_other(raw: *const Account, size: usize, block: *mut u8) -> *mut u8 {
-    let tag = charge_other(raw, size, block);
+    let tag = charge_other(raw, size);
     // SAFETY: the tag is the 8 bytes before `block`, in the header (by the caller).
     unsafe { block.sub(8).cast::<u64>().write(tag) };
     block
@@ -288,6 +347,10 @@ pub(super) fn move_charge(tag: Tag, size: usize, to: &'static Account) -> Tag {
 // most `MAX_HEADED`). The tag's 8 bytes lie inside the inner block, outside the caller's bytes
 // (before them for a header, after the size rounded up to 8 for a footer), and are 8-aligned
 // because the block's start is aligned to at least 8 and both offsets are multiples of 8.
+// Every inner block is exposed before its block is handed out, and every pointer the caller
+// gives back is reclaimed before anything outside the caller's bytes is reached through it, or
+// it is given to the inner allocator: the tag and the inner block are reached with the inner
+// block's provenance (see "Whose pointer reaches the tag" above).
 // Nothing here allocates, locks or unwinds.
 // SAFETY: see above.
 #[allow(unsafe_code)]
@@ -355,6 +418,7 @@ impl<A: GlobalAlloc> CountingAlloc<A> {
         if base.is_null() {
             return base;
         }
+        expose(base);
         // SAFETY: see the impl.
         let block = unsafe { finish_headed::<H>(base, size) };
         if super::sampling::on_alloc(block, size) {
@@ -372,10 +436,11 @@ impl<A: GlobalAlloc> CountingAlloc<A> {
     unsafe fn dealloc_headed<const H: usize>(&self, ptr: *mut u8, size: usize) {
         // SAFETY: see the impl: the block was handed out by `alloc_headed::<H>` with this size,
         // so it is at most `MAX_HEADED`, the inner block of layout `headed::<H>(size)` starts
-        // `H` bytes before it, and the tag is the 8 bytes just before it.
+        // `H` bytes before it, and the tag is the 8 bytes just before it; `base`, reclaimed from
+        // that address, reaches them with the inner block's provenance.
         unsafe {
-            let base = ptr.sub(H);
-            let tag = ptr.sub(8).cast::<u64>().read();
+            let base = reclaim(ptr.addr() - H);
+            let tag = base.add(H - 8).cast::<u64>().read();
             if !credit_own(tag, size) && tag != Tag::NONE.pack() {
                 // A tail call: the common cases keep nothing live across a call.
                 return self.dealloc_credit::<H>(base, size, tag);
@@ -399,14 +464,16 @@ impl<A: GlobalAlloc> CountingAlloc<A> {
             return std::ptr::null_mut(); // the old block is untouched
         }
         // SAFETY: as in `dealloc_headed`; `new_size <= MAX_HEADED` makes
-        // `headed::<H>(new_size)` valid, and the inner realloc keeps the header's place.
+        // `headed::<H>(new_size)` valid, and the inner realloc keeps the header's place. The
+        // inner block it gives is exposed before its block is handed out.
         unsafe {
-            let old = ptr.sub(H);
-            let tag = ptr.sub(8).cast::<u64>().read();
+            let old = reclaim(ptr.addr() - H);
+            let tag = old.add(H - 8).cast::<u64>().read();
             let base = self.inner.realloc(old, headed::<H>(size), new_size + H);
             if base.is_null() {
                 return base; // the old block is untouched, tag included
             }
+            expose(base);
             if tag & SAMPLED != 0 {
                 super::sampling::on_free(ptr);
             }
@@ -458,6 +525,10 @@ impl<A: GlobalAlloc> CountingAlloc<A> {
         if base.is_null() {
             return base;
         }
+        expose(base);
+        if layout == PROBE {
+            return probed(plan, base);
+        }
         // SAFETY: see the impl.
         let block = unsafe { finish_planned(plan, base, layout.size()) };
         if super::sampling::on_alloc(block, layout.size()) {
@@ -480,14 +551,15 @@ impl<A: GlobalAlloc> CountingAlloc<A> {
         let Some(plan) = Plan::of(layout) else {
             return; // never handed out
         };
+        let (tag_ptr, base) = plan.reclaim(ptr.addr());
         // SAFETY: see the impl: the tag was written when the block was handed out.
-        let tag = unsafe { plan.tag_ptr(ptr).read() };
+        let tag = unsafe { tag_ptr.read() };
         if tag & SAMPLED != 0 {
             super::sampling::on_free(ptr);
         }
         credit_word(tag, layout.size());
         // SAFETY: the inner block starts `offset` bytes before `ptr`, with layout `outer`.
-        unsafe { self.inner.dealloc(ptr.sub(plan.offset), plan.outer) }
+        unsafe { self.inner.dealloc(base, plan.outer) }
     }
 
     /// `realloc` of a layout aligned to more than 8.
@@ -529,6 +601,22 @@ unsafe fn mark_sampled(tag: *mut u64) {
     unsafe { tag.write(tag.read() | SAMPLED) };
 }
 
+/// Tags the probe's block as no one's (it is charged to no one) and records its address for
+/// the probe of [`installed`](super::installed); returns the caller's block.
+#[cold]
+#[inline(never)]
+fn probed(plan: Plan, base: *mut u8) -> *mut u8 {
+    let block = base.wrapping_add(plan.offset);
+    // SAFETY: `base` is a live inner block of layout `plan.outer` (by the caller, which got it
+    // for `PROBE`'s plan); the tag's place lies inside it and is 8-aligned (see the impl).
+    #[allow(unsafe_code)]
+    unsafe {
+        plan.tag_ptr(block).write(Tag::NONE.pack())
+    };
+    PROBED.store(block.addr(), Ordering::Relaxed);
+    block
+}
+
 /// Charges and tags a fresh inner block; returns the caller's block.
 ///
 /// # Safety
@@ -538,7 +626,7 @@ unsafe fn mark_sampled(tag: *mut u64) {
 unsafe fn finish_planned(plan: Plan, base: *mut u8, size: usize) -> *mut u8 {
     // SAFETY: `offset` is within the inner block (its header, or 0).
     let block = unsafe { base.add(plan.offset) };
-    let tag = charge(size, block);
+    let tag = charge(size);
     // SAFETY: the tag's place lies inside the inner block and is 8-aligned (see the impl).
     unsafe { plan.tag_ptr(block).write(tag) };
     block

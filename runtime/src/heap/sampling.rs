@@ -218,7 +218,7 @@ fn crossed(s: &Countdown, block: *mut u8, size: usize) -> bool {
     // Sampled: the next countdown starts afresh (the exponential and geometric distributions
     // forget what this allocation used up).
     s.left.set(draw(s, model));
-    if matches!(current_charge(), Charge::None | Charge::Probe) {
+    if matches!(current_charge(), Charge::None) {
         // The runtime's and the profiler's own work, charged to no one, is not sampled either
         // (the sampler's drain among it).
         return false;
