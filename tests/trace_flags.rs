@@ -251,3 +251,76 @@ fn flags_given_at_spawn_and_cleared_when_the_session_stops() {
         0
     );
 }
+
+#[runtime::traced]
+fn flagged_work() -> u32 {
+    std::hint::black_box(7)
+}
+
+/// For a session that measures processes, `enable_trace` returns only once the polls of the
+/// processes it traces that were running when it was called have ended: a poll reads its
+/// process's flags as it begins, so a call made later in a poll that began before would not
+/// be measured (issue 28). Here the process's poll goes on until another thread lets it go;
+/// once `enable_trace` has returned, that poll has ended, and the call the process makes
+/// when told is measured.
+#[test]
+fn enable_trace_waits_for_the_polls_running_when_called() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::mpsc;
+
+    let node = node();
+    let s = node
+        .trace_session_with(runtime::trace::TraceTypes::CALL_TIME)
+        .unwrap();
+    s.set_pattern(&runtime::trace::TracePattern::function(
+        module_path!(),
+        "flagged_work",
+    ))
+    .unwrap();
+    let (started_tx, started_rx) = mpsc::channel();
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let (done_tx, done_rx) = mpsc::channel();
+    let ended = Arc::new(AtomicBool::new(false));
+    let poll_ended = Arc::clone(&ended);
+    let pid = node
+        .spawn(async move {
+            started_tx.send(()).unwrap();
+            // Blocks this poll (its worker too) until let go.
+            go_rx.recv().unwrap();
+            poll_ended.store(true, Ordering::SeqCst);
+            let () = receive().await;
+            done_tx.send(flagged_work()).unwrap();
+        })
+        .unwrap();
+    started_rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the poll began");
+    // Usually still waiting when `enable_trace` is called; whenever it lets go, the poll must
+    // have ended before `enable_trace` returns.
+    let letting_go = std::thread::Builder::new()
+        .name("letting go".into())
+        .spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            go_tx.send(()).unwrap();
+        })
+        .unwrap();
+    assert_eq!(s.enable_trace(pid, false).unwrap().count, 1);
+    assert!(
+        ended.load(Ordering::SeqCst),
+        "enable_trace returned while a poll that began before it ran"
+    );
+    node.send(pid, ());
+    done_rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("called");
+    letting_go.join().unwrap();
+    let calls: u64 = s
+        .measurements()
+        .iter()
+        .filter(|p| p.pid == pid)
+        .flat_map(|p| p.functions.iter())
+        .map(|f| f.calls)
+        .sum();
+    assert_eq!(calls, 1);
+}

@@ -267,6 +267,15 @@ impl Process {
         self.polls.load(Ordering::Relaxed)
     }
 
+    /// While one of its polls runs, the number that poll counted itself as
+    /// ([`polls`](Self::polls)); `None` between polls (suspended, not polled yet, or ending).
+    /// A poll seen running has ended once this gives `None` or another number: a poll leaves
+    /// "running" as it suspends or ends, and the next one counts itself.
+    pub(crate) fn poll_running(&self) -> Option<u32> {
+        let status = self.status.load(Ordering::Acquire);
+        (status & wait::STATUS_MASK == STATUS_RUNNING).then(|| self.polls())
+    }
+
     /// The traced function it runs or is suspended in, as its account recorded it.
     pub(crate) fn current_function(&self) -> Option<u32> {
         self.account.get().and_then(|a| a.current_function())

@@ -54,6 +54,9 @@
 //!   thread (in a tally of that thread's, while a session measures them), never mixed with
 //!   what the process allocates meanwhile.
 //!
+//! [`TraceSession::enable_trace`] is in effect once it returns: a poll decides as it begins
+//! whom it is measured for, so the polls of the processes it traces that are running end
+//! first, and every call they make afterwards is measured.
 //! [`TraceSession::measurements`] reads the figures per process (ended ones included) while
 //! processes run; [`TraceSession::pause`] makes them stable, keeping what was gathered
 //! before it returns (a call made before `pause` in a poll that ends after it included).

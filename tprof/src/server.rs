@@ -513,7 +513,9 @@ impl Tprof {
     }
 
     /// Traces the processes `spec` names (call_time, call_memory); with `set_on_spawn`, their
-    /// children too. Returns the count, and for lists the failures in input order.
+    /// children too. Returns the count, and for lists the failures in input order. Every call
+    /// they make once it has returned is measured: polls of theirs running when it was asked
+    /// end first ([`TraceSession::enable_trace`]).
     ///
     /// # Errors
     /// [`ServerError::Flags`] for a single pid or name that is not alive.

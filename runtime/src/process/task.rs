@@ -12,7 +12,7 @@ use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{Ordering, compiler_fence};
 use std::task::{Context, Poll};
 
 use pin_project_lite::pin_project;
@@ -92,6 +92,12 @@ where
             // for the sessions that do.
             p.status.store(STATUS_RUNNING, Ordering::Relaxed);
             p.note_poll();
+            // Both stored before the trace flags are read below, in program order (the
+            // compiler fence keeps the compiler from moving them; it is no instruction).
+            // `enable_trace` makes every thread pass a memory barrier once it has set a flag,
+            // then waits for the polls it sees running: a poll that read the flags before the
+            // flag was set is among them (see `trace::flags`).
+            compiler_fence(Ordering::SeqCst);
             crate::sample::on_poll(p.node.id);
             let before = checkpoint(p);
             let mut measured = trace::sessions_measuring(p);

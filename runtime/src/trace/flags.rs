@@ -259,7 +259,9 @@ pub struct FlagOutcome {
     pub failures: Vec<(ProcessSpec, FlagError)>,
 }
 
-/// Sets or clears session `state`'s flag on the processes `spec` names.
+/// Sets or clears session `state`'s flag on the processes `spec` names. A flag set for a
+/// session that measures processes is in effect for every poll of theirs once this returns:
+/// it waits for the polls that began before (see [`wait_for_polls`]).
 pub(crate) fn apply(
     state: &SessionState,
     node: &Arc<NodeInner>,
@@ -270,24 +272,29 @@ pub(crate) fn apply(
     let bit = state.bit();
     let set = |p: &Process| p.trace_flags.set(bit, on, set_on_spawn);
     let mut outcome = FlagOutcome::default();
+    // The processes whose flag was set or cleared.
+    let mut changed: Vec<Arc<Process>> = Vec::new();
     match spec {
         ProcessSpec::Pid(_) | ProcessSpec::Name(_) => {
-            outcome.count = one(node, spec, &set)?;
+            changed.push(one(node, spec, &set)?);
+            outcome.count = 1;
         }
         ProcessSpec::List(items) => {
             for item in items {
                 match one(node, item, &set) {
-                    Ok(n) => outcome.count += n,
+                    Ok(p) => changed.push(p),
                     Err(e) => outcome.failures.push((item.clone(), e)),
                 }
             }
+            outcome.count = changed.len();
         }
         ProcessSpec::All | ProcessSpec::Existing | ProcessSpec::New => {
             if !matches!(spec, ProcessSpec::New) {
-                for p in node.table.all() {
-                    set(&p);
-                    outcome.count += 1;
+                changed = node.table.all();
+                for p in &changed {
+                    set(p);
                 }
+                outcome.count = changed.len();
             }
             if !matches!(spec, ProcessSpec::Existing) {
                 let m = 1u64 << bit;
@@ -315,10 +322,10 @@ pub(crate) fn apply(
             let all = node.table.all();
             // Each process's children, found in one pass over the table (then a walk down
             // from the root for every descendant): linear in the processes of the node.
-            let mut children: HashMap<Pid, Vec<&Process>> = HashMap::new();
+            let mut children: HashMap<Pid, Vec<&Arc<Process>>> = HashMap::new();
             for p in &all {
                 if let Some(parent) = p.parent() {
-                    children.entry(parent).or_default().push(&**p);
+                    children.entry(parent).or_default().push(p);
                 }
             }
             let deep = matches!(spec, ProcessSpec::AllChildren(_));
@@ -326,18 +333,119 @@ pub(crate) fn apply(
             while let Some(current) = parents.pop() {
                 for p in children.remove(&current).unwrap_or_default() {
                     set(p);
-                    outcome.count += 1;
+                    changed.push(Arc::clone(p));
                     if deep {
                         parents.push(p.pid);
                     }
                 }
             }
+            outcome.count = changed.len();
         }
+    }
+    // Only flags set matter to polls that run (a cleared one leaves a poll measuring to its
+    // end), and only to sessions that measure polls (call_count needs no flag).
+    if on && state.types().per_process() {
+        wait_for_polls(&changed);
     }
     Ok(outcome)
 }
 
-fn one(node: &NodeInner, spec: &ProcessSpec, set: &dyn Fn(&Process)) -> Result<usize, FlagError> {
+/// Waits until every poll of `flagged` that may have read its trace flags before they were
+/// just set has ended, for at most [`SETTLE_LIMIT`](super::TraceSession::SETTLE_LIMIT).
+///
+/// A poll reads its process's flags once, as it begins (`sessions_measuring`), and measures
+/// for the sessions they name until it ends. A poll already running when a flag is set is
+/// not measured for it, nor is any call it makes afterwards: a process that is told, once
+/// `enable_trace` has returned, to call a traced function, and gets that message in the poll
+/// that was running, would make an unmeasured call, missing from every collect since. So
+/// `enable_trace` waits for those polls to end, as `pause` waits for the polls measuring
+/// when it is called; the next poll of each process reads the flag.
+///
+/// Which polls: a poll stores "running" and counts itself, and only then reads the flags
+/// (the poll wrapper in `process::task`, with a compiler fence between). Here, once the flags
+/// are set, [`barrier`] makes every thread of the process pass a full memory barrier; then a
+/// poll that read the flags before they were set stored "running" before that barrier, and is
+/// seen running below, with its number, until it ends. A poll that begins after the barrier
+/// reads the flags after it, set. The calling process's own poll is not waited for: it
+/// cannot end while it waits. A poll running longer than the limit (a process computing
+/// without yielding) is not waited for further: the rest of it is not measured.
+fn wait_for_polls(flagged: &[Arc<Process>]) {
+    if flagged.is_empty() {
+        return;
+    }
+    barrier();
+    let own = crate::process::with_current_owner(|p| p.map(Arc::as_ptr));
+    let mut running: Vec<(&Process, u32)> = flagged
+        .iter()
+        .filter(|p| own != Some(Arc::as_ptr(p)))
+        .filter_map(|p| Some((&**p, p.poll_running()?)))
+        .collect();
+    let start = std::time::Instant::now();
+    let mut spins = 0u32;
+    loop {
+        running.retain(|(p, poll)| p.poll_running() == Some(*poll));
+        if running.is_empty() || start.elapsed() >= super::TraceSession::SETTLE_LIMIT {
+            return;
+        }
+        super::inflight::backoff(&mut spins);
+    }
+}
+
+/// Makes every thread of this OS process pass a full memory barrier before this returns,
+/// after whatever the calling thread stored before it: the heavy side of an asymmetric fence,
+/// whose light side in each poll is a compiler fence (no instruction), so that polls pay
+/// nothing for it. On Linux, `membarrier(2)`'s private expedited command (a barrier on each
+/// CPU that runs a thread of this process: an interrupt each, a few microseconds); elsewhere,
+/// or where the kernel refuses it (before 4.14, or a seccomp filter), a fence on this thread
+/// only, which leaves a poll that begins at that very moment (its first stores not yet
+/// visible here, its read of the flags already done) unseen.
+fn barrier() {
+    std::sync::atomic::fence(Ordering::SeqCst);
+    #[cfg(target_os = "linux")]
+    membarrier::private_expedited();
+}
+
+#[cfg(target_os = "linux")]
+mod membarrier {
+    use std::sync::OnceLock;
+
+    /// `MEMBARRIER_CMD_PRIVATE_EXPEDITED` (`linux/membarrier.h`).
+    const PRIVATE_EXPEDITED: libc::c_long = 1 << 3;
+    /// `MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED`: once per process, before the first use.
+    const REGISTER_PRIVATE_EXPEDITED: libc::c_long = 1 << 4;
+
+    fn membarrier(command: libc::c_long) -> bool {
+        // SAFETY: `syscall` passes the number and three integers as the kernel reads them
+        // (`membarrier(int cmd, unsigned int flags, int cpu_id)`); membarrier reads and
+        // writes no memory of this process, and returns -1 for a command it does not know or
+        // refuses.
+        #[allow(unsafe_code)]
+        let done = unsafe {
+            libc::syscall(
+                libc::SYS_membarrier,
+                command,
+                0 as libc::c_long,
+                0 as libc::c_long,
+            )
+        };
+        done == 0
+    }
+
+    /// Every thread of this process passes a memory barrier, if the kernel lets it (after a
+    /// refusal, the caller's fence is all there is).
+    pub(super) fn private_expedited() {
+        static REGISTERED: OnceLock<bool> = OnceLock::new();
+        if *REGISTERED.get_or_init(|| membarrier(REGISTER_PRIVATE_EXPEDITED)) {
+            membarrier(PRIVATE_EXPEDITED);
+        }
+    }
+}
+
+fn one(
+    node: &NodeInner,
+    spec: &ProcessSpec,
+    set: &dyn Fn(&Process),
+) -> Result<Arc<Process>, FlagError> {
     let pid = match spec {
         ProcessSpec::Pid(pid) => *pid,
         ProcessSpec::Name(name) => node
@@ -349,10 +457,9 @@ fn one(node: &NodeInner, spec: &ProcessSpec, set: &dyn Fn(&Process)) -> Result<u
     if pid.node() != node.id {
         return Err(FlagError::NoProc(pid));
     }
-    let guard = node.table.get(pid).ok_or(FlagError::NoProc(pid))?;
-    let process = guard.as_deref().ok_or(FlagError::NoProc(pid))?;
-    set(process);
-    Ok(1)
+    let process = node.table.get_arc(pid).ok_or(FlagError::NoProc(pid))?;
+    set(&process);
+    Ok(process)
 }
 
 /// Forgets session slot `bit`'s wish for new processes (when it stops or disables `New`).

@@ -252,14 +252,19 @@ pub(super) fn wait(mut pending: Running, limit: Duration) -> Running {
         if pending.is_empty() || start.elapsed() >= limit {
             return pending;
         }
-        // A poll usually ends within microseconds; one whose thread the OS has set aside
-        // takes a time slice or more.
-        spins += 1;
-        if spins < 64 {
-            std::thread::yield_now();
-        } else {
-            std::thread::sleep(Duration::from_micros(100));
-        }
+        backoff(&mut spins);
+    }
+}
+
+/// Lets time pass before a wait for polls to end looks again (its `spins`-th time).
+pub(super) fn backoff(spins: &mut u32) {
+    // A poll usually ends within microseconds; one whose thread the OS has set aside takes a
+    // time slice or more.
+    *spins += 1;
+    if *spins < 64 {
+        std::thread::yield_now();
+    } else {
+        std::thread::sleep(Duration::from_micros(100));
     }
 }
 

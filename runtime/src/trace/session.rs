@@ -1021,6 +1021,13 @@ impl TraceSession {
     /// they spawn are traced too (and pass it on). Returns how many processes it changed and,
     /// for a list, the items that failed, in input order.
     ///
+    /// A process is measured (call_time, call_memory) from its first poll that begins once
+    /// it is traced. So that every call it makes after this returns is measured, this waits
+    /// for the polls of the processes it traces that are running when it is called (the
+    /// calling process's own aside) to end, as [`pause`](Self::pause) does, for at most
+    /// [`Self::SETTLE_LIMIT`]: a poll that runs longer, a process computing without
+    /// yielding, is not measured to its end.
+    ///
     /// # Errors
     /// For a single pid or name: [`FlagError::NoProc`] or [`FlagError::NotRegistered`].
     pub fn enable_trace(
