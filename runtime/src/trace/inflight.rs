@@ -151,7 +151,10 @@ pub(super) fn begin(sessions: u64) {
         // Whatever later tells a reader that this poll ran (a message it sent, say) is ordered
         // after these stores by the same thread, so a reader that has heard of it sees them.
         if seq & 1 == 0 {
-            mark.seq.store(seq + 1, Ordering::Relaxed);
+            // Release: a waiter that reads this number, not the previous poll's end's, sees
+            // what that poll flushed too (a plain store by the same thread does not carry the
+            // end's release on to a reader of it).
+            mark.seq.store(seq + 1, Ordering::Release);
         }
     }
 }
@@ -161,7 +164,9 @@ pub(super) fn begin(sessions: u64) {
 pub(super) fn end() {
     if let Some(mark) = MARK.try_with(Cell::get).ok().flatten() {
         let seq = mark.seq.load(Ordering::Relaxed);
-        mark.sessions.store(0, Ordering::Relaxed);
+        // Release: a reader that finds no session here (`running`, which then leaves the mark
+        // out) sees what the poll flushed before.
+        mark.sessions.store(0, Ordering::Release);
         if seq & 1 == 1 {
             // Release: a reader that sees the poll ended sees what it flushed.
             mark.seq.store(seq + 1, Ordering::Release);
