@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use runtime::sample::{SampleData, SampleOptions, Sampler, symbolize};
+use runtime::sample::{CpuSource, SampleData, SampleOptions, Sampler, symbolize};
 use runtime::trace::{ProcessSpec, TracePattern};
 use runtime::{Node, Pid};
 
@@ -161,11 +161,13 @@ fn samples_name_the_process_its_traced_stack_and_untraced_code() {
         of_untraced.len()
     );
 
-    // Every sample has a thread the data describes, and weights of at least one period.
+    // Every sample has a thread the data describes, and a weight: the CPU time it stands
+    // for, in periods (a perf event's periods are drawn around the mean, so a sample may stand
+    // for less than one).
     for s in &data.samples {
         let t = s.thread.expect("a CPU sample has a thread");
         assert!(data.threads.iter().any(|th| th.index == t));
-        assert!(s.weight >= 1.0);
+        assert!(s.weight > 0.0, "{}", s.weight);
     }
 }
 
@@ -257,4 +259,221 @@ fn bad_options_are_refused() {
         .sample_session(SampleOptions::new().n(0))
         .expect_err("no buffer");
     assert!(e.to_string().contains("n of 1 or more"), "{e}");
+}
+
+/// Spins for about `cpu` of the calling thread's own CPU time, whatever else runs.
+fn spin_cpu(cpu: Duration) {
+    let start = thread_cpu();
+    while thread_cpu() - start < cpu {
+        spin_untraced(20_000);
+    }
+}
+
+/// The calling thread's CPU clock.
+fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `clock_gettime` writes `ts`, a plain struct on the stack.
+    #[allow(unsafe_code)]
+    unsafe {
+        libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts)
+    };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// The shape the tick-bound timers miss: bursts of about 1 ms of CPU, each followed by a sleep
+/// on the runtime's timer, in four processes on two workers.
+fn bursts(node: &Node, stop: &Arc<AtomicBool>) -> Vec<Pid> {
+    (0..4)
+        .map(|_| {
+            let stop = Arc::clone(stop);
+            node.spawn(async move {
+                while !stop.load(Ordering::Relaxed) {
+                    spin_cpu(Duration::from_micros(900));
+                    tokio::time::sleep(Duration::from_micros(700)).await;
+                }
+            })
+            .expect("spawn")
+        })
+        .collect()
+}
+
+/// Samples until the timed threads have used `cpu` of CPU time between them (a generous
+/// bound on the wall clock), and returns the data.
+fn sample_cpu_time(session: &runtime::sample::SampleSession, cpu: Duration) -> SampleData {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let data = session.samples();
+        let used = data.cpu.as_ref().map_or(0, |c| c.cpu_ns());
+        if used >= cpu.as_nanos() as u64 {
+            return data;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the timed threads used {used} ns of CPU in 120 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// On perf events, a CPU profile of short bursts separated by sleeps sees the CPU time its
+/// threads used: its samples stand for most of it, at close to the rate asked, and every busy
+/// thread is covered; the figures name the mechanism and the threads, and add up.
+#[test]
+fn a_cpu_profile_of_bursts_says_what_it_captured() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let node = Node::builder().worker_threads(2).build().expect("node");
+    let session = match node.sample_session(
+        SampleOptions::new()
+            .hz(999)
+            .cpu_source(CpuSource::PerfEvents),
+    ) {
+        Ok(session) => session,
+        Err(e @ runtime::sample::SampleError::PerfEvents { .. }) => {
+            eprintln!("skipped: {e}");
+            return;
+        }
+        Err(e) => panic!("{e}"),
+    };
+    session
+        .trace()
+        .enable_trace(ProcessSpec::New, true)
+        .unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let pids = bursts(&node, &stop);
+    let data = sample_cpu_time(&session, Duration::from_millis(600));
+    stop.store(true, Ordering::Relaxed);
+    let cpu = data.cpu.clone().expect("a CPU profile has its coverage");
+    assert_eq!(cpu.source, CpuSource::PerfEvents);
+    assert_eq!(cpu.fallback, None);
+    assert_eq!(cpu.hz, 999);
+    let captured = cpu.captured().expect("CPU time");
+    assert!(
+        captured > 0.8,
+        "{:.1}% captured: {}",
+        captured * 100.0,
+        cpu.summary()
+    );
+    let rate = cpu.samples_per_cpu_second().expect("CPU time");
+    assert!(rate > 999.0 * 0.6, "{rate:.0} samples per CPU-second");
+    for (index, t) in &cpu.threads {
+        assert!(
+            data.threads.iter().any(|th| th.index == *index),
+            "row {index} names a thread of the data"
+        );
+        if t.cpu_ns >= runtime::sample::BUSY_THREAD_NS {
+            assert!(t.samples > 0, "a busy thread has samples: {t:?}");
+        }
+    }
+    // What the kept samples stand for is part of what the coverage counts (nothing dropped).
+    let kept_ns: f64 = data.samples.iter().map(|s| s.weight * 1e9 / 999.0).sum();
+    assert!(
+        kept_ns <= cpu.sampled_ns() as f64 * 1.0001,
+        "{kept_ns} > {}",
+        cpu.sampled_ns()
+    );
+    assert!(pids.iter().all(|p| count(&data, *p) > 0));
+    let warnings = cpu.warnings(&|i| i.to_string());
+    assert!(warnings.is_empty(), "{warnings:?}");
+}
+
+/// Asked for the fallback, the sampler runs on per-thread timers and the profile says so, and
+/// why; asked for perf events while it runs on timers, a second session is refused with a
+/// sentence.
+#[test]
+fn the_fallback_asked_for_is_stated() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let node = Node::builder().worker_threads(2).build().expect("node");
+    let session = node
+        .sample_session(SampleOptions::new().hz(199).cpu_source(CpuSource::Timers))
+        .expect("session");
+    session
+        .trace()
+        .enable_trace(ProcessSpec::New, true)
+        .unwrap();
+    let other = node.sample_session(
+        SampleOptions::new()
+            .hz(199)
+            .cpu_source(CpuSource::PerfEvents),
+    );
+    match other {
+        Err(e @ runtime::sample::SampleError::SourceTaken { .. }) => {
+            assert!(e.to_string().contains("one mechanism per program"), "{e}");
+        }
+        other => panic!("expected SourceTaken, got {other:?}"),
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let worker = {
+        let stop = Arc::clone(&stop);
+        node.spawn(async move {
+            while !stop.load(Ordering::Relaxed) {
+                spin_cpu(Duration::from_millis(5));
+                tokio::task::yield_now().await;
+            }
+        })
+        .expect("spawn")
+    };
+    let data = sample_cpu_time(&session, Duration::from_millis(200));
+    stop.store(true, Ordering::Relaxed);
+    let cpu = data.cpu.clone().expect("coverage");
+    assert_eq!(cpu.source, CpuSource::Timers);
+    let why = cpu.fallback.clone().expect("the fallback says why");
+    assert!(why.contains("asked for"), "{why}");
+    assert!(
+        cpu.summary().contains("per-thread CPU timers"),
+        "{}",
+        cpu.summary()
+    );
+    assert!(count(&data, worker) > 0);
+}
+
+/// A thread the session timed that exits mid-session keeps its CPU time and samples in the
+/// coverage: here a thread that runs the (current-thread) node's process for 60 ms of CPU,
+/// then ends.
+#[test]
+fn a_thread_that_exits_mid_session_is_still_counted() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let node = Node::builder().current_thread().build().expect("node");
+    let session = node
+        .sample_session(SampleOptions::new().hz(999))
+        .expect("session");
+    session
+        .trace()
+        .enable_trace(ProcessSpec::New, true)
+        .unwrap();
+    let used = std::thread::scope(|s| {
+        std::thread::Builder::new()
+            .name("short-lived".into())
+            .spawn_scoped(s, || {
+                let before = thread_cpu();
+                node.run(async { spin_cpu(Duration::from_millis(60)) })
+                    .expect("run");
+                thread_cpu() - before
+            })
+            .expect("spawn")
+            .join()
+            .expect("joined")
+    });
+    assert!(used >= Duration::from_millis(60));
+    let data = session.samples();
+    let cpu = data.cpu.clone().expect("coverage");
+    let row = cpu
+        .threads
+        .iter()
+        .find(|(index, _)| {
+            data.threads
+                .iter()
+                .any(|th| th.index == *index && th.name.as_deref() == Some("short-lived"))
+        })
+        .map(|(_, t)| t.clone())
+        .unwrap_or_else(|| panic!("the exited thread has a row: {cpu:?} {:?}", data.threads));
+    assert!(
+        row.cpu_ns >= 55_000_000 && row.cpu_ns <= used.as_nanos() as u64 + 5_000_000,
+        "{row:?} against {used:?}"
+    );
+    if cpu.source == CpuSource::PerfEvents {
+        assert!(row.samples > 10, "{row:?}");
+    }
 }

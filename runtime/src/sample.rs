@@ -96,6 +96,8 @@ mod alloc;
 mod cpu;
 mod native;
 mod paths;
+#[cfg(target_os = "linux")]
+mod perf;
 mod ring;
 mod snapshot;
 mod store;
@@ -103,6 +105,7 @@ mod symbols;
 #[cfg(all(test, target_os = "linux"))]
 mod tests;
 mod threads;
+mod truth;
 mod wall;
 
 pub use native::walkable as native_stacks_walkable;
@@ -110,6 +113,7 @@ pub use snapshot::{
     SampleSnapshot, SnapshotFrame, SnapshotMapping, SnapshotSample, SnapshotStack, SnapshotThread,
 };
 pub use symbols::{NativeFrame, symbolize, symbolize_all};
+pub use truth::{BUSY_THREAD_NS, CpuCoverage, CpuSource, ThreadCoverage};
 
 /// Which sampler a [`SampleSession`] runs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -226,6 +230,7 @@ pub struct SampleOptions {
     n: usize,
     per_tick: usize,
     alloc_rate: AllocRate,
+    cpu_source: CpuSource,
 }
 
 impl Default for SampleOptions {
@@ -244,7 +249,30 @@ impl SampleOptions {
             n: 100_000,
             per_tick: 32,
             alloc_rate: AllocRate::default(),
+            cpu_source: CpuSource::Auto,
         }
+    }
+
+    /// What drives the CPU sampler ([`Sampler::Cpu`]): [`CpuSource::Auto`] (the default)
+    /// takes perf events on each thread's task clock where the kernel allows them and falls
+    /// back to per-thread CPU timers where it does not; [`CpuSource::PerfEvents`] refuses to
+    /// fall back ([`SampleError::PerfEvents`] says why they were refused);
+    /// [`CpuSource::Timers`] takes the fallback. The profile says which one took its samples,
+    /// and why ([`SampleData::cpu`]).
+    ///
+    /// The fallback's limits: the kernel checks per-thread CPU timers only at its scheduler
+    /// tick (`CONFIG_HZ`, often 250), so a thread gets at most that many distinct samples per
+    /// CPU-second whatever the rate asked (each weighted by the periods it stands for), and a
+    /// thread whose time on the CPU falls between two ticks (it sleeps, yields, makes system
+    /// calls or shares the CPU) is never sampled.
+    pub fn cpu_source(mut self, source: CpuSource) -> SampleOptions {
+        self.cpu_source = source;
+        self
+    }
+
+    /// The CPU sampler's mechanism asked for.
+    pub fn get_cpu_source(&self) -> CpuSource {
+        self.cpu_source
     }
 
     /// The allocation sampler's rate ([`Sampler::Alloc`]): [`AllocRate::Bytes`] (512 KiB by
@@ -349,6 +377,18 @@ pub enum SampleError {
         /// The rate asked for.
         asked: AllocRate,
     },
+    /// Perf events were asked for ([`CpuSource::PerfEvents`]) and the kernel refused them.
+    PerfEvents {
+        /// Why, in words.
+        why: String,
+    },
+    /// A CPU sample session runs on another mechanism: the CPU sampler has one per program.
+    SourceTaken {
+        /// The mechanism the open sessions run on.
+        running: CpuSource,
+        /// The mechanism asked for.
+        asked: CpuSource,
+    },
 }
 
 impl fmt::Display for SampleError {
@@ -383,6 +423,19 @@ impl fmt::Display for SampleError {
                 f,
                 "an allocation sampling rate of {rate} is out of range: choose a rate of 1 byte \
                  or more, or a sample_rate from 0 to 1"
+            ),
+            SampleError::PerfEvents { why } => write!(
+                f,
+                "the CPU sampler cannot use perf events here: {why}; ask for CpuSource::Auto \
+                 (or `--cpu-source auto`) to fall back to per-thread CPU timers, which are \
+                 checked only at the kernel's tick"
+            ),
+            SampleError::SourceTaken { running, asked } => write!(
+                f,
+                "a CPU sample session already runs on {} and the CPU sampler has one mechanism \
+                 per program: ask for {running} or auto, or stop that session before sampling \
+                 with {asked}",
+                running.describe()
             ),
             SampleError::AllocRateTaken { running, asked } => write!(
                 f,
@@ -505,8 +558,10 @@ pub struct Sample {
     pub thread: Option<u32>,
     /// When, in nanoseconds since the session opened (or was last cleared).
     pub time_ns: u64,
-    /// What it stands for: timer periods (CPU, `1 + overruns`), or processes (wall: a process
-    /// drawn with probability `k / n` stands for `n / k`).
+    /// What it stands for: periods of the rate asked (CPU: the CPU time it stands for, over
+    /// `1 / hz`; the time its thread's perf event counted since its previous sample, or the
+    /// fallback's `1 + overruns` timer periods), processes (wall: a process drawn with
+    /// probability `k / n` stands for `n / k`), or bytes (allocations).
     pub weight: f64,
     /// The traced stack, outermost first: the traced calls the process was in (CPU), or the
     /// path it last suspended in (wall).
@@ -621,6 +676,12 @@ pub struct SampleData {
     pub duration_ns: u64,
     /// The buffer's size, in samples.
     pub capacity: usize,
+    /// CPU samples: the mechanism that took them, and per thread it timed, its CPU time
+    /// against the CPU time its samples stand for ([`CpuCoverage::captured`],
+    /// [`CpuCoverage::warnings`]). Its thread indices are [`threads`](Self::threads)', which
+    /// then also lists the threads that were timed but have no sample kept (and, as one row,
+    /// exited threads with neither a sample kept nor 20 ms of CPU).
+    pub cpu: Option<CpuCoverage>,
 }
 
 /// A sampler and the trace session whose patterns and flags select what it samples. Stops
@@ -678,6 +739,7 @@ impl NodeHandle {
             self.id(),
             options.sampler,
             options.n,
+            options.hz,
         ));
         let mut native_walked = false;
         let mut wall = None;
@@ -685,11 +747,13 @@ impl NodeHandle {
             Sampler::Cpu => {
                 #[cfg(target_os = "linux")]
                 {
-                    cpu::start(options.hz, self.id())?;
+                    cpu::start(options.hz, self.id(), options.cpu_source)?;
                     // This thread may run the node's processes (`Node::run` on a
                     // current-thread node): registered for it (shared, if it is another
                     // node's thread).
                     threads::register_current(self.id());
+                    // Each timed thread's CPU time counts from here.
+                    store.begin_coverage();
                     store::add_store(Arc::clone(&store));
                 }
                 native_walked = native::walkable();
@@ -764,6 +828,11 @@ impl SampleSession {
             store::drain();
         }
         crate::heap::suppressed(|| {
+            // The CPU each timed thread used, read now: it may add threads to the store's.
+            #[cfg(target_os = "linux")]
+            let cpu = (self.options.sampler == Sampler::Cpu).then(|| self.store.coverage());
+            #[cfg(not(target_os = "linux"))]
+            let cpu = None;
             // The threads as the drain found them when it took their samples: an entry of the
             // registry may be another thread's by now.
             let (samples, dropped, lost_frees, threads) = {
@@ -791,6 +860,7 @@ impl SampleSession {
                 native_walked: self.native_walked,
                 duration_ns: store::now_ns().saturating_sub(*self.store.started_ns.lock()),
                 capacity: self.options.n,
+                cpu,
             }
         })
     }
@@ -845,12 +915,17 @@ impl SampleSession {
         crate::heap::suppressed(|| live_sites(&data.samples))
     }
 
-    /// Forgets the samples taken so far and the drops (Julia's `clear`).
+    /// Forgets the samples taken so far and the drops (Julia's `clear`); the threads' CPU time
+    /// counts from here again.
     pub fn clear(&self) {
         if self.options.sampler != Sampler::Wall {
             store::drain();
         }
         self.store.clear();
+        #[cfg(target_os = "linux")]
+        if self.options.sampler == Sampler::Cpu {
+            self.store.begin_coverage();
+        }
     }
 
     /// Every process this session samples, read once now (weight 1 each), whatever the

@@ -1,14 +1,33 @@
-//! The CPU sampler: one timer per registered thread on that thread's own CPU-time clock,
-//! delivering SIGPROF to that thread, and the handler that records a sample there.
+//! The CPU sampler: one clock per registered thread that counts that thread's CPU time and
+//! signals SIGPROF to that thread, and the handler that records a sample there.
 //!
 //! Not pprof-rs's process-wide `setitimer`: the kernel coalesces a process-wide SIGPROF and
 //! sends it to whichever thread, which undercounts busy multi-threaded programs (Go measured
 //! 2.4 of 20 busy cores before moving to per-thread timers, golang/go#35057), and pprof-rs's
-//! handler drops every sample that finds its one global lock taken. Here each thread's timer
-//! counts that thread's CPU time only and signals that thread only (`timer_create` on the
-//! clock of `pthread_getcpuclockid`, `SIGEV_THREAD_ID`), and the handler writes into that
-//! thread's own ring. A timer that fired several periods before its signal was handled says so
-//! (`timer_getoverrun`): the sample's weight is `1 + overrun`, so no CPU time goes unaccounted.
+//! handler drops every sample that finds its one global lock taken. Here each thread's clock
+//! counts that thread's CPU time only and signals that thread only, and the handler writes
+//! into that thread's own ring.
+//!
+//! # Two mechanisms
+//!
+//! - **Perf events** ([`super::perf`], the first choice): a task-clock event per thread,
+//!   driven by a high-resolution timer while the thread runs. Each sample stands for the CPU
+//!   time the event counted since the thread's previous sample, and the next period is drawn
+//!   at random around the mean, so that no CPU time is lost or counted twice and periodic
+//!   work cannot alias with the sampler.
+//! - **Per-thread CPU timers**, the fallback where perf events are refused (a seccomp filter,
+//!   Docker's default among them; `perf_event_paranoid` 3 or more; no kernel support), or when
+//!   [`SampleOptions::cpu_source`](super::SampleOptions::cpu_source) asks for them:
+//!   `timer_create` on the clock of `pthread_getcpuclockid`, `SIGEV_THREAD_ID`. The kernel
+//!   checks these only at its scheduler tick (`run_posix_cpu_timers`, from the tick), and only
+//!   for the thread the tick interrupts: at most `HZ` distinct samples per CPU-second (250 on
+//!   a common kernel, whatever the rate asked), each weighted by `1 + timer_getoverrun` periods,
+//!   and a thread whose time on the CPU begins and ends between two ticks (it sleeps, yields,
+//!   makes system calls or shares the CPU) is never sampled, however much CPU it burns.
+//!
+//! The mechanism is chosen when the sampler starts (the first CPU session) and kept until it
+//! stops; a profile says which one took its samples and why ([`super::CpuCoverage`]). A thread
+//! that cannot get a perf event (no free descriptor) gets a timer alone, and is counted.
 //!
 //! # Which threads are timed
 //!
@@ -42,8 +61,10 @@
 //! Async-signal-safe, and provably so from what it calls: it saves and restores `errno`; reads
 //! this thread's [`ThreadSlot`](super::threads::ThreadSlot), the current pid
 //! ([`crate::process::pid_in_signal`]) and the traced stack ([`crate::trace::read_in_signal`]),
-//! all `const` thread-locals without destructors holding atomics; calls `timer_getoverrun` and
-//! `clock_gettime`, both on POSIX's list of async-signal-safe functions; walks frame pointers
+//! all `const` thread-locals without destructors holding atomics; calls `timer_getoverrun`,
+//! `clock_gettime` and `read` (a perf event's count), all on POSIX's list of async-signal-safe
+//! functions, and `ioctl` twice (to re-arm a perf event: a thin wrapper around the system call
+//! in every libc, which takes no lock and allocates nothing); walks frame pointers
 //! inside the thread's stack ([`super::native::walk`]); and writes one record into the ring
 //! ([`super::ring::Ring::push`]: relaxed stores into memory allocated beforehand). It takes no
 //! lock and allocates nothing (the test `the_handler_neither_locks_nor_allocates` checks that
@@ -58,6 +79,7 @@ use super::SampleError;
 use super::ring::Ring;
 use super::ring::{MAX_NATIVE, NATIVE_TRUNCATED, Record};
 use super::threads::{REGISTRY, Registry, THREAD, ThreadEntry, bounds_in_signal};
+use super::truth::CpuSource;
 
 /// The timers' period, in nanoseconds.
 static PERIOD_NS: AtomicU64 = AtomicU64::new(0);
@@ -108,11 +130,12 @@ fn install() -> Result<(), SampleError> {
     Ok(())
 }
 
-/// Opens a CPU session for `node`: starts the sampler at `hz`, or joins it when it already
-/// runs at that rate; then arms the threads the session wants that have no timer yet (all
-/// those [`wanted`] when the sampler starts, `node`'s when it already ran for another node).
-/// Linear in the registered threads, under the registry's lock.
-pub(crate) fn start(hz: u32, node: u32) -> Result<(), SampleError> {
+/// Opens a CPU session for `node`: starts the sampler at `hz` on the mechanism `source` asks
+/// for (choosing perf events or timers for `Auto`), or joins it when it already runs at that
+/// rate (on a mechanism `source` accepts); then arms the threads the session wants that have
+/// no clock yet (all those [`wanted`] when the sampler starts, `node`'s when it already ran
+/// for another node). Linear in the registered threads, under the registry's lock.
+pub(crate) fn start(hz: u32, node: u32, source: CpuSource) -> Result<(), SampleError> {
     let period = 1_000_000_000 / u64::from(hz.max(1));
     let mut guard = REGISTRY.lock();
     install()?;
@@ -124,7 +147,16 @@ pub(crate) fn start(hz: u32, node: u32) -> Result<(), SampleError> {
                 asked_hz: hz,
             });
         }
+        if source != CpuSource::Auto && source != guard.cpu_source {
+            return Err(SampleError::SourceTaken {
+                running: guard.cpu_source,
+                asked: source,
+            });
+        }
     } else {
+        let (chosen, fallback) = choose(source)?;
+        guard.cpu_source = chosen;
+        guard.cpu_fallback = fallback;
         WALK.store(super::native::walkable(), Ordering::Relaxed);
         PERIOD_NS.store(period, Ordering::Relaxed);
         super::threads::set_running(super::threads::CPU, true);
@@ -149,11 +181,39 @@ pub(crate) fn stop(node: u32) {
             cpu_nodes.swap_remove(at);
         }
     }
-    if cpu_nodes.is_empty() {
+    let stopped = cpu_nodes.is_empty();
+    if stopped {
         super::threads::set_running(super::threads::CPU, false);
         PERIOD_NS.store(0, Ordering::Relaxed);
     }
     refit(&mut guard);
+    if stopped {
+        guard.cpu_source = CpuSource::Auto;
+        guard.cpu_fallback = None;
+    }
+}
+
+/// The mechanism the sampler starts on for `source`, and why it is the fallback when it is:
+/// perf events where the kernel lets this thread open one (`Auto`, `PerfEvents`), timers
+/// otherwise. Asked for perf events that are refused: the error says why.
+fn choose(source: CpuSource) -> Result<(CpuSource, Option<String>), SampleError> {
+    match source {
+        CpuSource::Timers => Ok((
+            CpuSource::Timers,
+            Some("asked for (SampleOptions::cpu_source)".to_owned()),
+        )),
+        CpuSource::PerfEvents | CpuSource::Auto => match super::perf::probe() {
+            Ok(()) => Ok((CpuSource::PerfEvents, None)),
+            Err(error) => {
+                let why = super::perf::refusal_text(&error);
+                if source == CpuSource::PerfEvents {
+                    Err(SampleError::PerfEvents { why })
+                } else {
+                    Ok((CpuSource::Timers, Some(why)))
+                }
+            }
+        },
+    }
 }
 
 /// Arms or disarms every registered thread as the open sessions want it ([`fit`]): one walk
@@ -164,10 +224,11 @@ fn refit(reg: &mut Registry) {
         occupied,
         pool,
         cpu_nodes,
+        cpu_source,
         ..
     } = reg;
     for &i in occupied.iter() {
-        fit(&mut threads[i as usize], pool, cpu_nodes);
+        fit(&mut threads[i as usize], pool, cpu_nodes, *cpu_source);
     }
 }
 
@@ -180,25 +241,28 @@ pub(crate) fn wanted(entry: &ThreadEntry, cpu_nodes: &[(u32, u32)]) -> bool {
         && (entry.node == 0 || entry.shared || cpu_nodes.iter().any(|(n, _)| *n == entry.node))
 }
 
-/// Arms `entry`'s thread if the CPU sampler wants it timed ([`wanted`]) and it has no timer,
-/// or disarms it if it is not wanted; under the registry's lock.
+/// Arms `entry`'s thread if the CPU sampler wants it timed ([`wanted`]) and it has no clock,
+/// or disarms it if it is not wanted; under the registry's lock. `source` is the mechanism
+/// the sampler runs on.
 pub(crate) fn fit(
     entry: &mut ThreadEntry,
     pool: &mut Vec<&'static Ring>,
     cpu_nodes: &[(u32, u32)],
+    source: CpuSource,
 ) {
     if running() && wanted(entry, cpu_nodes) {
-        arm(entry, pool);
+        arm(entry, pool, source);
     } else {
         disarm(entry);
     }
 }
 
-/// Gives `entry`'s thread a ring (from `pool`, or a new one) and arms its timer, under the
-/// registry's lock. A thread that has just exited makes `timer_create` fail, which is
-/// ignored: it has nothing left to sample.
-pub(crate) fn arm(entry: &mut ThreadEntry, pool: &mut Vec<&'static Ring>) {
-    if entry.timer.is_some() || !entry.alive {
+/// Gives `entry`'s thread a ring (from `pool`, or a new one) and arms its clock, under the
+/// registry's lock: a perf event when the sampler runs on them (a timer alone if the thread
+/// cannot get one, and it is counted), else a timer. A thread that has just exited makes
+/// both fail, which is ignored: it has nothing left to sample.
+pub(crate) fn arm(entry: &mut ThreadEntry, pool: &mut Vec<&'static Ring>, source: CpuSource) {
+    if entry.timer.is_some() || entry.perf.is_some() || !entry.alive {
         return;
     }
     let period = PERIOD_NS.load(Ordering::Relaxed);
@@ -217,6 +281,30 @@ pub(crate) fn arm(entry: &mut ThreadEntry, pool: &mut Vec<&'static Ring>) {
             ring
         }
     };
+    if source == CpuSource::PerfEvents {
+        match super::perf::open(entry.tid, period) {
+            Ok(fd) => {
+                // The handler knows the descriptor (and its counter starts at 0) before the
+                // event can overflow.
+                entry.publish_perf(fd);
+                if super::perf::enable(fd).is_ok() {
+                    entry.perf = Some(fd);
+                    entry.unarmed = false;
+                    return;
+                }
+                entry.publish_perf(-1);
+                super::perf::close(fd);
+                entry.fallback = true;
+            }
+            Err(_) => entry.fallback = true,
+        }
+    }
+    entry.unarmed = !arm_timer(entry, ring, period);
+}
+
+/// Arms a CPU-time timer of `period` nanoseconds for `entry`'s thread (whose ring is `ring`);
+/// whether it did.
+fn arm_timer(entry: &mut ThreadEntry, ring: &'static Ring, period: u64) -> bool {
     // SAFETY: `sev` is zeroed (a valid `sigevent`) and then describes a signal to one thread;
     // `timer_create` writes `timer` on success, which is checked before it is used, and
     // `timer_settime` reads `spec`, a plain struct on the stack.
@@ -228,7 +316,7 @@ pub(crate) fn arm(entry: &mut ThreadEntry, pool: &mut Vec<&'static Ring>) {
         sev.sigev_notify_thread_id = entry.tid;
         let mut timer: libc::timer_t = std::ptr::null_mut();
         if libc::timer_create(entry.clock, &mut sev, &mut timer) != 0 {
-            return;
+            return false;
         }
         let ts = libc::timespec {
             tv_sec: (period / 1_000_000_000) as libc::time_t,
@@ -240,16 +328,23 @@ pub(crate) fn arm(entry: &mut ThreadEntry, pool: &mut Vec<&'static Ring>) {
         };
         if libc::timer_settime(timer, 0, &spec, std::ptr::null_mut()) != 0 {
             libc::timer_delete(timer);
-            return;
+            return false;
         }
         entry.timer = Some(timer);
-        ring.set_timer(timer as usize);
+        ring.set_timer(Some(timer as usize));
     }
+    true
 }
 
-/// Deletes `entry`'s timer, if any (under the registry's lock). After `timer_delete` returns,
-/// the kernel sends no more signals of it, and one still queued is discarded with it.
+/// Closes `entry`'s perf event, or deletes its timer, if any (under the registry's lock).
+/// The handler forgets the perf event's descriptor before it is closed, and ignores a signal
+/// of a descriptor that is not its thread's current one. After `timer_delete` returns, the
+/// kernel sends no more signals of it, and one still queued is discarded with it.
 pub(crate) fn disarm(entry: &mut ThreadEntry) {
+    if let Some(fd) = entry.perf.take() {
+        entry.publish_perf(-1);
+        super::perf::close(fd);
+    }
     if let Some(timer) = entry.timer.take() {
         // SAFETY: `timer` was made by `timer_create` and is deleted once (taken out above).
         #[allow(unsafe_code)]
@@ -257,7 +352,7 @@ pub(crate) fn disarm(entry: &mut ThreadEntry) {
             libc::timer_delete(timer);
         }
         if let Some(ring) = entry.ring {
-            ring.set_timer(0);
+            ring.set_timer(None);
         }
     }
 }
@@ -276,12 +371,43 @@ pub(crate) fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// `POLL_IN` .. `POLL_HUP` (`siginfo.h`): the codes of a signal a descriptor with `O_ASYNC`
+/// sends (`F_SETSIG`), which carries the descriptor in `si_fd`.
+const POLL_CODES: std::ops::RangeInclusive<libc::c_int> = 1..=6;
+
+/// The descriptor of a signal sent by a descriptor (`si_fd`, for the `POLL_*` codes).
+///
+/// # Safety
+/// `info` is the kernel's `siginfo_t` of this delivery (SA_SIGINFO), for a signal whose
+/// `si_code` is one of [`POLL_CODES`].
+#[allow(unsafe_code)]
+#[inline(always)]
+unsafe fn signalled_fd(info: *const libc::siginfo_t) -> libc::c_int {
+    // Linux's `siginfo_t` on 64-bit targets: three `int`s and padding, then the union at
+    // byte 16, whose SIGPOLL member is `{ long si_band; int si_fd; }`: `si_fd` at byte 24.
+    const _: () = assert!(std::mem::size_of::<libc::c_long>() == 8);
+    // SAFETY: `info` points at a whole `siginfo_t` (128 bytes) by the caller; byte 24 is
+    // inside it and 4-aligned (the struct is 8-aligned).
+    unsafe { info.cast::<u8>().add(24).cast::<libc::c_int>().read() }
+}
+
 /// The SIGPROF handler. See the module documentation for why each step is
 /// async-signal-safe.
-extern "C" fn handler(_signal: libc::c_int, _info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+///
+/// A signal from a perf event (its `si_code` a `POLL_*` code) is taken only from the
+/// thread's current event: one sent by an event closed since (a new session's arming
+/// replaced it) is ignored. The sample stands for what the event counted since the thread's
+/// last sample; the event is re-armed for one more overflow, its period drawn anew around the
+/// mean ([`super::perf::rearm_in_signal`], two `ioctl` system calls). A signal from a timer
+/// stands for `1 + timer_getoverrun` periods.
+extern "C" fn handler(_signal: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
     // SAFETY: `__errno_location` returns this thread's errno, valid for the thread's life.
     #[allow(unsafe_code)]
     let errno = unsafe { *libc::__errno_location() };
+    // SAFETY: `info` is the kernel's `siginfo_t` for this delivery (SA_SIGINFO).
+    #[allow(unsafe_code)]
+    let code = unsafe { (*info).si_code };
+    let from_event = POLL_CODES.contains(&code);
     THREAD.with(|t| {
         let ring = t.ring.load(Ordering::Acquire);
         // SAFETY: a non-null ring pointer was made from a `&'static Ring` (rings are leaked
@@ -290,20 +416,41 @@ extern "C" fn handler(_signal: libc::c_int, _info: *mut libc::siginfo_t, ctx: *m
         let Some(ring) = (unsafe { ring.as_ref() }) else {
             return;
         };
-        let timer = ring.timer();
-        let overrun = if timer == 0 {
-            0
+        let period = PERIOD_NS.load(Ordering::Relaxed);
+        let cpu_ns = if from_event {
+            // Acquire: pairs with `publish_perf`, so `perf_last` and `perf_rng` are as it left
+            // them for this descriptor.
+            let fd = t.perf_fd.load(Ordering::Acquire);
+            // SAFETY: `code` is a `POLL_*` code, so `si_fd` is set.
+            #[allow(unsafe_code)]
+            let sent_by = unsafe { signalled_fd(info) };
+            if fd < 0 || sent_by != fd {
+                return;
+            }
+            let Some(count) = super::perf::count(fd) else {
+                return;
+            };
+            let last = t.perf_last.swap(count, Ordering::Relaxed);
+            let mut rng = t.perf_rng.load(Ordering::Relaxed);
+            let next = super::perf::next_period(period, &mut rng);
+            t.perf_rng.store(rng, Ordering::Relaxed);
+            super::perf::rearm_in_signal(fd, next);
+            count.saturating_sub(last)
         } else {
+            let Some(timer) = ring.timer() else {
+                // A timer's signal queued before it was deleted, or none of ours.
+                return;
+            };
             // SAFETY: `timer` is this thread's live timer (deleted only under the registry's
             // lock, after which no signal of it is delivered); `timer_getoverrun` is
             // async-signal-safe.
             #[allow(unsafe_code)]
-            unsafe {
-                libc::timer_getoverrun(timer as libc::timer_t).max(0) as u32
-            }
+            let overrun = unsafe { libc::timer_getoverrun(timer as libc::timer_t).max(0) as u64 };
+            (1 + overrun) * period
         };
         let mut r = Record::new();
-        r.weight = 1 + overrun;
+        r.weight = 1;
+        r.cpu_ns = cpu_ns;
         r.time_ns = monotonic_ns();
         r.fill_current();
         // SAFETY: `ctx` is the kernel's `ucontext_t` for this delivery (SA_SIGINFO).

@@ -26,8 +26,8 @@ pub(crate) const SLOTS: usize = 256;
 pub(crate) const ALLOC_SLOTS: usize = 2048;
 
 /// Header words: pid, node and flags, time, weight and lengths, active sessions; an
-/// allocation's size, address and estimated bytes.
-const HEADER: usize = 8;
+/// allocation's size, address and estimated bytes; a CPU sample's CPU time.
+const HEADER: usize = 9;
 const TRACED_WORDS: usize = MAX_TRACED / 2;
 const SLOT_WORDS: usize = HEADER + TRACED_WORDS + MAX_NATIVE;
 
@@ -48,8 +48,12 @@ pub(crate) struct Record {
     pub(crate) flags: u32,
     /// CLOCK_MONOTONIC, in nanoseconds.
     pub(crate) time_ns: u64,
-    /// Timer periods this sample stands for: 1 plus the timer's overruns.
+    /// Samples this record counts for when a full ring drops it: 1.
     pub(crate) weight: u32,
+    /// The CPU time a CPU sample stands for, in nanoseconds: what its thread's perf event
+    /// counted since the thread's previous sample, or the timer's periods (1 plus its
+    /// overruns) for the fallback.
+    pub(crate) cpu_ns: u64,
     /// The trace sessions measuring the poll.
     pub(crate) active: u64,
     /// A sampled allocation's size, in bytes (0 for CPU samples).
@@ -75,6 +79,7 @@ impl Record {
             flags: 0,
             time_ns: 0,
             weight: 0,
+            cpu_ns: 0,
             active: 0,
             size: 0,
             addr: 0,
@@ -124,13 +129,16 @@ pub(crate) struct Ring {
     head: AtomicU64,
     /// Records read so far; written by the consumer.
     tail: AtomicU64,
-    /// Timer periods (or allocations) whose samples found the ring full.
+    /// Samples (CPU samples, or allocations) that found the ring full.
     dropped: AtomicU64,
+    /// The CPU time dropped CPU samples stood for, in nanoseconds.
+    dropped_ns: AtomicU64,
     /// The bytes that dropped allocation samples stood for.
     dropped_bytes: AtomicU64,
     /// The OS thread id of the thread that owns it now (0 while in the pool).
     pub(crate) tid: AtomicU32,
-    /// The owning thread's timer (a `timer_t`), for the handler's overrun count; 0 for none.
+    /// The owning thread's timer (a `timer_t`) plus one, for the handler's overrun count; 0
+    /// for none.
     timer: AtomicUsize,
     /// Records pushed since the ring was last reset, kept or dropped (tests: the samples a
     /// thread took).
@@ -153,6 +161,7 @@ impl Ring {
             head: AtomicU64::new(0),
             tail: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
+            dropped_ns: AtomicU64::new(0),
             dropped_bytes: AtomicU64::new(0),
             tid: AtomicU32::new(0),
             timer: AtomicUsize::new(0),
@@ -161,15 +170,17 @@ impl Ring {
         }
     }
 
-    /// The owning thread's timer id, 0 for none.
+    /// The owning thread's timer id, if it has a timer.
     #[inline]
-    pub(crate) fn timer(&self) -> usize {
-        self.timer.load(Ordering::Relaxed)
+    pub(crate) fn timer(&self) -> Option<usize> {
+        self.timer.load(Ordering::Relaxed).checked_sub(1)
     }
 
-    /// Records the owning thread's timer id (0: none), under the registry's lock.
-    pub(crate) fn set_timer(&self, timer: usize) {
-        self.timer.store(timer, Ordering::Relaxed);
+    /// Records the owning thread's timer id (`None`: it has none), under the registry's lock.
+    /// Kept plus one: glibc's `timer_t` is the kernel's id, and a process's first is 0.
+    pub(crate) fn set_timer(&self, timer: Option<usize>) {
+        self.timer
+            .store(timer.map_or(0, |id| id.wrapping_add(1)), Ordering::Relaxed);
     }
 
     fn slot(&self, n: u64) -> &[AtomicU64] {
@@ -188,6 +199,7 @@ impl Ring {
         if head - self.tail.load(Ordering::Acquire) >= self.slots {
             self.dropped
                 .fetch_add(u64::from(r.weight.max(1)), Ordering::Relaxed);
+            self.dropped_ns.fetch_add(r.cpu_ns, Ordering::Relaxed);
             self.dropped_bytes
                 .fetch_add(r.bytes as u64, Ordering::Relaxed);
             return;
@@ -203,6 +215,7 @@ impl Ring {
         st(5, r.size);
         st(6, r.addr);
         st(7, r.bytes.to_bits());
+        st(8, r.cpu_ns);
         for (k, pair) in r.traced().chunks(2).enumerate() {
             let hi = pair.get(1).copied().unwrap_or(0);
             st(HEADER + k, u64::from(pair[0]) | u64::from(hi) << 32);
@@ -237,6 +250,7 @@ impl Ring {
             r.size = ld(5);
             r.addr = ld(6);
             r.bytes = f64::from_bits(ld(7));
+            r.cpu_ns = ld(8);
             for k in 0..r.traced_len.div_ceil(2) {
                 let pair = ld(HEADER + k);
                 r.traced[2 * k] = pair as u32;
@@ -267,9 +281,15 @@ impl Ring {
         self.taken.load(Ordering::Relaxed)
     }
 
-    /// Timer periods dropped because the ring was full, since the last call (which takes them).
+    /// Samples dropped because the ring was full, since the last call (which takes them).
     pub(crate) fn take_dropped(&self) -> u64 {
         self.dropped.swap(0, Ordering::Relaxed)
+    }
+
+    /// The CPU time dropped CPU samples stood for, in nanoseconds, since the last call (which
+    /// takes it).
+    pub(crate) fn take_dropped_ns(&self) -> u64 {
+        self.dropped_ns.swap(0, Ordering::Relaxed)
     }
 
     /// The bytes dropped allocation samples stood for, since the last call (which takes them).
@@ -282,6 +302,7 @@ impl Ring {
         let head = self.head.load(Ordering::Acquire);
         self.tail.store(head, Ordering::Release);
         self.dropped.store(0, Ordering::Relaxed);
+        self.dropped_ns.store(0, Ordering::Relaxed);
         self.dropped_bytes.store(0, Ordering::Relaxed);
         self.timer.store(0, Ordering::Relaxed);
         self.tid.store(0, Ordering::Relaxed);
@@ -305,6 +326,7 @@ mod tests {
         r.size = u64::from(i) * 8 + 1;
         r.addr = 0x7000_0000 + u64::from(i);
         r.bytes = f64::from(i) * 1.5;
+        r.cpu_ns = (1 << 40) + u64::from(i) * 1_000_003;
         r.traced_len = traced;
         for k in 0..traced {
             r.traced[k] = i * 100 + k as u32;
@@ -335,7 +357,7 @@ mod tests {
                 r.active,
                 r.traced().to_vec(),
                 r.native().to_vec(),
-                (r.size, r.addr, r.bytes),
+                (r.size, r.addr, r.bytes, r.cpu_ns),
             ))
         });
         assert_eq!(seen.len(), shapes.len());
@@ -350,7 +372,7 @@ mod tests {
             assert_eq!(got.5, 0b101);
             assert_eq!(got.6, want.traced());
             assert_eq!(got.7, want.native());
-            assert_eq!(got.8, (want.size, want.addr, want.bytes));
+            assert_eq!(got.8, (want.size, want.addr, want.bytes, want.cpu_ns));
         }
         let mut again = 0;
         ring.drain(|_| again += 1);
@@ -365,10 +387,17 @@ mod tests {
         for i in 0..SLOTS as u32 + 5 {
             let mut r = record(i, 2, 2);
             r.weight = 2;
+            r.cpu_ns = 1_000;
             ring.push(&r);
         }
         assert_eq!(ring.take_dropped(), 10);
         assert_eq!(ring.take_dropped(), 0);
+        assert_eq!(
+            ring.take_dropped_ns(),
+            5_000,
+            "the CPU time of the 5 dropped"
+        );
+        assert_eq!(ring.take_dropped_ns(), 0);
         let mut pids = Vec::new();
         ring.drain(|r| pids.push(r.pid));
         assert_eq!(pids, (1..=SLOTS as u64).collect::<Vec<_>>());

@@ -16,6 +16,7 @@ use parking_lot::Mutex;
 
 use super::ring::{NATIVE_TRUNCATED, Record, TRACED_TRUNCATED};
 use super::threads::{Identity, REGISTRY};
+use super::truth::{BUSY_THREAD_NS, CpuCoverage, CpuSource, ThreadCoverage};
 use super::{Sample, SampledThread, Sampler};
 use crate::Pid;
 use crate::trace::callsites;
@@ -49,6 +50,9 @@ pub(crate) struct Store {
     pub(crate) sampler: Sampler,
     /// Samples kept at most (Julia's `n`).
     pub(crate) capacity: usize,
+    /// The rate asked, in Hz (CPU and wall samplers): a CPU sample's weight is its CPU time
+    /// over `1 / hz`.
+    pub(crate) hz: u32,
     /// CLOCK_MONOTONIC when the session opened (or was last cleared), in nanoseconds.
     pub(crate) started_ns: Mutex<u64>,
     pub(crate) inner: Mutex<StoreInner>,
@@ -78,6 +82,53 @@ pub(crate) struct StoreInner {
     pending_frees: HashMap<u64, (u64, u64)>,
     /// Drain passes that brought frees.
     passes: u64,
+    /// CPU samples: what each timed thread's CPU time counts from, and what its samples stand
+    /// for.
+    coverage: Coverage,
+}
+
+/// A registered thread, by registry index and generation (one registration).
+type ThreadKey = (u32, u64);
+
+/// What a CPU session knows of the threads it timed ([`Store::coverage`]).
+#[derive(Default)]
+struct Coverage {
+    /// The mechanism and why it is the fallback, as the session found the sampler.
+    source: CpuSource,
+    fallback: Option<String>,
+    /// Each thread's CPU clock when the session began counting it (at its opening or last
+    /// clear); a thread registered later counts from its registration.
+    base: HashMap<ThreadKey, u64>,
+    /// What the drain saw of each thread's samples, and of its exit.
+    threads: HashMap<ThreadKey, Tally>,
+    /// Exited threads with neither a sample kept nor [`BUSY_THREAD_NS`] of CPU, summed: one row,
+    /// so that a program whose thread pool churns does not grow the session by a row a thread.
+    exited: ThreadCoverage,
+}
+
+/// One thread's figures in a [`Coverage`].
+#[derive(Default)]
+struct Tally {
+    sampled_ns: u64,
+    samples: u64,
+    /// Its CPU time from its base to its exit, once it has exited and been drained.
+    exited_cpu: Option<u64>,
+    fallback: bool,
+    unarmed: bool,
+    /// Who it was, for a thread that has exited (its registry entry may be reused).
+    identity: Option<Identity>,
+}
+
+/// Exited threads kept as rows of their own, at most, beyond which they are summed.
+const EXITED_ROWS: usize = 4096;
+
+impl Coverage {
+    /// Counts a sample (or `samples` dropped ones) standing for `cpu_ns` on thread `key`.
+    fn add(&mut self, key: ThreadKey, cpu_ns: u64, samples: u64) {
+        let t = self.threads.entry(key).or_default();
+        t.sampled_ns += cpu_ns;
+        t.samples += samples;
+    }
 }
 
 impl StoreInner {
@@ -100,12 +151,13 @@ impl StoreInner {
 }
 
 impl Store {
-    pub(crate) fn new(bit: u32, node: u32, sampler: Sampler, capacity: usize) -> Store {
+    pub(crate) fn new(bit: u32, node: u32, sampler: Sampler, capacity: usize, hz: u32) -> Store {
         Store {
             bit,
             node,
             sampler,
             capacity,
+            hz,
             started_ns: Mutex::new(now_ns()),
             inner: Mutex::new(StoreInner::default()),
         }
@@ -241,6 +293,161 @@ impl Store {
         *self.inner.lock() = StoreInner::default();
         *self.started_ns.lock() = now_ns();
     }
+
+    /// CPU time as periods of the rate asked: a CPU sample's weight.
+    fn periods(&self, cpu_ns: u64) -> f64 {
+        cpu_ns as f64 * f64::from(self.hz.max(1)) / 1e9
+    }
+
+    /// Whether this (CPU) session times a thread registered for `node` (`shared` when it polls
+    /// several nodes' processes): the CPU sampler times it while this session is open.
+    fn times(&self, node: u32, shared: bool) -> bool {
+        node == self.node || node == 0 || shared
+    }
+
+    /// A CPU session begins counting its threads' CPU time: each registered thread's CPU
+    /// clock now, and the mechanism the sampler runs on. At its opening and at each clear.
+    #[cfg(target_os = "linux")]
+    pub(crate) fn begin_coverage(&self) {
+        let reg = REGISTRY.lock();
+        let base: HashMap<ThreadKey, u64> = reg
+            .occupied
+            .iter()
+            .map(|&i| {
+                let e = &reg.threads[i as usize];
+                ((i, e.generation), e.cpu_now())
+            })
+            .collect();
+        let mut inner = self.inner.lock();
+        inner.coverage = Coverage {
+            source: reg.cpu_source,
+            fallback: reg.cpu_fallback.clone(),
+            base,
+            ..Coverage::default()
+        };
+    }
+
+    /// The CPU session's coverage now: each thread it timed, its CPU time read now (or at its
+    /// exit) against what its samples stand for. Adds the threads without a kept sample to the
+    /// store's threads, so that every row names one.
+    #[cfg(target_os = "linux")]
+    pub(crate) fn coverage(&self) -> CpuCoverage {
+        let reg = REGISTRY.lock();
+        let mut inner = self.inner.lock();
+        let inner = &mut *inner;
+        let mut rows = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for &i in &reg.occupied {
+            let e = &reg.threads[i as usize];
+            if !self.times(e.node, e.shared) {
+                continue;
+            }
+            let key = (i, e.generation);
+            seen.insert(key);
+            let base = inner
+                .coverage
+                .base
+                .get(&key)
+                .copied()
+                .unwrap_or(e.cpu_registered);
+            let tally = inner.coverage.threads.get(&key);
+            let row = ThreadCoverage {
+                cpu_ns: e.cpu_now().saturating_sub(base),
+                sampled_ns: tally.map_or(0, |t| t.sampled_ns),
+                samples: tally.map_or(0, |t| t.samples),
+                fallback: e.fallback,
+                unarmed: e.unarmed,
+            };
+            let index = inner.thread_number(&e.identity(i));
+            rows.push((index, row));
+        }
+        // Exited threads drained and vacated: their figures as the drain left them.
+        let mut gone: Vec<(ThreadKey, ThreadCoverage, Identity)> = inner
+            .coverage
+            .threads
+            .iter()
+            .filter(|(key, _)| !seen.contains(key))
+            .filter_map(|(key, t)| {
+                Some((
+                    *key,
+                    ThreadCoverage {
+                        cpu_ns: t.exited_cpu?,
+                        sampled_ns: t.sampled_ns,
+                        samples: t.samples,
+                        fallback: t.fallback,
+                        unarmed: t.unarmed,
+                    },
+                    t.identity.clone()?,
+                ))
+            })
+            .collect();
+        gone.sort_by_key(|(key, _, _)| *key);
+        for (_, row, identity) in gone {
+            let index = inner.thread_number(&identity);
+            rows.push((index, row));
+        }
+        if inner.coverage.exited.cpu_ns > 0 || inner.coverage.exited.samples > 0 {
+            let row = inner.coverage.exited.clone();
+            let index = inner.thread_number(&Identity {
+                index: u32::MAX,
+                generation: 0,
+                tid: 0,
+                name: Some(std::sync::Arc::from("(exited threads)")),
+            });
+            rows.push((index, row));
+        }
+        rows.sort_by_key(|(index, _)| *index);
+        CpuCoverage {
+            source: inner.coverage.source,
+            fallback: inner.coverage.fallback.clone(),
+            hz: self.hz,
+            threads: rows,
+        }
+    }
+
+    /// A thread this (CPU) session timed has exited and its ring is drained: its CPU time is
+    /// final. Kept as a row when it has a sample kept or was busy, else summed with the other
+    /// exited threads.
+    fn thread_exited(&self, key: ThreadKey, identity: &Identity, entry: &ThreadExit) {
+        let mut inner = self.inner.lock();
+        let inner = &mut *inner;
+        let base = inner
+            .coverage
+            .base
+            .remove(&key)
+            .unwrap_or(entry.cpu_registered);
+        let cpu = entry.cpu_exited.saturating_sub(base);
+        let kept = inner.thread_numbers.contains_key(&key);
+        let rows = inner
+            .coverage
+            .threads
+            .values()
+            .filter(|t| t.exited_cpu.is_some())
+            .count();
+        if (kept || cpu >= BUSY_THREAD_NS) && rows < EXITED_ROWS {
+            let t = inner.coverage.threads.entry(key).or_default();
+            t.exited_cpu = Some(cpu);
+            t.fallback = entry.fallback;
+            t.unarmed = entry.unarmed;
+            t.identity = Some(identity.clone());
+        } else {
+            let t = inner.coverage.threads.remove(&key).unwrap_or_default();
+            let sum = &mut inner.coverage.exited;
+            sum.cpu_ns += cpu;
+            sum.sampled_ns += t.sampled_ns;
+            sum.samples += t.samples;
+            sum.fallback |= entry.fallback;
+            sum.unarmed |= entry.unarmed && cpu >= BUSY_THREAD_NS;
+        }
+    }
+}
+
+/// What a thread left in its registry entry as it exited: what [`Store::thread_exited`] reads.
+struct ThreadExit {
+    cpu_registered: u64,
+    cpu_exited: u64,
+    fallback: bool,
+    unarmed: bool,
 }
 
 /// CLOCK_MONOTONIC, in nanoseconds.
@@ -320,38 +527,56 @@ fn drain_rings(alloc: bool) {
     // its ring until the drain (this one, under `DRAIN`) takes it from an exited thread, so
     // the identity read now is that of every record in the ring, and the entry cannot be
     // vacated, and reused, before this drain gives the ring back.
-    let rings: Vec<(&'static super::ring::Ring, bool, u32, Identity)> = {
+    let rings: Vec<(&'static super::ring::Ring, bool, u32, bool, Identity)> = {
         let reg = REGISTRY.lock();
         reg.occupied
             .iter()
             .filter_map(|&i| {
                 let e = &reg.threads[i as usize];
                 let ring = if alloc { e.alloc_ring } else { e.ring };
-                ring.map(|r| (r, e.alive, e.node, e.identity(i)))
+                ring.map(|r| (r, e.alive, e.node, e.shared, e.identity(i)))
             })
             .collect()
     };
     // Allocation samples go in once every ring is drained, with the frees (see
     // `keep_allocations`).
     let mut fresh: Vec<Vec<(Sample, &Identity)>> = vec![Vec::new(); stores.len()];
-    for (ring, alive, node, thread) in &rings {
+    for (ring, alive, node, shared, thread) in &rings {
+        let key = (thread.index, thread.generation);
         ring.drain(|r| {
             for (k, (store, started)) in stores.iter().enumerate() {
-                if let Some(sample) = sample_for(store, *started, r, *node) {
-                    if alloc {
+                let sample = sample_for(store, *started, r, *node);
+                if alloc {
+                    if let Some(sample) = sample {
                         fresh[k].push((sample, thread));
-                    } else {
-                        store.keep_in(&mut store.inner.lock(), sample, Some(thread));
                     }
+                    continue;
+                }
+                let mut inner = store.inner.lock();
+                // Every sample of a thread the session times counts for its coverage, kept or
+                // not, whichever node's process it caught.
+                if store.times(*node, *shared) {
+                    inner.coverage.add(key, r.cpu_ns, 1);
+                }
+                if let Some(sample) = sample {
+                    store.keep_in(&mut inner, sample, Some(thread));
                 }
             }
         });
         let dropped = ring.take_dropped();
         let dropped_bytes = ring.take_dropped_bytes();
+        let dropped_ns = ring.take_dropped_ns();
         if dropped > 0 {
-            let weight = if alloc { dropped_bytes } else { dropped };
             for (store, _) in &stores {
-                store.drop_weight(weight as f64);
+                if alloc {
+                    store.drop_weight(dropped_bytes as f64);
+                    continue;
+                }
+                let mut inner = store.inner.lock();
+                if store.times(*node, *shared) {
+                    inner.coverage.add(key, dropped_ns, dropped);
+                }
+                inner.dropped += store.periods(dropped_ns);
             }
         }
         if !alive {
@@ -372,7 +597,20 @@ fn drain_rings(alloc: bool) {
                 ring.reset();
                 pool.push(ring);
             }
+            let exit = ThreadExit {
+                cpu_registered: entry.cpu_registered,
+                cpu_exited: entry.cpu_exited,
+                fallback: entry.fallback,
+                unarmed: entry.unarmed,
+            };
             reg.vacate_if_done(thread.index);
+            if !alloc {
+                for (store, _) in &stores {
+                    if store.times(*node, *shared) {
+                        store.thread_exited(key, thread, &exit);
+                    }
+                }
+            }
         }
     }
     #[cfg(target_os = "linux")]
@@ -436,7 +674,11 @@ fn sample_for(store: &Store, started: u64, r: &Record, thread_node: u32) -> Opti
         pid,
         thread: None,
         time_ns: r.time_ns.saturating_sub(started),
-        weight: if alloc { r.bytes } else { f64::from(r.weight) },
+        weight: if alloc {
+            r.bytes
+        } else {
+            store.periods(r.cpu_ns)
+        },
         traced,
         native,
         size: r.size,

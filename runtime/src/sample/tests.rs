@@ -53,11 +53,30 @@ fn spin(n: u64) -> u64 {
 /// A thread sampled while it holds every lock the sampler's code takes (the registry, the
 /// drain, the stores, the path table, the allocator's none): a handler that took one would
 /// deadlock, and the test would fail at its bound. Meanwhile its own allocations are counted:
-/// the handler ran many times and allocated nothing.
+/// the handler ran many times and allocated nothing. On the fallback's timers.
 #[test]
 fn the_handler_neither_locks_nor_allocates() {
+    handler_neither_locks_nor_allocates(super::CpuSource::Timers);
+}
+
+/// The same on perf events, whose handler also reads the event's count and re-arms it
+/// (`read`, two `ioctl`s). Where the kernel refuses perf events, says so and checks nothing
+/// more (the fallback is checked above).
+#[test]
+fn the_handler_neither_locks_nor_allocates_on_perf_events() {
+    if let Err(e) = super::perf::probe() {
+        eprintln!(
+            "skipped: perf events are refused here: {}",
+            super::perf::refusal_text(&e)
+        );
+        return;
+    }
+    handler_neither_locks_nor_allocates(super::CpuSource::PerfEvents);
+}
+
+fn handler_neither_locks_nor_allocates(source: super::CpuSource) {
     let _serial = SERIAL.lock();
-    super::cpu::start(997, 0).expect("start the sampler");
+    super::cpu::start(997, 0, source).expect("start the sampler");
     let (done_tx, done_rx) = mpsc::channel();
     let sampled = std::thread::Builder::new()
         .name("sampled".into())
@@ -167,13 +186,14 @@ fn another_sigprof_handler_is_refused_not_replaced() {
         libc::signal(libc::SIGPROF, handler);
     };
     set(foreign as *const () as libc::sighandler_t);
-    let refused = super::cpu::start(997, 0);
+    let refused = super::cpu::start(997, 0, super::CpuSource::Auto);
     set(libc::SIG_DFL);
     assert!(
         matches!(refused, Err(super::SampleError::SignalTaken)),
         "{refused:?}"
     );
-    super::cpu::start(997, 0).expect("starts once the other handler is gone");
+    super::cpu::start(997, 0, super::CpuSource::Auto)
+        .expect("starts once the other handler is gone");
     super::cpu::stop(0);
 }
 
@@ -260,7 +280,7 @@ fn spin_until_sampled() -> bool {
 fn the_registry_stays_bounded_as_threads_come_and_go() {
     const THREADS: usize = 200;
     let _serial = SERIAL.lock();
-    super::cpu::start(997, 0).expect("start the CPU sampler");
+    super::cpu::start(997, 0, super::CpuSource::Auto).expect("start the CPU sampler");
     super::alloc::start(super::AllocRate::default()).expect("start the allocation sampler");
     let before = super::threads::REGISTRY.lock().threads.len();
     let mut registered = 0;
@@ -304,7 +324,7 @@ fn the_registry_stays_bounded_as_threads_come_and_go() {
 fn the_drain_walks_the_occupied_entries_only() {
     const THREADS: usize = 32;
     let _serial = SERIAL.lock();
-    super::cpu::start(997, 0).expect("start the CPU sampler");
+    super::cpu::start(997, 0, super::CpuSource::Auto).expect("start the CPU sampler");
     let registered = std::sync::Arc::new(std::sync::Barrier::new(THREADS + 1));
     let checked = std::sync::Arc::new(std::sync::Barrier::new(THREADS + 1));
     let threads: Vec<_> = (0..THREADS)

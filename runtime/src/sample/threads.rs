@@ -42,13 +42,15 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{
-    AtomicBool, AtomicPtr, AtomicU8, AtomicU32, AtomicUsize, Ordering, compiler_fence,
+    AtomicBool, AtomicI32, AtomicPtr, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+    compiler_fence,
 };
 
 use parking_lot::Mutex;
 
 use super::native::StackBounds;
 use super::ring::Ring;
+use super::truth::CpuSource;
 
 /// The samplers that run, as bits ([`CPU`], [`ALLOC`]): each set and cleared under
 /// [`REGISTRY`]'s lock by its sampler's start and stop, so that a poll asks whether any wants
@@ -89,6 +91,15 @@ pub(crate) struct ThreadSlot {
     pub(crate) node: AtomicU32,
     /// Whether it has polled processes of another node than `node` too.
     pub(crate) shared: AtomicBool,
+    /// The thread's perf event descriptor while the CPU sampler times it with one
+    /// ([`super::perf`]); -1 for none. Set before the event is enabled, cleared before it is
+    /// closed, under the registry's lock.
+    pub(crate) perf_fd: AtomicI32,
+    /// What its perf event had counted at its last sample (the handler's, which alone writes
+    /// it while the event runs; reset to 0 before the event is enabled).
+    pub(crate) perf_last: AtomicU64,
+    /// The handler's generator for the next period (xorshift state).
+    pub(crate) perf_rng: AtomicU64,
 }
 
 thread_local! {
@@ -103,6 +114,9 @@ thread_local! {
             index: AtomicU32::new(0),
             node: AtomicU32::new(0),
             shared: AtomicBool::new(false),
+            perf_fd: AtomicI32::new(-1),
+            perf_last: AtomicU64::new(0),
+            perf_rng: AtomicU64::new(0),
         }
     };
     /// Unregisters the thread when it exits (touched at registration).
@@ -137,9 +151,20 @@ pub(crate) struct ThreadEntry {
     /// Its allocation sampler ring (`None` before sampling allocations first ran while it
     /// lived, and once emptied after the thread exited).
     pub(crate) alloc_ring: Option<&'static Ring>,
-    /// Its timer while the sampler runs.
+    /// Its timer while the sampler runs on timers (or while it fell back to one alone).
     #[cfg(target_os = "linux")]
     pub(crate) timer: Option<libc::timer_t>,
+    /// Its perf event's descriptor while the sampler runs on perf events.
+    pub(crate) perf: Option<i32>,
+    /// It could not get a perf event and was given a timer instead.
+    pub(crate) fallback: bool,
+    /// It was wanted and got neither a perf event nor a timer.
+    pub(crate) unarmed: bool,
+    /// Its CPU clock when it registered, in nanoseconds: where its CPU time starts for the
+    /// sessions that open before it registers.
+    pub(crate) cpu_registered: u64,
+    /// Its CPU clock as it exited (0 while it runs).
+    pub(crate) cpu_exited: u64,
     /// Whether the thread still runs.
     pub(crate) alive: bool,
 }
@@ -192,6 +217,36 @@ impl ThreadEntry {
         slot.ring.store(ptr, Ordering::Release);
     }
 
+    /// Gives the thread its perf event's descriptor (-1: none), through its slot; a new one
+    /// starts counting from 0.
+    pub(crate) fn publish_perf(&self, fd: i32) {
+        if !self.alive {
+            return;
+        }
+        // SAFETY: as in `publish_ring`.
+        #[allow(unsafe_code)]
+        let slot = unsafe { &*self.slot };
+        if fd >= 0 {
+            slot.perf_last.store(0, Ordering::Relaxed);
+            slot.perf_rng.store(
+                u64::from(self.tid.unsigned_abs()) | 1 << 40,
+                Ordering::Relaxed,
+            );
+        }
+        // Release: the handler that reads the descriptor sees the resets above.
+        slot.perf_fd.store(fd, Ordering::Release);
+    }
+
+    /// The thread's CPU time now, in nanoseconds: its CPU clock while it runs, the reading at
+    /// its exit after.
+    #[cfg(target_os = "linux")]
+    pub(crate) fn cpu_now(&self) -> u64 {
+        if !self.alive {
+            return self.cpu_exited;
+        }
+        clock_ns(self.clock).unwrap_or(self.cpu_registered)
+    }
+
     /// Gives the thread its allocation sampler ring, or takes it away (null).
     pub(crate) fn publish_alloc_ring(&self, ring: Option<&'static Ring>) {
         if !self.alive {
@@ -221,6 +276,11 @@ pub(crate) struct Registry {
     /// The nodes CPU sample sessions are open for, each with how many: which threads the CPU
     /// sampler times ([`super::cpu::wanted`]).
     pub(crate) cpu_nodes: Vec<(u32, u32)>,
+    /// The CPU sampler's mechanism while it runs ([`CpuSource::PerfEvents`] or
+    /// [`CpuSource::Timers`]; `Auto` while it does not run).
+    pub(crate) cpu_source: CpuSource,
+    /// Why the CPU sampler runs on timers, when it does.
+    pub(crate) cpu_fallback: Option<String>,
 }
 
 pub(crate) static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
@@ -230,6 +290,8 @@ pub(crate) static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
     pool: Vec::new(),
     alloc_pool: Vec::new(),
     cpu_nodes: Vec::new(),
+    cpu_source: CpuSource::Auto,
+    cpu_fallback: None,
 });
 
 /// Entries whose thread has exited and whose rings the drain has not given back yet: while
@@ -318,6 +380,7 @@ fn register_slow(node: u32) {
             threads,
             pool,
             cpu_nodes,
+            cpu_source,
             ..
         } = &mut *reg;
         let entry = &mut threads[index as usize - 1];
@@ -328,7 +391,7 @@ fn register_slow(node: u32) {
             entry.shared = true;
             THREAD.with(|t| t.shared.store(true, Ordering::Relaxed));
         }
-        super::cpu::fit(entry, pool, cpu_nodes);
+        super::cpu::fit(entry, pool, cpu_nodes, *cpu_source);
         return;
     }
     crate::heap::suppressed(|| {
@@ -351,6 +414,7 @@ fn register_slow(node: u32) {
         }
         let slot = THREAD.with(std::ptr::from_ref);
         let name = std::thread::current().name().map(Arc::from);
+        let cpu_registered = clock_ns(libc::CLOCK_THREAD_CPUTIME_ID).unwrap_or(0);
         let mut reg = REGISTRY.lock();
         let index = reg.occupy(ThreadEntry {
             generation: 0,
@@ -364,6 +428,11 @@ fn register_slow(node: u32) {
             ring: None,
             alloc_ring: None,
             timer: None,
+            perf: None,
+            fallback: false,
+            unarmed: false,
+            cpu_registered,
+            cpu_exited: 0,
             alive: true,
         });
         THREAD.with(|t| {
@@ -377,10 +446,11 @@ fn register_slow(node: u32) {
             pool,
             alloc_pool,
             cpu_nodes,
+            cpu_source,
             ..
         } = &mut *reg;
         let entry = &mut threads[index as usize];
-        super::cpu::fit(entry, pool, cpu_nodes);
+        super::cpu::fit(entry, pool, cpu_nodes, *cpu_source);
         if super::alloc::running() {
             super::alloc::arm(entry, alloc_pool);
         }
@@ -389,6 +459,20 @@ fn register_slow(node: u32) {
 
 #[cfg(not(target_os = "linux"))]
 pub(crate) fn register_current(_node: u32) {}
+
+/// The time on clock `clock`, in nanoseconds (a thread's CPU clock may be read from any
+/// thread of the process while the thread runs).
+#[cfg(target_os = "linux")]
+pub(crate) fn clock_ns(clock: libc::clockid_t) -> Option<u64> {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `clock_gettime` writes `ts`, a plain struct on the stack.
+    #[allow(unsafe_code)]
+    let ok = unsafe { libc::clock_gettime(clock, &mut ts) } == 0;
+    ok.then(|| ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
+}
 
 /// A thread's stack bounds as registered.
 pub(crate) fn bounds_in_signal(t: &ThreadSlot) -> StackBounds {
@@ -407,11 +491,16 @@ impl Drop for Unregister {
             if index == 0 {
                 return;
             }
+            #[cfg(target_os = "linux")]
+            let cpu = clock_ns(libc::CLOCK_THREAD_CPUTIME_ID);
             let mut reg = REGISTRY.lock();
             // This thread's own entry: it stays occupied while the thread is alive.
             let entry = &mut reg.threads[index as usize - 1];
             #[cfg(target_os = "linux")]
-            super::cpu::disarm(entry);
+            {
+                entry.cpu_exited = cpu.unwrap_or(entry.cpu_registered);
+                super::cpu::disarm(entry);
+            }
             // No signal of this thread's timer comes after the delete above; the handler
             // sees no ring from here on, nor does the allocator's hook.
             entry.publish_ring(None);
