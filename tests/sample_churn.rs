@@ -1,7 +1,8 @@
 //! A sample session stays bounded while processes come and go (issue 29, point 5): 100,000
 //! short processes, each making traced calls (some spinning long enough to be sampled, most
-//! not), pass through a session, and the heap in use afterwards is within a bound per live
-//! process and per sample kept, not per process ever seen.
+//! not), pass through a CPU, wall or allocation session, and the heap in use afterwards is
+//! within a bound per sample kept (none is alive then), not per process ever seen. Takes about
+//! 15 to 25 seconds in a debug build on two busy cores.
 //!
 //! The heap in use is counted by this binary's allocator: the counting allocator over one that
 //! adds up the bytes it holds, process-wide. Counts, never timing.
@@ -222,23 +223,16 @@ fn assert_bounded(what: &str, before: isize, after: isize, samples: usize) {
     );
 }
 
-fn cpu_at(hz: u32) {
+/// At the highest rate (the most samples). What a session keeps per process does not depend
+/// on the rate: at 1,000 Hz as at 10,000 Hz, 760 bytes stayed per process before the fold.
+#[test]
+fn a_cpu_session_at_10000_hz_holds_its_memory_flat_through_100_000_processes() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let node = Node::builder().worker_threads(2).build().expect("node");
     let session = node
-        .sample_session(SampleOptions::new().hz(hz).n(BUFFER))
+        .sample_session(SampleOptions::new().hz(10_000).n(BUFFER))
         .expect("cpu session");
-    churn_through(&format!("cpu at {hz} Hz"), &node, &session);
-}
-
-#[test]
-fn a_cpu_session_at_1000_hz_holds_its_memory_flat_through_100_000_processes() {
-    cpu_at(1_000);
-}
-
-#[test]
-fn a_cpu_session_at_10000_hz_holds_its_memory_flat_through_100_000_processes() {
-    cpu_at(10_000);
+    churn_through("cpu at 10000 Hz", &node, &session);
 }
 
 #[test]
