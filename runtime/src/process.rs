@@ -131,6 +131,10 @@ impl Drop for Process {
         if let Some(account) = self.account.get() {
             account.release();
         }
+        // Nothing flushes into its table from now on: a sample session may fold it.
+        if let Some(data) = self.trace_data.get() {
+            crate::trace::process_dropped(data);
+        }
     }
 }
 

@@ -39,6 +39,11 @@
 //! and the program runs on. [`SampleSession::samples`] copies them out (Julia's `fetch`),
 //! [`SampleSession::clear`] forgets them.
 //!
+//! A session open for days under a service that spawns a process per request stays bounded:
+//! what it keeps of a process that has ended is its calls, summed with every ended process's,
+//! and, while the buffer holds samples of it, its name (see
+//! [processes that end](SampleSession#processes-that-end)).
+//!
 //! ```
 //! use runtime::Node;
 //! use runtime::sample::{SampleOptions, Sampler};
@@ -94,6 +99,7 @@ use crate::trace::{Callsite, SessionError, TraceSession, TraceTypes};
 mod alloc;
 #[cfg(target_os = "linux")]
 mod cpu;
+mod ended;
 mod native;
 mod paths;
 #[cfg(target_os = "linux")]
@@ -686,8 +692,30 @@ pub struct SampleData {
 
 /// A sampler and the trace session whose patterns and flags select what it samples. Stops
 /// when dropped.
+///
+/// # Processes that end
+///
+/// The trace session keeps a table per process it samples: its calls per traced function,
+/// its initial call and its registered name, which label its samples. Once a process has
+/// ended (its record dropped) and the samples taken of it are in the buffer (drained from the
+/// threads' rings), the session *folds* it: its calls join the calls of every ended process,
+/// one counter per traced function, and its table goes. All an ended process leaves behind is
+/// those calls, and, while the buffer holds samples of it, a row of its pid, initial call and
+/// name with no figures ([`clear`](Self::clear) lets those rows go at the next fold). So what
+/// the session holds grows with its live processes and the samples it keeps, never with the
+/// processes it has seen.
+///
+/// A fold walks the session's tables, so it runs once their number has doubled since the last
+/// one (and reached 1,024), on the sampler's own thread; the tables of ended processes not
+/// folded yet are read as before. A paused session folds nothing. In a
+/// [`snapshot`](Self::snapshot), the calls of the processes folded are its
+/// [`call_counts`](crate::trace::Snapshot::call_counts), and those of the others are in their
+/// rows, [`processes`](crate::trace::Snapshot::processes): a profile's calls per function are
+/// the two together, as `tprof` sums them; [`TraceSession::measurements`] gives the rows.
 pub struct SampleSession {
     store: Arc<store::Store>,
+    /// Folds its ended processes.
+    ended: Arc<ended::Ended>,
     options: SampleOptions,
     node: NodeHandle,
     wall: Option<wall::WallSampler>,
@@ -741,6 +769,12 @@ impl NodeHandle {
             options.n,
             options.hz,
         ));
+        let ended = ended::Ended::new(
+            trace.slot(),
+            trace.generation(),
+            Arc::clone(&store),
+            options.sampler != Sampler::Wall,
+        );
         let mut native_walked = false;
         let mut wall = None;
         match options.sampler {
@@ -776,6 +810,7 @@ impl NodeHandle {
                     wall::start(
                         Arc::clone(&self.inner),
                         Arc::clone(&store),
+                        Arc::clone(&ended),
                         options.hz,
                         options.per_tick,
                     )
@@ -788,6 +823,7 @@ impl NodeHandle {
         }
         Ok(SampleSession {
             store,
+            ended,
             options,
             node: self.clone(),
             wall,
@@ -826,6 +862,9 @@ impl SampleSession {
     pub fn samples(&self) -> SampleData {
         if self.options.sampler != Sampler::Wall {
             store::drain();
+            // When it is due (the drain thread's folds may be missing: a thread that could not
+            // be started).
+            self.ended.fold();
         }
         crate::heap::suppressed(|| {
             // The CPU each timed thread used, read now: it may add threads to the store's.
@@ -921,7 +960,7 @@ impl SampleSession {
         if self.options.sampler != Sampler::Wall {
             store::drain();
         }
-        self.store.clear();
+        self.ended.clear(|| self.store.clear());
         #[cfg(target_os = "linux")]
         if self.options.sampler == Sampler::Cpu {
             self.store.begin_coverage();
@@ -948,6 +987,7 @@ impl SampleSession {
 
 impl Drop for SampleSession {
     fn drop(&mut self) {
+        self.ended.close();
         match self.options.sampler {
             Sampler::Cpu => {
                 #[cfg(target_os = "linux")]

@@ -140,8 +140,8 @@ pub use measure::{
     TraceTypes,
 };
 pub(crate) use measure::{
-    ProcTraceRef, Target, begin_helper_poll, begin_poll, measuring, remember_name,
-    sessions_measuring,
+    ProcTraceRef, Target, begin_helper_poll, begin_poll, fold_ended, measuring, process_dropped,
+    remember_name, sessions_measuring,
 };
 pub use pattern::{Part, TracePattern};
 pub(crate) use session::record_call;

@@ -188,6 +188,88 @@ fn a_process_seen_only_in_wall_samples_is_known_by_its_name() {
     );
 }
 
+/// A sample session folds the processes that have ended: their calls come as the snapshot's
+/// call counts, and the rows of those its samples name stay, with no figures. The profile's
+/// calls per function are the two together, and a folded process keeps its name.
+#[test]
+fn a_sample_profile_counts_the_calls_of_folded_processes_and_names_them() {
+    use runtime::sample::{SampleSnapshot, SnapshotSample};
+    use runtime::trace::{SnapshotFigures, SnapshotFunction, SnapshotProcess};
+    let process = |pid: &str, name: Option<&str>, calls: u64| SnapshotProcess {
+        pid: pid.to_owned(),
+        initial_call: "handler".to_owned(),
+        registered_name: name.map(str::to_owned),
+        functions: if calls > 0 {
+            vec![SnapshotFigures {
+                id: 0,
+                calls,
+                ..SnapshotFigures::default()
+            }]
+        } else {
+            Vec::new()
+        },
+        paths: Vec::new(),
+        events: Vec::new(),
+        events_dropped: 0,
+        percentiles: Vec::new(),
+    };
+    let sample = |pid: &str| SnapshotSample {
+        pid: Some(pid.to_owned()),
+        thread: None,
+        time_ns: 0,
+        weight: 1.0,
+        stack: None,
+        state: None,
+        mailbox_len: 0,
+        registered_name: None,
+        size: 0,
+        live: false,
+    };
+    let snapshot = runtime::trace::Snapshot {
+        node: 3,
+        functions: vec![SnapshotFunction {
+            module: "app".to_owned(),
+            name: "handle".to_owned(),
+            arity: 1,
+            file: "app.rs".to_owned(),
+            line: 1,
+        }],
+        // Ended and folded: 1,000 calls, one of the processes sampled.
+        call_counts: vec![(0, 1_000)],
+        processes: vec![
+            process("<3.1.1>", Some("cache"), 0),
+            process("<3.2.1>", None, 7),
+        ],
+        samples: Some(SampleSnapshot {
+            sampler: "cpu".to_owned(),
+            hz: 99,
+            samples: vec![sample("<3.1.1>"), sample("<3.2.1>")],
+            ..SampleSnapshot::default()
+        }),
+        ..runtime::trace::Snapshot::default()
+    };
+    let profile = tprof::Profile::from_snapshot(&snapshot, tprof::TraceType::CallCount, &[]);
+    let handle = profile.function("handle").expect("handle counted");
+    let calls: u64 = handle.entries.iter().map(|e| e.calls).sum();
+    assert_eq!(calls, 1_007);
+    let names: Vec<(String, Option<String>, String)> = profile
+        .processes
+        .iter()
+        .map(|p| (p.pid.to_string(), p.name.clone(), p.initial_call.clone()))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            (
+                "<3.1.1>".to_owned(),
+                Some("cache".to_owned()),
+                "handler".to_owned()
+            ),
+            ("<3.2.1>".to_owned(), None, "handler".to_owned())
+        ]
+    );
+}
+
 #[runtime::traced]
 async fn idles() {
     let _ = runtime::receive::<u64>().await;

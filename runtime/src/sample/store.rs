@@ -483,6 +483,7 @@ pub(crate) fn add_store(store: Arc<Store>) {
                         || super::threads::exited_undrained()
                     {
                         drain();
+                        super::ended::fold_all();
                     }
                 }
             });

@@ -81,10 +81,13 @@ impl Drop for WallSampler {
     }
 }
 
-/// Starts sampling `node`'s processes for `store`'s session, `per_tick` slots a tick at `hz`.
+/// Starts sampling `node`'s processes for `store`'s session, `per_tick` slots a tick at `hz`,
+/// folding the session's ended processes (`ended`) between ticks, at least every
+/// [`FOLD_EVERY`].
 pub(crate) fn start(
     node: Arc<NodeInner>,
     store: Arc<Store>,
+    ended: Arc<super::ended::Ended>,
     hz: u32,
     per_tick: usize,
 ) -> std::io::Result<WallSampler> {
@@ -111,9 +114,12 @@ pub(crate) fn start(
                             next = Instant::now() + period;
                             continue;
                         }
+                        // Here, between ticks: no sample read from a process is on its way to
+                        // the buffer while the process is folded.
+                        ended.fold();
                         let now = Instant::now();
                         if now < next {
-                            std::thread::park_timeout(next - now);
+                            std::thread::park_timeout((next - now).min(FOLD_EVERY));
                             continue;
                         }
                         // A late tick is taken once, not caught up on.
@@ -135,6 +141,10 @@ pub(crate) fn start(
         thread: Some(thread),
     })
 }
+
+/// The longest the wall sampler's thread waits between two looks at whether a fold of its
+/// session's ended processes is due (a session sampling at 1 Hz still folds promptly).
+const FOLD_EVERY: Duration = Duration::from_millis(10);
 
 /// The thread of each session slot's wall sampler, for [`resumed`] to wake.
 static THREADS: Mutex<[Option<std::thread::Thread>; 64]> = Mutex::new([const { None }; 64]);

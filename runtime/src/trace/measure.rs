@@ -21,6 +21,10 @@ use std::ops::BitOr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+mod ended;
+
+pub(crate) use ended::{Folded, fold_ended};
+
 use super::session::{SessionState, generation_of, session_in_slot};
 use super::snapshot::SnapshotFigures;
 use super::stack::Accumulator;
@@ -155,7 +159,10 @@ impl TraceTypes {
     pub const ANY_THREAD: TraceTypes = TraceTypes(64);
     /// Sample mode: the traced stack of each process the session traces is kept (and its
     /// calls counted per function), for a sampler to read; time and memory are not measured.
-    /// Opened with a sampler by [`NodeHandle::sample_session`](crate::NodeHandle::sample_session).
+    /// Opened with a sampler by [`NodeHandle::sample_session`](crate::NodeHandle::sample_session),
+    /// which folds the processes that have ended into one sum of calls rather than keep each
+    /// one's figures (see [processes that end](crate::sample::SampleSession#processes-that-end)):
+    /// [`measurements`](super::TraceSession::measurements) lists the others.
     pub const SAMPLE: TraceTypes = TraceTypes(128);
 
     /// Whether every type in `other` is in `self`.
@@ -425,6 +432,9 @@ pub(crate) struct Gathered {
     )>,
     /// The call paths: per path, its parent (or [`super::tree::ROOT`]) and callsite's id.
     pub(crate) paths: Vec<(u32, u32)>,
+    /// A sample session's processes folded once they ended ([`ended`]): their calls per
+    /// callsite (id, calls), which their rows no longer hold.
+    pub(crate) ended_calls: Vec<(u32, u64)>,
 }
 
 /// One function's figures, as gathered: calls, clock ticks, words, bytes, blocks.
@@ -467,6 +477,9 @@ pub(crate) struct ProcTrace {
     /// `sessions`, index in its `functions`). A process's polls mostly touch the same
     /// functions, one or two per poll: the next flush tries there before it searches.
     hint: Option<(u32, u64, usize, usize)>,
+    /// Its process is gone (its record dropped, so no poll of it or of its helpers flushes
+    /// here again): a sample session may fold its figures ([`ended`]).
+    ended: bool,
 }
 
 impl ProcTrace {
@@ -478,6 +491,7 @@ impl ProcTrace {
             name: None,
             sessions: Vec::new(),
             hint: None,
+            ended: false,
         }
     }
 
@@ -490,6 +504,13 @@ impl ProcTrace {
             self.pid
         }
     }
+}
+
+/// Marks the table `data` of a process whose record is being dropped as ended: nothing flushes
+/// into it any more (a flush needs the process), so a sample session may fold it
+/// ([`ended`]).
+pub(crate) fn process_dropped(data: &ProcTraceRef) {
+    lock(data).ended = true;
 }
 
 /// Keeps the name `process` was registered under as it ends, so that reports of its figures
@@ -997,6 +1018,9 @@ impl CallTreeMeasurement {
     }
 }
 
+/// Per process, in pid order, what a read makes of its figures ([`SessionState::figures`]).
+type Rows<T> = Vec<(ProcessMeasurement, T)>;
+
 impl SessionState {
     /// Every table of this session, taken without holding the list's lock.
     fn tables(&self) -> Vec<ProcTraceRef> {
@@ -1007,12 +1031,21 @@ impl SessionState {
     /// session, in pid order. `convert` runs under the process's table lock, so the figures
     /// are read in place rather than copied first (collect over 10,000 processes is bound by
     /// memory traffic).
-    fn figures<T>(
+    fn figures<T>(&self, convert: impl FnMut(&[(u32, Acc)]) -> T) -> Rows<T> {
+        self.figures_and_ended(convert).0
+    }
+
+    /// [`figures`](Self::figures), with the processes a sample session has folded
+    /// ([`ended`]): those that keep a row (they have samples) among the processes, with no
+    /// figures, and the calls of them all per callsite (id, calls), read together — a fold
+    /// moves a process's calls from its row to these as a whole, before or after this read.
+    fn figures_and_ended<T>(
         &self,
         mut convert: impl FnMut(&[(u32, Acc)]) -> T,
-    ) -> Vec<(ProcessMeasurement, T)> {
+    ) -> (Rows<T>, Vec<(u32, u64)>) {
+        let folded = lock(&self.folded);
         let tables = self.tables();
-        let mut out = Vec::with_capacity(tables.len());
+        let mut out = Vec::with_capacity(tables.len() + folded.rows().len());
         for data in tables {
             let table = lock(&data);
             if let Some(d) = table
@@ -1029,9 +1062,14 @@ impl SessionState {
                 out.push((process, convert(&d.functions)));
             }
         }
+        for row in folded.rows() {
+            out.push((row.clone(), convert(&[])));
+        }
+        let ended_calls = folded.calls();
+        drop(folded);
         // By key then moved once each: an entry is large, and a million of them are sorted.
         out.sort_by_cached_key(|p| p.0.pid);
-        out
+        (out, ended_calls)
     }
 
     pub(crate) fn measurements(&self) -> Vec<ProcessMeasurement> {
@@ -1099,21 +1137,25 @@ impl SessionState {
             }
         };
         if !self.types().contains(TraceTypes::CALL_TREE) {
-            let processes = self
-                .figures(|all| {
-                    let mut functions = Vec::with_capacity(all.len());
-                    for (id, acc) in all {
-                        if let Some(id) = function_id(*id) {
-                            functions.push(figures(id, acc));
-                        }
+            let (processes, ended_calls) = self.figures_and_ended(|all| {
+                let mut functions = Vec::with_capacity(all.len());
+                for (id, acc) in all {
+                    if let Some(id) = function_id(*id) {
+                        functions.push(figures(id, acc));
                     }
-                    functions
-                })
+                }
+                functions
+            });
+            let processes = processes
                 .into_iter()
                 .map(|(process, functions)| (process, functions, Vec::new()))
                 .collect();
             let paths = self.paths().nodes.clone();
-            return Gathered { processes, paths };
+            return Gathered {
+                processes,
+                paths,
+                ended_calls,
+            };
         }
         // The figures first, then the paths: paths only grow, so every path a figure names
         // is among them.
@@ -1131,7 +1173,11 @@ impl SessionState {
                 (process, functions, paths)
             })
             .collect();
-        Gathered { processes, paths }
+        Gathered {
+            processes,
+            paths,
+            ended_calls: Vec::new(),
+        }
     }
 
     /// Per process measured, its event log (empty without [`TraceTypes::CALL_EVENTS`]).
@@ -1234,10 +1280,13 @@ impl SessionState {
         // kept end and hand theirs over; one still running at the limit is let go.
         let late = super::inflight::wait(running, limit);
         super::inflight::let_go(&late, m);
-        // A flush, or a batch of call durations being recorded, finishes before this returns.
+        // A flush, or a batch of call durations being recorded, finishes before this returns;
+        // so does a fold of a sample session's ended processes (one begun later sees the mark
+        // and folds nothing).
         for data in self.tables() {
             drop(lock(&data));
         }
+        drop(lock(&self.folded));
     }
 
     /// Measures again (after pause or restart) if the session measures anything per process.
@@ -1283,9 +1332,12 @@ impl SessionState {
         out
     }
 
-    /// Zeroes every process's figures for this session.
+    /// Zeroes every process's figures for this session (the calls of the processes it has
+    /// folded too).
     pub(crate) fn clear_measurements(&self) {
         let (bit, generation) = (self.bit(), self.generation());
+        let mut folded = lock(&self.folded);
+        folded.clear_calls();
         for data in self.tables() {
             let mut table = lock(&data);
             for d in table.sessions.iter_mut() {

@@ -76,8 +76,12 @@ pub(crate) struct SessionState {
     node: u32,
     generation: u64,
     types: TraceTypes,
-    /// The tables of the processes this session has measured (call_time, call_memory).
+    /// The tables of the processes this session has measured (call_time, call_memory;
+    /// sample sessions, until they fold them: see [`super::measure::fold_ended`]).
     pub(super) measured: Mutex<Vec<ProcTraceRef>>,
+    /// A sample session's processes folded once they ended. Taken before `measured` and any
+    /// table, by whoever takes it with them.
+    pub(super) folded: Mutex<super::measure::Folded>,
     /// The significant figures of its call-duration histograms.
     histogram_precision: u8,
     /// Which callsites this session traces, by callsite id.
@@ -880,6 +884,7 @@ impl NodeHandle {
             generation: GENERATION.fetch_add(1, Ordering::Relaxed),
             types,
             measured: Mutex::new(Vec::new()),
+            folded: Mutex::new(super::measure::Folded::default()),
             histogram_precision: options.histogram_precision,
             traced: Mutex::new(vec![false; callsites().len()]),
             shards: Mutex::new(ShardList::default()),

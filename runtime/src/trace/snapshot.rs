@@ -116,14 +116,19 @@ pub struct Snapshot {
     /// The functions the rest refers to.
     pub functions: Vec<SnapshotFunction>,
     /// call_count: calls per function, every process of the node together (ids into
-    /// `functions`).
+    /// `functions`). A sample session's: the calls of the sampled processes that have ended,
+    /// together, which `processes` no longer lists (see
+    /// [`SampleSession`](crate::sample::SampleSession#processes-that-end)); the profile's
+    /// call counts are these plus those of `processes`.
     pub call_counts: Vec<(u32, u64)>,
     /// call_count: calls per function made outside any process (ids into `functions`).
     #[serde(default)]
     pub outside_call_counts: Vec<(u32, u64)>,
     /// call_time, call_memory: per process measured, in pid order; the calls made outside
     /// processes as one entry per thread, with a [`Pid::outside`](crate::Pid::outside) pid
-    /// and the thread's name as its initial call.
+    /// and the thread's name as its initial call. A sample session's: the processes it
+    /// samples, but those it has folded once they ended, which are listed only while its
+    /// samples name them, with no figures (their calls are in `call_counts`).
     pub processes: Vec<SnapshotProcess>,
     /// Call-tree mode: the paths seen; a parent comes before its children.
     pub paths: Vec<SnapshotPath>,
@@ -245,7 +250,7 @@ impl TraceSession {
                     .map(|c| (functions.id(c.callsite), c.calls))
                     .collect()
             };
-            let call_counts = counted(self.call_counts());
+            let mut call_counts = counted(self.call_counts());
             let outside_call_counts = counted(self.outside_call_counts());
             let all = super::callsites();
             // One walk over the processes for the figures per function and per path, each
@@ -260,6 +265,14 @@ impl TraceSession {
                 figures_per_function[at] += 1;
                 Some(id)
             });
+            // A sample session's processes folded once they ended: their calls, all together.
+            if !types.contains(TraceTypes::CALL_COUNT) {
+                call_counts = gathered
+                    .ended_calls
+                    .iter()
+                    .filter_map(|&(cs, calls)| Some((functions.id_of_index(cs)?, calls)))
+                    .collect();
+            }
             // Each read visits every process measured: only those the session gathers.
             let logs = if types.contains(TraceTypes::CALL_EVENTS) {
                 self.event_logs()
