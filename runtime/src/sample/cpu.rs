@@ -248,16 +248,24 @@ pub(crate) fn arm(entry: &mut ThreadEntry, pool: &mut Vec<&'static Ring>) {
 }
 
 /// Deletes `entry`'s timer, if any (under the registry's lock). After `timer_delete` returns,
-/// the kernel sends no more signals of it, and one still queued is discarded with it.
+/// the kernel arms it no more; a signal of it already queued may still be delivered (older
+/// kernels deliver it, newer ones drop it), which the handler takes as a sample of weight 1
+/// (or ignores, once the ring is taken away).
+///
+/// The ring forgets the timer first, so that a handler on the entry's own thread (the
+/// thread's exit disarms it there) never reads an id already deleted: one that interrupts
+/// before the ring forgets it runs to its end before the delete. A handler on the entry's
+/// thread while another thread disarms it (the sampler's stop) may have read the id just
+/// before: see the handler's `timer_getoverrun`.
 pub(crate) fn disarm(entry: &mut ThreadEntry) {
     if let Some(timer) = entry.timer.take() {
+        if let Some(ring) = entry.ring {
+            ring.set_timer(0);
+        }
         // SAFETY: `timer` was made by `timer_create` and is deleted once (taken out above).
         #[allow(unsafe_code)]
         unsafe {
             libc::timer_delete(timer);
-        }
-        if let Some(ring) = entry.ring {
-            ring.set_timer(0);
         }
     }
 }
@@ -294,9 +302,13 @@ extern "C" fn handler(_signal: libc::c_int, _info: *mut libc::siginfo_t, ctx: *m
         let overrun = if timer == 0 {
             0
         } else {
-            // SAFETY: `timer` is this thread's live timer (deleted only under the registry's
-            // lock, after which no signal of it is delivered); `timer_getoverrun` is
-            // async-signal-safe.
+            // SAFETY: `timer` is this thread's timer, made by `timer_create`; `disarm` may
+            // delete it from another thread while this handler runs (after the handler read
+            // the id above), and `timer_getoverrun` of a deleted timer fails with EINVAL (-1,
+            // taken as 0), or reads another timer's overrun if the kernel reused the id: only
+            // a weight is wrong, once. glibc's `timer_t` is the kernel's id since 2.34 (not a
+            // pointer: older ones pointed it at a block `timer_delete` frees, which this call
+            // would then read). `timer_getoverrun` is async-signal-safe.
             #[allow(unsafe_code)]
             unsafe {
                 libc::timer_getoverrun(timer as libc::timer_t).max(0) as u32

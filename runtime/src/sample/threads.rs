@@ -30,9 +30,10 @@
 //! reads the registry. Each reads only its own thread's [`THREAD`] slot, and a thread's slot is
 //! written by the registry only while that thread is alive (`alive`, under the registry's
 //! lock). An entry is vacated only once (1) its thread has run its unregistering destructor,
-//! which, on that thread, deleted its timer (no SIGPROF of it is delivered after
-//! `timer_delete`) and nulled both ring pointers of its slot (so neither its handler nor its
-//! allocator hook, if a later destructor allocates, writes a ring again), then set `alive`
+//! which, on that thread, deleted its timer (the kernel arms it no more; a SIGPROF of it
+//! already queued may still come) and nulled both ring pointers of its slot (so neither its
+//! handler nor its allocator hook, if a later destructor allocates, writes a ring again),
+//! then set `alive`
 //! false under the lock; and (2) the drain, holding the drain's lock (rings have one consumer
 //! at a time), emptied both rings after seeing `alive` false under the registry's lock (so
 //! after every record the thread wrote) and gave them back. Reusing the entry then writes the
@@ -412,8 +413,9 @@ impl Drop for Unregister {
             let entry = &mut reg.threads[index as usize - 1];
             #[cfg(target_os = "linux")]
             super::cpu::disarm(entry);
-            // No signal of this thread's timer comes after the delete above; the handler
-            // sees no ring from here on, nor does the allocator's hook.
+            // The timer is deleted (a signal of it still queued may come, on older kernels,
+            // and finds the ring or not); the handler sees no ring from here on, nor does the
+            // allocator's hook.
             entry.publish_ring(None);
             entry.publish_alloc_ring(None);
             entry.alive = false;
