@@ -1304,6 +1304,38 @@ fn with_signals_keep_sigint_ends_a_program_that_has_no_handler() {
     assert_eq!(profile.function("parse").unwrap().entries[0].calls, 100);
 }
 
+/// A program that opens a CPU session of its own at another rate than `tprof run`'s is
+/// refused with a sentence that says how to get the rate (not the error's `Debug` form).
+#[cfg(target_os = "linux")]
+#[test]
+fn a_program_sampling_at_another_rate_under_run_is_told_how_in_a_sentence() {
+    let dir = scratch("rate-taken");
+    let program = workload();
+    let o = tprof(
+        &dir,
+        &[
+            "run",
+            "--sampler",
+            "cpu",
+            "--hz",
+            "999",
+            "-o",
+            "p.tprof",
+            "--",
+            program.to_str().unwrap(),
+            "--cpu-session",
+            "4999",
+        ],
+    );
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("`tprof run --hz 4999`") && err.contains("999 Hz"),
+        "{err}"
+    );
+    assert!(!err.contains("RateTaken"), "{err}");
+}
+
 #[cfg(unix)]
 #[test]
 fn a_program_killed_before_any_snapshot_is_said_to_be_killed() {
