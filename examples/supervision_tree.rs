@@ -493,7 +493,18 @@ fn write_html(
     Ok(())
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// Runs the demo; an error is printed as its message (a sentence), not as its `Debug` form.
+fn main() -> std::process::ExitCode {
+    match demo() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("Error: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn demo() -> Result<(), Box<dyn std::error::Error>> {
     let html = html_dir()?;
     quiet_expected_crashes();
     let patterns = [
@@ -573,13 +584,27 @@ fn sampled(
             "\n==== sample ({sampler} sampler, {hz} Hz): the workload on node {} ====",
             node.id()
         );
-        let mut options = ProfileOptions::new()
-            .sample(SampleOptions::new().sampler(sampler).hz(hz))
-            .sample_report(report);
-        for p in patterns {
-            options = options.pattern(p.clone());
-        }
-        let outcome = tprof::profile_on(&node, || story(false), options)?;
+        let options = |hz: u32| {
+            let mut options = ProfileOptions::new()
+                .sample(SampleOptions::new().sampler(sampler).hz(hz))
+                .sample_report(report.clone());
+            for p in patterns {
+                options = options.pattern(p.clone());
+            }
+            options
+        };
+        let outcome = match tprof::profile_on(&node, || story(false), options(hz)) {
+            // Under `tprof run --sampler cpu`, its session has the CPU sampler at its rate.
+            Err(tprof::ProfileError::Sample(runtime::sample::SampleError::RateTaken {
+                running_hz,
+                under_tprof_run: true,
+                ..
+            })) => {
+                println!("(tprof run samples at {running_hz} Hz: so does the demo)");
+                tprof::profile_on(&node, || story(false), options(running_hz))?
+            }
+            outcome => outcome?,
+        };
         outcome.result?;
         write_html(html, &format!("sample_{sampler}"), &outcome.profile)?;
         node.stop();

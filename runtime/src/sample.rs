@@ -377,6 +377,10 @@ pub enum SampleError {
         running_hz: u32,
         /// The rate asked for.
         asked_hz: u32,
+        /// Whether the program runs under `tprof run` in sample mode
+        /// ([`ENV_TYPE`](crate::trace::env_run::ENV_TYPE) is `sample`), whose own session
+        /// is then the one running: the message says how to ask it for the rate.
+        under_tprof_run: bool,
     },
     /// The CPU sampler needs Linux's per-thread CPU-time timers.
     Unsupported,
@@ -432,6 +436,18 @@ impl fmt::Display for SampleError {
             SampleError::RateTaken {
                 running_hz,
                 asked_hz,
+                under_tprof_run: true,
+            } => write!(
+                f,
+                "the program runs under `tprof run`, whose CPU sample session runs at \
+                 {running_hz} Hz, and the CPU sampler has one rate per program: to sample at \
+                 {asked_hz} Hz, run it with `tprof run --hz {asked_hz}` (or ask this session \
+                 for {running_hz} Hz)"
+            ),
+            SampleError::RateTaken {
+                running_hz,
+                asked_hz,
+                under_tprof_run: false,
             } => write!(
                 f,
                 "a CPU sample session already runs at {running_hz} Hz, and the CPU sampler has \

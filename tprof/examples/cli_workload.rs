@@ -11,7 +11,8 @@
 //! done and then waits, its node running, until a signal ends it; `--lines N` sends N lines
 //! (default 100: a few milliseconds; 200000 keeps a sampler busy for a while); `--keep`
 //! leaves the `summer` running, holding a 1 MiB table, until its node stops (for a heap
-//! snapshot to show).
+//! snapshot to show); `--cpu-session HZ` opens a CPU sample session of its own at `HZ` on
+//! its node first, and ends with exit code 2 and the error's message when it cannot.
 
 use std::process::ExitCode;
 
@@ -80,6 +81,22 @@ fn main() -> ExitCode {
         .map_or(100, |n| n.parse().expect("--lines takes a number"));
     let keep = args.iter().any(|a| a == "--keep");
     let node = Node::new().expect("start a node");
+    let hz = args.iter().position(|a| a == "--cpu-session").map(|i| {
+        args.get(i + 1)
+            .and_then(|hz| hz.parse().ok())
+            .expect("--cpu-session takes a rate in Hz")
+    });
+    let _session = match hz.map(|hz| {
+        let options = runtime::sample::SampleOptions::new().hz(hz);
+        node.handle().sample_session(options)
+    }) {
+        Some(Err(e)) => {
+            eprintln!("Error: {e}");
+            return ExitCode::from(2);
+        }
+        Some(Ok(session)) => Some(session),
+        None => None,
+    };
     let mut total = workload(&node, lines, keep);
     if args.iter().any(|a| a == "--wait-for-signal") {
         println!("ready {}", std::process::id());

@@ -51,7 +51,7 @@
 //! | 11 | TREE_ENTRIES | group, node, calls, measurement, bytes, blocks | |
 //! | 16 | EVENT_LOGS | group, dropped, event count: [`Profile::event_logs`], in order | |
 //! | 17 | EVENTS | time delta, function and kind: the events of the EVENT_LOGS, in order (the first log's `count` events, then the next log's, …) | EVENT_LOGS |
-//! | 18 | PROCESS_PERCENTILES | group, a function index, calls, p50_ns, p90_ns, p99_ns, max_ns: the [`Profile::percentiles`] of each process, in order | FUNCTIONS |
+//! | 18 | PROCESS_PERCENTILES | group (a pid: 0 is refused, those of every process together being PERCENTILES'), a function index, calls, p50_ns, p90_ns, p99_ns, max_ns: the [`Profile::percentiles`] of each process, in order (a reader puts them after those of PERCENTILES, whatever the order of the sections) | FUNCTIONS |
 //! | 12 | SAMPLE_SOURCES | run, node, sampler (0 cpu, 1 wall), hz, dropped (*float*), native_walked (0 or 1), duration_ns, capacity: the [`SampleSet::sources`](crate::samples::SampleSet::sources), in order | |
 //! | 19 | SAMPLE_FRAMES | function (0 native, `i + 1` entry `i` of the function table), name (string index), file (0 none, `i + 1` string `i`), line (0 none, `l + 1` line `l`), address | FUNCTION_TABLE, STRINGS |
 //! | 20 | SAMPLE_STACKS | parent (0 none, `d` the stack `d` before this one), frame (an index into the SAMPLE_FRAMES) | SAMPLE_FRAMES, SAMPLE_STACKS |

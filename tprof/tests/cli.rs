@@ -1262,6 +1262,80 @@ fn a_program_killed_by_sigkill_leaves_its_last_snapshot_and_tprof_says_how_old()
     assert_eq!(profile.function("parse").unwrap().entries[0].calls, 100);
 }
 
+/// Waits up to two minutes for `child` to end: its output, or `None` (then it is killed).
+fn wait_ended(mut child: std::process::Child) -> Option<Output> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while std::time::Instant::now() < deadline {
+        if child.try_wait().unwrap().is_some() {
+            return Some(child.wait_with_output().unwrap());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}
+
+/// `--signals keep` leaves SIGINT to the program: one without a handler of its own dies of
+/// it, as it would without tprof (the runtime caught it, and the program ran on), its profile
+/// written as the signal arrived.
+#[cfg(unix)]
+#[test]
+fn with_signals_keep_sigint_ends_a_program_that_has_no_handler() {
+    let dir = scratch("keep");
+    let (child, pid) = run_until_ready(
+        &dir,
+        &[
+            "--signals",
+            "keep",
+            "--snapshot-every",
+            "0",
+            "-o",
+            "p.tprof",
+        ],
+        &[],
+    );
+    kill("INT", &pid);
+    let o = wait_ended(child).expect("the program ends of SIGINT");
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("(SIGINT)"), "{err}");
+    let profile = tprof::archive::read_file(&dir.join("p.tprof")).unwrap();
+    assert_eq!(profile.function("parse").unwrap().entries[0].calls, 100);
+}
+
+/// A program that opens a CPU session of its own at another rate than `tprof run`'s is
+/// refused with a sentence that says how to get the rate (not the error's `Debug` form).
+#[cfg(target_os = "linux")]
+#[test]
+fn a_program_sampling_at_another_rate_under_run_is_told_how_in_a_sentence() {
+    let dir = scratch("rate-taken");
+    let program = workload();
+    let o = tprof(
+        &dir,
+        &[
+            "run",
+            "--sampler",
+            "cpu",
+            "--hz",
+            "999",
+            "-o",
+            "p.tprof",
+            "--",
+            program.to_str().unwrap(),
+            "--cpu-session",
+            "4999",
+        ],
+    );
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("`tprof run --hz 4999`") && err.contains("999 Hz"),
+        "{err}"
+    );
+    assert!(!err.contains("RateTaken"), "{err}");
+}
+
 #[cfg(unix)]
 #[test]
 fn a_program_killed_before_any_snapshot_is_said_to_be_killed() {

@@ -212,3 +212,68 @@ fn deep_recursion_and_many_leaves_of_nothing_open_are_read_in_one_pass() {
     let inner = frames.last().unwrap();
     assert_eq!(inner[2].as_u64().unwrap() - inner[1].as_u64().unwrap(), 1);
 }
+
+/// `PROCESSES` processes, each with one entry on the deepest path of a chain
+/// `MAX_PATH_DEPTH` calls deep (what a 206 KB archive held with 20,000 of them).
+fn deepest_in_many_processes(processes: u32) -> Profile {
+    let depth = tprof::archive::MAX_PATH_DEPTH;
+    let table: Vec<_> = (0..10)
+        .map(|i| function("app", &format!("f{i}"), 0, i + 1))
+        .collect();
+    let nodes = (0..depth)
+        .map(|i| PathNode {
+            parent: i.checked_sub(1),
+            function: i % 10,
+        })
+        .collect();
+    let groups: Vec<Group> = (0..processes)
+        .map(|i| Group::Process(pid(&format!("<0.{}.0>", i + 1))))
+        .collect();
+    let entries = groups
+        .iter()
+        .map(|&g| path_entry(g, depth - 1, 1, 5_000))
+        .collect();
+    let functions = vec![FunctionTrace {
+        function: table[((depth - 1) % 10) as usize].clone(),
+        entries: groups.iter().map(|&g| entry(g, 1, 5_000)).collect(),
+    }];
+    let mut profile = Profile::new(TraceType::CallTime, functions);
+    profile.function_table = table;
+    profile.call_tree = CallTree { nodes, entries };
+    profile
+}
+
+/// The pretty report of a path as deep as an archive holds, in many processes, takes a few
+/// short rows per process: it printed every caller of the path, indented two spaces a level
+/// (a megabyte a process), and ran past 30 s of CPU for 20,000 of them.
+#[test]
+fn the_pretty_report_of_a_deep_path_in_many_processes_is_bounded_by_its_entries() {
+    let processes = 100;
+    let profile = deepest_in_many_processes(processes);
+    let pretty = export::to_string(Format::Pretty, &profile).unwrap();
+    let trees: Vec<&str> = pretty
+        .split("****** Call tree of process")
+        .skip(1)
+        .collect();
+    assert_eq!(trees.len(), processes as usize);
+    for tree in &trees {
+        let lines: Vec<&str> = tree.lines().filter(|l| !l.is_empty()).collect();
+        // The title, the header, the outer and inner 8 callers, the row between, the path and
+        // the totals.
+        assert_eq!(lines.len(), 1 + 1 + 8 + 1 + 8 + 1 + 1, "{tree}");
+        assert!(lines.iter().all(|l| l.len() < 300), "{tree}");
+        assert!(
+            tree.contains("[1007 paths that only hold their callees]"),
+            "{tree}"
+        );
+        // The path itself, with its figures.
+        let path = lines[lines.len() - 2];
+        assert!(path.trim_start().starts_with("app::f3/0"), "{path}");
+        assert!(path.contains("[100.00]"), "{path}");
+    }
+    assert!(
+        pretty.len() < processes as usize * 30 * 300,
+        "{} bytes",
+        pretty.len()
+    );
+}

@@ -145,6 +145,8 @@ pub(crate) fn start(hz: u32, node: u32, source: CpuSource) -> Result<(), SampleE
             return Err(SampleError::RateTaken {
                 running_hz: (1_000_000_000 / running.max(1)) as u32,
                 asked_hz: hz,
+                under_tprof_run: std::env::var_os(crate::trace::env_run::ENV_TYPE)
+                    .is_some_and(|t| t == "sample"),
             });
         }
         if source != CpuSource::Auto && source != guard.cpu_source {

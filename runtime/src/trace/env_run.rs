@@ -53,9 +53,11 @@
 //! A program can end before its nodes stop, and so before they write their profile: killed
 //! by a signal, or ending with `std::process::exit`. So that it still leaves a profile:
 //!
-//! - **Snapshots.** While a node runs, a thread writes its run file every
-//!   [`ENV_SNAPSHOT_EVERY`] seconds (less often when writing one takes long: at most about a
-//!   tenth of that thread's time), marked [`RunFile::partial`] with the time it was written.
+//! - **Snapshots.** While a node runs, a thread writes its run file often enough that the
+//!   newest is at most [`ENV_SNAPSHOT_EVERY`] seconds old (it starts the next one earlier by
+//!   twice the time the last few took to write; when writing one takes more than half that
+//!   time, the bound cannot hold and snapshots take at most half of that thread's time),
+//!   marked [`RunFile::partial`] with the time it was written.
 //!   A program killed by SIGKILL, or ending with `std::process::exit`, leaves the last one:
 //!   `tprof run` reads it and says how old it was.
 //! - **SIGINT and SIGTERM** (Unix). The node installs, through the `signal-hook` crate, a
@@ -74,7 +76,10 @@
 //! own handler meant to do: a program that handles SIGINT or SIGTERM itself, to shut down
 //! gracefully, should be run with [`Signals::Keep`] (`TPROF_RUN_SIGNALS=keep`, `tprof run
 //! --signals keep`): the profile is still written as each signal arrives, the signal is left to
-//! the program, and its nodes write the whole profile as they stop. [`Signals::Off`] installs
+//! the program, and its nodes write the whole profile as they stop; a signal the program has
+//! no handler of when its first node starts gets tprof's own handler instead of
+//! `signal-hook`'s, and once the profile is written the program dies of it as without tprof,
+//! unless it installed a handler of its own since. [`Signals::Off`] installs
 //! nothing. A program that installs a handler with `sigaction` itself after its node started
 //! replaces tprof's: the snapshots still hold what it gathered up to the last one.
 
@@ -89,6 +94,8 @@ use super::{ProcessSpec, SessionOptions, Snapshot, TracePattern, TraceSession, T
 use crate::NodeHandle;
 use crate::node::NodeInner;
 
+#[cfg(unix)]
+mod bare;
 mod heap;
 mod watch;
 

@@ -575,7 +575,18 @@ impl State {
                 let group = if tag == tag::PERCENTILES {
                     Group::All
                 } else {
-                    p.group("a percentile's process")?
+                    match p.group("a percentile's process")? {
+                        // Those of every process together are PERCENTILES': a writer would
+                        // move it there, so it would not read back where it was.
+                        Group::All => {
+                            return Err(p.corrupt(
+                                start,
+                                "a percentile of every process together (group 0), which \
+                                 belongs in PERCENTILES,",
+                            ));
+                        }
+                        group => group,
+                    }
                 };
                 let function = p.function("a percentile's function", &self.functions)?;
                 self.copy(function_bytes(&function), p.offset())?;
@@ -743,10 +754,15 @@ impl State {
                 ),
             });
         }
+        // Those of every process together first, then each process's, in the order read: the
+        // order the writer writes them in (PERCENTILES before PROCESS_PERCENTILES), whatever
+        // order the sections came in, so that what is read is written back as it was.
+        let mut percentiles = self.percentiles;
+        percentiles.sort_by_key(|p| p.group != Group::All);
         Ok(Profile {
             trace_type,
             functions: self.traces,
-            percentiles: self.percentiles,
+            percentiles,
             processes: self.processes,
             function_table: self.function_table,
             call_tree: CallTree {

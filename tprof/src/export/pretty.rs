@@ -32,7 +32,13 @@
 //!    the process's total. A path the process ran nothing of its own on (a caller outside
 //!    the patterns) is shown with 0 calls, to hold its callees.
 //!
-//! Each part is linear in the processes and paths (the tree sorts each node's children).
+//!    A row deeper than 32 levels is indented 32 levels and says its depth (`(40) app::f/0`),
+//!    and a chain of more than 16 paths that only hold the one below them shows its first and
+//!    last 8 and one row for the paths between them (`[1006 paths that only hold their
+//!    callees]`): a process's tree takes a few rows for each path it measured, however deep.
+//!
+//! Each part is linear in the processes and paths (the tree sorts each node's children), and
+//! its output in the entries of the profile.
 //!
 //! A profile with samples (sample mode) starts with their report instead, Julia's tree then
 //! flat list ([`crate::sample_report`], laid out as [`write_with`]'s options say); the three
@@ -149,9 +155,42 @@ fn by_process(profile: &Profile) -> BTreeMap<runtime::Pid, Vec<&PathEntry>> {
     out
 }
 
+/// A chain of more paths than twice this that only hold the path below them (a deep caller
+/// outside the patterns) is printed as its first and last this many, and one row for the
+/// paths between them: a process's tree then takes at most a few rows per path it measured,
+/// whatever the depth.
+const CHAIN_ENDS: usize = 8;
+
+/// The deepest level a row is indented to; a deeper one is indented as deep, and says its
+/// depth (`(70) app::f/0`), so that a row stays short whatever the depth.
+const MAX_INDENT: usize = 32;
+
+/// The indentation of a row `depth` levels deep.
+fn indent(depth: usize) -> String {
+    use std::fmt::Write as _;
+    let mut text = "  ".repeat(depth.min(MAX_INDENT));
+    if depth > MAX_INDENT {
+        let _ = write!(text, "({depth}) ");
+    }
+    text
+}
+
+/// The cells of one row of the tree: `name` indented `depth` levels, and its figures.
+fn tree_row(name: &str, depth: usize, row: &Row, share: impl Fn(u64) -> f64) -> [String; 5] {
+    [
+        format!("{}{name}", indent(depth)),
+        row.calls.to_string(),
+        row.own.to_string(),
+        row.inclusive.to_string(),
+        two_decimals(share(row.inclusive)),
+    ]
+}
+
 /// One path of a process's tree, as printed.
 #[derive(Debug, Default)]
 struct Row {
+    /// Whether the process has figures of this path (else it holds its callees only).
+    entered: bool,
     calls: u64,
     /// Its own figure, as printed (whole microseconds for call_time).
     own: u64,
@@ -182,6 +221,7 @@ fn call_tree(
             continue;
         }
         let row = rows.entry(e.node).or_default();
+        row.entered = true;
         row.calls = row.calls.saturating_add(e.calls);
         let own = if time {
             micros(e.measurement)
@@ -239,23 +279,55 @@ fn call_tree(
     heaviest(&mut roots);
     // Depth first, in print order: (node, depth).
     let mut cells: Vec<[String; 5]> = Vec::with_capacity(rows.len());
-    let mut todo: Vec<(u32, usize)> = roots.iter().rev().map(|&r| (r, 0)).collect();
-    while let Some((node, depth)) = todo.pop() {
-        let mut below = children.remove(&node).unwrap_or_default();
-        heaviest(&mut below);
-        let row = &rows[&node];
-        let share = if total == 0 {
+    let share = |inclusive: u64| {
+        if total == 0 {
             0.0
         } else {
-            row.inclusive as f64 * 100.0 / total as f64
-        };
-        cells.push([
-            format!("{}{}", "  ".repeat(depth), name(node)),
-            row.calls.to_string(),
-            row.own.to_string(),
-            row.inclusive.to_string(),
-            two_decimals(share),
-        ]);
+            inclusive as f64 * 100.0 / total as f64
+        }
+    };
+    let mut todo: Vec<(u32, usize)> = roots.iter().rev().map(|&r| (r, 0)).collect();
+    while let Some((node, depth)) = todo.pop() {
+        // A long chain of paths that only hold the one below them: its ends, and one row
+        // for the paths between them.
+        let mut chain = vec![node];
+        let mut at = node;
+        while let Some([only]) = children.get(&at).map(Vec::as_slice)
+            && !rows[&at].entered
+        {
+            at = *only;
+            chain.push(at);
+        }
+        let last = chain.len() - 1;
+        let (mut depth, mut node) = (depth, node);
+        if last > 2 * CHAIN_ENDS {
+            for &n in &chain[..CHAIN_ENDS] {
+                cells.push(tree_row(&name(n), depth, &rows[&n], share));
+                depth += 1;
+            }
+            let hidden = last - 2 * CHAIN_ENDS;
+            let between = &rows[&chain[CHAIN_ENDS]];
+            let inclusive = between.inclusive.to_string();
+            cells.push([
+                format!(
+                    "{}[{hidden} paths that only hold their callees]",
+                    indent(depth)
+                ),
+                "0".to_owned(),
+                "0".to_owned(),
+                inclusive,
+                two_decimals(share(between.inclusive)),
+            ]);
+            depth += 1;
+            for &n in &chain[last - CHAIN_ENDS..last] {
+                cells.push(tree_row(&name(n), depth, &rows[&n], share));
+                depth += 1;
+            }
+            node = chain[last];
+        }
+        let mut below = children.remove(&node).unwrap_or_default();
+        heaviest(&mut below);
+        cells.push(tree_row(&name(node), depth, &rows[&node], share));
         todo.extend(below.into_iter().rev().map(|c| (c, depth + 1)));
     }
     let measurement = label(profile.trace_type);

@@ -77,27 +77,78 @@ fn start() {
     }
 }
 
-/// Writes a snapshot of every node every `every`, or less often when writing one takes more
-/// than a tenth of that.
+/// Writes a snapshot of every node so that the newest is at most `every` old ([`Cadence`]).
 fn snapshots(every: Duration) {
-    let mut wait = every;
+    let mut cadence = Cadence::new(every);
     loop {
-        std::thread::sleep(wait);
+        std::thread::sleep(cadence.wait());
         let clock = Instant::now();
         write_all(Moment::Snapshot);
-        wait = every.max(clock.elapsed().saturating_mul(9));
+        cadence.wrote(clock.elapsed());
+    }
+}
+
+/// When the next snapshot starts. A snapshot's age at a SIGKILL is the time since it was
+/// written: the wait before the next one and that one's own writing. So the wait is `every`
+/// less twice the longest of the last few writes (room for the next to take twice as long):
+/// the newest snapshot stays at most `every` old while writing one takes at most half of it.
+/// Past that the bound cannot hold, and the thread waits as long as it writes, so that
+/// snapshots take at most half its time.
+#[derive(Debug)]
+struct Cadence {
+    every: Duration,
+    /// The times the last [`Cadence::KEPT`] snapshots took to write, the newest last.
+    took: [Duration; Cadence::KEPT],
+}
+
+impl Cadence {
+    /// How many writes the next wait looks back on.
+    const KEPT: usize = 4;
+
+    fn new(every: Duration) -> Cadence {
+        Cadence {
+            every,
+            took: [Duration::ZERO; Cadence::KEPT],
+        }
+    }
+
+    /// The wait before the next snapshot.
+    fn wait(&self) -> Duration {
+        let longest = self.took.iter().copied().max().unwrap_or_default();
+        self.every
+            .saturating_sub(longest.saturating_mul(2))
+            .max(longest)
+    }
+
+    /// A snapshot was written, in `took`.
+    fn wrote(&mut self, took: Duration) {
+        self.took.rotate_left(1);
+        self.took[Cadence::KEPT - 1] = took;
     }
 }
 
 /// Installs the handler of SIGINT and SIGTERM: it wakes a thread (signal-hook's self-pipe),
 /// which writes every node's profile, then raises the signal again with its default action
-/// (for [`Signals::Exit`]).
+/// (for [`Signals::Exit`]). For [`Signals::Keep`], a signal the program has no handler of
+/// yet gets tprof's own instead ([`bare`](super::bare)), after which the program dies of it
+/// unless it installed a handler of its own by then.
 #[cfg(unix)]
 fn handle_signals(mode: Signals) {
     use signal_hook::consts::{SIGINT, SIGTERM};
     use signal_hook::iterator::Signals as Incoming;
 
-    let mut incoming = match Incoming::new([SIGINT, SIGTERM]) {
+    let (bare, handled): (Vec<i32>, Vec<i32>) = [SIGINT, SIGTERM]
+        .into_iter()
+        .partition(|&s| mode == Signals::Keep && super::bare::is_default(s));
+    if !bare.is_empty()
+        && let Err(e) = super::bare::install(&bare, |name| write_all(Moment::Signal(name)))
+    {
+        eprintln!("tprof: cannot handle SIGINT and SIGTERM: {e}; a signal loses the profile");
+    }
+    if handled.is_empty() {
+        return;
+    }
+    let mut incoming = match Incoming::new(&handled) {
         Ok(incoming) => incoming,
         Err(e) => {
             eprintln!("tprof: cannot handle SIGINT and SIGTERM: {e}; a signal loses the profile");
@@ -129,3 +180,54 @@ fn handle_signals(mode: Signals) {
 /// No signals to handle off Unix.
 #[cfg(not(unix))]
 fn handle_signals(_: Signals) {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The age of the newest snapshot just before each one is written, for snapshots that
+    /// take `took` to write (the last written at time 0).
+    fn ages(every: Duration, took: &[Duration]) -> Vec<Duration> {
+        let mut cadence = Cadence::new(every);
+        let mut written = Duration::ZERO;
+        let mut now = Duration::ZERO;
+        let mut ages = Vec::new();
+        for &t in took {
+            now += cadence.wait() + t;
+            if written > Duration::ZERO {
+                ages.push(now - written);
+            }
+            written = now;
+            cadence.wrote(t);
+        }
+        ages
+    }
+
+    #[test]
+    fn the_newest_snapshot_stays_within_the_bound_when_writing_one_takes_long() {
+        let every = Duration::from_secs(2);
+        // Sample mode's snapshots took 0.3 s: waiting nine times that made them 3 s apart.
+        for took in [0.0, 0.01, 0.3, 0.6] {
+            let took = vec![Duration::from_secs_f64(took); 50];
+            let ages = ages(every, &took);
+            let oldest = ages.iter().max().unwrap();
+            assert!(*oldest <= every, "{took:?}: {oldest:?}");
+        }
+        // Writes that vary up to twice the last few keep it too.
+        let varied: Vec<Duration> = (0..60)
+            .map(|i| Duration::from_millis([200, 400, 300, 100][i % 4]))
+            .collect();
+        assert!(ages(every, &varied).iter().all(|a| *a <= every));
+    }
+
+    #[test]
+    fn snapshots_that_cannot_keep_the_bound_take_at_most_half_the_thread() {
+        let every = Duration::from_secs(2);
+        let mut cadence = Cadence::new(every);
+        for _ in 0..10 {
+            cadence.wrote(Duration::from_secs(3));
+        }
+        assert_eq!(cadence.wait(), Duration::from_secs(3));
+        assert_eq!(Cadence::new(every).wait(), every);
+    }
+}
