@@ -88,6 +88,18 @@ pub struct ThreadCoverage {
 }
 
 impl ThreadCoverage {
+    /// A thread's figures, neither fallen back nor unarmed (for a reader rebuilding them: the
+    /// struct is non-exhaustive).
+    pub fn new(cpu_ns: u64, sampled_ns: u64, samples: u64) -> ThreadCoverage {
+        ThreadCoverage {
+            cpu_ns,
+            sampled_ns,
+            samples,
+            fallback: false,
+            unarmed: false,
+        }
+    }
+
     /// Its samples' CPU time over its CPU time (`None` without CPU time).
     pub fn captured(&self) -> Option<f64> {
         (self.cpu_ns > 0).then(|| self.sampled_ns as f64 / self.cpu_ns as f64)
@@ -115,6 +127,22 @@ pub struct CpuCoverage {
 pub const BUSY_THREAD_NS: u64 = 20_000_000;
 
 impl CpuCoverage {
+    /// A profile's truth from its parts (for a reader rebuilding it: the struct is
+    /// non-exhaustive).
+    pub fn new(
+        source: CpuSource,
+        fallback: Option<String>,
+        hz: u32,
+        threads: Vec<(u32, ThreadCoverage)>,
+    ) -> CpuCoverage {
+        CpuCoverage {
+            source,
+            fallback,
+            hz,
+            threads,
+        }
+    }
+
     /// The threads' CPU time, in nanoseconds.
     pub fn cpu_ns(&self) -> u64 {
         self.threads.iter().map(|(_, t)| t.cpu_ns).sum()
