@@ -143,19 +143,26 @@ impl CpuCoverage {
         }
     }
 
-    /// The threads' CPU time, in nanoseconds.
+    /// The threads' CPU time, in nanoseconds (saturating: figures read from a file may be
+    /// anything).
     pub fn cpu_ns(&self) -> u64 {
-        self.threads.iter().map(|(_, t)| t.cpu_ns).sum()
+        self.threads
+            .iter()
+            .fold(0, |sum, (_, t)| sum.saturating_add(t.cpu_ns))
     }
 
     /// The CPU time the samples stand for, in nanoseconds.
     pub fn sampled_ns(&self) -> u64 {
-        self.threads.iter().map(|(_, t)| t.sampled_ns).sum()
+        self.threads
+            .iter()
+            .fold(0, |sum, (_, t)| sum.saturating_add(t.sampled_ns))
     }
 
     /// The distinct samples taken.
     pub fn samples(&self) -> u64 {
-        self.threads.iter().map(|(_, t)| t.samples).sum()
+        self.threads
+            .iter()
+            .fold(0, |sum, (_, t)| sum.saturating_add(t.samples))
     }
 
     /// The samples' CPU time over the threads' CPU time (`None` without CPU time).
@@ -197,7 +204,10 @@ impl CpuCoverage {
                 rate,
                 self.hz
             )),
-            _ => line.push_str(": the sampled threads used no CPU time"),
+            _ => line.push_str(&format!(
+                ": the sampled threads used no CPU time ({} Hz asked)",
+                self.hz
+            )),
         }
         if let Some(why) = &self.fallback {
             line.push_str(&format!(" (fallback: {why})"));
