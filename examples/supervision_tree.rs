@@ -570,7 +570,7 @@ fn sampled(
     ] {
         let node = Node::new()?;
         println!(
-            "\n==== sample ({sampler} sampler, {hz} Hz): the workload on node {} ====",
+            "\n==== sample ({sampler} sampler, {hz} Hz asked): the workload on node {} ====",
             node.id()
         );
         let mut options = ProfileOptions::new()
