@@ -581,7 +581,7 @@ fn sampled(
     ] {
         let node = Node::new()?;
         println!(
-            "\n==== sample ({sampler} sampler, {hz} Hz): the workload on node {} ====",
+            "\n==== sample ({sampler} sampler, {hz} Hz asked): the workload on node {} ====",
             node.id()
         );
         let options = |hz: u32| {

@@ -218,7 +218,9 @@ impl ProfileOptions {
     /// those it spawns; the profile holds the samples ([`Profile::samples`]) and the calls
     /// of each traced function (call_count), and the report is Julia's `Profile.print` tree
     /// ([`crate::sample_report`]). The trace type, percentiles, call tree and event log do
-    /// not apply.
+    /// not apply. A CPU profile carries what its samples could see
+    /// ([`SampleSet::cpu_truth`](crate::samples::SampleSet::cpu_truth)); the report's header
+    /// says it, and what they could not see is also told once on stderr.
     ///
     /// ```
     /// # #[cfg(target_os = "linux")] {
@@ -707,6 +709,8 @@ where
     };
     // A report that cannot be printed loses nothing: the error goes beside the outcome.
     let sampled = options.sample.is_some();
+    // What the CPU samples could not see, told once (the report's header says it too).
+    crate::samples::warn_once(&profile.samples);
     let print_error = sort_and_aggregate.and_then(|(aggregate, sort)| {
         let mut stdout;
         let device: &mut dyn Write = match options.device.as_mut() {

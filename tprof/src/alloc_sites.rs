@@ -19,7 +19,7 @@
 //! set.sources = vec![SampleSource {
 //!     run: 0, node: 0, sampler: SamplerKind::Alloc, hz: 0,
 //!     alloc_rate: Some(AllocRate::SampleRate(1.0)), dropped: 0.0, native_walked: true,
-//!     duration_ns: 0, capacity: 100, lost_frees: 0,
+//!     duration_ns: 0, capacity: 100, lost_frees: 0, cpu: None,
 //! }];
 //! set.frames = vec![
 //!     SampleFrame { function: Some(0), name: String::new(), file: None, line: None, address: 0 },

@@ -59,6 +59,8 @@
 //! | 22 | SAMPLE_MAPPINGS | source, start, limit, offset, file (string index) | SAMPLE_SOURCES, STRINGS |
 //! | 23 | SAMPLES | *flags*, then the fields they announce (below): [`SampleSet::samples`](crate::samples::SampleSet::samples), in order | SAMPLE_SOURCES, SAMPLE_THREADS, SAMPLE_STACKS |
 //! | 24 | SAMPLE_LOST_FREES | source (an index into the SAMPLE_SOURCES), count: [`SampleSource::lost_frees`](crate::samples::SampleSource::lost_frees) of each source that lost any, in source order; a source without a record lost none | SAMPLE_SOURCES |
+//! | 25 | SAMPLE_CPU | source (an index into the SAMPLE_SOURCES), mechanism (0 auto, 1 perf_events, 2 timers), fallback (0 none, `i + 1` string `i`: why), hz (the rate asked), thread count: [`SampleSource::cpu`](crate::samples::SampleSource::cpu) of each source that has it, in source order (each source at most once); a source without a record has none | SAMPLE_SOURCES, STRINGS |
+//! | 26 | SAMPLE_CPU_THREADS | thread (an index into the SAMPLE_THREADS), cpu_ns, sampled_ns, samples, flags (bit 0 fallback, bit 1 unarmed; any other bit is an error): the rows of the SAMPLE_CPU records, in order (the first record's `count` rows, then the next one's, …) | SAMPLE_CPU, SAMPLE_THREADS |
 //!
 //! Every number is a varint (but the 8 bytes of a fractional *float*, under Samples); a
 //! *string index* is an index into the STRINGS read so far, a
@@ -80,9 +82,9 @@
 //!
 //! ## Samples
 //!
-//! Sample mode's data ([`Profile::samples`]) takes the six sample sections. A stack is stored
-//! once, as its innermost frame and the stack it extends (which comes before it), and a frame
-//! once, so a sample names its whole stack with one index. Unlike the call tree's, every
+//! Sample mode's data ([`Profile::samples`]) takes the sample sections (tags 12 and 19 to
+//! 26). A stack is stored once, as its innermost frame and the stack it extends (which comes
+//! before it), and a frame once, so a sample names its whole stack with one index. Unlike the call tree's, every
 //! reference of these sections is checked as it is read: an index must point at a record read
 //! before it (a frame's function at an entry of the FUNCTION_TABLE), a stack is at most
 //! [`MAX_PATH_DEPTH`] frames deep, and the strings they name count towards
@@ -154,6 +156,7 @@
 //! | 1 | PROCESS_PERCENTILES (tag 18) added, for percentiles per process (those of every process together stay in PERCENTILES): a new kind of section, which older version-1 readers skip — they read the profile without its percentiles —, so the version stays 1; a profile without per-process percentiles is written byte for byte as before. |
 //! | 2 | The sample sections (tags 12 and 19 to 23), for [`Profile::samples`]: a profile with samples is written as version 2, which version-1 readers refuse (they would show a sampled profile as empty); one without is written as version 1, byte for byte as before. Version 2 is version 1 and the sample sections. |
 //! | 2 | SAMPLE_LOST_FREES (tag 24) added, for [`SampleSource::lost_frees`](crate::samples::SampleSource::lost_frees) (frees of sampled blocks the runtime lost, so that the in-use figures may over-count): a new kind of section, which older version-2 readers skip — they read every source as having lost none —, so the version stays 2; a profile that lost no free is written byte for byte as before. |
+//! | 2 | SAMPLE_CPU and SAMPLE_CPU_THREADS (tags 25 and 26) added, for [`SampleSource::cpu`](crate::samples::SampleSource::cpu) (what a CPU profile's samples could see: the mechanism, and per thread its CPU time against the CPU its samples stand for): new kinds of section, which older version-2 readers skip — they read the samples without their coverage, and report them as they did before it was kept —, so the version stays 2; a profile without coverage is written byte for byte as before, and this reader reads an older archive's sources with none. |
 //!
 //! ## Adding a fixture when the version is bumped
 //!
@@ -180,7 +183,9 @@
 //! holds `fixture_profile_with_process_percentiles()` likewise, for PROCESS_PERCENTILES
 //! (written by `write_process_percentiles_fixture`), and `tests/data/v2-lost-frees.tprof`
 //! `fixture_profile_with_lost_frees()`, for SAMPLE_LOST_FREES (written by
-//! `write_lost_frees_fixture`).
+//! `write_lost_frees_fixture`), and `tests/data/v2-cpu-coverage.tprof`
+//! `fixture_profile_with_cpu_coverage()`, for SAMPLE_CPU and SAMPLE_CPU_THREADS (written by
+//! `write_cpu_coverage_fixture`).
 //!
 //! # Merging
 //!
@@ -261,6 +266,8 @@ mod tag {
     pub(super) const SAMPLES: u64 = 23;
     // Added to version 2 without a bump (older readers skip it).
     pub(super) const SAMPLE_LOST_FREES: u64 = 24;
+    pub(super) const SAMPLE_CPU: u64 = 25;
+    pub(super) const SAMPLE_CPU_THREADS: u64 = 26;
 
     /// The name of a known section, for messages.
     pub(super) fn name(tag: u64) -> Option<&'static str> {
@@ -287,6 +294,8 @@ mod tag {
             SAMPLE_MAPPINGS => "SAMPLE_MAPPINGS",
             SAMPLES => "SAMPLES",
             SAMPLE_LOST_FREES => "SAMPLE_LOST_FREES",
+            SAMPLE_CPU => "SAMPLE_CPU",
+            SAMPLE_CPU_THREADS => "SAMPLE_CPU_THREADS",
             _ => return None,
         })
     }

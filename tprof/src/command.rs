@@ -118,8 +118,13 @@ pub enum Mode {
     Sample {
         /// The sampler.
         sampler: runtime::sample::Sampler,
-        /// Samples per second (per thread for `cpu`; ticks for `wall`).
+        /// Samples per second asked (per CPU-second of each thread for `cpu`; ticks for
+        /// `wall`).
         hz: u32,
+        /// What drives the CPU sampler ([`runtime::sample::SampleOptions::cpu_source`]):
+        /// perf events where allowed, else per-thread timers (`auto`, the default); or one of
+        /// the two. The profile says which took its samples, and why.
+        cpu_source: runtime::sample::CpuSource,
         /// The buffer's size, in samples.
         n: usize,
         /// The allocation sampler's rate (the `alloc` sampler).
@@ -136,6 +141,7 @@ impl Mode {
         Mode::Sample {
             sampler: d.get_sampler(),
             hz: d.get_hz(),
+            cpu_source: d.get_cpu_source(),
             n: d.get_n(),
             alloc_rate: d.get_alloc_rate(),
         }
@@ -273,6 +279,51 @@ pub struct RunOutcome {
     pub heap_snapshots: Vec<PathBuf>,
 }
 
+impl RunOutcome {
+    /// What `tprof run` says once the profile is written, one line each: what was written
+    /// where (when it went to a file), then for CPU samples what they could see — the
+    /// mechanism (and why the fallback), the share of the sampled threads' CPU time captured,
+    /// and the distinct samples per CPU-second beside the rate asked
+    /// ([`SampleSet::cpu_truth`](crate::samples::SampleSet::cpu_truth)). The warnings are not
+    /// among them: [`warn_once`] tells them.
+    pub fn summary(&self) -> Vec<String> {
+        let profile = &self.profile;
+        let mut lines = Vec::new();
+        if let Some(path) = &self.written {
+            lines.push(if profile.samples.sources.is_empty() {
+                format!(
+                    "{} profile ({} functions) written to {}",
+                    profile.trace_type,
+                    profile.functions.len(),
+                    path.display()
+                )
+            } else {
+                format!(
+                    "sample profile ({} samples, {} dropped) written to {}",
+                    profile.samples.samples.len(),
+                    profile.samples.dropped(),
+                    path.display()
+                )
+            });
+        }
+        if let Some(truth) = profile.samples.cpu_truth() {
+            lines.extend(truth.summary);
+        }
+        lines
+    }
+}
+
+/// Tells on standard error, as `tprof: warning: ...` lines, what `profile`'s CPU samples
+/// could not see ([`CpuTruth::warnings`](crate::samples::CpuTruth::warnings): too little of
+/// the threads' CPU time captured, a busy thread under-sampled or without a sample, a rate
+/// taken under half the rate asked; each with its likely cause), once per profile in this
+/// process however many reports and exports are made of it. Returns whether it told them now.
+/// [`report`], [`report_with`], [`list`] and [`view`] call it; `tprof run` calls it after
+/// its summary.
+pub fn warn_once(profile: &Profile) -> bool {
+    crate::samples::warn_once(&profile.samples)
+}
+
 /// Runs a program built on the runtime with profiling switched on through the environment,
 /// waits for it, and writes its profile (as [`RunOptions`] says). A program that fails still
 /// has its profile written: what it gathered before is kept. A program killed by SIGINT or
@@ -343,6 +394,7 @@ pub fn run(options: &RunOptions) -> Result<RunOutcome, CommandError> {
     if let Mode::Sample {
         sampler,
         hz,
+        cpu_source,
         n,
         alloc_rate,
     } = options.mode
@@ -350,6 +402,7 @@ pub fn run(options: &RunOptions) -> Result<RunOutcome, CommandError> {
         command
             .env(env_run::ENV_SAMPLER, sampler.name())
             .env(env_run::ENV_HZ, hz.to_string())
+            .env(env_run::ENV_CPU_SOURCE, cpu_source.name())
             .env(env_run::ENV_SAMPLE_N, n.to_string())
             .env_remove(env_run::ENV_ALLOC_RATE)
             .env_remove(env_run::ENV_SAMPLE_RATE);
@@ -566,6 +619,7 @@ pub fn report_with(
         Output::Export(Format::Pretty),
     );
     let profile = read_profile(input)?;
+    warn_once(&profile);
     let set = sample_flags(samples);
     for flag in &set {
         match what {
@@ -606,13 +660,24 @@ pub fn list(
     out: Option<&Path>,
 ) -> Result<(), CommandError> {
     let profile = read_profile(input)?;
+    warn_once(&profile);
     let listing = profile
         .listing_with(pattern, options)
         .map_err(|e| match e {
             ListingError::NoSamples => CommandError::input(input, e),
             other => CommandError::Usage(other.to_string()),
         })?;
-    let mut text = listing.to_string();
+    let mut text = String::new();
+    // A listing of CPU samples starts with what they could see, as every report does.
+    if listing.columns.iter().any(|c| c.name == "cpu")
+        && let Some(truth) = profile.samples.cpu_truth()
+    {
+        for line in truth.lines() {
+            text.push_str(&line);
+            text.push('\n');
+        }
+    }
+    text.push_str(&listing.to_string());
     // In-use figures over-count by the frees the runtime lost: said under them.
     if listing.columns.iter().any(|c| c.name == "inuse_space")
         && let Some(note) = crate::alloc_sites::lost_frees_note(&profile.samples)
@@ -706,6 +771,7 @@ pub enum Opened {
 /// As [`read_profile`] and [`write_export`].
 pub fn view(input: &Path, out: Option<&Path>) -> Result<(Option<PathBuf>, Opened), CommandError> {
     let profile = read_profile(input)?;
+    warn_once(&profile);
     if out.is_some_and(is_std) {
         write_export(&profile, Format::Html, None)?;
         return Ok((None, Opened::Written));

@@ -54,6 +54,25 @@
 //! call, ...), then each process's states and longest mailbox (see the `wall` module's
 //! notes).
 //!
+//! # What the CPU samples could see
+//!
+//! A report of CPU samples whose sources carry their coverage
+//! ([`SampleSource::cpu`](crate::samples::SampleSource::cpu): every profile the runtime takes
+//! now) starts with it ([`SampleSet::cpu_truth`]): one line with the mechanism that took them,
+//! the share of the sampled threads' CPU time the samples stand for, and the distinct samples
+//! per CPU-second beside the rate asked; then a `Warning:` line for each shortfall (under
+//! 90 % captured, a thread with 20 ms of CPU or more under 50 % or without a sample, under
+//! half the rate asked), naming its likely cause:
+//!
+//! ```text
+//! CPU samples by per-thread CPU timers (checked at the kernel's tick): 56.4% of the sampled threads' 550.0 ms of CPU captured, 142 distinct samples per CPU-second at 999 Hz asked (fallback: asked for by the options)
+//! Warning: the samples stand for 56.4% of the sampled threads' CPU time (310.0 ms of 550.0 ms): the CPU sampler ran on its fallback, per-thread CPU timers (asked for by the options), which the kernel checks only at its scheduler tick (CONFIG_HZ, often 250 or 100): at most that many distinct samples per CPU-second, and threads whose time on the CPU falls between ticks are missed
+//! Overhead ╎ [+additional indent] Count File:Line; Function
+//! ```
+//!
+//! A profile read from a file written before the coverage was kept has none, and its report
+//! starts with the tree as before.
+//!
 //! # Dropped and missing samples
 //!
 //! Samples dropped because the buffer was full are counted in every report, with the setting
@@ -89,6 +108,7 @@
 //! set.sources = vec![SampleSource {
 //!     run: 0, node: 0, sampler: SamplerKind::Cpu, hz: 100, alloc_rate: None, dropped: 0.0,
 //!     native_walked: true, duration_ns: 1_000_000_000, capacity: 1000, lost_frees: 0,
+//!     cpu: None,
 //! }];
 //! set.frames = vec![
 //!     SampleFrame { function: Some(0), name: String::new(), file: None, line: None, address: 0 },
@@ -199,6 +219,13 @@ fn print_section(
     records: &HashMap<Pid, &ProcessRecord>,
     options: &PrintOptions,
 ) -> io::Result<()> {
+    if section.kind == SamplerKind::Cpu
+        && let Some(truth) = set.cpu_truth_of(&section.sources)
+    {
+        for line in truth.lines() {
+            writeln!(out, "{line}")?;
+        }
+    }
     if section.samples.is_empty() {
         warning_empty(out, false)?;
     } else {

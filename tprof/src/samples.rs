@@ -16,6 +16,12 @@
 //! frames of the untraced code it ran below its innermost traced call
 //! ([`runtime::sample::SampleSnapshot`] says which). Every report and export of samples reads
 //! this.
+//!
+//! A CPU sample session also says what its samples could see ([`SampleSource::cpu`]): per
+//! thread it timed, its CPU time against the CPU its samples stand for and its distinct
+//! samples, and the mechanism that took them. [`SampleSet::cpu_truth`] gathers a profile's
+//! sources into the figures, summary lines and warnings every report's header and every
+//! export carry ([`CpuTruth`]).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -23,9 +29,15 @@ use std::fmt;
 use runtime::Pid;
 pub use runtime::sample::AllocRate;
 use runtime::sample::SampleSnapshot;
+pub use runtime::sample::{CpuCoverage, CpuSource, ThreadCoverage};
 use serde::{Deserialize, Serialize};
 
 use crate::profile::{Function, TreeTable, index32};
+
+mod truth;
+
+pub(crate) use truth::warn_once;
+pub use truth::{CpuFigures, CpuTruth, ThreadFigures};
 
 /// Which sampler took a run's samples.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -169,8 +181,10 @@ pub struct SampleRecord {
     pub thread: Option<u32>,
     /// Nanoseconds since its source started sampling.
     pub time_ns: u64,
-    /// What it stands for: timer periods (CPU: `1 + overruns`), or processes (wall: a process
-    /// drawn with probability `k / n` stands for `n / k`).
+    /// What it stands for: periods of the rate asked (CPU: the CPU time it stands for over
+    /// `1 / hz`, fractional with perf events, `1 + overruns` on the timers' fallback),
+    /// processes (wall: a process drawn with probability `k / n` stands for `n / k`), or bytes
+    /// (allocation samples).
     pub weight: f64,
     /// Its stack: an index into [`SampleSet::stacks`]; `None` for an empty stack.
     #[serde(default)]
@@ -257,6 +271,13 @@ pub struct SampleSource {
     pub duration_ns: u64,
     /// Its buffer's size, in samples.
     pub capacity: u64,
+    /// CPU samples: what they could see ([`CpuCoverage`]): the mechanism that took them (and
+    /// why the fallback, when it did), the rate asked, and per thread the session timed, its
+    /// CPU time against the CPU its samples stand for and its distinct samples. Its thread
+    /// indices are [`SampleSet::threads`]' (which list the threads timed without a sample
+    /// kept too). `None` for other samplers, and in profiles written before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<CpuCoverage>,
 }
 
 impl SampleSource {
@@ -278,7 +299,8 @@ pub struct SampleSet {
     pub stacks: Vec<SampleStack>,
     /// The samples, each source's oldest first.
     pub samples: Vec<SampleRecord>,
-    /// The threads CPU samples name.
+    /// The threads CPU samples name, and those a CPU session timed without a sample kept
+    /// ([`SampleSource::cpu`] names them all).
     pub threads: Vec<SampleThread>,
     /// The executable mappings native addresses fall in.
     pub mappings: Vec<SampleMapping>,
@@ -410,6 +432,7 @@ impl SampleBuilder {
             native_walked: samples.native_walked,
             duration_ns: samples.duration_ns,
             capacity: samples.capacity,
+            cpu: None,
         });
         // Frames of this snapshot, as the set's frames.
         let frame_ids: Vec<u32> = samples
@@ -450,6 +473,8 @@ impl SampleBuilder {
             stack_ids.push(id);
         }
         let thread_base = index32(self.set.threads.len());
+        self.set.sources[source as usize].cpu =
+            samples.cpu.as_ref().map(|cpu| shifted(cpu, thread_base));
         for t in &samples.threads {
             self.set.threads.push(SampleThread {
                 source,
@@ -507,6 +532,8 @@ impl SampleBuilder {
             .extend(set.sources.iter().map(|s| SampleSource {
                 run: s.run.saturating_add(runs),
                 node: node(s.node),
+                // Each source keeps its own figures, its threads renumbered as theirs are.
+                cpu: s.cpu.as_ref().map(|cpu| shifted(cpu, thread_base)),
                 ..s.clone()
             }));
         let frame_ids: Vec<u32> = set
@@ -590,4 +617,14 @@ mod opt_pid_text {
         text.map(|t| t.parse().map_err(serde::de::Error::custom))
             .transpose()
     }
+}
+
+/// `cpu` with its thread indices moved up by `base`: the threads they name appended to a set
+/// that holds `base` threads before them.
+fn shifted(cpu: &CpuCoverage, base: u32) -> CpuCoverage {
+    let mut cpu = cpu.clone();
+    for (i, _) in &mut cpu.threads {
+        *i = i.saturating_add(base);
+    }
+    cpu
 }

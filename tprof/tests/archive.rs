@@ -13,8 +13,8 @@ use proptest::prelude::*;
 use runtime::Pid;
 use tprof::archive::{self, ArchiveError, MergeError, Merger};
 use tprof::samples::{
-    SampleFrame, SampleMapping, SampleRecord, SampleSet, SampleSource, SampleStack, SampleThread,
-    SamplerKind, WaitState,
+    CpuCoverage, CpuSource, SampleFrame, SampleMapping, SampleRecord, SampleSet, SampleSource,
+    SampleStack, SampleThread, SamplerKind, ThreadCoverage, WaitState,
 };
 use tprof::{
     CallTree, Entry, Event, EventKind, EventLog, Function, FunctionTrace, Group, Meta, PathEntry,
@@ -300,6 +300,7 @@ fn fixture_profile_with_samples() -> Profile {
                 native_walked: true,
                 duration_ns: 1_234_000_000,
                 capacity: 1 << 16,
+                cpu: None,
             },
             SampleSource {
                 run: 1,
@@ -312,6 +313,7 @@ fn fixture_profile_with_samples() -> Profile {
                 native_walked: false,
                 duration_ns: u64::MAX,
                 capacity: u64::MAX,
+                cpu: None,
             },
         ],
         frames: vec![
@@ -417,6 +419,29 @@ fn fixture_profile_with_lost_frees() -> Profile {
     profile
 }
 
+/// [`fixture_profile_with_samples`] whose CPU source carries its figures: taken on the
+/// fallback, for a reason in unicode, with a row for each of its three threads — one with the
+/// largest values, one fallen back alone, one never armed. `tests/data/v2-cpu-coverage.tprof`
+/// holds it; never change it.
+fn fixture_profile_with_cpu_coverage() -> Profile {
+    let mut profile = fixture_profile_with_samples();
+    let mut fallen = ThreadCoverage::new(25_000_000, 4_000_000, 1);
+    fallen.fallback = true;
+    let mut unarmed = ThreadCoverage::new(30_000_000, 0, 0);
+    unarmed.unarmed = true;
+    profile.samples.sources[0].cpu = Some(CpuCoverage::new(
+        CpuSource::Timers,
+        Some("perf_event_open refusé: perf_event_paranoid 3 ✗".to_owned()),
+        997,
+        vec![
+            (0, ThreadCoverage::new(u64::MAX, u64::MAX, u64::MAX)),
+            (1, fallen),
+            (2, unarmed),
+        ],
+    ));
+    profile
+}
+
 fn fixture_path(version: u16) -> PathBuf {
     fixture_file(&format!("v{version}.tprof"))
 }
@@ -442,6 +467,9 @@ const SAMPLE_MAPPINGS: u64 = 22;
 const SAMPLES: u64 = 23;
 /// The SAMPLE_LOST_FREES tag (added to version 2 without a bump).
 const SAMPLE_LOST_FREES: u64 = 24;
+/// The SAMPLE_CPU and SAMPLE_CPU_THREADS tags (added to version 2 without a bump).
+const SAMPLE_CPU: u64 = 25;
+const SAMPLE_CPU_THREADS: u64 = 26;
 
 /// The sections of an archive, END left out: (tag, payload). Panics on a bad frame.
 fn sections(bytes: &[u8]) -> Vec<(u64, Vec<u8>)> {
@@ -1221,6 +1249,85 @@ fn a_lost_frees_record_of_a_missing_source_is_corrupt() {
 fn write_lost_frees_fixture() {
     let path = fixture_file("v2-lost-frees.tprof");
     archive::write_file(&fixture_profile_with_lost_frees(), &path).unwrap();
+}
+
+#[test]
+fn the_v2_cpu_coverage_fixture_reads_as_its_profile() {
+    let profile = archive::read_file(&fixture_file("v2-cpu-coverage.tprof")).unwrap();
+    assert_eq!(profile, fixture_profile_with_cpu_coverage());
+    let truth = profile.samples.cpu_truth().expect("the figures");
+    assert_eq!(truth.figures[0].threads.len(), 3);
+    assert!(truth.summary[0].contains("(fallback: perf_event_open refusé"));
+}
+
+#[test]
+fn the_writer_writes_the_cpu_coverage_fixture_byte_for_byte() {
+    let fixture = std::fs::read(fixture_file("v2-cpu-coverage.tprof")).unwrap();
+    assert_eq!(bytes_of(&fixture_profile_with_cpu_coverage()), fixture);
+}
+
+/// A reader that predates the CPU figures skips their sections: it reads the samples without
+/// them. (The fallback's reason is among the strings, so the bytes are not the v2 fixture's.)
+/// And this reader reads an archive written before them (the v2 fixture) as sources without
+/// figures, which the reports then say nothing of.
+#[test]
+fn without_its_cpu_sections_the_fixture_reads_as_the_samples_fixture() {
+    let with = std::fs::read(fixture_file("v2-cpu-coverage.tprof")).unwrap();
+    let mut parts = sections(&with);
+    let before = parts.len();
+    parts.retain(|(tag, _)| *tag != SAMPLE_CPU && *tag != SAMPLE_CPU_THREADS);
+    assert_eq!(before - parts.len(), 2, "one section of each");
+    let read = read_bytes(&frame(&parts)).unwrap();
+    assert_eq!(read, fixture_profile_with_samples());
+    let old = archive::read_file(&fixture_path(2)).unwrap();
+    assert!(old.samples.sources.iter().all(|s| s.cpu.is_none()));
+    assert_eq!(old.samples.cpu_truth(), None);
+}
+
+/// The CPU figures' records are checked as they are read: an unknown mechanism, a thread row
+/// no SAMPLE_CPU record announced, and rows announced but missing are each refused.
+#[test]
+fn damaged_cpu_figures_are_refused_naming_what_is_wrong() {
+    let with = std::fs::read(fixture_file("v2-cpu-coverage.tprof")).unwrap();
+    let parts = sections(&with);
+    type Sections = Vec<(u64, Vec<u8>)>;
+    let error = |edit: &dyn Fn(&mut Sections)| {
+        let mut parts = parts.clone();
+        edit(&mut parts);
+        read_bytes(&frame(&parts)).unwrap_err().to_string()
+    };
+    let at = |parts: &[(u64, Vec<u8>)], tag: u64| {
+        parts
+            .iter()
+            .position(|(t, _)| *t == tag)
+            .expect("the section")
+    };
+    // Source 0, mechanism 3.
+    let e = error(&|parts| {
+        let i = at(parts, SAMPLE_CPU);
+        parts[i].1[1] = 3;
+    });
+    assert!(e.contains("an unknown CPU sampling mechanism 3"), "{e}");
+    let e = error(&|parts| parts.retain(|(tag, _)| *tag != SAMPLE_CPU));
+    assert!(
+        e.contains("a CPU figures row beyond the 0 that the SAMPLE_CPU sections announce"),
+        "{e}"
+    );
+    let e = error(&|parts| parts.retain(|(tag, _)| *tag != SAMPLE_CPU_THREADS));
+    assert!(
+        e.contains("announce 3 thread rows more than the SAMPLE_CPU_THREADS sections hold"),
+        "{e}"
+    );
+}
+
+/// Writes the fixture of the SAMPLE_CPU and SAMPLE_CPU_THREADS sections, added to version 2
+/// without a bump: it was run once when they were added (see "Adding a fixture" in
+/// `tprof::archive`).
+#[test]
+#[ignore = "writes tests/data/v2-cpu-coverage.tprof; it was run once, when the sections came"]
+fn write_cpu_coverage_fixture() {
+    let path = fixture_file("v2-cpu-coverage.tprof");
+    archive::write_file(&fixture_profile_with_cpu_coverage(), &path).unwrap();
 }
 
 // --- Samples ---
@@ -2026,6 +2133,68 @@ fn runs_shifted(
         .collect()
 }
 
+/// Merged CPU profiles keep each source's figures, their threads renumbered as their samples'
+/// are; the truth of one rate sums their threads (a run's threads are not another's), and
+/// survives the archive. A source on the fallback merged with one on perf events: the line
+/// says the fallback, and why.
+#[test]
+fn merged_cpu_figures_keep_each_run_s_threads_and_sum_them() {
+    const MS: u64 = 1_000_000;
+    let with = |node: u32, thread: ThreadCoverage, mechanism: CpuSource, why: Option<&str>| {
+        let mut p = sampled_profile(node, &[(0, &["app::main"], 1.0)]);
+        let why = why.map(str::to_owned);
+        p.samples.sources[0].cpu = Some(CpuCoverage::new(mechanism, why, 100, vec![(0, thread)]));
+        p
+    };
+    let perf = CpuSource::PerfEvents;
+    let a = with(1, ThreadCoverage::new(300 * MS, 290 * MS, 29), perf, None);
+    let b = with(2, ThreadCoverage::new(100 * MS, 30 * MS, 3), perf, None);
+    let merged = archive::merge(&[a.clone(), b.clone()]).unwrap();
+    let set = &merged.samples;
+    assert_eq!(set.sources[0].cpu, a.samples.sources[0].cpu);
+    let b_rows = &set.sources[1].cpu.as_ref().expect("b's figures").threads;
+    assert_eq!(b_rows.len(), 1);
+    assert_eq!(b_rows[0].0, 1, "b's thread is the merged set's second");
+    assert_eq!(
+        b_rows[0].1,
+        b.samples.sources[0].cpu.as_ref().unwrap().threads[0].1
+    );
+    assert_eq!(set.samples[1].thread, Some(1), "as its sample's");
+    let truth = set.cpu_truth().expect("the figures");
+    assert_eq!(truth.figures.len(), 1, "one rate, one line");
+    let f = &truth.figures[0];
+    assert_eq!(
+        (f.mechanism, f.cpu_ns, f.sampled_ns, f.samples),
+        (perf, 400 * MS, 320 * MS, 32)
+    );
+    let names: Vec<&str> = f.threads.iter().map(|t| t.thread.as_str()).collect();
+    assert_eq!(names, ["node-worker/1001", "node-worker/1002"]);
+    assert_eq!(truth.warnings.len(), 2, "{:#?}", truth.warnings);
+    assert!(truth.warnings[0].starts_with("the samples stand for 80.0% of"));
+    assert!(
+        truth.warnings[1].starts_with("thread node-worker/1002's samples stand for 30.0%"),
+        "{}",
+        truth.warnings[1]
+    );
+    assert_eq!(read_bytes(&bytes_of(&merged)).unwrap(), merged);
+
+    let c = with(
+        3,
+        ThreadCoverage::new(100 * MS, 95 * MS, 10),
+        CpuSource::Timers,
+        Some("refused"),
+    );
+    let merged = archive::merge(&[a, c]).unwrap();
+    let truth = merged.samples.cpu_truth().unwrap();
+    assert_eq!(truth.figures[0].mechanism, CpuSource::Timers);
+    assert!(
+        truth.summary[0].starts_with("CPU samples by per-thread CPU timers"),
+        "{}",
+        truth.summary[0]
+    );
+    assert!(truth.summary[0].ends_with("(fallback: refused)"));
+}
+
 #[test]
 fn sample_runs_merge_with_their_sources_frames_and_stacks_united() {
     let a = sampled_profile(
@@ -2385,6 +2554,7 @@ fn sample_set() -> impl Strategy<Value = SampleSet> {
                     native_walked,
                     duration_ns,
                     capacity,
+                    cpu: None,
                 }
             },
         );

@@ -15,6 +15,7 @@ mod examples;
 use common::stack_names;
 use examples::{TPROF, example};
 use prost::Message;
+use tprof::samples::CpuSource;
 use tprof::{Group, Profile, TraceType};
 
 /// The workload example.
@@ -1009,6 +1010,15 @@ fn the_output_format_follows_the_file_name() {
     assert!(!text(&std::fs::read(dir.join("f.svg")).unwrap()).contains("<svg"));
 }
 
+/// The run file the `TPROF_RUN` variables wrote into `dir`.
+fn run_file(dir: &Path) -> PathBuf {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "json"))
+        .expect("a run file")
+}
+
 #[test]
 fn the_files_tprof_run_variables_write_are_read_by_every_command() {
     let dir = scratch("runfiles");
@@ -1020,11 +1030,7 @@ fn the_files_tprof_run_variables_write_are_read_by_every_command() {
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", text(&o.stderr));
-    let file = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.extension().is_some_and(|e| e == "json"))
-        .expect("a run file");
+    let file = run_file(&dir);
     let file = file.to_str().unwrap();
     for input in [file, "."] {
         let o = tprof(&dir, &["report", "-f", "folded", input]);
@@ -1401,6 +1407,76 @@ fn run_samples_by_default_and_traces_when_asked() {
     );
     assert!(o.status.success());
     assert!(text(&o.stderr).contains("--hz"), "{}", text(&o.stderr));
+}
+
+/// `tprof run --cpu-source timers` takes the CPU samples on the fallback, and the profile says
+/// so and why; `tprof run` says the figures once the profile is written, and `tprof report`
+/// starts with them. So does `TPROF_RUN_CPU_SOURCE=timers` without `tprof run`. A source
+/// that is none is refused, naming those there are.
+#[test]
+fn the_cpu_source_asked_for_is_taken_and_the_profile_says_why() {
+    let dir = scratch("cpu-source");
+    let program = workload();
+    let program = program.to_str().unwrap();
+    let o = tprof(
+        &dir,
+        &[
+            "run",
+            "--cpu-source",
+            "timers",
+            "-o",
+            "t.tprof",
+            "--",
+            program,
+        ],
+    );
+    let err = text(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let summary = "tprof: CPU samples by per-thread CPU timers (checked at the kernel's tick): ";
+    assert_eq!(err.matches(summary).count(), 1, "{err}");
+    assert!(err.contains("Hz asked (fallback: asked for ("), "{err}");
+    let profile = tprof::archive::read_file(&dir.join("t.tprof")).unwrap();
+    let cpu = profile.samples.sources[0]
+        .cpu
+        .as_ref()
+        .expect("the figures");
+    assert_eq!((cpu.source, cpu.hz), (CpuSource::Timers, 99));
+    let why = cpu.fallback.as_deref().expect("why");
+    assert!(why.contains("--cpu-source"), "{why}");
+    assert!(!cpu.threads.is_empty(), "the threads timed: {cpu:?}");
+    let o = tprof(&dir, &["report", "t.tprof"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stdout).contains("CPU samples by per-thread CPU timers"),
+        "{}",
+        text(&o.stdout)
+    );
+
+    let o = Command::new(program)
+        .current_dir(&dir)
+        .env("TPROF_RUN", "sample")
+        .env("TPROF_RUN_CPU_SOURCE", "timers")
+        .env("TPROF_RUN_DIR", &dir)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let file = run_file(&dir);
+    let o = tprof(&dir, &["report", "-f", "json", file.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let cpu = &json["samples"]["sources"][0]["cpu"];
+    assert_eq!(cpu["source"], "timers", "{cpu}");
+    assert!(
+        cpu["fallback"]
+            .as_str()
+            .is_some_and(|why| why.contains("TPROF_RUN_CPU_SOURCE")),
+        "{cpu}"
+    );
+
+    let o = tprof(&dir, &["run", "--cpu-source", "tick", "--", program]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = text(&o.stderr);
+    assert!(err.contains("auto, perf_events or timers"), "{err}");
 }
 
 // --- Heap snapshots ---

@@ -299,6 +299,19 @@ fn sample_profiles_the_next_seconds_and_reports_by_process() {
         !report.contains("tprof_control_sample"),
         "the sampling server is not sampled: {report}"
     );
+    // A CPU sample's report starts with what its samples could see: the mechanism, the share
+    // captured, the rate taken beside the rate asked.
+    let report = text(
+        client
+            .request(Command::Sample {
+                seconds: 0.2,
+                sampler: "cpu".into(),
+                hz: 200,
+            })
+            .unwrap(),
+    );
+    assert!(report.starts_with("CPU samples by "), "{report}");
+    assert!(report.contains(" at 200 Hz asked"), "{report}");
     for (seconds, sampler, hz) in [(0.0, "wall", 99), (1.0, "sundial", 99), (1.0, "cpu", 0)] {
         let error = client
             .request(Command::Sample {

@@ -67,6 +67,7 @@ fn source(sampler: SamplerKind, hz: u32, dropped: f64) -> SampleSource {
         native_walked: true,
         duration_ns: 50_000_000,
         capacity: 1000,
+        cpu: None,
     }
 }
 
@@ -300,7 +301,7 @@ fn the_flame_graph_of_samples_weighs_nanoseconds_and_shows_what_was_dropped() {
     expected.sort();
     assert_eq!(got, expected);
     assert!(
-        svg.contains("cpu samples at 1000 Hz flame graph (ns of CPU time)"),
+        svg.contains("cpu samples at 1000 Hz asked flame graph (ns of CPU time)"),
         "{svg}"
     );
     assert!(
@@ -400,7 +401,7 @@ fn pprof_of_cpu_samples_has_counts_and_cpu_time_with_labels_and_locations() {
     assert_eq!(
         comments,
         [
-            "tprof cpu samples at 1000 Hz",
+            "tprof cpu samples at 1000 Hz asked",
             "cpu: nanoseconds of CPU time (each sample's weight times its period)",
             "2 samples dropped (the sample buffer was full): about 2.000 ms not shown",
         ]
@@ -634,7 +635,7 @@ fn speedscope_has_every_process_then_each_in_time_order_in_nanoseconds() {
     let dropped = "2 samples dropped (the sample buffer was full): about 2.000 ms not shown";
     assert_eq!(
         file["name"],
-        format!("tprof cpu samples at 1000 Hz of app --serve; {dropped}")
+        format!("tprof cpu samples at 1000 Hz asked of app --serve; {dropped}")
     );
     assert_eq!(file["activeProfileIndex"], 0);
     let next = "app::main;app::handle;app::parse::<Parser as Iterator>::next";
@@ -702,7 +703,10 @@ fn speedscope_has_every_process_then_each_in_time_order_in_nanoseconds() {
 #[test]
 fn speedscope_wall_samples_end_in_their_state_and_samplers_get_profiles_of_their_own() {
     let (file, profiles) = speedscope_profiles(&wall_profile());
-    assert_eq!(file["name"], "tprof wall samples at 100 Hz of app --serve");
+    assert_eq!(
+        file["name"],
+        "tprof wall samples at 100 Hz asked of app --serve"
+    );
     assert_eq!(
         profiles,
         [
@@ -835,7 +839,12 @@ fn chrome_draws_each_process_s_samples_as_nested_slices_over_time() {
                 1,
                 serde_json::json!({ "sort_index": 1 })
             ),
-            ("thread_name".to_owned(), 1, 1, name("cpu samples, 1000 Hz")),
+            (
+                "thread_name".to_owned(),
+                1,
+                1,
+                name("cpu samples, 1000 Hz asked")
+            ),
             ("process_name".to_owned(), 2, 2, name("<0.6.0>")),
             (
                 "process_sort_index".to_owned(),
@@ -843,7 +852,12 @@ fn chrome_draws_each_process_s_samples_as_nested_slices_over_time() {
                 2,
                 serde_json::json!({ "sort_index": 2 })
             ),
-            ("thread_name".to_owned(), 2, 2, name("cpu samples, 1000 Hz")),
+            (
+                "thread_name".to_owned(),
+                2,
+                2,
+                name("cpu samples, 1000 Hz asked")
+            ),
             ("process_name".to_owned(), 3, 3, name("(outside processes)")),
             (
                 "process_sort_index".to_owned(),
@@ -855,13 +869,13 @@ fn chrome_draws_each_process_s_samples_as_nested_slices_over_time() {
                 "thread_name".to_owned(),
                 3,
                 3,
-                name("node-worker/101 (cpu samples, 1000 Hz)")
+                name("node-worker/101 (cpu samples, 1000 Hz asked)")
             ),
             (
                 "thread_name".to_owned(),
                 3,
                 4,
-                name("102 (cpu samples, 1000 Hz)")
+                name("102 (cpu samples, 1000 Hz asked)")
             ),
         ]
     );
@@ -896,7 +910,7 @@ fn chrome_draws_each_process_s_samples_as_nested_slices_over_time() {
     assert_eq!(main["args"]["location"], "src/app.rs:10");
     // The dropped samples: in otherData, and a global instant at the end.
     let samples = &file["otherData"]["samples"];
-    assert_eq!(samples["sampled"], "cpu samples at 1000 Hz");
+    assert_eq!(samples["sampled"], "cpu samples at 1000 Hz asked");
     assert_eq!(samples["dropped_samples"], 2);
     assert_eq!(samples["dropped_ns"], 2_000_000);
     let instant = events.iter().find(|e| e["ph"] == "i").unwrap();
@@ -983,12 +997,12 @@ fn view_rows(data: &Value) -> Vec<[u64; 5]> {
 fn html_shows_samples_as_a_flame_graph_and_a_table_per_process() {
     let (html, data) = html(&cpu_profile());
     assert!(
-        html.contains("<title>cpu samples at 1000 Hz (ns) — app --serve (60.000 ms)</title>"),
+        html.contains("<title>cpu samples at 1000 Hz asked (ns) — app --serve (60.000 ms)</title>"),
         "{html}"
     );
     assert_eq!(data["unit"], "ns");
     let samples = &data["samples"];
-    assert_eq!(samples["what"], "cpu samples at 1000 Hz");
+    assert_eq!(samples["what"], "cpu samples at 1000 Hz asked");
     assert_eq!(samples["measure"], "nanoseconds of CPU time");
     assert_eq!(samples["count"], 8);
     assert_eq!(samples["dropped"], 2);

@@ -81,10 +81,12 @@ fn a_sampled_profile_names_the_process_and_its_traced_calls() {
     // The call counts came along.
     let busy = profile.function("busy").expect("busy counted");
     assert_eq!(busy.entries[0].calls, 400);
-    // The report is Julia's tree.
+    // The report is Julia's tree, after what the CPU samples could see (the mechanism, the
+    // share captured, the rate taken beside the rate asked) and any warning of it.
     let text = String::from_utf8(printed.0.lock().expect("buffer").clone()).expect("utf-8");
+    assert!(text.starts_with("CPU samples by "), "{text}");
     assert!(
-        text.starts_with("Overhead ╎ [+additional indent] Count File:Line; Function\n"),
+        text.contains("\nOverhead ╎ [+additional indent] Count File:Line; Function\n"),
         "{text}"
     );
     assert!(text.contains("sample_mode::busy/1"), "{text}");

@@ -202,7 +202,11 @@ fn choose(source: CpuSource) -> Result<(CpuSource, Option<String>), SampleError>
     match source {
         CpuSource::Timers => Ok((
             CpuSource::Timers,
-            Some("asked for (SampleOptions::cpu_source)".to_owned()),
+            Some(
+                "asked for (SampleOptions::cpu_source, `tprof run --cpu-source` or \
+                 TPROF_RUN_CPU_SOURCE)"
+                    .to_owned(),
+            ),
         )),
         CpuSource::PerfEvents | CpuSource::Auto => match super::perf::probe() {
             Ok(()) => Ok((CpuSource::PerfEvents, None)),

@@ -138,6 +138,12 @@ pub struct SampleSnapshot {
     pub duration_ns: u64,
     /// The buffer's size, in samples.
     pub capacity: u64,
+    /// CPU samples: the mechanism that took them and each timed thread's CPU time against
+    /// what its samples stand for ([`SampleData::cpu`](super::SampleData::cpu)); its thread
+    /// indices are [`threads`](Self::threads)'. `None` for other samplers, and in files
+    /// written before it was kept.
+    #[serde(default)]
+    pub cpu: Option<super::CpuCoverage>,
 }
 
 /// Builds a [`SampleSnapshot`]: interns frames and stacks, names addresses once each.
@@ -458,6 +464,18 @@ impl SampleData {
                 native_walked: self.native_walked,
                 duration_ns: self.duration_ns,
                 capacity: self.capacity as u64,
+                cpu: self.cpu.as_ref().map(|cpu| {
+                    let mut cpu = cpu.clone();
+                    // Indices of `self.threads`, as `threads` keeps them (and samples name them).
+                    cpu.threads.retain_mut(|(i, _)| match thread_index.get(i) {
+                        Some(&at) => {
+                            *i = at;
+                            true
+                        }
+                        None => false,
+                    });
+                    cpu
+                }),
             }
         })
     }

@@ -88,6 +88,18 @@ pub struct ThreadCoverage {
 }
 
 impl ThreadCoverage {
+    /// A thread's figures, neither fallen back nor unarmed (for a reader rebuilding them: the
+    /// struct is non-exhaustive).
+    pub fn new(cpu_ns: u64, sampled_ns: u64, samples: u64) -> ThreadCoverage {
+        ThreadCoverage {
+            cpu_ns,
+            sampled_ns,
+            samples,
+            fallback: false,
+            unarmed: false,
+        }
+    }
+
     /// Its samples' CPU time over its CPU time (`None` without CPU time).
     pub fn captured(&self) -> Option<f64> {
         (self.cpu_ns > 0).then(|| self.sampled_ns as f64 / self.cpu_ns as f64)
@@ -115,19 +127,42 @@ pub struct CpuCoverage {
 pub const BUSY_THREAD_NS: u64 = 20_000_000;
 
 impl CpuCoverage {
-    /// The threads' CPU time, in nanoseconds.
+    /// A profile's truth from its parts (for a reader rebuilding it: the struct is
+    /// non-exhaustive).
+    pub fn new(
+        source: CpuSource,
+        fallback: Option<String>,
+        hz: u32,
+        threads: Vec<(u32, ThreadCoverage)>,
+    ) -> CpuCoverage {
+        CpuCoverage {
+            source,
+            fallback,
+            hz,
+            threads,
+        }
+    }
+
+    /// The threads' CPU time, in nanoseconds (saturating: figures read from a file may be
+    /// anything).
     pub fn cpu_ns(&self) -> u64 {
-        self.threads.iter().map(|(_, t)| t.cpu_ns).sum()
+        self.threads
+            .iter()
+            .fold(0, |sum, (_, t)| sum.saturating_add(t.cpu_ns))
     }
 
     /// The CPU time the samples stand for, in nanoseconds.
     pub fn sampled_ns(&self) -> u64 {
-        self.threads.iter().map(|(_, t)| t.sampled_ns).sum()
+        self.threads
+            .iter()
+            .fold(0, |sum, (_, t)| sum.saturating_add(t.sampled_ns))
     }
 
     /// The distinct samples taken.
     pub fn samples(&self) -> u64 {
-        self.threads.iter().map(|(_, t)| t.samples).sum()
+        self.threads
+            .iter()
+            .fold(0, |sum, (_, t)| sum.saturating_add(t.samples))
     }
 
     /// The samples' CPU time over the threads' CPU time (`None` without CPU time).
@@ -169,7 +204,10 @@ impl CpuCoverage {
                 rate,
                 self.hz
             )),
-            _ => line.push_str(": the sampled threads used no CPU time"),
+            _ => line.push_str(&format!(
+                ": the sampled threads used no CPU time ({} Hz asked)",
+                self.hz
+            )),
         }
         if let Some(why) = &self.fallback {
             line.push_str(&format!(" (fallback: {why})"));

@@ -18,6 +18,7 @@
 //! | `TPROF_RUN_ALLOC_RATE` | the allocation sampler's bytes per sample (alloc; default 524288) |
 //! | `TPROF_RUN_SAMPLE_RATE` | or Julia's `sample_rate`, each allocation's probability, 0 to 1 (alloc) |
 //! | `TPROF_RUN_HZ` | samples per second, 1 to 10000 (sample; default 99) |
+//! | `TPROF_RUN_CPU_SOURCE` | the CPU sampler's mechanism: `auto` (default), `perf_events` or `timers` (cpu) |
 //! | `TPROF_RUN_SAMPLE_N` | the sample buffer's size, in samples (sample; default 100000) |
 //! | `TPROF_RUN_DIR` | the folder to write into (default: the current folder) |
 //! | `TPROF_RUN_CALL_TREE` | `1`: call-tree mode too (call_time, call_memory) |
@@ -111,6 +112,9 @@ pub const ENV_ALLOC_RATE: &str = "TPROF_RUN_ALLOC_RATE";
 pub const ENV_SAMPLE_RATE: &str = "TPROF_RUN_SAMPLE_RATE";
 /// The sampling rate of `TPROF_RUN=sample`, in Hz.
 pub const ENV_HZ: &str = "TPROF_RUN_HZ";
+/// The CPU sampler's mechanism of `TPROF_RUN=sample`: a
+/// [`CpuSource`](crate::sample::CpuSource) name (`auto`, `perf_events` or `timers`).
+pub const ENV_CPU_SOURCE: &str = "TPROF_RUN_CPU_SOURCE";
 /// The sample buffer's size of `TPROF_RUN=sample`, in samples.
 pub const ENV_SAMPLE_N: &str = "TPROF_RUN_SAMPLE_N";
 /// The folder the node writes its [`RunFile`] into.
@@ -411,8 +415,8 @@ pub(crate) fn start(node: &NodeHandle) -> Option<EnvRun> {
     Some(EnvRun(profiled))
 }
 
-/// The sample options [`ENV_SAMPLER`], [`ENV_HZ`] and [`ENV_SAMPLE_N`] ask for, or why they
-/// cannot be read.
+/// The sample options [`ENV_SAMPLER`], [`ENV_HZ`], [`ENV_CPU_SOURCE`], [`ENV_SAMPLE_N`] and
+/// the allocation rates ask for, or why they cannot be read.
 fn sample_options() -> Result<crate::sample::SampleOptions, String> {
     let mut options = crate::sample::SampleOptions::new();
     if let Ok(sampler) = std::env::var(ENV_SAMPLER) {
@@ -430,6 +434,14 @@ fn sample_options() -> Result<crate::sample::SampleOptions, String> {
                 crate::sample::MAX_HZ
             )
         })?);
+    }
+    if let Ok(source) = std::env::var(ENV_CPU_SOURCE) {
+        options = options.cpu_source(
+            source
+                .trim()
+                .parse()
+                .map_err(|e| format!("{ENV_CPU_SOURCE}={source}: {e}"))?,
+        );
     }
     if let Ok(n) = std::env::var(ENV_SAMPLE_N) {
         options = options

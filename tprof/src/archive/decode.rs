@@ -108,6 +108,8 @@ fn rest_of(tag: u64) -> &'static str {
         tag::SAMPLE_MAPPINGS => "the rest of a SAMPLE_MAPPINGS section",
         tag::SAMPLES => "the rest of a SAMPLES section",
         tag::SAMPLE_LOST_FREES => "the rest of a SAMPLE_LOST_FREES section",
+        tag::SAMPLE_CPU => "the rest of a SAMPLE_CPU section",
+        tag::SAMPLE_CPU_THREADS => "the rest of a SAMPLE_CPU_THREADS section",
         _ => "the rest of a section of a kind this tprof does not know",
     }
 }
@@ -701,7 +703,9 @@ impl State {
             | tag::SAMPLE_THREADS
             | tag::SAMPLE_MAPPINGS
             | tag::SAMPLES
-            | tag::SAMPLE_LOST_FREES => {
+            | tag::SAMPLE_LOST_FREES
+            | tag::SAMPLE_CPU
+            | tag::SAMPLE_CPU_THREADS => {
                 let cx = samples::Context {
                     strings: &self.strings,
                     functions: self.function_table.len(),
@@ -773,7 +777,7 @@ impl State {
             meta: Meta { runs: self.runs },
             // A view preference, not data: not kept in an archive.
             outside_in_tables: false,
-            samples: self.samples.finish(),
+            samples: self.samples.finish(end)?,
         })
     }
 }

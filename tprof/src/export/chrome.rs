@@ -73,9 +73,9 @@
 //! were taken (`ts` in microseconds since its sampler started):
 //!
 //! - Each process with samples is a track (`process_name` its label, in pid order), with one
-//!   thread per sampler (`cpu samples, 999 Hz`); CPU time outside any process is one more
-//!   track, `(outside processes)`, with a thread per OS thread (`node-worker/4242 (cpu
-//!   samples, 999 Hz)`), since those threads run at the same time. Every thread has an id of
+//!   thread per sampler (`cpu samples, 999 Hz asked`); CPU time outside any process is one
+//!   more track, `(outside processes)`, with a thread per OS thread (`node-worker/4242 (cpu
+//!   samples, 999 Hz asked)`), since those threads run at the same time. Every thread has an id of
 //!   its own; a track's pid is its first thread's.
 //! - On each thread, the samples are **nested complete events** (`"ph": "X"`), a flame chart
 //!   over time: a sample lasts from its time for as long as it weighs (its weight times the
@@ -94,6 +94,11 @@
 //! - Dropped samples: `otherData.samples` says what was sampled, what `weight_ns` is, and
 //!   `dropped_samples` and `dropped_ns`; when some were dropped, a global instant event
 //!   (`"ph": "i"`, `"s": "g"`) at the end says how many (`args.dropped`).
+//! - What the CPU samples could see: `otherData.samples.sampled` gives the rate asked and
+//!   the distinct samples per CPU-second taken, `otherData.samples.cpu` the figures, summary
+//!   lines and warnings ([`CpuTruth`](crate::samples::CpuTruth)), and each warning is also a
+//!   global instant event at the start, named `Warning: ...` (`args.warning`: `cpu coverage`),
+//!   so that the timeline shows it.
 //! - Past a million slices (as for a trace profile), the shortest are left out and
 //!   `otherData.slices_left_out` says how many.
 
@@ -277,6 +282,8 @@ enum Args<'a> {
     Frame(FrameArgs),
     /// The `event log full` instant, and the dropped samples' one.
     Dropped { dropped: u64 },
+    /// A warning's instant (what the CPU samples could not see).
+    Warning { warning: &'static str },
     /// A slice of samples.
     Sample(sampled::SampleArgs<'a>),
 }

@@ -21,11 +21,14 @@
 //! `(outside processes)` for CPU time outside any process, then each stack's frames, and a
 //! wall sample's state innermost (`[receive]`); a frame is as wide as the **nanoseconds** its
 //! samples stand for (CPU time, or for wall samples wall time summed over processes). The
-//! title says which sampler and rate; dropped samples are a frame of their own,
-//! `(dropped samples)`, and the subtitle says how many. Frames narrower than one pixel of the
-//! default 1200-pixel width are left out (inferno's `min_width`), so the drawing stays
-//! bounded however many distinct stacks were sampled; their time still counts in their
-//! parents' widths.
+//! title says which sampler and rate asked (and, for CPU samples, the distinct samples per
+//! CPU-second taken); dropped samples are a frame of their own, `(dropped samples)`, and the
+//! subtitle says how many. The subtitle also says what share of the sampled threads' CPU time
+//! the CPU samples stand for and how many warnings there are (the one, when there is one);
+//! the svg's notes (inferno's `NOTES:` comment) hold the summary lines and every warning.
+//! Frames narrower than one pixel of the default 1200-pixel width are left out (inferno's
+//! `min_width`), so the drawing stays bounded however many distinct stacks were sampled;
+//! their time still counts in their parents' widths.
 
 use std::fmt::Write as _;
 use std::io::Write;
@@ -180,11 +183,38 @@ pub(crate) fn write_drawing(
             sampled::describe(set),
             measures.join("; ")
         );
+        let truth = set.cpu_truth();
+        // What the CPU samples could see, in short: the share captured and how many warnings
+        // (the drawing has one line for it); whole, in the notes (an XML comment).
+        let short = truth.as_ref().and_then(|t| {
+            let captured = t.figures.iter().map(|f| f.captured);
+            let captured: Vec<String> = captured
+                .flatten()
+                .map(|c| format!("{:.1}%", c * 100.0))
+                .collect();
+            let mut text = (!captured.is_empty()).then(|| {
+                format!(
+                    "{} of the sampled threads' CPU captured",
+                    captured.join(", ")
+                )
+            })?;
+            match t.warnings.len() {
+                0 => {}
+                1 => text.push_str(&format!(" — Warning: {}", t.warnings[0])),
+                n => text.push_str(&format!(
+                    " — {n} warnings (in the notes, and `tprof report`)"
+                )),
+            }
+            Some(text)
+        });
         let notes: Vec<String> = runs(profile)
             .into_iter()
             .chain(sampled::dropped_note(set))
+            .chain(short)
             .collect();
         options.subtitle = (!notes.is_empty()).then(|| notes.join(" — "));
+        // A comment cannot hold `--`.
+        options.notes = sampled::truth_lines(set).join("\n").replace("--", "- -");
         options.count_name = unit.to_owned();
     } else {
         let unit = unit(profile.trace_type);

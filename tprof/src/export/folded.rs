@@ -46,6 +46,11 @@
 //!   `(dropped_samples)`, of the nanoseconds they stood for: the format has no comments, and
 //!   a flame graph then shows what share was lost.
 //! - A profile with both CPU and wall samples starts each line with `cpu` or `wall`.
+//! - What the CPU samples could see (the share of the sampled threads' CPU time they stand
+//!   for, the rate taken, the warnings:
+//!   [`SampleSet::cpu_truth`](crate::samples::SampleSet::cpu_truth)) has no place here: the
+//!   format has no comments, and a line of CPU time no sample saw would be drawn as a frame
+//!   that ran. `tprof report` and every other export say it.
 //! - Lines come by root (in pid order, then outside processes, then the dropped samples), then
 //!   in text order; paths with the same text (native frames of the same name at different
 //!   addresses) are one line.

@@ -60,15 +60,18 @@
 //! processes); the tables list, per process, each frame with the samples that have it on
 //! their stack, its own time (where it is innermost) and its total time (anywhere on the
 //! stack, counted once per sample however often it recurs); the header says what was
-//! sampled at which rate, from how many samples, and how many were dropped. In the embedded
+//! sampled at which rate asked (and for CPU samples the distinct samples per CPU-second
+//! taken), from how many samples, how many were dropped, and what the CPU samples could see
+//! (the mechanism, the share captured, and each warning). In the embedded
 //! JSON: `unit` is `ns`; `functions` also holds native frames and states (each with
 //! `native: true`, `module` the path of its name, `file` empty and `line` 0 when unknown);
 //! `processes` are the roots (`id` the pid, or `(outside processes)`; prefixed with the
 //! sampler, `cpu: ` or `wall: `, when both are in the profile); `stacks` are the distinct
 //! stacks of each root, `calls` counting samples and `value` their nanoseconds; `rows` have
 //! `calls` (samples with the frame), `value` (own) and, after `blocks`, `total`; and `samples` says what was
-//! sampled: `what`, `measure`, `count`, `dropped` (their weight, rounded), `dropped_ns` and
-//! `dropped_note`.
+//! sampled: `what`, `measure`, `count`, `dropped` (their weight, rounded), `dropped_ns`,
+//! `dropped_note` and, when the CPU sources carry it, `cpu`
+//! ([`CpuTruth`](crate::samples::CpuTruth): `figures`, `summary`, `warnings`).
 //!
 //! A sampled profile's page also holds the source listing of each of its functions (a
 //! [`crate::listing`] of the CPU samples, else the wall samples; relative source paths read

@@ -61,10 +61,16 @@
 //! - `mapping`: each executable mapping of the sample set once, by start address, with
 //!   `memory_start`, `memory_limit`, `file_offset` and `filename`, marked as having functions,
 //!   file names and line numbers (pprof need not find the binary to name them).
-//! - `duration_nanos`: how long the sources sampled (per run, its longest source; summed over
-//!   runs); `time_nanos` when the first run started; `comment`s say what was sampled at which
-//!   rate, what each type weighs, and how many samples were dropped because the sample buffer
-//!   was full.
+//! - `duration_nanos`: how long the sources sampled, on the wall clock (per run, its longest
+//!   source; summed over runs), so that pprof's `Total samples = X (Y%)` is the CPU time the
+//!   samples stand for over that; `time_nanos` when the first run started; `comment`s say what
+//!   was sampled at which rate asked (and, for CPU samples, the distinct samples per
+//!   CPU-second taken), what each type weighs, how many samples were dropped because the
+//!   sample buffer was full, and what the CPU samples could see: the mechanism, the share of
+//!   the sampled threads' CPU time captured, and each warning ([`SampleSet::cpu_truth`]:
+//!   `go tool pprof -comments` prints them).
+//!
+//! [`SampleSet::cpu_truth`]: crate::samples::SampleSet::cpu_truth
 
 use std::collections::HashMap;
 use std::io::Write;

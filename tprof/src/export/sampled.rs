@@ -360,8 +360,20 @@ pub(super) fn dropped_note(set: &SampleSet) -> Option<String> {
     Dropped::of(set, None).note()
 }
 
-/// What `profile`'s samples are, for titles: `cpu samples at 999 Hz`, `wall samples at 99 Hz`,
-/// `cpu and wall samples` (rates listed when they differ).
+/// What `set`'s CPU samples could see, as every export with room for text says it: the
+/// summary lines, then each warning as `Warning: ...` ([`CpuTruth::lines`]); empty when no
+/// source carries its coverage.
+///
+/// [`CpuTruth::lines`]: crate::samples::CpuTruth::lines
+pub(super) fn truth_lines(set: &SampleSet) -> Vec<String> {
+    set.cpu_truth().map(|t| t.lines()).unwrap_or_default()
+}
+
+/// What `profile`'s samples are, for titles: `cpu samples at 999 Hz asked (412 per
+/// CPU-second taken)`, `wall samples at 99 Hz asked`, `cpu and wall samples at 99, 999 Hz
+/// asked` (rates listed when they differ). The rate is the one asked, and says so: the rate
+/// taken is the distinct CPU samples per CPU-second, known when the CPU sources carry their
+/// coverage ([`SampleSet::cpu_truth`]).
 pub(super) fn describe(set: &SampleSet) -> String {
     let kinds = samplers(set);
     let timed = set
@@ -379,12 +391,23 @@ pub(super) fn describe(set: &SampleSet) -> String {
     };
     let mut text = match rates.as_slice() {
         [] => kinds_text,
-        [hz] => format!("{kinds_text} at {hz} Hz"),
+        [hz] => format!("{kinds_text} at {hz} Hz asked"),
         many => {
             let list: Vec<String> = many.iter().map(u32::to_string).collect();
-            format!("{kinds_text} at {} Hz", list.join(", "))
+            format!("{kinds_text} at {} Hz asked", list.join(", "))
         }
     };
+    let taken: Vec<String> = set
+        .cpu_truth()
+        .map(|t| t.figures)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|f| f.samples_per_cpu_second)
+        .map(|rate| format!("{rate:.0}"))
+        .collect();
+    if !taken.is_empty() {
+        text.push_str(&format!(" ({} per CPU-second taken)", taken.join(", ")));
+    }
     let mut models: Vec<String> = Vec::new();
     for rate in set.sources.iter().filter_map(|s| s.alloc_rate) {
         let model = rate.to_string();
@@ -415,6 +438,7 @@ mod tests {
             native_walked: true,
             duration_ns: 0,
             capacity: 0,
+            cpu: None,
         }
     }
 
@@ -468,10 +492,25 @@ mod tests {
             sources: vec![source(SamplerKind::Cpu, 1000, 0.0)],
             ..SampleSet::default()
         };
-        assert_eq!(describe(&set), "cpu samples at 1000 Hz");
+        assert_eq!(describe(&set), "cpu samples at 1000 Hz asked");
         assert_eq!(dropped_note(&set), None);
         set.sources.push(source(SamplerKind::Wall, 100, 3.0));
-        assert_eq!(describe(&set), "cpu and wall samples at 100, 1000 Hz");
+        assert_eq!(describe(&set), "cpu and wall samples at 100, 1000 Hz asked");
+        set.sources[0].cpu = Some(crate::samples::CpuCoverage::new(
+            crate::samples::CpuSource::Timers,
+            None,
+            1000,
+            vec![(
+                0,
+                crate::samples::ThreadCoverage::new(2_000_000_000, 1_000_000_000, 500),
+            )],
+        ));
+        assert_eq!(
+            describe(&set),
+            "cpu and wall samples at 100, 1000 Hz asked (250 per CPU-second taken)"
+        );
+        assert_eq!(truth_lines(&set).len(), 3, "{:?}", truth_lines(&set));
+        set.sources[0].cpu = None;
         assert_eq!(
             Dropped::of(&set, None),
             Dropped {

@@ -37,12 +37,19 @@
 //!   and line when known), and for a wall sample its process's state as a last frame
 //!   (`[receive]`). Consecutive samples with the same stack (and state, and process) are one:
 //!   their weights summed, so the file stays as small as the changes it shows.
-//! - `weights` and `unit`: **nanoseconds**: CPU time for CPU samples (weight `1 + overruns`
-//!   times the timer's period), and for wall samples wall time summed over processes (a
-//!   process-tick times the tick), rounded. `endValue` is their sum.
-//! - `name` says what was sampled at which rate (`tprof cpu samples at 999 Hz`), of which
-//!   program, and how many samples were dropped because the sample buffer was full; the
-//!   `all processes` profile's name says it too.
+//! - `weights` and `unit`: **nanoseconds**: CPU time for CPU samples (the CPU time each
+//!   stands for: its weight times the period asked), and for wall samples wall time summed
+//!   over processes (a process-tick times the tick), rounded. `endValue` is their sum.
+//! - `name` says what was sampled at which rate asked, and for CPU samples the distinct
+//!   samples per CPU-second taken (`tprof cpu samples at 999 Hz asked (412 per CPU-second
+//!   taken)`), of which program, how many samples were dropped because the sample buffer was
+//!   full (the `all processes` profile's name says it too), and each warning of what the CPU
+//!   samples could not see (`Warning: ...`).
+//! - `tprof.cpu` (a field speedscope ignores; the schema allows it): what the CPU samples
+//!   could see ([`CpuTruth`](crate::samples::CpuTruth)): per rate asked the mechanism, why
+//!   the fallback, the share captured, the distinct samples per CPU-second, and each sampled
+//!   thread's CPU time, the CPU its samples stand for and its samples; the summary lines and
+//!   the warnings. Left out when the sources carry no coverage.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -70,6 +77,15 @@ struct File {
     name: String,
     active_profile_index: usize,
     exporter: String,
+    /// tprof's own metadata: what the CPU samples could see.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tprof: Option<Metadata>,
+}
+
+/// What a speedscope file says beyond speedscope's fields.
+#[derive(Debug, Serialize)]
+struct Metadata {
+    cpu: crate::samples::CpuTruth,
 }
 
 /// What the profiles share: the frames.
@@ -174,6 +190,7 @@ impl File {
             name,
             active_profile_index: 0,
             exporter: format!("tprof {}", env!("CARGO_PKG_VERSION")),
+            tprof: None,
         }
     }
 }

@@ -213,6 +213,7 @@ pub(crate) fn sampled_profile(node: u32, samples: &[(u32, &[&str], f64)]) -> Pro
             native_walked: true,
             duration_ns: 1_000_000 * samples.len() as u64,
             capacity: 1 << 16,
+            cpu: None,
         }],
         threads: vec![SampleThread {
             source: 0,

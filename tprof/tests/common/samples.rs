@@ -38,6 +38,7 @@ impl Build {
             native_walked: true,
             duration_ns: seconds * 1_000_000_000,
             capacity: 1000,
+            cpu: None,
         });
         (set.sources.len() - 1) as u32
     }

@@ -43,9 +43,20 @@ pub(crate) enum Cmd {
         /// or wall (every process, running or waiting).
         #[arg(long, value_parser = parse_sampler)]
         sampler: Option<runtime::sample::Sampler>,
-        /// Samples per second in sample mode, 1 to 10000 (default 99).
+        /// Samples per second asked in sample mode, 1 to 10000 (default 99); for the cpu
+        /// sampler, per CPU-second of each thread. The profile says the rate taken beside it.
         #[arg(long, value_parser = clap::value_parser!(u32).range(1..=10_000))]
         hz: Option<u32>,
+        /// What drives the cpu sampler: auto (the default: perf events where the kernel allows
+        /// them, else per-thread CPU timers, and the profile says why), perf_events (a perf
+        /// event on each thread's task clock: every thread sampled at the rate asked wherever
+        /// its CPU time falls; refused where perf_event_paranoid or seccomp forbid it) or
+        /// timers (per-thread CPU timers, which the kernel checks only at its scheduler tick:
+        /// at most CONFIG_HZ, often 250, distinct samples per CPU-second, and a thread that
+        /// runs between ticks is missed). Also TPROF_RUN_CPU_SOURCE in the environment of a
+        /// program run without tprof run.
+        #[arg(long, value_name = "SOURCE", value_parser = parse_cpu_source)]
+        cpu_source: Option<runtime::sample::CpuSource>,
         /// The sample buffer's size, in samples (default 100000): when full, later samples are
         /// counted as dropped.
         #[arg(long = "sample-n", value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
@@ -330,6 +341,10 @@ fn parse_probability(s: &str) -> Result<f64, String> {
         Ok(p) if (0.0..=1.0).contains(&p) => Ok(p),
         _ => Err(format!("`{s}` is not a probability: a number from 0 to 1")),
     }
+}
+
+fn parse_cpu_source(s: &str) -> Result<runtime::sample::CpuSource, String> {
+    s.parse()
 }
 
 fn parse_sampler(s: &str) -> Result<runtime::sample::Sampler, String> {

@@ -41,6 +41,7 @@ fn execute(command: Cmd) -> Result<ExitCode, CommandError> {
             sample_rate,
             sampler,
             hz,
+            cpu_source,
             sample_n,
             trace_type,
             flat,
@@ -63,8 +64,11 @@ fn execute(command: Cmd) -> Result<ExitCode, CommandError> {
             // Sample mode unless asked for trace mode, or a trace option says so.
             let trace_asked = trace_type.is_some() || flat || percentiles || events;
             let alloc_asked = rate.is_some() || sample_rate.is_some();
-            let sample_asked =
-                sampler.is_some() || hz.is_some() || sample_n.is_some() || alloc_asked;
+            let sample_asked = sampler.is_some()
+                || hz.is_some()
+                || cpu_source.is_some()
+                || sample_n.is_some()
+                || alloc_asked;
             let tracing = match mode.as_deref() {
                 Some("trace") => true,
                 Some(_) => false,
@@ -79,10 +83,12 @@ fn execute(command: Cmd) -> Result<ExitCode, CommandError> {
                 if let command::Mode::Sample {
                     sampler: s,
                     hz: h,
+                    cpu_source: c,
                     n,
                     alloc_rate,
                 } = &mut run_mode
                 {
+                    *c = cpu_source.unwrap_or(*c);
                     *s = if alloc {
                         runtime::sample::Sampler::Alloc
                     } else {
@@ -97,6 +103,18 @@ fn execute(command: Cmd) -> Result<ExitCode, CommandError> {
                         *alloc_rate = runtime::sample::AllocRate::SampleRate(p);
                     }
                 }
+                let cpu = !alloc && sampler.unwrap_or_default() == runtime::sample::Sampler::Cpu;
+                if cpu_source.is_some() && !cpu {
+                    eprintln!(
+                        "tprof: warning: --cpu-source does nothing with the {} sampler: it \
+                         chooses how the cpu sampler takes its samples",
+                        if alloc {
+                            runtime::sample::Sampler::Alloc
+                        } else {
+                            sampler.unwrap_or_default()
+                        }
+                    );
+                }
                 if alloc_asked && !alloc {
                     eprintln!(
                         "tprof: warning: --rate and --sample-rate do nothing with the {} \
@@ -106,9 +124,9 @@ fn execute(command: Cmd) -> Result<ExitCode, CommandError> {
                 }
             } else if sample_asked {
                 eprintln!(
-                    "tprof: warning: --sampler, --hz, --sample-n, --rate and --sample-rate do \
-                     nothing in trace mode: they are sample mode options (--mode sample or \
-                     alloc)"
+                    "tprof: warning: --sampler, --hz, --cpu-source, --sample-n, --rate and \
+                     --sample-rate do nothing in trace mode: they are sample mode options \
+                     (--mode sample or alloc)"
                 );
             }
             let trace_type = trace_type.unwrap_or_default();
@@ -131,22 +149,10 @@ fn execute(command: Cmd) -> Result<ExitCode, CommandError> {
             for path in &outcome.heap_snapshots {
                 eprintln!("tprof: heap snapshot written to {}", path.display());
             }
-            if let Some(path) = &outcome.written {
-                if outcome.profile.samples.sources.is_empty() {
-                    eprintln!(
-                        "tprof: {trace_type} profile ({} functions) written to {}",
-                        outcome.profile.functions.len(),
-                        path.display()
-                    );
-                } else {
-                    eprintln!(
-                        "tprof: sample profile ({} samples, {} dropped) written to {}",
-                        outcome.profile.samples.samples.len(),
-                        outcome.profile.samples.dropped(),
-                        path.display()
-                    );
-                }
+            for line in outcome.summary() {
+                eprintln!("tprof: {line}");
             }
+            command::warn_once(&outcome.profile);
             Ok(match outcome.status.code() {
                 Some(0) => ExitCode::SUCCESS,
                 Some(code) => ExitCode::from(code.clamp(1, 255) as u8),

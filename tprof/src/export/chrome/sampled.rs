@@ -74,6 +74,9 @@ pub(super) struct SamplesData {
     dropped_samples: u64,
     /// The nanoseconds they stood for.
     dropped_ns: u64,
+    /// What the CPU samples could see, when their sources carry it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cpu: Option<crate::samples::CpuTruth>,
 }
 
 /// Writes `profile`'s samples as a trace file ([`write_file`]: streamed, never held whole):
@@ -107,6 +110,7 @@ pub(super) fn write(
                 },
                 dropped_samples: dropped.count,
                 dropped_ns: dropped.ns.round() as u64,
+                cpu: set.cpu_truth(),
             }),
         }
     };
@@ -183,6 +187,21 @@ impl<'a> Drawing<'a> {
         let mut root_id: Option<(Root, u32)> = None;
         let mut samples: Vec<&SampleRecord> = Vec::new();
         let mut slices_of_lane: Vec<Slice> = Vec::new();
+        for warning in set.cpu_truth().map(|t| t.warnings).unwrap_or_default() {
+            sink(Event {
+                name: format!("Warning: {warning}").into(),
+                ph: "i",
+                pid: 0,
+                tid: 0,
+                cat: Some("tprof"),
+                ts: Some(Scale::timeline().us(0)),
+                dur: None,
+                s: Some("g"),
+                args: Args::Warning {
+                    warning: "cpu coverage",
+                },
+            });
+        }
         let same_lane = |&a: &u32, &b: &u32| {
             lane(set, &set.samples[a as usize]) == lane(set, &set.samples[b as usize])
         };
@@ -216,12 +235,12 @@ impl<'a> Drawing<'a> {
             let rate = set.sources.get(first.source as usize).map_or(0, |s| s.hz);
             let thread_name = match thread.and_then(|t| set.threads.get(t as usize)) {
                 Some(t) => format!(
-                    "{} ({kind} samples, {rate} Hz)",
+                    "{} ({kind} samples, {rate} Hz asked)",
                     t.name
                         .as_ref()
                         .map_or_else(|| t.tid.to_string(), |n| format!("{n}/{}", t.tid))
                 ),
-                None => format!("{kind} samples, {rate} Hz"),
+                None => format!("{kind} samples, {rate} Hz asked"),
             };
             sink(meta("thread_name", pid, tid, thread_name));
             slices(set, &self.table, &samples, &mut slices_of_lane);
@@ -419,6 +438,7 @@ mod tests {
                 native_walked: true,
                 duration_ns: 0,
                 capacity: 0,
+                cpu: None,
             }],
             frames: vec![SampleFrame {
                 function: None,

@@ -30,7 +30,7 @@ pub(super) struct NativeView {
 /// What was sampled, for the page's header.
 #[derive(Serialize)]
 pub(super) struct SamplesView {
-    /// `cpu samples at 999 Hz`.
+    /// `cpu samples at 999 Hz asked (412 per CPU-second taken)`.
     what: String,
     /// What the values are: `nanoseconds of CPU time`, ...
     measure: String,
@@ -43,6 +43,10 @@ pub(super) struct SamplesView {
     /// The sentence that says so, when any were.
     #[serde(skip_serializing_if = "Option::is_none")]
     dropped_note: Option<String>,
+    /// What the CPU samples could see (the header prints its summary lines and warnings),
+    /// when their sources carry it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cpu: Option<crate::samples::CpuTruth>,
 }
 
 /// The viewer's data for `profile`'s samples.
@@ -167,6 +171,7 @@ pub(super) fn view_data(profile: &Profile) -> ViewData<'_> {
             dropped: dropped.count,
             dropped_ns: dropped.ns.round() as u64,
             dropped_note: dropped.note(),
+            cpu: set.cpu_truth(),
         }),
         listings,
     }

@@ -792,6 +792,14 @@
     if (SAMPLED && data.samples.dropped_note) {
       s.append(el('span', { class: 'dropped', text: ' ' + data.samples.dropped_note + '.' }));
     }
+    // what the CPU samples could see: the mechanism, the share captured, the rate taken beside
+    // the rate asked, and each warning
+    if (SAMPLED && data.samples.cpu) {
+      const truth = el('ul', { class: 'truth' });
+      for (const line of data.samples.cpu.summary) truth.append(el('li', { text: line + '.' }));
+      for (const w of data.samples.cpu.warnings) truth.append(el('li', { class: 'dropped', text: 'Warning: ' + w + '.' }));
+      s.append(truth);
+    }
     if (data.runs.length) {
       const list = el('ul', { class: 'runs' });
       data.runs.forEach((r, i) => {

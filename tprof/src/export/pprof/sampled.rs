@@ -191,6 +191,13 @@ pub(super) fn to_proto(profile: &crate::Profile) -> Profile {
     if let Some(note) = sampled::dropped_note(set) {
         comment.push(strings.intern(&note));
     }
+    if !heap {
+        // What the CPU samples could see: the mechanism, the share captured, the rate taken
+        // beside the rate asked, and each warning.
+        for line in sampled::truth_lines(set) {
+            comment.push(strings.intern(&line));
+        }
+    }
     let drop_frames = if heap {
         strings.intern(HEAP_DROP_FRAMES)
     } else {

@@ -77,7 +77,14 @@ pub(super) fn file(profile: &Profile) -> File {
         name.push_str("; ");
         name.push_str(&dropped);
     }
-    File::new(frames.list, profiles, name)
+    let truth = set.cpu_truth();
+    for warning in truth.iter().flat_map(|t| &t.warnings) {
+        name.push_str("; Warning: ");
+        name.push_str(warning);
+    }
+    let mut file = File::new(frames.list, profiles, name);
+    file.tprof = truth.map(|cpu| super::Metadata { cpu });
+    file
 }
 
 /// What consecutive samples must share to be one: process (in the profile of every process),
