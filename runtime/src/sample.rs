@@ -1045,6 +1045,9 @@ pub(crate) fn on_poll(node: u32) {
     #[cfg(target_os = "linux")]
     if threads::running(threads::CPU | threads::ALLOC) {
         threads::register_current(node);
+        if alloc::running() {
+            alloc::relieve();
+        }
     }
     #[cfg(not(target_os = "linux"))]
     let _ = node;
