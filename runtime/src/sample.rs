@@ -113,6 +113,8 @@ mod tests;
 mod threads;
 mod truth;
 mod wall;
+#[cfg(target_os = "linux")]
+mod workers;
 
 pub use native::walkable as native_stacks_walkable;
 pub use snapshot::{
@@ -786,6 +788,9 @@ impl NodeHandle {
                     // current-thread node): registered for it (shared, if it is another
                     // node's thread).
                     threads::register_current(self.id());
+                    // And every worker of its runtime, which may run plain tokio tasks and
+                    // never a process.
+                    workers::register_workers(&self.inner.handle, self.id());
                     // Each timed thread's CPU time counts from here.
                     store.begin_coverage();
                     store::add_store(Arc::clone(&store));
