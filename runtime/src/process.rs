@@ -52,7 +52,7 @@ pub use spawn::{
     SpawnError, SpawnOptions, Spawned, spawn, spawn_blocking, spawn_link, spawn_monitor, spawn_opt,
     spawn_task,
 };
-pub(crate) use spawn::{spawn_on_node, spawn_pid_on_node};
+pub(crate) use spawn::{default_initial_call, spawn_on_node, spawn_pid_on_node};
 pub(crate) use table::{InsertError, ProcessTable};
 pub(crate) use wait::{Wait, calling, note_current_wait, noting};
 
