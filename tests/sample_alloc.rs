@@ -288,3 +288,105 @@ fn rates_out_of_range_and_a_second_rate_are_refused() {
     drop((first, same));
     open(AllocRate::Bytes(1024)).expect("another rate once the others are gone");
 }
+
+/// Allocates `n` blocks of 64 bytes: the site of the rounds below.
+#[runtime::traced]
+fn allocate_known(n: usize) {
+    for _ in 0..n {
+        std::hint::black_box(Vec::<u8>::with_capacity(64));
+    }
+}
+
+/// At `sample_rate` 1 every allocation of every process is sampled, however much threads
+/// outside the node allocate meanwhile: 10 rounds of 300 processes, each allocating a known
+/// number of blocks before and after a `yield_now`, while two plain threads allocate without
+/// pause. (Issue 30: the worker's ring overflowed while the drain thread waited for a core, and
+/// every process lost the samples of one of its two polls.)
+#[test]
+fn sample_rate_one_is_exact_while_plain_threads_allocate() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let noise: Vec<_> = (0..2)
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::Builder::new()
+                .name("plain-allocator".into())
+                .spawn(move || {
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        for _ in 0..1000 {
+                            std::hint::black_box(Vec::<u8>::with_capacity(32));
+                        }
+                    }
+                })
+                .expect("spawn")
+        })
+        .collect();
+    let node = Node::builder().worker_threads(2).build().expect("node");
+    let (mut processes, mut mismatched, mut halves) = (0, Vec::new(), 0);
+    for round in 0..10 {
+        let session = node
+            .sample_session(
+                SampleOptions::new()
+                    .sampler(Sampler::Alloc)
+                    .alloc_rate(AllocRate::SampleRate(1.0))
+                    .n(1 << 20),
+            )
+            .expect("alloc session");
+        session
+            .trace()
+            .set_pattern(&TracePattern::module(module_path!()))
+            .expect("pattern");
+        session
+            .trace()
+            .enable_trace(ProcessSpec::New, true)
+            .expect("flags");
+        let (tx, rx) = mpsc::channel();
+        let pids: Vec<(Pid, usize)> = (0..300usize)
+            .map(|i| {
+                let tx = tx.clone();
+                let n = 20 + (i + round) % 40;
+                let pid = node
+                    .spawn(async move {
+                        allocate_known(n);
+                        tokio::task::yield_now().await;
+                        allocate_known(n);
+                        tx.send(()).expect("send");
+                    })
+                    .expect("spawn");
+                (pid, 2 * n)
+            })
+            .collect();
+        for _ in 0..pids.len() {
+            rx.recv_timeout(Duration::from_secs(120))
+                .expect("the processes finished");
+        }
+        let data = session.samples();
+        let mut counts = std::collections::HashMap::<Pid, usize>::new();
+        for s in &data.samples {
+            if let Some(pid) = s.pid
+                && s.size == 64
+                && s.traced.last().map(|cs| cs.function()) == Some("allocate_known")
+            {
+                *counts.entry(pid).or_default() += 1;
+            }
+        }
+        for (pid, want) in pids {
+            processes += 1;
+            let got = counts.get(&pid).copied().unwrap_or(0);
+            if got != want {
+                halves += usize::from(2 * got == want);
+                mismatched.push((round, pid, got, want, data.dropped));
+            }
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for t in noise {
+        t.join().expect("noise thread");
+    }
+    assert!(
+        mismatched.is_empty(),
+        "{} of {processes} processes mismatched ({halves} by exactly half); first: {:?}",
+        mismatched.len(),
+        &mismatched[..mismatched.len().min(5)]
+    );
+}

@@ -477,3 +477,48 @@ fn a_thread_that_exits_mid_session_is_still_counted() {
         assert!(row.samples > 10, "{row:?}");
     }
 }
+
+/// A node started on a runtime the program built: its workers run plain tokio tasks and never
+/// a process, and their CPU time is sampled all the same (issue 30: before, only the workers
+/// that had polled a process were timed, and two tasks spinning 300 ms of CPU each got none).
+#[test]
+fn plain_tokio_tasks_on_the_nodes_runtime_are_sampled() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(3)
+        .thread_name("user-worker")
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let node = Node::start_on(rt.handle().clone());
+    let session = node
+        .sample_session(SampleOptions::new().hz(999))
+        .expect("session");
+    let spins: Vec<_> = (0..2)
+        .map(|_| rt.spawn(async { spin_cpu(Duration::from_millis(300)) }))
+        .collect();
+    rt.block_on(async {
+        for spin in spins {
+            spin.await.expect("the task spun");
+        }
+    });
+    let data = session.samples();
+    let on_workers = data
+        .samples
+        .iter()
+        .filter(|s| {
+            s.pid.is_none()
+                && s.thread.is_some_and(|t| {
+                    data.threads
+                        .get(t as usize)
+                        .is_some_and(|th| th.name.as_deref() == Some("user-worker"))
+                })
+        })
+        .count();
+    // 600 ms of CPU at 999 Hz: about 600 samples; a quarter is plenty on a loaded machine.
+    assert!(
+        on_workers >= 150,
+        "{on_workers} samples of the plain tasks on the runtime's workers: {:?}",
+        data.cpu
+    );
+}

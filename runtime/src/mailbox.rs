@@ -140,18 +140,13 @@ pub(crate) struct Mailbox {
     wake_task: AtomicBool,
 }
 
-/// Keeps `cx`'s waker to be woken by the next push: as a flag when it is the process's task
-/// waker (`task`, once the process has kept it), else a clone. A different waker already kept
+/// Keeps `cx`'s waker to be woken by the next push: as a flag when it wakes the process's own
+/// task (`own_task`, [`Process::owns_waker`]), else a clone. A different waker already kept
 /// (another receive of the same process, polled under its own waker, as in
 /// `FuturesUnordered`) is woken now rather than lost: a spurious wake, never a missed one.
 #[inline]
-fn register(
-    incoming: &mut Incoming,
-    wake_task: &AtomicBool,
-    cx: &Context<'_>,
-    task: Option<&Waker>,
-) {
-    if task.is_some_and(|t| t.will_wake(cx.waker())) {
+fn register(incoming: &mut Incoming, wake_task: &AtomicBool, cx: &Context<'_>, own_task: bool) {
+    if own_task {
         wake_task.store(true, Ordering::Relaxed);
         return;
     }
@@ -360,8 +355,7 @@ impl Mailbox {
         if self.saved_len.load(Ordering::Relaxed) != 0 {
             return None;
         }
-        let task = process.task_waker();
-        let own_task = || task.is_some_and(|t| t.will_wake(cx.waker()));
+        let own_task = || process.owns_waker(cx.waker());
         if self.wake_task.load(Ordering::Relaxed) && own_task() {
             process.note_wait(Wait::Receive);
             return Some(Poll::Pending);
@@ -370,7 +364,7 @@ impl Mailbox {
             let mut incoming = self.incoming.lock();
             match incoming.queue.front() {
                 None => {
-                    register(&mut incoming, &self.wake_task, cx, task);
+                    register(&mut incoming, &self.wake_task, cx, own_task());
                     process.note_wait(Wait::Receive);
                     return Some(Poll::Pending);
                 }
@@ -433,7 +427,12 @@ impl Mailbox {
             {
                 let mut incoming = self.incoming.lock();
                 if incoming.queue.is_empty() {
-                    register(&mut incoming, &self.wake_task, cx, process.task_waker());
+                    register(
+                        &mut incoming,
+                        &self.wake_task,
+                        cx,
+                        process.owns_waker(cx.waker()),
+                    );
                     process.note_wait(Wait::Receive);
                     return Poll::Pending;
                 }

@@ -32,6 +32,7 @@ mod spawn;
 mod table;
 mod task;
 mod wait;
+mod waker;
 
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
@@ -51,7 +52,7 @@ pub use spawn::{
     SpawnError, SpawnOptions, Spawned, spawn, spawn_blocking, spawn_link, spawn_monitor, spawn_opt,
     spawn_task,
 };
-pub(crate) use spawn::{spawn_on_node, spawn_pid_on_node};
+pub(crate) use spawn::{default_initial_call, spawn_on_node, spawn_pid_on_node};
 pub(crate) use table::{InsertError, ProcessTable};
 pub(crate) use wait::{Wait, calling, note_current_wait, noting};
 
@@ -94,15 +95,15 @@ pub(crate) struct Process {
     pub(crate) initial_call: Cow<'static, str>,
     pub(crate) mailbox: Mailbox,
     flags: AtomicU8,
-    /// Running, waiting, ending, and what it waits for ([`wait`]): written only by its own task.
+    /// Running, waiting, ending, and what it waits for ([`wait`]): written by its own task,
+    /// but for one bit its wakers set, "woken since this poll began" ([`waker`]).
     status: AtomicU8,
     trap_exit: AtomicBool,
     /// Its polls so far, wrapping (`tprof top`'s polls per refresh): written only by the
     /// thread that polls it, a load and a store, no read-modify-write.
     polls: AtomicU32,
-    /// The task's waker, kept at the process's first suspension (one that ends in its first
-    /// poll never needs it: a clone and a drop of the task's reference count, and a
-    /// compare-and-swap, fewer), to wake the process for a signal.
+    /// The task's waker, kept before the process's first poll: to wake the process for a
+    /// signal, and the task its own wakers ([`waker`]) wake.
     task_waker: SetOnce<Waker>,
     exit_reason: SetOnce<ExitReason>,
     finished: AtomicBool,
@@ -370,6 +371,7 @@ impl Process {
     /// [`Process::keep_task_waker`]: either this sees the waker, or the process's checkpoint
     /// after keeping it sees the flag.
     fn wake(&self) {
+        self.note_woken();
         std::sync::atomic::fence(Ordering::SeqCst);
         if let Some(waker) = self.task_waker.get() {
             waker.wake_by_ref();
@@ -382,18 +384,26 @@ impl Process {
         self.task_waker.get()
     }
 
+    /// Whether `waker` wakes this process's own task: the waker its polls are given, or the
+    /// task's.
+    #[inline]
+    pub(crate) fn owns_waker(&self, waker: &Waker) -> bool {
+        waker::is_of(waker, self) || self.task_waker.get().is_some_and(|t| t.will_wake(waker))
+    }
+
     /// Wakes the task for a receive that waits with its waker (`Pushed::WakeTask`): the
     /// receive set its flag after the waker was kept, under the mailbox lock the push took.
     #[inline]
     fn wake_task(&self) {
+        self.note_woken();
         if let Some(waker) = self.task_waker.get() {
             waker.wake_by_ref();
         }
     }
 
-    /// Keeps the task's waker, at the process's first suspension (run by the poll wrapper
-    /// before its checkpoint): to wake it for signals, and for its call deadline if its first
-    /// call came before.
+    /// Keeps the task's waker, before the process's first poll (run by the poll wrapper
+    /// before its checkpoint): to wake it for signals, for its own wakers ([`waker`]) to
+    /// wake, and for its call deadline if a call came before.
     #[cold]
     #[inline(never)]
     pub(crate) fn keep_task_waker(&self, waker: &Waker) {

@@ -131,6 +131,8 @@ mod tests;
 mod threads;
 mod truth;
 mod wall;
+#[cfg(target_os = "linux")]
+mod workers;
 
 pub use native::walkable as native_stacks_walkable;
 pub use snapshot::{
@@ -820,6 +822,9 @@ impl NodeHandle {
                     // current-thread node): registered for it (shared, if it is another
                     // node's thread).
                     threads::register_current(self.id());
+                    // And every worker of its runtime, which may run plain tokio tasks and
+                    // never a process.
+                    workers::register_workers(&self.inner.handle, self.id());
                     // Each timed thread's CPU time counts from here.
                     store.begin_coverage();
                     store::add_store(Arc::clone(&store));
@@ -1079,6 +1084,9 @@ pub(crate) fn on_poll(node: u32) {
     #[cfg(target_os = "linux")]
     if threads::running(threads::CPU | threads::ALLOC) {
         threads::register_current(node);
+        if alloc::running() {
+            alloc::relieve();
+        }
     }
     #[cfg(not(target_os = "linux"))]
     let _ = node;

@@ -1145,3 +1145,59 @@ fn stop_stops_the_children_and_returns_once_the_supervisor_has_ended() {
     })
     .unwrap();
 }
+
+/// A worker's loop, as an `async fn`: a child running it is known by its name.
+async fn crunch_loop() {
+    loop {
+        let _ = receive_any().await;
+    }
+}
+
+/// A worker child's initial call names what it runs, as OTP names a process by its initial
+/// call: the `async fn` its start calls, or, for an `async` block inside closures (which names
+/// no function: `...::{{closure}}::{{closure}}`), the spec's id. Restarted, it keeps the name.
+#[test]
+fn worker_children_are_named_by_their_function_or_their_id() {
+    let node = Node::new().unwrap();
+    node.run(async {
+        let make = || {
+            ChildSpec::worker("cruncher-1", || async {
+                loop {
+                    let _ = receive_any().await;
+                }
+            })
+        };
+        let sup = supervisor::start_link(
+            SupervisorSpec::new(SupervisorFlags::default())
+                .children([make(), ChildSpec::worker("looper", crunch_loop)]),
+            StartOptions::new(),
+        )
+        .await
+        .unwrap();
+        let started = children(sup).await;
+        let call_of = |pid: Option<Pid>| {
+            runtime::process_info(pid.expect("running"))
+                .expect("alive")
+                .initial_call
+                .into_owned()
+        };
+        assert_eq!(call_of(started[0].pid), "cruncher-1");
+        assert!(
+            call_of(started[1].pid).ends_with("crunch_loop"),
+            "{}",
+            call_of(started[1].pid)
+        );
+        runtime::exit(started[0].pid.expect("running"), ExitReason::Kill);
+        let deadline = std::time::Instant::now() + WAIT;
+        let restarted = loop {
+            let now = children(sup).await;
+            if now[0].pid.is_some() && now[0].pid != started[0].pid {
+                break now[0].pid;
+            }
+            assert!(std::time::Instant::now() < deadline, "no restart");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        };
+        assert_eq!(call_of(restarted), "cruncher-1");
+    })
+    .unwrap();
+}

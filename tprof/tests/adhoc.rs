@@ -886,3 +886,33 @@ fn percentiles_of_calls_outside_processes_are_their_groups_and_archived() {
     tprof::archive::write(profile, &mut bytes).unwrap();
     assert_eq!(&tprof::archive::read(&mut &bytes[..]).unwrap(), profile);
 }
+
+/// Inside a `Runtime::block_on` of either flavour the blocking form would block the thread
+/// that drives the block_on's future: it is refused, as the docs promise, and names the async
+/// form.
+#[test]
+fn the_blocking_form_inside_a_runtime_block_on_is_an_error_naming_the_async_form() {
+    let multi = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let current = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    for (flavour, rt) in [("multi_thread", multi), ("current_thread", current)] {
+        let got = rt.block_on(async { tprof::profile(|| async { 1 }, ProfileOptions::new()) });
+        assert!(
+            matches!(
+                got,
+                Err(tprof::ProfileError::InAsyncContext {
+                    function: "tprof::profile",
+                    ..
+                })
+            ),
+            "{flavour}: {:?}",
+            got.map(|o| o.result)
+        );
+    }
+}

@@ -279,6 +279,17 @@ fn wrap_flat(
         let syn::FnArg::Typed(typed) = arg else {
             return Ok(None);
         };
+        // A parameter that is a plain name keeps it (without `mut`, which the binding inside
+        // carries): the compiler's messages and help about it then name it as written.
+        if let syn::Pat::Ident(named) = &mut *typed.pat
+            && named.by_ref.is_none()
+            && named.subpat.is_none()
+        {
+            let mutability = named.mutability.take();
+            let ident = &named.ident;
+            binds.push(quote! { let #mutability #ident = #ident; });
+            continue;
+        }
         let ident = syn::Ident::new(&format!("__runtime_traced_arg{i}"), typed.pat.span());
         let pat = std::mem::replace(
             &mut *typed.pat,
@@ -357,4 +368,33 @@ fn wrap(
         },
     };
     syn::parse2(quote! { { #body } })
+}
+
+#[cfg(test)]
+mod tests {
+    use quote::quote;
+
+    /// A flat `async fn`'s parameters that are plain names keep them in the signature (an
+    /// `impl Trait` one among them: the compiler's help names it as written); only patterns
+    /// are bound through a made-up name.
+    #[test]
+    fn plain_parameters_keep_their_names() {
+        let item = quote! {
+            async fn work(count: u32, mut total: u64, label: impl AsRef<str>, (a, b): (u8, u8)) -> u64 {
+                total += u64::from(count) + u64::from(a) + u64::from(b);
+                total + label.as_ref().len() as u64
+            }
+        };
+        let out = super::traced(quote!(), item).expect("expands").to_string();
+        let sig = &out[..out.find('{').expect("a body")];
+        assert!(sig.contains("count : u32"), "{sig}");
+        assert!(
+            sig.contains("total : u64") && !sig.contains("mut total"),
+            "{sig}"
+        );
+        assert!(sig.contains("label : impl AsRef < str >"), "{sig}");
+        assert!(sig.contains("__runtime_traced_arg3 : (u8 , u8)"), "{sig}");
+        assert!(out.contains("let mut total = total ;"), "{out}");
+        assert!(!out.contains("__runtime_traced_arg2"), "{out}");
+    }
 }

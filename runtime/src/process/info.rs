@@ -104,9 +104,11 @@ impl Process {
             STATUS_RUNNING => ProcessStatus::Running,
             STATUS_EXITING => ProcessStatus::Exiting,
             STATUS_NEW => ProcessStatus::Runnable,
-            // A message wakes a process waiting for one (or in an unknown wait: it may), not
-            // one waiting for a call's reply.
-            _ if self.flags.load(Ordering::Relaxed) & !super::HEAP_LIMITED != 0
+            // Woken and queued for a worker (see `waker`); or a message wakes a process
+            // waiting for one (or in an unknown wait: it may), not one waiting for a call's
+            // reply.
+            _ if word & super::wait::WOKEN != 0
+                || self.flags.load(Ordering::Relaxed) & !super::HEAP_LIMITED != 0
                 || (incoming && super::wait::woken_by_messages(word)) =>
             {
                 ProcessStatus::Runnable

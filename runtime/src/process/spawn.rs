@@ -186,7 +186,8 @@ impl fmt::Display for SpawnError {
 
 impl std::error::Error for SpawnError {}
 
-fn default_initial_call<F>() -> Cow<'static, str> {
+/// The initial call of a process running a future of type `F`, when none is given.
+pub(crate) fn default_initial_call<F>() -> Cow<'static, str> {
     Cow::Borrowed(initial_call_of(std::any::type_name::<F>()))
 }
 

@@ -90,8 +90,14 @@ where
         enter(p, false, || {
             // Before the poll: mark running, act on pending signals, and start measuring it
             // for the sessions that do.
+            // (The store clears the "woken" bit too: see `waker`.)
             p.status.store(STATUS_RUNNING, Ordering::Relaxed);
             p.note_poll();
+            // The task's waker, for the process's own to wake (see `waker`), kept before the
+            // checkpoint below.
+            if p.task_waker.get().is_none() {
+                p.keep_task_waker(cx.waker());
+            }
             // Both stored before the trace flags are read below, in program order (the
             // compiler fence keeps the compiler from moving them; it is no instruction).
             // `enable_trace` makes every thread pass a memory barrier once it has set a flag,
@@ -109,9 +115,14 @@ where
             let reason = match before {
                 Some(reason) => reason,
                 None => {
+                    // Polled with the process's own waker: a wake notes that it is runnable.
+                    let waker = super::waker::borrowed(p);
+                    let mut own = Context::from_waker(&waker);
                     let polled =
                         catch_unwind(AssertUnwindSafe(|| match future.as_mut().as_pin_mut() {
-                            Some(future) => future.poll(cx).map(IntoExitReason::into_exit_reason),
+                            Some(future) => {
+                                future.poll(&mut own).map(IntoExitReason::into_exit_reason)
+                            }
                             None => Poll::Ready(ExitReason::Normal),
                         }));
                     if measured != 0 {
@@ -119,20 +130,14 @@ where
                     }
                     match polled {
                         Ok(Poll::Ready(reason)) => reason,
-                        // After a pending poll: act on signals that came during it, or suspend
-                        // (keeping the task's waker at the first suspension, before looking).
-                        Ok(Poll::Pending) => {
-                            if p.task_waker.get().is_none() {
-                                p.keep_task_waker(cx.waker());
+                        // After a pending poll: act on signals that came during it, or suspend.
+                        Ok(Poll::Pending) => match checkpoint(p) {
+                            Some(reason) => reason,
+                            None => {
+                                p.mark_waiting();
+                                return Poll::Pending;
                             }
-                            match checkpoint(p) {
-                                Some(reason) => reason,
-                                None => {
-                                    p.mark_waiting();
-                                    return Poll::Pending;
-                                }
-                            }
-                        }
+                        },
                         Err(payload) => reason_of_panic(payload),
                     }
                 }

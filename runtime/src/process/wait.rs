@@ -2,15 +2,15 @@
 //! (`receive_timeout`), or a reply (a `gen_server` or supervisor call), and from whom.
 //!
 //! The wait notes it itself, on the path where it returns `Pending`, in the process's own
-//! record: the kind in the status byte beside "running" / "waiting" (a relaxed load and a
-//! store, as only the process's own task writes that byte), and a call's callee in two words
-//! written before the wait. No lock, no allocation, no thread-local beyond the current process
+//! record: the kind in the status byte beside "running" / "waiting" (a compare-and-swap, as
+//! the process's wakers set the byte's "woken" bit, see `waker`), and a call's callee in two
+//! words written before the wait. No lock, no allocation, no thread-local beyond the current process
 //! the wait looks up anyway, and nothing to switch on: a peek or a wall sample session opened
 //! later tells what a process that suspended long before waits for.
 //!
-//! Each poll starts by storing "running", which clears the kind: a process that suspends
-//! somewhere else afterwards (an untraced future, a timer of its own) never shows a stale
-//! wait.
+//! Each poll starts by storing "running", which clears the kind and the "woken" bit: a process
+//! that suspends somewhere else afterwards (an untraced future, a timer of its own) never
+//! shows a stale wait.
 
 use std::future::Future;
 use std::sync::atomic::Ordering;
@@ -22,6 +22,12 @@ use crate::Pid;
 /// wait is above them.
 pub(super) const STATUS_MASK: u8 = 3;
 const KIND_SHIFT: u32 = 2;
+/// The bits of the kind of wait.
+const KIND_MASK: u8 = 3 << KIND_SHIFT;
+/// Woken since its poll began: set by its wakers ([`Process::note_woken`]), cleared by the
+/// store of "running" that begins each poll. A waiting process with it set is queued for a
+/// worker: runnable.
+pub(super) const WOKEN: u8 = 1 << 4;
 
 /// What a suspended process waits for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,7 +42,7 @@ pub(crate) enum Wait {
 
 impl Wait {
     fn from_status(status: u8) -> Option<Wait> {
-        match status >> KIND_SHIFT {
+        match (status & KIND_MASK) >> KIND_SHIFT {
             1 => Some(Wait::Receive),
             2 => Some(Wait::ReceiveTimeout),
             3 => Some(Wait::Call),
@@ -59,19 +65,28 @@ impl Process {
     /// [`Process::is_exiting`] reads the exit reason.)
     #[inline(always)]
     pub(crate) fn note_wait(&self, wait: Wait) {
-        // Release: a reader that sees a call's kind sees its callee, stored before.
-        self.status.store(
-            STATUS_RUNNING | (wait as u8) << KIND_SHIFT,
-            Ordering::Release,
-        );
+        // Release: a reader that sees a call's kind sees its callee, stored before. A swap of
+        // the kind that keeps a "woken" bit a waker set meanwhile.
+        let _ = self
+            .status
+            .fetch_update(Ordering::Release, Ordering::Relaxed, |status| {
+                Some(STATUS_RUNNING | (wait as u8) << KIND_SHIFT | status & WOKEN)
+            });
     }
 
-    /// At the end of a poll that suspends: waiting, for what the poll noted.
+    /// At the end of a poll that suspends: waiting, for what the poll noted (running, `01`,
+    /// becomes waiting, `11`, keeping the kind and a "woken" bit a waker set meanwhile).
     #[inline(always)]
     pub(super) fn mark_waiting(&self) {
-        let status = self.status.load(Ordering::Relaxed);
-        self.status
-            .store((status & !STATUS_MASK) | STATUS_WAITING, Ordering::Release);
+        const _: () = assert!(STATUS_RUNNING | 2 == STATUS_WAITING);
+        self.status.fetch_or(2, Ordering::Release);
+    }
+
+    /// Notes that the process was woken: it is queued for a worker until its next poll
+    /// begins (run by its wakers, see `waker`).
+    #[inline(always)]
+    pub(super) fn note_woken(&self) {
+        self.status.fetch_or(WOKEN, Ordering::Relaxed);
     }
 
     /// Records `callee` as the process it calls, before its call waits.

@@ -142,6 +142,30 @@ pub(crate) fn record(block: *mut u8, size: usize, bytes: f64) {
     });
 }
 
+/// At a poll boundary of a thread that samples allocations: when its ring is half full, the
+/// thread drains the rings itself (waiting for a drain under way to end first), rather than
+/// leave it to the drain thread (which runs every
+/// few milliseconds when it gets a core: threads that allocate without pause, or any load,
+/// can keep it waiting while a worker fills its ring, whose records past the last slot would
+/// be dropped: at `sample_rate` 1, whole polls of processes went missing). So the producer
+/// pays for what it produces, and only a poll that by itself samples more allocations than
+/// half a ring can overflow it. Two loads and a branch while the ring has room.
+#[inline]
+pub(crate) fn relieve() {
+    let filling = THREAD
+        .try_with(|t| {
+            let ring = t.alloc_ring.load(Ordering::Acquire);
+            // SAFETY: as in `record`: a non-null ring pointer is a leaked `&'static Ring`.
+            #[allow(unsafe_code)]
+            let ring = unsafe { ring.as_ref() };
+            ring.is_some_and(|r| r.pending() >= (ALLOC_SLOTS / 2) as u64)
+        })
+        .unwrap_or(false);
+    if filling {
+        super::store::drain();
+    }
+}
+
 /// Slots of the queue of frees of sampled blocks.
 pub(crate) const FREE_SLOTS: usize = 4096;
 /// A slot being written.

@@ -268,6 +268,13 @@ impl Ring {
         }
     }
 
+    /// Records written and not yet drained (the producer's view: racing the drain, it may
+    /// count a few already taken).
+    #[inline]
+    pub(crate) fn pending(&self) -> u64 {
+        self.head.load(Ordering::Relaxed) - self.tail.load(Ordering::Relaxed)
+    }
+
     /// Records written so far, drained or not.
     #[cfg(test)]
     pub(crate) fn written(&self) -> u64 {

@@ -1,6 +1,7 @@
 //! What a supervisor is told to run: its flags, its children's specs, the options it is started
 //! with, and what it reports about its children.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
@@ -246,13 +247,28 @@ impl ChildSpec {
     /// A worker child that is a process running the future `body` returns, spawned linked to
     /// the supervisor; each (re)start calls `body` for a fresh future. The future's output is
     /// the child's exit reason ([`IntoExitReason`]).
+    ///
+    /// Its initial call (`process_info`, top, peek, reports, heap snapshots) is the function
+    /// whose future `body` returns (`app::worker` for `|| app::worker()`), as OTP names a
+    /// process by the function it starts in; for an `async` block, which names no function
+    /// (`app::run::{{closure}}::{{closure}}`), the spec's `id`.
     pub fn worker<F, Fut>(id: impl Into<String>, body: F) -> ChildSpec
     where
         F: Fn() -> Fut + Send + Sync + 'static,
         Fut: Future + Send + 'static,
         Fut::Output: IntoExitReason,
     {
-        ChildSpec::new(id, move || std::future::ready(crate::spawn_link(body())))
+        let id = id.into();
+        let call = crate::process::default_initial_call::<Fut>();
+        let call = if call.contains("{{closure}}") {
+            Cow::Owned(id.clone())
+        } else {
+            call
+        };
+        ChildSpec::new(id, move || {
+            let opts = crate::SpawnOptions::new().link().initial_call(call.clone());
+            std::future::ready(crate::spawn_opt(body(), opts).map(|spawned| spawned.pid))
+        })
     }
 
     /// A worker child that is a [`GenServer`] `S`, started with
