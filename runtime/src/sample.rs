@@ -139,7 +139,7 @@ pub use snapshot::{
     SampleSnapshot, SnapshotFrame, SnapshotMapping, SnapshotSample, SnapshotStack, SnapshotThread,
 };
 pub use symbols::{NativeFrame, symbolize, symbolize_all};
-pub use truth::{BUSY_THREAD_NS, CpuCoverage, CpuSource, ThreadCoverage};
+pub use truth::{BUSY_THREAD_NS, CpuCoverage, CpuSource, JUDGED_PERIODS, ThreadCoverage};
 
 /// Which sampler a [`SampleSession`] runs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]

@@ -123,8 +123,16 @@ pub struct CpuCoverage {
     pub threads: Vec<(u32, ThreadCoverage)>,
 }
 
-/// A thread that is busy enough for its coverage to be judged: 20 ms of CPU.
+/// A thread that is busy enough for its coverage to be judged: 20 ms of CPU (and, at low
+/// rates, [`JUDGED_PERIODS`] sampling periods of it: see [`CpuCoverage::judged_ns`]).
 pub const BUSY_THREAD_NS: u64 = 20_000_000;
+
+/// Sampling periods of CPU a thread needs for its own share to be judged. The CPU a thread
+/// spends after its last sample is in no sample, whatever the mechanism: half a period on
+/// average, up to one and a half with the period redrawn at random. A flawless sampler gives a
+/// thread of two periods (20 ms at 99 Hz) 73 % on average, and one that ran 14 ms none at all;
+/// at ten periods the tail is about 5 %.
+pub const JUDGED_PERIODS: u64 = 10;
 
 impl CpuCoverage {
     /// A profile's truth from its parts (for a reader rebuilding it: the struct is
@@ -233,8 +241,9 @@ impl CpuCoverage {
                 millis(self.cpu_ns())
             ));
         }
+        let judged = self.judged_ns();
         for (index, t) in &self.threads {
-            if t.cpu_ns < BUSY_THREAD_NS {
+            if t.cpu_ns < judged {
                 continue;
             }
             let name = thread_name(*index);
@@ -271,6 +280,14 @@ impl CpuCoverage {
         out
     }
 
+    /// The CPU time a thread needs for its own share to be judged by
+    /// [`warnings`](Self::warnings): [`BUSY_THREAD_NS`], or [`JUDGED_PERIODS`] periods of the
+    /// rate asked when that is more (101 ms at 99 Hz).
+    pub fn judged_ns(&self) -> u64 {
+        let period = 1_000_000_000 / u64::from(self.hz.max(1));
+        BUSY_THREAD_NS.max(period.saturating_mul(JUDGED_PERIODS))
+    }
+
     /// The likely cause of a shortfall, as a warning names it.
     fn cause(&self) -> String {
         let fallen = self.threads.iter().filter(|(_, t)| t.fallback).count();
@@ -291,9 +308,13 @@ impl CpuCoverage {
                 "{fallen} thread(s) could not get a perf event (no free file descriptor) and \
                  fell back to tick-bound timers"
             ),
-            _ => "perf events should see every thread's CPU time; the rest was lost to full \
-                  rings or to the moments between a thread's last sample and the end"
-                .to_owned(),
+            _ => format!(
+                "perf events should see every thread's CPU time; the rest was lost to full \
+                 rings or is the CPU each thread spent after its last sample (half a period, \
+                 {}, on average per thread: {} threads here)",
+                millis(1_000_000_000 / u64::from(self.hz.max(1)) / 2),
+                self.threads.len()
+            ),
         }
     }
 }
@@ -371,5 +392,37 @@ mod tests {
             w.iter()
                 .all(|w| w.contains("CONFIG_HZ") && w.contains("asked for by the options"))
         );
+    }
+
+    /// At a low rate a thread is judged on its own only past ten periods of CPU: the CPU after
+    /// its last sample (up to a period and a half) is in no sample by nature, so a 30 ms
+    /// thread at 99 Hz with one 10 ms sample is no fault, while a 150 ms thread with a third
+    /// of its CPU sampled is.
+    #[test]
+    fn a_thread_is_judged_only_past_ten_periods_of_the_rate() {
+        let c = CpuCoverage {
+            source: CpuSource::PerfEvents,
+            fallback: None,
+            hz: 99,
+            threads: vec![
+                (0, thread(2000, 1990, 199)),
+                (1, thread(30, 10, 1)),
+                (2, thread(60, 0, 0)),
+                (3, thread(150, 50, 5)),
+            ],
+        };
+        assert_eq!(c.judged_ns(), 101_010_100);
+        let w = c.warnings(&name);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].contains("thread #3") && w[0].contains("33.3%"),
+            "{}",
+            w[0]
+        );
+        assert!(w[0].contains("after its last sample"), "{}", w[0]);
+        // At 999 Hz the 20 ms floor judges them all.
+        let fast = CpuCoverage { hz: 999, ..c };
+        assert_eq!(fast.judged_ns(), BUSY_THREAD_NS);
+        assert_eq!(fast.warnings(&name).len(), 4, "{:?}", fast.warnings(&name));
     }
 }
