@@ -902,11 +902,14 @@ fn push_in(s: &Stack, id: u32, mask: u64, call: bool, prior: u64) {
             }
         }
     }
+    // Its function before the depth that shows it to the signal handler (see `sigcell`).
+    if !deep {
+        s.ids[depth + 1].set(id);
+    }
     s.depth.set(depth + 1);
     if deep {
         return;
     }
-    s.ids[depth + 1].set(id);
     s.masks[depth].set(mask);
     if mask & s.histograms.get() != 0 {
         // Its own time so far; what passes from now on is its own until a frame it calls
@@ -1187,12 +1190,14 @@ fn push_lean(s: &Stack, id: u32, call: bool) {
     if call {
         bump(&acc.calls, 1);
     }
-    s.depth.set(depth + 1);
     if depth >= CAPACITY {
+        s.depth.set(depth + 1);
         return; // counted; its time and memory go to the deepest frame kept
     }
     s.parents[depth].set(s.lean_current.replace(Some(acc)));
+    // Its function before the depth that shows it to the signal handler (see `sigcell`).
     s.ids[depth + 1].set(id);
+    s.depth.set(depth + 1);
     s.function.get().store(id, Ordering::Relaxed);
 }
 
@@ -1399,9 +1404,9 @@ fn enter_call_in(s: &Stack, callsite: &'static Callsite, mask: u64) -> FrameGuar
     }
     // The rest of `push_lean`.
     bump(&acc.calls, 1);
-    s.depth.set(depth + 1);
     s.parents[depth].set(s.lean_current.replace(Some(acc)));
     s.ids[depth + 1].set(id as u32);
+    s.depth.set(depth + 1);
     s.function.get().store(id as u32, Ordering::Relaxed);
     FrameGuard {
         pushed: PUSHED_LEAN,
@@ -1592,9 +1597,9 @@ impl FrameGuard {
                 return None;
             }
             bump(&acc.calls, 1);
-            s.depth.set(depth + 1);
             s.parents[depth].set(s.lean_current.replace(Some(acc)));
             s.ids[depth + 1].set(id as u32);
+            s.depth.set(depth + 1);
             s.function.get().store(id as u32, Ordering::Relaxed);
             Some(FrameGuard {
                 pushed: QUICK | depth as u8,
