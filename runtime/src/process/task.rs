@@ -107,9 +107,7 @@ where
             crate::sample::on_poll(p.node.id);
             let before = checkpoint(p);
             let mut measured = trace::sessions_measuring(p);
-            if measured != 0 && before.is_none() {
-                trace::begin_poll(p, measured);
-            } else {
+            if measured == 0 || before.is_some() || !trace::begin_poll(p, measured) {
                 measured = 0;
             }
             let reason = match before {

@@ -46,14 +46,18 @@ const MAX_PATHS: usize = 1 << 20;
 
 static TABLE: Mutex<Option<Table>> = Mutex::new(None);
 
+/// A path's callsite ids, outermost first, in cells: written and read one id at a time, so
+/// that a path of a few frames costs a few stores, not a copy of the whole array.
+type Ids = [Cell<u32>; STACK_CAPACITY];
+
 thread_local! {
     /// The path captured in this poll (callsite ids, outermost first) and its length;
     /// `usize::MAX` when none was.
-    static CAPTURED: Cell<[u32; STACK_CAPACITY]> = const { Cell::new([0; STACK_CAPACITY]) };
+    static CAPTURED: Ids = const { [const { Cell::new(0) }; STACK_CAPACITY] };
     static CAPTURED_LEN: Cell<usize> = const { Cell::new(usize::MAX) };
     /// The last path this thread interned: its hash, id and length, and its ids.
     static LAST: Cell<(u64, u32, usize)> = const { Cell::new((0, 0, 0)) };
-    static LAST_PATH: Cell<[u32; STACK_CAPACITY]> = const { Cell::new([0; STACK_CAPACITY]) };
+    static LAST_PATH: Ids = const { [const { Cell::new(0) }; STACK_CAPACITY] };
 }
 
 /// Clears this thread's capture, at the start of a poll.
@@ -66,13 +70,14 @@ pub(crate) fn capture(path: impl Iterator<Item = u32>) {
     if CAPTURED_LEN.with(Cell::get) != usize::MAX {
         return;
     }
-    let mut buf = [0u32; STACK_CAPACITY];
-    let mut n = 0;
-    for id in path.take(STACK_CAPACITY) {
-        buf[n] = id;
-        n += 1;
-    }
-    CAPTURED.with(|c| c.set(buf));
+    let n = CAPTURED.with(|captured| {
+        let mut n = 0;
+        for (cell, id) in captured.iter().zip(path) {
+            cell.set(id);
+            n += 1;
+        }
+        n
+    });
     CAPTURED_LEN.with(|c| c.set(n));
 }
 
@@ -83,15 +88,36 @@ pub(crate) fn finish(account: &crate::heap::Account) {
         account.set_suspended_path(0);
         return;
     }
-    let buf = CAPTURED.with(Cell::get);
-    account.set_suspended_path(intern(&buf[..n]));
+    let id = CAPTURED.with(|captured| intern_captured(&captured[..n]));
+    account.set_suspended_path(id);
 }
 
-fn hash(path: &[u32]) -> u64 {
+/// The id of the path in `cells` (0 for the empty path): [`intern`], read in place when it is
+/// the path this thread interned last (a server suspends in the same place poll after poll).
+fn intern_captured(cells: &[Cell<u32>]) -> u32 {
+    if cells.is_empty() {
+        return 0;
+    }
+    let h = hash(cells.iter().map(Cell::get));
+    let (last_hash, last_id, last_len) = LAST.with(Cell::get);
+    if last_hash == h
+        && last_len == cells.len()
+        && LAST_PATH.with(|last| last.iter().zip(cells).all(|(a, b)| a.get() == b.get()))
+    {
+        return last_id;
+    }
+    let mut buf = [0u32; STACK_CAPACITY];
+    for (b, c) in buf.iter_mut().zip(cells) {
+        *b = c.get();
+    }
+    intern(&buf[..cells.len()])
+}
+
+fn hash(path: impl Iterator<Item = u32>) -> u64 {
     // FNV-1a: a short path, hashed once per poll that suspends.
     let mut h = 0xcbf2_9ce4_8422_2325u64;
     for id in path {
-        h ^= u64::from(*id);
+        h ^= u64::from(id);
         h = h.wrapping_mul(0x0100_0000_01b3);
     }
     h | 1
@@ -102,9 +128,12 @@ pub(crate) fn intern(path: &[u32]) -> u32 {
     if path.is_empty() {
         return 0;
     }
-    let h = hash(path);
+    let h = hash(path.iter().copied());
     let (last_hash, last_id, last_len) = LAST.with(Cell::get);
-    if last_hash == h && last_len == path.len() && LAST_PATH.with(Cell::get)[..last_len] == *path {
+    if last_hash == h
+        && last_len == path.len()
+        && LAST_PATH.with(|last| last.iter().zip(path).all(|(a, b)| a.get() == *b))
+    {
         return last_id;
     }
     let id = crate::heap::suppressed(|| {
@@ -130,9 +159,11 @@ pub(crate) fn intern(path: &[u32]) -> u32 {
         id
     });
     if path.len() <= STACK_CAPACITY {
-        let mut buf = [0u32; STACK_CAPACITY];
-        buf[..path.len()].copy_from_slice(path);
-        LAST_PATH.with(|c| c.set(buf));
+        LAST_PATH.with(|last| {
+            for (cell, id) in last.iter().zip(path) {
+                cell.set(*id);
+            }
+        });
         LAST.with(|c| c.set((h, id, path.len())));
     }
     id

@@ -45,6 +45,12 @@ static NOT_LEAN: AtomicU64 = AtomicU64::new(u64::MAX);
 /// polls only for their traced stacks). A poll measured for one of these alone begins with
 /// [`super::stack::begin_plain_poll`], which has nothing to decide.
 static PLAIN: AtomicU64 = AtomicU64::new(0);
+/// Sample sessions that count calls and measure nothing else (a [`TraceTypes::SAMPLE`] session
+/// as [`NodeHandle::sample_session`](crate::NodeHandle::sample_session) opens it): a process
+/// poll that one of them alone measures is a *sample poll* ([`begin_sample_poll`]), which
+/// keeps the traced stack, counts each call in this thread's counters for the session (as
+/// call_count does) and flushes nothing into the process's table when it ends.
+static SAMPLING: AtomicU64 = AtomicU64::new(0);
 /// Serializes the derivations of [`NOT_LEAN`], so that the last one sees every change.
 static DERIVE: Mutex<()> = Mutex::new(());
 /// Sessions that measure time.
@@ -159,10 +165,15 @@ impl TraceTypes {
     pub const ANY_THREAD: TraceTypes = TraceTypes(64);
     /// Sample mode: the traced stack of each process the session traces is kept (and its
     /// calls counted per function), for a sampler to read; time and memory are not measured.
-    /// Opened with a sampler by [`NodeHandle::sample_session`](crate::NodeHandle::sample_session),
-    /// which folds the processes that have ended into one sum of calls rather than keep each
-    /// one's figures (see [processes that end](crate::sample::SampleSession#processes-that-end)):
-    /// [`measurements`](super::TraceSession::measurements) lists the others.
+    /// Opened with a sampler by [`NodeHandle::sample_session`](crate::NodeHandle::sample_session).
+    /// A poll the session alone measures counts its calls per thread, apart from any process
+    /// ([`call_counts`](super::TraceSession::call_counts)); the others (shared with another
+    /// session, or a helper task's) count them in the process's figures, and the processes
+    /// that have ended are folded into one sum of calls rather than each keep its figures (see
+    /// [processes that end](crate::sample::SampleSession#processes-that-end)):
+    /// [`measurements`](super::TraceSession::measurements) lists the others. A
+    /// [`snapshot`](super::TraceSession::snapshot) gives every call, in its call counts and
+    /// its processes' rows together.
     pub const SAMPLE: TraceTypes = TraceTypes(128);
 
     /// Whether every type in `other` is in `self`.
@@ -248,6 +259,17 @@ pub(crate) fn open(bit: u32, types: TraceTypes) {
     } else {
         EVENTS.fetch_and(!m, Ordering::Relaxed);
     }
+    let others = TraceTypes::CALL_COUNT
+        | TraceTypes::CALL_TIME
+        | TraceTypes::CALL_MEMORY
+        | TraceTypes::CALL_TIME_HISTOGRAMS
+        | TraceTypes::CALL_TREE
+        | TraceTypes::CALL_EVENTS;
+    if types.contains(TraceTypes::SAMPLE) && types.0 & others.0 == 0 {
+        SAMPLING.fetch_or(m, Ordering::Relaxed);
+    } else {
+        SAMPLING.fetch_and(!m, Ordering::Relaxed);
+    }
     derive();
 }
 
@@ -263,6 +285,7 @@ pub(crate) fn close(bit: u32) {
         &HISTOGRAMS,
         &TREES,
         &EVENTS,
+        &SAMPLING,
     ] {
         mask.fetch_and(m, Ordering::SeqCst);
     }
@@ -285,9 +308,14 @@ pub(crate) fn sessions_measuring(process: &Process) -> u64 {
     measured
 }
 
-/// Begins measuring a poll of `process` for `sessions` (those measuring it, non-zero).
+/// Begins measuring a poll of `process` for `sessions` (those measuring it, non-zero);
+/// false, having begun nothing, when the poll is one sample session's alone and that
+/// session's flag on the process is stale (see [`begin_sample_poll`]).
 #[inline]
-pub(crate) fn begin_poll(process: &Process, sessions: u64) {
+pub(crate) fn begin_poll(process: &Process, sessions: u64) -> bool {
+    if sessions.is_power_of_two() && sessions & SAMPLING.load(Ordering::Relaxed) != 0 {
+        return begin_sample_poll(process, sessions);
+    }
     let account = process.trace_account();
     begin_for(
         sessions,
@@ -296,6 +324,57 @@ pub(crate) fn begin_poll(process: &Process, sessions: u64) {
         || (Arc::clone(table_of(process)), Some(process.node.id)),
     );
     forget_stale(process, sessions);
+    true
+}
+
+/// Begins a sample poll of `process` for `session` (one sample session's bit, in
+/// [`SAMPLING`]): the poll only keeps its traced stack, for the samplers to read, and counts
+/// its calls per thread ([`super::stack::begin_sample_poll`]), so nothing is gathered that
+/// its end would flush. The process's table is made and joins the session's list at its
+/// first sample poll (it names the process's samples: its pid, initial call and name), after
+/// which one load tells that it has. False, having begun nothing, when the session's flag on
+/// the process is stale (the session was dropped and another opened in its slot), or the
+/// session no longer takes tables (paused, or gone).
+#[inline]
+fn begin_sample_poll(process: &Process, session: u64) -> bool {
+    let bit = session.trailing_zeros();
+    // As `forget_stale` does after a measured poll has begun: the session's generation
+    // first, then the node's open sessions and the process's flags, which say whether the
+    // poll really is for it.
+    let generation = super::session::generation_acquire(bit);
+    let open = process.node.trace_sessions.load(Ordering::SeqCst);
+    if generation == 0 || session & open & process.trace_flags.traced() == 0 {
+        return false;
+    }
+    let data = table_of(process);
+    if data.sampled.load(Ordering::Relaxed) != generation
+        && !join_sample_session(process, data, bit, generation)
+    {
+        return false;
+    }
+    super::stack::begin_sample_poll(
+        session,
+        process.trace_account().current_function_cell(),
+        generation,
+    );
+    true
+}
+
+/// Adds `process`'s table `data` to the list of the sample session in slot `bit` of
+/// `generation` (unless it is there already), and marks it so; false when that session no
+/// longer takes tables.
+#[cold]
+#[inline(never)]
+fn join_sample_session(process: &Process, data: &ProcTraceRef, bit: u32, generation: u64) -> bool {
+    let mut table = lock(data);
+    let joined = crate::heap::suppressed(|| {
+        session_data(&mut table, bit, generation, data, Some(process.node.id))
+    })
+    .is_some();
+    if joined {
+        data.sampled.store(generation, Ordering::Relaxed);
+    }
+    joined
 }
 
 /// Begins measuring a poll for `sessions` whose allocations `counts` counts and whose current
@@ -536,7 +615,34 @@ struct SessionData {
 }
 
 /// A process's tables, shared with the sessions that measure it.
-pub(crate) type ProcTraceRef = Arc<Mutex<ProcTrace>>;
+pub(crate) type ProcTraceRef = Arc<ProcTable>;
+
+/// A process's tables (behind their lock), and which sample session's list holds them.
+pub(crate) struct ProcTable {
+    /// The generation of the sample session whose list a sample poll found holding this table
+    /// ([`join_sample_session`]; 0: none yet), so that the next sample polls of that session
+    /// know it with one load. Generations are never reused, so a stale one names no session.
+    sampled: AtomicU64,
+    table: Mutex<ProcTrace>,
+}
+
+impl ProcTable {
+    /// `table`, in no sample session's list yet.
+    pub(super) fn new(table: ProcTrace) -> ProcTable {
+        ProcTable {
+            sampled: AtomicU64::new(0),
+            table: Mutex::new(table),
+        }
+    }
+}
+
+impl std::ops::Deref for ProcTable {
+    type Target = Mutex<ProcTrace>;
+
+    fn deref(&self) -> &Mutex<ProcTrace> {
+        &self.table
+    }
+}
 
 /// Where a measured poll's figures go: the table of a process (its own poll's, or a helper
 /// task's), or a thread's table of the traced calls it made outside any process
@@ -670,7 +776,7 @@ fn paused_here(sessions: u64) -> u64 {
 fn table_of(process: &Process) -> &ProcTraceRef {
     process.trace_data.get_or_init(|| {
         crate::heap::suppressed(|| {
-            Arc::new(Mutex::new(ProcTrace::new(
+            Arc::new(ProcTable::new(ProcTrace::new(
                 process.pid,
                 process.initial_call.clone(),
             )))

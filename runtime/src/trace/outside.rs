@@ -35,8 +35,8 @@
 
 use std::borrow::Cow;
 use std::cell::{Cell, OnceCell};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
 
 use super::MAX_SESSIONS;
 use super::measure::{ProcTraceRef, Target};
@@ -155,9 +155,8 @@ fn new_table() -> ProcTraceRef {
             || format!("thread {thread}"),
             |name| format!("thread {name}"),
         );
-        Arc::new(Mutex::new(super::measure::ProcTrace::new(
-            crate::Pid::outside(0, thread),
-            Cow::Owned(name),
-        )))
+        Arc::new(super::measure::ProcTable::new(
+            super::measure::ProcTrace::new(crate::Pid::outside(0, thread), Cow::Owned(name)),
+        ))
     })
 }

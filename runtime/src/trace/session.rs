@@ -233,6 +233,8 @@ thread_local! {
             fast_pair: Cell::new(0),
             pair_counters: [const { Cell::new(std::ptr::null()) }; 2],
             counters: [const { Cell::new(std::ptr::null()) }; MAX_SESSIONS],
+            sampled: Cell::new(0),
+            sampled_counters: Cell::new(std::ptr::null()),
         }
     };
 }
@@ -264,10 +266,17 @@ struct CountCache {
     pair_counters: [Cell<*const AtomicU64>; 2],
     /// Per slot of `counted`, the counters of its [`SHARDS`] entry.
     counters: [Cell<*const AtomicU64>; MAX_SESSIONS],
+    /// The bit of the slot whose sample session this thread counted a call for last in a
+    /// sample poll ([`count_sampled`]), 0 if none: apart from `counted`, which is call_count's
+    /// (for the processes of one node; a sample poll's session is its process's node's).
+    sampled: Cell<u64>,
+    /// Its counters: those of its [`SHARDS`] entry.
+    sampled_counters: Cell<*const AtomicU64>,
 }
 
 impl CountCache {
     fn reset(&self, node: u32) {
+        self.sampled.set(0);
         self.node.set(node);
         self.counted.set(0);
         self.not_fast.set(u64::MAX);
@@ -279,6 +288,9 @@ impl CountCache {
 
     /// Forgets slot `bit` (before its [`SHARDS`] entry is replaced).
     fn forget(&self, bit: usize) {
+        if self.sampled.get() == 1 << bit {
+            self.sampled.set(0);
+        }
         self.counted.set(self.counted.get() & !(1 << bit));
         self.not_fast.set(self.not_fast.get() | 1 << bit);
         self.counters[bit].set(std::ptr::null());
@@ -578,6 +590,66 @@ fn record_call_slow(callsite: &'static Callsite, mask: u64) {
                 cache.remember(bit, shard, e.count_only);
             }
         });
+    });
+}
+
+/// Counts a call of callsite `id` for the sample session in slot `bit`, of `generation`, which
+/// alone measures the poll this thread runs (a sample poll, see `measure::SAMPLING`): in this
+/// thread's shard of the session, as call_count counts, so that the poll has nothing to flush
+/// when it ends. Its common case is a thread-local load, a comparison and an increment.
+#[inline(always)]
+pub(crate) fn count_sampled(id: u32, bit: u32, generation: u64) {
+    let counted = with_count(|c| {
+        if c.sampled.get() != 1 << bit {
+            return false;
+        }
+        // SAFETY: `sampled` names slot `bit`, so `sampled_counters` was copied by
+        // `count_sampled_slow` from this thread's `SHARDS` entry for that slot (an
+        // `Arc<Shard>` of one word more than there are callsites), which still holds it:
+        // entries are replaced only by `record_call_slow` and `count_sampled_slow`, which call
+        // `forget` for the slot first (clearing `sampled` when it names it), and dropped only
+        // at thread exit by `Shards::drop`, which `reset`s this cache first (clearing
+        // `sampled`).
+        #[allow(unsafe_code)]
+        return unsafe { increment(c.sampled_counters.get(), id as usize) };
+    });
+    if !counted {
+        count_sampled_slow(id, bit, generation);
+    }
+}
+
+/// [`count_sampled`] in every case: makes this thread's shard for the session if need be, and
+/// counts the call only if the session in slot `bit` is still the one of `generation` (the one
+/// the poll began for) and open.
+#[cold]
+#[inline(never)]
+fn count_sampled_slow(id: u32, bit: u32, generation: u64) {
+    let slot = bit as usize;
+    // Fails only while this thread's destructors run: such a call is not counted.
+    let _ = SHARDS.try_with(|shards| {
+        let mut shards = shards.borrow_mut();
+        let entry = &mut shards.0[slot];
+        if !matches!(entry, Some(e) if e.generation == generation) {
+            if GENERATIONS[slot].load(Ordering::Relaxed) != generation {
+                return;
+            }
+            COUNT.with(|cache| cache.forget(slot));
+            if refill(slot, entry).is_none() {
+                return;
+            }
+        }
+        let Some(e) = entry.as_ref().filter(|e| e.generation == generation) else {
+            return;
+        };
+        // Open (its session not dropped) and with a counter for `id`.
+        if (id as usize) < e.shard[0].load(Ordering::Relaxed) as usize {
+            let c = &e.shard[id as usize + 1];
+            c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+            COUNT.with(|cache| {
+                cache.sampled.set(1 << bit);
+                cache.sampled_counters.set(e.shard.as_ptr());
+            });
+        }
     });
 }
 
@@ -1151,7 +1223,9 @@ impl TraceSession {
 
     /// The calls counted for every function this session traces or has traced, in callsite
     /// order, zero counts included: calls made by processes of the node. Never stops the
-    /// processes it counts.
+    /// processes it counts. For a sample session ([`TraceTypes::SAMPLE`]): the calls of the
+    /// polls it alone measured, the rest being in its processes' figures (its
+    /// [`snapshot`](Self::snapshot) gives them all).
     pub fn call_counts(&self) -> Vec<CallCount> {
         let counts = self.state.counts();
         let traced = lock(&self.state.traced);

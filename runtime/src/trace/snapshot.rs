@@ -116,9 +116,9 @@ pub struct Snapshot {
     /// The functions the rest refers to.
     pub functions: Vec<SnapshotFunction>,
     /// call_count: calls per function, every process of the node together (ids into
-    /// `functions`). A sample session's: the calls of the sampled processes that have ended,
-    /// together, which `processes` no longer lists (see
-    /// [`SampleSession`](crate::sample::SampleSession#processes-that-end)); the profile's
+    /// `functions`). A sample session's: the calls its own polls counted per thread, and those
+    /// of the sampled processes that have ended, which `processes` no longer lists, together
+    /// (see [`SampleSession`](crate::sample::SampleSession#processes-that-end)); the profile's
     /// call counts are these plus those of `processes`.
     pub call_counts: Vec<(u32, u64)>,
     /// call_count: calls per function made outside any process (ids into `functions`).
@@ -252,6 +252,17 @@ impl TraceSession {
             };
             let mut call_counts = counted(self.call_counts());
             let outside_call_counts = counted(self.outside_call_counts());
+            // Read before the processes' rows, as call_count's counts are: a sample poll's
+            // calls are counted as they are made, never moved into a row.
+            let sampled: Vec<(u32, u64)> = if types.contains(TraceTypes::SAMPLE) {
+                self.call_counts()
+                    .iter()
+                    .filter(|c| c.calls > 0)
+                    .map(|c| (c.callsite.id() as u32, c.calls))
+                    .collect()
+            } else {
+                Vec::new()
+            };
             let all = super::callsites();
             // One walk over the processes for the figures per function and per path, each
             // function named by its id here as it is read (unknown callsites left out).
@@ -265,13 +276,24 @@ impl TraceSession {
                 figures_per_function[at] += 1;
                 Some(id)
             });
-            // A sample session's processes folded once they ended: their calls, all together.
-            if !types.contains(TraceTypes::CALL_COUNT) {
-                call_counts = gathered
-                    .ended_calls
+            // A sample session's calls not in its processes' rows, all together: those its
+            // sample polls counted per thread, and those of the processes it folded once they
+            // ended.
+            if types.contains(TraceTypes::SAMPLE) && !types.contains(TraceTypes::CALL_COUNT) {
+                call_counts = sampled
                     .iter()
+                    .chain(&gathered.ended_calls)
                     .filter_map(|&(cs, calls)| Some((functions.id_of_index(cs)?, calls)))
                     .collect();
+                call_counts.sort_unstable_by_key(|c| c.0);
+                call_counts.dedup_by(|later, first| {
+                    if later.0 == first.0 {
+                        first.1 += later.1;
+                        true
+                    } else {
+                        false
+                    }
+                });
             }
             // Each read visits every process measured: only those the session gathers.
             let logs = if types.contains(TraceTypes::CALL_EVENTS) {

@@ -125,6 +125,11 @@ struct Stack {
     depth: SigCell<AtomicUsize>,
     /// The sessions measuring the process being polled; 0 between polls.
     active: SigCell<AtomicU64>,
+    /// When the poll is a sample poll — one sample session alone measures it, which keeps its
+    /// traced stack and counts its calls, and nothing else ([`begin_sample_poll`]) — that
+    /// session's bit: its frames take [`push_sample`] and [`pop_sample`], and its end flushes
+    /// nothing. 0 otherwise (`lean` is then 0).
+    sample: Cell<u64>,
     /// When the poll is in the common case — one session measures it, with no event log or
     /// histograms, and time (if measured) from the time-stamp counter — that session's bit:
     /// its frames then take the lean path ([`push_lean`], [`pop_lean`]). 0 otherwise.
@@ -222,6 +227,7 @@ thread_local! {
         Stack {
             depth: SigCell::<AtomicUsize>::new(0),
             active: SigCell::<AtomicU64>::new(0),
+            sample: Cell::new(0),
             lean: Cell::new(0),
             lean_slot: Cell::new(0),
             lean_table: Cell::new(&[]),
@@ -435,18 +441,25 @@ pub(crate) fn read_in_signal(out: &mut [u32]) -> (u64, usize, usize) {
 
 /// Runs `f` with measuring off on this thread (restored afterwards, on unwind too).
 pub(crate) fn with_measuring_off<R>(f: impl FnOnce() -> R) -> R {
-    struct Restore(u64, u64, u64);
+    struct Restore(u64, u64, u64, u64);
     impl Drop for Restore {
         fn drop(&mut self) {
             STACK.with(|s| {
                 s.active.set(self.0);
                 s.lean.set(self.1);
                 s.quick.set(self.2);
+                s.sample.set(self.3);
             });
         }
     }
-    let _restore =
-        STACK.with(|s| Restore(s.active.replace(0), s.lean.replace(0), s.quick.replace(0)));
+    let _restore = STACK.with(|s| {
+        Restore(
+            s.active.replace(0),
+            s.lean.replace(0),
+            s.quick.replace(0),
+            s.sample.replace(0),
+        )
+    });
     f()
 }
 
@@ -574,6 +587,37 @@ pub(crate) fn begin_plain_poll(active: u64, function: &'static AtomicU32) {
     });
 }
 
+/// Starts a sample poll ([`Stack::sample`]) for `active`, one sample session's bit, of
+/// `generation`: its frames are kept on the stack for the samplers to read (the CPU sampler's
+/// signal handler, and for a wall session the path the process suspends in), its calls are
+/// counted in this thread's counters for the session, and `function` records the function
+/// the process is in. Nothing is accumulated per function, so nothing is flushed at its end,
+/// and no reader waits for it ([`super::inflight`] does not know it): its counts are visible
+/// as each call is made, as call_count's are.
+#[inline]
+pub(crate) fn begin_sample_poll(active: u64, function: &'static AtomicU32, generation: u64) {
+    debug_assert!(active.is_power_of_two());
+    with_stack(|s| {
+        if s.active.get() != 0 {
+            // A poll begins inside a call outside processes being measured (a current-thread
+            // node run from a traced function): that call's measure ends here.
+            super::outside::end();
+        }
+        if active & crate::sample::suspended_paths_wanted() != 0 {
+            crate::sample::begin_suspended();
+        }
+        s.lean.set(0);
+        s.quick.set(0);
+        s.function.set(function);
+        s.restore.set(function);
+        // Frames never outlive a poll; start clean whatever happened before.
+        s.depth.set(0);
+        s.generations[active.trailing_zeros() as usize].set(generation);
+        s.sample.set(active);
+        s.active.set(active);
+    });
+}
+
 /// Gives up measuring the poll that just began for the sessions in `stale`: what it gathers
 /// for them is dropped at its end (generation 0 is no session's).
 #[cold]
@@ -590,7 +634,10 @@ pub(crate) fn forget_sessions(stale: u64) {
 
 /// Ends the measured poll: what it gathered goes to `target`'s table.
 pub(crate) fn end_poll(target: &super::measure::Target<'_>) {
-    with_stack(|s| {
+    let sampled = with_stack(|s| {
+        if end_sample_poll(s, target) {
+            return true;
+        }
         // Only a leaked frame guard (mem::forget) leaves frames open: close them.
         while s.depth.get() > 0 {
             if s.lean.get() != 0 {
@@ -624,8 +671,34 @@ pub(crate) fn end_poll(target: &super::measure::Target<'_>) {
         s.tree.set(0);
         s.events.set(0);
         s.extra.set(0);
+        false
     });
-    super::inflight::end();
+    if !sampled {
+        super::inflight::end();
+    }
+}
+
+/// Ends the poll if it is a sample poll (and says so): it has nothing to flush; for a wall
+/// session, the path the process suspended in is published.
+#[inline(always)]
+fn end_sample_poll(s: &Stack, target: &super::measure::Target<'_>) -> bool {
+    let sample = s.sample.get();
+    if sample == 0 {
+        return false;
+    }
+    s.active.set(0);
+    s.sample.set(0);
+    // Only a leaked frame guard (mem::forget) leaves frames open: gone with the poll.
+    s.depth.set(0);
+    s.function.set(&NO_CELL);
+    s.restore.set(&NO_CELL);
+    if sample & crate::sample::suspended_paths_wanted() != 0
+        && let super::measure::Target::Process(process) = target
+        && crate::process::current_is_helper() == Some(false)
+    {
+        crate::sample::finish_suspended(process.trace_account());
+    }
+    true
 }
 
 /// What [`end_poll`] does for histograms and event logs.
@@ -829,11 +902,14 @@ fn push_in(s: &Stack, id: u32, mask: u64, call: bool, prior: u64) {
             }
         }
     }
+    // Its function before the depth that shows it to the signal handler (see `sigcell`).
+    if !deep {
+        s.ids[depth + 1].set(id);
+    }
     s.depth.set(depth + 1);
     if deep {
         return;
     }
-    s.ids[depth + 1].set(id);
     s.masks[depth].set(mask);
     if mask & s.histograms.get() != 0 {
         // Its own time so far; what passes from now on is its own until a frame it calls
@@ -931,6 +1007,9 @@ fn push_tree(s: &Stack, id: u32, mask: u64, trees: u64, call: bool, depth: usize
 fn pop_any(s: &Stack, pending: bool) -> Option<u64> {
     if s.lean.get() != 0 {
         pop_lean(s, pending);
+        None
+    } else if s.sample.get() != 0 {
+        pop_sample(s, pending);
         None
     } else {
         pop_checked(s, pending)
@@ -1111,12 +1190,14 @@ fn push_lean(s: &Stack, id: u32, call: bool) {
     if call {
         bump(&acc.calls, 1);
     }
-    s.depth.set(depth + 1);
     if depth >= CAPACITY {
+        s.depth.set(depth + 1);
         return; // counted; its time and memory go to the deepest frame kept
     }
     s.parents[depth].set(s.lean_current.replace(Some(acc)));
+    // Its function before the depth that shows it to the signal handler (see `sigcell`).
     s.ids[depth + 1].set(id);
+    s.depth.set(depth + 1);
     s.function.get().store(id, Ordering::Relaxed);
 }
 
@@ -1164,6 +1245,45 @@ fn pop_lean(s: &Stack, pending: bool) {
     }
 }
 
+/// Enters a frame of function `id` in a sample poll ([`Stack::sample`]); `call` when this is
+/// the call's entry, which is counted for the poll's session in this thread's counters. The
+/// frame's function is written before the depth that makes it visible to the signal handler
+/// (see [`super::sigcell`]).
+#[inline(always)]
+fn push_sample(s: &Stack, id: u32, call: bool) {
+    if call {
+        let bit = s.sample.get().trailing_zeros();
+        super::session::count_sampled(id, bit, s.generations[bit as usize].get());
+    }
+    let depth = s.depth.get();
+    if depth < CAPACITY {
+        s.ids[depth + 1].set(id);
+        s.function.get().store(id, Ordering::Relaxed);
+    }
+    // Deeper than the stack: counted, not kept.
+    s.depth.set(depth + 1);
+}
+
+/// Leaves the top frame in a sample poll (`pending` when it is a future's poll that returned
+/// `Pending`), recording the function the process is back in, or where it suspends.
+#[inline(always)]
+fn pop_sample(s: &Stack, pending: bool) {
+    let depth = s.depth.get();
+    if depth == 0 {
+        return; // its poll has ended (only after a leaked guard)
+    }
+    let depth = depth - 1;
+    s.depth.set(depth);
+    if depth >= CAPACITY {
+        return; // deeper than the stack: nothing kept
+    }
+    if pending {
+        record_pending(s, s.ids[depth + 1].get());
+    } else {
+        record_restore(s, s.ids[depth].get());
+    }
+}
+
 /// [`charge_lean`] in its common case, inline, and true: time read from the time-stamp counter
 /// or not measured, and no memory allocated since the last event (or memory not measured).
 /// False, having charged nothing, otherwise.
@@ -1190,10 +1310,13 @@ fn pop_sync_lean() {
 }
 
 /// Pops a synchronous call's frame pushed by [`push_in`] (`pushed` is [`PUSHED`]), by
-/// [`enter_outside`] ([`PUSHED_OUTSIDE`]) or by [`FrameGuard::enter_quick`] (`QUICK | depth`);
-/// finds the stack itself.
+/// [`enter_outside`] ([`PUSHED_OUTSIDE`]), by [`push_sample`] ([`PUSHED_SAMPLE`]) or by
+/// [`FrameGuard::enter_quick`] (`QUICK | depth`); finds the stack itself.
 #[inline(never)]
 fn pop_sync_any(pushed: u8) {
+    if pushed == PUSHED_SAMPLE {
+        return with_stack(|s| pop_sample(s, false));
+    }
     if pushed & QUICK == 0 {
         std::hint::cold_path();
         if pushed == PUSHED_OUTSIDE {
@@ -1260,6 +1383,13 @@ fn enter_call_in(s: &Stack, callsite: &'static Callsite, mask: u64) -> FrameGuar
     // Every session of `mask` measures and none counts (one load), and the poll is lean for
     // one of them.
     if mask & s.lean.get() == 0 || mask & super::measure::not_lean() != 0 {
+        // Or a sample poll's session wants it, and no session counts it apart.
+        if mask & s.sample.get() != 0 && mask & super::measure::not_lean() == 0 {
+            push_sample(s, callsite.id() as u32, true);
+            return FrameGuard {
+                pushed: PUSHED_SAMPLE,
+            };
+        }
         return enter_call_full(s, callsite, mask);
     }
     let depth = s.depth.get();
@@ -1274,9 +1404,9 @@ fn enter_call_in(s: &Stack, callsite: &'static Callsite, mask: u64) -> FrameGuar
     }
     // The rest of `push_lean`.
     bump(&acc.calls, 1);
-    s.depth.set(depth + 1);
     s.parents[depth].set(s.lean_current.replace(Some(acc)));
     s.ids[depth + 1].set(id as u32);
+    s.depth.set(depth + 1);
     s.function.get().store(id as u32, Ordering::Relaxed);
     FrameGuard {
         pushed: PUSHED_LEAN,
@@ -1321,6 +1451,12 @@ fn push_call(s: &Stack, callsite: &'static Callsite, mask: u64) -> FrameGuard {
     }
     let mask = mask & s.active.get();
     if mask != 0 {
+        if s.sample.get() != 0 {
+            push_sample(s, id, true);
+            return FrameGuard {
+                pushed: PUSHED_SAMPLE,
+            };
+        }
         push_in(s, id, mask, true, 0);
         return FrameGuard { pushed: PUSHED };
     }
@@ -1407,6 +1543,8 @@ const PUSHED: u8 = 1;
 const PUSHED_LEAN: u8 = 2;
 /// The outermost frame of a call outside processes ([`enter_outside`]).
 const PUSHED_OUTSIDE: u8 = 3;
+/// A synchronous call's frame pushed by [`push_sample`].
+const PUSHED_SAMPLE: u8 = 4;
 /// `QUICK | depth`: a synchronous call's frame pushed by [`FrameGuard::enter_quick`], kept at
 /// `depth` (below [`CAPACITY`], so that it fits the low bits).
 const QUICK: u8 = 0x80;
@@ -1459,9 +1597,9 @@ impl FrameGuard {
                 return None;
             }
             bump(&acc.calls, 1);
-            s.depth.set(depth + 1);
             s.parents[depth].set(s.lean_current.replace(Some(acc)));
             s.ids[depth + 1].set(id as u32);
+            s.depth.set(depth + 1);
             s.function.get().store(id as u32, Ordering::Relaxed);
             Some(FrameGuard {
                 pushed: QUICK | depth as u8,
@@ -1498,7 +1636,11 @@ pub(crate) fn poll_in_frame<R>(
             push_lean(s, id, call);
             guard.pushed = PUSHED;
         } else if mask & s.active.get() != 0 {
-            push_in(s, id, mask & s.active.get(), call, *polled);
+            if s.sample.get() != 0 {
+                push_sample(s, id, call);
+            } else {
+                push_in(s, id, mask & s.active.get(), call, *polled);
+            }
             guard.pushed = PUSHED;
         } else if s.active.get() == 0 {
             // No measured poll here: perhaps a call outside any process.
@@ -1511,6 +1653,9 @@ pub(crate) fn poll_in_frame<R>(
             let pending = out.is_pending();
             let so_far = if s.lean.get() != 0 {
                 pop_lean(s, pending);
+                None
+            } else if s.sample.get() != 0 {
+                pop_sample(s, pending);
                 None
             } else {
                 pop_any(s, pending)

@@ -1,7 +1,9 @@
 //! What a sample session keeps of a process once the process has ended.
 //!
 //! A sample session ([`TraceTypes::SAMPLE`]) keeps a table per process it samples, as
-//! call_time does: the process's calls per traced function, its initial call and its name.
+//! call_time does: its initial call and its name, and the calls of its polls that the session
+//! shared with another (those it measured alone are counted per thread, apart from any
+//! process).
 //! call_time and call_memory keep the tables of ended processes as long as the session lives
 //! (tprof's collect reports every process measured), but a sample profile needs of a process
 //! only its calls, which it sums over every process, and its name and initial call, which
