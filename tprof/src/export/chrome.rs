@@ -96,6 +96,10 @@
 //!   (`"ph": "i"`, `"s": "g"`) at the end says how many (`args.dropped`).
 //! - Past a million slices (as for a trace profile), the shortest are left out and
 //!   `otherData.slices_left_out` says how many.
+//! - **Allocation samples** are not time: a process's `alloc samples` thread has an instant
+//!   per allocation sampled and a counter track of the bytes allocated so far (estimated),
+//!   bounded at 100,000 allocations (the `alloc` module); `otherData.samples.dropped_bytes`
+//!   says what the dropped ones stood for.
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
@@ -110,6 +114,7 @@ use super::weight::{frame_name, unit, weight};
 use super::{ExportError, Stack};
 use crate::{Function, Group, Profile, TraceType};
 
+mod alloc;
 mod sampled;
 
 /// What the file says about itself (shown by `chrome://tracing`'s metadata view).
@@ -279,6 +284,10 @@ enum Args<'a> {
     Dropped { dropped: u64 },
     /// A slice of samples.
     Sample(sampled::SampleArgs<'a>),
+    /// An allocation sampled.
+    Allocation(alloc::AllocArgs<'a>),
+    /// A point of the counter of bytes allocated.
+    Counter { bytes: u64 },
 }
 
 /// A frame of a timeline, on its event.

@@ -140,9 +140,8 @@ fn execute(command: Cmd) -> Result<ExitCode, CommandError> {
                     );
                 } else {
                     eprintln!(
-                        "tprof: sample profile ({} samples, {} dropped) written to {}",
-                        outcome.profile.samples.samples.len(),
-                        outcome.profile.samples.dropped(),
+                        "tprof: sample profile ({}) written to {}",
+                        outcome.profile.samples.kept_and_dropped(),
                         path.display()
                     );
                 }
@@ -176,6 +175,7 @@ fn execute(command: Cmd) -> Result<ExitCode, CommandError> {
             out,
             file,
             samples,
+            sampler,
             ..
         } => {
             let to_terminal = out.as_deref().is_none_or(|o| o.as_os_str() == "-")
@@ -184,7 +184,13 @@ fn execute(command: Cmd) -> Result<ExitCode, CommandError> {
                 .then(|| console::Term::stdout().size_checked())
                 .flatten()
                 .map(|(_rows, columns)| usize::from(columns));
-            command::report_with(&file, format, out.as_deref(), &samples.options(terminal))?;
+            command::report_sampler(
+                &file,
+                format,
+                out.as_deref(),
+                &samples.options(terminal),
+                sampler,
+            )?;
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Merge { out, inputs } => {
