@@ -62,6 +62,7 @@ mod chrome;
 mod flamegraph;
 pub(crate) use flamegraph::{Scripts, write_drawing as flame_graph};
 mod folded;
+mod grouped;
 mod html;
 pub(crate) use html::escape_html;
 mod json;

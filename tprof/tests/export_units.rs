@@ -3,7 +3,8 @@
 //! allocations in the Chrome trace, their dropped samples weighed in bytes, a merge of
 //! samplers refused by the formats that draw one total, Go's default sample types (a heap
 //! profile with nothing in use, a goroutine profile), and the wording of merges, full
-//! buffers and the html's sample counts.
+//! buffers and the html's sample counts; and the svg and speedscope exports of 100,000
+//! processes grouped as the html viewer groups them (issue 31, *At 100,000 processes*).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -371,4 +372,92 @@ fn the_html_process_table_counts_each_sample_once() {
     // The process table: `<0.1.0>` 2 samples, `<0.2.0>` 1.
     assert!(text.contains("<0.1.0> app::worker/1 1 2 "), "{text}");
     assert!(text.contains("<0.2.0> app::worker/1 1 1 "), "{text}");
+}
+
+// ---------------------------------------------------------------- many processes
+
+#[test]
+fn the_svg_of_100_000_processes_draws_them_grouped_by_initial_call() {
+    let profile = wall(100_000, 0.0);
+    let svg = export::to_string(Format::Svg, &profile).unwrap();
+    let (frames, total) = common::svg::svg_frames(&svg);
+    // 100,000 process-ticks of 10 ms.
+    assert_eq!(total, 100_000 * 10_000_000);
+    let names: Vec<&str> = frames.iter().map(|f| f.name.as_str()).collect();
+    let group = "app::worker/1\u{a0}(100,000\u{a0}processes)";
+    let drawn = frames.iter().find(|f| f.name == group);
+    let drawn = drawn.unwrap_or_else(|| panic!("no {group:?} in {names:?}"));
+    assert_eq!(drawn.units, total);
+    assert!(
+        names.contains(&"app::wait/0") && names.contains(&"[receive]"),
+        "{names:?}"
+    );
+    // Bounded: a frame per group and path, not per process.
+    assert!(svg.len() < 100_000, "{} bytes", svg.len());
+}
+
+#[test]
+fn processes_narrower_than_a_pixel_are_one_frame_in_the_svg() {
+    // 60 processes of initial calls of their own: one heavy, 59 narrower than a pixel.
+    let stack: &[&str] = &["app::wait"];
+    let mut samples: Vec<(u32, &[&str], f64)> = vec![(1, stack, 10_000.0)];
+    samples.extend((2..=60).map(|i| (i, stack, 1.0)));
+    let mut profile = sampled_profile(0, &samples);
+    for (i, p) in profile.processes.iter_mut().enumerate() {
+        p.initial_call = format!("app::job{i}/0");
+    }
+    let svg = export::to_string(Format::Svg, &profile).unwrap();
+    let (frames, _) = common::svg::svg_frames(&svg);
+    let small = frames
+        .iter()
+        .find(|f| f.name == "(59\u{a0}small\u{a0}processes)")
+        .unwrap_or_else(|| panic!("{:?}", frames.iter().map(|f| &f.name).collect::<Vec<_>>()));
+    assert_eq!(small.units, 59 * 10_000_000);
+    assert!(frames.iter().any(|f| f.name == "<0.1.0>"));
+}
+
+#[test]
+fn speedscope_of_100_000_processes_has_a_profile_per_group_and_says_so() {
+    let profile = wall(100_000, 0.0);
+    let file: Value =
+        serde_json::from_str(&export::to_string(Format::Speedscope, &profile).unwrap()).unwrap();
+    let profiles = file["profiles"].as_array().unwrap();
+    let names: Vec<&str> = profiles
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["all processes", "app::worker/1 (100,000 processes)"]
+    );
+    let weights: u64 = profiles[1]["weights"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_u64().unwrap())
+        .sum();
+    assert_eq!(weights, 100_000 * 10_000_000);
+    let name = file["name"].as_str().unwrap();
+    assert!(
+        name.contains("100,000 processes, grouped by initial call into 1 group"),
+        "{name}"
+    );
+    // A trace profile of many processes too.
+    let mut traced = Profile::empty(TraceType::CallTime);
+    traced.processes = profile.processes.clone();
+    traced.function_table = vec![common::function("app", "wait", 0, 1)];
+    traced.functions = vec![tprof::FunctionTrace {
+        function: common::function("app", "wait", 0, 1),
+        entries: profile
+            .processes
+            .iter()
+            .map(|p| common::entry(tprof::Group::Process(p.pid), 1, 5))
+            .collect(),
+    }];
+    let file: Value =
+        serde_json::from_str(&export::to_string(Format::Speedscope, &traced).unwrap()).unwrap();
+    let profiles = file["profiles"].as_array().unwrap();
+    assert_eq!(profiles.len(), 1, "{}", profiles.len());
+    assert_eq!(profiles[0]["name"], "app::worker/1 (100,000 processes)");
+    assert_eq!(profiles[0]["endValue"], 500_000);
 }
