@@ -20,7 +20,13 @@
 //!   heartbeat process on the node saw between two wake-ups of 1 ms timers, with the sampler on
 //!   and off.
 //!
-//! Run with `cargo bench --bench sampling` (Linux).
+//! - `truth`: whether CPU profiles tell the truth on the six shapes users run (issue #29): tprof
+//!   on perf events, tprof on its fallback and pprof-rs, at 99 and 999 Hz, against unprofiled
+//!   runs: captured share (mean, and the lowest busy thread), distinct samples per CPU-second,
+//!   A:B against the truth, throughput ([`truth`]'s documentation says how each is measured).
+//!
+//! Run with `cargo bench --bench sampling` (Linux); `cargo bench --bench sampling --
+//! sampling/truth` for the truth table alone.
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -28,6 +34,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group};
+
+#[path = "sampling/shapes.rs"]
+mod shapes;
+#[path = "sampling/truth.rs"]
+mod truth;
 use runtime::sample::{SampleOptions, Sampler};
 use runtime::trace::{ProcessSpec, TracePattern};
 use runtime::{Node, Pid, receive};
@@ -295,13 +306,22 @@ fn figures() {
 criterion_group!(benches, overhead, census);
 
 fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if !filtered_out(&args, "sampling/truth") && filtered_out(&args, "sampling/figures") {
+        // The truth table alone: criterion's rows would only be filtered out.
+        truth::table();
+        return;
+    }
     benches();
     criterion::Criterion::default()
         .configure_from_args()
         .final_summary();
     // Criterion's own filter does not reach these: skip them when a filter names another row.
-    if !filtered_out(&std::env::args().skip(1).collect::<Vec<_>>()) {
+    if !filtered_out(&args, "sampling/figures") {
         figures();
+    }
+    if !filtered_out(&args, "sampling/truth") {
+        truth::table();
     }
 }
 
@@ -324,12 +344,12 @@ const VALUED: &[&str] = &[
     "--plotting-backend",
 ];
 
-/// Whether `args` hold a row filter that `sampling/figures` does not match.
-fn filtered_out(args: &[String]) -> bool {
+/// Whether `args` hold a row filter that `row` does not match.
+fn filtered_out(args: &[String], row: &str) -> bool {
     let mut previous: Option<&str> = None;
     args.iter().any(|a| {
         let value = previous.is_some_and(|p| VALUED.contains(&p));
         previous = Some(a.as_str());
-        !value && !a.starts_with('-') && !"sampling/figures".contains(a.as_str())
+        !value && !a.starts_with('-') && !row.contains(a.as_str())
     })
 }

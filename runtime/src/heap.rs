@@ -134,34 +134,46 @@ const NO: u8 = 1;
 /// Unknown (0), [`NO`] or [`YES`].
 static INSTALLED: AtomicU8 = AtomicU8::new(0);
 
+/// [`probe_now`], once per program.
+#[cold]
+fn probe() -> bool {
+    static PROBE: OnceLock<bool> = OnceLock::new();
+    let installed = *PROBE.get_or_init(probe_now);
+    INSTALLED.store(if installed { YES } else { NO }, Ordering::Relaxed);
+    installed
+}
+
 /// Allocates a block of [`alloc::PROBE`]'s layout through the global allocator and looks
 /// whether a [`CountingAlloc`] handed it out: the allocator records the address of each such
 /// block (it recognises the layout on its out-of-line path). Nothing is set around the
 /// allocation for the allocator to read, so the answer does not lean on the order of a
 /// thread-local's writes and an allocator call, which the compiler does not promise to keep.
-#[cold]
-fn probe() -> bool {
-    static PROBE: OnceLock<bool> = OnceLock::new();
-    let installed = *PROBE.get_or_init(|| {
-        let layout = alloc::PROBE;
-        // SAFETY: the layout's size is not zero.
-        #[allow(unsafe_code)]
-        let block = unsafe { std::alloc::alloc(layout) };
-        if block.is_null() {
-            return false;
-        }
-        // The block's address escapes: the allocation is made, and made here.
-        let block = std::hint::black_box(block);
-        let seen = alloc::PROBED.load(Ordering::Relaxed) == block.addr();
-        // SAFETY: `block` came from `std::alloc::alloc` with this layout, and is freed once.
-        #[allow(unsafe_code)]
-        unsafe {
-            std::alloc::dealloc(block, layout)
-        };
-        seen
-    });
-    INSTALLED.store(if installed { YES } else { NO }, Ordering::Relaxed);
-    installed
+///
+/// The record is cleared first: a `CountingAlloc` used as a plain value (not the global
+/// allocator) records the blocks of that layout it hands out too, and one it handed out and
+/// freed before may be where the global allocator puts the probe's block. Taken for the
+/// probe's, it would make [`installed`] true without the counting allocator, and
+/// [`move_box`] would then write a tag outside a box's block.
+fn probe_now() -> bool {
+    let layout = alloc::PROBE;
+    // The same atomic, written then read on this thread: in this order, whatever the
+    // allocator call between does.
+    alloc::PROBED.store(0, Ordering::Relaxed);
+    // SAFETY: the layout's size is not zero.
+    #[allow(unsafe_code)]
+    let block = unsafe { std::alloc::alloc(layout) };
+    if block.is_null() {
+        return false;
+    }
+    // The block's address escapes: the allocation is made, and made here.
+    let block = std::hint::black_box(block);
+    let seen = alloc::PROBED.load(Ordering::Relaxed) == block.addr();
+    // SAFETY: `block` came from `std::alloc::alloc` with this layout, and is freed once.
+    #[allow(unsafe_code)]
+    unsafe {
+        std::alloc::dealloc(block, layout)
+    };
+    seen
 }
 
 /// [`HeapError::NotInstalled`] unless [`CountingAlloc`] is the global allocator.
@@ -279,5 +291,34 @@ pub(crate) fn move_box<T: ?Sized>(value: &mut Box<T>, to: &'static Account) {
         let moved = alloc::move_charge(account::Tag::unpack(word), layout.size(), to);
         // A sampled block stays marked: its free still leaves the live set.
         tag_ptr.write(moved.pack() | (word & account::SAMPLED));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::alloc::GlobalAlloc;
+
+    /// This test binary's global allocator is not a `CountingAlloc`; a `CountingAlloc` used
+    /// as a plain value hands out blocks of the probe's layout, and frees them, where the
+    /// global allocator will likely put the probe's own block next: the probe still says no.
+    #[test]
+    fn the_probe_is_not_fooled_by_a_block_a_counting_alloc_freed() {
+        // The program's answer first, before this test records any address.
+        assert!(!installed());
+        let counting = CountingAlloc::system();
+        for _ in 0..8 {
+            // SAFETY: the layout's size is not zero; the block is freed once, with it.
+            #[allow(unsafe_code)]
+            unsafe {
+                let block = counting.alloc(alloc::PROBE);
+                assert!(!block.is_null());
+                counting.dealloc(block, alloc::PROBE);
+            }
+            assert!(
+                !probe_now(),
+                "a freed block's address was taken for the probe's"
+            );
+        }
     }
 }

@@ -87,7 +87,7 @@ impl Counts {
 pub(crate) struct Tally {
     /// The slot plus one of the account the allocations are charged to (shared), 0 for none.
     /// Written by its thread before it sets the charge, read by its allocations.
-    account: AtomicU32,
+    pub(super) account: AtomicU32,
     counts: Counts,
 }
 

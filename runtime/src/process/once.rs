@@ -148,7 +148,8 @@ mod tests {
 
     #[test]
     fn racing_writers_agree_on_one_value() {
-        for _ in 0..100 {
+        // Miri explores interleavings within each round: fewer rounds, within its time.
+        for _ in 0..if cfg!(miri) { 10 } else { 100 } {
             let cell = Arc::new(SetOnce::new());
             let threads: Vec<_> = (0..4)
                 .map(|i| {

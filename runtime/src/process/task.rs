@@ -240,7 +240,7 @@ mod tests {
     /// A process's future that keeps a pointer into itself across a suspension (tokio's
     /// `yield_now` does: its closure borrows a local of its `async fn`) is polled and checked
     /// through a pinned `&mut` only. A shared reference to it, taken by the poll wrapper
-    /// between two polls, would invalidate that pointer under Stacked Borrows: `.ci/miri`
+    /// between two polls, would invalidate that pointer under Stacked Borrows: Miri
     /// reported the next poll as undefined behaviour before the wrapper stopped taking one.
     #[test]
     fn a_self_borrowing_future_is_polled_in_place() {

@@ -338,21 +338,28 @@ fn arm_timer(entry: &mut ThreadEntry, ring: &'static Ring, period: u64) -> bool 
 
 /// Closes `entry`'s perf event, or deletes its timer, if any (under the registry's lock).
 /// The handler forgets the perf event's descriptor before it is closed, and ignores a signal
-/// of a descriptor that is not its thread's current one. After `timer_delete` returns, the
-/// kernel sends no more signals of it, and one still queued is discarded with it.
+/// of a descriptor that is not its thread's current one.
+///
+/// After `timer_delete` returns, the kernel arms the timer no more; a signal of it already
+/// queued may still be delivered (older kernels deliver it, newer ones drop it), which the
+/// handler ignores: the ring has forgotten the timer first, so that a handler on the entry's
+/// own thread (the thread's exit disarms it there) never reads an id already deleted: one
+/// that interrupts before the ring forgets it runs to its end before the delete. A handler on
+/// the entry's thread while another thread disarms it (the sampler's stop) may have read the
+/// id just before: see the handler's `timer_getoverrun`.
 pub(crate) fn disarm(entry: &mut ThreadEntry) {
     if let Some(fd) = entry.perf.take() {
         entry.publish_perf(-1);
         super::perf::close(fd);
     }
     if let Some(timer) = entry.timer.take() {
+        if let Some(ring) = entry.ring {
+            ring.set_timer(None);
+        }
         // SAFETY: `timer` was made by `timer_create` and is deleted once (taken out above).
         #[allow(unsafe_code)]
         unsafe {
             libc::timer_delete(timer);
-        }
-        if let Some(ring) = entry.ring {
-            ring.set_timer(None);
         }
     }
 }
@@ -441,9 +448,13 @@ extern "C" fn handler(_signal: libc::c_int, info: *mut libc::siginfo_t, ctx: *mu
                 // A timer's signal queued before it was deleted, or none of ours.
                 return;
             };
-            // SAFETY: `timer` is this thread's live timer (deleted only under the registry's
-            // lock, after which no signal of it is delivered); `timer_getoverrun` is
-            // async-signal-safe.
+            // SAFETY: `timer` is this thread's timer, made by `timer_create`; `disarm` may
+            // delete it from another thread while this handler runs (after the handler read
+            // the id above), and `timer_getoverrun` of a deleted timer fails with EINVAL (-1,
+            // taken as 0), or reads another timer's overrun if the kernel reused the id: only
+            // a weight is wrong, once. glibc's `timer_t` is the kernel's id since 2.34 (not a
+            // pointer: older ones pointed it at a block `timer_delete` frees, which this call
+            // would then read). `timer_getoverrun` is async-signal-safe.
             #[allow(unsafe_code)]
             let overrun = unsafe { libc::timer_getoverrun(timer as libc::timer_t).max(0) as u64 };
             (1 + overrun) * period

@@ -57,7 +57,15 @@ pub(crate) fn current_stack_bounds() -> Option<StackBounds> {
 #[inline(always)]
 #[allow(unsafe_code)]
 unsafe fn load(addr: usize) -> u64 {
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(miri)]
+    {
+        // Miri runs no assembly: the same read as a Rust one, through the provenance the
+        // memory's owner exposed (the tests' buffers standing for stacks: `as usize` exposes),
+        // so that Miri checks that the walk reads inside them and nowhere else.
+        // SAFETY: as below, by the caller.
+        unsafe { std::ptr::with_exposed_provenance::<u64>(addr).read() }
+    }
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
     {
         let v: u64;
         // SAFETY: the caller guarantees the address is mapped and readable; the asm reads 8
@@ -68,7 +76,7 @@ unsafe fn load(addr: usize) -> u64 {
         }
         v
     }
-    #[cfg(target_arch = "aarch64")]
+    #[cfg(all(target_arch = "aarch64", not(miri)))]
     {
         let v: u64;
         // SAFETY: as above.
@@ -78,7 +86,7 @@ unsafe fn load(addr: usize) -> u64 {
         }
         v
     }
-    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64", miri)))]
     {
         let _ = addr;
         0
@@ -101,17 +109,24 @@ pub(crate) fn walk(
     }
     out[0] = pc;
     let mut n = 1;
-    let lo = sp.max(bounds.lo);
+    // `[sp, hi)` is the part of the stack in use only when `sp` is inside the stack: the
+    // interrupted code may run on another one (a signal's alternate stack, a coroutine's),
+    // and then no part of this one is known to be mapped (the main thread's bounds reach
+    // below its stack's mapping, to the size it may grow to).
+    if sp < bounds.lo || sp >= bounds.hi {
+        return (n, false);
+    }
+    let lo = sp;
     let hi = bounds.hi;
     let mut fp = fp;
     while fp >= lo && fp.is_multiple_of(8) && fp.checked_add(16).is_some_and(|end| end <= hi) {
         if n == out.len() {
             return (n, true);
         }
-        // SAFETY: `fp` and `fp + 8` are 8-aligned words inside `[sp, hi)`: the part of this
-        // thread's stack in use when it was interrupted (from its stack pointer up to the
-        // stack's top), which stays mapped and readable while the handler runs on the same
-        // thread below `sp`.
+        // SAFETY: `fp` and `fp + 8` are 8-aligned words inside `[sp, hi)`, `sp` being inside
+        // the thread's stack (checked above): the part of this thread's stack in use when it
+        // was interrupted (from its stack pointer up to the stack's top), which stays mapped
+        // and readable while the handler runs on the same thread below `sp`.
         #[allow(unsafe_code)]
         let (next, ret) = unsafe { (load(fp) as usize, load(fp + 8)) };
         if ret == 0 {
@@ -181,11 +196,34 @@ fn frame_pointer() -> usize {
     fp
 }
 
-/// The stack pointer, near enough: the address of a local.
+/// The calling function's stack pointer: where the part of the stack in use starts.
+///
+/// Not the address of a local, lowered to the frame pointer when that is lower: in code built
+/// without frame pointers the frame pointer register holds anything, and taken for the stack
+/// pointer it would let the walk read below the stack in use (on the main thread, below its
+/// stack's mapping: a fault).
 #[inline(always)]
 fn stack_pointer() -> usize {
-    let marker = 0u8;
-    std::ptr::addr_of!(marker) as usize
+    let sp: usize;
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: copies a register, nothing else.
+    #[allow(unsafe_code)]
+    unsafe {
+        std::arch::asm!("mov {}, rsp", out(reg) sp, options(nomem, nostack, preserves_flags));
+    }
+    #[cfg(target_arch = "aarch64")]
+    // SAFETY: copies a register, nothing else.
+    #[allow(unsafe_code)]
+    unsafe {
+        std::arch::asm!("mov {}, sp", out(reg) sp, options(nomem, nostack, preserves_flags));
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        // No walk here (`load` reads nothing): the address of a local is near enough.
+        let marker = 0u8;
+        sp = std::ptr::addr_of!(marker) as usize;
+    }
+    sp
 }
 
 /// Walks the calling thread's stack from its caller's frame (no signal: the allocation
@@ -194,9 +232,7 @@ fn stack_pointer() -> usize {
 /// allocates nothing.
 #[inline(always)]
 pub(crate) fn walk_here(bounds: StackBounds, out: &mut [u64]) -> (usize, bool) {
-    let fp = frame_pointer();
-    let sp = stack_pointer().min(fp);
-    walk(0, fp, sp, bounds, out)
+    walk(0, frame_pointer(), stack_pointer(), bounds, out)
 }
 
 #[inline(never)]
@@ -213,9 +249,7 @@ fn probe_b(bounds: StackBounds, out: &mut [u64]) -> usize {
 
 #[inline(never)]
 fn probe_c(bounds: StackBounds, out: &mut [u64]) -> usize {
-    let fp = frame_pointer();
-    let sp = stack_pointer().min(fp);
-    walk(0, fp, sp, bounds, out).0
+    walk_here(bounds, out).0
 }
 
 /// Whether this build's native stacks can be walked by frame pointers: a walk from three
@@ -287,6 +321,19 @@ mod tests {
         let (n, more) = walk(0xaaaa, at(4), at(2), bounds, &mut short);
         assert_eq!((n, more), (2, true));
         assert_eq!(short, [0xaaaa, 0x1111]);
+
+        // A stack pointer outside the stack (the interrupted code ran on another one) says
+        // nothing of what is mapped: no frame pointer is followed, even one inside the stack.
+        let inner = StackBounds {
+            lo: at(8),
+            hi: base + 64 * 8,
+        };
+        let (n, _) = walk(0xaaaa, at(10), at(2), inner, &mut out);
+        assert_eq!(&out[..n], &[0xaaaa]);
+        let (n, _) = walk(0xaaaa, at(10), base + 64 * 8, inner, &mut out);
+        assert_eq!(&out[..n], &[0xaaaa]);
+        let (n, _) = walk(0xaaaa, at(10), at(9), inner, &mut out);
+        assert_eq!(&out[..n], &[0xaaaa, 0x2222, 0x3333]);
         drop(stack);
     }
 
@@ -296,6 +343,7 @@ mod tests {
         target_os = "linux",
         any(target_arch = "x86_64", target_arch = "aarch64")
     ))]
+    #[cfg_attr(miri, ignore = "reads the frame pointer register with inline assembly")]
     fn this_build_walks() {
         assert!(
             walkable(),

@@ -55,6 +55,10 @@ fn spin(n: u64) -> u64 {
 /// deadlock, and the test would fail at its bound. Meanwhile its own allocations are counted:
 /// the handler ran many times and allocated nothing. On the fallback's timers.
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "signals, timers or a thread's stack bounds: FFI Miri cannot run"
+)]
 fn the_handler_neither_locks_nor_allocates() {
     handler_neither_locks_nor_allocates(super::CpuSource::Timers);
 }
@@ -120,6 +124,10 @@ fn handler_neither_locks_nor_allocates(source: super::CpuSource) {
 /// table): a recorder that took one would deadlock. Its allocations through the global
 /// allocator are counted: the recorder wrote a record per allocation and allocated nothing.
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "signals, timers or a thread's stack bounds: FFI Miri cannot run"
+)]
 fn the_alloc_sampler_neither_locks_nor_allocates() {
     let _serial = SERIAL.lock();
     super::alloc::start(super::AllocRate::SampleRate(1.0)).expect("start the sampler");
@@ -177,6 +185,10 @@ extern "C" fn foreign(_: libc::c_int) {}
 /// Another handler of SIGPROF (a program's own, another profiler's) is never replaced: the
 /// sampler refuses to start, and starts again once it is gone.
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "signals, timers or a thread's stack bounds: FFI Miri cannot run"
+)]
 fn another_sigprof_handler_is_refused_not_replaced() {
     let _serial = SERIAL.lock();
     // SAFETY: installs a handler that does nothing, then puts the default back; no other test
@@ -202,6 +214,10 @@ fn another_sigprof_handler_is_refused_not_replaced() {
 /// the drain is held off while the queue is filled and overrun by a known number, so the count
 /// does not depend on how fast the drain thread runs; frees that fit lose none.
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "signals, timers or a thread's stack bounds: FFI Miri cannot run"
+)]
 fn frees_lost_to_a_full_queue_are_reported() {
     use super::alloc::{FREE_SLOTS, freed, take_dropped_frees, take_frees};
     let _serial = SERIAL.lock();
@@ -277,6 +293,10 @@ fn spin_until_sampled() -> bool {
 /// thread ever started. Other tests of this binary register their nodes' threads meanwhile,
 /// hence a margin; one entry per thread started would exceed it by far.
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "signals, timers or a thread's stack bounds: FFI Miri cannot run"
+)]
 fn the_registry_stays_bounded_as_threads_come_and_go() {
     const THREADS: usize = 200;
     let _serial = SERIAL.lock();
@@ -321,6 +341,10 @@ fn the_registry_stays_bounded_as_threads_come_and_go() {
 /// threads may take the vacated entries meanwhile: a registration is told by its index and
 /// generation.
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "signals, timers or a thread's stack bounds: FFI Miri cannot run"
+)]
 fn the_drain_walks_the_occupied_entries_only() {
     const THREADS: usize = 32;
     let _serial = SERIAL.lock();
@@ -379,6 +403,10 @@ fn the_drain_walks_the_occupied_entries_only() {
 /// still name it (its tid and name, as when it was sampled), and the new thread's name its
 /// own.
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "signals, timers or a thread's stack bounds: FFI Miri cannot run"
+)]
 fn a_reused_entry_does_not_rename_the_samples_of_the_thread_before() {
     let _serial = SERIAL.lock();
     let node = crate::Node::builder()
@@ -585,6 +613,10 @@ const UNSAMPLED_CPU_NS: u64 = 200_000_000;
 /// time is counted meanwhile: timers would have fired); a session on B too: B's take some;
 /// A's closed: A's take none more while B's go on.
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "signals, timers or a thread's stack bounds: FFI Miri cannot run"
+)]
 fn only_the_threads_of_sampled_nodes_take_cpu_samples() {
     let _serial = SERIAL.lock();
     let build = || {
@@ -663,6 +695,10 @@ fn only_the_threads_of_sampled_nodes_take_cpu_samples() {
 /// samples loses its timer, and gets it back when it polls a process of the sampled node (a
 /// thread of a runtime two nodes share).
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "signals, timers or a thread's stack bounds: FFI Miri cannot run"
+)]
 fn a_thread_of_no_node_or_of_two_is_sampled_for_the_sampled_node() {
     let _serial = SERIAL.lock();
     let runtime = || {

@@ -30,9 +30,10 @@
 //! reads the registry. Each reads only its own thread's [`THREAD`] slot, and a thread's slot is
 //! written by the registry only while that thread is alive (`alive`, under the registry's
 //! lock). An entry is vacated only once (1) its thread has run its unregistering destructor,
-//! which, on that thread, deleted its timer (no SIGPROF of it is delivered after
-//! `timer_delete`) and nulled both ring pointers of its slot (so neither its handler nor its
-//! allocator hook, if a later destructor allocates, writes a ring again), then set `alive`
+//! which, on that thread, deleted its timer (the kernel arms it no more; a SIGPROF of it
+//! already queued may still come) and nulled both ring pointers of its slot (so neither its
+//! handler nor its allocator hook, if a later destructor allocates, writes a ring again),
+//! then set `alive`
 //! false under the lock; and (2) the drain, holding the drain's lock (rings have one consumer
 //! at a time), emptied both rings after seeing `alive` false under the registry's lock (so
 //! after every record the thread wrote) and gave them back. Reusing the entry then writes the
@@ -367,6 +368,12 @@ pub(crate) fn register_current(node: u32) {
 #[cold]
 #[inline(never)]
 fn register_slow(node: u32) {
+    if cfg!(miri) {
+        // Miri runs no signal, timer or stack walk (nor the calls that read a thread's stack
+        // bounds and clock): a thread stays unregistered, and unsampled, so that the rest of a
+        // node runs under it.
+        return;
+    }
     let (index, known) = THREAD.with(|t| {
         (
             t.index.load(Ordering::Relaxed),
@@ -501,8 +508,9 @@ impl Drop for Unregister {
                 entry.cpu_exited = cpu.unwrap_or(entry.cpu_registered);
                 super::cpu::disarm(entry);
             }
-            // No signal of this thread's timer comes after the delete above; the handler
-            // sees no ring from here on, nor does the allocator's hook.
+            // The timer is deleted (a signal of it still queued may come, on older kernels,
+            // and finds the ring or not); the handler sees no ring from here on, nor does the
+            // allocator's hook.
             entry.publish_ring(None);
             entry.publish_alloc_ring(None);
             entry.alive = false;

@@ -1,0 +1,347 @@
+//! Whether CPU profiles tell the truth on every shape (issue #29): each of the six shapes
+//! ([`super::shapes`]) under tprof on perf events, tprof on its fallback (per-thread CPU
+//! timers) and pprof-rs, at 99 and 999 Hz, several runs per cell, against an unprofiled run of
+//! the same shape. Per cell it prints:
+//!
+//! - `captured`: the CPU time the samples stand for over the CPU time of the threads that did
+//!   the work (each thread's `schedstat`, read before and after the run), as the mean over
+//!   the runs, and the lowest of any busy thread (20 ms of CPU or more) in any run;
+//! - `samples/cpu-s`: distinct samples per CPU-second of those threads (the rate taken, beside
+//!   the rate asked);
+//! - `A:B`: for the mixes, the CPU the samples give `shape_a` over `shape_b`, summed over the
+//!   runs, against the truth (each call's CPU measured by its thread's CPU clock);
+//! - `throughput`: units of work per CPU-second of the process, as a share of the unprofiled
+//!   runs'.
+//!
+//! tprof's figures are computed here from the samples, the same way as pprof-rs's, not taken
+//! from the profile's own coverage (which is printed beside them, as `self`).
+//!
+//! Runs: `SAMPLING_REPS` (10) per cell, each `SAMPLING_RUN_MS` (1000) of wall time;
+//! `SAMPLING_SHAPES` (a comma-separated subset) and `SAMPLING_HZ` (`99,999`) narrow the table.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use runtime::Node;
+use runtime::sample::{CpuSource, SampleOptions};
+use runtime::trace::{ProcessSpec, TracePattern};
+
+use super::shapes::{self, SHAPES, THREADS};
+
+/// A thread with this much CPU in a run is judged on its own.
+const BUSY_NS: u64 = 20_000_000;
+
+#[derive(Clone, Copy, PartialEq)]
+enum Profiler {
+    Unprofiled,
+    Tprof(CpuSource),
+    Pprof,
+}
+
+impl Profiler {
+    fn name(self) -> &'static str {
+        match self {
+            Profiler::Unprofiled => "unprofiled",
+            Profiler::Tprof(CpuSource::Timers) => "tprof timers",
+            Profiler::Tprof(_) => "tprof perf",
+            Profiler::Pprof => "pprof-rs",
+        }
+    }
+}
+
+/// One run's figures.
+#[derive(Default)]
+struct Run {
+    captured: f64,
+    min_thread: f64,
+    samples_per_cpu_s: f64,
+    a_sampled: f64,
+    b_sampled: f64,
+    a_true: f64,
+    b_true: f64,
+    throughput: f64,
+    /// The profile's own coverage (tprof): captured and samples per CPU-second.
+    own: Option<(f64, f64)>,
+}
+
+/// This process's user and system CPU time, in nanoseconds.
+fn process_cpu_ns() -> u64 {
+    // SAFETY: `getrusage` writes the struct it is given, a zeroed plain struct on the stack.
+    #[allow(unsafe_code)]
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut usage);
+        usage
+    };
+    let tv = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1000;
+    tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
+/// Which of `shape_a` / `shape_b` a stack of names is in, innermost first.
+fn a_or_b<'a>(names: impl Iterator<Item = &'a str>) -> Option<bool> {
+    for name in names {
+        if name.contains("shape_a") {
+            return Some(true);
+        }
+        if name.contains("shape_b") {
+            return Some(false);
+        }
+    }
+    None
+}
+
+fn one_run(node: &Node, shape: &str, profiler: Profiler, hz: u32, run: Duration) -> Run {
+    let period_ns = 1e9 / f64::from(hz);
+    let cpu_before = shapes::threads_cpu();
+    let process_before = process_cpu_ns();
+    let mut session = None;
+    let mut guard = None;
+    match profiler {
+        Profiler::Unprofiled => {}
+        Profiler::Tprof(source) => {
+            let s = node
+                .sample_session(SampleOptions::new().hz(hz).n(10_000_000).cpu_source(source))
+                .expect("sample session");
+            s.trace()
+                .set_pattern(&TracePattern::all())
+                .expect("pattern");
+            s.trace()
+                .enable_trace(ProcessSpec::New, true)
+                .expect("flags");
+            session = Some(s);
+        }
+        Profiler::Pprof => {
+            guard = Some(
+                pprof::ProfilerGuardBuilder::default()
+                    .frequency(hz as i32)
+                    .blocklist(&["libc", "libgcc", "pthread", "vdso"])
+                    .build()
+                    .expect("pprof-rs"),
+            );
+        }
+    }
+    let work = shapes::run(node, shape, run);
+    // Sampled CPU by thread id, samples by thread id, and A / B.
+    let mut sampled: HashMap<i32, f64> = HashMap::new();
+    let mut samples: HashMap<i32, u64> = HashMap::new();
+    let (mut a, mut b) = (0.0, 0.0);
+    let mut own = None;
+    if let Some(s) = session.take() {
+        let data = s.samples();
+        drop(s);
+        for sample in &data.samples {
+            let Some(tid) = sample
+                .thread
+                .and_then(|t| data.threads.iter().find(|th| th.index == t))
+                .map(|th| th.tid)
+            else {
+                continue;
+            };
+            let ns = sample.weight * period_ns;
+            *sampled.entry(tid).or_default() += ns;
+            *samples.entry(tid).or_default() += 1;
+            match a_or_b(sample.traced.iter().rev().map(|cs| cs.function())) {
+                Some(true) => a += ns,
+                Some(false) => b += ns,
+                None => {}
+            }
+        }
+        own = data
+            .cpu
+            .as_ref()
+            .and_then(|c| Some((c.captured()?, c.samples_per_cpu_second()?)));
+    }
+    if let Some(g) = guard.take() {
+        let report = g.report().build().expect("pprof-rs report");
+        drop(g);
+        let tids: HashMap<u64, i32> = THREADS.lock().expect("threads").iter().copied().collect();
+        for (frames, count) in &report.data {
+            let Some(&tid) = tids.get(&frames.thread_id) else {
+                continue;
+            };
+            let ns = *count as f64 * period_ns;
+            *sampled.entry(tid).or_default() += ns;
+            *samples.entry(tid).or_default() += *count as u64;
+            let names: Vec<String> = frames
+                .frames
+                .iter()
+                .flatten()
+                .map(|symbol| symbol.name())
+                .collect();
+            match a_or_b(names.iter().map(String::as_str)) {
+                Some(true) => a += ns,
+                Some(false) => b += ns,
+                None => {}
+            }
+        }
+    }
+    let process_cpu = process_cpu_ns() - process_before;
+    let cpu_after = shapes::threads_cpu();
+    let working: HashSet<i32> = THREADS
+        .lock()
+        .expect("threads")
+        .iter()
+        .map(|t| t.1)
+        .collect();
+    let mut busy_cpu = 0u64;
+    let mut busy_sampled = 0.0;
+    let mut busy_samples = 0u64;
+    let mut min_thread = f64::INFINITY;
+    for tid in working {
+        let used = cpu_after
+            .get(&tid)
+            .copied()
+            .unwrap_or(0)
+            .saturating_sub(cpu_before.get(&tid).copied().unwrap_or(0));
+        if used < BUSY_NS {
+            continue;
+        }
+        let got = sampled.get(&tid).copied().unwrap_or(0.0);
+        busy_cpu += used;
+        busy_sampled += got;
+        busy_samples += samples.get(&tid).copied().unwrap_or(0);
+        min_thread = min_thread.min(got / used as f64);
+    }
+    Run {
+        captured: busy_sampled / busy_cpu.max(1) as f64,
+        min_thread: if min_thread.is_finite() {
+            min_thread
+        } else {
+            0.0
+        },
+        samples_per_cpu_s: busy_samples as f64 / (busy_cpu.max(1) as f64 / 1e9),
+        a_sampled: a,
+        b_sampled: b,
+        a_true: work.a_ns as f64,
+        b_true: work.b_ns as f64,
+        throughput: work.units as f64 / (process_cpu.max(1) as f64 / 1e9),
+        own,
+    }
+}
+
+fn env_list(name: &str, default: &str) -> Vec<String> {
+    std::env::var(name)
+        .unwrap_or_else(|_| default.to_owned())
+        .split(',')
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
+/// Prints the table (see the module documentation).
+pub(crate) fn table() {
+    let reps: usize = std::env::var("SAMPLING_REPS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(10);
+    let run = Duration::from_millis(
+        std::env::var("SAMPLING_RUN_MS")
+            .ok()
+            .and_then(|r| r.parse().ok())
+            .unwrap_or(1000),
+    );
+    let shapes_asked = env_list("SAMPLING_SHAPES", &SHAPES.join(","));
+    let rates: Vec<u32> = env_list("SAMPLING_HZ", "99,999")
+        .iter()
+        .filter_map(|r| r.parse().ok())
+        .collect();
+    let perf_ok = node_probe();
+    let node = Node::builder().worker_threads(2).build().expect("node");
+    println!(
+        "sampling/truth: {reps} runs of {} ms per cell, 2 workers{}",
+        run.as_millis(),
+        if perf_ok {
+            ""
+        } else {
+            " (perf events refused here: tprof perf rows missing)"
+        }
+    );
+    println!(
+        "{:<9} {:>4} {:<12} {:>9} {:>9} {:>13} {:>16} {:>10} {:>15}",
+        "shape",
+        "hz",
+        "profiler",
+        "captured",
+        "min/thr",
+        "samples/cpu-s",
+        "A:B (true)",
+        "thruput",
+        "self"
+    );
+    for shape in &shapes_asked {
+        // The unprofiled baseline, once per shape.
+        let base: Vec<Run> = (0..reps)
+            .map(|_| one_run(&node, shape, Profiler::Unprofiled, 99, run))
+            .collect();
+        let base_throughput = mean(base.iter().map(|r| r.throughput));
+        let (a_true, b_true) = (
+            base.iter().map(|r| r.a_true).sum::<f64>(),
+            base.iter().map(|r| r.b_true).sum::<f64>(),
+        );
+        if b_true > 0.0 {
+            println!(
+                "{shape:<9} true A:B over the unprofiled runs {:.2}",
+                a_true / b_true
+            );
+        }
+        for &hz in &rates {
+            let mut profilers = vec![Profiler::Tprof(CpuSource::Timers), Profiler::Pprof];
+            if perf_ok {
+                profilers.insert(0, Profiler::Tprof(CpuSource::PerfEvents));
+            }
+            for profiler in profilers {
+                let runs: Vec<Run> = (0..reps)
+                    .map(|_| one_run(&node, shape, profiler, hz, run))
+                    .collect();
+                let named = runs.iter().map(|r| r.a_sampled + r.b_sampled).sum::<f64>();
+                let ab = if runs.iter().any(|r| r.b_true > 0.0) && named == 0.0 {
+                    // pprof-rs's frames, as this bench resolves them, never name the two
+                    // functions: no ratio rather than a ratio of nothing.
+                    "unnamed".to_owned()
+                } else if runs.iter().any(|r| r.b_true > 0.0) {
+                    let sampled = runs.iter().map(|r| r.a_sampled).sum::<f64>()
+                        / runs.iter().map(|r| r.b_sampled).sum::<f64>().max(1.0);
+                    let truth = runs.iter().map(|r| r.a_true).sum::<f64>()
+                        / runs.iter().map(|r| r.b_true).sum::<f64>().max(1.0);
+                    format!("{sampled:.2} ({truth:.2})")
+                } else {
+                    "-".to_owned()
+                };
+                let own = if runs.iter().all(|r| r.own.is_some()) {
+                    let c = mean(runs.iter().filter_map(|r| r.own).map(|o| o.0));
+                    let s = mean(runs.iter().filter_map(|r| r.own).map(|o| o.1));
+                    format!("{:.1}% {s:.0}/s", c * 100.0)
+                } else {
+                    "-".to_owned()
+                };
+                println!(
+                    "{:<9} {:>4} {:<12} {:>8.1}% {:>8.1}% {:>13.0} {:>16} {:>9.1}% {:>15}",
+                    shape,
+                    hz,
+                    profiler.name(),
+                    mean(runs.iter().map(|r| r.captured)) * 100.0,
+                    runs.iter()
+                        .map(|r| r.min_thread)
+                        .fold(f64::INFINITY, f64::min)
+                        * 100.0,
+                    mean(runs.iter().map(|r| r.samples_per_cpu_s)),
+                    ab,
+                    mean(runs.iter().map(|r| r.throughput)) / base_throughput * 100.0,
+                    own
+                );
+            }
+        }
+    }
+}
+
+fn mean(values: impl Iterator<Item = f64>) -> f64 {
+    let (sum, n) = values.fold((0.0, 0usize), |(s, n), v| (s + v, n + 1));
+    if n == 0 { 0.0 } else { sum / n as f64 }
+}
+
+/// Whether tprof can run on perf events here (a session asking for them opens).
+fn node_probe() -> bool {
+    let node = Node::builder().worker_threads(1).build().expect("node");
+    node.sample_session(SampleOptions::new().cpu_source(CpuSource::PerfEvents))
+        .is_ok()
+}
