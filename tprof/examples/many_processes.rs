@@ -4,6 +4,9 @@
 //! started. Under `tprof run --sampler wall` every process is sampled waiting; under
 //! `tprof run --type call_time` each has a row of its own:
 //!
+//! It counts its allocations (`runtime::CountingAlloc`), so `tprof run --mode alloc` samples
+//! them too.
+//!
 //! ```sh
 //! cargo build --release -p tprof --example many_processes
 //! tprof run --sampler wall -o wall.tprof -- target/release/examples/many_processes
@@ -14,6 +17,10 @@ use std::time::Duration;
 
 use runtime::{Node, receive};
 
+/// Counts what each process allocates, for `tprof run --mode alloc`.
+#[global_allocator]
+static ALLOC: runtime::CountingAlloc = runtime::CountingAlloc::system();
+
 /// A little work, traced.
 #[runtime::traced(module = "many_processes")]
 fn work(n: u64) -> u64 {
@@ -22,9 +29,10 @@ fn work(n: u64) -> u64 {
 
 fn main() {
     let mut args = std::env::args().skip(1);
-    let n: u64 = args
-        .next()
-        .map_or(100_000, |a| a.parse().expect("the first argument is a number of processes"));
+    let n: u64 = args.next().map_or(100_000, |a| {
+        a.parse()
+            .expect("the first argument is a number of processes")
+    });
     let seconds: f64 = args
         .next()
         .map_or(1.5, |a| a.parse().expect("the second argument is seconds"));
@@ -33,6 +41,8 @@ fn main() {
         node.handle()
             .spawn(async move {
                 std::hint::black_box(work(i % 64));
+                // Something to sample in allocation mode: a block of its own, freed at once.
+                std::hint::black_box(vec![0u8; 64 + (i % 4096) as usize]);
                 let _: () = receive().await;
             })
             .expect("spawn a process");
