@@ -128,7 +128,9 @@ fn idle(c: &mut Criterion<ratio_measurement::Ratio>) {
     // The reading's check: one request to the pull endpoint's index shows in it.
     let addr = endpoint.http_addr().expect("the pull endpoint");
     let mut stream = std::net::TcpStream::connect(addr).expect("connect");
-    std::io::Write::write_all(&mut stream, b"GET /debug/pprof/ HTTP/1.1\r\n\r\n").expect("send");
+    let token = endpoint.token().expect("the endpoint's token").as_str();
+    let request = format!("GET /debug/pprof/?token={token} HTTP/1.1\r\n\r\n");
+    std::io::Write::write_all(&mut stream, request.as_bytes()).expect("send");
     std::io::Read::read_to_end(&mut stream, &mut Vec::new()).expect("the index");
     let request = endpoint_cpu_ns().0.saturating_sub(after);
     drop(endpoint);

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 mod runtime {
     mod failure;
+    mod fairness;
     mod gen_server;
     mod introspection;
     mod messages;

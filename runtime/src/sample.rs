@@ -72,14 +72,31 @@
 //! node.send(idle, 1u64);
 //! ```
 //!
-//! # Frame pointers
+//! # Building for samples: frame pointers and debug info
 //!
 //! Native stacks are walked by frame pointers, which Rust omits by default: build with
 //! `RUSTFLAGS="-C force-frame-pointers=yes"` (or in `.cargo/config.toml`, as this workspace
-//! does) for whole native stacks, and with `debug = "line-tables-only"` in the profile for
-//! file and line. A session tells whether this build's stacks walk
+//! does) for whole native stacks. A session tells whether this build's stacks walk
 //! ([`SampleData::native_walked`]) and says so once on stderr when they do not; samples then
 //! keep the interrupted instruction and their traced stacks.
+//!
+//! For file and line, the recommended setting is `debug = "line-tables-only"` in the profile
+//! you build with (`[profile.release]`): the smallest debug info with lines. Each level, with
+//! frame pointers (`tests/join_debug_levels.rs` builds a traced function calling untraced
+//! helpers at each and checks it):
+//!
+//! | `debug =` | native frames | a traced function's samples |
+//! | --- | --- | --- |
+//! | `0` | function names (symbol table), no file or line | cut at the traced frame; listings put its time on its `fn` line, allocation sites too |
+//! | `"line-tables-only"` (recommended) | names, file and line | cut at the traced frame, each on the line it ran |
+//! | `"limited"` | the same | the same |
+//! | `"full"` | the same, a larger binary | the same |
+//!
+//! With line tables only, DWARF names functions without their module (`crunch`,
+//! `{closure#0}`); the symbol table gives each sampled function its full name, and the native
+//! frame of a traced function is found by name, file and lines. A function inlined into
+//! another keeps the bare name DWARF gives it (the symbol table names only the function it
+//! was inlined into).
 //!
 //! # Signals
 //!
@@ -108,6 +125,7 @@ mod ring;
 mod snapshot;
 mod store;
 mod symbols;
+mod symtab;
 #[cfg(all(test, target_os = "linux"))]
 mod tests;
 mod threads;

@@ -2,11 +2,12 @@
 //! keep the workers busy in the traced `crunch` (which allocates), and `idle` waits in
 //! `receive`. It opens its control endpoint as the environment says (`TPROF_PPROF_HTTP` for
 //! the pull endpoint; `TPROF_CONTROL`, `TPROF_CONTROL_TCP`), prints `http: ADDR` and serves
-//! until its standard input closes:
+//! until its standard input closes. Requests show the token written beside the control
+//! socket (or set `TPROF_PPROF_HTTP_OPEN=1`):
 //!
 //! ```sh
-//! TPROF_PPROF_HTTP=127.0.0.1:6060 cargo run -p tprof --example pull_target &
-//! go tool pprof -top 'http://127.0.0.1:6060/debug/pprof/profile?seconds=5'
+//! TPROF_CONTROL=/tmp/pull.sock TPROF_PPROF_HTTP=127.0.0.1:6060 cargo run -p tprof --example pull_target &
+//! go tool pprof -top "http://127.0.0.1:6060/debug/pprof/profile?seconds=5&token=$(cat /tmp/pull.token)"
 //! ```
 
 use std::hint::black_box;

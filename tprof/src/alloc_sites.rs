@@ -50,7 +50,7 @@ use std::io::{self, Write};
 use runtime::Pid;
 
 use crate::profile::{Function, Profile};
-use crate::samples::{SampleRecord, SampleSet, SamplerKind};
+use crate::samples::{SampleFrame, SampleRecord, SampleSet, SamplerKind};
 
 /// Estimated figures of some allocation samples.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -93,12 +93,46 @@ pub struct SiteAllocation {
     pub figures: SampledAllocation,
 }
 
-/// Whether a frame of the standard library's allocation machinery (not a site).
-fn is_machinery(name: &str) -> bool {
+/// Whether a frame of the standard library's allocation machinery (not a site): by its
+/// qualified name, or, where the debug info names functions without their module (DWARF of
+/// `debug = "line-tables-only"`: `alloc`, `finish_grow`), by its file, one of the standard
+/// library's sources (`…/library/alloc/src/…`) or hashbrown's.
+fn is_machinery(set: &SampleSet, functions: &[Function], frame: u32) -> bool {
+    let name = set.frame_name(functions, frame);
     let n = name.trim_start_matches('<');
-    ["alloc::", "core::", "std::", "hashbrown::"]
+    if ["alloc::", "core::", "std::", "hashbrown::"]
         .iter()
         .any(|p| n.starts_with(p))
+    {
+        return true;
+    }
+    let Some(SampleFrame {
+        function: None,
+        file: Some(file),
+        ..
+    }) = set.frames.get(frame as usize)
+    else {
+        return false;
+    };
+    let file = file.replace('\\', "/");
+    ["/library/alloc/", "/library/core/", "/library/std/"]
+        .iter()
+        .any(|lib| file.contains(lib))
+        || file.rsplit('/').any(|dir| dir.starts_with("hashbrown-"))
+}
+
+/// Where site `frame` is, `file:line`: a traced function's site at the line that allocated
+/// (the line its own native frame was at), or at the function's line when that is not known.
+fn site_location(set: &SampleSet, functions: &[Function], frame: u32) -> Option<(String, u32)> {
+    let (file, line) = set.frame_location(functions, frame)?;
+    match set.frames.get(frame as usize) {
+        Some(SampleFrame {
+            function: Some(_),
+            line: Some(at),
+            ..
+        }) => Some((file, *at)),
+        _ => Some((file, line)),
+    }
 }
 
 /// The allocation samples of `set`.
@@ -117,7 +151,7 @@ fn site_of(set: &SampleSet, functions: &[Function], stack: u32) -> Option<u32> {
     frames
         .iter()
         .rev()
-        .find(|&&f| !is_machinery(&set.frame_name(functions, f)))
+        .find(|&&f| !is_machinery(set, functions, f))
         .or(frames.last())
         .copied()
 }
@@ -139,7 +173,7 @@ pub fn by_site(profile: &Profile) -> Vec<SiteAllocation> {
         .into_iter()
         .map(|((site, pid), figures)| SiteAllocation {
             site: site.map_or_else(|| "(no stack)".to_owned(), |f| set.frame_name(functions, f)),
-            location: site.and_then(|f| set.frame_location(functions, f)),
+            location: site.and_then(|f| site_location(set, functions, f)),
             pid,
             figures,
         })
@@ -263,5 +297,84 @@ pub fn lost_frees_note(set: &SampleSet) -> Option<String> {
         n => Some(format!(
             "{n} frees of sampled blocks were lost (queue full): in-use figures may over-count"
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::TraceType;
+    use crate::samples::{AllocRate, SampleSource, SampleStack};
+
+    /// An allocation in a traced function's own body, its stack named as DWARF of
+    /// `debug = "line-tables-only"` names it (the standard library's frames without their
+    /// module): sited at the traced function, at the line that allocated.
+    #[test]
+    fn a_traced_body_allocation_is_sited_at_its_line_whatever_names_std_frames_have() {
+        let mut profile = Profile::empty(TraceType::CallCount);
+        profile.function_table = vec![Function {
+            module: "kv".into(),
+            name: "crunch".into(),
+            arity: 1,
+            file: "src/main.rs".into(),
+            line: 30,
+        }];
+        let set = &mut profile.samples;
+        set.sources = vec![SampleSource {
+            run: 0,
+            node: 0,
+            sampler: SamplerKind::Alloc,
+            hz: 0,
+            alloc_rate: Some(AllocRate::SampleRate(1.0)),
+            dropped: 0.0,
+            native_walked: true,
+            duration_ns: 0,
+            capacity: 100,
+            lost_frees: 0,
+        }];
+        let native = |name: &str, file: &str| SampleFrame {
+            function: None,
+            name: name.into(),
+            file: Some(file.into()),
+            line: Some(100),
+            address: 0x10,
+        };
+        set.frames = vec![
+            SampleFrame {
+                function: Some(0),
+                name: String::new(),
+                file: None,
+                line: Some(34),
+                address: 0,
+            },
+            native("format_inner", "/rustc/abc/library/alloc/src/fmt.rs"),
+            native(
+                "finish_grow<alloc::alloc::Global>",
+                "/rustc/abc/library/alloc/src/raw_vec/mod.rs",
+            ),
+            native("alloc", "/rustc/abc/library/alloc/src/alloc.rs"),
+        ];
+        set.stacks = (0..4)
+            .map(|i: u32| SampleStack {
+                parent: i.checked_sub(1),
+                frame: i,
+            })
+            .collect();
+        set.samples = vec![SampleRecord {
+            source: 0,
+            pid: None,
+            thread: None,
+            time_ns: 0,
+            weight: 64.0,
+            stack: Some(3),
+            state: None,
+            mailbox_len: 0,
+            size: 64,
+            live: false,
+        }];
+        let sites = by_site(&profile);
+        assert_eq!(sites.len(), 1);
+        assert_eq!(sites[0].site, "kv::crunch/1");
+        assert_eq!(sites[0].location, Some(("src/main.rs".to_owned(), 34)));
     }
 }

@@ -37,7 +37,19 @@
 //! # The pull endpoint
 //!
 //! [`ControlOptions::http`] (or `TPROF_PPROF_HTTP=127.0.0.1:PORT`) serves the URLs that
-//! pull-based profilers scrape, on loopback only: see [`http`].
+//! pull-based profilers scrape, on loopback only, to requests that show the same token
+//! (unless [`ControlOptions::http_open`], `TPROF_PPROF_HTTP_OPEN=1`): see [`http`].
+//!
+//! # Limits
+//!
+//! The Unix socket serves at most 64 connections at once (one more is told so and closed),
+//! each on a thread of its own; a connection's first message must come within 10 s, as the
+//! TCP listener's `hello` must, and a message's body is read as it arrives (an announced
+//! length makes no buffer of that size). Profiles of the next seconds (`sample`, `trace`,
+//! and the pull endpoint's `profile` and `heap`) are taken on the connection's thread by a
+//! session of their own, so they answer while every worker is busy; a request that must run
+//! in a process of the node (the `tprof` server's commands) is given up with an error that
+//! says why if no worker runs it within 10 s.
 
 pub mod complete;
 pub mod http;
@@ -57,7 +69,7 @@ use std::net::SocketAddr;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
 
 use runtime::NodeHandle;
@@ -74,6 +86,7 @@ pub struct ControlOptions {
     tcp: Option<String>,
     token: Option<Token>,
     http: Option<String>,
+    http_open: bool,
 }
 
 impl ControlOptions {
@@ -101,9 +114,19 @@ impl ControlOptions {
         self
     }
 
-    /// Also serve the pull endpoint ([`http`]) on this address, which must be on loopback.
+    /// Also serve the pull endpoint ([`http`]) on this address, which must be on loopback;
+    /// its requests show the [`token`](Self::token) (by default one is generated), unless
+    /// [`http_open`](Self::http_open).
     pub fn http(mut self, addr: impl Into<String>) -> ControlOptions {
         self.http = Some(addr.into());
+        self
+    }
+
+    /// Serves the pull endpoint to every local user, without a token
+    /// (`TPROF_PPROF_HTTP_OPEN=1`): for scrapers that cannot send one. Profiles name the
+    /// program's functions, files and processes.
+    pub fn http_open(mut self, open: bool) -> ControlOptions {
+        self.http_open = open;
         self
     }
 }
@@ -204,7 +227,9 @@ impl ControlEndpoint {
     ) -> Result<ControlEndpoint, ControlError> {
         let tcp_addr = options.tcp.as_deref().map(parse_loopback).transpose()?;
         let http_addr = options.http.as_deref().map(parse_loopback).transpose()?;
-        let token = match (tcp_addr, options.token) {
+        // The TCP listener asks for the token, and so does the pull endpoint unless opened.
+        let asks = tcp_addr.or(http_addr.filter(|_| !options.http_open));
+        let token = match (asks, options.token) {
             (None, _) => None,
             (Some(_), Some(token)) => Some(token),
             (Some(addr), None) => Some(Token::generate().map_err(|source| ControlError::Net {
@@ -262,7 +287,17 @@ impl ControlEndpoint {
             )?);
         }
         if let Some(addr) = http_addr {
-            endpoint.http = Some(http::listen(addr, &endpoint.path, node, &endpoint.closing)?);
+            let access = match (&endpoint.token, options.http_open) {
+                (Some(token), false) => http::Access::Token(token.clone()),
+                _ => http::Access::Open,
+            };
+            endpoint.http = Some(http::listen(
+                addr,
+                &endpoint.path,
+                node,
+                &endpoint.closing,
+                access,
+            )?);
         }
         Ok(endpoint)
     }
@@ -271,7 +306,8 @@ impl ControlEndpoint {
     /// path) or `TPROF_CONTROL=PATH`; `None` when it is unset, empty or `0`.
     /// `TPROF_CONTROL_TCP=IP:PORT` adds a TCP listener, `TPROF_PPROF_HTTP=IP:PORT` the pull
     /// endpoint (both on loopback); either opens the endpoint at its default path when
-    /// `TPROF_CONTROL` is unset.
+    /// `TPROF_CONTROL` is unset. `TPROF_PPROF_HTTP_OPEN=1` serves the pull endpoint without
+    /// its token ([`ControlOptions::http_open`]).
     ///
     /// # Errors
     /// As [`open`](Self::open).
@@ -293,6 +329,7 @@ impl ControlEndpoint {
         };
         options.tcp = tcp;
         options.http = http;
+        options.http_open = var("TPROF_PPROF_HTTP_OPEN").is_some_and(|v| v != "0");
         ControlEndpoint::open(node, options).map(Some)
     }
 
@@ -306,14 +343,15 @@ impl ControlEndpoint {
         self.tcp.as_ref().map(|l| l.addr)
     }
 
-    /// The token TCP clients must show, if it listens on TCP.
+    /// The token TCP clients and pull-endpoint requests must show, if it listens on TCP or
+    /// serves the pull endpoint with one.
     pub fn token(&self) -> Option<&Token> {
         self.token.as_ref()
     }
 
-    /// The file (mode 0600, beside the socket) that holds the token, if it listens on TCP.
+    /// The file (mode 0600, beside the socket) that holds the token, if there is one.
     pub fn token_path(&self) -> Option<PathBuf> {
-        self.tcp
+        self.token
             .as_ref()
             .map(|_| token::beside(&self.path, "token"))
     }
@@ -362,24 +400,72 @@ pub fn runtime_dir() -> PathBuf {
         .unwrap_or_else(std::env::temp_dir)
 }
 
-/// The acceptor's loop: each peer of this user gets a thread; others are closed at once.
+/// The most connections the control socket serves at once, each on a thread of its own; a
+/// peer over it is told so and closed.
+const MAX_PEERS: usize = 64;
+
+/// How long a peer has to send its first message (the TCP listener's `hello` has as long).
+const FIRST_WITHIN: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// A connection in progress, counted while it lives.
+struct Peer(Arc<AtomicUsize>);
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// The acceptor's loop: each peer of this user gets a thread, up to [`MAX_PEERS`] at once;
+/// others are told why and closed at once.
 fn accept(listener: &UnixListener, node: &NodeHandle, closing: &AtomicBool) {
     // SAFETY: `geteuid` has no preconditions and cannot fail.
     #[allow(unsafe_code)]
     let own = unsafe { libc::geteuid() };
+    let peers = Arc::new(AtomicUsize::new(0));
     for stream in listener.incoming() {
         if closing.load(Ordering::SeqCst) {
             return;
         }
         let Ok(mut stream) = stream else { continue };
         if !peer_allowed(peer_uid(&stream), own) {
-            let _ = refuse(&mut stream);
+            let _ = refuse(
+                &mut stream,
+                "refused: the control endpoint serves only its own user",
+            );
             continue;
         }
+        if peers.fetch_add(1, Ordering::SeqCst) >= MAX_PEERS {
+            peers.fetch_sub(1, Ordering::SeqCst);
+            let _ = stream.set_write_timeout(Some(std::time::Duration::from_secs(1)));
+            let _ = refuse(
+                &mut stream,
+                &format!(
+                    "refused: {MAX_PEERS} connections are open, the most this endpoint serves \
+                     at once; close one and try again"
+                ),
+            );
+            continue;
+        }
+        let peer = Peer(Arc::clone(&peers));
         let node = node.clone();
         let _ = std::thread::Builder::new()
             .name("tprof-control-peer".into())
-            .spawn(move || converse(stream, &node));
+            .spawn(move || {
+                let _peer = peer;
+                converse_local(stream, &node);
+            });
+    }
+}
+
+/// A Unix socket's connection: its first message within [`FIRST_WITHIN`], then served
+/// without a deadline between messages (a person at `tprof attach` thinks between commands).
+fn converse_local(mut stream: UnixStream, node: &NodeHandle) {
+    if stream.set_read_timeout(Some(FIRST_WITHIN)).is_err() {
+        return;
+    }
+    if exchange_one(&mut stream, node) && stream.set_read_timeout(None).is_ok() {
+        converse(stream, node);
     }
 }
 
@@ -389,12 +475,12 @@ fn peer_allowed(peer: io::Result<u32>, own: u32) -> bool {
 }
 
 /// Tells a refused peer why, in one response, and closes.
-fn refuse(stream: &mut UnixStream) -> io::Result<()> {
+fn refuse(stream: &mut UnixStream, why: &str) -> io::Result<()> {
     let response = Response {
         version: VERSION,
         id: 0,
         reply: None,
-        error: Some("refused: the control endpoint serves only its own user".to_owned()),
+        error: Some(why.to_owned()),
     };
     write_frame(
         stream,
@@ -443,19 +529,20 @@ fn peer_uid(_stream: &UnixStream) -> io::Result<u32> {
 /// One connection: requests in, responses out, until the peer closes or sends a frame whose
 /// length cannot be trusted.
 fn converse(mut stream: impl Read + Write, node: &NodeHandle) {
-    loop {
-        let response = match read_frame(&mut stream) {
-            Ok(body) => respond(node, &body),
-            Err(FrameError::Closed | FrameError::Io(_)) => return,
-            Err(e @ FrameError::TooLong(_)) => {
-                let _ = send(&mut stream, &failure(0, e.to_string()));
-                return;
-            }
-        };
-        if send(&mut stream, &response).is_err() {
-            return;
+    while exchange_one(&mut stream, node) {}
+}
+
+/// One request read and answered; whether the connection goes on.
+fn exchange_one(stream: &mut (impl Read + Write), node: &NodeHandle) -> bool {
+    let response = match read_frame(stream) {
+        Ok(body) => respond(node, &body),
+        Err(FrameError::Closed | FrameError::Io(_)) => return false,
+        Err(e @ FrameError::TooLong(_)) => {
+            let _ = send(stream, &failure(0, e.to_string()));
+            return false;
         }
-    }
+    };
+    send(stream, &response).is_ok()
 }
 
 /// The response to one frame.

@@ -137,6 +137,21 @@ fn sampled_sites_come_out_exactly_at_sample_rate_one_in_the_profile_and_its_repo
         site("alloc_mode::allocate_little/2", little).bytes,
         10_000.0
     );
+    // Sited at the line that allocated (two below the function's name), not at the `fn` line.
+    let much_fn = profile
+        .lookup("allocate_much")
+        .expect("traced")
+        .function
+        .clone();
+    let much_site = sites
+        .iter()
+        .find(|s| s.site == "alloc_mode::allocate_much/2")
+        .expect("the site");
+    assert_eq!(
+        much_site.location,
+        Some((much_fn.file.clone(), much_fn.line + 2)),
+        "{sites:#?}"
+    );
 
     // The report: Julia's tree in bytes, the totals in bytes and allocations, the sites.
     assert!(

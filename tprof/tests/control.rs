@@ -389,3 +389,48 @@ fn a_heap_snapshot_comes_through_the_endpoint() {
         "the worker is in the snapshot"
     );
 }
+
+/// The Unix socket serves at most 64 connections at once: one more is told why and closed,
+/// and once one of the held ones closes, a new one is served again. A held connection that
+/// announces 16 MiB and sends nothing does not hold 16 MiB.
+#[test]
+fn the_socket_caps_its_connections() {
+    let node = Node::new().unwrap();
+    let endpoint = ControlEndpoint::open(
+        node.handle(),
+        ControlOptions::new().path(socket_path("cap")),
+    )
+    .unwrap();
+    let mut held: Vec<UnixStream> = (0..64)
+        .map(|_| {
+            let mut s = UnixStream::connect(endpoint.path()).unwrap();
+            // A frame of 16 MiB announced, none of it sent.
+            s.write_all(&(16u32 << 20).to_be_bytes()).unwrap();
+            s
+        })
+        .collect();
+    let refused = |path: &std::path::Path| {
+        let mut extra = UnixStream::connect(path).unwrap();
+        extra
+            .set_read_timeout(Some(Duration::from_secs(60)))
+            .unwrap();
+        let body = read_frame(&mut extra).expect("an answer, not silence");
+        let response: Response = serde_json::from_slice(&body).unwrap();
+        response.error
+    };
+    let error = refused(endpoint.path()).expect("the 65th is refused");
+    assert!(error.contains("64 connections are open"), "{error}");
+    // One closes: a new connection is served (its thread counted out first).
+    drop(held.pop());
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        match ControlClient::connect(endpoint.path()).map(|mut c| c.request(Command::Registered)) {
+            Ok(Ok(Reply::Names { .. })) => break,
+            other => assert!(
+                std::time::Instant::now() < deadline,
+                "never served again: {other:?}"
+            ),
+        }
+    }
+    drop(held);
+}

@@ -26,7 +26,11 @@ fn open_http(node: &Node, test: &str) -> (ControlEndpoint, SocketAddr) {
     ));
     let endpoint = ControlEndpoint::open(
         node.handle(),
-        ControlOptions::new().path(path).http("127.0.0.1:0"),
+        // These tests are about what is served; the token's are below.
+        ControlOptions::new()
+            .path(path)
+            .http("127.0.0.1:0")
+            .http_open(true),
     )
     .unwrap();
     let addr = endpoint.http_addr().unwrap();
@@ -289,14 +293,9 @@ fn closing_the_endpoint_cuts_a_profile_in_progress_short() {
         .name("asks".into())
         .spawn(move || get(addr, "/debug/pprof/profile?seconds=600"))
         .unwrap();
-    // The profile is being taken once its sampling server is registered.
+    // The profile is being taken once the sampler's thread runs (a thread, not a process).
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while !node
-        .handle()
-        .registered()
-        .iter()
-        .any(|n| n.to_string() == "tprof_control_sample")
-    {
+    while !sampler_runs() {
         assert!(
             std::time::Instant::now() < deadline,
             "the profile never began"
@@ -318,4 +317,151 @@ fn closing_the_endpoint_cuts_a_profile_in_progress_short() {
     let p = decode(&body);
     let types: Vec<&str> = p.sample_type.iter().map(|t| p.string(t.r#type)).collect();
     assert!(types.contains(&"cpu"), "a CPU profile: {types:?}");
+}
+
+/// Whether a thread of the sampler runs in this process (its name begins `tprof-sample`).
+fn sampler_runs() -> bool {
+    std::fs::read_dir("/proc/self/task")
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+        .any(|t| {
+            std::fs::read_to_string(t.path().join("comm"))
+                .is_ok_and(|name| name.starts_with("tprof-sample"))
+        })
+}
+
+/// A head of 16 KiB and a few bytes, all in one piece, is refused: the limit is hard.
+#[test]
+fn a_head_over_the_limit_in_one_piece_is_refused() {
+    let node = Node::new().unwrap();
+    let (_endpoint, addr) = open_http(&node, "hardhead");
+    let line = "GET /debug/pprof/ HTTP/1.1\r\n";
+    let pad = (16 << 10) + 40 - line.len() - "X-Pad: \r\n\r\n".len();
+    let request = format!("{line}X-Pad: {}\r\n\r\n", "a".repeat(pad));
+    assert_eq!(request.len(), (16 << 10) + 40);
+    let (status, head, _) = exchange(addr, request.as_bytes());
+    assert_eq!(status, 431, "{head}");
+}
+
+/// The token: a request without it gets 401 and no profile; with it in the query or as a
+/// bearer, the profile.
+#[test]
+fn the_pull_endpoint_serves_only_those_who_show_its_token() {
+    let node = Node::new().unwrap();
+    let path =
+        std::env::temp_dir().join(format!("tprof-http-test-{}-token.sock", std::process::id()));
+    let endpoint = ControlEndpoint::open(
+        node.handle(),
+        ControlOptions::new().path(&path).http("127.0.0.1:0"),
+    )
+    .unwrap();
+    let addr = endpoint.http_addr().unwrap();
+    let token = endpoint.token().expect("a token").as_str().to_owned();
+    let file = std::fs::read_to_string(endpoint.token_path().unwrap()).unwrap();
+    assert_eq!(file.trim(), token, "the token file beside the socket");
+    for target in [
+        "/debug/pprof/goroutine?debug=1",
+        "/debug/pprof/",
+        "/debug/pprof/heap?seconds=1",
+        "/debug/pprof/goroutine?debug=1&token=wrong",
+    ] {
+        let (status, body) = get(addr, target);
+        let text = String::from_utf8_lossy(&body);
+        assert_eq!(status, 401, "{target}: {text}");
+        assert!(text.contains("TPROF_PPROF_HTTP_OPEN=1"), "{text}");
+        assert!(
+            !text.contains(&token),
+            "the refusal does not give the token away"
+        );
+    }
+    let (status, body) = get(
+        addr,
+        &format!("/debug/pprof/goroutine?debug=1&token={token}"),
+    );
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    let request = format!(
+        "GET /debug/pprof/goroutine?debug=2 HTTP/1.1\r\nAuthorization: Bearer {token}\r\n\r\n"
+    );
+    let (status, head, _) = exchange(addr, request.as_bytes());
+    assert_eq!(status, 200, "{head}");
+}
+
+/// Five clients that send a header line now and then hold five threads, not the endpoint: a
+/// good request is answered while all five are still sending; and a request over the cap of
+/// requests in progress is told so at once.
+#[test]
+fn slow_clients_do_not_stall_a_good_request() {
+    let node = Node::new().unwrap();
+    let (_endpoint, addr) = open_http(&node, "slowloris");
+    let mut slow: Vec<TcpStream> = (0..5)
+        .map(|_| {
+            let mut s = TcpStream::connect(addr).unwrap();
+            s.write_all(b"GET /debug/pprof/ HTTP/1.1\r\nX-A: 1\r\n")
+                .unwrap();
+            s
+        })
+        .collect();
+    let (status, _) = get(addr, "/debug/pprof/goroutine?debug=1");
+    assert_eq!(status, 200);
+    // The slow ones are still being read: none has been answered.
+    for s in &mut slow {
+        s.write_all(b"X-B: 2\r\n").unwrap();
+        s.set_nonblocking(true).unwrap();
+        let mut byte = [0u8; 1];
+        let read = s.read(&mut byte);
+        assert!(
+            matches!(&read, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+            "a slow client was answered before the good one: {read:?}"
+        );
+    }
+    // Up to the cap, more slow clients; the one past it is told why at once.
+    let more: Vec<TcpStream> = (5..16).map(|_| TcpStream::connect(addr).unwrap()).collect();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let (status, body) = get(addr, "/debug/pprof/");
+        if status == 503 {
+            let text = String::from_utf8_lossy(&body);
+            assert!(text.contains("16 requests are in progress"), "{text}");
+            break;
+        }
+        // The acceptor may not have counted the last connections yet.
+        assert!(std::time::Instant::now() < deadline, "never over the cap");
+    }
+    drop(more);
+}
+
+/// Two profiles of a few seconds are taken at once, and a goroutine request that comes after
+/// them is answered before either ends.
+#[test]
+fn requests_are_served_concurrently() {
+    let node = Node::new().unwrap();
+    let _hog = start_hog(&node);
+    let (_endpoint, addr) = open_http(&node, "concurrent");
+    let (done, finished) = std::sync::mpsc::channel();
+    for _ in 0..2 {
+        let done = done.clone();
+        std::thread::Builder::new()
+            .name("profiles".into())
+            .spawn(move || {
+                let (status, _) = get(addr, "/debug/pprof/profile?seconds=5");
+                let _ = done.send(("profile", status));
+            })
+            .unwrap();
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !sampler_runs() {
+        assert!(std::time::Instant::now() < deadline, "no profile began");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let (status, _) = get(addr, "/debug/pprof/goroutine?debug=1");
+    done.send(("goroutine", status)).unwrap();
+    let order: Vec<(&str, u16)> = (0..3)
+        .map(|_| finished.recv_timeout(Duration::from_secs(120)).unwrap())
+        .collect();
+    assert_eq!(order[0], ("goroutine", 200), "{order:?}");
+    assert!(
+        order[1..].iter().all(|o| *o == ("profile", 200)),
+        "{order:?}"
+    );
 }

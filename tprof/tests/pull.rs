@@ -20,12 +20,16 @@ mod examples;
 struct Target {
     child: Child,
     addr: String,
+    /// The pull endpoint's token, from the file beside the control socket.
+    token: String,
 }
 
 impl Target {
-    fn start() -> Target {
-        let socket =
-            std::env::temp_dir().join(format!("tprof-pull-test-{}.sock", std::process::id()));
+    fn start(test: &str) -> Target {
+        let socket = std::env::temp_dir().join(format!(
+            "tprof-pull-test-{}-{test}.sock",
+            std::process::id()
+        ));
         let mut child = Command::new(examples::example("pull_target"))
             .env("TPROF_CONTROL", &socket)
             .env("TPROF_PPROF_HTTP", "127.0.0.1:0")
@@ -42,11 +46,22 @@ impl Target {
             .strip_prefix("http: ")
             .unwrap_or_else(|| panic!("the example says where it serves: {line:?}"))
             .to_owned();
-        Target { child, addr }
+        let token = std::fs::read_to_string(socket.with_extension("token"))
+            .unwrap()
+            .trim()
+            .to_owned();
+        Target { child, addr, token }
+    }
+
+    /// `target` with the token in its query.
+    fn with_token(&self, target: &str) -> String {
+        let joint = if target.contains('?') { '&' } else { '?' };
+        format!("{target}{joint}token={}", self.token)
     }
 
     /// GET `target`: the status and the body.
     fn get(&self, target: &str) -> (u16, Vec<u8>) {
+        let target = self.with_token(target);
         let mut stream = TcpStream::connect(&self.addr).unwrap();
         stream
             .set_read_timeout(Some(Duration::from_secs(120)))
@@ -91,7 +106,7 @@ fn registered(target: &Target) -> HashMap<String, String> {
 
 #[test]
 fn go_tool_pprof_reads_the_profile_and_its_samples_carry_the_examples_pids() {
-    let target = Target::start();
+    let target = Target::start("pprof");
     let names = registered(&target);
     for name in ["cruncher_a", "cruncher_b", "idle"] {
         assert!(names.contains_key(name), "{name}: {names:?}");
@@ -150,24 +165,94 @@ fn go_tool_pprof_reads_the_profile_and_its_samples_carry_the_examples_pids() {
         return;
     };
     let home = tempfile::tempdir().unwrap();
-    let url = format!("http://{}/debug/pprof/profile?seconds=1", target.addr);
-    let out = Command::new(go)
-        .args(["tool", "pprof", "-top", "-tagroot", "process", &url])
-        .env("HOME", home.path())
-        .env("PPROF_TMPDIR", home.path())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}\n{stdout}");
-    assert!(stdout.contains("pull_target::crunch"), "{stdout}\n{stderr}");
-    // -tagroot puts each sample's process at the root of its stack: both crunchers are there.
-    for name in ["cruncher_a", "cruncher_b"] {
-        assert!(
-            stdout
-                .lines()
-                .any(|l| l.split_whitespace().last() == Some(name)),
-            "{name}: {stdout}"
-        );
+    // Both workers are busy in the crunchers all along: each profile is read by go tool pprof.
+    for (path, args, wanted) in [
+        (
+            "/debug/pprof/profile?seconds=1",
+            &["-top", "-tagroot", "process"][..],
+            "pull_target::crunch",
+        ),
+        (
+            "/debug/pprof/heap?seconds=1",
+            &["-top", "-sample_index", "alloc_space"][..],
+            "pull_target::crunch",
+        ),
+        (
+            "/debug/pprof/goroutine",
+            &["-top", "-tagroot", "process"][..],
+            "idle",
+        ),
+    ] {
+        let url = format!("http://{}{}", target.addr, target.with_token(path));
+        let out = Command::new(&go)
+            .args(["tool", "pprof"])
+            .args(args)
+            .arg(&url)
+            .env("HOME", home.path())
+            .env("PPROF_TMPDIR", home.path())
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{path}: {stderr}\n{stdout}");
+        assert!(stdout.contains(wanted), "{path}: {stdout}\n{stderr}");
+        if path.contains("profile") {
+            // -tagroot puts each sample's process at the root of its stack.
+            for name in ["cruncher_a", "cruncher_b"] {
+                assert!(
+                    stdout
+                        .lines()
+                        .any(|l| l.split_whitespace().last() == Some(name)),
+                    "{name}: {stdout}"
+                );
+            }
+        }
     }
+}
+
+/// Closing the example's standard input while a long profile is in progress ends the program:
+/// the endpoint's close cuts the profile short instead of waiting for it.
+#[test]
+fn closing_stdin_during_a_long_profile_ends_the_program() {
+    let mut target = Target::start("stdin");
+    let addr = target.addr.clone();
+    let url = target.with_token("/debug/pprof/profile?seconds=600");
+    let asked = std::thread::Builder::new()
+        .name("asks".into())
+        .spawn(move || {
+            let mut stream = TcpStream::connect(&addr).unwrap();
+            stream
+                .set_read_timeout(Some(Duration::from_secs(300)))
+                .unwrap();
+            write!(stream, "GET {url} HTTP/1.1\r\n\r\n").unwrap();
+            let mut answer = Vec::new();
+            let _ = stream.read_to_end(&mut answer);
+            answer
+        })
+        .unwrap();
+    // The profile is under way once the program answers another request (served beside it).
+    let (status, _) = target.get("/debug/pprof/goroutine?debug=1");
+    assert_eq!(status, 200);
+    drop(target.child.stdin.take());
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    let exit = loop {
+        if let Some(exit) = target.child.try_wait().unwrap() {
+            break exit;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the program is still running 120 s after its stdin closed (a 600 s profile holds it)"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(exit.success(), "{exit:?}");
+    // The close waits a few seconds for the request, which then answers with what it
+    // gathered; a program that ends before the profile is written (its symbols looked up)
+    // closes the connection instead: either way, no 600 s wait.
+    let answer = asked.join().unwrap();
+    assert!(
+        answer.is_empty() || answer.starts_with(b"HTTP/1.1 200 "),
+        "the cut profile is answered or the connection closed: {:?}",
+        String::from_utf8_lossy(&answer[..answer.len().min(200)])
+    );
 }

@@ -174,11 +174,16 @@ pub(crate) fn traced_block(input: TokenStream) -> syn::Result<TokenStream> {
     if cfg!(feature = "off") {
         return Ok(body.into_token_stream());
     }
+    let end = match &body {
+        syn::Expr::Async(e) => e.block.brace_token.span.close(),
+        syn::Expr::Block(e) => e.block.brace_token.span.close(),
+        _ => name.span(),
+    };
     let callsite = callsite_static(
         &quote!(::core::module_path!()),
         &name.value(),
         0,
-        name.span(),
+        (name.span(), end),
     );
     Ok(match &body {
         syn::Expr::Async(_) => quote! {{
@@ -195,17 +200,22 @@ pub(crate) fn traced_block(input: TokenStream) -> syn::Result<TokenStream> {
     })
 }
 
+/// The callsite static of a traced function whose name is at `span.0` and whose body ends at
+/// `span.1` (its closing brace): `line!()` spanned at each gives their lines.
 fn callsite_static(
     module: &TokenStream,
     name: &str,
     arity: u8,
-    span: proc_macro2::Span,
+    (span, end): (proc_macro2::Span, proc_macro2::Span),
 ) -> TokenStream {
+    let end_line = quote_spanned!(end=> ::core::line!());
     quote_spanned! {span=>
         #[::runtime::__private::linkme::distributed_slice(::runtime::trace::CALLSITES)]
         #[linkme(crate = ::runtime::__private::linkme)]
         static __RUNTIME_TRACED_CALLSITE: ::runtime::trace::Callsite =
-            ::runtime::trace::Callsite::new(#module, #name, #arity, ::core::file!(), ::core::line!());
+            ::runtime::trace::Callsite::new(#module, #name, #arity, ::core::file!(), ::core::line!())
+                .ending_at(#end_line)
+                .in_crate(::core::option_env!("CARGO_MANIFEST_DIR"));
     }
 }
 
@@ -258,7 +268,12 @@ fn wrap_flat(
         Some(m) => quote!(#m),
         None => quote!(::core::module_path!()),
     };
-    let callsite = callsite_static(&module, name, arity, sig.ident.span());
+    let callsite = callsite_static(
+        &module,
+        name,
+        arity,
+        (sig.ident.span(), block.brace_token.span.close()),
+    );
     let mut binds = Vec::new();
     for (i, arg) in sig.inputs.iter_mut().enumerate() {
         let syn::FnArg::Typed(typed) = arg else {
@@ -320,7 +335,7 @@ fn wrap(
         Some(m) => quote!(#m),
         None => quote!(::core::module_path!()),
     };
-    let callsite = callsite_static(&module, name, arity, span);
+    let callsite = callsite_static(&module, name, arity, (span, block.brace_token.span.close()));
     let stmts = &block.stmts;
     let body: TokenStream = match shape(sig) {
         Shape::Sync => quote! {

@@ -249,7 +249,7 @@ fn traced_lines(
     for (i, cs) in traced.iter().enumerate().rev() {
         let Some(at) = native
             .get(from..)
-            .and_then(|rest| rest.iter().position(|(_, f)| names(&f.function, cs)))
+            .and_then(|rest| rest.iter().position(|(_, f)| is_own_frame(f, cs)))
         else {
             continue;
         };
@@ -258,10 +258,42 @@ fn traced_lines(
         lines[i] = frame
             .file
             .as_deref()
-            .filter(|file| std::path::Path::new(file).ends_with(cs.file()))
+            .filter(|file| same_file(file, cs.file()))
             .and(frame.line);
     }
     lines
+}
+
+/// Whether native frame `frame` is traced function `cs`'s own frame: by its qualified name
+/// (see [`names`]), or else, where the debug info names functions without their module (DWARF
+/// of `debug = "line-tables-only"`: `crunch`, `{closure#0}`, `poll<…>`), by its bare name and
+/// place: in the function's file, named as the function (`parse` for `Parser::parse`), or a
+/// closure or `async` block of its body at a line within the function's lines.
+fn is_own_frame(frame: &super::NativeFrame, cs: &Callsite) -> bool {
+    if names(&frame.function, cs) {
+        return true;
+    }
+    // The name without its generic arguments: `poll<F>` is `poll`.
+    let bare = frame.function.split('<').next().unwrap_or_default();
+    if bare.is_empty() || bare.contains("::") {
+        return false;
+    }
+    if !frame
+        .file
+        .as_deref()
+        .is_some_and(|f| same_file(f, cs.file()))
+    {
+        return false;
+    }
+    let own_name = cs.written_name().rsplit("::").next().unwrap_or_default();
+    let within = frame.line.is_some_and(|l| cs.lines().contains(&l));
+    bare == own_name || (bare.starts_with('{') && bare.ends_with('}') && within)
+}
+
+/// Whether a native frame's file (absolute, from the debug info) is a traced function's
+/// (as `file!()` gave it: relative to the workspace it was built in, or absolute).
+fn same_file(native: &str, traced: &str) -> bool {
+    !traced.is_empty() && std::path::Path::new(native).ends_with(traced)
 }
 
 /// Whether native function `function` is traced function `cs`'s own frame: its name
@@ -278,13 +310,13 @@ fn names(function: &str, cs: &Callsite) -> bool {
 /// up to that function's own frame, found by name, or else up to the runtime's poll machinery.
 fn kept_below(native: &[(u64, super::NativeFrame)], innermost: Option<&'static Callsite>) -> usize {
     if let Some(cs) = innermost
-        && let Some(i) = native.iter().position(|(_, f)| names(&f.function, cs))
+        && let Some(i) = native.iter().position(|(_, f)| is_own_frame(f, cs))
     {
         return i;
     }
     native
         .iter()
-        .position(|(_, f)| is_runtime_machinery(&f.function))
+        .position(|(_, f)| is_runtime_machinery(f))
         .unwrap_or(native.len())
 }
 
@@ -305,12 +337,20 @@ fn is_allocator(function: &str) -> bool {
         || f.starts_with("__rg_")
 }
 
-/// Whether a native function is the runtime's poll wrapper or trace machinery.
-fn is_runtime_machinery(function: &str) -> bool {
-    let f = function.trim_start_matches('<');
-    f.starts_with("runtime::trace::")
-        || f.starts_with("runtime::process::")
-        || f.starts_with("runtime::sample::")
+/// Whether a native frame is the runtime's poll wrapper or trace machinery: by its qualified
+/// name, or (debug info that names functions without their module) by its file, one of this
+/// crate's sources there.
+fn is_runtime_machinery(frame: &super::NativeFrame) -> bool {
+    const MODULES: [&str; 3] = ["trace", "process", "sample"];
+    let f = frame.function.trim_start_matches('<');
+    MODULES.iter().any(|m| {
+        f.strip_prefix("runtime::")
+            .is_some_and(|r| r.starts_with(&format!("{m}::")))
+    }) || frame.file.as_deref().is_some_and(|file| {
+        let file = std::path::Path::new(file);
+        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        MODULES.iter().any(|m| file.starts_with(src.join(m)))
+    })
 }
 
 /// The executable mappings of this process that hold one of `addrs`.
@@ -515,5 +555,63 @@ mod tests {
             native("app::server::parsed", "/src/app/src/server.rs", 45),
         ];
         assert_eq!(traced_lines(&elsewhere, &[&INNER]), [None]);
+    }
+
+    static WORKER: Callsite =
+        Callsite::new("kv::pool", "worker", 1, "src/pool.rs", 40).ending_at(48);
+    static CRUNCH: Callsite =
+        Callsite::new("kv::pool", "crunch", 1, "src/pool.rs", 25).ending_at(33);
+
+    /// The native stack of a sample in `crunch` (called by `worker`'s `async` body) as DWARF of
+    /// `debug = "line-tables-only"` names it: no module paths, closures as `{closure#0}`.
+    fn line_tables_only_stack() -> Vec<(u64, NativeFrame)> {
+        vec![
+            native("fnv_hash", "/home/u/kv/src/pool.rs", 12),
+            native("crunch", "/home/u/kv/src/pool.rs", 31),
+            native(
+                "{closure#0}<kv::pool::worker::{async_block_env#0}>",
+                "/r/src/trace/callsite.rs",
+                289,
+            ),
+            native("{async_block#0}", "/home/u/kv/src/pool.rs", 42),
+            native(
+                "poll_measured<kv::pool::worker::{async_block_env#0}>",
+                "/r/src/trace/callsite.rs",
+                288,
+            ),
+            native("poll", "/t/tokio/src/runtime/task/raw.rs", 267),
+        ]
+    }
+
+    /// Without module paths in the names, a traced function's own frame is found by its name
+    /// and file, and its body's `async` block by its file and lines: the native stack is cut
+    /// at the traced frame, and each traced frame gets its line.
+    #[test]
+    fn line_tables_only_frames_are_joined_by_name_file_and_lines() {
+        let stack = line_tables_only_stack();
+        assert_eq!(
+            traced_lines(&stack, &[&WORKER, &CRUNCH]),
+            [Some(42), Some(31)]
+        );
+        assert_eq!(
+            kept_below(&stack, Some(&CRUNCH)),
+            1,
+            "only fnv_hash is kept"
+        );
+        assert_eq!(kept_below(&stack[2..], Some(&WORKER)), 1);
+    }
+
+    /// A bare name in another file, or a closure of the same file outside the function's
+    /// lines, is not the function's frame.
+    #[test]
+    fn bare_names_elsewhere_are_not_the_traced_frame() {
+        let elsewhere = [
+            native("crunch", "/home/u/kv/src/other.rs", 31),
+            native("{closure#0}", "/home/u/kv/src/pool.rs", 60),
+            native("{closure#0}", "/home/u/kv/src/pool.rs", 39),
+        ];
+        assert_eq!(traced_lines(&elsewhere, &[&CRUNCH]), [None]);
+        assert_eq!(traced_lines(&elsewhere, &[&WORKER]), [None]);
+        assert_eq!(kept_below(&elsewhere, Some(&CRUNCH)), 3);
     }
 }

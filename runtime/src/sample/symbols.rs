@@ -3,7 +3,9 @@
 //! Done after sampling, on an ordinary thread, once per distinct address (a profile's samples
 //! share most of their addresses), with allocation charging suppressed. `backtrace` reads the
 //! binary's symbol table and DWARF line tables (gimli and addr2line under it), caching what it
-//! parsed.
+//! parsed. Where DWARF names a function without its module (`debug = "line-tables-only"`),
+//! the executable's symbol table gives the function an address lies in its qualified name
+//! ([`super::symtab`]).
 
 use std::collections::HashMap;
 
@@ -45,7 +47,21 @@ pub fn symbolize(addr: u64, return_address: bool) -> Vec<NativeFrame> {
     }
     // `backtrace` gives the innermost (inlined) frame first.
     frames.reverse();
+    // The outermost is the function the address lies in: where the debug info names it
+    // without its module (`debug = "line-tables-only"`), the symbol table's name has it.
+    if let Some(outer) = frames.first_mut()
+        && !qualified(&outer.function)
+        && let Some(name) = super::symtab::function_at(lookup.wrapping_sub(1))
+    {
+        outer.function = name.to_owned();
+    }
     frames
+}
+
+/// Whether a function name has its module path (`app::crunch`, `<app::Cache>::get`), not
+/// only its own name (`crunch`, `{closure#0}`, `poll<app::Task>`).
+fn qualified(name: &str) -> bool {
+    name.starts_with('<') || name.split('<').next().is_some_and(|n| n.contains("::"))
 }
 
 /// Names what `backtrace` finds at `after - 1`.

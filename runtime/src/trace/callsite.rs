@@ -3,6 +3,7 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 
@@ -31,6 +32,12 @@ pub struct Callsite {
     arity: u8,
     file: &'static str,
     line: u32,
+    /// The line of the body's closing brace (`line` when not known).
+    end_line: u32,
+    /// The folder of the crate's manifest, when built by cargo: where `file` is resolved.
+    crate_dir: Option<&'static str>,
+    /// `file` resolved to a path that exists, once asked for.
+    resolved: OnceLock<&'static str>,
     /// One bit per trace session that wants this function; 0 when none does.
     sessions: AtomicU64,
     /// The index in [`CALLSITES`], once computed (`u32::MAX` before).
@@ -53,9 +60,30 @@ impl Callsite {
             arity,
             file,
             line,
+            end_line: line,
+            crate_dir: None,
+            resolved: OnceLock::new(),
             sessions: AtomicU64::new(0),
             id: std::sync::atomic::AtomicU32::new(u32::MAX),
         }
+    }
+
+    /// This callsite, its function's body ending at line `end_line` (its closing brace);
+    /// `#[traced]` writes these.
+    #[doc(hidden)]
+    pub const fn ending_at(mut self, end_line: u32) -> Callsite {
+        if end_line > self.line {
+            self.end_line = end_line;
+        }
+        self
+    }
+
+    /// This callsite, in the crate whose manifest is in `crate_dir` (`CARGO_MANIFEST_DIR`);
+    /// `#[traced]` writes these.
+    #[doc(hidden)]
+    pub const fn in_crate(mut self, crate_dir: Option<&'static str>) -> Callsite {
+        self.crate_dir = crate_dir;
+        self
     }
 
     /// The module path, as `module_path!()` gives it.
@@ -82,14 +110,31 @@ impl Callsite {
         self.arity
     }
 
-    /// The source file.
+    /// The source file: where it is on this machine when it can be found (`file!()` gives a
+    /// path relative to the workspace the crate was built in, which reads only from there:
+    /// the crate's folder and those above it are tried), or as `file!()` gave it.
     pub fn file(&self) -> &'static str {
+        self.resolved
+            .get_or_init(|| match resolve(self.file, self.crate_dir) {
+                Some(path) => Box::leak(path.into_boxed_str()),
+                None => self.file,
+            })
+    }
+
+    /// The source file as `file!()` gave it.
+    pub fn written_file(&self) -> &'static str {
         self.file
     }
 
     /// The line of the function's name in its source file.
     pub fn line(&self) -> u32 {
         self.line
+    }
+
+    /// The lines the function spans in its source file: from its name to its body's closing
+    /// brace. A native frame of its body (a closure, an `async` block) lies within them.
+    pub fn lines(&self) -> std::ops::RangeInclusive<u32> {
+        self.line..=self.end_line
     }
 
     /// The callsite's dense id: its index in [`CALLSITES`].
@@ -129,7 +174,7 @@ impl Callsite {
 
 /// Every callsite's unique function name, by id (built once, on first use).
 fn unique_names() -> &'static [&'static str] {
-    static NAMES: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
+    static NAMES: OnceLock<Vec<&'static str>> = OnceLock::new();
     NAMES.get_or_init(|| {
         let mut seen: std::collections::HashMap<(&str, &str, u8), usize> =
             std::collections::HashMap::new();
@@ -367,5 +412,49 @@ impl<F: Future> Future for Traced<F> {
                 poll_measured(this.callsite, this.state, false, this.future, cx)
             }
         }
+    }
+}
+
+/// `file` (as `file!()` gave it) as a path that exists: itself when absolute, or joined to
+/// `crate_dir` or the first folder above it where it exists. `None` when it is found nowhere
+/// (a program run away from its sources) or is already absolute.
+fn resolve(file: &str, crate_dir: Option<&str>) -> Option<String> {
+    let path = std::path::Path::new(file);
+    if path.is_absolute() {
+        return None;
+    }
+    std::path::Path::new(crate_dir?)
+        .ancestors()
+        .map(|dir| dir.join(path))
+        .find(|p| p.is_file())
+        .map(|p| p.display().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `file!()`'s path, relative to the workspace this crate is built in, resolves to the
+    /// file on disk wherever the program runs from; one found nowhere stays as written.
+    #[test]
+    fn a_callsite_file_resolves_to_a_path_that_exists() {
+        static HERE: Callsite =
+            Callsite::new("m", "f", 0, file!(), line!()).in_crate(Some(env!("CARGO_MANIFEST_DIR")));
+        let file = std::path::Path::new(HERE.file());
+        assert!(file.is_absolute() && file.is_file(), "{}", file.display());
+        assert!(file.ends_with(file!()), "{}", file.display());
+        assert_eq!(HERE.written_file(), file!());
+        static NOWHERE: Callsite = Callsite::new("m", "f", 0, "src/not_a_file.rs", 1)
+            .in_crate(Some(env!("CARGO_MANIFEST_DIR")));
+        assert_eq!(NOWHERE.file(), "src/not_a_file.rs");
+    }
+
+    /// A traced function's lines run from its name to its body's closing brace.
+    #[test]
+    fn a_callsite_spans_its_function_lines() {
+        static F: Callsite = Callsite::new("m", "f", 0, "src/f.rs", 10).ending_at(14);
+        static G: Callsite = Callsite::new("m", "g", 0, "src/f.rs", 10);
+        assert_eq!(F.lines(), 10..=14);
+        assert_eq!(G.lines(), 10..=10);
     }
 }

@@ -18,13 +18,23 @@
 //! the answer is `503` and a sentence saying so, as it is when the CPU sampler cannot run
 //! (`SIGPROF` taken by another profiler).
 //!
-//! One request is served at a time, on a thread of its own outside the runtime: a slow or
-//! malformed client delays other scrapers (its request head must arrive within 10 s), never
-//! the node's workers. A request that does not parse as HTTP/1.x gets `400`, another method
-//! than `GET` `405`, another path `404`; each answer closes its connection. The request head
-//! is parsed by `httparse`; there is no HTTP stack under it, and no token: the profiles are
-//! read-only, and the port is on loopback (any user of the host can read them, as with Go's
-//! `net/http/pprof`).
+//! **Only for those who show the token.** Profiles name functions, files and processes, so
+//! the pull endpoint asks what the TCP control endpoint asks: the token, as `?token=TOKEN` in
+//! the URL (`go tool pprof 'http://127.0.0.1:6060/debug/pprof/profile?seconds=5&token=TOKEN'`)
+//! or as `Authorization: Bearer TOKEN`; a request without it gets `401`. The token is written
+//! beside the control socket (`tprof-<ospid>-<node>.token`, mode 0600: its user's only) and is
+//! [`ControlEndpoint::token`](super::ControlEndpoint::token). For a scraper that cannot send
+//! one, `TPROF_PPROF_HTTP_OPEN=1` (or [`ControlOptions::http_open`](super::ControlOptions::http_open))
+//! opens it to every local user, as Go's `net/http/pprof` is.
+//!
+//! Each request is served on a thread of its own outside the runtime, at most 16 at once (a
+//! connection over that gets `503` at once): a slow or malformed client holds only its own
+//! thread (its request head must arrive within 10 s and within 16 KiB), never other scrapers
+//! nor the node's workers. Profiles are gathered on that thread, by a session of their own:
+//! they answer while every worker is busy. Closing the endpoint cuts every request short (a
+//! profile in progress answers with what it has). A request that does not parse as HTTP/1.x
+//! gets `400`, another method than `GET` `405`, another path `404`; each answer closes its
+//! connection. The request head is parsed by `httparse`; there is no HTTP stack under it.
 //!
 //! ```no_run
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -33,24 +43,25 @@
 //! let node = runtime::Node::new()?;
 //! let endpoint = ControlEndpoint::open(node.handle(), ControlOptions::new().http("127.0.0.1:0"))?;
 //! let addr = endpoint.http_addr().expect("it serves the pull endpoint");
-//! println!("go tool pprof http://{addr}/debug/pprof/profile?seconds=5");
+//! let token = endpoint.token().expect("it asks for one").as_str();
+//! println!("go tool pprof 'http://{addr}/debug/pprof/profile?seconds=5&token={token}'");
 //! # Ok(()) }
 //! ```
 
 mod profiles;
 
-use std::io::{Read, Write};
+use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use runtime::NodeHandle;
 
 use super::ControlError;
 use super::tcp::Listening;
-use super::token;
+use super::token::{self, Token};
 
 /// How long a client has to send its request head.
 const HEAD_WITHIN: Duration = Duration::from_secs(10);
@@ -58,11 +69,19 @@ const HEAD_WITHIN: Duration = Duration::from_secs(10);
 /// How long writing an answer may block on a client that does not read.
 const WRITE_WITHIN: Duration = Duration::from_secs(60);
 
-/// The largest request head read (a scraper's is a few hundred bytes).
+/// The largest request head read (a scraper's is a few hundred bytes): a head that has not
+/// ended within it is refused, however its bytes come.
 const MAX_HEAD: usize = 16 << 10;
 
 /// The most header lines a request may have.
 const MAX_HEADERS: usize = 64;
+
+/// The most requests served at once, each on a thread of its own; a connection over it gets
+/// `503` at once.
+pub(super) const MAX_REQUESTS: usize = 16;
+
+/// How often a connection's thread looks whether the endpoint is closing while it reads.
+const CLOSING_CHECK: Duration = Duration::from_millis(100);
 
 /// The profile's seconds when the URL gives none (Go's default).
 const PROFILE_SECONDS: f64 = 30.0;
@@ -70,23 +89,91 @@ const PROFILE_SECONDS: f64 = 30.0;
 /// The heap profile's seconds when the URL gives none.
 const HEAP_SECONDS: f64 = 10.0;
 
-/// Serves the pull endpoint on `addr`, one request at a time, and writes the address bound
-/// beside `socket` (`.http`).
+/// Who may read the profiles: those who show the token (in the query, `?token=`, or as
+/// `Authorization: Bearer`), or, opted out, any local user.
+#[derive(Clone, Debug)]
+pub(super) enum Access {
+    /// The request must show this token.
+    Token(Token),
+    /// Any client on loopback (`TPROF_PPROF_HTTP_OPEN=1`), for scrapers that cannot send one.
+    Open,
+}
+
+/// Serves the pull endpoint on `addr`, each request on a thread of its own (at most
+/// [`MAX_REQUESTS`] at once), and writes the address bound beside `socket` (`.http`), and
+/// the token (`.token`, mode 0600) when `access` asks for one.
 pub(super) fn listen(
     addr: SocketAddr,
     socket: &Path,
     node: &NodeHandle,
     closing: &Arc<AtomicBool>,
+    access: Access,
 ) -> Result<Listening, ControlError> {
     let node = node.clone();
     let cut = Arc::clone(closing);
-    Listening::open(
-        addr,
-        &[(token::beside(socket, "http"), &|bound| format!("{bound}\n"))],
-        "tprof-pprof-http",
-        closing,
-        move |stream| serve(stream, &node, &cut),
-    )
+    let in_flight = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&in_flight);
+    let secret = match &access {
+        Access::Token(token) => Some(format!("{}\n", token.as_str())),
+        Access::Open => None,
+    };
+    let token_file = move |_: SocketAddr| secret.clone().unwrap_or_default();
+    let mut files: Vec<(std::path::PathBuf, &dyn Fn(SocketAddr) -> String)> =
+        vec![(token::beside(socket, "http"), &|bound| format!("{bound}\n"))];
+    if matches!(access, Access::Token(_)) {
+        files.push((token::beside(socket, "token"), &token_file));
+    }
+    let access = Arc::new(access);
+    let mut listening =
+        Listening::open(addr, &files, "tprof-pprof-http", closing, move |stream| {
+            admit(stream, &counted, &node, &cut, &access)
+        })?;
+    listening.in_flight = Some(in_flight);
+    Ok(listening)
+}
+
+/// A request in progress, counted in the endpoint's `in_flight` while it lives.
+struct InFlight(Arc<AtomicUsize>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// A new connection: served on a thread of its own, or, with [`MAX_REQUESTS`] in progress,
+/// told so with `503` and closed.
+fn admit(
+    mut stream: TcpStream,
+    in_flight: &Arc<AtomicUsize>,
+    node: &NodeHandle,
+    closing: &Arc<AtomicBool>,
+    access: &Arc<Access>,
+) {
+    if in_flight.fetch_add(1, Ordering::SeqCst) >= MAX_REQUESTS {
+        in_flight.fetch_sub(1, Ordering::SeqCst);
+        let busy = Answer::text(
+            503,
+            format!(
+                "{MAX_REQUESTS} requests are in progress, the most served at once: ask again \
+                 when one has ended"
+            ),
+        );
+        // A short answer into an empty socket buffer: it does not block the acceptor.
+        let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
+        let _ = write_answer(&mut stream, &busy);
+        let _ = stream.shutdown(std::net::Shutdown::Write);
+        return;
+    }
+    let counted = InFlight(Arc::clone(in_flight));
+    let (node, closing, access) = (node.clone(), Arc::clone(closing), Arc::clone(access));
+    // Should the thread not start, the closure is dropped: the count with it.
+    let _ = std::thread::Builder::new()
+        .name("tprof-pprof-request".into())
+        .spawn(move || {
+            let _counted = counted;
+            serve(stream, &node, &closing, &access);
+        });
 }
 
 /// An answer: its status, its content type and its body.
@@ -122,11 +209,11 @@ impl Answer {
 }
 
 /// One connection: its request read, answered, and the connection closed. A profile in the
-/// making is cut short when the endpoint closes (`closing`), so that closing it waits for
-/// no profile's seconds.
-fn serve(mut stream: TcpStream, node: &NodeHandle, closing: &Arc<AtomicBool>) {
-    let answer = match read_head(&mut stream) {
-        Ok(head) => answer(&head, node, closing),
+/// making is cut short when the endpoint closes (`closing`), as is a request head still
+/// coming in, so that closing it waits for no request.
+fn serve(mut stream: TcpStream, node: &NodeHandle, closing: &Arc<AtomicBool>, access: &Access) {
+    let answer = match read_head(&mut stream, closing) {
+        Ok(head) => answer(&head, node, closing, access),
         Err(answer) => answer,
     };
     let _ = stream.set_write_timeout(Some(WRITE_WITHIN));
@@ -134,27 +221,34 @@ fn serve(mut stream: TcpStream, node: &NodeHandle, closing: &Arc<AtomicBool>) {
     let _ = stream.shutdown(std::net::Shutdown::Write);
 }
 
-/// The request head's bytes, up to the blank line, within [`HEAD_WITHIN`].
-fn read_head(stream: &mut TcpStream) -> Result<Vec<u8>, Answer> {
+/// The request head's bytes, up to the blank line, within [`HEAD_WITHIN`] and [`MAX_HEAD`]
+/// bytes; given up once the endpoint is `closing`.
+fn read_head(stream: &mut impl ReadWithin, closing: &AtomicBool) -> Result<Vec<u8>, Answer> {
     let deadline = Instant::now() + HEAD_WITHIN;
     let mut head = Vec::new();
     let mut chunk = [0u8; 2048];
     loop {
+        // The blank line may straddle what came before and what just came.
         if let Some(end) = head.windows(4).position(|w| w == b"\r\n\r\n") {
             head.truncate(end + 4);
             return Ok(head);
         }
-        if head.len() > MAX_HEAD {
+        if head.len() >= MAX_HEAD {
             return Err(Answer::text(
                 431,
                 format!("the request head is over {MAX_HEAD} bytes"),
             ));
         }
+        if closing.load(Ordering::SeqCst) {
+            return Err(Answer::text(503, "the endpoint is closing"));
+        }
         let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() || stream.set_read_timeout(Some(left)).is_err() {
+        if left.is_zero() {
             return Err(Answer::text(400, "the request head did not come in time"));
         }
-        match stream.read(&mut chunk) {
+        // Never more than the limit leaves room for: the terminator must fall within it.
+        let room = (MAX_HEAD - head.len()).min(chunk.len());
+        match stream.read_within(&mut chunk[..room], left.min(CLOSING_CHECK)) {
             Ok(0) => {
                 return Err(Answer::text(
                     400,
@@ -162,14 +256,51 @@ fn read_head(stream: &mut TcpStream) -> Result<Vec<u8>, Answer> {
                 ));
             }
             Ok(n) => head.extend_from_slice(&chunk[..n]),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::Interrupted | ErrorKind::WouldBlock | ErrorKind::TimedOut
+                ) => {}
             Err(e) => return Err(Answer::text(400, format!("cannot read the request: {e}"))),
         }
     }
 }
 
+/// A stream read with a bound on each read's wait.
+trait ReadWithin {
+    /// Reads into `buf`, waiting at most `within` (a `WouldBlock` or `TimedOut` error then).
+    fn read_within(&mut self, buf: &mut [u8], within: Duration) -> std::io::Result<usize>;
+}
+
+impl ReadWithin for TcpStream {
+    fn read_within(&mut self, buf: &mut [u8], within: Duration) -> std::io::Result<usize> {
+        self.set_read_timeout(Some(within.max(Duration::from_millis(1))))?;
+        self.read(buf)
+    }
+}
+
+/// Whether the request shows `token`: `?token=` in its query or `Authorization: Bearer`.
+fn shows_token(request: &httparse::Request<'_, '_>, query: &str, token: &Token) -> bool {
+    let in_query = param(query, "token").is_some_and(|t| token.matches(t));
+    let in_header = request.headers.iter().any(|h| {
+        h.name.eq_ignore_ascii_case("authorization")
+            && std::str::from_utf8(h.value)
+                .ok()
+                .and_then(|v| v.trim().strip_prefix("Bearer "))
+                .is_some_and(|t| token.matches(t.trim()))
+    });
+    in_query || in_header
+}
+
+/// What a request without the token is told.
+const NEEDS_TOKEN: &str = "this pull endpoint serves only those who show its token: add \
+     token=TOKEN to the URL's query (go tool pprof 'http://HOST:PORT/debug/pprof/profile?token=TOKEN') \
+     or send Authorization: Bearer TOKEN; the token is in the .token file (mode 0600) beside the \
+     program's control socket, readable by its user only. For a scraper that cannot send one, \
+     start the program with TPROF_PPROF_HTTP_OPEN=1 (then any local user can read the profiles)";
+
 /// The answer to a request head.
-fn answer(head: &[u8], node: &NodeHandle, closing: &Arc<AtomicBool>) -> Answer {
+fn answer(head: &[u8], node: &NodeHandle, closing: &Arc<AtomicBool>, access: &Access) -> Answer {
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut request = httparse::Request::new(&mut headers);
     match request.parse(head) {
@@ -184,6 +315,11 @@ fn answer(head: &[u8], node: &NodeHandle, closing: &Arc<AtomicBool>) -> Answer {
         return Answer::text(405, format!("{method}: only GET is served here"));
     }
     let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    if let Access::Token(token) = access
+        && !shows_token(&request, query, token)
+    {
+        return Answer::text(401, NEEDS_TOKEN);
+    }
     match route(path, query, node, closing) {
         Ok(answer) | Err(answer) => answer,
     }
@@ -256,6 +392,7 @@ fn reason(status: u16) -> &'static str {
     match status {
         200 => "OK",
         400 => "Bad Request",
+        401 => "Unauthorized",
         404 => "Not Found",
         405 => "Method Not Allowed",
         431 => "Request Header Fields Too Large",
@@ -274,6 +411,9 @@ fn write_answer(out: &mut impl Write, answer: &Answer) -> std::io::Result<()> {
         answer.content_type,
         answer.body.len()
     );
+    if answer.status == 401 {
+        head.push_str("WWW-Authenticate: Bearer realm=\"tprof\"\r\n");
+    }
     if answer.status == 405 {
         head.push_str("Allow: GET\r\n");
     }
@@ -333,5 +473,31 @@ mod tests {
         assert!(text.contains("Content-Length: 9\r\n"), "{text}");
         assert!(text.contains("Allow: GET\r\n") && text.contains("Connection: close\r\n"));
         assert!(text.ends_with("\r\n\r\nonly GET\n"), "{text}");
+    }
+
+    impl ReadWithin for &[u8] {
+        fn read_within(&mut self, buf: &mut [u8], _: Duration) -> std::io::Result<usize> {
+            self.read(buf)
+        }
+    }
+
+    /// The head limit is hard: a head that ends 40 bytes past it, sent in one piece, is
+    /// refused; one that ends within it is read.
+    #[test]
+    fn the_head_limit_is_hard() {
+        let closing = AtomicBool::new(false);
+        let over = format!("GET / HTTP/1.1\r\nX: {}\r\n\r\n", "a".repeat(MAX_HEAD + 40));
+        let err = read_head(&mut over.as_bytes(), &closing).unwrap_err();
+        assert_eq!(err.status, 431);
+        let exact = format!("GET / HTTP/1.1\r\nX: {}\r\n\r\n", "a".repeat(MAX_HEAD - 23));
+        assert_eq!(exact.len(), MAX_HEAD);
+        assert_eq!(
+            read_head(&mut exact.as_bytes(), &closing).unwrap().len(),
+            MAX_HEAD
+        );
+        // Once the endpoint closes, a head still coming is given up.
+        closing.store(true, Ordering::SeqCst);
+        let err = read_head(&mut &b"GET / HTTP/1.1\r\n"[..], &closing).unwrap_err();
+        assert_eq!(err.status, 503);
     }
 }

@@ -374,10 +374,20 @@ pub fn read_frame_up_to(from: &mut dyn Read, limit: usize) -> Result<Vec<u8>, Fr
     if len > limit {
         return Err(FrameError::TooLong(len));
     }
-    let mut body = vec![0; len];
-    from.read_exact(&mut body).map_err(FrameError::Io)?;
+    // Read as it arrives: memory follows the bytes that came, not the length announced.
+    let mut body = Vec::with_capacity(len.min(FIRST_CAPACITY));
+    let got = from
+        .take(len as u64)
+        .read_to_end(&mut body)
+        .map_err(FrameError::Io)?;
+    if got < len {
+        return Err(FrameError::Io(io::ErrorKind::UnexpectedEof.into()));
+    }
     Ok(body)
 }
+
+/// What a frame's body is given before its bytes come: a request is a few hundred bytes.
+const FIRST_CAPACITY: usize = 64 << 10;
 
 /// Writes `body` as one frame.
 ///
@@ -437,5 +447,45 @@ mod tests {
             read_frame(&mut short.as_slice()),
             Err(FrameError::Io(_))
         ));
+    }
+
+    /// A reader that gives `data`, then fails as a read deadline does, and remembers the
+    /// largest buffer it was asked to fill.
+    struct Trickle {
+        data: Vec<u8>,
+        largest: usize,
+    }
+
+    impl Read for Trickle {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            self.largest = self.largest.max(buf.len());
+            if self.data.is_empty() {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            let n = buf.len().min(self.data.len());
+            buf[..n].copy_from_slice(&self.data[..n]);
+            self.data.drain(..n);
+            Ok(n)
+        }
+    }
+
+    /// A frame that announces 16 MiB and sends ten bytes makes no 16 MiB buffer: the body is
+    /// read as it arrives.
+    #[test]
+    fn a_frame_body_is_read_as_it_arrives() {
+        let mut data = (16u32 << 20).to_be_bytes().to_vec();
+        data.extend_from_slice(b"0123456789");
+        let mut from = Trickle { data, largest: 0 };
+        assert!(matches!(read_frame(&mut from), Err(FrameError::Io(_))));
+        assert!(
+            from.largest <= 1 << 20,
+            "a buffer of {} bytes was made for ten",
+            from.largest
+        );
+        // A whole frame still reads back.
+        let mut data = 3u32.to_be_bytes().to_vec();
+        data.extend_from_slice(b"abc");
+        let mut from = Trickle { data, largest: 0 };
+        assert_eq!(read_frame(&mut from).unwrap(), b"abc");
     }
 }

@@ -19,12 +19,6 @@ use crate::{DEFAULT_NAME, Profile, ServerOptions, Tprof, TraceType, format_to_st
 /// large profile, or a sample of up to 600 s plus its collect.
 const REQUEST_LIMIT: Duration = Duration::from_secs(900);
 
-/// The name of the server a `sample` request starts for its seconds (beside any `tprof`).
-const SAMPLE_SERVER: &str = "tprof_control_sample";
-
-/// The name of the server a `trace` request starts for its seconds.
-const TRACE_SERVER: &str = "tprof_control_trace";
-
 /// Carries out `command` on `node`; the error is a sentence for the person at the other end.
 pub(super) fn handle(node: &NodeHandle, command: Command) -> Result<Reply, String> {
     match command {
@@ -325,17 +319,62 @@ where
     )
 }
 
-/// Runs `future` in a new process of `node` and waits for its answer.
+/// How long a request's process may wait for its first poll before the request is given up:
+/// longer means the node's workers are all held by processes that do not yield.
+const START_LIMIT: Duration = Duration::from_secs(10);
+
+/// A request's process: not yet run, running (it will answer), or given up on.
+const WAITING: u8 = 0;
+const STARTED: u8 = 1;
+const ABANDONED: u8 = 2;
+
+/// Runs `future` in a new process of `node` and waits for its answer. The process must start
+/// within [`START_LIMIT`] (else the request is given up, and the process, if it runs later,
+/// does nothing) and answer within [`REQUEST_LIMIT`].
 fn in_process<T: Send + 'static>(
     node: &NodeHandle,
     future: impl Future<Output = Result<T, String>> + Send + 'static,
 ) -> Result<T, String> {
+    in_process_within(node, future, START_LIMIT)
+}
+
+/// As [`in_process`], with the start bound `start`.
+fn in_process_within<T: Send + 'static>(
+    node: &NodeHandle,
+    future: impl Future<Output = Result<T, String>> + Send + 'static,
+    start: Duration,
+) -> Result<T, String> {
     let (tx, rx) = mpsc::sync_channel(1);
+    let state = Arc::new(std::sync::atomic::AtomicU8::new(WAITING));
+    let theirs = Arc::clone(&state);
     node.spawn(async move {
-        let _ = tx.send(future.await);
+        if theirs
+            .compare_exchange(WAITING, STARTED, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+        {
+            let _ = tx.send(future.await);
+        }
     })
     .map_err(|e| format!("the node cannot run the request: {e}"))?;
-    rx.recv_timeout(REQUEST_LIMIT).unwrap_or_else(|e| match e {
+    let answer = match rx.recv_timeout(start) {
+        Err(mpsc::RecvTimeoutError::Timeout)
+            if state
+                .compare_exchange(WAITING, ABANDONED, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok() =>
+        {
+            return Err(format!(
+                "the node's workers did not run the request's process within {} s: each of \
+                 them is held by a process that does not yield (a long computation or a \
+                 blocking call in a process); the request was given up",
+                start.as_secs_f64()
+            ));
+        }
+        Err(mpsc::RecvTimeoutError::Timeout) => {
+            rx.recv_timeout(REQUEST_LIMIT.saturating_sub(start))
+        }
+        done => done,
+    };
+    answer.unwrap_or_else(|e| match e {
         mpsc::RecvTimeoutError::Timeout => Err(format!(
             "no answer within {} s: the node's workers may be busy",
             REQUEST_LIMIT.as_secs()
@@ -346,7 +385,7 @@ fn in_process<T: Send + 'static>(
     })
 }
 
-/// Samples every process of the node for `seconds` through a server of its own, and returns
+/// Samples every process of the node for `seconds` through a session of its own, and returns
 /// Julia's report grouped by process.
 fn sample(node: &NodeHandle, seconds: f64, sampler: &str, hz: u32) -> Result<Reply, String> {
     let sampler = runtime::sample::Sampler::from_str(sampler).map_err(|e| e.to_string())?;
@@ -366,8 +405,8 @@ fn sample(node: &NodeHandle, seconds: f64, sampler: &str, hz: u32) -> Result<Rep
 /// The longest a sample may run, in seconds.
 pub(super) const MAX_SAMPLE_SECONDS: f64 = 600.0;
 
-/// The profile of every process of the node sampled for `seconds` through a server of its
-/// own (not its own processes, nor the request's); cut short once `cut` is set (the endpoint
+/// The profile of every process of the node sampled for `seconds` through a session of its
+/// own, on the calling thread ([`profile_for`]); cut short once `cut` is set (the endpoint
 /// closing).
 pub(super) fn sample_profile(
     node: &NodeHandle,
@@ -375,12 +414,7 @@ pub(super) fn sample_profile(
     options: runtime::sample::SampleOptions,
     cut: Option<&Arc<AtomicBool>>,
 ) -> Result<Profile, String> {
-    let mut profile = profile_for(
-        node,
-        seconds,
-        ServerOptions::new().name(SAMPLE_SERVER).sample(options),
-        cut,
-    )?;
+    let mut profile = profile_for(node, seconds, Gather::Sample(options), cut)?;
     name_sampled(node, &mut profile);
     Ok(profile)
 }
@@ -430,32 +464,31 @@ fn name_sampled(node: &NodeHandle, profile: &mut Profile) {
     }
 }
 
-/// Traces every function of every process for `seconds` through a server of its own, and
+/// Traces every function of every process for `seconds` through a session of its own, and
 /// returns tprof's table per process.
 fn trace(node: &NodeHandle, seconds: f64, trace_type: &str) -> Result<Reply, String> {
     let trace_type = TraceType::from_str(trace_type).map_err(|e| e.to_string())?;
-    let profile = profile_for(
-        node,
-        seconds,
-        ServerOptions::new()
-            .name(TRACE_SERVER)
-            .trace_type(trace_type),
-        None,
-    )?;
+    let profile = profile_for(node, seconds, Gather::Trace(trace_type), None)?;
     Layout::Tables(Aggregate::Process)
         .text(&profile)
         .map(|text| Reply::Text { text })
 }
 
-/// Profiles every process of the node (but the server and the request's own) for `seconds`
-/// with a server started with `options`, stopped after its collect. One process of the node
-/// starts the server, waits out the seconds and collects, so that no process of the request's
-/// own is spawned (and traced, as a new process) while it profiles. Once `cut` is set the
-/// wait ends early (looked at every [`CUT_CHECK`]), and what was gathered so far is collected.
+/// What a profile of the next seconds gathers: samples, or traced calls of a trace type.
+enum Gather {
+    Sample(runtime::sample::SampleOptions),
+    Trace(TraceType),
+}
+
+/// Profiles every process of the node for `seconds` through a session of its own, opened,
+/// waited out and collected on the calling thread (the endpoint's, never a worker): the
+/// node's workers need not run anything for it, so it answers a node whose workers are all
+/// busy. Once `cut` is set the wait ends early (looked at every [`CUT_CHECK`]), and what was
+/// gathered so far is collected.
 fn profile_for(
     node: &NodeHandle,
     seconds: f64,
-    options: ServerOptions,
+    gather: Gather,
     cut: Option<&Arc<AtomicBool>>,
 ) -> Result<Profile, String> {
     if !(seconds > 0.0 && seconds <= MAX_SAMPLE_SECONDS) {
@@ -463,52 +496,55 @@ fn profile_for(
             "profile for 0 to {MAX_SAMPLE_SECONDS} seconds, not {seconds}"
         ));
     }
-    let cut = cut.cloned();
-    let handle = node.clone();
-    in_process(node, async move {
-        let server = Tprof::start(&handle, options)
-            .await
-            .map_err(|e| e.to_string())?;
-        let profiled = async {
-            let me = runtime::self_pid();
-            server.set_pattern(TracePattern::all()).await?;
-            server.enable_trace(ProcessSpec::All, true).await?;
-            // Not the profiling server itself, nor this request's process: the program's
-            // processes only; and from a clean slate, without what the two did in between.
-            server
-                .disable_trace(ProcessSpec::List(vec![
-                    ProcessSpec::Pid(server.pid()),
-                    ProcessSpec::Pid(me),
-                ]))
-                .await?;
-            server.restart().await?;
-            wait_out(Duration::from_secs_f64(seconds), cut.as_deref()).await;
-            // What the collect itself runs is not the program's.
-            server.pause().await?;
-            server.collect().await
-        };
-        let profile = profiled.await;
-        let _ = server.stop().await;
-        profile.map_err(|e| e.to_string())
-    })
+    enum Open {
+        Sample(runtime::sample::SampleSession),
+        Trace(runtime::trace::TraceSession, TraceType),
+    }
+    let opened = runtime::trace::without_tracing(|| match gather {
+        Gather::Sample(options) => node
+            .sample_session(options)
+            .map(Open::Sample)
+            .map_err(|e| e.to_string()),
+        Gather::Trace(trace_type) => node
+            .trace_session_with_options(
+                trace_type.session_types_with(false, false, false),
+                runtime::trace::SessionOptions::new(),
+            )
+            .map(|s| Open::Trace(s, trace_type))
+            .map_err(|e| e.to_string()),
+    })?;
+    let trace = match &opened {
+        Open::Sample(s) => s.trace(),
+        Open::Trace(s, _) => s,
+    };
+    trace
+        .set_pattern(&TracePattern::all())
+        .map_err(|e| e.to_string())?;
+    trace
+        .enable_trace(ProcessSpec::All, true)
+        .map_err(|e| e.to_string())?;
+    wait_out(Duration::from_secs_f64(seconds), cut.map(|c| &**c));
+    Ok(runtime::trace::without_tracing(|| match &opened {
+        Open::Sample(s) => Profile::from_snapshot(&s.snapshot(), TraceType::CallCount, &[]),
+        Open::Trace(s, trace_type) => Profile::from_session(s, *trace_type, &[]),
+    }))
 }
 
 /// How often a profile's wait looks whether it is cut short.
 const CUT_CHECK: Duration = Duration::from_millis(100);
 
-/// Sleeps `time`, or until `cut` is set.
-async fn wait_out(time: Duration, cut: Option<&AtomicBool>) {
-    let Some(cut) = cut else {
-        tokio::time::sleep(time).await;
-        return;
-    };
-    let end = tokio::time::Instant::now() + time;
-    while !cut.load(Ordering::SeqCst) {
-        let now = tokio::time::Instant::now();
-        if now >= end {
+/// Sleeps `time` on this thread, or until `cut` is set.
+fn wait_out(time: Duration, cut: Option<&AtomicBool>) {
+    let end = std::time::Instant::now() + time;
+    loop {
+        if cut.is_some_and(|c| c.load(Ordering::SeqCst)) {
             return;
         }
-        tokio::time::sleep((end - now).min(CUT_CHECK)).await;
+        let left = end.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        std::thread::sleep(left.min(CUT_CHECK));
     }
 }
 
@@ -529,5 +565,62 @@ mod tests {
         assert!(Layout::parse("pprof").is_err());
         assert!(Layout::parse("folded").is_ok());
         assert!(Layout::parse("nonsense").is_err());
+    }
+
+    /// A node of one worker, held by a process that blocks until the sender is used.
+    fn held_node() -> (runtime::Node, mpsc::Sender<()>) {
+        let node = runtime::Node::builder().worker_threads(1).build().unwrap();
+        let (release, held) = mpsc::channel::<()>();
+        let (holding, is_held) = mpsc::channel::<()>();
+        node.spawn(async move {
+            holding.send(()).unwrap();
+            let _ = held.recv();
+        })
+        .unwrap();
+        is_held.recv().unwrap();
+        (node, release)
+    }
+
+    /// A request whose process the node's workers do not run (the only worker is held by a
+    /// process that blocks) gets an error that says why within its start bound, not after
+    /// the request limit; the process, when it runs at last, does nothing.
+    #[test]
+    fn a_request_the_workers_do_not_run_is_given_up_with_a_reason() {
+        let (node, release) = held_node();
+        let ran = Arc::new(AtomicBool::new(false));
+        let theirs = Arc::clone(&ran);
+        let answer = in_process_within(
+            node.handle(),
+            async move {
+                theirs.store(true, Ordering::SeqCst);
+                Ok(())
+            },
+            Duration::from_millis(200),
+        );
+        let why = answer.unwrap_err();
+        assert!(why.contains("did not run the request's process"), "{why}");
+        release.send(()).unwrap();
+        // The worker is free again: a new request runs, the given-up one did nothing.
+        assert_eq!(in_process(node.handle(), async { Ok(7) }), Ok(7));
+        assert!(!ran.load(Ordering::SeqCst));
+    }
+
+    /// A profile of the next seconds is gathered on the calling thread: it answers while the
+    /// node's only worker is held by a process that never yields.
+    #[test]
+    fn a_profile_needs_no_worker() {
+        let (node, release) = held_node();
+        let options = runtime::sample::SampleOptions::new()
+            .sampler(runtime::sample::Sampler::Wall)
+            .hz(50);
+        let profile = sample_profile(node.handle(), 0.3, options, None);
+        release.send(()).unwrap();
+        let profile = profile.unwrap();
+        assert!(
+            !profile.samples.samples.is_empty(),
+            "the held process was sampled"
+        );
+        let traced = trace(node.handle(), 0.1, "call_count");
+        assert!(traced.is_ok(), "{traced:?}");
     }
 }

@@ -6,7 +6,7 @@ use std::io::Write;
 use std::net::{Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -35,7 +35,12 @@ pub(super) struct Listening {
     pub(super) addr: SocketAddr,
     acceptor: Option<JoinHandle<()>>,
     files: Vec<PathBuf>,
+    /// The requests in progress on threads of their own, which `close` waits for (a while).
+    pub(super) in_flight: Option<Arc<AtomicUsize>>,
 }
+
+/// How long `close` waits for the requests in progress to see that the endpoint is closing.
+const DRAIN_WITHIN: Duration = Duration::from_secs(5);
 
 impl Listening {
     /// Binds `addr` and writes `files` (each a path and its contents, mode 0600) with the
@@ -58,6 +63,7 @@ impl Listening {
             addr: bound,
             acceptor: None,
             files: Vec::new(),
+            in_flight: None,
         };
         for (path, contents) in files {
             token::write_private(path, &contents(bound)).map_err(|source| ControlError::Io {
@@ -93,6 +99,14 @@ impl Listening {
         let _ = TcpStream::connect_timeout(&self.addr, Duration::from_secs(1));
         if let Some(acceptor) = self.acceptor.take() {
             let _ = acceptor.join();
+        }
+        // Each request looks at `closing` at least every tenth of a second while it reads or
+        // profiles; one stuck writing to a client that does not read is left behind.
+        if let Some(in_flight) = &self.in_flight {
+            let deadline = std::time::Instant::now() + DRAIN_WITHIN;
+            while in_flight.load(Ordering::SeqCst) > 0 && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(5));
+            }
         }
         for file in &self.files {
             let _ = std::fs::remove_file(file);

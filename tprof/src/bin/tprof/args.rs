@@ -164,6 +164,11 @@ pub(crate) enum Cmd {
     /// editing, history (in $XDG_STATE_HOME/tprof) and Tab completion of commands, functions
     /// and registered names.
     ///
+    /// A program that also sets TPROF_PPROF_HTTP=127.0.0.1:PORT serves /debug/pprof/ (profile,
+    /// heap, goroutine) to `go tool pprof` and scrapers that show its token: `?token=TOKEN` in
+    /// the URL or `Authorization: Bearer TOKEN`, the token being in the `.token` file beside
+    /// the socket (0600); TPROF_PPROF_HTTP_OPEN=1 serves it to every local user without one.
+    ///
     /// Exit code with -c: 1 when a command failed (the ones after it are not sent).
     Attach {
         /// The program's OS pid, its endpoint's socket path, or its TCP address (HOST:PORT).
