@@ -331,6 +331,7 @@ mod tests {
             duration_ns: 0,
             capacity: 100,
             lost_frees: 0,
+            cpu: None,
         }];
         let native = |name: &str, file: &str| SampleFrame {
             function: None,

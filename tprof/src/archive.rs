@@ -462,6 +462,11 @@ pub enum MergeError {
         other: TraceType,
         /// The index, from 0, of the first profile of the other type.
         index: usize,
+        /// What the first profile is, as the message names it ([`profile_kind`]): `a
+        /// call_time trace profile`, `a cpu sample profile`.
+        first_kind: String,
+        /// What the other profile is.
+        other_kind: String,
     },
     /// A profile contradicts itself, so it cannot be merged: a process of a run it does not
     /// have, a call path of a function it does not list, and so on.
@@ -478,13 +483,14 @@ impl fmt::Display for MergeError {
         match self {
             MergeError::Empty => f.write_str("nothing to merge: give at least one profile"),
             MergeError::MixedTypes {
-                first,
-                other,
                 index,
+                first_kind,
+                other_kind,
+                ..
             } => write!(
                 f,
-                "input {} is a {other} profile, but input 1 is {first}: only profiles of one \
-                 trace type can be merged",
+                "input {} is {other_kind}, but input 1 is {first_kind}: only profiles of one \
+                 kind (one trace type, or samples) can be merged",
                 index + 1
             ),
             MergeError::Inconsistent { index, what } => {
@@ -495,6 +501,18 @@ impl fmt::Display for MergeError {
 }
 
 impl std::error::Error for MergeError {}
+
+/// What `profile` is, as a merge's error names it: `a cpu sample profile` (`a cpu and wall
+/// sample profile`) for a profile with samples, else `a call_time trace profile`.
+pub fn profile_kind(profile: &Profile) -> String {
+    let samplers = profile.samples.samplers();
+    if samplers.is_empty() {
+        format!("a {} trace profile", profile.trace_type)
+    } else {
+        let names: Vec<&str> = samplers.iter().map(|k| k.name()).collect();
+        format!("a {} sample profile", names.join(" and "))
+    }
+}
 
 /// Writes `profile` to `out` as an archive of version [`VERSION`].
 ///

@@ -299,9 +299,8 @@ impl RunOutcome {
                 )
             } else {
                 format!(
-                    "sample profile ({} samples, {} dropped) written to {}",
-                    profile.samples.samples.len(),
-                    profile.samples.dropped(),
+                    "sample profile ({}) written to {}",
+                    profile.samples.kept_and_dropped(),
                     path.display()
                 )
             });
@@ -613,12 +612,45 @@ pub fn report_with(
     out: Option<&Path>,
     samples: &PrintOptions,
 ) -> Result<(), CommandError> {
+    report_sampler(input, format, out, samples, None)
+}
+
+/// [`report_with`], of one sampler's samples only when `sampler` is given (`tprof report
+/// --sampler cpu`): the other samplers' sources and samples are left out
+/// ([`SampleSet::only`](crate::samples::SampleSet::only)), so that a merge of CPU, wall and
+/// allocation samples can be drawn one unit at a time (folded, svg and html draw one).
+///
+/// # Errors
+///
+/// As [`report`]; [`CommandError::Usage`] when the profile has no sample of `sampler`.
+pub fn report_sampler(
+    input: &Path,
+    format: Option<Format>,
+    out: Option<&Path>,
+    samples: &PrintOptions,
+    sampler: Option<crate::samples::SamplerKind>,
+) -> Result<(), CommandError> {
     let what = Output::resolve(
         format.map(Output::Export),
         out,
         Output::Export(Format::Pretty),
     );
-    let profile = read_profile(input)?;
+    let mut profile = read_profile(input)?;
+    if let Some(kind) = sampler {
+        let has = profile.samples.samplers();
+        if !has.contains(&kind) {
+            let names: Vec<&str> = has.iter().map(|k| k.name()).collect();
+            return Err(CommandError::Usage(if names.is_empty() {
+                format!("--sampler {kind}: the profile has no samples")
+            } else {
+                format!(
+                    "--sampler {kind}: the profile has no {kind} samples (it has {})",
+                    names.join(", ")
+                )
+            }));
+        }
+        profile.samples = profile.samples.only(kind);
+    }
     warn_once(&profile);
     let set = sample_flags(samples);
     for flag in &set {

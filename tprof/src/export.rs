@@ -40,7 +40,11 @@
 //! | `html` | the viewer's flame graph and, per process, a table of the frames sampled |
 //!
 //! Samples weigh **nanoseconds**: their weight times their source's period, that is CPU time
-//! for CPU samples, and for wall samples wall time summed over processes. CPU time outside any
+//! for CPU samples, and for wall samples wall time summed over processes; allocation samples
+//! weigh **bytes** (the bytes each stands for), shown as bytes by every format (the chrome
+//! export draws them as instants and a counter of bytes, not as slices of time). A profile
+//! of several samplers (a merge) is refused by `folded`, `svg` and `html`, which draw one
+//! total: `tprof report --sampler` exports one sampler at a time. CPU time outside any
 //! process goes under one root, `(outside processes)`; a wall sample's state is its innermost
 //! frame (`[receive]`) where stacks are drawn, and a label in pprof. Samples dropped because
 //! the sample buffer was full are reported by each format as it can: a comment (pprof), the
@@ -58,6 +62,7 @@ mod chrome;
 mod flamegraph;
 pub(crate) use flamegraph::{Scripts, write_drawing as flame_graph};
 mod folded;
+mod grouped;
 mod html;
 pub(crate) use html::escape_html;
 mod json;
@@ -251,7 +256,9 @@ impl From<serde_json::Error> for ExportError {
 /// # Errors
 ///
 /// [`ExportError::Io`] when writing fails; [`ExportError::Unsupported`] for an `svg` of a
-/// profile in which nothing was measured (or, sampled, in which no sample was taken).
+/// profile in which nothing was measured (or, sampled, in which no sample was taken), and for
+/// a `folded`, `svg` or `html` export of samples of several samplers (a merge of CPU, wall
+/// or allocation samples: they weigh different things, and these formats draw one total).
 ///
 /// # Examples
 ///
@@ -264,6 +271,9 @@ impl From<serde_json::Error> for ExportError {
 /// assert_eq!(out, b"Trace is empty\n");
 /// ```
 pub fn write(format: Format, profile: &Profile, out: &mut dyn Write) -> Result<(), ExportError> {
+    if matches!(format, Format::Folded | Format::Svg | Format::Html) {
+        sampled::one_sampler(profile, format)?;
+    }
     match format {
         Format::Pretty => pretty::write(profile, out),
         Format::Json => json::write(profile, out),

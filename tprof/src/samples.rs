@@ -361,6 +361,107 @@ impl SampleSet {
         self.sources.iter().map(|s| s.dropped).sum()
     }
 
+    /// The samplers its sources use, in the order cpu, wall, alloc.
+    pub fn samplers(&self) -> Vec<SamplerKind> {
+        [SamplerKind::Cpu, SamplerKind::Wall, SamplerKind::Alloc]
+            .into_iter()
+            .filter(|k| self.sources.iter().any(|s| s.sampler == *k))
+            .collect()
+    }
+
+    /// The set with only `sampler`'s sources and their samples, threads and mappings (what
+    /// `tprof report --sampler` exports); frames and stacks are kept as they are (those no
+    /// sample has are never shown). Linear in the set.
+    pub fn only(&self, sampler: SamplerKind) -> SampleSet {
+        let mut renumbered: Vec<Option<u32>> = Vec::with_capacity(self.sources.len());
+        let mut sources = Vec::new();
+        for source in &self.sources {
+            renumbered.push((source.sampler == sampler).then(|| index32(sources.len())));
+            if source.sampler == sampler {
+                sources.push(source.clone());
+            }
+        }
+        let new = |source: u32| renumbered.get(source as usize).copied().flatten();
+        let mut thread_index: Vec<Option<u32>> = Vec::with_capacity(self.threads.len());
+        let mut threads = Vec::new();
+        for thread in &self.threads {
+            let kept = new(thread.source).map(|source| {
+                threads.push(SampleThread {
+                    source,
+                    ..thread.clone()
+                });
+                index32(threads.len() - 1)
+            });
+            thread_index.push(kept);
+        }
+        let samples = self
+            .samples
+            .iter()
+            .filter_map(|s| {
+                Some(SampleRecord {
+                    source: new(s.source)?,
+                    thread: s
+                        .thread
+                        .and_then(|t| thread_index.get(t as usize).copied().flatten()),
+                    ..s.clone()
+                })
+            })
+            .collect();
+        let mappings = self
+            .mappings
+            .iter()
+            .filter_map(|m| {
+                Some(SampleMapping {
+                    source: new(m.source)?,
+                    ..m.clone()
+                })
+            })
+            .collect();
+        SampleSet {
+            sources,
+            frames: self.frames.clone(),
+            stacks: self.stacks.clone(),
+            samples,
+            threads,
+            mappings,
+        }
+    }
+
+    /// What a report of the run says it kept and dropped: `100000 samples, about 3,678,036,680
+    /// process-ticks dropped (the sample buffer was full)`, per sampler, in its unit (timer
+    /// periods for CPU samples, process-ticks for wall samples, bytes for allocation
+    /// samples); `12 samples` when none was dropped.
+    pub fn kept_and_dropped(&self) -> String {
+        let mut text = format!("{} samples", self.samples.len());
+        let mut lost: Vec<String> = Vec::new();
+        for kind in self.samplers() {
+            let dropped: f64 = self
+                .sources
+                .iter()
+                .filter(|s| s.sampler == kind)
+                .map(|s| s.dropped)
+                .sum();
+            if dropped > 0.0 {
+                let what = match kind {
+                    SamplerKind::Cpu => "CPU timer periods",
+                    SamplerKind::Wall => "process-ticks",
+                    SamplerKind::Alloc => "bytes of allocation samples",
+                };
+                lost.push(format!(
+                    "about {} {what}",
+                    thousands(dropped.round() as u64)
+                ));
+            }
+        }
+        if !lost.is_empty() {
+            text.push_str(&format!(
+                ", {} dropped (the sample buffer was full)",
+                lost.join(" and ")
+            ));
+        }
+        text
+    }
+
     /// Frees of sampled blocks lost by every source ([`SampleSource::lost_frees`]): the
     /// in-use figures may over-count by as many blocks.
     pub fn lost_frees(&self) -> u64 {
@@ -397,6 +498,19 @@ impl SampleSet {
             _ => None,
         }
     }
+}
+
+/// `n` with its thousands separated by commas: `28,232`.
+pub(crate) fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// Builds a [`SampleSet`] from the sample snapshots of a run's nodes, or from the sample sets

@@ -1783,7 +1783,9 @@ fn mixed_trace_types_are_an_error_naming_both() {
         MergeError::MixedTypes {
             first: TraceType::CallCount,
             other: TraceType::CallTime,
-            index: 2
+            index: 2,
+            first_kind: "a call_count trace profile".to_owned(),
+            other_kind: "a call_time trace profile".to_owned(),
         }
     );
     let text = err.to_string();

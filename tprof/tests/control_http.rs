@@ -130,6 +130,15 @@ fn goroutine_gives_every_process_once_with_its_state() {
     let (status, body) = get(addr, "/debug/pprof/goroutine");
     assert_eq!(status, 200);
     let p = decode(&body);
+    // Go's goroutine profile: processes counted, not wall time.
+    let text = |i: i64| p.string_table[i as usize].as_str();
+    let types: Vec<(&str, &str)> = p
+        .sample_type
+        .iter()
+        .map(|t| (text(t.r#type), text(t.unit)))
+        .collect();
+    assert_eq!(types, [("goroutine", "count")]);
+    assert!(p.sample.iter().all(|s| s.value == [1]), "{:?}", p.sample);
     let samples = labels(&p);
     let pids: Vec<&str> = samples.iter().filter_map(|s| label(s, "pid")).collect();
     let unique: HashSet<&str> = pids.iter().copied().collect();

@@ -93,7 +93,7 @@ pub fn merge(profiles: &[Profile]) -> Result<Profile, MergeError> {
         [] => Err(MergeError::Empty),
         [one] => Ok(one.clone()),
         [first, rest @ ..] => {
-            let mut acc = Acc::new(first.trace_type);
+            let mut acc = Acc::new(first);
             acc.fold(first, 0)?;
             for (i, p) in rest.iter().enumerate() {
                 acc.fold(p, i + 1)?;
@@ -128,7 +128,7 @@ impl Merger {
     /// A merge that starts with `first`.
     pub fn new(first: Profile) -> Merger {
         Merger {
-            acc: Acc::new(first.trace_type),
+            acc: Acc::new(&first),
             first: Some(first),
             inputs: 1,
         }
@@ -176,6 +176,8 @@ fn sum(into: &mut u64, v: u64) {
 #[derive(Debug)]
 struct Acc {
     trace_type: TraceType,
+    /// What the first input is, for the error of a mixed merge ([`super::profile_kind`]).
+    first_kind: String,
     inputs: usize,
     functions: Vec<FunctionTrace>,
     function_index: HashMap<Function, usize>,
@@ -202,9 +204,10 @@ struct Acc {
 }
 
 impl Acc {
-    fn new(trace_type: TraceType) -> Acc {
+    fn new(first: &Profile) -> Acc {
         Acc {
-            trace_type,
+            trace_type: first.trace_type,
+            first_kind: super::profile_kind(first),
             inputs: 0,
             functions: Vec::new(),
             function_index: HashMap::new(),
@@ -232,6 +235,8 @@ impl Acc {
                 first: self.trace_type,
                 other: p.trace_type,
                 index,
+                first_kind: self.first_kind.clone(),
+                other_kind: super::profile_kind(p),
             })
         }
     }

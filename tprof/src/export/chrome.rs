@@ -101,6 +101,10 @@
 //!   so that the timeline shows it.
 //! - Past a million slices (as for a trace profile), the shortest are left out and
 //!   `otherData.slices_left_out` says how many.
+//! - **Allocation samples** are not time: a process's `alloc samples` thread has an instant
+//!   per allocation sampled and a counter track of the bytes allocated so far (estimated),
+//!   bounded at 100,000 allocations (the `alloc` module); `otherData.samples.dropped_bytes`
+//!   says what the dropped ones stood for.
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
@@ -115,6 +119,7 @@ use super::weight::{frame_name, unit, weight};
 use super::{ExportError, Stack};
 use crate::{Function, Group, Profile, TraceType};
 
+mod alloc;
 mod sampled;
 
 /// What the file says about itself (shown by `chrome://tracing`'s metadata view).
@@ -286,6 +291,10 @@ enum Args<'a> {
     Warning { warning: &'static str },
     /// A slice of samples.
     Sample(sampled::SampleArgs<'a>),
+    /// An allocation sampled.
+    Allocation(alloc::AllocArgs<'a>),
+    /// A point of the counter of bytes allocated.
+    Counter { bytes: u64 },
 }
 
 /// A frame of a timeline, on its event.

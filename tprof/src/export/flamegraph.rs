@@ -29,16 +29,27 @@
 //! Frames narrower than one pixel of the default 1200-pixel width are left out (inferno's
 //! `min_width`), so the drawing stays bounded however many distinct stacks were sampled;
 //! their time still counts in their parents' widths.
+//!
+//! # Many processes
+//!
+//! Past 50 processes, each process's frame is its group's, as the html viewer sums them: by
+//! initial call, `app::worker/1 (33,414 processes)` (a process alone in its group keeps its
+//! label); the groups narrower than a pixel are one frame, `(N small processes)`, rather
+//! than left out. So a wall profile of 100,000 processes, each narrower than a pixel, draws
+//! what they ran and where they waited, not an empty `all`.
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::io::Write;
+
+use runtime::Pid;
 
 use inferno::flamegraph::{self, Options};
 
 use super::stacks::Stacks;
 use super::weight::{unit, weight};
-use super::{ExportError, Format, sampled};
-use crate::Profile;
+use super::{ExportError, Format, grouped, sampled};
+use crate::{Group, Profile};
 
 /// The width inferno draws at when none is set, in pixels.
 const IMAGE_WIDTH: f64 = 1200.0;
@@ -115,6 +126,99 @@ pub(super) fn folded_lines(profile: &Profile) -> Vec<String> {
     lines
 }
 
+/// A root of the drawing, past [`grouped::MANY`] processes: a group of processes (an index
+/// into [`grouped::Groups`]), the processes too small to draw, or another root
+/// (`(outside processes)`, `(dropped samples)`, `all processes`) as it is.
+#[derive(Clone, PartialEq, Eq, Hash)]
+enum Root {
+    Group(usize),
+    Small,
+    Other(String),
+}
+
+/// `lines` (folded, each `root;frames value` with a process's label as its root) with their
+/// processes grouped past [`grouped::MANY`], as the html viewer groups them (by initial call,
+/// [`grouped::Groups`]): lines of one group and path summed; and the groups narrower than a
+/// pixel, which inferno would leave out, summed into one root, `(N small processes)`, so
+/// that what they weigh is drawn. At most [`grouped::MANY`] processes: `lines` unchanged.
+/// Linear in the lines and the processes.
+fn grouped(profile: &Profile, lines: Vec<String>) -> Vec<String> {
+    let Some(groups) = grouped::Groups::of(profile) else {
+        return lines;
+    };
+    let labels = profile.labels();
+    let pid_of: HashMap<String, Pid> = profile
+        .processes
+        .iter()
+        .map(|p| (frame_name(&labels.get(Group::Process(p.pid))), p.pid))
+        .collect();
+    // (root, path above it) -> value, in the order first seen.
+    let mut index: HashMap<(Root, String), usize> = HashMap::new();
+    let mut summed: Vec<((Root, String), u128)> = Vec::new();
+    let mut totals: HashMap<Root, u128> = HashMap::new();
+    let mut all: u128 = 0;
+    let add = |index: &mut HashMap<(Root, String), usize>,
+               summed: &mut Vec<((Root, String), u128)>,
+               key: (Root, String),
+               value: u128| {
+        match index.get(&key) {
+            Some(&i) => summed[i].1 += value,
+            None => {
+                index.insert(key.clone(), summed.len());
+                summed.push((key, value));
+            }
+        }
+    };
+    for line in &lines {
+        let Some((path, value)) = line.rsplit_once(' ') else {
+            continue;
+        };
+        let Ok(value) = value.parse::<u128>() else {
+            continue;
+        };
+        let (root, rest) = path.split_once(';').unwrap_or((path, ""));
+        let root = match pid_of.get(root).and_then(|pid| groups.group(*pid)) {
+            Some(group) => Root::Group(group),
+            None => Root::Other(root.to_owned()),
+        };
+        *totals.entry(root.clone()).or_default() += value;
+        all += value;
+        add(&mut index, &mut summed, (root, rest.to_owned()), value);
+    }
+    // A pixel of the default width: inferno's `min_width` below.
+    let small = |root: &Root| match root {
+        Root::Group(_) => totals.get(root).copied().unwrap_or(0) as f64 * IMAGE_WIDTH < all as f64,
+        _ => false,
+    };
+    let mut small_processes = 0u64;
+    for group in 0..groups.len() {
+        if small(&Root::Group(group)) {
+            small_processes += groups.size(group);
+        }
+    }
+    let mut index: HashMap<(Root, String), usize> = HashMap::new();
+    let mut lines_of_roots: Vec<((Root, String), u128)> = Vec::new();
+    for ((root, rest), value) in summed {
+        let root = if small(&root) { Root::Small } else { root };
+        add(&mut index, &mut lines_of_roots, (root, rest), value);
+    }
+    lines_of_roots
+        .into_iter()
+        .map(|((root, rest), value)| {
+            let name = match root {
+                Root::Group(group) => frame_name(groups.name(group)),
+                Root::Small => frame_name(&grouped::small_processes(small_processes)),
+                Root::Other(text) => text,
+            };
+            if rest.is_empty() {
+                format!("{name} {value}")
+            } else {
+                format!("{name};{rest} {value}")
+            }
+        })
+        .collect()
+}
+
 /// What the runs were, for the subtitle: each program and how long it ran.
 fn runs(profile: &Profile) -> Option<String> {
     let runs: Vec<String> = profile
@@ -160,7 +264,7 @@ pub(crate) fn write_drawing(
     out: &mut dyn Write,
     scripts: Scripts,
 ) -> Result<(), ExportError> {
-    let lines = folded_lines(profile);
+    let lines = grouped(profile, folded_lines(profile));
     if lines.is_empty() {
         return Err(ExportError::Unsupported {
             format: Format::Svg,

@@ -443,6 +443,53 @@ fn build(profile: &crate::Profile, each: &mut dyn FnMut(&Sample)) -> Profile {
     }
 }
 
+/// `profile`'s samples as Go's goroutine profile (what `/debug/pprof/goroutine` serves): one
+/// sample type, `goroutine/count`, each sample counting the processes at its path and state
+/// (labels as [`to_proto`] gives them), a period of 1 goroutine. For a census: every process
+/// sampled once.
+pub fn goroutine_proto(profile: &crate::Profile) -> Profile {
+    let mut proto = to_proto(profile);
+    let mut intern = |text: &str| -> i64 {
+        match proto.string_table.iter().position(|s| s == text) {
+            Some(i) => i64::try_from(i).unwrap_or(i64::MAX),
+            None => {
+                proto.string_table.push(text.to_owned());
+                i64::try_from(proto.string_table.len() - 1).unwrap_or(i64::MAX)
+            }
+        }
+    };
+    let count = ValueType {
+        r#type: intern("goroutine"),
+        unit: intern("count"),
+    };
+    let comment = intern(
+        "tprof: every process once, at the traced path it runs or waits in (goroutine/count: \
+         processes; the state is a label)",
+    );
+    // The first value of a sampled profile's samples is how many it gathers.
+    for sample in &mut proto.sample {
+        sample.value.truncate(1);
+    }
+    proto.default_sample_type = count.r#type;
+    proto.sample_type = vec![count.clone()];
+    proto.period_type = Some(count);
+    proto.period = 1;
+    proto.comment = vec![comment];
+    proto
+}
+
+/// Writes `proto` gzipped, as [`write`] writes a profile.
+///
+/// # Errors
+///
+/// [`ExportError::Io`] when writing fails.
+pub fn write_proto(proto: &Profile, out: &mut dyn Write) -> Result<(), ExportError> {
+    let mut gz = GzEncoder::new(out, Compression::fast());
+    gz.write_all(&proto.encode_to_vec())?;
+    gz.finish()?;
+    Ok(())
+}
+
 /// Writes `profile` as gzipped `profile.proto`: a trace profile's samples encoded as they are
 /// made, in their place among the fields (after `sample_type`), the bytes [`to_proto`]'s
 /// encoding gives.

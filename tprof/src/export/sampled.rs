@@ -17,11 +17,15 @@
 //! - **Roots.** A sample is shown under its process (its label, [`Profile::labels`]), or under
 //!   one root named [`OUTSIDE`] for CPU time outside any process (`pid` `None`). Processes
 //!   come in pid order, then [`OUTSIDE`].
-//! - **Samplers.** A profile whose samples come from CPU and wall sources (a merge) keeps them
-//!   apart: each export says how (a sample type each in pprof, a first frame each in folded
-//!   stacks and flame graphs, profiles of their own in speedscope).
+//! - **Samplers.** A profile whose samples come from several samplers (a merge of CPU, wall
+//!   and allocation samples) keeps them apart where the format can (a sample type each in
+//!   pprof, profiles of their own in speedscope, threads of their own in chrome); folded,
+//!   svg and html, which draw every sample against one total, refuse it ([`one_sampler`]),
+//!   naming `tprof report --sampler`, which exports one sampler at a time.
 //! - **Dropped.** [`SampleSet::dropped`] is reported by every export, as the format allows
-//!   ([`dropped_note`]).
+//!   ([`dropped_note`]), in its sampler's unit: the time dropped CPU and wall samples stood
+//!   for, the bytes dropped allocation samples stood for (what the allocator's rings
+//!   counted), never one as the other.
 //!
 //! Everything here is linear in the samples (plus n log n to sort) and in the stacks' frames.
 
@@ -125,6 +129,38 @@ pub(super) fn unit_of_all(kinds: &[SamplerKind]) -> (&'static str, &'static str)
     } else {
         unit_of(SamplerKind::Cpu)
     }
+}
+
+/// Refuses `format` (folded, svg or html: each draws every sample against one total) for a
+/// profile whose samples come from several samplers (a merge of CPU, wall and allocation
+/// samples): their values are not of one measure (CPU time, wall time summed over processes,
+/// bytes), and one total of them means nothing. The message names `tprof report --sampler`,
+/// which exports one sampler at a time.
+pub(super) fn one_sampler(
+    profile: &Profile,
+    format: super::Format,
+) -> Result<(), super::ExportError> {
+    let kinds = samplers(&profile.samples);
+    if kinds.len() < 2 {
+        return Ok(());
+    }
+    let what: Vec<String> = kinds
+        .iter()
+        .map(|k| format!("{k} ({} of {})", unit_of(*k).0, measure(*k)))
+        .collect();
+    let names: Vec<&str> = kinds.iter().map(|k| k.name()).collect();
+    Err(super::ExportError::Unsupported {
+        format,
+        reason: format!(
+            "the profile holds samples of {} samplers, {}, and a {format} export draws them \
+             against one total; export one sampler at a time with `tprof report --sampler \
+             {}` (or {}), or use speedscope, which keeps one profile per sampler",
+            kinds.len(),
+            what.join(", "),
+            names[0],
+            names[1..].join(", "),
+        ),
+    })
 }
 
 /// The samples of one sampler, root, stack and state, summed.
@@ -246,7 +282,7 @@ pub(super) fn folded_paths(
             .or_default() += s.ns;
     }
     for &kind in &kinds {
-        let dropped = Dropped::of(set, Some(kind)).ns;
+        let dropped = Dropped::of(set, Some(kind)).value(kind);
         if dropped > 0.0 {
             let line = prefix(kind) + &text(DROPPED_FRAME);
             paths.insert(
@@ -313,46 +349,105 @@ pub(super) fn thread_label(set: &SampleSet, sample: &SampleRecord) -> Option<Str
 }
 
 /// The samples dropped because the sample buffer was full, of every source or of one
-/// sampler's.
+/// sampler's, each weighed in its sampler's own unit: time for CPU and wall samples, bytes
+/// for allocation samples.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(super) struct Dropped {
-    /// The dropped weight (timer periods, process-ticks), rounded; at least 1 when anything
-    /// was dropped.
+    /// How many samples were dropped: the dropped weight (timer periods, process-ticks),
+    /// rounded, plus, for allocation samples, an estimate (the bytes dropped over the mean
+    /// bytes a kept sample stands for); at least 1 when anything was dropped.
     pub(super) count: u64,
-    /// The nanoseconds they stood for: each source's dropped weight times its period.
+    /// The nanoseconds the dropped CPU and wall samples stood for: each source's dropped
+    /// weight times its period.
     pub(super) ns: f64,
+    /// The bytes the dropped allocation samples stood for (what their sources counted).
+    pub(super) bytes: f64,
 }
 
 impl Dropped {
     /// The samples dropped by `set`'s sources of `sampler` (of every source for `None`).
     pub(super) fn of(set: &SampleSet, sampler: Option<SamplerKind>) -> Dropped {
-        let sources = set
+        let mut weight = 0.0;
+        let mut ns = 0.0;
+        let mut bytes = 0.0;
+        for s in set
             .sources
             .iter()
-            .filter(|s| sampler.is_none_or(|k| s.sampler == k));
-        let (weight, ns) = sources.fold((0.0, 0.0), |(w, ns), s| {
-            (w + s.dropped, ns + s.dropped * s.period_ns())
-        });
-        let count = if weight > 0.0 {
-            (weight.round() as u64).max(1)
+            .filter(|s| sampler.is_none_or(|k| s.sampler == k))
+        {
+            if s.sampler == SamplerKind::Alloc {
+                bytes += s.dropped;
+            } else {
+                weight += s.dropped;
+                ns += s.dropped * s.period_ns();
+            }
+        }
+        let mut count = weight;
+        if bytes > 0.0 {
+            count += bytes / mean_alloc_weight(set).max(1.0);
+        }
+        let count = if weight > 0.0 || bytes > 0.0 {
+            (count.round() as u64).max(1)
         } else {
             0
         };
-        Dropped { count, ns }
+        Dropped { count, ns, bytes }
+    }
+
+    /// What they stood for in `kind`'s unit ([`unit_of`]): nanoseconds, or bytes.
+    pub(super) fn value(self, kind: SamplerKind) -> f64 {
+        match kind {
+            SamplerKind::Alloc => self.bytes,
+            SamplerKind::Cpu | SamplerKind::Wall => self.ns,
+        }
     }
 
     /// The sentence every export that has room for text reports them with, or `None` when
     /// nothing was dropped: `12 samples dropped (the sample buffer was full): about 12.000 ms
-    /// not shown`.
+    /// not shown`; for allocation samples, `about 25 samples dropped (the sample buffer was
+    /// full): about 28,232 bytes not shown`.
     pub(super) fn note(self) -> Option<String> {
-        (self.count > 0).then(|| {
-            format!(
-                "{} samples dropped (the sample buffer was full): about {} not shown",
-                self.count,
-                super::flamegraph::duration(self.ns.round() as u64)
-            )
-        })
+        if self.count == 0 {
+            return None;
+        }
+        let mut lost: Vec<String> = Vec::new();
+        if self.ns > 0.0 {
+            lost.push(super::flamegraph::duration(self.ns.round() as u64));
+        }
+        if self.bytes > 0.0 {
+            lost.push(format!(
+                "{} bytes",
+                crate::samples::thousands(self.bytes.round() as u64)
+            ));
+        }
+        let about = if self.bytes > 0.0 { "about " } else { "" };
+        Some(format!(
+            "{about}{} samples dropped (the sample buffer was full): about {} not shown",
+            self.count,
+            lost.join(" and ")
+        ))
     }
+}
+
+/// The mean bytes an allocation sample of `set` stands for (its weight), the estimate of
+/// what a dropped one stood for; without a kept allocation sample, the bytes per sample of
+/// the first source sampling by bytes, else 1.
+fn mean_alloc_weight(set: &SampleSet) -> f64 {
+    let (n, sum) = set
+        .samples
+        .iter()
+        .filter(|s| sampler(set, s) == SamplerKind::Alloc)
+        .fold((0u64, 0.0), |(n, sum), s| (n + 1, sum + s.weight));
+    if n > 0 {
+        return sum / n as f64;
+    }
+    set.sources
+        .iter()
+        .find_map(|s| match s.alloc_rate {
+            Some(crate::samples::AllocRate::Bytes(b)) => Some(b as f64),
+            _ => None,
+        })
+        .unwrap_or(1.0)
 }
 
 /// [`Dropped::note`] of every source of `set`.
@@ -515,7 +610,8 @@ mod tests {
             Dropped::of(&set, None),
             Dropped {
                 count: 3,
-                ns: 30_000_000.0
+                ns: 30_000_000.0,
+                bytes: 0.0
             }
         );
         assert_eq!(Dropped::of(&set, Some(SamplerKind::Cpu)).note(), None);

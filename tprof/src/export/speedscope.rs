@@ -126,7 +126,11 @@ pub(super) fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), Export
     let unit = speedscope_unit(profile.trace_type);
     let mut frames: Vec<Frame> = Vec::new();
     let mut frame_index: HashMap<&Function, usize> = HashMap::new();
-    let mut profiles: Vec<(Group, SampledProfile)> = Vec::new();
+    let mut profiles: Vec<SampledProfile> = Vec::new();
+    // The profile of each process, or past `grouped::MANY` processes, of each group of them
+    // (by initial call): an index into `profiles`.
+    let mut profile_of: HashMap<Result<usize, Group>, usize> = HashMap::new();
+    let groups = super::grouped::Groups::of(profile);
     let labels = profile.labels();
     Stacks::of(profile).for_each(|stack| {
         let value = weight(profile.trace_type, stack);
@@ -147,25 +151,28 @@ pub(super) fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), Export
                 })
             })
             .collect();
-        // `stacks` gives the stacks by process, so a new process starts a new profile.
-        if profiles
-            .last()
-            .is_none_or(|(group, _)| *group != stack.group)
-        {
-            profiles.push((
-                stack.group,
-                SampledProfile {
-                    kind: "sampled",
-                    name: labels.get(stack.group).into_owned(),
-                    unit,
-                    start_value: 0,
-                    end_value: 0,
-                    samples: Vec::new(),
-                    weights: Vec::new(),
-                },
-            ));
-        }
-        if let Some((_, p)) = profiles.last_mut() {
+        let lane = match (stack.group, &groups) {
+            (Group::Process(pid), Some(groups)) => groups.group(pid).ok_or(stack.group),
+            (group, _) => Err(group),
+        };
+        let i = *profile_of.entry(lane).or_insert_with(|| {
+            let name = match (lane, &groups) {
+                (Ok(g), Some(groups)) => groups.name(g).to_owned(),
+                (Err(group), _) => labels.get(group).into_owned(),
+                (Ok(_), None) => String::new(),
+            };
+            profiles.push(SampledProfile {
+                kind: "sampled",
+                name,
+                unit,
+                start_value: 0,
+                end_value: 0,
+                samples: Vec::new(),
+                weights: Vec::new(),
+            });
+            profiles.len() - 1
+        });
+        if let Some(p) = profiles.get_mut(i) {
             p.samples.push(sample);
             p.weights.push(value);
             p.end_value = p.end_value.saturating_add(value);
@@ -176,7 +183,10 @@ pub(super) fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), Export
         name.push_str(" of ");
         name.push_str(&run.program);
     }
-    let file = File::new(frames, profiles.into_iter().map(|(_, p)| p).collect(), name);
+    if let Some(groups) = &groups {
+        name.push_str(&super::grouped::note(profile.processes.len(), groups));
+    }
+    let file = File::new(frames, profiles, name);
     write_file(out, &file)
 }
 

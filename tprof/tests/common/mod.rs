@@ -6,6 +6,7 @@
 
 #![allow(dead_code)]
 
+pub(crate) mod browser;
 pub(crate) mod samples;
 pub(crate) mod svg;
 

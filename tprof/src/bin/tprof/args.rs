@@ -150,6 +150,10 @@ pub(crate) enum Cmd {
         /// profile has CPU samples, else wall, else alloc).
         #[arg(long = "list-sampler", value_name = "SAMPLER", requires = "list", value_parser = parse_sampler_kind)]
         list_sampler: Option<tprof::samples::SamplerKind>,
+        /// Only the samples of this sampler: cpu, wall or alloc (a merge of several is drawn
+        /// by folded, svg and html one sampler at a time).
+        #[arg(long, value_name = "SAMPLER", conflicts_with = "list", value_parser = parse_sampler_kind)]
+        sampler: Option<tprof::samples::SamplerKind>,
         /// How the pretty report lays samples out.
         #[command(flatten)]
         samples: SampleArgs,

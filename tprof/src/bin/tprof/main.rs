@@ -182,6 +182,7 @@ fn execute(command: Cmd) -> Result<ExitCode, CommandError> {
             out,
             file,
             samples,
+            sampler,
             ..
         } => {
             let to_terminal = out.as_deref().is_none_or(|o| o.as_os_str() == "-")
@@ -190,7 +191,13 @@ fn execute(command: Cmd) -> Result<ExitCode, CommandError> {
                 .then(|| console::Term::stdout().size_checked())
                 .flatten()
                 .map(|(_rows, columns)| usize::from(columns));
-            command::report_with(&file, format, out.as_deref(), &samples.options(terminal))?;
+            command::report_sampler(
+                &file,
+                format,
+                out.as_deref(),
+                &samples.options(terminal),
+                sampler,
+            )?;
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Merge { out, inputs } => {

@@ -93,11 +93,12 @@ fn census_session(node: &NodeHandle) -> Result<SampleSession, Answer> {
 /// per process, labelled with its pid, name and state).
 pub(super) fn processes(node: &NodeHandle) -> Result<Vec<u8>, Answer> {
     let snapshot = census_session(node)?.census_snapshot();
-    pprof(&Profile::from_snapshot(
-        &snapshot,
-        TraceType::CallCount,
-        &["tprof"],
-    ))
+    let profile = Profile::from_snapshot(&snapshot, TraceType::CallCount, &["tprof"]);
+    // Go's goroutine profile counts goroutines (`goroutine/count`), not wall time.
+    let mut out = Vec::new();
+    export::pprof::write_proto(&export::pprof::goroutine_proto(&profile), &mut out)
+        .map_err(|e| Answer::text(500, format!("cannot write the profile: {e}")))?;
+    Ok(out)
 }
 
 /// Every process as text, as Go's `goroutine?debug=1` (processes grouped by state and path,

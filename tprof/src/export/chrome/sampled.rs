@@ -5,17 +5,36 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::io::Write;
 
-use super::{Args, Event, OtherData, Scale, interval, slices_left_out, write_file};
+use super::alloc;
+use super::{Args, Cutoff, Event, OtherData, Scale, interval, slices_left_out, write_file};
 use crate::Profile;
 use crate::export::ExportError;
 use crate::export::sampled::{self, Dropped, NO_STACK, Root};
 use crate::profile::Labels;
 use crate::samples::{SampleRecord, SampleSet, SamplerKind, WaitState};
 
-/// One lane of samples, drawn as one thread: a process's samples of one sampler (whether
-/// wall), or the CPU samples of one thread outside any process (those of different threads
-/// overlap in time).
-type Lane = (Root, bool, Option<u32>);
+/// One lane of samples, drawn as one thread: a process's samples of one sampler (its
+/// [`sampler_rank`]), or the CPU samples of one thread outside any process (those of
+/// different threads overlap in time).
+type Lane = (Root, u8, Option<u32>);
+
+/// The order of a sampler's lanes: cpu, wall, alloc.
+fn sampler_rank(kind: SamplerKind) -> u8 {
+    match kind {
+        SamplerKind::Cpu => 0,
+        SamplerKind::Wall => 1,
+        SamplerKind::Alloc => 2,
+    }
+}
+
+/// The sampler of a lane's rank.
+fn sampler_of_rank(rank: u8) -> SamplerKind {
+    match rank {
+        0 => SamplerKind::Cpu,
+        1 => SamplerKind::Wall,
+        _ => SamplerKind::Alloc,
+    }
+}
 
 /// The lane of `sample`.
 fn lane(set: &SampleSet, sample: &SampleRecord) -> Lane {
@@ -24,11 +43,7 @@ fn lane(set: &SampleSet, sample: &SampleRecord) -> Lane {
         Root::Outside => sample.thread,
         Root::Process(_) => None,
     };
-    (
-        root,
-        sampled::sampler(set, sample) == SamplerKind::Wall,
-        thread,
-    )
+    (root, sampler_rank(sampled::sampler(set, sample)), thread)
 }
 
 /// What a slice stands for: a frame of the stacks, or a wall sample's state.
@@ -68,15 +83,26 @@ pub(super) struct SampleArgs<'a> {
 pub(super) struct SamplesData {
     /// What was sampled at which rate.
     sampled: String,
-    /// What slices' `weight_ns` are.
-    weight: &'static str,
-    /// Samples dropped because the sample buffer was full (their weight, rounded).
+    /// What slices' `weight_ns` are, and how allocations are drawn.
+    weight: String,
+    /// Samples dropped because the sample buffer was full (their weight, rounded; for
+    /// allocation samples, an estimate).
     dropped_samples: u64,
-    /// The nanoseconds they stood for.
+    /// The nanoseconds the dropped CPU and wall samples stood for.
     dropped_ns: u64,
+    /// The bytes the dropped allocation samples stood for.
+    #[serde(skip_serializing_if = "is_zero")]
+    dropped_bytes: u64,
+    /// How many allocation samples were left out, past [`alloc::MAX_ALLOCATIONS`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    allocations_left_out: Option<String>,
     /// What the CPU samples could see, when their sources carry it.
     #[serde(skip_serializing_if = "Option::is_none")]
     cpu: Option<crate::samples::CpuTruth>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Writes `profile`'s samples as a trace file ([`write_file`]: streamed, never held whole):
@@ -90,10 +116,21 @@ pub(super) fn write(
     let drawing = Drawing::of(profile);
     let other_data = |left_out| {
         let dropped = Dropped::of(set, None);
-        let measures: Vec<&str> = sampled::samplers(set)
-            .into_iter()
-            .map(sampled::measure)
-            .collect();
+        let mut measures: Vec<String> = Vec::new();
+        for kind in sampled::samplers(set) {
+            measures.push(match kind {
+                SamplerKind::Cpu | SamplerKind::Wall => format!(
+                    "{kind}: slices whose args.weight_ns are nanoseconds of {}",
+                    sampled::measure(kind)
+                ),
+                SamplerKind::Alloc => format!(
+                    "alloc: an instant per allocation sampled (args.size: its bytes; \
+                     args.bytes: the bytes it stands for, estimated) and a counter `{}` per \
+                     process",
+                    alloc::COUNTER
+                ),
+            });
+        }
         OtherData {
             exporter: format!("tprof {}", env!("CARGO_PKG_VERSION")),
             trace_type: "samples",
@@ -103,14 +140,15 @@ pub(super) fn write(
             slices_left_out: slices_left_out(left_out, max_slices),
             samples: Some(SamplesData {
                 sampled: sampled::describe(set),
-                weight: if measures.len() == 1 && measures[0] == "CPU time" {
-                    "nanoseconds of CPU time"
-                } else {
-                    "nanoseconds of CPU time (cpu) or of wall time summed over processes (wall)"
-                },
+                weight: measures.join("; "),
                 dropped_samples: dropped.count,
                 dropped_ns: dropped.ns.round() as u64,
                 cpu: set.cpu_truth(),
+                dropped_bytes: dropped.bytes.round() as u64,
+                allocations_left_out: alloc::left_out_note(
+                    drawing.allocations_left_out,
+                    alloc::MAX_ALLOCATIONS,
+                ),
             }),
         }
     };
@@ -131,6 +169,9 @@ struct Drawing<'a> {
     frames: HashMap<u32, (String, Option<String>)>,
     /// The name of each state sampled.
     states: HashMap<WaitState, String>,
+    /// Which allocation samples are drawn ([`alloc::cutoff`]), and how many are not.
+    allocations: Cutoff,
+    allocations_left_out: usize,
 }
 
 impl<'a> Drawing<'a> {
@@ -170,6 +211,7 @@ impl<'a> Drawing<'a> {
             let s = &set.samples[i as usize];
             (lane(set, s), run(s), s.time_ns)
         });
+        let (allocations, allocations_left_out) = alloc::cutoff(profile, alloc::MAX_ALLOCATIONS);
         Drawing {
             profile,
             labels: profile.labels(),
@@ -177,6 +219,8 @@ impl<'a> Drawing<'a> {
             order,
             frames,
             states,
+            allocations,
+            allocations_left_out,
         }
     }
 
@@ -202,6 +246,7 @@ impl<'a> Drawing<'a> {
                 },
             });
         }
+        let mut allocations = self.allocations;
         let same_lane = |&a: &u32, &b: &u32| {
             lane(set, &set.samples[a as usize]) == lane(set, &set.samples[b as usize])
         };
@@ -211,12 +256,8 @@ impl<'a> Drawing<'a> {
             let Some(&first) = samples.first() else {
                 continue;
             };
-            let (root, wall, thread) = lane(set, first);
-            let kind = if wall {
-                SamplerKind::Wall
-            } else {
-                SamplerKind::Cpu
-            };
+            let (root, rank, thread) = lane(set, first);
+            let kind = sampler_of_rank(rank);
             // Every lane's id is its own; a root's pid is its first lane's, so that no pid
             // is another process's thread.
             let tid = u32::try_from(n + 1).unwrap_or(u32::MAX);
@@ -232,7 +273,37 @@ impl<'a> Drawing<'a> {
                     tid
                 }
             };
-            let rate = set.sources.get(first.source as usize).map_or(0, |s| s.hz);
+            let source = set.sources.get(first.source as usize);
+            let rate = source.map_or(0, |s| s.hz);
+            if kind == SamplerKind::Alloc {
+                let model = source
+                    .and_then(|s| s.alloc_rate)
+                    .map_or_else(String::new, |r| format!(", allocations at {r}"));
+                sink(meta(
+                    "thread_name",
+                    pid,
+                    tid,
+                    format!("alloc samples{model}"),
+                ));
+                let frame = |f: u32| -> (Cow<'_, str>, Option<&'_ str>) {
+                    match self.frames.get(&f) {
+                        Some((name, location)) => (name.into(), location.as_deref()),
+                        None => (sampled::frame_name(self.profile, f, false).into(), None),
+                    }
+                };
+                alloc::draw(
+                    &self.table,
+                    &samples,
+                    (pid, tid),
+                    &mut allocations,
+                    &frame,
+                    sink,
+                );
+                if let Some(end) = samples.iter().map(|s| s.time_ns).max() {
+                    last_end = last_end.max(end);
+                }
+                continue;
+            }
             let thread_name = match thread.and_then(|t| set.threads.get(t as usize)) {
                 Some(t) => format!(
                     "{} ({kind} samples, {rate} Hz asked)",

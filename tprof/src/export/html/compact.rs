@@ -113,7 +113,8 @@ fn aggregate(
 }
 
 /// What the page sums of a process before it writes it: its registered name and its initial
-/// call (numbered), and the calls of its rows and the value of its stacks.
+/// call (numbered), and the calls of its rows (the samples of its stacks, sampled) and the
+/// value of its stacks.
 struct Process {
     name: Option<usize>,
     initial_call: usize,
@@ -186,18 +187,26 @@ pub(super) fn write(data: &ViewData<'_>, out: &mut dyn Write) -> serde_json::Res
             value: 0,
         });
     });
+    // A process's samples are those of its stacks: a row counts the samples with its frame
+    // anywhere on their stack, so the rows of a process count a sample once per frame.
+    let sampled = data.samples.is_some();
     let mut total = 0u64;
     lists.stacks(&mut |s| {
         if let Some(p) = processes.get_mut(s.process) {
             p.value = p.value.saturating_add(s.value);
+            if sampled {
+                p.calls = p.calls.saturating_add(s.calls);
+            }
         }
         total = total.saturating_add(s.value);
     });
-    lists.rows(&mut |r| {
-        if let Some(p) = processes.get_mut(r.process) {
-            p.calls = p.calls.saturating_add(r.calls);
-        }
-    });
+    if !sampled {
+        lists.rows(&mut |r| {
+            if let Some(p) = processes.get_mut(r.process) {
+                p.calls = p.calls.saturating_add(r.calls);
+            }
+        });
+    }
     let aggregates = Aggregates {
         by_name: aggregate(&names, |p| p.name, &processes),
         by_initial_call: aggregate(&initial_calls, |p| Some(p.initial_call), &processes),

@@ -25,9 +25,11 @@
   const MENU = 200;      // processes in the menu at most (the largest); the table has every one
   const TL_SHOWN = 20;   // timelines drawn at most in the view of every process
   let grouping = data.processes.length > MANY ? 'initial_call' : 'process';
-  // A sampled profile: values are nanoseconds of sampled time, and 'calls' count samples.
+  // A sampled profile: values are nanoseconds of sampled time (bytes for allocation samples:
+  // data.unit says which), and 'calls' count samples.
   const SAMPLED = !!data.samples;
-  const TIME = data.trace_type === 'call_time' || SAMPLED;
+  const BYTES = SAMPLED && data.unit === 'bytes';
+  const TIME = data.trace_type === 'call_time' || (SAMPLED && !BYTES);
   const MEMORY = data.trace_type === 'call_memory' && !SAMPLED;
   // Percentiles of each process's functions (their own time per call), by 'process:function'.
   const PCT = new Map(data.percentiles.map((q) => [q.process + ':' + q.function, q]));
@@ -43,7 +45,9 @@
   };
   const FACT = { call_count: 'count', call_time: 'time', call_memory: 'allocated' };
   const WHAT = SAMPLED ? data.samples.what + ': ' + data.samples.measure + ', per stack' : KIND[data.trace_type];
-  const MEASURED = SAMPLED ? 'time' : FACT[data.trace_type];
+  const MEASURED = SAMPLED ? (BYTES ? 'allocated' : 'time') : FACT[data.trace_type];
+  // the unit of a value column's title: ' (us)' for times shown in microseconds
+  const COL_UNIT = TIME ? ' (us)' : BYTES ? ' (bytes)' : '';
   const COUNTED = SAMPLED ? 'samples' : 'calls';
   // Where a function is, 'file:line', or '' when unknown (native frames without debug info).
   function where(f) {
@@ -564,7 +568,7 @@
     if (SAMPLED) {
       // own: the samples where it is innermost; total: those with it anywhere on the stack
       return [{ key: 'name', title: 'frame' }, { key: 'calls', title: 'samples' },
-        { key: 'value', title: 'own (us)' }, { key: 'total', title: 'total (us)' }, { key: 'pct', title: '%' }];
+        { key: 'value', title: 'own' + COL_UNIT }, { key: 'total', title: 'total' + COL_UNIT }, { key: 'pct', title: '%' }];
     }
     const cols = [{ key: 'name', title: 'function' }, { key: 'calls', title: 'calls' }];
     // call_count measures calls: its value is the calls column, and per call is always 1
@@ -581,7 +585,7 @@
     switch (key) {
       case 'calls': return int(r.calls);
       case 'value': return TIME ? fixed(r.value / 1000, 1) : int(r.value);
-      case 'total': return fixed(r.total / 1000, 1);
+      case 'total': return TIME ? fixed(r.total / 1000, 1) : int(r.total);
       case 'per': return fixed(TIME ? r.per / 1000 : r.per, 2);
       case 'pct': return r.pct.toFixed(2);
       case 'words': return int(r.words);
@@ -688,8 +692,12 @@
   function processRows() {
     if (!procTotals) {
       procTotals = data.processes.map(() => [0, 0]);
-      for (const r of data.rows) procTotals[r.process][0] += r.calls;
-      for (const st of data.stacks) procTotals[st.process][1] += st.value;
+      // a sampled process's samples are its stacks' (a row counts a sample once per frame)
+      if (!SAMPLED) for (const r of data.rows) procTotals[r.process][0] += r.calls;
+      for (const st of data.stacks) {
+        if (SAMPLED) procTotals[st.process][0] += st.calls;
+        procTotals[st.process][1] += st.value;
+      }
     }
     if (grouping === 'process') {
       return data.processes.map((p, i) => ({ name: label({ kind: 'process', proc: i }), proc: i, key: null,
@@ -722,7 +730,7 @@
         ' rows ' + int(rows.length ? first + 1 : 0) + '\u2013' + int(Math.min(first + PAGE, rows.length)) + ' of ' + int(rows.length) + ' ',
         el('button', { type: 'button', class: 'page', 'data-page': String(procView.page + 1), disabled: procView.page >= pages - 1, text: 'next \u203a' })));
     const cols = [{ key: 'name', title: grouping === 'process' ? 'process' : grouping === 'name' ? 'registered name' : 'initial call' },
-      { key: 'count', title: 'processes' }, { key: 'calls', title: COUNTED }, { key: 'value', title: MEASURED + (TIME ? ' (us)' : '') },
+      { key: 'count', title: 'processes' }, { key: 'calls', title: COUNTED }, { key: 'value', title: MEASURED + COL_UNIT },
       { key: 'pct', title: '%' }];
     const head = el('tr');
     for (const c of cols) {

@@ -32,7 +32,7 @@ const HEAP_DROP_FRAMES: &str =
 /// `profile`'s samples as a `perftools.profiles.Profile` message. A profile with allocation
 /// samples is a heap profile, as Go writes one: its allocation samples only (a merge's other
 /// samples are left out, and the comments say so), with Go's four sample types
-/// ([`HEAP_TYPES`]), `inuse_space` by default.
+/// ([`HEAP_TYPES`]), `inuse_space` by default (`alloc_space` when nothing is in use).
 pub(super) fn to_proto(profile: &crate::Profile) -> Profile {
     let set = &profile.samples;
     let mut strings = Strings::new();
@@ -61,8 +61,16 @@ pub(super) fn to_proto(profile: &crate::Profile) -> Profile {
             });
         }
     }
-    let main = if heap {
+    // Go opens a heap profile on `inuse_space`; a profile in which nothing is in use (a
+    // finished program freed everything) opens on `alloc_space` instead, not on a total of 0.
+    let in_use = set
+        .samples
+        .iter()
+        .any(|s| s.live && s.weight > 0.0 && sampled::sampler(set, s) == SamplerKind::Alloc);
+    let main = if heap && in_use {
         sample_type[3].clone()
+    } else if heap {
+        sample_type[1].clone()
     } else {
         sample_type.get(1).unwrap_or(&sample_type[0]).clone()
     };
@@ -176,8 +184,8 @@ pub(super) fn to_proto(profile: &crate::Profile) -> Profile {
         }
         if set.sources.iter().any(|s| s.sampler != SamplerKind::Alloc) {
             comment.push(strings.intern(
-                "CPU and wall samples of this profile are left out: export them from a profile \
-                 of their own",
+                "CPU and wall samples of this profile are left out: export them with \
+                 `tprof report --sampler cpu` (or wall)",
             ));
         }
     }

@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use super::{File, Frame, SampledProfile};
 use crate::Profile;
+use crate::export::grouped;
 use crate::export::sampled::{self, Dropped, Root};
 use crate::samples::{SampleFrame, WaitState};
 
@@ -22,6 +23,19 @@ pub(super) fn file(profile: &Profile) -> File {
         let run = set.sources.get(s.source as usize).map_or(0, |src| src.run);
         (run, s.time_ns)
     });
+    // Past `grouped::MANY` processes, a profile per group of processes (by initial call).
+    let groups = grouped::Groups::of(profile);
+    let lane_of = |root: Root| match (root, &groups) {
+        (Root::Process(pid), Some(groups)) => {
+            groups.group(pid).map_or(Lane::Root(root), Lane::Group)
+        }
+        _ => Lane::Root(root),
+    };
+    let lane_name = |lane: Lane| match (lane, &groups) {
+        (Lane::Group(g), Some(groups)) => groups.name(g).to_owned(),
+        (Lane::Root(root), _) => root.label(&labels),
+        (Lane::Group(_), None) => String::new(),
+    };
     let mut profiles = Vec::new();
     for &kind in &kinds {
         let dropped = Dropped::of(set, Some(kind)).note();
@@ -40,25 +54,25 @@ pub(super) fn file(profile: &Profile) -> File {
                     .map_or(String::new(), |d| format!(" ({d})"))
             ),
         );
-        let mut per_root: BTreeMap<Root, Run> = BTreeMap::new();
+        let mut per_root: BTreeMap<Lane, Run> = BTreeMap::new();
         for &i in &order {
             let s = &set.samples[i];
             if sampled::sampler(set, s) != kind {
                 continue;
             }
-            let root = Root::of(s);
+            let lane = lane_of(Root::of(s));
             let stack = sampled::frames_of(&table, s.stack);
             let state = sampled::state_of(set, s);
             let ns = sampled::weight_ns(set, s);
-            let root_frame = frames.named(&root.label(&labels));
-            all.add((Some(root), s.stack, state), ns, || {
+            let root_frame = frames.named(&lane_name(lane));
+            all.add((Some(lane), s.stack, state), ns, || {
                 let mut path = vec![root_frame];
                 frames.path(stack, state, &mut path);
                 path
             });
             per_root
-                .entry(root)
-                .or_insert_with(|| Run::new(unit, format!("{prefix}{}", root.label(&labels))))
+                .entry(lane)
+                .or_insert_with(|| Run::new(unit, format!("{prefix}{}", lane_name(lane))))
                 .add((None, s.stack, state), ns, || {
                     let mut path = Vec::new();
                     frames.path(stack, state, &mut path);
@@ -77,6 +91,9 @@ pub(super) fn file(profile: &Profile) -> File {
         name.push_str("; ");
         name.push_str(&dropped);
     }
+    if let Some(groups) = &groups {
+        name.push_str(&grouped::note(profile.processes.len(), groups));
+    }
     let truth = set.cpu_truth();
     for warning in truth.iter().flat_map(|t| &t.warnings) {
         name.push_str("; Warning: ");
@@ -87,9 +104,17 @@ pub(super) fn file(profile: &Profile) -> File {
     file
 }
 
-/// What consecutive samples must share to be one: process (in the profile of every process),
-/// stack and state.
-type Key = (Option<Root>, Option<u32>, Option<WaitState>);
+/// What a profile of one root is of: a root (a process, or CPU time outside any process), or
+/// past [`grouped::MANY`] processes, a group of them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Lane {
+    Root(Root),
+    Group(usize),
+}
+
+/// What consecutive samples must share to be one: process or group (in the profile of every
+/// process), stack and state.
+type Key = (Option<Lane>, Option<u32>, Option<WaitState>);
 
 /// One profile being built: its samples, consecutive ones of the same [`Key`] merged.
 struct Run {
