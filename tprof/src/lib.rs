@@ -245,7 +245,7 @@
 //! }
 //!
 //! let outcome = tprof::profile(
-//!     || async { (0..100).map(|_| checksum(100_000)).sum::<u64>() },
+//!     || async { (0..100).fold(0, |a, _| a ^ checksum(100_000)) },
 //!     ProfileOptions::new().sample(SampleOptions::new().hz(999)).report(Report::Return),
 //! )
 //! .unwrap();
@@ -254,7 +254,9 @@
 //! sample_report::print(&mut text, &outcome.profile, &options).unwrap();
 //! let text = String::from_utf8(text).unwrap();
 //! if !outcome.profile.samples.samples.is_empty() {
-//!     assert!(text.starts_with("Overhead ╎ [+additional indent] Count File:Line; Function\n"));
+//!     // What the CPU samples could see comes first, then the tree.
+//!     assert!(text.starts_with("CPU samples by "));
+//!     assert!(text.contains("\nOverhead ╎ [+additional indent] Count File:Line; Function\n"));
 //! }
 //! # }
 //! ```

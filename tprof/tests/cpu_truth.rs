@@ -46,10 +46,10 @@ fn with_figures(threads: &[(u32, u64, u64, u64)]) -> Profile {
     profile
 }
 
-/// Samples that stand for 120 ms of the threads' 550 ms, 7 of them in 0.55 CPU-seconds, and
-/// a busy thread (103: 50 ms) without one.
+/// Samples that stand for 120 ms of the threads' 600 ms, 7 of them in 0.6 CPU-seconds, and
+/// a busy thread (103: 100 ms: ten periods at 100 Hz, so judged on its own) without one.
 fn short() -> Profile {
-    with_figures(&[(0, 400, 90, 5), (1, 100, 30, 2), (2, 50, 0, 0)])
+    with_figures(&[(0, 400, 90, 5), (1, 100, 30, 2), (2, 100, 0, 0)])
 }
 
 /// Samples that stand for 119 ms of the threads' 122 ms (97.5 %), 12 of them (98 per
@@ -60,17 +60,17 @@ fn full() -> Profile {
 
 /// The summary line of [`short`].
 const SHORT_SUMMARY: &str = "CPU samples by per-thread CPU timers (checked at the kernel's \
-     tick): 21.8% of the sampled threads' 550.0 ms of CPU captured, 13 distinct samples per \
+     tick): 20.0% of the sampled threads' 600.0 ms of CPU captured, 12 distinct samples per \
      CPU-second at 100 Hz asked (fallback: perf_event_open was refused (perf_event_paranoid \
      is 3))";
 
 /// The start of each warning of [`short`] (each goes on with the likely cause).
 const SHORT_WARNINGS: [&str; 5] = [
-    "the samples stand for 21.8% of the sampled threads' CPU time (120.0 ms of 550.0 ms): ",
+    "the samples stand for 20.0% of the sampled threads' CPU time (120.0 ms of 600.0 ms): ",
     "thread node-worker/101's samples stand for 22.5% of its 400.0 ms of CPU: ",
     "thread node-worker/102's samples stand for 30.0% of its 100.0 ms of CPU: ",
-    "thread node-worker/103 used 50.0 ms of CPU and has no sample: ",
-    "13 distinct samples per CPU-second were taken at 100 Hz asked: ",
+    "thread node-worker/103 used 100.0 ms of CPU and has no sample: ",
+    "12 distinct samples per CPU-second were taken at 100 Hz asked: ",
 ];
 
 /// The cause every warning of [`short`] names.
@@ -115,7 +115,7 @@ fn the_figures_and_warnings_are_the_runtime_s_with_the_threads_named() {
     let f = &truth.figures[0];
     assert_eq!(
         (f.mechanism, f.hz_asked, f.cpu_ns, f.sampled_ns, f.samples),
-        (CpuSource::Timers, 100, 550 * MS, 120 * MS, 7)
+        (CpuSource::Timers, 100, 600 * MS, 120 * MS, 7)
     );
     assert_eq!(f.fallback.as_deref(), Some(REFUSED));
     let names: Vec<&str> = f.threads.iter().map(|t| t.thread.as_str()).collect();
@@ -187,7 +187,7 @@ fn every_export_read_back_carries_the_figures_and_the_warnings() {
     let comments: Vec<&str> = p.comment.iter().map(|c| p.string(*c)).collect();
     assert_eq!(
         comments[0],
-        "tprof cpu samples at 100 Hz asked (13 per CPU-second taken)"
+        "tprof cpu samples at 100 Hz asked (12 per CPU-second taken)"
     );
     let tail = &comments[comments.len() - 6..];
     assert_eq!(tail[0], SHORT_SUMMARY, "{comments:#?}");
@@ -200,10 +200,10 @@ fn every_export_read_back_carries_the_figures_and_the_warnings() {
     assert_eq!(strings(&cpu["summary"]), [SHORT_SUMMARY]);
     assert_eq!(cpu["figures"][0]["mechanism"], "timers");
     assert_eq!(cpu["figures"][0]["hz_asked"], 100);
-    assert_eq!(cpu["figures"][0]["cpu_ns"], 550 * MS);
+    assert_eq!(cpu["figures"][0]["cpu_ns"], 600 * MS);
     let name = file["name"].as_str().unwrap();
     assert!(
-        name.starts_with("tprof cpu samples at 100 Hz asked (13 per CPU-second taken)"),
+        name.starts_with("tprof cpu samples at 100 Hz asked (12 per CPU-second taken)"),
         "{name}"
     );
     assert!(warned.iter().all(|w| name.contains(w.as_str())), "{name}");
@@ -231,19 +231,19 @@ fn every_export_read_back_carries_the_figures_and_the_warnings() {
     assert_eq!(strings(&cpu["summary"]), [SHORT_SUMMARY]);
     assert_eq!(
         data["samples"]["what"],
-        "cpu samples at 100 Hz asked (13 per CPU-second taken)"
+        "cpu samples at 100 Hz asked (12 per CPU-second taken)"
     );
 
     // svg: the share and the count in the subtitle, every line in the notes.
     let svg = text_of(Format::Svg, &profile).replace("&apos;", "'");
     assert!(
-        svg.contains("21.8% of the sampled threads' CPU captured — 5 warnings"),
+        svg.contains("20.0% of the sampled threads' CPU captured — 5 warnings"),
         "{svg}"
     );
     let notes = &svg[svg.find("NOTES:").expect("the notes")..];
     let notes = &notes[..notes.find("-->").unwrap()];
     assert!(
-        notes.contains("13 distinct samples per CPU-second"),
+        notes.contains("12 distinct samples per CPU-second"),
         "{notes}"
     );
     assert!(
