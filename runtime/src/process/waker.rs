@@ -5,25 +5,32 @@
 //! sampler) until its next poll begins.
 //!
 //! The waker's data is the process record itself (the pointer of its `Arc`): the poll
-//! wrapper lends it for a poll without touching the reference count ([`Borrowed`]), and a
-//! clone (a timer, a channel keeping the waker) holds one count of the record, as a clone of
-//! the task's waker holds one of the task. The task's waker it forwards to is the process's
+//! wrapper lends it for a poll without touching the reference counts ([`Borrowed`]), and a
+//! clone (a timer, a channel, another process's reply slot keeping the waker) holds one
+//! **weak** count of the record: a wake upgrades it, and a waker kept after its process is
+//! gone wakes nothing. A strong count would make a cycle wherever a process's waker is kept
+//! by something the process keeps alive (a call's reply slot in a callee's mailbox, the
+//! callee in the node's table, the node in the caller's record): AddressSanitizer's leak
+//! check found such a node never freed. The task's waker it forwards to is the process's
 //! `task_waker`, kept before the first poll.
 //!
 //! # Safety
 //!
 //! This file's `unsafe`: the vtable's four functions, and building a [`Waker`] from the raw
-//! parts. Every raw waker of [`VTABLE`] has as its data the pointer of a live
-//! `Arc<Process>` (from [`Arc::as_ptr`]): either one the caller of [`borrowed`] holds for as
-//! long as the [`Borrowed`] lives (which never runs the vtable's drop), or one strong count
-//! that `clone` took and that `drop_waker` (or `wake`, which consumes) gives back.
+//! parts. Every raw waker of [`VTABLE`] has as its data the pointer of an `Arc<Process>`'s
+//! allocation (from [`Arc::as_ptr`], the same pointer [`Weak::into_raw`] gives): either one
+//! the caller of [`borrowed`] holds a strong count of for as long as the [`Borrowed`] lives
+//! (which never runs the vtable's drop), or one weak count that `clone` took and that
+//! `drop_waker` (or `wake`, which consumes) gives back. Either keeps the allocation, so a
+//! `Weak` rebuilt from the pointer (inside `ManuallyDrop` where the count is not this code's
+//! to give back) may be cloned or upgraded.
 
 #![allow(unsafe_code)]
 
 use std::marker::PhantomData;
 use std::mem::ManuallyDrop;
 use std::ops::Deref;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::task::{RawWaker, RawWakerVTable, Waker};
 
 use super::Process;
@@ -68,17 +75,30 @@ pub(super) fn is_of(waker: &Waker, process: &Process) -> bool {
         && std::ptr::eq(waker.data(), (process as *const Process).cast())
 }
 
+/// The weak reference `data` stands for, not to be dropped (its count is not this code's).
+///
 /// # Safety
-/// `data` is the pointer of a live `Arc<Process>` (see the module docs).
-unsafe fn clone(data: *const ()) -> RawWaker {
-    // SAFETY: `data` is from `Arc::as_ptr` of a live `Arc<Process>`; the count taken is the
-    // new waker's, given back by its drop or its `wake`.
-    unsafe { Arc::increment_strong_count(data.cast::<Process>()) };
-    RawWaker::new(data, &VTABLE)
+/// `data` is the pointer of an `Arc<Process>`'s allocation kept alive by a strong or a weak
+/// count (see the module docs).
+#[inline(always)]
+unsafe fn weak(data: *const ()) -> ManuallyDrop<Weak<Process>> {
+    // SAFETY: the pointer is the allocation's data pointer, as `Weak::into_raw` gives it, and
+    // the allocation is alive (by the caller); `ManuallyDrop` never gives back a count.
+    ManuallyDrop::new(unsafe { Weak::from_raw(data.cast::<Process>()) })
 }
 
 /// # Safety
-/// `data` is the pointer of a live `Arc<Process>` whose count this waker owns.
+/// `data` is the pointer of a live `Arc<Process>`'s allocation (see the module docs).
+unsafe fn clone(data: *const ()) -> RawWaker {
+    // SAFETY: as the caller promises. The weak count taken is the new waker's, given back by
+    // its drop or its `wake`.
+    let borrowed = unsafe { weak(data) };
+    let clone = Weak::into_raw(Weak::clone(&borrowed));
+    RawWaker::new(clone.cast(), &VTABLE)
+}
+
+/// # Safety
+/// `data` is the pointer of an `Arc<Process>`'s allocation whose weak count this waker owns.
 unsafe fn wake(data: *const ()) {
     // SAFETY: as the caller promises; `wake` consumes the waker, so its count is given back.
     unsafe {
@@ -88,10 +108,13 @@ unsafe fn wake(data: *const ()) {
 }
 
 /// # Safety
-/// `data` is the pointer of a live `Arc<Process>`.
+/// `data` is the pointer of a live `Arc<Process>`'s allocation (see the module docs).
 unsafe fn wake_by_ref(data: *const ()) {
-    // SAFETY: the record lives while the waker does (module docs).
-    let process = unsafe { &*data.cast::<Process>() };
+    // SAFETY: the allocation lives while the waker does (module docs); a process already
+    // dropped is woken no more.
+    let Some(process) = unsafe { weak(data) }.upgrade() else {
+        return;
+    };
     process.note_woken();
     if let Some(task) = process.task_waker() {
         task.wake_by_ref();
@@ -99,10 +122,10 @@ unsafe fn wake_by_ref(data: *const ()) {
 }
 
 /// # Safety
-/// `data` is the pointer of a live `Arc<Process>` whose count this waker owns.
+/// `data` is the pointer of an `Arc<Process>`'s allocation whose weak count this waker owns.
 unsafe fn drop_waker(data: *const ()) {
     // SAFETY: the count given back is the one `clone` took for this waker.
-    unsafe { Arc::decrement_strong_count(data.cast::<Process>()) };
+    drop(unsafe { Weak::from_raw(data.cast::<Process>()) });
 }
 
 #[cfg(test)]
