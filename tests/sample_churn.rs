@@ -8,6 +8,8 @@
 //! adds up the bytes it holds, process-wide. Counts, never timing.
 #![cfg(target_os = "linux")]
 
+mod common;
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::Duration;
@@ -157,26 +159,7 @@ fn churn_through(what: &str, node: &Node, session: &SampleSession) {
     // The calls of the processes that ended and were folded are in the call counts, the rest
     // in the processes' rows: every call made, once.
     let snapshot = session.trace().snapshot();
-    let calls = |name: &str| -> u64 {
-        let Some(id) = snapshot.functions.iter().position(|f| f.name == name) else {
-            return 0;
-        };
-        let id = id as u32;
-        let folded: u64 = snapshot
-            .call_counts
-            .iter()
-            .filter(|c| c.0 == id)
-            .map(|c| c.1)
-            .sum();
-        let rows: u64 = snapshot
-            .processes
-            .iter()
-            .flat_map(|p| &p.functions)
-            .filter(|f| f.id == id)
-            .map(|f| f.calls)
-            .sum();
-        folded + rows
-    };
+    let calls = |name: &str| common::snapshot_calls(&snapshot, name);
     let requests = WARM_UP + PROCESSES;
     assert_eq!(calls("request"), requests, "calls of request");
     assert_eq!(calls("work"), 2 * requests, "calls of work");

@@ -4,6 +4,8 @@
 //! across two workers — and pause, resume and restart keep what they say. A trace session open
 //! at the same time stays exact too. Counts, never timing.
 
+mod common;
+
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -59,27 +61,9 @@ async fn ping_pong(rounds: u64) {
     lead(partner, rounds).await;
 }
 
-/// The calls of function `name` that `snapshot` counts, as a sample profile sums them: the
-/// calls of the processes folded or counted apart (its call counts), and those in its rows.
+/// The calls of function `name` that `snapshot` counts (see `common::snapshot_calls`).
 fn calls(snapshot: &Snapshot, name: &str) -> u64 {
-    let Some(id) = snapshot.functions.iter().position(|f| f.name == name) else {
-        return 0;
-    };
-    let id = id as u32;
-    let counted: u64 = snapshot
-        .call_counts
-        .iter()
-        .filter(|c| c.0 == id)
-        .map(|c| c.1)
-        .sum();
-    let rows: u64 = snapshot
-        .processes
-        .iter()
-        .flat_map(|p| &p.functions)
-        .filter(|f| f.id == id)
-        .map(|f| f.calls)
-        .sum();
-    counted + rows
+    common::snapshot_calls(snapshot, name)
 }
 
 /// A sample session of `sampler` on `node`, tracing this file's functions in every new

@@ -37,3 +37,26 @@ where
     })
     .expect("the waiting process runs")
 }
+
+/// The calls of function `name` that `snapshot` counts, as a sample profile sums them: the
+/// calls of the processes folded or counted apart (its call counts), and those in its rows.
+pub(crate) fn snapshot_calls(snapshot: &runtime::trace::Snapshot, name: &str) -> u64 {
+    let Some(id) = snapshot.functions.iter().position(|f| f.name == name) else {
+        return 0;
+    };
+    let id = id as u32;
+    let counted: u64 = snapshot
+        .call_counts
+        .iter()
+        .filter(|c| c.0 == id)
+        .map(|c| c.1)
+        .sum();
+    let rows: u64 = snapshot
+        .processes
+        .iter()
+        .flat_map(|p| &p.functions)
+        .filter(|f| f.id == id)
+        .map(|f| f.calls)
+        .sum();
+    counted + rows
+}
