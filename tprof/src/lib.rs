@@ -431,6 +431,7 @@ pub mod command;
 pub mod control;
 pub mod export;
 mod format;
+mod functions;
 mod inspect;
 pub mod listing;
 mod notebook;
@@ -452,14 +453,15 @@ pub use assert::{
 };
 pub use comfy_table;
 pub use format::{format, format_group, format_to_string};
+pub use functions::{Function, PathNode};
 pub use inspect::{
     Aggregate, Column, Direction, GroupProfile, Inspected, Line, SortBy, inspect, sort_lines,
 };
 pub use notebook::{notebook_blocks, notebook_blocks_of_tables};
 pub use profile::{
-    CallTree, Entry, Event, EventKind, EventLog, Function, FunctionTrace, Group, Labels,
-    LookupError, Meta, OUTSIDE_PROCESSES, PathEntry, PathNode, Percentiles, ProcessRecord, Profile,
-    Run, TraceType, TraceTypeError,
+    CallTree, Entry, Event, EventKind, EventLog, FunctionTrace, Group, Labels, LookupError, Meta,
+    OUTSIDE_PROCESSES, PathEntry, Percentiles, ProcessRecord, Profile, Run, TraceType,
+    TraceTypeError,
 };
 pub use runtime::heap_snapshot::{HeapSnapshot, LiveSite, SnapshotSummary, heap_snapshot};
 pub use server::{DEFAULT_NAME, ServerError, ServerOptions, Tprof};
