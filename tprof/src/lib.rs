@@ -426,6 +426,7 @@ mod adhoc;
 pub mod alloc_sites;
 pub mod archive;
 mod assert;
+mod choice;
 pub mod command;
 #[cfg(unix)]
 pub mod control;
