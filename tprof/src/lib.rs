@@ -421,6 +421,24 @@
 //! report.function("parse").calls(1).blocks_per_call(1);
 //! # }
 //! ```
+//!
+//! # Layers
+//!
+//! The modules are laid in four layers, lowest first. **The one rule: a module uses only those
+//! of its own layer and below**, and no modules of a layer use each other in a circle
+//! (`tests/layers.rs` checks both on the sources: a new module goes in its list and here).
+//!
+//! 1. **Data** — `functions` (traced functions and call paths, each stored once), `samples`
+//!    (sample mode's samples) and `profile` (the [`Profile`] holding both, and its figures):
+//!    plain data, which every layer above reads.
+//! 2. **Reports** — a profile as text: `choice` (an option's choices, parsed), `inspect` and
+//!    `format` (tprof's tables), `table` (the rich tables), `sample_report`, `alloc_sites` and
+//!    `listing`.
+//! 3. **Exports** — a profile as a file: `export` (the formats others read) and `archive`
+//!    (tprof's own).
+//! 4. **Command** — what takes a profile and shows it: `adhoc` ([`profile()`]), `server`
+//!    ([`Tprof`]), `assert` ([`allocations`]), `notebook`, `peek`, `control` and `command`
+//!    (the `tprof` binary's library side; the binary in `src/bin/` is a crate of its own).
 
 mod adhoc;
 pub mod alloc_sites;
