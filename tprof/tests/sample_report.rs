@@ -437,6 +437,8 @@ fn native_off_counts_samples_at_their_innermost_traced_frame() {
             "2╎ 2  src/parse.rs:20; app::parse/0",
             "1╎ 7  src/serve.rs:10; app::serve/0",
             "6╎  6  src/parse.rs:20; app::parse/0",
+            // The 2 samples outside processes ran no traced frame.
+            "2╎2  [hidden frames]",
             &format!("Total snapshots: 12. Utilization: 6% {ACROSS}"),
         ]
     );
@@ -450,23 +452,24 @@ fn native_off_counts_samples_at_their_innermost_traced_frame() {
             "    10         1 src/main.rs      1 app::main/0",
             "     8         8 src/parse.rs    20 app::parse/0",
             "     7         1 src/serve.rs    10 app::serve/0",
+            "     2         2                    [hidden frames]",
             &format!("Total snapshots: 12. Utilization: 6% {ACROSS}"),
         ]
     );
-    // Grouped, the time outside processes has no traced frame to show.
+    // Grouped, the time outside processes has no traced frame to show: its samples count on
+    // a line of their own (they printed nothing, under a warning that none were collected).
     let grouped = report(
         &profile,
         &PrintOptions::new().native(false).groupby(GroupBy::Process),
     );
     assert!(
         grouped.ends_with(
-            "Outside processes Total snapshots: 2. Utilization: 2%\n\n\
-             Warning: There were no samples collected in one or more groups.\n\
-             Run your program longer (perhaps by running it multiple times),\n\
-             or raise the sampling rate with `SampleOptions::hz`.\n"
+            "Outside processes Total snapshots: 2. Utilization: 2%\n\
+             2╎2 [hidden frames]\n\n"
         ),
         "{grouped}"
     );
+    assert!(!grouped.contains("Warning"), "{grouped}");
 }
 
 #[test]
@@ -643,16 +646,31 @@ fn an_empty_sample_set_says_so_plainly() {
         &PrintOptions::new().sampler(Some(SamplerKind::Wall)),
     );
     assert_eq!(text, empty);
-    // Only native frames, hidden.
+}
+
+#[test]
+fn samples_of_hidden_frames_only_count_on_a_line_of_their_own() {
+    // Only native frames, hidden: the samples were collected, and say so.
     let mut b = Build::new();
     b.source(SamplerKind::Cpu, 100, 1, 0.0);
     let t = b.thread(1, None);
     let f = b.native("tokio::park", None, 1);
     let s = b.stack(&[f]);
     b.cpu(None, t, s, 3.0);
+    let both = PrintOptions::new().native(false).format(ReportFormat::Both);
     assert_eq!(
-        report(&b.profile, &PrintOptions::new().native(false)),
-        empty
+        report(&b.profile, &both),
+        lines(&[
+            "Overhead ╎ [+additional indent] Count File:Line; Function",
+            "=========================================================",
+            "3╎3 [hidden frames]",
+            &format!("Total snapshots: 3. Utilization: 3% {ACROSS}"),
+            "",
+            " Count  Overhead File    Line Function",
+            " =====  ======== ====    ==== ========",
+            "     3         3              [hidden frames]",
+            &format!("Total snapshots: 3. Utilization: 3% {ACROSS}"),
+        ])
     );
 }
 
