@@ -124,7 +124,7 @@
 //! let pid: Pid = "<0.5.0>".parse().unwrap();
 //! let sample = |stack, weight| SampleRecord {
 //!     source: 0, pid: Some(pid), thread: None, time_ns: 0, weight, stack: Some(stack),
-//!     state: None, mailbox_len: 0, size: 0, live: false,
+//!     state: None, mailbox_len: 0, callee: None, size: 0, live: false,
 //! };
 //! set.samples = vec![sample(0, 2.0), sample(1, 6.0)];
 //!

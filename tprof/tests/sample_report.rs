@@ -606,6 +606,52 @@ fn a_wall_report_starts_with_where_processes_wait() {
 }
 
 #[test]
+fn a_wall_report_says_whom_processes_in_a_call_wait_on() {
+    // The client <0.7.0> waits on the server <0.5.0>, and a second client <0.8.0> (3 ticks)
+    // on it and, once, on <0.6.0>.
+    let mut profile = wall_profile(0.0);
+    let server: runtime::Pid = "<0.5.0>".parse().unwrap();
+    let idle: runtime::Pid = "<0.6.0>".parse().unwrap();
+    let mut call = profile.samples.samples[3].clone();
+    profile.samples.samples[3].callee = Some(server);
+    call.pid = Some("<0.8.0>".parse().unwrap());
+    for (callee, weight) in [(server, 2.0), (idle, 1.0)] {
+        profile.samples.samples.push(tprof::samples::SampleRecord {
+            callee: Some(callee),
+            weight,
+            ..call.clone()
+        });
+    }
+    let text = report(&profile, &PrintOptions::new());
+    assert!(
+        text.starts_with(&lines(&[
+            "Where processes wait: 14 process-ticks of 4 processes (wall samples)",
+            "STATE    TICKS      %",
+            "receive      8  57.14",
+            "call         4  28.57",
+            "running      2  14.29",
+            "",
+            "WAITING ON        TICKS      %  CALLERS",
+            "<0.5.0> (server)      3  75.00        2",
+            "<0.6.0>               1  25.00        1",
+            "",
+            "PROCESS  NAME    TICKS  receive    call  running  MAILBOX           WAITING ON",
+            "<0.5.0>  server      8    75.00       -    25.00        4                    -",
+            "<0.8.0>  -           3        -  100.00        -        0  <0.5.0> (server) +1",
+            "<0.6.0>  -           2   100.00       -        -        0                    -",
+            "<0.7.0>  -           1        -  100.00        -        0     <0.5.0> (server)",
+            "",
+        ])),
+        "{text}"
+    );
+    // The archive keeps whom they waited on.
+    let mut bytes = Vec::new();
+    tprof::archive::write(&profile, &mut bytes).unwrap();
+    let read = tprof::archive::read(&mut bytes.as_slice()).unwrap();
+    assert_eq!(read.samples.samples, profile.samples.samples);
+}
+
+#[test]
 fn every_report_says_how_many_samples_were_dropped_and_what_to_raise() {
     let dropped = "Warning: 5 samples were dropped: the sample buffer (1000 samples) was full. \
                    Raise SampleOptions::n to keep them.\n";
@@ -863,6 +909,7 @@ fn a_million_samples_of_100_000_processes_are_reported_in_one_pass_each() {
                 stack: Some(stacks[(p % 10) as usize]),
                 state: None,
                 mailbox_len: i,
+                callee: None,
                 size: 0,
                 live: false,
             });
