@@ -990,3 +990,53 @@ fn a_wall_summary_of_many_processes_counts_the_unnamed_together() {
         "{text}"
     );
 }
+
+#[test]
+fn focus_keeps_the_samples_through_a_frame_and_hide_leaves_frames_out() {
+    let profile = cpu_profile();
+    // Focus on serve: the 7 samples whose stack goes through it (not main's own, nor
+    // main -> parse, nor the time outside processes).
+    let text = report(&profile, &PrintOptions::new().focus("serve").unwrap());
+    assert_eq!(
+        text.lines().skip(2).collect::<Vec<_>>(),
+        [
+            " ╎7 src/main.rs:1; app::main/0",
+            "1╎ 7 src/serve.rs:10; app::serve/0",
+            "2╎  6 src/parse.rs:20; app::parse/0",
+            "4╎   4 src/sum.rs:5; app::checksum",
+            &format!("Total snapshots: 7. Utilization: 4% {ACROSS}"),
+        ]
+    );
+    // Hide serve, by file: its samples count at main, parse hangs from main.
+    let text = report(&profile, &PrintOptions::new().hide(r"serve\.rs$").unwrap());
+    assert_eq!(
+        text.lines().skip(2).collect::<Vec<_>>(),
+        [
+            "2╎10 src/main.rs:1; app::main/0",
+            "4╎ 8  src/parse.rs:20; app::parse/0",
+            "4╎  4  src/sum.rs:5; app::checksum",
+            "2╎2  [unknown stackframe]",
+            &format!("Total snapshots: 12. Utilization: 6% {ACROSS}"),
+        ]
+    );
+}
+
+#[test]
+fn a_filter_that_is_not_a_regex_is_a_typed_error_naming_it() {
+    let err = PrintOptions::new().focus("serve(").unwrap_err();
+    assert_eq!((err.option, err.pattern.as_str()), ("focus", "serve("));
+    assert!(
+        err.to_string()
+            .starts_with("the focus pattern `serve(` is not a regular expression: "),
+        "{err}"
+    );
+    let err = PrintOptions::new().hide("[a-").unwrap_err();
+    assert_eq!((err.option, err.pattern.as_str()), ("hide", "[a-"));
+    // Set directly, the report refuses it.
+    let mut options = PrintOptions::new();
+    options.hide = Some("[a-".into());
+    let mut out = Vec::new();
+    let err = sample_report::print(&mut out, &cpu_profile(), &options).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
+    assert!(err.to_string().contains("`[a-`"), "{err}");
+}

@@ -53,6 +53,8 @@ impl<'a> Keys<'a> {
         type Identity<'b> = (Option<u32>, &'b str, Option<&'b str>, Option<u32>);
         let mut by_identity: HashMap<Identity<'a>, u32> = HashMap::new();
         let mut keys: Vec<Key<'a>> = Vec::new();
+        // A bad pattern was refused by `print`; here it hides nothing.
+        let hide = options.filters().ok().and_then(|f| f.hide);
         let of_frame = set
             .frames
             .iter()
@@ -63,6 +65,9 @@ impl<'a> Keys<'a> {
                 }
                 let i = crate::profile::index32(i);
                 let key = Key::of(i, frame, functions, options.combine);
+                if hide.as_ref().is_some_and(|re| key.matches(re)) {
+                    return None;
+                }
                 // A traced function is one key, whatever line each sample was at in it.
                 if frame.function.is_none() && !options.combine {
                     keys.push(key);
@@ -171,6 +176,12 @@ impl<'a> Key<'a> {
                 note: false,
             },
         }
+    }
+
+    /// Whether `re` matches its function's name or its file (pprof's focus and hide).
+    pub(super) fn matches(&self, re: &regex::Regex) -> bool {
+        !self.note
+            && (re.is_match(&self.name) || self.file.as_deref().is_some_and(|f| re.is_match(f)))
     }
 
     /// A frame of which nothing is known but, perhaps, its address.
