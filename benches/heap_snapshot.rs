@@ -127,8 +127,8 @@ fn bench_heap_snapshot(c: &mut Criterion) {
     );
     if let Some(path) = std::env::var_os("HEAP_SNAPSHOT_OUT") {
         // To check by hand with the real tools (`../shared/validators/check.sh FILE`).
-        let file = std::fs::File::create(path).expect("create HEAP_SNAPSHOT_OUT");
-        runtime::heap_snapshot::heap_snapshot(&node, file).expect("written");
+        let mut file = std::fs::File::create(path).expect("create HEAP_SNAPSHOT_OUT");
+        runtime::heap_snapshot::heap_snapshot(&node, &mut file).expect("written");
     }
     drop(node);
 }

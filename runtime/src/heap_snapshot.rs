@@ -120,11 +120,12 @@ impl<'a> HeapSnapshot<'a> {
     }
 
     /// Reads the node and writes its snapshot to `out` (buffered here: `out` may be a bare
-    /// file).
+    /// file). Writers are taken as every writing function of the runtime and of tprof takes
+    /// them (`tprof::archive::write`, `tprof::export::write`): `out: &mut dyn Write`, last.
     ///
     /// # Errors
     /// What writing to `out` fails with.
-    pub fn write(&self, out: impl Write) -> io::Result<SnapshotSummary> {
+    pub fn write(&self, out: &mut dyn Write) -> io::Result<SnapshotSummary> {
         crate::heap::suppressed(|| {
             let graph = Graph::build(self.node, self.sites);
             let mut out = io::BufWriter::with_capacity(1 << 16, out);
@@ -146,7 +147,7 @@ impl<'a> HeapSnapshot<'a> {
 ///
 /// # Errors
 /// What writing to `out` fails with.
-pub fn heap_snapshot(node: &NodeHandle, out: impl Write) -> io::Result<SnapshotSummary> {
+pub fn heap_snapshot(node: &NodeHandle, out: &mut dyn Write) -> io::Result<SnapshotSummary> {
     HeapSnapshot::of(node).write(out)
 }
 

@@ -32,7 +32,7 @@
 //! let pid: Pid = "<0.5.0>".parse().unwrap();
 //! let sample = |size: u64, live| SampleRecord {
 //!     source: 0, pid: Some(pid), thread: None, time_ns: 0, weight: size as f64, stack: Some(1),
-//!     state: None, mailbox_len: 0, size, live,
+//!     state: None, mailbox_len: 0, callee: None, size, live,
 //! };
 //! set.samples = vec![sample(100, true), sample(50, false)];
 //!
@@ -370,6 +370,7 @@ mod tests {
             stack: Some(3),
             state: None,
             mailbox_len: 0,
+            callee: None,
             size: 64,
             live: false,
         }];

@@ -61,6 +61,7 @@
 //! | 24 | SAMPLE_LOST_FREES | source (an index into the SAMPLE_SOURCES), count: [`SampleSource::lost_frees`](crate::samples::SampleSource::lost_frees) of each source that lost any, in source order; a source without a record lost none | SAMPLE_SOURCES |
 //! | 25 | SAMPLE_CPU | source (an index into the SAMPLE_SOURCES), mechanism (0 auto, 1 perf_events, 2 timers), fallback (0 none, `i + 1` string `i`: why), hz (the rate asked), thread count: [`SampleSource::cpu`](crate::samples::SampleSource::cpu) of each source that has it, in source order (each source at most once); a source without a record has none | SAMPLE_SOURCES, STRINGS |
 //! | 26 | SAMPLE_CPU_THREADS | thread (an index into the SAMPLE_THREADS), cpu_ns, sampled_ns, samples, flags (bit 0 fallback, bit 1 unarmed; any other bit is an error): the rows of the SAMPLE_CPU records, in order (the first record's `count` rows, then the next one's, …) | SAMPLE_CPU, SAMPLE_THREADS |
+//! | 27 | SAMPLE_CALLEES | sample (an index into the SAMPLES), node, index, serial: [`SampleRecord::callee`](crate::samples::SampleRecord::callee), the process a wall sample's process waited on in a call, of each sample that has one, in sample order | SAMPLES |
 //!
 //! Every number is a varint (but the 8 bytes of a fractional *float*, under Samples); a
 //! *string index* is an index into the STRINGS read so far, a
@@ -157,6 +158,7 @@
 //! | 2 | The sample sections (tags 12 and 19 to 23), for [`Profile::samples`]: a profile with samples is written as version 2, which version-1 readers refuse (they would show a sampled profile as empty); one without is written as version 1, byte for byte as before. Version 2 is version 1 and the sample sections. |
 //! | 2 | SAMPLE_LOST_FREES (tag 24) added, for [`SampleSource::lost_frees`](crate::samples::SampleSource::lost_frees) (frees of sampled blocks the runtime lost, so that the in-use figures may over-count): a new kind of section, which older version-2 readers skip — they read every source as having lost none —, so the version stays 2; a profile that lost no free is written byte for byte as before. |
 //! | 2 | SAMPLE_CPU and SAMPLE_CPU_THREADS (tags 25 and 26) added, for [`SampleSource::cpu`](crate::samples::SampleSource::cpu) (what a CPU profile's samples could see: the mechanism, and per thread its CPU time against the CPU its samples stand for): new kinds of section, which older version-2 readers skip — they read the samples without their coverage, and report them as they did before it was kept —, so the version stays 2; a profile without coverage is written byte for byte as before, and this reader reads an older archive's sources with none. |
+//! | 2 | SAMPLE_CALLEES (tag 27) added, for [`SampleRecord::callee`](crate::samples::SampleRecord::callee) (whom a process in a call waits on): a new kind of section, which older version-2 readers skip — they read wall samples without their callees, as before they were kept —, so the version stays 2; a profile without callees is written byte for byte as before. |
 //!
 //! ## Adding a fixture when the version is bumped
 //!
@@ -268,6 +270,7 @@ mod tag {
     pub(super) const SAMPLE_LOST_FREES: u64 = 24;
     pub(super) const SAMPLE_CPU: u64 = 25;
     pub(super) const SAMPLE_CPU_THREADS: u64 = 26;
+    pub(super) const SAMPLE_CALLEES: u64 = 27;
 
     /// The name of a known section, for messages.
     pub(super) fn name(tag: u64) -> Option<&'static str> {
@@ -296,6 +299,7 @@ mod tag {
             SAMPLE_LOST_FREES => "SAMPLE_LOST_FREES",
             SAMPLE_CPU => "SAMPLE_CPU",
             SAMPLE_CPU_THREADS => "SAMPLE_CPU_THREADS",
+            SAMPLE_CALLEES => "SAMPLE_CALLEES",
             _ => return None,
         })
     }

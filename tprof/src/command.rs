@@ -734,6 +734,8 @@ fn sample_flags(samples: &PrintOptions) -> Vec<&'static str> {
         ("--no-native", samples.native != default.native),
         ("--no-combine", samples.combine != default.combine),
         ("--rows", samples.rows != default.rows),
+        ("--focus", samples.focus != default.focus),
+        ("--hide", samples.hide != default.hide),
     ]
     .into_iter()
     .filter(|(_, set)| *set)

@@ -124,7 +124,7 @@
 //! let pid: Pid = "<0.5.0>".parse().unwrap();
 //! let sample = |stack, weight| SampleRecord {
 //!     source: 0, pid: Some(pid), thread: None, time_ns: 0, weight, stack: Some(stack),
-//!     state: None, mailbox_len: 0, size: 0, live: false,
+//!     state: None, mailbox_len: 0, callee: None, size: 0, live: false,
 //! };
 //! set.samples = vec![sample(0, 2.0), sample(1, 6.0)];
 //!
@@ -159,7 +159,7 @@ mod walk;
 mod wall;
 
 pub use callers::{Caller, callers};
-pub use options::{GroupBy, OptionError, PrintOptions, Recur, ReportFormat, SortedBy};
+pub use options::{FilterError, GroupBy, OptionError, PrintOptions, Recur, ReportFormat, SortedBy};
 
 use frames::Keys;
 use groups::{Group, Section};
@@ -179,10 +179,24 @@ const ACROSS: &str = "across all threads and processes. \
 ///
 /// # Errors
 ///
-/// Those of `out`.
+/// Those of `out`; a [`FilterError`] (of kind `InvalidInput`) when
+/// [`focus`](PrintOptions::focus) or [`hide`](PrintOptions::hide) is not a regular
+/// expression.
 pub fn print(out: &mut dyn Write, profile: &Profile, options: &PrintOptions) -> io::Result<()> {
     let set = &profile.samples;
-    let sections = Section::of(set, options.sampler);
+    let filters = options
+        .filters()
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    let mut sections = Section::of(set, options.sampler);
+    if let Some(focus) = &filters.focus {
+        let wanted = focused(set, &profile.function_table, options, focus);
+        for section in &mut sections {
+            section.samples.retain(|s| {
+                s.stack
+                    .is_some_and(|st| wanted.get(st as usize) == Some(&true))
+            });
+        }
+    }
     if sections.is_empty() {
         return warning_empty(out, false);
     }
@@ -208,6 +222,32 @@ pub fn print(out: &mut dyn Write, profile: &Profile, options: &PrintOptions) -> 
         }
     }
     Ok(())
+}
+
+/// Per stack, whether a frame on it is one `focus` matches (pprof's `-focus`). Linear in the
+/// stacks (a stack's parent comes before it).
+fn focused(
+    set: &SampleSet,
+    functions: &[crate::profile::Function],
+    options: &PrintOptions,
+    focus: &regex::Regex,
+) -> Vec<bool> {
+    let all = PrintOptions {
+        native: true,
+        hide: None,
+        ..options.clone()
+    };
+    let keys = Keys::new(set, functions, &all);
+    let mut wanted: Vec<bool> = Vec::with_capacity(set.stacks.len());
+    for s in &set.stacks {
+        let above = s
+            .parent
+            .and_then(|p| wanted.get(p as usize).copied())
+            .unwrap_or(false);
+        let here = keys.of(s.frame).is_some_and(|k| keys.get(k).matches(focus));
+        wanted.push(above || here);
+    }
+    wanted
 }
 
 /// One sampler's report.

@@ -195,6 +195,10 @@ pub struct SampleRecord {
     /// Messages in its mailbox (wall samples).
     #[serde(default)]
     pub mailbox_len: u32,
+    /// The process it waits for a reply from, when its state is [`WaitState::Call`] (wall
+    /// samples; renumbered by a merge as `pid` is).
+    #[serde(with = "opt_pid_text", default)]
+    pub callee: Option<Pid>,
     /// The allocation's size in bytes (allocation samples, whose weight is the bytes they
     /// stand for); 0 for other samples.
     #[serde(default)]
@@ -619,6 +623,7 @@ impl SampleBuilder {
                 stack: s.stack.and_then(|st| stack_ids.get(st as usize).copied()),
                 state: s.state.as_deref().and_then(WaitState::from_name),
                 mailbox_len: s.mailbox_len,
+                callee: s.callee.as_deref().and_then(|p| p.parse().ok()),
                 size: s.size,
                 live: s.live,
             });
@@ -683,6 +688,7 @@ impl SampleBuilder {
             .extend(set.samples.iter().map(|s| SampleRecord {
                 source: source(s.source),
                 pid: s.pid.map(pid),
+                callee: s.callee.map(pid),
                 thread: s.thread.map(|t| t.saturating_add(thread_base)),
                 stack: s.stack.map(|st| stack_ids[st as usize]),
                 ..s.clone()

@@ -261,6 +261,7 @@ fn sample(source: u32, time_ns: u64, weight: f64, stack: Option<u32>) -> SampleR
         stack,
         state: None,
         mailbox_len: 0,
+        callee: None,
         size: 0,
         live: false,
     }
@@ -285,6 +286,7 @@ fn fixture_profile_with_samples() -> Profile {
         pid: Some(p3),
         state: Some(state),
         mailbox_len,
+        callee: None,
         ..sample(1, time_ns, weight, stack)
     };
     profile.samples = SampleSet {
@@ -2601,6 +2603,7 @@ fn sample_set() -> impl Strategy<Value = SampleSet> {
                     stack,
                     state,
                     mailbox_len,
+                    callee: None,
                     size: 0,
                     live: false,
                 }

@@ -300,6 +300,24 @@ fn report_lays_samples_out_with_julia_s_options() {
         "{}",
         text(&o.stderr)
     );
+    // A filter that is not a regex is a usage error naming the pattern; a good one filters.
+    let o = tprof(&dir, &["report", "--focus", "serve(", "s.json"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("the focus pattern `serve(` is not a regular expression"),
+        "{}",
+        text(&o.stderr)
+    );
+    let o = tprof(
+        &dir,
+        &["report", "--hide", "main", "--focus", "serve", "s.json"],
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(
+        !text(&o.stdout).contains("app::main/0") && text(&o.stdout).contains("app::serve/0"),
+        "{}",
+        text(&o.stdout)
+    );
     let o = tprof(&dir, &["report", "--noisefloor=-1", "s.json"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
     assert!(text(&o.stderr).contains("`-1` is not a number (0 or more)"));

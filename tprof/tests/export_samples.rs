@@ -88,6 +88,7 @@ fn sample(
         stack,
         state: None,
         mailbox_len: 0,
+        callee: None,
         size: 0,
         live: false,
     }
@@ -191,6 +192,7 @@ fn wall_profile() -> Profile {
     let wall = |time_ms, pid, weight, stack, state| SampleRecord {
         state: Some(state),
         mailbox_len: 3,
+        callee: None,
         ..sample(time_ms, Some(pid), None, weight, Some(stack))
     };
     profile.samples.sources = vec![source(SamplerKind::Wall, 100, 0.0)];

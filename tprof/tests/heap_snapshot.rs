@@ -281,10 +281,10 @@ fn a_known_tree_has_the_nodes_edges_and_sizes_expected() {
     ];
     let (snap, summary) = snapshot(&node, &sites);
     if let Some(path) = std::env::var_os("HEAP_SNAPSHOT_OUT") {
-        let file = std::fs::File::create(path).unwrap();
+        let mut file = std::fs::File::create(path).unwrap();
         HeapSnapshot::of(&node)
             .live_sites(&sites)
-            .write(file)
+            .write(&mut file)
             .unwrap();
     }
     assert_eq!(
@@ -444,8 +444,23 @@ fn a_failing_writer_is_an_error() {
         }
     }
     let node = Node::builder().current_thread().build().unwrap();
-    let err = tprof::heap_snapshot(&node, Broken).unwrap_err();
+    let err = tprof::heap_snapshot(&node, &mut Broken).unwrap_err();
     assert_eq!(err.to_string(), "disk full");
+}
+
+/// One writer convention: every function that writes a profile, a report or a snapshot takes
+/// its writer as `&mut dyn Write` (the heap snapshot took `impl Write`, the archive
+/// `&mut dyn Write`). Pinned as function pointers, which a generic writer cannot coerce to.
+#[test]
+fn every_writer_is_taken_as_mut_dyn_write() {
+    use runtime::NodeHandle;
+    use std::io::{Result, Write};
+    use tprof::{Profile, SnapshotSummary};
+    let _: fn(&NodeHandle, &mut dyn Write) -> Result<SnapshotSummary> = tprof::heap_snapshot;
+    let _: fn(&HeapSnapshot<'static>, &mut dyn Write) -> Result<SnapshotSummary> =
+        HeapSnapshot::write;
+    let _: fn(&Profile, &mut dyn Write) -> std::result::Result<(), tprof::archive::ArchiveError> =
+        tprof::archive::write;
 }
 
 #[test]

@@ -143,7 +143,12 @@ fn the_report_of_a_sampled_profile_is_laid_out_as_asked_and_matches_its_samples(
             .any(|l| l.contains("╎ ") && l.ends_with("; sample_mode::busy/1")),
         "{text}"
     );
-    assert!(tree.iter().all(|l| l.contains("sample_mode::")), "{text}");
+    // Samples of the process outside its traced frames count on a line of their own.
+    assert!(
+        tree.iter()
+            .all(|l| l.contains("sample_mode::") || l.ends_with("[hidden frames]")),
+        "{text}"
+    );
     // busy was called by work.
     let who = callers(profile, "busy", &options);
     assert_eq!(who[0].function, "sample_mode::work/0", "{who:?}");
@@ -162,6 +167,7 @@ fn a_process_seen_only_in_wall_samples_is_known_by_its_name() {
         state: Some("receive".to_owned()),
         mailbox_len: 0,
         registered_name: name.map(str::to_owned),
+        callee: None,
         size: 0,
         live: false,
     };
@@ -224,6 +230,7 @@ fn a_sample_profile_counts_the_calls_of_folded_processes_and_names_them() {
         state: None,
         mailbox_len: 0,
         registered_name: None,
+        callee: None,
         size: 0,
         live: false,
     };

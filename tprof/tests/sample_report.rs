@@ -437,6 +437,8 @@ fn native_off_counts_samples_at_their_innermost_traced_frame() {
             "2╎ 2  src/parse.rs:20; app::parse/0",
             "1╎ 7  src/serve.rs:10; app::serve/0",
             "6╎  6  src/parse.rs:20; app::parse/0",
+            // The 2 samples outside processes ran no traced frame.
+            "2╎2  [hidden frames]",
             &format!("Total snapshots: 12. Utilization: 6% {ACROSS}"),
         ]
     );
@@ -450,23 +452,24 @@ fn native_off_counts_samples_at_their_innermost_traced_frame() {
             "    10         1 src/main.rs      1 app::main/0",
             "     8         8 src/parse.rs    20 app::parse/0",
             "     7         1 src/serve.rs    10 app::serve/0",
+            "     2         2                    [hidden frames]",
             &format!("Total snapshots: 12. Utilization: 6% {ACROSS}"),
         ]
     );
-    // Grouped, the time outside processes has no traced frame to show.
+    // Grouped, the time outside processes has no traced frame to show: its samples count on
+    // a line of their own (they printed nothing, under a warning that none were collected).
     let grouped = report(
         &profile,
         &PrintOptions::new().native(false).groupby(GroupBy::Process),
     );
     assert!(
         grouped.ends_with(
-            "Outside processes Total snapshots: 2. Utilization: 2%\n\n\
-             Warning: There were no samples collected in one or more groups.\n\
-             Run your program longer (perhaps by running it multiple times),\n\
-             or raise the sampling rate with `SampleOptions::hz`.\n"
+            "Outside processes Total snapshots: 2. Utilization: 2%\n\
+             2╎2 [hidden frames]\n\n"
         ),
         "{grouped}"
     );
+    assert!(!grouped.contains("Warning"), "{grouped}");
 }
 
 #[test]
@@ -603,6 +606,52 @@ fn a_wall_report_starts_with_where_processes_wait() {
 }
 
 #[test]
+fn a_wall_report_says_whom_processes_in_a_call_wait_on() {
+    // The client <0.7.0> waits on the server <0.5.0>, and a second client <0.8.0> (3 ticks)
+    // on it and, once, on <0.6.0>.
+    let mut profile = wall_profile(0.0);
+    let server: runtime::Pid = "<0.5.0>".parse().unwrap();
+    let idle: runtime::Pid = "<0.6.0>".parse().unwrap();
+    let mut call = profile.samples.samples[3].clone();
+    profile.samples.samples[3].callee = Some(server);
+    call.pid = Some("<0.8.0>".parse().unwrap());
+    for (callee, weight) in [(server, 2.0), (idle, 1.0)] {
+        profile.samples.samples.push(tprof::samples::SampleRecord {
+            callee: Some(callee),
+            weight,
+            ..call.clone()
+        });
+    }
+    let text = report(&profile, &PrintOptions::new());
+    assert!(
+        text.starts_with(&lines(&[
+            "Where processes wait: 14 process-ticks of 4 processes (wall samples)",
+            "STATE    TICKS      %",
+            "receive      8  57.14",
+            "call         4  28.57",
+            "running      2  14.29",
+            "",
+            "WAITING ON        TICKS      %  CALLERS",
+            "<0.5.0> (server)      3  75.00        2",
+            "<0.6.0>               1  25.00        1",
+            "",
+            "PROCESS  NAME    TICKS  receive    call  running  MAILBOX           WAITING ON",
+            "<0.5.0>  server      8    75.00       -    25.00        4                    -",
+            "<0.8.0>  -           3        -  100.00        -        0  <0.5.0> (server) +1",
+            "<0.6.0>  -           2   100.00       -        -        0                    -",
+            "<0.7.0>  -           1        -  100.00        -        0     <0.5.0> (server)",
+            "",
+        ])),
+        "{text}"
+    );
+    // The archive keeps whom they waited on.
+    let mut bytes = Vec::new();
+    tprof::archive::write(&profile, &mut bytes).unwrap();
+    let read = tprof::archive::read(&mut bytes.as_slice()).unwrap();
+    assert_eq!(read.samples.samples, profile.samples.samples);
+}
+
+#[test]
 fn every_report_says_how_many_samples_were_dropped_and_what_to_raise() {
     let dropped = "Warning: 5 samples were dropped: the sample buffer (1000 samples) was full. \
                    Raise SampleOptions::n to keep them.\n";
@@ -643,16 +692,31 @@ fn an_empty_sample_set_says_so_plainly() {
         &PrintOptions::new().sampler(Some(SamplerKind::Wall)),
     );
     assert_eq!(text, empty);
-    // Only native frames, hidden.
+}
+
+#[test]
+fn samples_of_hidden_frames_only_count_on_a_line_of_their_own() {
+    // Only native frames, hidden: the samples were collected, and say so.
     let mut b = Build::new();
     b.source(SamplerKind::Cpu, 100, 1, 0.0);
     let t = b.thread(1, None);
     let f = b.native("tokio::park", None, 1);
     let s = b.stack(&[f]);
     b.cpu(None, t, s, 3.0);
+    let both = PrintOptions::new().native(false).format(ReportFormat::Both);
     assert_eq!(
-        report(&b.profile, &PrintOptions::new().native(false)),
-        empty
+        report(&b.profile, &both),
+        lines(&[
+            "Overhead ╎ [+additional indent] Count File:Line; Function",
+            "=========================================================",
+            "3╎3 [hidden frames]",
+            &format!("Total snapshots: 3. Utilization: 3% {ACROSS}"),
+            "",
+            " Count  Overhead File    Line Function",
+            " =====  ======== ====    ==== ========",
+            "     3         3              [hidden frames]",
+            &format!("Total snapshots: 3. Utilization: 3% {ACROSS}"),
+        ])
     );
 }
 
@@ -845,6 +909,7 @@ fn a_million_samples_of_100_000_processes_are_reported_in_one_pass_each() {
                 stack: Some(stacks[(p % 10) as usize]),
                 state: None,
                 mailbox_len: i,
+                callee: None,
                 size: 0,
                 live: false,
             });
@@ -924,4 +989,54 @@ fn a_wall_summary_of_many_processes_counts_the_unnamed_together() {
         ])),
         "{text}"
     );
+}
+
+#[test]
+fn focus_keeps_the_samples_through_a_frame_and_hide_leaves_frames_out() {
+    let profile = cpu_profile();
+    // Focus on serve: the 7 samples whose stack goes through it (not main's own, nor
+    // main -> parse, nor the time outside processes).
+    let text = report(&profile, &PrintOptions::new().focus("serve").unwrap());
+    assert_eq!(
+        text.lines().skip(2).collect::<Vec<_>>(),
+        [
+            " ╎7 src/main.rs:1; app::main/0",
+            "1╎ 7 src/serve.rs:10; app::serve/0",
+            "2╎  6 src/parse.rs:20; app::parse/0",
+            "4╎   4 src/sum.rs:5; app::checksum",
+            &format!("Total snapshots: 7. Utilization: 4% {ACROSS}"),
+        ]
+    );
+    // Hide serve, by file: its samples count at main, parse hangs from main.
+    let text = report(&profile, &PrintOptions::new().hide(r"serve\.rs$").unwrap());
+    assert_eq!(
+        text.lines().skip(2).collect::<Vec<_>>(),
+        [
+            "2╎10 src/main.rs:1; app::main/0",
+            "4╎ 8  src/parse.rs:20; app::parse/0",
+            "4╎  4  src/sum.rs:5; app::checksum",
+            "2╎2  [unknown stackframe]",
+            &format!("Total snapshots: 12. Utilization: 6% {ACROSS}"),
+        ]
+    );
+}
+
+#[test]
+fn a_filter_that_is_not_a_regex_is_a_typed_error_naming_it() {
+    let err = PrintOptions::new().focus("serve(").unwrap_err();
+    assert_eq!((err.option, err.pattern.as_str()), ("focus", "serve("));
+    assert!(
+        err.to_string()
+            .starts_with("the focus pattern `serve(` is not a regular expression: "),
+        "{err}"
+    );
+    let err = PrintOptions::new().hide("[a-").unwrap_err();
+    assert_eq!((err.option, err.pattern.as_str()), ("hide", "[a-"));
+    // Set directly, the report refuses it.
+    let mut options = PrintOptions::new();
+    options.hide = Some("[a-".into());
+    let mut out = Vec::new();
+    let err = sample_report::print(&mut out, &cpu_profile(), &options).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
+    assert!(err.to_string().contains("`[a-`"), "{err}");
 }

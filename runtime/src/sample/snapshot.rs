@@ -74,6 +74,10 @@ pub struct SnapshotSample {
     /// Its registered name (wall samples).
     #[serde(default)]
     pub registered_name: Option<String>,
+    /// The process it waits for a reply from, when its state is `call` (wall samples), as
+    /// it prints.
+    #[serde(default)]
+    pub callee: Option<String>,
     /// The allocation's size in bytes (allocation samples; `weight` is then the bytes it
     /// stands for).
     #[serde(default)]
@@ -431,6 +435,7 @@ impl SampleData {
                     state: s.state.map(|st| st.name().to_owned()),
                     mailbox_len: s.mailbox_len,
                     registered_name: s.registered_name.as_deref().map(str::to_owned),
+                    callee: s.callee.map(|p| p.to_string()),
                     size: s.size,
                     live: s.live,
                 })

@@ -78,8 +78,11 @@ pub(crate) struct StoreInner {
     /// Allocation samples: the live ones, by block address (an index into `samples`).
     live: HashMap<u64, usize>,
     /// Allocation samples: frees of sampled blocks not matched yet (their allocation's record
-    /// may come at the next drain), by address: time (relative to the start) and drain pass.
-    pending_frees: HashMap<u64, (u64, u64)>,
+    /// may come at the next drain), by address: each free's time (relative to the start) and
+    /// drain pass. An address has as many as were freed since its samples last came: a block
+    /// freed and allocated anew at one address, over and over, between a drain's pass over
+    /// its thread's ring and its take of the frees, leaves one free per sample to come.
+    pending_frees: HashMap<u64, Vec<(u64, u64)>>,
     /// Drain passes that brought frees.
     passes: u64,
     /// CPU samples: what each timed thread's CPU time counts from, and what its samples stand
@@ -210,8 +213,9 @@ impl Store {
 
     /// Takes in a drain's allocation samples and the frees of sampled blocks (address and
     /// absolute time), in time order: a free takes its block's sample out of the live set; a
-    /// free seen before its block's sample waits two drains for it; a new sampled block at the
-    /// address of a live one means that one was freed unseen. `lost` frees of sampled blocks
+    /// free seen before its block's sample waits two drains for it, and a sample that comes
+    /// takes the first free of its address at or after it (each free frees one sample); a new
+    /// sampled block at the address of a live one means that one was freed unseen. `lost` frees of sampled blocks
     /// found the queue full: counted, as their blocks stay in the live set.
     fn keep_allocations(
         &self,
@@ -249,7 +253,11 @@ impl Store {
                         inner.live.remove(&addr);
                     }
                     _ => {
-                        inner.pending_frees.insert(addr, (time, pass));
+                        inner
+                            .pending_frees
+                            .entry(addr)
+                            .or_default()
+                            .push((time, pass));
                     }
                 }
                 continue;
@@ -258,13 +266,7 @@ impl Store {
                 continue;
             };
             let addr = sample.address;
-            let freed = inner
-                .pending_frees
-                .get(&addr)
-                .is_some_and(|(t, _)| *t >= sample.time_ns);
-            if freed {
-                inner.pending_frees.remove(&addr);
-            }
+            let freed = take_free_after(&mut inner.pending_frees, addr, sample.time_ns);
             sample.live = !freed;
             if let Some(j) = self.keep_in(inner, sample, Some(thread))
                 && !freed
@@ -273,9 +275,10 @@ impl Store {
                 inner.samples[old].live = false;
             }
         }
-        inner
-            .pending_frees
-            .retain(|_, (_, seen)| pass.saturating_sub(*seen) < 2);
+        inner.pending_frees.retain(|_, frees| {
+            frees.retain(|(_, seen)| pass.saturating_sub(*seen) < 2);
+            !frees.is_empty()
+        });
     }
 
     /// Whether the buffer is full (what comes now is dropped).
@@ -705,6 +708,28 @@ fn alloc_native(walked: &[u64]) -> Vec<u64> {
     native
 }
 
+/// Takes the first of `pending`'s frees of `addr` at or after `time`, if there is one: the
+/// free of the block a sample at `time` allocated.
+fn take_free_after(pending: &mut HashMap<u64, Vec<(u64, u64)>>, addr: u64, time: u64) -> bool {
+    let Some(frees) = pending.get_mut(&addr) else {
+        return false;
+    };
+    let first = frees
+        .iter()
+        .enumerate()
+        .filter(|(_, (t, _))| *t >= time)
+        .min_by_key(|(_, (t, _))| *t)
+        .map(|(i, _)| i);
+    let Some(i) = first else {
+        return false;
+    };
+    frees.swap_remove(i);
+    if frees.is_empty() {
+        pending.remove(&addr);
+    }
+    true
+}
+
 /// Holds the drain's lock (tests: a handler that took it would deadlock).
 #[cfg(test)]
 pub(crate) fn lock_drain_for_test() -> parking_lot::MutexGuard<'static, ()> {
@@ -721,4 +746,82 @@ pub(crate) fn lock_alloc_stores_for_test() -> parking_lot::MutexGuard<'static, V
 #[cfg(test)]
 pub(crate) fn lock_stores_for_test() -> parking_lot::MutexGuard<'static, Vec<Arc<Store>>> {
     CPU_STORES.lock()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An allocation sample of a block at `addr` at `time_ns`.
+    fn allocation(addr: u64, time_ns: u64) -> Sample {
+        Sample {
+            pid: None,
+            thread: None,
+            time_ns,
+            weight: 1000.0,
+            traced: Vec::new(),
+            native: Vec::new(),
+            truncated: false,
+            state: None,
+            mailbox_len: 0,
+            registered_name: None,
+            callee: None,
+            size: 1000,
+            address: addr,
+            live: true,
+        }
+    }
+
+    /// A block allocated and freed at one address over and over, all between a drain's pass
+    /// over the ring of the thread that allocated and the drain's take of the frees (the
+    /// interleaving a loaded machine makes, or a worker draining its own ring at a poll
+    /// start): the frees come a drain before their samples. Each sample is freed; the last
+    /// read as still in use when a later free of the address replaced the earlier ones.
+    #[test]
+    fn frees_that_come_before_their_samples_free_each_its_own() {
+        let store = Store::new(0, 0, Sampler::Alloc, 100, 0);
+        let thread = Identity {
+            index: 0,
+            generation: 0,
+            tid: 1,
+            name: None,
+        };
+        const X: u64 = 0x1000;
+        // Allocated at 10, 30, 50; freed at 20, 40, 60.
+        let frees = [(X, 20), (X, 40), (X, 60)];
+        store.keep_allocations(Vec::new(), &frees, 0, 0);
+        let samples = [10, 30, 50]
+            .into_iter()
+            .map(|t| (allocation(X, t), &thread))
+            .collect();
+        store.keep_allocations(samples, &[], 0, 0);
+        let inner = store.inner.lock();
+        assert_eq!(inner.samples.len(), 3);
+        assert!(
+            inner.samples.iter().all(|s| !s.live),
+            "every block was freed: {:?}",
+            inner.samples.iter().map(|s| s.live).collect::<Vec<_>>()
+        );
+        assert!(inner.pending_frees.is_empty());
+    }
+
+    /// A free before a sample of its address frees a later sample only: a block allocated at
+    /// 50 and still held is in use, though its address was freed at 20.
+    #[test]
+    fn a_free_before_a_sample_does_not_free_it() {
+        let store = Store::new(0, 0, Sampler::Alloc, 100, 0);
+        let thread = Identity {
+            index: 0,
+            generation: 0,
+            tid: 1,
+            name: None,
+        };
+        const X: u64 = 0x1000;
+        store.keep_allocations(Vec::new(), &[(X, 20)], 0, 0);
+        let samples = vec![(allocation(X, 10), &thread), (allocation(X, 50), &thread)];
+        store.keep_allocations(samples, &[], 0, 0);
+        let inner = store.inner.lock();
+        let live: Vec<bool> = inner.samples.iter().map(|s| s.live).collect();
+        assert_eq!(live, [false, true]);
+    }
 }

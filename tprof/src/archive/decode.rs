@@ -110,6 +110,7 @@ fn rest_of(tag: u64) -> &'static str {
         tag::SAMPLE_LOST_FREES => "the rest of a SAMPLE_LOST_FREES section",
         tag::SAMPLE_CPU => "the rest of a SAMPLE_CPU section",
         tag::SAMPLE_CPU_THREADS => "the rest of a SAMPLE_CPU_THREADS section",
+        tag::SAMPLE_CALLEES => "the rest of a SAMPLE_CALLEES section",
         _ => "the rest of a section of a kind this tprof does not know",
     }
 }
@@ -705,7 +706,8 @@ impl State {
             | tag::SAMPLES
             | tag::SAMPLE_LOST_FREES
             | tag::SAMPLE_CPU
-            | tag::SAMPLE_CPU_THREADS => {
+            | tag::SAMPLE_CPU_THREADS
+            | tag::SAMPLE_CALLEES => {
                 let cx = samples::Context {
                     strings: &self.strings,
                     functions: self.function_table.len(),

@@ -323,6 +323,17 @@ pub(super) fn write(
         varint(b, i as u64);
         varint(b, s.lost_frees);
     })?;
+    let callees = set
+        .samples
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| Some((i, s.callee?)));
+    table(out, tag::SAMPLE_CALLEES, callees, |b, (i, callee)| {
+        varint(b, i as u64);
+        varint(b, callee.node().into());
+        varint(b, callee.index().into());
+        varint(b, callee.serial().into());
+    })?;
     let covered: Vec<(usize, &CpuCoverage)> = set
         .sources
         .iter()
@@ -544,6 +555,16 @@ impl Reader {
                 };
                 self.set.samples.push(sample);
             }
+            tag::SAMPLE_CALLEES => {
+                let samples = set.samples.len();
+                let sample = p.index("a callee record's sample", samples, "sample")?;
+                let node = p.u32("a callee's node")?;
+                let index = p.u32("a callee's index")?;
+                let serial = p.u32("a callee's serial")?;
+                if let Some(s) = set.samples.get_mut(sample as usize) {
+                    s.callee = Some(Pid::from_parts(node, index, serial));
+                }
+            }
             tag::SAMPLE_LOST_FREES => {
                 let sources = set.sources.len();
                 let source = p.index("a lost-frees record's source", sources, "source")?;
@@ -718,6 +739,8 @@ impl Reader {
             stack,
             state,
             mailbox_len,
+            // SAMPLE_CALLEES, after this section, sets it.
+            callee: None,
             size,
             live: flags & LIVE != 0,
         })

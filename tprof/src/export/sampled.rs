@@ -548,6 +548,7 @@ mod tests {
             stack: Some(stack),
             state: None,
             mailbox_len: 0,
+            callee: None,
             size: 0,
             live: false,
         };

@@ -60,7 +60,7 @@ pub struct Caller {
 /// ];
 /// let sample = |stack, weight| SampleRecord {
 ///     source: 0, pid: Some("<0.5.0>".parse::<Pid>().unwrap()), thread: None, time_ns: 0,
-///     weight, stack: Some(stack), state: None, mailbox_len: 0, size: 0, live: false,
+///     weight, stack: Some(stack), state: None, mailbox_len: 0, callee: None, size: 0, live: false,
 /// };
 /// set.samples = vec![sample(1, 2.0), sample(3, 5.0), sample(3, 1.0)];
 ///

@@ -47,7 +47,7 @@ pub(super) fn print(
     let file_of = |l: &FlatLine| keys.get(l.key).file.as_deref().unwrap_or("[unknown file]");
     let maxfile = lines
         .iter()
-        .filter(|l| !keys.get(l.key).is_unknown())
+        .filter(|l| !keys.get(l.key).is_unknown() && !keys.get(l.key).note)
         .map(|l| file_of(l).chars().count())
         .max()
         .unwrap_or(0)
@@ -87,7 +87,9 @@ pub(super) fn print(
             continue;
         }
         let key = keys.get(l.key);
-        let text = if key.is_unknown() {
+        let text = if key.note {
+            format!("{:<wfile$} {:>wline$} {}", "", "", key.name)
+        } else if key.is_unknown() {
             match key.address {
                 Some(address) => format!("@{}", pointer(address)),
                 None => "[any unknown stackframes]".to_owned(),

@@ -17,7 +17,7 @@ use crate::samples::{SampleFrame, SampleSet};
 pub(super) struct Keys<'a> {
     /// Per frame, its key; `None` for a frame not shown.
     of_frame: Vec<Option<u32>>,
-    /// Per key, what it prints as.
+    /// Per key, what it prints as; the last is [`Keys::hidden`]'s.
     keys: Vec<Key<'a>>,
 }
 
@@ -34,7 +34,13 @@ pub(super) struct Key<'a> {
     pub(super) line: Option<u32>,
     /// The instruction address it is shown with (native frames, `combine` off).
     pub(super) address: Option<u64>,
+    /// A line that stands for no frame of its own ([`Keys::hidden`]'s): `name` is all it
+    /// prints.
+    pub(super) note: bool,
 }
+
+/// The line of the samples none of whose frames are shown.
+const HIDDEN: &str = "[hidden frames]";
 
 impl<'a> Keys<'a> {
     /// The keys of `set`'s frames under `options`; `functions` is the profile's function
@@ -47,6 +53,8 @@ impl<'a> Keys<'a> {
         type Identity<'b> = (Option<u32>, &'b str, Option<&'b str>, Option<u32>);
         let mut by_identity: HashMap<Identity<'a>, u32> = HashMap::new();
         let mut keys: Vec<Key<'a>> = Vec::new();
+        // A bad pattern was refused by `print`; here it hides nothing.
+        let hide = options.filters().ok().and_then(|f| f.hide);
         let of_frame = set
             .frames
             .iter()
@@ -57,6 +65,9 @@ impl<'a> Keys<'a> {
                 }
                 let i = crate::profile::index32(i);
                 let key = Key::of(i, frame, functions, options.combine);
+                if hide.as_ref().is_some_and(|re| key.matches(re)) {
+                    return None;
+                }
                 // A traced function is one key, whatever line each sample was at in it.
                 if frame.function.is_none() && !options.combine {
                     keys.push(key);
@@ -79,7 +90,22 @@ impl<'a> Keys<'a> {
                 Some(id)
             })
             .collect();
+        keys.push(Key {
+            frame: u32::MAX,
+            name: Cow::Borrowed(HIDDEN),
+            file: None,
+            line: None,
+            address: None,
+            note: true,
+        });
         Keys { of_frame, keys }
+    }
+
+    /// The key of the line that counts the samples whose frames are all hidden (native
+    /// frames with [`native`](super::PrintOptions::native) off: CPU time outside processes,
+    /// a process without a traced frame), so that they show rather than vanish.
+    pub(super) fn hidden(&self) -> u32 {
+        crate::profile::index32(self.keys.len() - 1)
     }
 
     /// The key `frame` prints under; `None` when it is not shown (or not a frame).
@@ -98,11 +124,11 @@ impl<'a> Keys<'a> {
     }
 
     /// `a` against `b` in `order`'s sense, for the orders by place or name (the others fall
-    /// back on the place).
+    /// back on the place); unknown frames, then the hidden frames' line, come last.
     pub(super) fn cmp(&self, a: u32, b: u32, order: SortedBy) -> Ordering {
         let (a, b) = (self.get(a), self.get(b));
-        a.is_unknown()
-            .cmp(&b.is_unknown())
+        (a.note, a.is_unknown())
+            .cmp(&(b.note, b.is_unknown()))
             .then_with(|| match order {
                 SortedBy::Name => (&a.name, &a.file, a.line, a.address)
                     .cmp(&(&b.name, &b.file, b.line, b.address)),
@@ -134,6 +160,7 @@ impl<'a> Key<'a> {
                         .map(short_path),
                     line: function.map(|f| f.line).filter(|&l| l > 0),
                     address: None,
+                    note: false,
                 }
             }
             None => Key {
@@ -146,8 +173,15 @@ impl<'a> Key<'a> {
                     .map(short_path),
                 line: frame.line.filter(|&l| l > 0),
                 address: (!combine).then_some(frame.address),
+                note: false,
             },
         }
+    }
+
+    /// Whether `re` matches its function's name or its file (pprof's focus and hide).
+    pub(super) fn matches(&self, re: &regex::Regex) -> bool {
+        !self.note
+            && (re.is_match(&self.name) || self.file.as_deref().is_some_and(|f| re.is_match(f)))
     }
 
     /// A frame of which nothing is known but, perhaps, its address.
@@ -159,6 +193,9 @@ impl<'a> Key<'a> {
     /// characters from the left and the function to `wfunc` from the right (`None`: not
     /// cut).
     pub(super) fn tree_text(&self, cut: Option<(usize, usize)>) -> String {
+        if self.note {
+            return self.name.clone().into_owned();
+        }
         if self.is_unknown() {
             return match self.address {
                 Some(address) => format!("[unknown function] (pointer: {})", pointer(address)),

@@ -111,6 +111,49 @@ pub struct PrintOptions {
     /// Rows of the wall summary's per-process table, at most (default 25): past it, unnamed
     /// processes are counted together by initial call, and the lightest rows in one line.
     pub rows: usize,
+    /// Only the samples with a frame whose function or file this regular expression matches
+    /// (pprof's `-focus`; default: every sample). Set it with [`focus`](Self::focus), which
+    /// checks it.
+    pub focus: Option<String>,
+    /// Frames whose function or file this regular expression matches are left out of the
+    /// stacks, their samples counted at the frame above (pprof's `-hide`; default: none). Set
+    /// it with [`hide`](Self::hide), which checks it.
+    pub hide: Option<String>,
+}
+
+/// A `focus` or `hide` pattern that is not a regular expression.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FilterError {
+    /// `focus` or `hide`.
+    pub option: &'static str,
+    /// The pattern given.
+    pub pattern: String,
+    /// Why the regex crate refused it.
+    pub reason: String,
+}
+
+impl fmt::Display for FilterError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "the {} pattern `{}` is not a regular expression: {}",
+            self.option, self.pattern, self.reason
+        )
+    }
+}
+
+impl std::error::Error for FilterError {}
+
+/// `pattern` compiled, for `option`.
+pub(crate) fn filter_regex(
+    option: &'static str,
+    pattern: &str,
+) -> Result<regex::Regex, FilterError> {
+    regex::Regex::new(pattern).map_err(|e| FilterError {
+        option,
+        pattern: pattern.to_owned(),
+        reason: e.to_string(),
+    })
 }
 
 impl Default for PrintOptions {
@@ -128,6 +171,8 @@ impl Default for PrintOptions {
             width: 0,
             sampler: None,
             rows: 25,
+            focus: None,
+            hide: None,
         }
     }
 }
@@ -202,6 +247,42 @@ impl PrintOptions {
     pub fn width(mut self, width: usize) -> PrintOptions {
         self.width = width;
         self
+    }
+
+    /// Sets [`focus`](Self::focus): only the samples with a frame `pattern` matches.
+    ///
+    /// # Errors
+    ///
+    /// [`FilterError`] naming `pattern` when it is not a regular expression.
+    pub fn focus(mut self, pattern: &str) -> Result<PrintOptions, FilterError> {
+        filter_regex("focus", pattern)?;
+        self.focus = Some(pattern.to_owned());
+        Ok(self)
+    }
+
+    /// Sets [`hide`](Self::hide): frames `pattern` matches are left out of the stacks.
+    ///
+    /// # Errors
+    ///
+    /// [`FilterError`] naming `pattern` when it is not a regular expression.
+    pub fn hide(mut self, pattern: &str) -> Result<PrintOptions, FilterError> {
+        filter_regex("hide", pattern)?;
+        self.hide = Some(pattern.to_owned());
+        Ok(self)
+    }
+
+    /// The focus and hide patterns, compiled.
+    pub(crate) fn filters(&self) -> Result<Filters, FilterError> {
+        let compile = |option, pattern: &Option<String>| {
+            pattern
+                .as_deref()
+                .map(|p| filter_regex(option, p))
+                .transpose()
+        };
+        Ok(Filters {
+            focus: compile("focus", &self.focus)?,
+            hide: compile("hide", &self.hide)?,
+        })
     }
 
     /// Sets [`sampler`](Self::sampler).
@@ -286,4 +367,11 @@ impl FromStr for Recur {
             &[("off", Recur::Off), ("flat", Recur::Flat)],
         )
     }
+}
+
+/// [`PrintOptions`]'s focus and hide patterns, compiled.
+#[derive(Default)]
+pub(crate) struct Filters {
+    pub(crate) focus: Option<regex::Regex>,
+    pub(crate) hide: Option<regex::Regex>,
 }

@@ -12,6 +12,8 @@
 //!   whose stack ends at it. With [`Recur::Flat`], a frame whose key is already on the stack
 //!   above goes back to that key's node instead (Julia's `recur = :flat`), and counts there
 //!   once only.
+//! - The samples whose stack has frames but none shown (native frames hidden) count on a
+//!   line of their own under the root, [`Keys::hidden`]'s, in the tree and the flat list.
 //! - The flat list: a key counts the inclusive weight of each stack where it appears first on
 //!   the path (a sample counts once, however often the key recurs in it); its overhead is the
 //!   weight of the samples whose innermost shown frame it is.
@@ -134,6 +136,7 @@ pub(super) fn walk(
     // Keys on the path (how often), and their nodes for recursion.
     let mut on_path: HashMap<u32, u32> = HashMap::new();
     let mut recur_node: HashMap<u32, u32> = HashMap::new();
+    let mut hidden = 0.0;
     let mut todo: Vec<Step> = children
         .get(&None)
         .into_iter()
@@ -232,7 +235,12 @@ pub(super) fn walk(
             }
         };
         let own = own.get(&stack).copied().unwrap_or(0.0);
-        tree[node as usize].overhead += own;
+        // A stack whose frames are all hidden ends at the root: counted on a line of its own.
+        if node == 0 {
+            hidden += own;
+        } else {
+            tree[node as usize].overhead += own;
+        }
         if let Some(line) = inner.and_then(|k| flat.get_mut(&k)) {
             line.overhead += own;
         }
@@ -245,6 +253,25 @@ pub(super) fn walk(
                     .map(|&stack| Step::Enter { stack, node, inner }),
             );
         }
+    }
+    if hidden > 0.0 {
+        let key = keys.hidden();
+        let node = crate::profile::index32(tree.len());
+        tree.push(Node {
+            key,
+            count: hidden,
+            overhead: hidden,
+            children: Vec::new(),
+        });
+        tree[0].children.push(node);
+        flat.insert(
+            key,
+            FlatLine {
+                key,
+                count: hidden,
+                overhead: hidden,
+            },
+        );
     }
     let mut flat: Vec<FlatLine> = flat.into_values().collect();
     flat.sort_unstable_by_key(|l| l.key);

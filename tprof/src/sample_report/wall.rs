@@ -11,9 +11,17 @@
 //! <0.6.0>  -          10   100.00        -        0
 //! ```
 //!
-//! First the share of process-ticks in each state, most first; then each process (the
-//! heaviest first, then by pid), its ticks, the share of them in each state (`-` for none)
-//! and the longest mailbox its samples saw. Processes under
+//! First the share of process-ticks in each state, most first; then, when processes waited
+//! in calls, whom they waited on: each callee (the heaviest first), the process-ticks spent
+//! waiting on it, their share of all ticks in `call`, and how many processes waited on it;
+//! then each process (the heaviest first, then by pid), its ticks, the share of them in each
+//! state (`-` for none), the longest mailbox its samples saw and, when it was in a call, the
+//! callee it waited on longest (`WAITING ON`, with `+n` when it waited on n others too):
+//!
+//! ```text
+//! WAITING ON        TICKS       %  CALLERS
+//! <0.9.0> (oracle)     12  100.00        2
+//! ``` Processes under
 //! [`mincount`](super::PrintOptions::mincount) ticks are counted in a line of their own
 //! rather than listed. When there are more processes than [`rows`](super::PrintOptions::rows),
 //! those without a registered name are counted together by their initial call (`(1200
@@ -44,6 +52,19 @@ struct Waits {
     ticks: f64,
     by_state: HashMap<Option<WaitState>, f64>,
     mailbox: u32,
+    /// Ticks in a call, per callee.
+    callees: HashMap<Pid, f64>,
+}
+
+impl Waits {
+    /// The callee waited on longest (the smallest pid of equals), and how many others.
+    fn main_callee(&self) -> Option<(Pid, usize)> {
+        let (&pid, _) = self
+            .callees
+            .iter()
+            .max_by(|a, b| a.1.total_cmp(b.1).then_with(|| b.0.cmp(a.0)))?;
+        Some((pid, self.callees.len() - 1))
+    }
 }
 
 /// Prints the summary of `samples` (wall samples), then a blank line.
@@ -64,6 +85,9 @@ pub(super) fn print(
         p.ticks += s.weight;
         *p.by_state.entry(s.state).or_default() += s.weight;
         p.mailbox = p.mailbox.max(s.mailbox_len);
+        if let Some(callee) = s.callee {
+            *p.callees.entry(callee).or_default() += s.weight;
+        }
     }
     let mut states: Vec<(Option<WaitState>, f64)> = by_state.into_iter().collect();
     states.sort_by(|a, b| {
@@ -100,6 +124,17 @@ pub(super) fn print(
         pid.and_then(|p| records.get(&p))
             .and_then(|r| r.name.clone())
     };
+    let callee_text = |pid: Pid| match name_of(Some(pid)) {
+        Some(name) => format!("{pid} ({name})"),
+        None => pid.to_string(),
+    };
+    waiting_on(
+        out,
+        &by_process,
+        by_state_call(&states),
+        max_rows,
+        &callee_text,
+    )?;
     // Many processes: the unnamed ones together, by initial call.
     let many = by_process.len() > max_rows;
     let mut rows_by_key: HashMap<Key, (Waits, usize)> = HashMap::new();
@@ -119,6 +154,9 @@ pub(super) fn print(
             *row.0.by_state.entry(state).or_default() += w;
         }
         row.0.mailbox = row.0.mailbox.max(waits.mailbox);
+        for (callee, w) in waits.callees {
+            *row.0.callees.entry(callee).or_default() += w;
+        }
         row.1 += 1;
     }
     let mut processes: Vec<(Key, (Waits, usize))> = rows_by_key.into_iter().collect();
@@ -132,6 +170,10 @@ pub(super) fn print(
     let mut header: Vec<String> = vec!["PROCESS".into(), "NAME".into(), "TICKS".into()];
     header.extend(states.iter().map(|(s, _)| state_name(*s).to_owned()));
     header.push("MAILBOX".into());
+    let any_callee = processes.iter().any(|(_, (w, _))| !w.callees.is_empty());
+    if any_callee {
+        header.push("WAITING ON".into());
+    }
     let mut rows = vec![header];
     let mut left_out = 0usize;
     let mut past_rows = (0usize, 0usize, 0.0f64);
@@ -159,6 +201,13 @@ pub(super) fn print(
             _ => "-".to_owned(),
         }));
         row.push(waits.mailbox.to_string());
+        if any_callee {
+            row.push(match waits.main_callee() {
+                Some((pid, 0)) => callee_text(pid),
+                Some((pid, others)) => format!("{} +{others}", callee_text(pid)),
+                None => "-".to_owned(),
+            });
+        }
         rows.push(row);
     }
     if rows.len() > 1 {
@@ -179,6 +228,72 @@ pub(super) fn print(
             out,
             "({} with fewer than {mincount} process-ticks left out)",
             processes_in_words(left_out)
+        )?;
+    }
+    writeln!(out)
+}
+
+/// The process-ticks in `call`.
+fn by_state_call(states: &[(Option<WaitState>, f64)]) -> f64 {
+    states
+        .iter()
+        .filter(|(s, _)| *s == Some(WaitState::Call))
+        .map(|(_, w)| w)
+        .sum()
+}
+
+/// The "waiting on" table: per callee, the ticks processes waited on it, their share of
+/// `in_call` (the ticks in `call`), and how many processes waited; nothing when no sample
+/// has a callee. At most `max_rows` rows, the rest counted in one line.
+fn waiting_on(
+    out: &mut dyn Write,
+    by_process: &HashMap<Option<Pid>, Waits>,
+    in_call: f64,
+    max_rows: usize,
+    callee_text: &dyn Fn(Pid) -> String,
+) -> io::Result<()> {
+    let mut by_callee: HashMap<Pid, (f64, usize)> = HashMap::new();
+    for waits in by_process.values() {
+        for (&callee, &w) in &waits.callees {
+            let e = by_callee.entry(callee).or_default();
+            e.0 += w;
+            e.1 += 1;
+        }
+    }
+    if by_callee.is_empty() {
+        return Ok(());
+    }
+    let mut callees: Vec<(Pid, (f64, usize))> = by_callee.into_iter().collect();
+    callees.sort_by(|a, b| (b.1).0.total_cmp(&(a.1).0).then(a.0.cmp(&b.0)));
+    let mut rows: Vec<Vec<String>> = vec![vec![
+        "WAITING ON".into(),
+        "TICKS".into(),
+        "%".into(),
+        "CALLERS".into(),
+    ]];
+    let share = |w: f64| {
+        if in_call > 0.0 {
+            w * 100.0 / in_call
+        } else {
+            0.0
+        }
+    };
+    for (callee, (ticks, callers)) in callees.iter().take(max_rows) {
+        rows.push(vec![
+            callee_text(*callee),
+            rounded(*ticks).to_string(),
+            two_decimals(share(*ticks)),
+            callers.to_string(),
+        ]);
+    }
+    table(out, &rows, 1)?;
+    if callees.len() > max_rows {
+        let rest = &callees[max_rows..];
+        writeln!(
+            out,
+            "({} more callees with {} process-ticks; raise `rows` to see them)",
+            rest.len(),
+            rounded(rest.iter().map(|(_, (w, _))| w).sum())
         )?;
     }
     writeln!(out)

@@ -280,6 +280,7 @@ pub(crate) fn sampled_profile(node: u32, samples: &[(u32, &[&str], f64)]) -> Pro
             stack,
             state: None,
             mailbox_len: 0,
+            callee: None,
             size: 0,
             live: false,
         });

@@ -129,6 +129,7 @@ impl Build {
             stack,
             state,
             mailbox_len: 0,
+            callee: None,
             size: 0,
             live: false,
         });

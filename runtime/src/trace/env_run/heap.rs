@@ -26,10 +26,10 @@ pub(super) fn write(dir: &Path, node: &NodeHandle, sites: &[crate::heap_snapshot
     let path = dir.join(&name);
     let partial = dir.join(format!(".{name}.partial"));
     let written = std::fs::File::create(&partial)
-        .and_then(|f| {
+        .and_then(|mut f| {
             crate::heap_snapshot::HeapSnapshot::of(node)
                 .live_sites(sites)
-                .write(f)
+                .write(&mut f)
         })
         .and_then(|_| std::fs::rename(&partial, &path));
     if let Err(e) = written {

@@ -282,6 +282,13 @@ pub(crate) struct SampleArgs {
     /// are counted together by initial call.
     #[arg(long, value_name = "N")]
     pub(crate) rows: Option<usize>,
+    /// Only the samples with a frame whose function or file REGEX matches (pprof's -focus).
+    #[arg(long, value_name = "REGEX", value_parser = parse_focus)]
+    pub(crate) focus: Option<String>,
+    /// Leave the frames whose function or file REGEX matches out of the stacks, their
+    /// samples counted at the frame above (pprof's -hide).
+    #[arg(long, value_name = "REGEX", value_parser = parse_hide)]
+    pub(crate) hide: Option<String>,
 }
 
 impl SampleArgs {
@@ -289,7 +296,7 @@ impl SampleArgs {
     /// it goes to one.
     pub(crate) fn options(&self, terminal: Option<usize>) -> PrintOptions {
         let default = PrintOptions::new();
-        PrintOptions::new()
+        let mut options = PrintOptions::new()
             .format(ReportFormat::Both)
             .maxdepth(self.maxdepth.unwrap_or(default.maxdepth))
             .mincount(self.mincount.unwrap_or(default.mincount))
@@ -300,8 +307,27 @@ impl SampleArgs {
             .native(!self.no_native)
             .combine(!self.no_combine)
             .width(self.width.or(terminal).unwrap_or(0))
-            .rows(self.rows.unwrap_or(default.rows))
+            .rows(self.rows.unwrap_or(default.rows));
+        options.focus = self.focus.clone();
+        options.hide = self.hide.clone();
+        options
     }
+}
+
+/// A `--focus` pattern, checked.
+fn parse_focus(s: &str) -> Result<String, String> {
+    PrintOptions::new()
+        .focus(s)
+        .map(|_| s.to_owned())
+        .map_err(|e| e.to_string())
+}
+
+/// A `--hide` pattern, checked.
+fn parse_hide(s: &str) -> Result<String, String> {
+    PrintOptions::new()
+        .hide(s)
+        .map(|_| s.to_owned())
+        .map_err(|e| e.to_string())
 }
 
 fn parse_amount(s: &str) -> Result<f64, String> {

@@ -493,6 +493,7 @@ mod tests {
             stack: Some(0),
             state: None,
             mailbox_len: 0,
+            callee: None,
             size: 0,
             live: false,
         };
