@@ -134,6 +134,8 @@ fn one_run(node: &Node, shape: &str, profiler: Profiler, hz: u32, run: Duration)
     let mut samples: HashMap<i32, u64> = HashMap::new();
     let (mut a, mut b) = (0.0, 0.0);
     let mut own = None;
+    // The profile's own figures per thread id (tprof): CPU, sampled CPU, samples.
+    let mut own_threads: HashMap<i32, (u64, u64, u64)> = HashMap::new();
     if let Some(s) = session.take() {
         let data = s.samples();
         drop(s);
@@ -158,6 +160,11 @@ fn one_run(node: &Node, shape: &str, profiler: Profiler, hz: u32, run: Duration)
             .cpu
             .as_ref()
             .and_then(|c| Some((c.captured()?, c.samples_per_cpu_second()?)));
+        for (index, t) in data.cpu.iter().flat_map(|c| &c.threads) {
+            if let Some(th) = data.threads.iter().find(|th| th.index == *index) {
+                own_threads.insert(th.tid, (t.cpu_ns, t.sampled_ns, t.samples));
+            }
+        }
     }
     if let Some(g) = guard.take() {
         let report = g.report().build().expect("pprof-rs report");
@@ -206,6 +213,22 @@ fn one_run(node: &Node, shape: &str, profiler: Profiler, hz: u32, run: Duration)
         all_cpu += used;
         all_sampled += got;
         all_samples += samples.get(&tid).copied().unwrap_or(0);
+        if used >= BUSY_NS
+            && (got / used as f64) < 0.85
+            && profiler != Profiler::Unprofiled
+            && std::env::var_os("SAMPLING_DEBUG").is_some()
+        {
+            // A thread under the target: the bench's figures beside the profile's own.
+            eprintln!(
+                "{shape} {hz} Hz {}: thread {tid} {:.1} ms of CPU, {:.1} ms sampled \
+                 ({} samples); its own row (cpu, sampled, samples): {:?}",
+                profiler.name(),
+                used as f64 / 1e6,
+                got / 1e6,
+                samples.get(&tid).copied().unwrap_or(0),
+                own_threads.get(&tid)
+            );
+        }
         if used >= BUSY_NS.max((JUDGED_PERIODS * period_ns) as u64) {
             min_thread = min_thread.min(got / used as f64);
         }
@@ -265,7 +288,7 @@ pub(crate) fn table() {
         }
     );
     println!(
-        "{:<9} {:>4} {:<12} {:>9} {:>9} {:>13} {:>16} {:>10} {:>15}",
+        "{:<9} {:>4} {:<12} {:>9} {:>9} {:>13} {:>22} {:>10} {:>15}",
         "shape",
         "hz",
         "profiler",
@@ -311,7 +334,10 @@ pub(crate) fn table() {
                         / runs.iter().map(|r| r.b_sampled).sum::<f64>().max(1.0);
                     let truth = runs.iter().map(|r| r.a_true).sum::<f64>()
                         / runs.iter().map(|r| r.b_true).sum::<f64>().max(1.0);
-                    format!("{sampled:.2} ({truth:.2})")
+                    format!(
+                        "{sampled:.2}±{:.2} ({truth:.2})",
+                        jackknife_error(&runs, |r| (r.a_sampled, r.b_sampled))
+                    )
                 } else {
                     "-".to_owned()
                 };
@@ -323,7 +349,7 @@ pub(crate) fn table() {
                     "-".to_owned()
                 };
                 println!(
-                    "{:<9} {:>4} {:<12} {:>8.1}% {:>8.1}% {:>13.0} {:>16} {:>9.1}% {:>15}",
+                    "{:<9} {:>4} {:<12} {:>8.1}% {:>8.1}% {:>13.0} {:>22} {:>9.1}% {:>15}",
                     shape,
                     hz,
                     profiler.name(),
@@ -340,6 +366,30 @@ pub(crate) fn table() {
             }
         }
     }
+}
+
+/// The standard error of the ratio of sums `Σa / Σb` over `runs` (`pick` gives a run's `a`
+/// and `b`), by the jackknife: how far the ratio moves when one run is left out. What tells
+/// a sampled A:B's noise from a bias: a ratio within two of these of the truth is noise.
+fn jackknife_error(runs: &[Run], pick: impl Fn(&Run) -> (f64, f64)) -> f64 {
+    let n = runs.len();
+    if n < 2 {
+        return 0.0;
+    }
+    let (a, b) = runs
+        .iter()
+        .map(&pick)
+        .fold((0.0, 0.0), |(sa, sb), (x, y)| (sa + x, sb + y));
+    let left_out: Vec<f64> = runs
+        .iter()
+        .map(|r| {
+            let (x, y) = pick(r);
+            (a - x) / (b - y).max(1.0)
+        })
+        .collect();
+    let m = mean(left_out.iter().copied());
+    let n = n as f64;
+    ((n - 1.0) / n * left_out.iter().map(|r| (r - m).powi(2)).sum::<f64>()).sqrt()
 }
 
 fn mean(values: impl Iterator<Item = f64>) -> f64 {

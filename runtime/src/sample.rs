@@ -6,14 +6,21 @@
 //! stacks, and its process flags which processes are sampled, exactly as for tracing
 //! ([`SampleSession::trace`]). It coexists with trace sessions and other sample sessions.
 //!
-//! - [`Sampler::Cpu`] (the default): every thread that runs the node's processes gets a timer
-//!   on its own CPU-time clock, at [`SampleOptions::hz`] (99 by default, at most 10,000); the
+//! - [`Sampler::Cpu`] (the default): every thread that runs the node's processes gets a perf
+//!   event on its own task clock (or, where perf events are refused, a timer on its CPU-time
+//!   clock: [`CpuSource`]), at [`SampleOptions::hz`] (99 by default, at most 10,000); the
 //!   threads of nodes no CPU session samples get none (a thread of a runtime several nodes
 //!   share is timed while any node's CPU session runs). Each tick records, from a signal
 //!   handler on that thread and without locks or allocation, the pid being polled (or none:
 //!   time spent outside processes, in the scheduler or in plain tokio tasks), the process's
 //!   traced stack, the thread's native stack walked by frame pointers, the thread, a
-//!   timestamp and a weight (`1 + timer overruns`). Native addresses are named later
+//!   timestamp and a weight (the CPU time the thread's clock counted since its last sample;
+//!   on timers, `1 + timer overruns` periods). The perf events sample kernel mode too where
+//!   the kernel allows it (`perf_event_paranoid` 1 or less, or `CAP_PERFMON`); at the usual
+//!   default, 2, user mode only: a period that ends in a system call is no sample of its
+//!   own, its CPU time goes to the thread's next sample, and code that lives in system calls
+//!   (message passing's futex wakes) takes fewer distinct samples than the rate asked. A
+//!   profile says which ([`CpuCoverage::kernel`]). Native addresses are named later
 //!   ([`symbolize`]). Untraced code thus shows up with no code change, and the traced stack
 //!   says which process and which traced call it ran under. Linux only.
 //! - [`Sampler::Wall`]: a thread of its own samples processes, running or not, at `hz`: a
@@ -601,7 +608,7 @@ pub struct Sample {
     /// When, in nanoseconds since the session opened (or was last cleared).
     pub time_ns: u64,
     /// What it stands for: periods of the rate asked (CPU: the CPU time it stands for, over
-    /// `1 / hz`; the time its thread's perf event counted since its previous sample, or the
+    /// `1 / hz`; the CPU time its thread's clock counted since its previous sample, or the
     /// fallback's `1 + overruns` timer periods), processes (wall: a process drawn with
     /// probability `k / n` stands for `n / k`), or bytes (allocations).
     pub weight: f64,

@@ -2137,6 +2137,25 @@ fn runs_shifted(
         .collect()
 }
 
+/// Whether the perf events sampled kernel mode too survives the archive (a bit added to the
+/// mechanism's code; an archive without it, as every one written before, read user mode only).
+#[test]
+fn whether_kernel_mode_was_sampled_survives_the_archive() {
+    let mut p = sampled_profile(1, &[(0, &["app::main"], 1.0)]);
+    let thread = ThreadCoverage::new(10_000_000, 10_000_000, 1);
+    let mut cpu = CpuCoverage::new(CpuSource::PerfEvents, None, 100, vec![(0, thread)]);
+    cpu.kernel = true;
+    p.samples.sources[0].cpu = Some(cpu);
+    let back = read_bytes(&bytes_of(&p)).unwrap();
+    assert_eq!(back, p);
+    let truth = back.samples.cpu_truth().expect("the figures");
+    assert!(
+        truth.summary[0].contains("user and kernel mode"),
+        "{}",
+        truth.summary[0]
+    );
+}
+
 /// Merged CPU profiles keep each source's figures, their threads renumbered as their samples'
 /// are; the truth of one rate sums their threads (a run's threads are not another's), and
 /// survives the archive. A source on the fallback merged with one on perf events: the line

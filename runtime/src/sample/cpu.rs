@@ -12,7 +12,7 @@
 //!
 //! - **Perf events** ([`super::perf`], the first choice): a task-clock event per thread,
 //!   driven by a high-resolution timer while the thread runs. Each sample stands for the CPU
-//!   time the event counted since the thread's previous sample, and the next period is drawn
+//!   time the thread's clock counted since its previous sample, and the next period is drawn
 //!   at random around the mean, so that no CPU time is lost or counted twice and periodic
 //!   work cannot alias with the sampler.
 //! - **Per-thread CPU timers**, the fallback where perf events are refused (a seccomp filter,
@@ -61,10 +61,11 @@
 //! Async-signal-safe, and provably so from what it calls: it saves and restores `errno`; reads
 //! this thread's [`ThreadSlot`](super::threads::ThreadSlot), the current pid
 //! ([`crate::process::pid_in_signal`]) and the traced stack ([`crate::trace::read_in_signal`]),
-//! all `const` thread-locals without destructors holding atomics; calls `timer_getoverrun`,
-//! `clock_gettime` and `read` (a perf event's count), all on POSIX's list of async-signal-safe
-//! functions, and `ioctl` twice (to re-arm a perf event: a thin wrapper around the system call
-//! in every libc, which takes no lock and allocates nothing); walks frame pointers
+//! all `const` thread-locals without destructors holding atomics; calls `timer_getoverrun` and
+//! `clock_gettime` (the time, and the thread's CPU clock), both on POSIX's list of
+//! async-signal-safe functions, and `ioctl` twice (to re-arm a perf event: a thin wrapper
+//! around the system call in every libc, which takes no lock and allocates nothing); walks
+//! frame pointers
 //! inside the thread's stack ([`super::native::walk`]); and writes one record into the ring
 //! ([`super::ring::Ring::push`]: relaxed stores into memory allocated beforehand). It takes no
 //! lock and allocates nothing (the test `the_handler_neither_locks_nor_allocates` checks that
@@ -209,7 +210,7 @@ fn choose(source: CpuSource) -> Result<(CpuSource, Option<String>), SampleError>
             ),
         )),
         CpuSource::PerfEvents | CpuSource::Auto => match super::perf::probe() {
-            Ok(()) => Ok((CpuSource::PerfEvents, None)),
+            Ok(_) => Ok((CpuSource::PerfEvents, None)),
             Err(error) => {
                 let why = super::perf::refusal_text(&error);
                 if source == CpuSource::PerfEvents {
@@ -290,15 +291,15 @@ pub(crate) fn arm(entry: &mut ThreadEntry, pool: &mut Vec<&'static Ring>, source
     if source == CpuSource::PerfEvents {
         match super::perf::open(entry.tid, period) {
             Ok(fd) => {
-                // The handler knows the descriptor (and its counter starts at 0) before the
-                // event can overflow.
-                entry.publish_perf(fd);
+                // The handler knows the descriptor, and the thread's CPU clock its first
+                // sample counts from, before the event can overflow.
+                entry.publish_perf(fd, entry.cpu_now());
                 if super::perf::enable(fd).is_ok() {
                     entry.perf = Some(fd);
                     entry.unarmed = false;
                     return;
                 }
-                entry.publish_perf(-1);
+                entry.publish_perf(-1, 0);
                 super::perf::close(fd);
                 entry.fallback = true;
             }
@@ -355,7 +356,7 @@ fn arm_timer(entry: &mut ThreadEntry, ring: &'static Ring, period: u64) -> bool 
 /// id just before: see the handler's `timer_getoverrun`.
 pub(crate) fn disarm(entry: &mut ThreadEntry) {
     if let Some(fd) = entry.perf.take() {
-        entry.publish_perf(-1);
+        entry.publish_perf(-1, 0);
         super::perf::close(fd);
     }
     if let Some(timer) = entry.timer.take() {
@@ -368,6 +369,20 @@ pub(crate) fn disarm(entry: &mut ThreadEntry) {
             libc::timer_delete(timer);
         }
     }
+}
+
+/// The calling thread's CPU clock (`CLOCK_THREAD_CPUTIME_ID`) in nanoseconds, `None` if it
+/// cannot be read. Async-signal-safe: `clock_gettime` is on POSIX's list.
+#[inline]
+fn thread_cpu_in_signal() -> Option<u64> {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `clock_gettime` writes `ts`, a plain struct on the stack.
+    #[allow(unsafe_code)]
+    let ok = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } == 0;
+    ok.then(|| ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
 }
 
 /// CLOCK_MONOTONIC in nanoseconds (async-signal-safe).
@@ -409,10 +424,10 @@ unsafe fn signalled_fd(info: *const libc::siginfo_t) -> libc::c_int {
 ///
 /// A signal from a perf event (its `si_code` a `POLL_*` code) is taken only from the
 /// thread's current event: one sent by an event closed since (a new session's arming
-/// replaced it) is ignored. The sample stands for what the event counted since the thread's
-/// last sample; the event is re-armed for one more overflow, its period drawn anew around the
-/// mean ([`super::perf::rearm_in_signal`], two `ioctl` system calls). A signal from a timer
-/// stands for `1 + timer_getoverrun` periods.
+/// replaced it) is ignored. The sample stands for the CPU time the thread's clock counted
+/// since its last sample (or its arming); the event is re-armed for one more overflow, its
+/// period drawn anew around the mean ([`super::perf::rearm_in_signal`], two `ioctl` system
+/// calls). A signal from a timer stands for `1 + timer_getoverrun` periods.
 extern "C" fn handler(_signal: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
     // SAFETY: `__errno_location` returns this thread's errno, valid for the thread's life.
     #[allow(unsafe_code)]
@@ -440,15 +455,20 @@ extern "C" fn handler(_signal: libc::c_int, info: *mut libc::siginfo_t, ctx: *mu
             if fd < 0 || sent_by != fd {
                 return;
             }
-            let Some(count) = super::perf::count(fd) else {
+            // The thread's CPU clock, not the event's count: the event stops counting from
+            // its overflow until the re-arming below (`PERF_EVENT_IOC_REFRESH` armed it for
+            // one), so the CPU time of the signal's delivery and of this handler is in its
+            // count of no sample; the clock counts it, for the next sample (a spinning
+            // thread lost 4 % of its CPU so at 10 kHz, 2 % at 5 kHz).
+            let Some(now) = thread_cpu_in_signal() else {
                 return;
             };
-            let last = t.perf_last.swap(count, Ordering::Relaxed);
+            let last = t.perf_last.swap(now, Ordering::Relaxed);
             let mut rng = t.perf_rng.load(Ordering::Relaxed);
             let next = super::perf::next_period(period, &mut rng);
             t.perf_rng.store(rng, Ordering::Relaxed);
             super::perf::rearm_in_signal(fd, next);
-            count.saturating_sub(last)
+            now.saturating_sub(last)
         } else {
             let Some(timer) = ring.timer() else {
                 // A timer's signal queued before it was deleted, or none of ours.

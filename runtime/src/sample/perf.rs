@@ -16,19 +16,33 @@
 //! (`PERF_EVENT_IOC_REFRESH` with 1: the kernel disables it as it overflows), and the handler
 //! re-arms it ([`rearm_in_signal`]) with a period drawn anew around the mean (uniformly within
 //! half a period either side), so that a workload that repeats at the sampler's rate cannot
-//! hide from it. The handler reads the counter at each sample: a sample stands for the CPU time
-//! counted since the thread's previous one, so no CPU time is lost or counted twice whatever
-//! the periods drawn.
+//! hide from it. A sample stands for the CPU time the thread's own CPU clock counted since its
+//! previous one (or since the event was armed), so no CPU time is lost or counted twice
+//! whatever the periods drawn: not the event's count, which stops from the overflow until the
+//! handler re-arms the event, and so misses the signal's delivery and the handler's own time
+//! (4 % of a spinning thread's CPU at 10 kHz).
 //!
-//! Unprivileged: the events count user time only (`exclude_kernel`, `exclude_hv`), which
-//! `perf_event_paranoid` 2 (the usual default) allows for a process's own threads. Where
+//! The events sample kernel mode too where the kernel allows it (`perf_event_paranoid` 1 or
+//! less, or `CAP_PERFMON`): an overflow while the thread runs a system call is then a sample
+//! of its own, taken as the call returns to user space (its stack is the call's caller). At
+//! `perf_event_paranoid` 2, the usual default, a program may sample its own threads in user
+//! mode only (`exclude_kernel`): an overflow in kernel mode is then no sample, and the CPU
+//! time it stood for goes to the thread's next sample (nothing is lost, but code that spends
+//! its time in system calls, such as message passing's futex wakes, gets fewer distinct
+//! samples than the rate asked). [`probe`] tries kernel mode first and says which it got;
+//! a profile says it too ([`super::CpuCoverage::kernel`]). Where
 //! `perf_event_open` is refused (a seccomp filter, Docker's default among them; a paranoid
 //! level of 3 or more; a kernel without perf events), [`probe`] says why, and the sampler falls
 //! back to per-thread timers and says so.
 
 use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use perf_event_open_sys as sys;
+
+/// Whether [`open`] counts and samples kernel mode too (`exclude_kernel` 0), as [`probe`]
+/// found the kernel allows.
+static KERNEL: AtomicBool = AtomicBool::new(false);
 
 /// `F_SETSIG` (`fcntl.h`): the signal a descriptor with `O_ASYNC` sends.
 const F_SETSIG: libc::c_int = 10;
@@ -76,11 +90,21 @@ pub(crate) fn refusal_text(error: &io::Error) -> String {
     }
 }
 
+/// Whether the events [`open`] opens sample kernel mode too, as the last [`probe`] found.
+pub(crate) fn kernel_sampled() -> bool {
+    KERNEL.load(Ordering::Relaxed)
+}
+
 /// Opens a disabled task-clock event on thread `tid` of this process that overflows every
-/// `period_ns` nanoseconds of its CPU time and then sends SIGPROF to that thread. Enable it
-/// with [`enable`]. Not for a signal handler (it is a few system calls, but the caller holds
-/// the registry's lock anyway).
+/// `period_ns` nanoseconds of its CPU time and then sends SIGPROF to that thread; in kernel
+/// mode too when the last [`probe`] found it allowed. Enable it with [`enable`]. Not for a
+/// signal handler (it is a few system calls, but the caller holds the registry's lock anyway).
 pub(crate) fn open(tid: i32, period_ns: u64) -> io::Result<i32> {
+    open_with(tid, period_ns, KERNEL.load(Ordering::Relaxed))
+}
+
+/// [`open`], sampling kernel mode too or not (`kernel`).
+fn open_with(tid: i32, period_ns: u64, kernel: bool) -> io::Result<i32> {
     let mut attr = sys::bindings::perf_event_attr {
         size: std::mem::size_of::<sys::bindings::perf_event_attr>() as u32,
         type_: sys::bindings::PERF_TYPE_SOFTWARE,
@@ -89,7 +113,7 @@ pub(crate) fn open(tid: i32, period_ns: u64) -> io::Result<i32> {
     };
     attr.__bindgen_anon_1.sample_period = period_ns.max(1);
     attr.set_disabled(1);
-    attr.set_exclude_kernel(1);
+    attr.set_exclude_kernel(u64::from(!kernel));
     attr.set_exclude_hv(1);
     // SAFETY: `attr` is a zero-filled `perf_event_attr` (its `Default`) with its size set, as
     // the call requires; the kernel reads it (and may write its size back on E2BIG). The
@@ -154,8 +178,7 @@ pub(crate) fn close(fd: i32) {
 }
 
 /// The CPU time `fd` has counted since [`enable`], in nanoseconds; `None` if it cannot be read.
-/// Async-signal-safe: one `read(2)`, on POSIX's list.
-#[inline]
+#[cfg(test)]
 pub(crate) fn count(fd: i32) -> Option<u64> {
     let mut value: u64 = 0;
     // SAFETY: `read` writes at most 8 bytes into `value`, a `u64` on this stack; a perf event
@@ -184,14 +207,27 @@ pub(crate) fn rearm_in_signal(fd: i32, next_ns: u64) {
 }
 
 /// Whether this thread can open a task-clock event on itself: the sampler's choice between
-/// perf events and its fallback, made when a CPU session opens. The error says why not.
-pub(crate) fn probe() -> io::Result<()> {
+/// perf events and its fallback, made when a CPU session opens. Tries kernel mode first
+/// (refused at `perf_event_paranoid` 2 or more without `CAP_PERFMON`), then user mode only;
+/// [`open`] opens what it found, and the answer says whether that samples kernel mode. The
+/// error says why neither.
+pub(crate) fn probe() -> io::Result<bool> {
     // SAFETY: `gettid` has no preconditions.
     #[allow(unsafe_code)]
     let tid = unsafe { libc::gettid() };
-    let fd = open(tid, 1_000_000_000)?;
-    close(fd);
-    Ok(())
+    let kernel = match open_with(tid, 1_000_000_000, true) {
+        Ok(fd) => {
+            close(fd);
+            true
+        }
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM)) => {
+            close(open_with(tid, 1_000_000_000, false)?);
+            false
+        }
+        Err(e) => return Err(e),
+    };
+    KERNEL.store(kernel, Ordering::Relaxed);
+    Ok(kernel)
 }
 
 /// The next period around `mean_ns`: uniform in `[mean / 2, 3 * mean / 2)`, from the
@@ -239,7 +275,7 @@ mod tests {
                 let text = refusal_text(&e);
                 assert!(text.starts_with("perf_event_open"), "{text}");
             }
-            Ok(()) => {
+            Ok(_) => {
                 // SAFETY: `gettid` has no preconditions.
                 #[allow(unsafe_code)]
                 let tid = unsafe { libc::gettid() };

@@ -50,9 +50,9 @@ pub(crate) struct Record {
     pub(crate) time_ns: u64,
     /// Samples this record counts for when a full ring drops it: 1.
     pub(crate) weight: u32,
-    /// The CPU time a CPU sample stands for, in nanoseconds: what its thread's perf event
-    /// counted since the thread's previous sample, or the timer's periods (1 plus its
-    /// overruns) for the fallback.
+    /// The CPU time a CPU sample stands for, in nanoseconds: what its thread's CPU clock
+    /// counted since the thread's previous sample (perf events), or the timer's periods (1
+    /// plus its overruns) for the fallback.
     pub(crate) cpu_ns: u64,
     /// The trace sessions measuring the poll.
     pub(crate) active: u64,

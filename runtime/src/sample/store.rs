@@ -99,6 +99,8 @@ struct Coverage {
     /// The mechanism and why it is the fallback, as the session found the sampler.
     source: CpuSource,
     fallback: Option<String>,
+    /// Whether the perf events sample kernel mode too.
+    kernel: bool,
     /// Each thread's CPU clock when the session began counting it (at its opening or last
     /// clear); a thread registered later counts from its registration.
     base: HashMap<ThreadKey, u64>,
@@ -325,6 +327,7 @@ impl Store {
         inner.coverage = Coverage {
             source: reg.cpu_source,
             fallback: reg.cpu_fallback.clone(),
+            kernel: reg.cpu_source == CpuSource::PerfEvents && super::perf::kernel_sampled(),
             base,
             ..Coverage::default()
         };
@@ -405,6 +408,7 @@ impl Store {
             fallback: inner.coverage.fallback.clone(),
             hz: self.hz,
             threads: rows,
+            kernel: inner.coverage.kernel,
         }
     }
 

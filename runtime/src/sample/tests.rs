@@ -63,9 +63,9 @@ fn the_handler_neither_locks_nor_allocates() {
     handler_neither_locks_nor_allocates(super::CpuSource::Timers);
 }
 
-/// The same on perf events, whose handler also reads the event's count and re-arms it
-/// (`read`, two `ioctl`s). Where the kernel refuses perf events, says so and checks nothing
-/// more (the fallback is checked above).
+/// The same on perf events, whose handler also reads the thread's CPU clock and re-arms the
+/// event (`clock_gettime`, two `ioctl`s). Where the kernel refuses perf events, says so and
+/// checks nothing more (the fallback is checked above).
 #[test]
 fn the_handler_neither_locks_nor_allocates_on_perf_events() {
     if let Err(e) = super::perf::probe() {

@@ -96,8 +96,8 @@ pub(crate) struct ThreadSlot {
     /// ([`super::perf`]); -1 for none. Set before the event is enabled, cleared before it is
     /// closed, under the registry's lock.
     pub(crate) perf_fd: AtomicI32,
-    /// What its perf event had counted at its last sample (the handler's, which alone writes
-    /// it while the event runs; reset to 0 before the event is enabled).
+    /// The thread's CPU clock at its last sample, in nanoseconds (the handler's, which alone
+    /// writes it while the event runs; set to the clock's reading as the event is armed).
     pub(crate) perf_last: AtomicU64,
     /// The handler's generator for the next period (xorshift state).
     pub(crate) perf_rng: AtomicU64,
@@ -218,9 +218,10 @@ impl ThreadEntry {
         slot.ring.store(ptr, Ordering::Release);
     }
 
-    /// Gives the thread its perf event's descriptor (-1: none), through its slot; a new one
-    /// starts counting from 0.
-    pub(crate) fn publish_perf(&self, fd: i32) {
+    /// Gives the thread its perf event's descriptor (-1: none), through its slot; a new one's
+    /// first sample counts the thread's CPU time from `cpu_ns` (its CPU clock, read as the
+    /// event is armed).
+    pub(crate) fn publish_perf(&self, fd: i32, cpu_ns: u64) {
         if !self.alive {
             return;
         }
@@ -228,7 +229,7 @@ impl ThreadEntry {
         #[allow(unsafe_code)]
         let slot = unsafe { &*self.slot };
         if fd >= 0 {
-            slot.perf_last.store(0, Ordering::Relaxed);
+            slot.perf_last.store(cpu_ns, Ordering::Relaxed);
             slot.perf_rng.store(
                 u64::from(self.tid.unsigned_abs()) | 1 << 40,
                 Ordering::Relaxed,

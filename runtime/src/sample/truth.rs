@@ -121,6 +121,13 @@ pub struct CpuCoverage {
     pub hz: u32,
     /// The threads the session timed, each with its thread's index in the profile's threads.
     pub threads: Vec<(u32, ThreadCoverage)>,
+    /// Whether the perf events sampled kernel mode too (`perf_event_paranoid` 1 or less, or
+    /// `CAP_PERFMON`). Without it (the usual default, 2, allows user mode only) an overflow
+    /// while a thread runs a system call is no sample of its own: its CPU time goes to the
+    /// thread's next sample, and kernel-heavy code (message passing's futex wakes) takes
+    /// fewer distinct samples than the rate asked. False for timers.
+    #[serde(default)]
+    pub kernel: bool,
 }
 
 /// A thread that is busy enough for its coverage to be judged: 20 ms of CPU (and, at low
@@ -148,6 +155,7 @@ impl CpuCoverage {
             fallback,
             hz,
             threads,
+            kernel: false,
         }
     }
 
@@ -194,6 +202,7 @@ impl CpuCoverage {
         if other.source != self.source {
             self.source = CpuSource::Timers;
         }
+        self.kernel &= other.kernel;
         if self.fallback.is_none() {
             self.fallback.clone_from(&other.fallback);
         }
@@ -203,6 +212,15 @@ impl CpuCoverage {
     /// CPU-second against the rate asked.
     pub fn summary(&self) -> String {
         let mut line = format!("CPU samples by {}", self.source.describe());
+        if self.source == CpuSource::PerfEvents {
+            // Its last character is the description's closing parenthesis.
+            line.pop();
+            line.push_str(if self.kernel {
+                ", user and kernel mode)"
+            } else {
+                ", user mode only)"
+            });
+        }
         match (self.captured(), self.samples_per_cpu_second()) {
             (Some(captured), Some(rate)) => line.push_str(&format!(
                 ": {:.1}% of the sampled threads' {} of CPU captured, {:.0} distinct samples per \
@@ -308,13 +326,24 @@ impl CpuCoverage {
                 "{fallen} thread(s) could not get a perf event (no free file descriptor) and \
                  fell back to tick-bound timers"
             ),
-            _ => format!(
-                "perf events should see every thread's CPU time; the rest was lost to full \
-                 rings or is the CPU each thread spent after its last sample (half a period, \
-                 {}, on average per thread: {} threads here)",
-                millis(1_000_000_000 / u64::from(self.hz.max(1)) / 2),
-                self.threads.len()
-            ),
+            _ => {
+                let mut cause = format!(
+                    "perf events should see every thread's CPU time; the rest was lost to full \
+                     rings or is the CPU each thread spent after its last sample (half a \
+                     period, {}, on average per thread: {} threads here)",
+                    millis(1_000_000_000 / u64::from(self.hz.max(1)) / 2),
+                    self.threads.len()
+                );
+                if !self.kernel {
+                    cause.push_str(
+                        "; and the events sampled user mode only (kernel.perf_event_paranoid 2 \
+                         or more): the CPU of an overflow in a system call goes to the next \
+                         sample, so code that lives in system calls takes fewer distinct \
+                         samples than the rate asked",
+                    );
+                }
+                cause
+            }
         }
     }
 }
@@ -348,6 +377,7 @@ mod tests {
     #[test]
     fn a_profile_that_saw_its_cpu_time_warns_of_nothing() {
         let c = CpuCoverage {
+            kernel: false,
             source: CpuSource::PerfEvents,
             fallback: None,
             hz: 999,
@@ -361,6 +391,7 @@ mod tests {
     #[test]
     fn a_short_profile_names_each_shortfall_and_the_tick_bound_fallback() {
         let c = CpuCoverage {
+            kernel: false,
             source: CpuSource::Timers,
             fallback: Some("asked for by the options".into()),
             hz: 999,
@@ -401,6 +432,7 @@ mod tests {
     #[test]
     fn a_thread_is_judged_only_past_ten_periods_of_the_rate() {
         let c = CpuCoverage {
+            kernel: false,
             source: CpuSource::PerfEvents,
             fallback: None,
             hz: 99,
@@ -424,5 +456,40 @@ mod tests {
         let fast = CpuCoverage { hz: 999, ..c };
         assert_eq!(fast.judged_ns(), BUSY_THREAD_NS);
         assert_eq!(fast.warnings(&name).len(), 4, "{:?}", fast.warnings(&name));
+    }
+
+    /// A profile on perf events says whether they sampled kernel mode, and, short of the rate
+    /// asked in user mode only, names that as a cause.
+    #[test]
+    fn a_profile_says_whether_kernel_mode_was_sampled() {
+        let mut c = CpuCoverage::new(
+            CpuSource::PerfEvents,
+            None,
+            999,
+            vec![(0, thread(1000, 990, 400))],
+        );
+        assert!(
+            c.summary().starts_with(
+                "CPU samples by perf events (each thread's task clock, user mode only): "
+            ),
+            "{}",
+            c.summary()
+        );
+        let w = c.warnings(&name);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].contains("user mode only"), "{}", w[0]);
+        c.kernel = true;
+        assert!(
+            c.summary().starts_with(
+                "CPU samples by perf events (each thread's task clock, user and kernel mode): "
+            ),
+            "{}",
+            c.summary()
+        );
+        assert!(!c.warnings(&name)[0].contains("user mode only"));
+        // Merged with a profile that sampled user mode only, the merge did too.
+        let user = CpuCoverage::new(CpuSource::PerfEvents, None, 999, Vec::new());
+        c.merge(&user, 1);
+        assert!(!c.kernel);
     }
 }

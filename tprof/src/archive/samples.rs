@@ -42,6 +42,10 @@ const SAMPLERS: [SamplerKind; 3] = [SamplerKind::Cpu, SamplerKind::Wall, Sampler
 /// The CPU sampler's mechanisms, in the order of their codes (0 to 2) in SAMPLE_CPU.
 const CPU_SOURCES: [CpuSource; 3] = [CpuSource::Auto, CpuSource::PerfEvents, CpuSource::Timers];
 
+/// Added to a SAMPLE_CPU record's mechanism code: the perf events sampled kernel mode too
+/// ([`CpuCoverage::kernel`]). Archives written before it have none: user mode only.
+const CPU_KERNEL: u64 = 1 << 8;
+
 /// A SAMPLE_CPU_THREADS row's flags: the thread fell back to a timer alone.
 const THREAD_FALLBACK: u64 = 1;
 /// The thread was never armed.
@@ -343,7 +347,7 @@ pub(super) fn write(
     table(out, tag::SAMPLE_CPU, &covered, |b, (i, c)| {
         varint(b, *i as u64);
         let code = CPU_SOURCES.iter().position(|k| *k == c.source).unwrap_or(0);
-        varint(b, code as u64);
+        varint(b, code as u64 | if c.kernel { CPU_KERNEL } else { 0 });
         optional(b, c.fallback.as_deref().map(|why| strings.at(why)));
         varint(b, c.hz.into());
         varint(b, c.threads.len() as u64);
@@ -589,6 +593,8 @@ impl Reader {
                 }
                 let code_at = p.offset();
                 let code = p.varint("a CPU figures record's mechanism")?;
+                let kernel = code & CPU_KERNEL != 0;
+                let code = code & !CPU_KERNEL;
                 let Some(&mechanism) = CPU_SOURCES.get(code as usize) else {
                     return Err(p.corrupt(
                         code_at,
@@ -607,7 +613,9 @@ impl Reader {
                 let hz = p.u32("a CPU figures record's rate")?;
                 let rows = p.varint("a CPU figures record's thread count")?;
                 if let Some(s) = set.sources.get_mut(source as usize) {
-                    s.cpu = Some(CpuCoverage::new(mechanism, fallback, hz, Vec::new()));
+                    let mut cpu = CpuCoverage::new(mechanism, fallback, hz, Vec::new());
+                    cpu.kernel = kernel;
+                    s.cpu = Some(cpu);
                 }
                 self.covered.push((source, rows));
             }
