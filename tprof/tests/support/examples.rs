@@ -16,7 +16,10 @@ pub(crate) fn example(name: &str) -> PathBuf {
         .join("examples")
         .join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
     // Run alone (`cargo test --test cli`), cargo builds no example, and one built earlier may
-    // be stale: build it once per test binary (a no-op when it is up to date).
+    // be stale: build it once per test binary (a no-op when it is up to date). `--workspace`
+    // resolves features as the README's `cargo test --workspace` does, so under it the build
+    // is a no-op; `-p tprof` would resolve them for tprof alone and compile the dependency
+    // graph again (serde, syn and tokio's features differ, and everything above them).
     static BUILT: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
     let mut built = BUILT
         .lock()
@@ -24,7 +27,7 @@ pub(crate) fn example(name: &str) -> PathBuf {
     if !built.iter().any(|b| b == name) {
         let release = bin.parent().unwrap().ends_with("release");
         let status = Command::new(env!("CARGO"))
-            .args(["build", "-p", "tprof", "--example", name])
+            .args(["build", "--workspace", "--example", name])
             .args(release.then_some("--release"))
             .status()
             .unwrap();
