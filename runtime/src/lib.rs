@@ -79,19 +79,16 @@ pub mod gen_server;
 pub mod heap;
 pub mod heap_snapshot;
 pub mod introspect;
-mod mailbox;
 mod message;
-mod node;
 mod pid;
-mod process;
-mod registry;
+mod run;
 pub mod sample;
 mod segmented;
-mod send;
-mod signal;
 pub mod supervisor;
-mod timer;
 pub mod trace;
+mod world;
+
+pub(crate) use world::{mailbox, node, process, registry, send, signal, timer};
 
 /// Traces a function, or every method of an `impl` block: its calls can then be counted, timed
 /// and charged the memory they allocate, by a [`TraceSession`](trace::TraceSession) of the
@@ -238,20 +235,24 @@ pub mod __private {
 
 pub use exit::{Exit, ExitReason, FnReturn, IntoExitReason, Never};
 pub use heap::CountingAlloc;
-pub use mailbox::{
+pub use message::Message;
+pub use pid::{ParsePidError, Pid};
+pub use world::mailbox::{
     ReceiveMatch, receive, receive_any, receive_any_timeout, receive_match, receive_timeout,
     receive_where,
 };
-pub use message::Message;
-pub use node::{DEFAULT_SHUTDOWN_GRACE, ExitWatch, Node, NodeBuilder, NodeError, NodeHandle};
-pub use pid::{ParsePidError, Pid};
-pub use process::{
+pub use world::node::{
+    DEFAULT_SHUTDOWN_GRACE, ExitWatch, Node, NodeBuilder, NodeError, NodeHandle,
+};
+pub use world::process::{
     ProcessInfo, ProcessStatus, SpawnError, SpawnOptions, Spawned, process_info, processes,
     self_pid, spawn, spawn_blocking, spawn_link, spawn_monitor, spawn_opt, spawn_task,
     try_self_pid,
 };
-pub use registry::{Name, ProcessRef, RegistryError, register, registered, unregister, whereis};
-pub use send::{SendError, send, send_named};
-pub use signal::{
+pub use world::registry::{
+    Name, ProcessRef, RegistryError, register, registered, unregister, whereis,
+};
+pub use world::send::{SendError, send, send_named};
+pub use world::signal::{
     Down, LinkError, MonitorRef, demonitor, exit, exit_self, link, monitor, trap_exit, unlink,
 };

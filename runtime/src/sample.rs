@@ -110,7 +110,7 @@ use std::sync::Arc;
 use crate::Pid;
 use crate::node::NodeHandle;
 use crate::registry::Name;
-use crate::trace::{Callsite, SessionError, TraceSession, TraceTypes};
+use crate::trace::{Callsite, SessionError, TraceSession, TraceTypes, paths};
 
 #[cfg(target_os = "linux")]
 mod alloc;
@@ -118,7 +118,6 @@ mod alloc;
 mod cpu;
 mod ended;
 mod native;
-mod paths;
 #[cfg(target_os = "linux")]
 mod perf;
 mod ring;
@@ -1066,37 +1065,21 @@ impl Drop for SampleSession {
     }
 }
 
-/// Wall sessions that want the path processes suspend in.
-#[inline(always)]
-pub(crate) fn suspended_paths_wanted() -> u64 {
-    paths::wanted()
-}
-
 /// Wakes the wall sampler of session slot `bit` (if any): its session measures again.
 pub(crate) fn measuring_resumed(bit: u32) {
     wall::resumed(bit);
 }
 
-/// See [`paths::begin`].
-pub(crate) fn begin_suspended() {
-    paths::begin();
-}
-
-/// See [`paths::capture`].
-pub(crate) fn capture_suspended(path: impl Iterator<Item = u32>) {
-    paths::capture(path);
-}
-
-/// See [`paths::finish`].
-pub(crate) fn finish_suspended(account: &crate::heap::Account) {
-    paths::finish(account);
-}
-
-/// At each poll of a process of node `node`: while the CPU or the allocation sampler runs,
+/// At each poll of a process of node `node` while the CPU or the allocation sampler runs (the
+/// process layer's [`on_poll`](crate::world::observe::on_poll) checks that with one load):
 /// makes sure the polling thread has a timer and rings (a thread of a runtime the node does
-/// not own, or a blocking thread running a helper). One relaxed load otherwise.
-#[inline(always)]
-pub(crate) fn on_poll(node: u32) {
+/// not own, or a blocking thread running a helper).
+// linkme's `link_section` static is flagged by `unsafe_code`; nothing here is unsafe.
+#[allow(unsafe_code)]
+#[linkme::distributed_slice(crate::world::observe::POLL_SAMPLED)]
+static ON_POLL: fn(u32) = on_poll;
+
+fn on_poll(node: u32) {
     #[cfg(target_os = "linux")]
     if threads::running(threads::CPU | threads::ALLOC) {
         threads::register_current(node);
@@ -1108,9 +1091,13 @@ pub(crate) fn on_poll(node: u32) {
     let _ = node;
 }
 
-/// A thread of node `node`'s runtime starting: registered so that a CPU sampler started later can time
-/// it (without a ring or timer until then).
-pub(crate) fn thread_started(node: u32) {
+/// A thread of node `node`'s runtime starting: registered so that a CPU sampler started later
+/// can time it (without a ring or timer until then).
+#[allow(unsafe_code)]
+#[linkme::distributed_slice(crate::world::observe::THREAD_STARTED)]
+static THREAD_STARTED: fn(u32) = thread_started;
+
+fn thread_started(node: u32) {
     #[cfg(target_os = "linux")]
     threads::register_current(node);
     #[cfg(not(target_os = "linux"))]

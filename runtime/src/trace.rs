@@ -109,6 +109,7 @@ mod flags;
 mod inflight;
 mod measure;
 mod outside;
+pub(crate) mod paths;
 mod pattern;
 mod session;
 mod sigcell;
@@ -144,7 +145,7 @@ pub(crate) use measure::{
     remember_name, sessions_measuring,
 };
 pub use pattern::{Part, TracePattern};
-pub(crate) use session::record_call;
+pub(crate) use session::{COMPILED_OUT, record_call};
 pub use session::{
     CallCount, MAX_SESSIONS, PatternError, SessionError, SessionOptions, TraceMap, TraceSession,
 };

@@ -104,7 +104,7 @@ where
             // then waits for the polls it sees running: a poll that read the flags before the
             // flag was set is among them (see `trace::flags`).
             compiler_fence(Ordering::SeqCst);
-            crate::sample::on_poll(p.node.id);
+            crate::world::observe::on_poll(p.node.id);
             let before = checkpoint(p);
             let mut measured = trace::sessions_measuring(p);
             if measured == 0 || before.is_some() || !trace::begin_poll(p, measured) {
@@ -186,7 +186,7 @@ impl<F: Future> Future for HelperTask<F> {
         let this = self.project();
         let future = this.future;
         let process: &Arc<Process> = this.process;
-        crate::sample::on_poll(process.node.id);
+        crate::world::observe::on_poll(process.node.id);
         // Measured as its process's work, by the sessions measuring the process: one load
         // when none does.
         match trace::sessions_measuring(process) {
@@ -209,7 +209,7 @@ fn measured_helper<R>(process: &Arc<Process>, sessions: u64, f: impl FnOnce() ->
 /// Runs a blocking closure with `process` as its (helper) current process, measured as one
 /// poll of its process's work.
 pub(crate) fn run_as_helper<R>(process: Arc<Process>, f: impl FnOnce() -> R) -> R {
-    crate::sample::on_poll(process.node.id);
+    crate::world::observe::on_poll(process.node.id);
     match trace::sessions_measuring(&process) {
         0 => enter(&process, true, f),
         sessions => measured_helper(&process, sessions, f),

@@ -52,7 +52,7 @@ pub(crate) struct NodeInner {
     /// here (dropped, or another node's session in a reused slot) counts for nothing.
     pub(crate) trace_sessions: AtomicU64,
     /// Profiling switched on from the environment, until the node stops.
-    pub(super) env_run: std::sync::Mutex<Option<crate::trace::env_run::EnvRun>>,
+    pub(super) env_run: std::sync::Mutex<Option<Box<dyn crate::world::observe::NodeObserver>>>,
     /// The helper tasks of its processes, cancelled when the node is dropped.
     pub(crate) helpers: Helpers,
     /// Its supervisors in start order (those that have ended are pruned as it grows), so that
