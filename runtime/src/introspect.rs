@@ -32,7 +32,7 @@
 //! ```
 
 use crate::heap::HeapStats;
-use crate::registry::Name;
+use crate::name::Name;
 use crate::sample::ProcessState;
 use crate::trace::Callsite;
 use crate::{NodeHandle, Pid, ProcessStatus};

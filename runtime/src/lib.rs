@@ -74,12 +74,14 @@
 #[cfg_attr(feature = "no-trace", allow(unused_extern_crates))]
 extern crate self as runtime;
 
+mod context;
 mod exit;
 pub mod gen_server;
 pub mod heap;
 pub mod heap_snapshot;
 pub mod introspect;
 mod message;
+mod name;
 mod pid;
 mod run;
 pub mod sample;
@@ -236,6 +238,7 @@ pub mod __private {
 pub use exit::{Exit, ExitReason, FnReturn, IntoExitReason, Never};
 pub use heap::CountingAlloc;
 pub use message::Message;
+pub use name::{Name, ProcessRef};
 pub use pid::{ParsePidError, Pid};
 pub use world::mailbox::{
     ReceiveMatch, receive, receive_any, receive_any_timeout, receive_match, receive_timeout,
@@ -249,9 +252,7 @@ pub use world::process::{
     self_pid, spawn, spawn_blocking, spawn_link, spawn_monitor, spawn_opt, spawn_task,
     try_self_pid,
 };
-pub use world::registry::{
-    Name, ProcessRef, RegistryError, register, registered, unregister, whereis,
-};
+pub use world::registry::{RegistryError, register, registered, unregister, whereis};
 pub use world::send::{SendError, send, send_named};
 pub use world::signal::{
     Down, LinkError, MonitorRef, demonitor, exit, exit_self, link, monitor, trap_exit, unlink,

@@ -108,8 +108,8 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::Pid;
+use crate::name::Name;
 use crate::node::NodeHandle;
-use crate::registry::Name;
 use crate::trace::{Callsite, SessionError, TraceSession, TraceTypes, paths};
 
 #[cfg(target_os = "linux")]
@@ -1066,9 +1066,10 @@ impl Drop for SampleSession {
 }
 
 /// Wakes the wall sampler of session slot `bit` (if any): its session measures again.
-pub(crate) fn measuring_resumed(bit: u32) {
-    wall::resumed(bit);
-}
+// linkme's `link_section` static is flagged by `unsafe_code`; nothing here is unsafe.
+#[allow(unsafe_code)]
+#[linkme::distributed_slice(crate::trace::MEASURING_RESUMED)]
+static MEASURING_RESUMED: fn(u32) = wall::resumed;
 
 /// At each poll of a process of node `node` while the CPU or the allocation sampler runs (the
 /// process layer's [`on_poll`](crate::world::observe::on_poll) checks that with one load):

@@ -128,7 +128,7 @@ pub use runtime_macros::traced_block as traced;
 /// profiler's own work done from inside a traced process (spawning the process it profiles,
 /// say), so that it never shows in the profile.
 pub fn without_tracing<R>(f: impl FnOnce() -> R) -> R {
-    crate::heap::suppressed(|| crate::process::with_node_hidden(|| stack::with_measuring_off(f)))
+    crate::heap::suppressed(|| crate::context::with_node_hidden(|| stack::with_measuring_off(f)))
 }
 
 /// Whether `#[traced]` instruments code in this build (false with the feature `no-trace`).
@@ -141,8 +141,8 @@ pub use measure::{
     TraceTypes,
 };
 pub(crate) use measure::{
-    ProcTraceRef, Target, begin_helper_poll, begin_poll, fold_ended, measuring, process_dropped,
-    remember_name, sessions_measuring,
+    MEASURING_RESUMED, ProcTraceRef, Target, begin_helper_poll, begin_poll, fold_ended, measuring,
+    process_dropped, remember_name, sessions_measuring,
 };
 pub use pattern::{Part, TracePattern};
 pub(crate) use session::{COMPILED_OUT, record_call};

@@ -12,9 +12,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::session::{SessionState, session_in_slot};
 use crate::Pid;
+use crate::name::{Name, ProcessRef};
 use crate::node::NodeInner;
 use crate::process::Process;
-use crate::registry::{Name, ProcessRef};
 
 /// Sessions that want every new process of their node, one bit per session slot.
 static NEW_MASK: AtomicU64 = AtomicU64::new(0);

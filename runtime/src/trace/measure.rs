@@ -644,6 +644,14 @@ impl std::ops::Deref for ProcTable {
     }
 }
 
+/// Told that the session of slot `bit` measures again (after pause or restart): the samplers
+/// above this layer (a paused wall sampler sleeps until then), filled at link time.
+// The `link_section` statics linkme makes are flagged by `unsafe_code` in the crate that
+// defines the slice; nothing here is unsafe.
+#[allow(unsafe_code)]
+#[linkme::distributed_slice]
+pub(crate) static MEASURING_RESUMED: [fn(u32)];
+
 /// Where a measured poll's figures go: the table of a process (its own poll's, or a helper
 /// task's), or a thread's table of the traced calls it made outside any process
 /// ([`super::outside`]).
@@ -1405,7 +1413,9 @@ impl SessionState {
         }
         derive();
         // A paused wall sampler sleeps until now.
-        crate::sample::measuring_resumed(self.bit());
+        for wake in MEASURING_RESUMED {
+            wake(self.bit());
+        }
     }
 
     /// Per process and function, the distribution of call durations recorded so far, in pid

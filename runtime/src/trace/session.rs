@@ -38,7 +38,7 @@ use super::measure::{
 };
 use super::{Callsite, TracePattern, callsites};
 use super::{FlagError, FlagOutcome, ProcessSpec};
-use crate::process::current_node_id;
+use crate::context::current_node_id;
 use crate::{NodeHandle, Pid};
 
 /// How many trace sessions may exist at once in one OS process.
@@ -543,8 +543,8 @@ fn record_call_slow(callsite: &'static Callsite, mask: u64) {
     }
     // Outside any process: the calls of a thread of a node count for that node's sessions,
     // those of a thread of no node for the sessions that ask for them.
-    let outside = node & crate::process::OUTSIDE != 0;
-    let home = node & !crate::process::OUTSIDE;
+    let outside = node & crate::context::OUTSIDE != 0;
+    let home = node & !crate::context::OUTSIDE;
     let id = callsite.id();
     // Fails only while this thread's destructors run: such a call is not counted.
     let _ = SHARDS.try_with(|shards| {

@@ -659,7 +659,7 @@ pub(crate) fn end_poll(target: &super::measure::Target<'_>) {
         // Where a process (not a helper task of it) suspends, for the wall sampler.
         if s.active.get() & super::paths::wanted() != 0
             && let super::measure::Target::Process(process) = target
-            && crate::process::current_is_helper() == Some(false)
+            && crate::context::current_is_helper() == Some(false)
         {
             super::paths::finish(process.trace_account());
         }
@@ -692,7 +692,7 @@ fn end_sample_poll(s: &Stack, target: &super::measure::Target<'_>) -> bool {
     s.restore.set(&NO_CELL);
     if sample & super::paths::wanted() != 0
         && let super::measure::Target::Process(process) = target
-        && crate::process::current_is_helper() == Some(false)
+        && crate::context::current_is_helper() == Some(false)
     {
         super::paths::finish(process.trace_account());
     }
@@ -1424,7 +1424,7 @@ fn enter_call_full(s: &Stack, callsite: &'static Callsite, mask: u64) -> FrameGu
     if s.active.get() == 0 {
         // No measured poll here: a process no session measures (one thread-local load tells),
         // or perhaps a call outside any process.
-        if crate::process::current_node_id() & crate::process::OUTSIDE == 0 {
+        if crate::context::current_node_id() & crate::context::OUTSIDE == 0 {
             return FrameGuard::NONE;
         }
         return enter_outside(callsite, mask);

@@ -67,3 +67,21 @@ pub(crate) fn thread_started(node: u32) {
         f(node);
     }
 }
+
+/// Process `pid`'s heap figures, for [`crate::heap::process_heap`].
+#[allow(unsafe_code)]
+#[linkme::distributed_slice(crate::heap::PROCESS_HEAP)]
+static PROCESS_HEAP: fn(crate::Pid) -> Option<crate::heap::HeapStats> = |pid| {
+    super::node::NodeInner::with_process(pid, |p| p.heap_account().map(|a| a.stats())).flatten()
+};
+
+/// Ends the current process, over its `max_heap_size`, unless it is already exiting: for the
+/// heap's checkpoint.
+#[allow(unsafe_code)]
+#[linkme::distributed_slice(crate::heap::OVER_LIMIT)]
+static OVER_LIMIT: fn() = || {
+    let running = super::process::with_current_owner(|p| p.is_some_and(|p| !p.is_exiting()));
+    if running {
+        super::signal::exit_self(crate::ExitReason::MaxHeapSize);
+    }
+};
