@@ -64,6 +64,27 @@
 //!
 //! Erlang copies a message into the receiver's heap; Rust moves it. What a process's code
 //! allocates belongs to whoever allocates it, and a message is boxed once, when sent.
+//!
+//! # Layers
+//!
+//! The sources are laid in layers; **a file of one layer names no module of a higher one**
+//! (by `crate::` path, re-export or `super::`). A higher layer that a lower one must reach
+//! fills a slot the lower one defines (a [`linkme`](https://docs.rs/linkme) slice of
+//! functions, gathered at link time), so the lower one calls it without naming it; hot-path
+//! flags stay inline in the lower layer. `tests/layers.rs` checks the rule.
+//!
+//! | layer | modules | owns |
+//! | --- | --- | --- |
+//! | 1 plain data | `pid`, `exit`, `name`, `segmented` | pids, exit reasons, registered names, small collections |
+//! | 2 the thread's context | `context` | which process and node the thread runs, for the layers below the process world |
+//! | 3 heap accounting | [`heap`], `message` | the counting allocator, accounts, allocation sampling's recorder; messages charged to accounts |
+//! | 4 tracing | [`trace`] | callsites, traced stacks, measurements, sessions, the environment's run names |
+//! | 5 processes and nodes | `world` | process records, spawning, polls, mailboxes, signals, timers, names, sending, nodes |
+//! | 6 observers | [`sample`], [`introspect`], [`heap_snapshot`], `run` | samplers, introspection, heap snapshots, the run mode (`TPROF_RUN`) |
+//! | 7 behaviours | [`gen_server`], [`supervisor`] | OTP's behaviours |
+//!
+//! Still to break: tracing names the process world's records and node handle in its session
+//! and flag code, and its snapshot holds a sample snapshot (listed in `tests/layers.rs`).
 
 // The runtime's own API is traced, as BIFs are on the BEAM. `#[traced]` names `::runtime`,
 // inside this crate too; and each traced function here carries `#[allow(unsafe_code)]`,

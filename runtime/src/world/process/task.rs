@@ -221,24 +221,7 @@ mod tests {
     use std::sync::mpsc;
     use std::time::Duration;
 
-    use crate::gen_server::{self, CallError, CallReply, Caller, GenServer, Timeout};
     use crate::{Down, ExitReason, Node, receive, self_pid, spawn_monitor};
-
-    /// A server type for calls to a process that never answers.
-    struct Silent;
-
-    impl GenServer for Silent {
-        type Args = ();
-        type Call = ();
-        type Reply = ();
-        type Cast = ();
-        async fn init((): ()) -> Result<Self, ExitReason> {
-            Ok(Silent)
-        }
-        async fn handle_call(&mut self, (): (), _from: &mut Caller<()>) -> CallReply<()> {
-            CallReply::NoReply
-        }
-    }
 
     /// A process's future that keeps a pointer into itself across a suspension (tokio's
     /// `yield_now` does: its closure borrows a local of its `async fn`) is polled and checked
@@ -257,28 +240,6 @@ mod tests {
             resumed
         });
         assert_eq!(polled, Ok(3));
-    }
-
-    /// A process whose first call comes in its first poll makes its call deadline before it
-    /// has kept its task's waker: the deadline gets the waker at the first suspension, and
-    /// that call's timeout and the next one's still wake it.
-    #[test]
-    fn calls_made_before_the_first_suspension_time_out() {
-        let node = Node::builder().current_thread().build().expect("node");
-        let (first, second) = node
-            .run(async {
-                let sink = crate::spawn(std::future::pending::<()>()).expect("spawn");
-                let after = Timeout::After(Duration::from_millis(20));
-                let first = gen_server::call::<Silent>(sink, (), after).await;
-                let second = gen_server::call::<Silent>(sink, (), after).await;
-                (first, second)
-            })
-            .expect("ran");
-        assert!(matches!(first, Err(CallError::Timeout { .. })), "{first:?}");
-        assert!(
-            matches!(second, Err(CallError::Timeout { .. })),
-            "{second:?}"
-        );
     }
 
     /// A process keeps its task's waker only at its first suspension: a kill that comes during
