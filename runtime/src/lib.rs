@@ -75,7 +75,7 @@
 //!
 //! | layer | modules | owns |
 //! | --- | --- | --- |
-//! | 1 plain data | `pid`, `exit`, `name`, `segmented` | pids, exit reasons, registered names, small collections |
+//! | 1 plain data | `pid`, `exit`, `name`, `segmented`, `sampled` | pids, exit reasons, registered names, small collections, a sample profile's data |
 //! | 2 the thread's context | `context` | which process and node the thread runs, for the layers below the process world |
 //! | 3 heap accounting | [`heap`], `message` | the counting allocator, accounts, allocation sampling's recorder; messages charged to accounts |
 //! | 4 tracing | [`trace`] | callsites, traced stacks, measurements, sessions, the environment's run names |
@@ -83,8 +83,10 @@
 //! | 6 observers | [`sample`], [`introspect`], [`heap_snapshot`], `run` | samplers, introspection, heap snapshots, the run mode (`TPROF_RUN`) |
 //! | 7 behaviours | [`gen_server`], [`supervisor`] | OTP's behaviours |
 //!
-//! Still to break: tracing names the process world's records and node handle in its session
-//! and flag code, and its snapshot holds a sample snapshot (listed in `tests/layers.rs`).
+//! Where a lower layer works on a higher layer's things, it defines the trait it needs and the
+//! higher layer implements it: tracing's `TracedProcess` (read at each poll, generic: resolved
+//! at compile time) and `SessionNode` (a session's node, behind a trait object: off the hot
+//! path) are implemented by the process layer's records and nodes.
 
 // The runtime's own API is traced, as BIFs are on the BEAM. `#[traced]` names `::runtime`,
 // inside this crate too; and each traced function here carries `#[allow(unsafe_code)]`,
@@ -106,6 +108,7 @@ mod name;
 mod pid;
 mod run;
 pub mod sample;
+mod sampled;
 mod segmented;
 pub mod supervisor;
 pub mod trace;

@@ -116,7 +116,7 @@ mod sigcell;
 mod snapshot;
 mod stack;
 mod tls;
-mod tree;
+pub(crate) mod tree;
 
 pub use callsite::{CALLSITES, Callsite, Frame, Traced, callsites, enter};
 /// Traces a block as a call of its own, named by the string:
@@ -134,21 +134,22 @@ pub fn without_tracing<R>(f: impl FnOnce() -> R) -> R {
 /// Whether `#[traced]` instruments code in this build (false with the feature `no-trace`).
 pub const INSTRUMENTED: bool = !cfg!(feature = "no-trace");
 pub use flags::{FlagError, FlagOutcome, ProcessSpec};
-pub(crate) use flags::{TraceFlags, flags_at_spawn};
+pub(crate) use flags::{FlaggedProcess, TraceFlags, flags_at_spawn};
 pub use measure::{
     CallEvent, CallEventKind, CallPath, CallPercentiles, CallTreeMeasurement, EVENT_LOG_CAPACITY,
     FunctionMeasurement, PathMeasurement, ProcessCallTree, ProcessEvents, ProcessMeasurement,
     TraceTypes,
 };
 pub(crate) use measure::{
-    MEASURING_RESUMED, ProcTraceRef, Target, begin_helper_poll, begin_poll, fold_ended, measuring,
-    process_dropped, remember_name, sessions_measuring,
+    MEASURING_RESUMED, ProcTraceRef, Target, TracedProcess, begin_helper_poll, begin_poll,
+    fold_ended, measuring, process_dropped, remember_name, sessions_measuring,
 };
 pub use pattern::{Part, TracePattern};
-pub(crate) use session::{COMPILED_OUT, record_call};
+pub(crate) use session::{COMPILED_OUT, SessionNode, record_call};
 pub use session::{
     CallCount, MAX_SESSIONS, PatternError, SessionError, SessionOptions, TraceMap, TraceSession,
 };
+pub(crate) use snapshot::LIVE_NAME;
 pub use snapshot::{
     Snapshot, SnapshotEvent, SnapshotFigures, SnapshotFunction, SnapshotPath, SnapshotPercentiles,
     SnapshotProcess, SnapshotTypes,

@@ -14,3 +14,5 @@ pub(crate) mod registry;
 pub(crate) mod send;
 pub(crate) mod signal;
 pub(crate) mod timer;
+#[cfg(test)]
+mod trace_tests;

@@ -28,6 +28,7 @@ use crate::send::SendError;
 use crate::{ExitReason, Pid};
 
 mod inner;
+mod traced;
 
 pub(crate) use inner::NodeInner;
 

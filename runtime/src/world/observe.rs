@@ -1,7 +1,9 @@
-//! What the process layer offers the observers above it (the samplers, the profiling the
-//! environment asks for): slots they fill at link time, which this layer calls without naming
-//! them. A poll pays one relaxed load ([`on_poll`]) while no sampler runs, as it did when it
-//! called the samplers directly.
+//! The process layer's hooks, both ways. Upward: slots the observers above it (the samplers,
+//! the profiling the environment asks for) fill at link time, which this layer calls without
+//! naming them; a poll pays one relaxed load ([`on_poll`]) while no sampler runs, as it did
+//! when it called the samplers directly. Downward: this layer's entries in the slots of the
+//! layers below (a process's heap figures, the end of a process over its heap limit, a live
+//! process's name for trace snapshots).
 //!
 //! The slots are [`linkme`] distributed slices: each observer adds its function to the slice
 //! where it is written, and the linker gathers them; nothing is registered at run time, so no
@@ -84,4 +86,12 @@ static OVER_LIMIT: fn() = || {
     if running {
         super::signal::exit_self(crate::ExitReason::MaxHeapSize);
     }
+};
+
+/// The name live process `pid` is registered under, for trace snapshots. The untraced lookup:
+/// a snapshot taken in a traced process does not show up as its `process_info` calls.
+#[allow(unsafe_code)]
+#[linkme::distributed_slice(crate::trace::LIVE_NAME)]
+static LIVE_NAME: fn(crate::Pid) -> Option<crate::Name> = |pid| {
+    super::node::NodeInner::with_process(pid, super::process::Process::registered_name).flatten()
 };

@@ -1,5 +1,9 @@
 //! The current process of this thread.
 //!
+//! The thread-local is the thread's context ([`crate::context`]'s `CURRENT`), where the
+//! process pointer is untyped, so that the layers below this one can tell whether a process
+//! runs without naming it; this file alone stores it and reads it back as an `Arc<Process>`.
+//!
 //! The poll wrapper runs each poll inside [`enter`], which points the thread-local at the
 //! process's `Arc` (kept in the task) for the length of the poll and puts the previous one back
 //! when the poll returns or unwinds: no reference-count traffic, no borrow flag, no destructor
@@ -9,8 +13,8 @@
 //!
 //! # Safety
 //!
-//! The thread-local's pointer is this file's one `unsafe` (a dereference in `with_raw`). The
-//! contract: it is non-null only while an [`enter`] runs on this thread, and then points at the
+//! The thread-local's pointer is this file's one `unsafe` (a dereference in `with_raw`, and in
+//! `pid_in_signal`); nothing else in the crate stores to it. The contract: it is non-null only while an [`enter`] runs on this thread, and then points at the
 //! `Arc` that innermost `enter` borrows; `enter` puts the previous pointer back before it
 //! returns or unwinds, and no guard leaves it; a reference made from the pointer is handed only
 //! to a closure that runs inside that `enter`.

@@ -106,8 +106,8 @@ where
             compiler_fence(Ordering::SeqCst);
             crate::world::observe::on_poll(p.node.id);
             let before = checkpoint(p);
-            let mut measured = trace::sessions_measuring(p);
-            if measured == 0 || before.is_some() || !trace::begin_poll(p, measured) {
+            let mut measured = trace::sessions_measuring(&**p);
+            if measured == 0 || before.is_some() || !trace::begin_poll(&**p, measured) {
                 measured = 0;
             }
             let reason = match before {
@@ -124,7 +124,7 @@ where
                             None => Poll::Ready(ExitReason::Normal),
                         }));
                     if measured != 0 {
-                        trace::end_poll(&trace::Target::Process(p));
+                        trace::end_poll(&trace::Target::Process(&**p));
                     }
                     match polled {
                         Ok(Poll::Ready(reason)) => reason,
@@ -189,7 +189,7 @@ impl<F: Future> Future for HelperTask<F> {
         crate::world::observe::on_poll(process.node.id);
         // Measured as its process's work, by the sessions measuring the process: one load
         // when none does.
-        match trace::sessions_measuring(process) {
+        match trace::sessions_measuring(&**process) {
             0 => enter(process, true, || future.poll(cx)),
             sessions => measured_helper(process, sessions, || future.poll(cx)),
         }
@@ -201,7 +201,7 @@ impl<F: Future> Future for HelperTask<F> {
 #[inline(never)]
 fn measured_helper<R>(process: &Arc<Process>, sessions: u64, f: impl FnOnce() -> R) -> R {
     enter(process, true, || {
-        let _measured = trace::begin_helper_poll(process, sessions);
+        let _measured = trace::begin_helper_poll(&**process, sessions);
         f()
     })
 }
@@ -210,7 +210,7 @@ fn measured_helper<R>(process: &Arc<Process>, sessions: u64, f: impl FnOnce() ->
 /// poll of its process's work.
 pub(crate) fn run_as_helper<R>(process: Arc<Process>, f: impl FnOnce() -> R) -> R {
     crate::world::observe::on_poll(process.node.id);
-    match trace::sessions_measuring(&process) {
+    match trace::sessions_measuring(&*process) {
         0 => enter(&process, true, f),
         sessions => measured_helper(&process, sessions, f),
     }
