@@ -4,9 +4,8 @@
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashMap};
 
+use crate::choice::{OptionError, choose};
 use crate::profile::{FunctionTrace, Group, Profile, TraceType};
-use crate::sample_report::OptionError;
-use crate::sample_report::options::choose;
 
 /// A column to sort by (tprof's `column()`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]

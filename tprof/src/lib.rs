@@ -421,16 +421,36 @@
 //! report.function("parse").calls(1).blocks_per_call(1);
 //! # }
 //! ```
+//!
+//! # Layers
+//!
+//! The modules are laid in four layers, lowest first. **The one rule: a module uses only those
+//! of its own layer and below**, and no modules of a layer use each other in a circle
+//! (`tests/layers.rs` checks both on the sources: a new module goes in its list and here).
+//!
+//! 1. **Data** — `functions` (traced functions and call paths, each stored once), `samples`
+//!    (sample mode's samples) and `profile` (the [`Profile`] holding both, and its figures):
+//!    plain data, which every layer above reads.
+//! 2. **Reports** — a profile as text: `choice` (an option's choices, parsed), `inspect` and
+//!    `format` (tprof's tables), `table` (the rich tables), `sample_report`, `alloc_sites` and
+//!    `listing`.
+//! 3. **Exports** — a profile as a file: `export` (the formats others read) and `archive`
+//!    (tprof's own).
+//! 4. **Command** — what takes a profile and shows it: `adhoc` ([`profile()`]), `server`
+//!    ([`Tprof`]), `assert` ([`allocations`]), `notebook`, `peek`, `control` and `command`
+//!    (the `tprof` binary's library side; the binary in `src/bin/` is a crate of its own).
 
 mod adhoc;
 pub mod alloc_sites;
 pub mod archive;
 mod assert;
+mod choice;
 pub mod command;
 #[cfg(unix)]
 pub mod control;
 pub mod export;
 mod format;
+mod functions;
 mod inspect;
 pub mod listing;
 mod notebook;
@@ -452,14 +472,15 @@ pub use assert::{
 };
 pub use comfy_table;
 pub use format::{format, format_group, format_to_string};
+pub use functions::{Function, PathNode};
 pub use inspect::{
     Aggregate, Column, Direction, GroupProfile, Inspected, Line, SortBy, inspect, sort_lines,
 };
 pub use notebook::{notebook_blocks, notebook_blocks_of_tables};
 pub use profile::{
-    CallTree, Entry, Event, EventKind, EventLog, Function, FunctionTrace, Group, Labels,
-    LookupError, Meta, OUTSIDE_PROCESSES, PathEntry, PathNode, Percentiles, ProcessRecord, Profile,
-    Run, TraceType, TraceTypeError,
+    CallTree, Entry, Event, EventKind, EventLog, FunctionTrace, Group, Labels, LookupError, Meta,
+    OUTSIDE_PROCESSES, PathEntry, Percentiles, ProcessRecord, Profile, Run, TraceType,
+    TraceTypeError,
 };
 pub use runtime::heap_snapshot::{HeapSnapshot, LiveSite, SnapshotSummary, heap_snapshot};
 pub use server::{DEFAULT_NAME, ServerError, ServerOptions, Tprof};

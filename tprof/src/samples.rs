@@ -32,7 +32,7 @@ use runtime::sample::SampleSnapshot;
 pub use runtime::sample::{CpuCoverage, CpuSource, ThreadCoverage};
 use serde::{Deserialize, Serialize};
 
-use crate::profile::{Function, TreeTable, index32};
+use crate::functions::{Function, TreeTable, index32};
 
 mod truth;
 

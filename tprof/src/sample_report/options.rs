@@ -1,9 +1,10 @@
 //! How a sample report is laid out: Julia's `Profile.print` keywords, as [`PrintOptions`], and
 //! the names each choice goes by on the command line.
 
-use std::fmt;
 use std::str::FromStr;
 
+pub use crate::choice::OptionError;
+use crate::choice::choose;
 use crate::samples::SamplerKind;
 
 /// Which tables a report prints (Julia's `format`).
@@ -60,29 +61,6 @@ pub enum Recur {
     /// recursion would cost as a loop.
     Flat,
 }
-
-/// A command-line value that is not one of an option's choices.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct OptionError {
-    /// The option.
-    pub option: &'static str,
-    /// What was given.
-    pub input: String,
-    /// The choices.
-    pub expected: &'static str,
-}
-
-impl fmt::Display for OptionError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "`{}` is not a {} choice: expected {}",
-            self.input, self.option, self.expected
-        )
-    }
-}
-
-impl std::error::Error for OptionError {}
 
 /// How [`print`](super::print) lays a sample report out: Julia's `Profile.print` keywords.
 ///
@@ -231,26 +209,6 @@ impl PrintOptions {
         self.sampler = sampler;
         self
     }
-}
-
-/// Parses `input` as one of `choices` (each a name and its value), for [`OptionError`]'s
-/// `option` with `expected` listing them.
-pub(crate) fn choose<T: Copy>(
-    input: &str,
-    option: &'static str,
-    expected: &'static str,
-    choices: &[(&str, T)],
-) -> Result<T, OptionError> {
-    let wanted = input.trim().trim_start_matches(':').to_ascii_lowercase();
-    choices
-        .iter()
-        .find(|(name, _)| *name == wanted)
-        .map(|(_, v)| *v)
-        .ok_or_else(|| OptionError {
-            option,
-            input: input.to_owned(),
-            expected,
-        })
 }
 
 impl FromStr for ReportFormat {
