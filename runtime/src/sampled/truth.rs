@@ -8,7 +8,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-/// Which mechanism drives the CPU sampler ([`SampleOptions::cpu_source`](super::SampleOptions::cpu_source)),
+/// Which mechanism drives the CPU sampler ([`SampleOptions::cpu_source`](crate::sample::SampleOptions::cpu_source)),
 /// and which one took a profile's samples ([`CpuCoverage::source`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -112,7 +112,7 @@ pub const ENV_CALL_TREE: &str = "TPROF_RUN_CALL_TREE";
 /// `1` for call-duration histograms.
 pub const ENV_PERCENTILES: &str = "TPROF_RUN_PERCENTILES";
 /// The significant figures of call-duration histograms
-/// ([`SessionOptions::histogram_precision`]).
+/// ([`SessionOptions::histogram_precision`](super::SessionOptions::histogram_precision)).
 pub const ENV_PERCENTILE_PRECISION: &str = "TPROF_RUN_PERCENTILE_PRECISION";
 /// `1` for an event log per process.
 pub const ENV_EVENTS: &str = "TPROF_RUN_EVENTS";

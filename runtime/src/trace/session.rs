@@ -759,7 +759,7 @@ impl fmt::Display for SessionError {
 impl std::error::Error for SessionError {}
 
 /// How a trace session measures, beyond its [`TraceTypes`]
-/// ([`NodeHandle::trace_session_with_options`]).
+/// ([`NodeHandle::trace_session_with_options`](crate::NodeHandle::trace_session_with_options)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct SessionOptions {
     histogram_precision: u8,

@@ -17,7 +17,7 @@ impl NodeHandle {
     /// Opens a call_count trace session on this node: no patterns, counters at zero.
     ///
     /// # Errors
-    /// [`SessionError::TooManySessions`] when [`MAX_SESSIONS`] are open in this OS process.
+    /// [`SessionError::TooManySessions`] when [`MAX_SESSIONS`](crate::trace::MAX_SESSIONS) are open in this OS process.
     pub fn trace_session(&self) -> Result<TraceSession, SessionError> {
         self.trace_session_with(TraceTypes::CALL_COUNT)
     }
@@ -26,7 +26,7 @@ impl NodeHandle {
     /// flags, figures at zero.
     ///
     /// # Errors
-    /// [`SessionError::TooManySessions`] when [`MAX_SESSIONS`] are open in this OS process;
+    /// [`SessionError::TooManySessions`] when [`MAX_SESSIONS`](crate::trace::MAX_SESSIONS) are open in this OS process;
     /// [`SessionError::AllocatorNotInstalled`] for call_memory without
     /// [`CountingAlloc`](crate::CountingAlloc).
     pub fn trace_session_with(&self, types: TraceTypes) -> Result<TraceSession, SessionError> {
