@@ -54,16 +54,10 @@ use runtime::trace::{ProcessSpec, TracePattern, TraceSession, TraceTypes};
 #[global_allocator]
 static ALLOC: runtime::CountingAlloc = runtime::CountingAlloc::system();
 
-#[inline(never)]
-fn untraced(x: u64) -> u64 {
-    black_box(x).wrapping_mul(31).rotate_left(7)
-}
+#[path = "traced_fns.rs"]
+mod traced_fns;
 
-#[runtime::traced]
-#[inline(never)]
-fn traced_fn(x: u64) -> u64 {
-    black_box(x).wrapping_mul(31).rotate_left(7)
-}
+use traced_fns::{traced_fn, traced_fn_pattern, untraced};
 
 #[inline(never)]
 fn untraced_outer(x: u64) -> u64 {
@@ -114,7 +108,7 @@ fn check_tree(session: &TraceSession, types: TraceTypes, depth: usize) {
 
 fn bench(c: &mut Criterion) {
     let node = Node::builder().current_thread().build().expect("node");
-    let pattern = TracePattern::function(module_path!(), "traced_fn");
+    let pattern = traced_fn_pattern();
     let mut group = c.benchmark_group("traced_call");
     group.bench_function("untraced", |b| {
         b.iter_custom(|iters| time_in_process(&node, iters, untraced))

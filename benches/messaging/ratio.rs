@@ -35,10 +35,11 @@ use std::time::Duration;
 use criterion::{BenchmarkId, Criterion};
 use runtime::gen_server::Timeout;
 
-use super::{
-    CALL_TIMEOUT, Sched, on_node, on_tokio, ractor_call, runtime_call, runtime_ping_pong,
-    runtime_spawn_exit, tokio_call, tokio_ping_pong, tokio_spawn_exit,
+use super::workloads::{
+    CALL_TIMEOUT, ractor_call, runtime_call, runtime_ping_pong, runtime_spawn_exit, tokio_call,
+    tokio_ping_pong, tokio_spawn_exit,
 };
+use super::{Sched, on_node, on_tokio};
 
 pub(crate) use super::ratio_measurement::Ratio;
 

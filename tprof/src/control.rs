@@ -44,14 +44,21 @@
 //!
 //! The Unix socket serves at most 64 connections at once (one more is told so and closed),
 //! each on a thread of its own; a connection's first message must come within 10 s, as the
-//! TCP listener's `hello` must, and a message's body is read as it arrives (an announced
-//! length makes no buffer of that size). Profiles of the next seconds (`sample`, `trace`,
+//! TCP listener's `hello` must, a message once begun must arrive whole within 10 s, and a
+//! message's body is read as it arrives (an announced length makes no buffer of that size).
+//! A connection (Unix or TCP) silent for longer than its idle limit between two messages
+//! ([`ControlOptions::idle_timeout`], 10 minutes by default) is told so and closed: `tprof
+//! attach` may pause for minutes, but a connection held and forgotten frees its slot.
+//! Closing the endpoint (dropping it) tells every connection waiting for a message so and
+//! cuts every profile in progress short: `sample` and `trace` answer with what they gathered
+//! and say so, and closing waits up to 5 s for those answers. Profiles of the next seconds (`sample`, `trace`,
 //! and the pull endpoint's `profile` and `heap`) are taken on the connection's thread by a
 //! session of their own, so they answer while every worker is busy; a request that must run
 //! in a process of the node (the `tprof` server's commands) is given up with an error that
 //! says why if no worker runs it within 10 s.
 
 pub mod complete;
+mod conversation;
 pub mod http;
 pub mod protocol;
 pub mod script;
@@ -71,12 +78,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use runtime::NodeHandle;
 
+use conversation::Limits;
 use protocol::{
-    Command, FrameError, MAX_REPLY, Reply, Request, Response, VERSION, read_frame,
-    read_frame_up_to, write_frame,
+    Command, MAX_FRAME, MAX_REPLY, Reply, Request, Response, VERSION, read_frame_up_to, write_frame,
 };
 
 /// Where and how to open an endpoint.
@@ -87,6 +95,7 @@ pub struct ControlOptions {
     token: Option<Token>,
     http: Option<String>,
     http_open: bool,
+    idle: Option<Duration>,
 }
 
 impl ControlOptions {
@@ -129,7 +138,21 @@ impl ControlOptions {
         self.http_open = open;
         self
     }
+
+    /// The longest a control connection (Unix or TCP) may be silent between two messages
+    /// before the endpoint tells it so and closes it; by default [`IDLE_WITHIN`], 10 minutes:
+    /// a person thinking at `tprof attach` does not reach it, and a connection held and
+    /// forgotten does not keep its slot (and its thread) for ever. Its first message must
+    /// come within 10 s whatever this is.
+    pub fn idle_timeout(mut self, idle: Duration) -> ControlOptions {
+        self.idle = Some(idle);
+        self
+    }
 }
+
+/// How long a control connection may be silent between two messages by default
+/// ([`ControlOptions::idle_timeout`]).
+pub const IDLE_WITHIN: Duration = Duration::from_secs(600);
 
 /// Why an endpoint could not be opened or a client could not connect.
 #[derive(Debug)]
@@ -198,6 +221,8 @@ impl std::error::Error for ControlError {}
 pub struct ControlEndpoint {
     path: PathBuf,
     closing: Arc<AtomicBool>,
+    /// The Unix socket's connections in progress, which closing waits for (a while).
+    peers: Arc<AtomicUsize>,
     acceptor: Option<JoinHandle<()>>,
     tcp: Option<tcp::Listening>,
     token: Option<Token>,
@@ -260,17 +285,24 @@ impl ControlEndpoint {
                 .map_err(io_error)?;
         }
         let closing = Arc::new(AtomicBool::new(false));
+        let limits = Limits {
+            closing: Arc::clone(&closing),
+            idle: options.idle.unwrap_or(IDLE_WITHIN),
+        };
+        let peers = Arc::new(AtomicUsize::new(0));
         let acceptor = {
-            let closing = closing.clone();
+            let limits = limits.clone();
+            let peers = Arc::clone(&peers);
             let node = node.clone();
             std::thread::Builder::new()
                 .name("tprof-control".into())
-                .spawn(move || accept(&listener, &node, &closing))
+                .spawn(move || accept(&listener, &node, &limits, &peers))
                 .map_err(io_error)?
         };
         let mut endpoint = ControlEndpoint {
             path,
             closing,
+            peers,
             acceptor: Some(acceptor),
             tcp: None,
             token,
@@ -278,13 +310,7 @@ impl ControlEndpoint {
         };
         // Dropped on an error below: what was opened is closed again.
         if let (Some(addr), Some(token)) = (tcp_addr, endpoint.token.clone()) {
-            endpoint.tcp = Some(tcp::listen(
-                addr,
-                &endpoint.path,
-                node,
-                &endpoint.closing,
-                token,
-            )?);
+            endpoint.tcp = Some(tcp::listen(addr, &endpoint.path, node, &limits, token)?);
         }
         if let Some(addr) = http_addr {
             let access = match (&endpoint.token, options.http_open) {
@@ -363,6 +389,9 @@ impl ControlEndpoint {
 }
 
 impl Drop for ControlEndpoint {
+    /// Closes the endpoint: every connection waiting for a message is told so and closed,
+    /// every profile in progress (`sample`, `trace`, the pull endpoint's) is cut short and
+    /// answers with what it has; closing waits a few seconds for those answers.
     fn drop(&mut self) {
         self.closing.store(true, Ordering::SeqCst);
         // Wakes the acceptor out of `accept`; it sees `closing` and ends.
@@ -373,6 +402,7 @@ impl Drop for ControlEndpoint {
         for listening in [self.tcp.take(), self.http.take()].into_iter().flatten() {
             listening.close();
         }
+        drain(&self.peers);
         let _ = std::fs::remove_file(&self.path);
     }
 }
@@ -405,7 +435,20 @@ pub fn runtime_dir() -> PathBuf {
 const MAX_PEERS: usize = 64;
 
 /// How long a peer has to send its first message (the TCP listener's `hello` has as long).
-const FIRST_WITHIN: std::time::Duration = std::time::Duration::from_secs(10);
+const FIRST_WITHIN: Duration = Duration::from_secs(10);
+
+/// How long closing waits for the connections in progress to see that the endpoint is
+/// closing and answer: each looks at it at least every tenth of a second while it waits or
+/// profiles; one stuck writing to a client that does not read is left behind.
+const DRAIN_WITHIN: Duration = Duration::from_secs(5);
+
+/// Waits until no connection counted in `in_flight` is left, or [`DRAIN_WITHIN`].
+fn drain(in_flight: &AtomicUsize) {
+    let deadline = Instant::now() + DRAIN_WITHIN;
+    while in_flight.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
 
 /// A connection in progress, counted while it lives.
 struct Peer(Arc<AtomicUsize>);
@@ -418,13 +461,12 @@ impl Drop for Peer {
 
 /// The acceptor's loop: each peer of this user gets a thread, up to [`MAX_PEERS`] at once;
 /// others are told why and closed at once.
-fn accept(listener: &UnixListener, node: &NodeHandle, closing: &AtomicBool) {
+fn accept(listener: &UnixListener, node: &NodeHandle, limits: &Limits, peers: &Arc<AtomicUsize>) {
     // SAFETY: `geteuid` has no preconditions and cannot fail.
     #[allow(unsafe_code)]
     let own = unsafe { libc::geteuid() };
-    let peers = Arc::new(AtomicUsize::new(0));
     for stream in listener.incoming() {
-        if closing.load(Ordering::SeqCst) {
+        if limits.closing.load(Ordering::SeqCst) {
             return;
         }
         let Ok(mut stream) = stream else { continue };
@@ -437,7 +479,7 @@ fn accept(listener: &UnixListener, node: &NodeHandle, closing: &AtomicBool) {
         }
         if peers.fetch_add(1, Ordering::SeqCst) >= MAX_PEERS {
             peers.fetch_sub(1, Ordering::SeqCst);
-            let _ = stream.set_write_timeout(Some(std::time::Duration::from_secs(1)));
+            let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
             let _ = refuse(
                 &mut stream,
                 &format!(
@@ -447,27 +489,35 @@ fn accept(listener: &UnixListener, node: &NodeHandle, closing: &AtomicBool) {
             );
             continue;
         }
-        let peer = Peer(Arc::clone(&peers));
+        let peer = Peer(Arc::clone(peers));
         let node = node.clone();
+        let limits = limits.clone();
         let _ = std::thread::Builder::new()
             .name("tprof-control-peer".into())
             .spawn(move || {
                 let _peer = peer;
-                converse_local(stream, &node);
+                converse_local(stream, &node, &limits);
             });
     }
 }
 
-/// A Unix socket's connection: its first message within [`FIRST_WITHIN`], then served
-/// without a deadline between messages (a person at `tprof attach` thinks between commands).
-fn converse_local(mut stream: UnixStream, node: &NodeHandle) {
-    if stream.set_read_timeout(Some(FIRST_WITHIN)).is_err() {
-        return;
-    }
-    if exchange_one(&mut stream, node) && stream.set_read_timeout(None).is_ok() {
-        converse(stream, node);
+/// A Unix socket's connection: its first message within [`FIRST_WITHIN`], then the next ones
+/// each within `limits.idle` of the one before (a person at `tprof attach` thinks between
+/// commands; minutes by default).
+fn converse_local(mut stream: UnixStream, node: &NodeHandle, limits: &Limits) {
+    let _ = stream.set_write_timeout(Some(WRITE_WITHIN));
+    match conversation::next_message(&mut stream, FIRST_WITHIN, MAX_FRAME, &limits.closing) {
+        Ok(first) => {
+            if send(&mut stream, &respond(node, &first, &limits.closing)).is_ok() {
+                conversation::converse(stream, node, limits);
+            }
+        }
+        Err(ended) => conversation::say_why(&mut stream, &ended),
     }
 }
+
+/// How long writing an answer may block on a peer that does not read.
+const WRITE_WITHIN: Duration = Duration::from_secs(60);
 
 /// Whether a peer whose uid is `peer` may drive a program running as `own`: only its user.
 fn peer_allowed(peer: io::Result<u32>, own: u32) -> bool {
@@ -526,27 +576,9 @@ fn peer_uid(_stream: &UnixStream) -> io::Result<u32> {
     ))
 }
 
-/// One connection: requests in, responses out, until the peer closes or sends a frame whose
-/// length cannot be trusted.
-fn converse(mut stream: impl Read + Write, node: &NodeHandle) {
-    while exchange_one(&mut stream, node) {}
-}
-
-/// One request read and answered; whether the connection goes on.
-fn exchange_one(stream: &mut (impl Read + Write), node: &NodeHandle) -> bool {
-    let response = match read_frame(stream) {
-        Ok(body) => respond(node, &body),
-        Err(FrameError::Closed | FrameError::Io(_)) => return false,
-        Err(e @ FrameError::TooLong(_)) => {
-            let _ = send(stream, &failure(0, e.to_string()));
-            return false;
-        }
-    };
-    send(stream, &response).is_ok()
-}
-
-/// The response to one frame.
-fn respond(node: &NodeHandle, body: &[u8]) -> Response {
+/// The response to one frame; a profile of the next seconds in it is cut short once `cut` is
+/// set (the endpoint closing).
+fn respond(node: &NodeHandle, body: &[u8], cut: &Arc<AtomicBool>) -> Response {
     let request: Request = match serde_json::from_slice(body) {
         Ok(request) => request,
         Err(e) => {
@@ -567,7 +599,7 @@ fn respond(node: &NodeHandle, body: &[u8]) -> Response {
             ),
         );
     }
-    match serve::handle(node, request.command) {
+    match serve::handle(node, request.command, cut) {
         Ok(reply) => Response {
             version: VERSION,
             id: request.id,

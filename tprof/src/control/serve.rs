@@ -20,7 +20,13 @@ use crate::{DEFAULT_NAME, Profile, ServerOptions, Tprof, TraceType, format_to_st
 const REQUEST_LIMIT: Duration = Duration::from_secs(900);
 
 /// Carries out `command` on `node`; the error is a sentence for the person at the other end.
-pub(super) fn handle(node: &NodeHandle, command: Command) -> Result<Reply, String> {
+/// A profile of the next seconds (`sample`, `trace`) is cut short once `cut` is set (the
+/// endpoint closing), and answers with what it gathered, saying so.
+pub(super) fn handle(
+    node: &NodeHandle,
+    command: Command,
+    cut: &Arc<AtomicBool>,
+) -> Result<Reply, String> {
     match command {
         Command::Hello { .. } => Ok(Reply::Hello {
             program: std::env::args().next().unwrap_or_default(),
@@ -159,11 +165,11 @@ pub(super) fn handle(node: &NodeHandle, command: Command) -> Result<Reply, Strin
             seconds,
             sampler,
             hz,
-        } => sample(node, seconds, &sampler, hz),
+        } => sample(node, seconds, &sampler, hz, cut),
         Command::Trace {
             trace_type,
             seconds,
-        } => trace(node, seconds, &trace_type),
+        } => trace(node, seconds, &trace_type, cut),
     }
 }
 
@@ -385,21 +391,41 @@ fn in_process_within<T: Send + 'static>(
     })
 }
 
-/// Samples every process of the node for `seconds` through a session of its own, and returns
-/// Julia's report grouped by process.
-fn sample(node: &NodeHandle, seconds: f64, sampler: &str, hz: u32) -> Result<Reply, String> {
+/// Samples every process of the node for `seconds` (or until `cut`) through a session of its
+/// own, and returns Julia's report grouped by process.
+fn sample(
+    node: &NodeHandle,
+    seconds: f64,
+    sampler: &str,
+    hz: u32,
+    cut: &Arc<AtomicBool>,
+) -> Result<Reply, String> {
     let sampler = runtime::sample::Sampler::from_str(sampler).map_err(|e| e.to_string())?;
     let options = runtime::sample::SampleOptions::new()
         .sampler(sampler)
         .hz(hz);
-    let profile = sample_profile(node, seconds, options, None)?;
+    let (mut profile, waited) = profile_for(node, seconds, Gather::Sample(options), Some(cut))?;
+    name_sampled(node, &mut profile);
     let mut text = Vec::new();
     let options =
         crate::sample_report::PrintOptions::new().groupby(crate::sample_report::GroupBy::Process);
     crate::sample_report::print(&mut text, &profile, &options).map_err(|e| e.to_string())?;
     Ok(Reply::Text {
-        text: String::from_utf8_lossy(&text).into_owned(),
+        text: cut_short(seconds, waited) + &String::from_utf8_lossy(&text),
     })
+}
+
+/// The line that starts a profile's text when it was cut short after `waited` of `seconds`
+/// (else nothing).
+fn cut_short(seconds: f64, waited: Waited) -> String {
+    match waited {
+        Waited::Whole => String::new(),
+        Waited::Cut(waited) => format!(
+            "(cut short after {:.1} s of {seconds} s: the endpoint is closing; what was \
+             gathered until then)\n",
+            waited.as_secs_f64()
+        ),
+    }
 }
 
 /// The longest a sample may run, in seconds.
@@ -414,7 +440,7 @@ pub(super) fn sample_profile(
     options: runtime::sample::SampleOptions,
     cut: Option<&Arc<AtomicBool>>,
 ) -> Result<Profile, String> {
-    let mut profile = profile_for(node, seconds, Gather::Sample(options), cut)?;
+    let (mut profile, _) = profile_for(node, seconds, Gather::Sample(options), cut)?;
     name_sampled(node, &mut profile);
     Ok(profile)
 }
@@ -464,14 +490,21 @@ fn name_sampled(node: &NodeHandle, profile: &mut Profile) {
     }
 }
 
-/// Traces every function of every process for `seconds` through a session of its own, and
-/// returns tprof's table per process.
-fn trace(node: &NodeHandle, seconds: f64, trace_type: &str) -> Result<Reply, String> {
+/// Traces every function of every process for `seconds` (or until `cut`) through a session
+/// of its own, and returns tprof's table per process.
+fn trace(
+    node: &NodeHandle,
+    seconds: f64,
+    trace_type: &str,
+    cut: &Arc<AtomicBool>,
+) -> Result<Reply, String> {
     let trace_type = TraceType::from_str(trace_type).map_err(|e| e.to_string())?;
-    let profile = profile_for(node, seconds, Gather::Trace(trace_type), None)?;
+    let (profile, waited) = profile_for(node, seconds, Gather::Trace(trace_type), Some(cut))?;
     Layout::Tables(Aggregate::Process)
         .text(&profile)
-        .map(|text| Reply::Text { text })
+        .map(|text| Reply::Text {
+            text: cut_short(seconds, waited) + &text,
+        })
 }
 
 /// What a profile of the next seconds gathers: samples, or traced calls of a trace type.
@@ -490,7 +523,7 @@ fn profile_for(
     seconds: f64,
     gather: Gather,
     cut: Option<&Arc<AtomicBool>>,
-) -> Result<Profile, String> {
+) -> Result<(Profile, Waited), String> {
     if !(seconds > 0.0 && seconds <= MAX_SAMPLE_SECONDS) {
         return Err(format!(
             "profile for 0 to {MAX_SAMPLE_SECONDS} seconds, not {seconds}"
@@ -523,26 +556,34 @@ fn profile_for(
     trace
         .enable_trace(ProcessSpec::All, true)
         .map_err(|e| e.to_string())?;
-    wait_out(Duration::from_secs_f64(seconds), cut.map(|c| &**c));
-    Ok(runtime::trace::without_tracing(|| match &opened {
+    let waited = wait_out(Duration::from_secs_f64(seconds), cut.map(|c| &**c));
+    let profile = runtime::trace::without_tracing(|| match &opened {
         Open::Sample(s) => Profile::from_snapshot(&s.snapshot(), TraceType::CallCount, &[]),
         Open::Trace(s, trace_type) => Profile::from_session(s, *trace_type, &[]),
-    }))
+    });
+    Ok((profile, waited))
+}
+
+/// How long a profile's wait lasted: its whole time, or cut short after this long.
+#[derive(Clone, Copy, Debug)]
+enum Waited {
+    Whole,
+    Cut(Duration),
 }
 
 /// How often a profile's wait looks whether it is cut short.
 const CUT_CHECK: Duration = Duration::from_millis(100);
 
 /// Sleeps `time` on this thread, or until `cut` is set.
-fn wait_out(time: Duration, cut: Option<&AtomicBool>) {
-    let end = std::time::Instant::now() + time;
+fn wait_out(time: Duration, cut: Option<&AtomicBool>) -> Waited {
+    let start = std::time::Instant::now();
     loop {
         if cut.is_some_and(|c| c.load(Ordering::SeqCst)) {
-            return;
+            return Waited::Cut(start.elapsed());
         }
-        let left = end.saturating_duration_since(std::time::Instant::now());
+        let left = time.saturating_sub(start.elapsed());
         if left.is_zero() {
-            return;
+            return Waited::Whole;
         }
         std::thread::sleep(left.min(CUT_CHECK));
     }
@@ -620,7 +661,7 @@ mod tests {
             !profile.samples.samples.is_empty(),
             "the held process was sampled"
         );
-        let traced = trace(node.handle(), 0.1, "call_count");
+        let traced = trace(node.handle(), 0.1, "call_count", &Arc::default());
         assert!(traced.is_ok(), "{traced:?}");
     }
 }

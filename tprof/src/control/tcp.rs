@@ -12,9 +12,10 @@ use std::time::Duration;
 
 use runtime::NodeHandle;
 
-use super::protocol::{Command, FrameError, Request, VERSION, read_frame_up_to};
+use super::conversation::{self, Ended, Limits};
+use super::protocol::{Command, Request, VERSION};
 use super::token::{self, Token};
-use super::{ControlClient, ControlError, converse, failure, respond, send};
+use super::{ControlClient, ControlError, Peer, failure, respond, send};
 
 /// How long a TCP client has to send its `hello` before it is disconnected.
 const HELLO_WITHIN: Duration = Duration::from_secs(10);
@@ -38,9 +39,6 @@ pub(super) struct Listening {
     /// The requests in progress on threads of their own, which `close` waits for (a while).
     pub(super) in_flight: Option<Arc<AtomicUsize>>,
 }
-
-/// How long `close` waits for the requests in progress to see that the endpoint is closing.
-const DRAIN_WITHIN: Duration = Duration::from_secs(5);
 
 impl Listening {
     /// Binds `addr` and writes `files` (each a path and its contents, mode 0600) with the
@@ -103,10 +101,7 @@ impl Listening {
         // Each request looks at `closing` at least every tenth of a second while it reads or
         // profiles; one stuck writing to a client that does not read is left behind.
         if let Some(in_flight) = &self.in_flight {
-            let deadline = std::time::Instant::now() + DRAIN_WITHIN;
-            while in_flight.load(Ordering::SeqCst) > 0 && std::time::Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(5));
-            }
+            super::drain(in_flight);
         }
         for file in &self.files {
             let _ = std::fs::remove_file(file);
@@ -120,12 +115,15 @@ pub(super) fn listen(
     addr: SocketAddr,
     socket: &Path,
     node: &NodeHandle,
-    closing: &Arc<AtomicBool>,
+    limits: &Limits,
     token: Token,
 ) -> Result<Listening, ControlError> {
     let secret = token.clone();
     let node = node.clone();
-    Listening::open(
+    let in_flight = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&in_flight);
+    let theirs = limits.clone();
+    let mut listening = Listening::open(
         addr,
         &[
             (token::beside(socket, "token"), &move |_| {
@@ -134,33 +132,41 @@ pub(super) fn listen(
             (token::beside(socket, "tcp"), &|bound| format!("{bound}\n")),
         ],
         "tprof-control-tcp",
-        closing,
+        &limits.closing,
         move |stream| {
+            counted.fetch_add(1, Ordering::SeqCst);
+            let peer = Peer(Arc::clone(&counted));
             let node = node.clone();
             let token = token.clone();
+            let limits = theirs.clone();
             let _ = std::thread::Builder::new()
                 .name("tprof-control-peer".into())
-                .spawn(move || converse_with_token(stream, &node, &token));
+                .spawn(move || {
+                    let _peer = peer;
+                    converse_with_token(stream, &node, &token, &limits);
+                });
         },
-    )
+    )?;
+    listening.in_flight = Some(in_flight);
+    Ok(listening)
 }
 
 /// A TCP connection: its first message must be a `hello` with the token; then it is served
 /// as a Unix socket's connection is. Otherwise it gets an error response and is closed.
-fn converse_with_token(mut stream: TcpStream, node: &NodeHandle, token: &Token) {
+fn converse_with_token(mut stream: TcpStream, node: &NodeHandle, token: &Token, limits: &Limits) {
     let _ = stream.set_nodelay(true);
-    if stream.set_read_timeout(Some(HELLO_WITHIN)).is_err() {
-        return;
-    }
-    let body = match read_frame_up_to(&mut stream, HELLO_LIMIT) {
-        Ok(body) => body,
-        Err(FrameError::Closed) => return,
-        Err(_) => {
-            let _ = send(&mut stream, &failure(0, REFUSAL.to_owned()));
-            let _ = stream.shutdown(Shutdown::Both);
-            return;
-        }
-    };
+    let _ = stream.set_write_timeout(Some(super::WRITE_WITHIN));
+    let body =
+        match conversation::next_message(&mut stream, HELLO_WITHIN, HELLO_LIMIT, &limits.closing) {
+            Ok(body) => body,
+            Err(Ended::Closed) => return,
+            Err(ended @ Ended::Closing) => return conversation::say_why(&mut stream, &ended),
+            Err(_) => {
+                let _ = send(&mut stream, &failure(0, REFUSAL.to_owned()));
+                let _ = stream.shutdown(Shutdown::Both);
+                return;
+            }
+        };
     let request = serde_json::from_slice::<Request>(&body).ok();
     let shown = request.as_ref().is_some_and(|r| {
         r.version == VERSION
@@ -173,10 +179,10 @@ fn converse_with_token(mut stream: TcpStream, node: &NodeHandle, token: &Token) 
         let _ = stream.shutdown(Shutdown::Both);
         return;
     }
-    if send(&mut stream, &respond(node, &body)).is_err() || stream.set_read_timeout(None).is_err() {
+    if send(&mut stream, &respond(node, &body, &limits.closing)).is_err() {
         return;
     }
-    converse(stream, node);
+    conversation::converse(stream, node, limits);
 }
 
 /// `text` as a socket address: `IP:PORT`, `[IPv6]:PORT`, or `localhost:PORT` (127.0.0.1).

@@ -28,7 +28,8 @@
 //! profile's [`Run`]s), `functions` (each `module`, `name`, `arity`, `file`,
 //! `line`, `mfa`), `initial_calls` (each distinct initial call once), `processes` (each
 //! `[id, label, name, initial_call, run]`: `id` the pid, or `all`; `label` null when it is
-//! the id; `initial_call` an index into `initial_calls`), `paths` (each distinct call path
+//! the id; `initial_call` an index into `initial_calls`; a sixth element, the number of
+//! processes it stands for, on a sum of many: see below), `paths` (each distinct call path
 //! once, as `[parent, function]`, `parent` -1 for an outermost frame), `stacks` (each
 //! `[process, path, calls, value, bytes, blocks]` (`path` -1 for a stack of no frame), indices into the lists above, `value` in
 //! `unit`, exclusive of the frames above it: [`stacks()`] of the profile), `rows` (the flat
@@ -49,7 +50,13 @@
 //! Many processes: the viewer draws a page of rows at a time (200), and sums the processes
 //! by registered name or by initial call (a toggle) in its process table and its flame graph;
 //! the flame graph merges the frames narrower than a pixel into one, as inferno's
-//! `--minwidth` does. A process's own tables are drawn when it is chosen.
+//! `--minwidth` does. A process's own tables are drawn when it is chosen. Past 200 processes,
+//! a trace profile's page keeps the 200 largest one by one and sums the others by registered
+//! name and initial call (`app::worker/1 (99,521 processes)`, with their number as the
+//! process's sixth element), so that the page stays a few hundred kilobytes at 100,000
+//! processes; its totals, its sums by name and by initial call and its flame graph of every
+//! process are the whole profile's, and `note` (a sentence its header shows) says what was
+//! summed and which exports keep every process.
 //!
 //! # Sampled profiles
 //!
@@ -95,6 +102,7 @@ use crate::{Function, Profile, Run, TraceType};
 
 mod compact;
 mod sampled;
+mod summary;
 mod traced;
 
 /// The viewer's script.
@@ -157,6 +165,8 @@ struct ProcessView<'a> {
     name: Option<Cow<'a, str>>,
     initial_call: Cow<'a, str>,
     run: Option<u32>,
+    /// How many of the profile's processes it stands for: 1, or a sum's ([`summary`]).
+    members: u64,
 }
 
 /// One stack, or one flat row: indices into the function and process lists, and figures.
@@ -226,6 +236,8 @@ struct ViewData<'a> {
     samples: Option<sampled::SamplesView>,
     /// The functions' source listings (sampled profiles).
     listings: Option<sampled::ListingsView>,
+    /// What the page left out or summed, said in its header ([`summary`]).
+    note: Option<String>,
 }
 
 /// The viewer's data for `profile`.
@@ -281,6 +293,13 @@ fn title(profile: &Profile) -> String {
 /// Writes the viewer page for `profile`.
 pub(super) fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), ExportError> {
     let data = view_data(profile);
+    let data = if is_sampled(profile) {
+        data
+    } else {
+        let (mut data, note) = summary::summarise(data);
+        data.note = note;
+        data
+    };
     write!(
         out,
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\

@@ -100,7 +100,7 @@ fn aggregate(
     let mut sums: HashMap<Option<usize>, (u64, u64, u64)> = HashMap::new();
     for p in processes {
         let sum = sums.entry(key(p)).or_default();
-        sum.0 += 1;
+        sum.0 += p.members;
         sum.1 = sum.1.saturating_add(p.calls);
         sum.2 = sum.2.saturating_add(p.value);
     }
@@ -116,6 +116,8 @@ fn aggregate(
 /// call (numbered), and the calls of its rows (the samples of its stacks, sampled) and the
 /// value of its stacks.
 struct Process {
+    /// How many of the profile's processes it stands for.
+    members: u64,
     name: Option<usize>,
     initial_call: usize,
     calls: u64,
@@ -181,6 +183,7 @@ pub(super) fn write(data: &ViewData<'_>, out: &mut dyn Write) -> serde_json::Res
     let mut processes: Vec<Process> = Vec::new();
     lists.processes(&mut |p| {
         processes.push(Process {
+            members: p.members,
             name: p.name.as_deref().map(|n| names.of(n)),
             initial_call: initial_calls.of(&p.initial_call),
             calls: 0,
@@ -226,7 +229,12 @@ pub(super) fn write(data: &ViewData<'_>, out: &mut dyn Write) -> serde_json::Res
     lists.processes(&mut |p| {
         let call = calls.next().map_or(0, |c| c.initial_call);
         let label = (p.label != p.id).then_some(&*p.label);
-        array.item(&(&*p.id, label, p.name.as_deref(), call, p.run));
+        let item = (&*p.id, label, p.name.as_deref(), call, p.run);
+        if p.members == 1 {
+            array.item(&item);
+        } else {
+            array.item(&(item.0, item.1, item.2, item.3, item.4, p.members));
+        }
     });
     array.close()?;
     drop(processes);
@@ -263,6 +271,9 @@ pub(super) fn write(data: &ViewData<'_>, out: &mut dyn Write) -> serde_json::Res
     }
     if let Some(listings) = &data.listings {
         field(out, "listings", listings)?;
+    }
+    if let Some(note) = &data.note {
+        field(out, "note", note)?;
     }
     out.write_all(b"}").map_err(serde_json::Error::io)?;
     out.flush().map_err(serde_json::Error::io)

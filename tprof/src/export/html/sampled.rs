@@ -89,6 +89,7 @@ pub(super) fn view_data(profile: &Profile) -> ViewData<'_> {
                     record.map(|r| r.initial_call.clone()).unwrap_or_default(),
                 ),
                 run: record.map(|r| r.run),
+                members: 1,
             });
             processes.len() - 1
         });
@@ -174,6 +175,7 @@ pub(super) fn view_data(profile: &Profile) -> ViewData<'_> {
             cpu: set.cpu_truth(),
         }),
         listings,
+        note: None,
     }
 }
 

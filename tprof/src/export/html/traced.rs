@@ -166,6 +166,7 @@ pub(super) fn view_data(profile: &Profile) -> ViewData<'_> {
         lists: Box::new(traced),
         samples: None,
         listings: None,
+        note: None,
     }
 }
 
@@ -229,6 +230,7 @@ impl Lists for Traced<'_> {
                 name: record.and_then(|r| r.name.as_deref()).map(Cow::Borrowed),
                 initial_call: Cow::Borrowed(record.map_or("", |r| r.initial_call.as_str())),
                 run: record.map(|r| r.run),
+                members: 1,
             });
         }
     }

@@ -10,7 +10,12 @@
   const PATHS = data.paths;
   data.processes = data.processes.map((p) => ({
     id: p[0], label: p[1] === null ? p[0] : p[1], name: p[2], initial_call: data.initial_calls[p[3]], run: p[4],
+    count: p.length > 5 ? p[5] : 1,
   }));
+  // How many processes the profile has: a page of many sums those past its largest into rows
+  // that each stand for many.
+  const ALL = data.processes.reduce((n, p) => n + p.count, 0);
+  const procs = (n) => int(n) + ' process' + (n === 1 ? '' : 'es');
   data.stacks = data.stacks.map((s) => ({ process: s[0], path: s[1], calls: s[2], value: s[3], bytes: s[4], blocks: s[5] }));
   data.rows = data.rows.map((r) => ({
     process: r[0], function: r[1], calls: r[2], value: r[3], words: r[4], bytes: r[5], blocks: r[6], total: r.length > 7 ? r[7] : 0,
@@ -24,7 +29,7 @@
   const PAGE = 200;      // rows of a table drawn at a time
   const MENU = 200;      // processes in the menu at most (the largest); the table has every one
   const TL_SHOWN = 20;   // timelines drawn at most in the view of every process
-  let grouping = data.processes.length > MANY ? 'initial_call' : 'process';
+  let grouping = ALL > MANY ? 'initial_call' : 'process';
   // A sampled profile: values are nanoseconds of sampled time (bytes for allocation samples:
   // data.unit says which), and 'calls' count samples.
   const SAMPLED = !!data.samples;
@@ -144,6 +149,12 @@
     return c;
   }
   // The key a process is summed by, and how it reads.
+  // How many processes a group's members stand for.
+  function members(n) {
+    let sum = 0;
+    for (const p of n.members) sum += data.processes[p].count;
+    return sum;
+  }
   function groupKey(p) {
     return grouping === 'name' ? data.processes[p].name : data.processes[p].initial_call;
   }
@@ -248,12 +259,12 @@
 
   // ---- drawing
   function label(n) {
-    if (n.kind === 'root') return 'all (' + data.processes.length + ' process' + (data.processes.length === 1 ? '' : 'es') + ')';
+    if (n.kind === 'root') return 'all (' + procs(ALL) + ')';
     if (n.kind === 'process') {
       const p = data.processes[n.proc];
       return p.label.endsWith(p.id) || p.id === 'all' ? p.label : p.label + ' ' + p.id;
     }
-    if (n.kind === 'group') return n.name + ' (' + int(n.members.size) + ' process' + (n.members.size === 1 ? ')' : 'es)');
+    if (n.kind === 'group') return n.name + ' (' + procs(members(n)) + ')';
     if (n.kind === 'merged') return int(n.count) + ' frames narrower than a pixel';
     return n.name;
   }
@@ -335,7 +346,7 @@
       if (p.initial_call) rows.push(['initial call', p.initial_call]);
       if (p.run !== null && p.run !== undefined && data.runs.length > 1) rows.push(['run', String(p.run)]);
     } else if (n.kind === 'group') {
-      rows.push(['processes', int(n.members.size) + ', by ' + (grouping === 'name' ? 'registered name' : 'initial call')]);
+      rows.push(['processes', int(members(n)) + ', by ' + (grouping === 'name' ? 'registered name' : 'initial call')]);
     } else if (n.kind === 'merged') {
       rows.push(['under', label(n.parent) + ' (click to zoom into it)']);
     }
@@ -701,7 +712,7 @@
     }
     if (grouping === 'process') {
       return data.processes.map((p, i) => ({ name: label({ kind: 'process', proc: i }), proc: i, key: null,
-        count: 1, calls: procTotals[i][0], value: procTotals[i][1], initial_call: p.initial_call }));
+        count: p.count, calls: procTotals[i][0], value: procTotals[i][1], initial_call: p.initial_call }));
     }
     const list = grouping === 'name' ? data.aggregates.by_name : data.aggregates.by_initial_call;
     return list.map(([key, count, calls, v]) => ({ name: groupName(key), proc: -1, key, count, calls, value: v, initial_call: '' }));
@@ -792,11 +803,12 @@
     s.textContent = '';
     const together = data.processes.length === 1 && data.processes[0].id === 'all';
     s.append(WHAT + '. Total ', el('b', { text: value(data.total) }),
-      together ? '' : ' in ', together ? '' : el('b', { text: String(data.processes.length) }),
-      together ? '' : ' process' + (data.processes.length === 1 ? '' : 'es'),
+      together ? '' : ' in ', together ? '' : el('b', { text: int(ALL) }),
+      together ? '' : ' process' + (ALL === 1 ? '' : 'es'),
       ', ', el('b', { text: String(data.functions.length) }), (SAMPLED ? ' frame' : ' function') + (data.functions.length === 1 ? '' : 's'),
       SAMPLED ? ', from ' + int(data.samples.count) + ' sample' + (data.samples.count === 1 ? '' : 's') + ', by stack.'
         : data.call_tree ? ', by call path.' : ', flat (one frame per function).');
+    if (data.note) s.append(el('span', { class: 'dropped', text: ' ' + data.note + '.' }));
     if (SAMPLED && data.samples.dropped_note) {
       s.append(el('span', { class: 'dropped', text: ' ' + data.samples.dropped_note + '.' }));
     }
@@ -825,7 +837,7 @@
     const totals = data.processes.map(() => 0);
     for (const st of data.stacks) totals[st.process] += st.value;
     if (data.processes.length > 1) {
-      sel.append(el('option', { value: '-1', text: 'All ' + data.processes.length + ' processes' }));
+      sel.append(el('option', { value: '-1', text: 'All ' + procs(ALL) }));
     }
     // the largest processes (and the one chosen), not every one of a hundred thousand
     let listed = data.processes.map((_, i) => i);
