@@ -69,6 +69,8 @@ mod client;
 mod reply;
 mod server;
 mod stop;
+#[cfg(test)]
+mod tests;
 
 pub use client::{CallError, CastError, Server, ServerRef, Timeout, call, cast};
 pub use reply::ReplyTo;

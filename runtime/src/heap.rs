@@ -74,7 +74,21 @@ pub(crate) mod alloc_sampling {
 }
 
 use crate::Pid;
-use crate::node::NodeInner;
+
+/// The process layer's answers to this layer, which never names it: filled at link time by
+/// [`crate::world`]. `(pid)`: process `pid`'s heap figures, `None` when it is not alive (or
+/// keeps no account).
+// The `link_section` statics linkme makes are flagged by `unsafe_code` in the crate that
+// defines the slice; nothing here is unsafe (the same for the slice below).
+#[allow(unsafe_code)]
+#[linkme::distributed_slice]
+pub(crate) static PROCESS_HEAP: [fn(Pid) -> Option<HeapStats>];
+
+/// Ends the current process with `ExitReason::MaxHeapSize` if it runs (is not already
+/// exiting): the process layer's, filled at link time.
+#[allow(unsafe_code)]
+#[linkme::distributed_slice]
+pub(crate) static OVER_LIMIT: [fn()];
 
 /// One process's heap figures.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -195,8 +209,9 @@ pub fn require_installed() -> Result<(), HeapError> {
 /// not alive.
 pub fn process_heap(pid: Pid) -> Result<HeapStats, HeapError> {
     require_installed()?;
-    NodeInner::with_process(pid, |p| p.heap_account().map(|a| a.stats()))
-        .flatten()
+    PROCESS_HEAP
+        .iter()
+        .find_map(|heap_of| heap_of(pid))
         .ok_or(HeapError::NoProc(pid))
 }
 
@@ -239,9 +254,8 @@ fn over_limit_exit() {
     if std::thread::panicking() {
         return;
     }
-    let running = crate::process::with_current_owner(|p| p.is_some_and(|p| !p.is_exiting()));
-    if running {
-        crate::exit_self(crate::ExitReason::MaxHeapSize);
+    for end in OVER_LIMIT {
+        end();
     }
 }
 

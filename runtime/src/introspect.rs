@@ -32,7 +32,7 @@
 //! ```
 
 use crate::heap::HeapStats;
-use crate::registry::Name;
+use crate::name::Name;
 use crate::sample::ProcessState;
 use crate::trace::Callsite;
 use crate::{NodeHandle, Pid, ProcessStatus};
@@ -184,63 +184,5 @@ mod tests {
         assert!(polls >= told, "{polls} polls for {told} messages");
         assert_eq!(status, ProcessStatus::Waiting);
         assert!(no_function, "no session measures it");
-    }
-
-    /// A request no one answers: the process called is a plain process.
-    struct Unanswered;
-
-    impl crate::gen_server::GenServer for Unanswered {
-        type Args = ();
-        type Call = ();
-        type Reply = ();
-        type Cast = ();
-        async fn init((): ()) -> Result<Self, crate::ExitReason> {
-            Ok(Unanswered)
-        }
-        async fn handle_call(
-            &mut self,
-            (): (),
-            _from: &mut crate::gen_server::Caller<()>,
-        ) -> crate::gen_server::CallReply<()> {
-            crate::gen_server::CallReply::NoReply
-        }
-    }
-
-    #[test]
-    fn a_walk_tells_what_each_waiting_process_waits_for() {
-        use crate::gen_server::{Timeout, call};
-        use std::time::{Duration, Instant};
-        let node = Node::new().unwrap();
-        let quiet = node
-            .spawn(async {
-                let _: String = receive().await;
-            })
-            .unwrap();
-        let timed = node
-            .spawn(async {
-                let _: Option<String> = crate::receive_timeout(Duration::from_secs(3600)).await;
-            })
-            .unwrap();
-        let caller = node
-            .spawn(async move {
-                let _ = call::<Unanswered>(quiet, (), Timeout::Infinity).await;
-            })
-            .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(60);
-        // The caller first: once it waits, its request is in `quiet`'s mailbox, so `quiet`
-        // seen waiting afterwards has taken it in and waits again.
-        for pid in [caller, quiet, timed] {
-            while node.process_info(pid).map(|i| i.status) != Some(ProcessStatus::Waiting) {
-                assert!(Instant::now() < deadline, "{pid} never waited");
-                std::thread::sleep(Duration::from_millis(5));
-            }
-        }
-        let mut seen = std::collections::HashMap::new();
-        walk(node.handle(), |p| {
-            seen.insert(p.pid, (p.state, p.callee));
-        });
-        assert_eq!(seen[&quiet], (ProcessState::Receive, None));
-        assert_eq!(seen[&timed], (ProcessState::ReceiveTimeout, None));
-        assert_eq!(seen[&caller], (ProcessState::Call, Some(quiet)));
     }
 }

@@ -64,6 +64,29 @@
 //!
 //! Erlang copies a message into the receiver's heap; Rust moves it. What a process's code
 //! allocates belongs to whoever allocates it, and a message is boxed once, when sent.
+//!
+//! # Layers
+//!
+//! The sources are laid in layers; **a file of one layer names no module of a higher one**
+//! (by `crate::` path, re-export or `super::`). A higher layer that a lower one must reach
+//! fills a slot the lower one defines (a [`linkme`](https://docs.rs/linkme) slice of
+//! functions, gathered at link time), so the lower one calls it without naming it; hot-path
+//! flags stay inline in the lower layer. `tests/layers.rs` checks the rule.
+//!
+//! | layer | modules | owns |
+//! | --- | --- | --- |
+//! | 1 plain data | `pid`, `exit`, `name`, `segmented`, `sampled` | pids, exit reasons, registered names, small collections, a sample profile's data |
+//! | 2 the thread's context | `context` | which process and node the thread runs, for the layers below the process world |
+//! | 3 heap accounting | [`heap`], `message` | the counting allocator, accounts, allocation sampling's recorder; messages charged to accounts |
+//! | 4 tracing | [`trace`] | callsites, traced stacks, measurements, sessions, the environment's run names |
+//! | 5 processes and nodes | `world` | process records, spawning, polls, mailboxes, signals, timers, names, sending, nodes |
+//! | 6 observers | [`sample`], [`introspect`], [`heap_snapshot`], `run` | samplers, introspection, heap snapshots, the run mode (`TPROF_RUN`) |
+//! | 7 behaviours | [`gen_server`], [`supervisor`] | OTP's behaviours |
+//!
+//! Where a lower layer works on a higher layer's things, it defines the trait it needs and the
+//! higher layer implements it: tracing's `TracedProcess` (read at each poll, generic: resolved
+//! at compile time) and `SessionNode` (a session's node, behind a trait object: off the hot
+//! path) are implemented by the process layer's records and nodes.
 
 // The runtime's own API is traced, as BIFs are on the BEAM. `#[traced]` names `::runtime`,
 // inside this crate too; and each traced function here carries `#[allow(unsafe_code)]`,
@@ -74,24 +97,24 @@
 #[cfg_attr(feature = "no-trace", allow(unused_extern_crates))]
 extern crate self as runtime;
 
+mod context;
 mod exit;
 pub mod gen_server;
 pub mod heap;
 pub mod heap_snapshot;
 pub mod introspect;
-mod mailbox;
 mod message;
-mod node;
+mod name;
 mod pid;
-mod process;
-mod registry;
+mod run;
 pub mod sample;
+mod sampled;
 mod segmented;
-mod send;
-mod signal;
 pub mod supervisor;
-mod timer;
 pub mod trace;
+mod world;
+
+pub(crate) use world::{mailbox, node, process, registry, send, signal, timer};
 
 /// Traces a function, or every method of an `impl` block: its calls can then be counted, timed
 /// and charged the memory they allocate, by a [`TraceSession`](trace::TraceSession) of the
@@ -238,20 +261,23 @@ pub mod __private {
 
 pub use exit::{Exit, ExitReason, FnReturn, IntoExitReason, Never};
 pub use heap::CountingAlloc;
-pub use mailbox::{
+pub use message::Message;
+pub use name::{Name, ProcessRef};
+pub use pid::{ParsePidError, Pid};
+pub use world::mailbox::{
     ReceiveMatch, receive, receive_any, receive_any_timeout, receive_match, receive_timeout,
     receive_where,
 };
-pub use message::Message;
-pub use node::{DEFAULT_SHUTDOWN_GRACE, ExitWatch, Node, NodeBuilder, NodeError, NodeHandle};
-pub use pid::{ParsePidError, Pid};
-pub use process::{
+pub use world::node::{
+    DEFAULT_SHUTDOWN_GRACE, ExitWatch, Node, NodeBuilder, NodeError, NodeHandle,
+};
+pub use world::process::{
     ProcessInfo, ProcessStatus, SpawnError, SpawnOptions, Spawned, process_info, processes,
     self_pid, spawn, spawn_blocking, spawn_link, spawn_monitor, spawn_opt, spawn_task,
     try_self_pid,
 };
-pub use registry::{Name, ProcessRef, RegistryError, register, registered, unregister, whereis};
-pub use send::{SendError, send, send_named};
-pub use signal::{
+pub use world::registry::{RegistryError, register, registered, unregister, whereis};
+pub use world::send::{SendError, send, send_named};
+pub use world::signal::{
     Down, LinkError, MonitorRef, demonitor, exit, exit_self, link, monitor, trap_exit, unlink,
 };

@@ -115,9 +115,12 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::Pid;
+use crate::name::Name;
 use crate::node::NodeHandle;
-use crate::registry::Name;
-use crate::trace::{Callsite, SessionError, TraceSession, TraceTypes};
+use crate::trace::{Callsite, SessionError, TraceSession, TraceTypes, paths};
+// The CPU profile's coverage is plain data now (`crate::sampled`); the samplers keep
+// naming it `super::truth`.
+use crate::sampled::truth;
 
 #[cfg(target_os = "linux")]
 mod alloc;
@@ -125,7 +128,6 @@ mod alloc;
 mod cpu;
 mod ended;
 mod native;
-mod paths;
 #[cfg(target_os = "linux")]
 mod perf;
 mod ring;
@@ -136,17 +138,17 @@ mod symtab;
 #[cfg(all(test, target_os = "linux"))]
 mod tests;
 mod threads;
-mod truth;
 mod wall;
 #[cfg(target_os = "linux")]
 mod workers;
 
-pub use native::walkable as native_stacks_walkable;
-pub use snapshot::{
-    SampleSnapshot, SnapshotFrame, SnapshotMapping, SnapshotSample, SnapshotStack, SnapshotThread,
+pub use crate::sampled::{
+    AllocRate, DEFAULT_ALLOC_RATE_BYTES, SampleSnapshot, SnapshotFrame, SnapshotMapping,
+    SnapshotSample, SnapshotStack, SnapshotThread,
 };
+pub use crate::sampled::{BUSY_THREAD_NS, CpuCoverage, CpuSource, JUDGED_PERIODS, ThreadCoverage};
+pub use native::walkable as native_stacks_walkable;
 pub use symbols::{NativeFrame, symbolize, symbolize_all};
-pub use truth::{BUSY_THREAD_NS, CpuCoverage, CpuSource, JUDGED_PERIODS, ThreadCoverage};
 
 /// Which sampler a [`SampleSession`] runs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -191,69 +193,6 @@ impl std::str::FromStr for Sampler {
 
 /// The highest rate a sampler takes, in samples per second.
 pub const MAX_HZ: u32 = 10_000;
-
-/// The allocation sampler's default: one sample per 512 KiB allocated, on average (Go's and
-/// jemalloc's).
-pub const DEFAULT_ALLOC_RATE_BYTES: u64 = 512 * 1024;
-
-/// How the allocation sampler ([`Sampler::Alloc`]) chooses allocations. The two models are
-/// never mixed in one estimate: a profile says which one its samples were taken with.
-#[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum AllocRate {
-    /// Poisson sampling by bytes: each byte allocated is sampled with probability
-    /// `1 / bytes`, so an allocation of `size` bytes is sampled with probability
-    /// `1 - exp(-size / bytes)` and stands for `size / (1 - exp(-size / bytes))` bytes.
-    Bytes(u64),
-    /// Julia's `sample_rate`: each allocation with this probability, in `[0, 1]` (1: every
-    /// one), standing for `1 / p` allocations of its size.
-    SampleRate(f64),
-}
-
-impl Default for AllocRate {
-    fn default() -> Self {
-        AllocRate::Bytes(DEFAULT_ALLOC_RATE_BYTES)
-    }
-}
-
-impl PartialEq for AllocRate {
-    fn eq(&self, other: &AllocRate) -> bool {
-        match (self, other) {
-            (AllocRate::Bytes(a), AllocRate::Bytes(b)) => a == b,
-            (AllocRate::SampleRate(a), AllocRate::SampleRate(b)) => a.to_bits() == b.to_bits(),
-            _ => false,
-        }
-    }
-}
-
-impl Eq for AllocRate {}
-
-impl fmt::Display for AllocRate {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            AllocRate::Bytes(bytes) => write!(f, "one sample per {bytes} bytes"),
-            AllocRate::SampleRate(p) => write!(f, "sample_rate {p}"),
-        }
-    }
-}
-
-impl AllocRate {
-    /// The probability that an allocation of `size` bytes is sampled.
-    pub fn probability(self, size: u64) -> f64 {
-        match self {
-            AllocRate::Bytes(bytes) => -(-(size as f64) / bytes.max(1) as f64).exp_m1(),
-            AllocRate::SampleRate(p) => p,
-        }
-    }
-
-    /// Whether it is in range: at least one byte, or a probability in `[0, 1]`.
-    fn valid(self) -> bool {
-        match self {
-            AllocRate::Bytes(bytes) => bytes > 0,
-            AllocRate::SampleRate(p) => (0.0..=1.0).contains(&p),
-        }
-    }
-}
 
 /// How a [`SampleSession`] samples: Julia's `Profile.init(n, delay)`, and the sampler.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -1073,37 +1012,22 @@ impl Drop for SampleSession {
     }
 }
 
-/// Wall sessions that want the path processes suspend in.
-#[inline(always)]
-pub(crate) fn suspended_paths_wanted() -> u64 {
-    paths::wanted()
-}
-
 /// Wakes the wall sampler of session slot `bit` (if any): its session measures again.
-pub(crate) fn measuring_resumed(bit: u32) {
-    wall::resumed(bit);
-}
+// linkme's `link_section` static is flagged by `unsafe_code`; nothing here is unsafe.
+#[allow(unsafe_code)]
+#[linkme::distributed_slice(crate::trace::MEASURING_RESUMED)]
+static MEASURING_RESUMED: fn(u32) = wall::resumed;
 
-/// See [`paths::begin`].
-pub(crate) fn begin_suspended() {
-    paths::begin();
-}
-
-/// See [`paths::capture`].
-pub(crate) fn capture_suspended(path: impl Iterator<Item = u32>) {
-    paths::capture(path);
-}
-
-/// See [`paths::finish`].
-pub(crate) fn finish_suspended(account: &crate::heap::Account) {
-    paths::finish(account);
-}
-
-/// At each poll of a process of node `node`: while the CPU or the allocation sampler runs,
+/// At each poll of a process of node `node` while the CPU or the allocation sampler runs (the
+/// process layer's [`on_poll`](crate::world::observe::on_poll) checks that with one load):
 /// makes sure the polling thread has a timer and rings (a thread of a runtime the node does
-/// not own, or a blocking thread running a helper). One relaxed load otherwise.
-#[inline(always)]
-pub(crate) fn on_poll(node: u32) {
+/// not own, or a blocking thread running a helper).
+// linkme's `link_section` static is flagged by `unsafe_code`; nothing here is unsafe.
+#[allow(unsafe_code)]
+#[linkme::distributed_slice(crate::world::observe::POLL_SAMPLED)]
+static ON_POLL: fn(u32) = on_poll;
+
+fn on_poll(node: u32) {
     #[cfg(target_os = "linux")]
     if threads::running(threads::CPU | threads::ALLOC) {
         threads::register_current(node);
@@ -1115,9 +1039,13 @@ pub(crate) fn on_poll(node: u32) {
     let _ = node;
 }
 
-/// A thread of node `node`'s runtime starting: registered so that a CPU sampler started later can time
-/// it (without a ring or timer until then).
-pub(crate) fn thread_started(node: u32) {
+/// A thread of node `node`'s runtime starting: registered so that a CPU sampler started later
+/// can time it (without a ring or timer until then).
+#[allow(unsafe_code)]
+#[linkme::distributed_slice(crate::world::observe::THREAD_STARTED)]
+static THREAD_STARTED: fn(u32) = thread_started;
+
+fn thread_started(node: u32) {
     #[cfg(target_os = "linux")]
     threads::register_current(node);
     #[cfg(not(target_os = "linux"))]

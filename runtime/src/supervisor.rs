@@ -129,6 +129,8 @@ mod intensity;
 mod server;
 mod spec;
 mod strategy;
+#[cfg(test)]
+mod tests;
 
 pub use client::{
     count_children, delete_child, restart_child, stop, terminate_child, which_children,

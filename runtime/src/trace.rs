@@ -109,13 +109,14 @@ mod flags;
 mod inflight;
 mod measure;
 mod outside;
+pub(crate) mod paths;
 mod pattern;
 mod session;
 mod sigcell;
 mod snapshot;
 mod stack;
 mod tls;
-mod tree;
+pub(crate) mod tree;
 
 pub use callsite::{CALLSITES, Callsite, Frame, Traced, callsites, enter};
 /// Traces a block as a call of its own, named by the string:
@@ -127,27 +128,28 @@ pub use runtime_macros::traced_block as traced;
 /// profiler's own work done from inside a traced process (spawning the process it profiles,
 /// say), so that it never shows in the profile.
 pub fn without_tracing<R>(f: impl FnOnce() -> R) -> R {
-    crate::heap::suppressed(|| crate::process::with_node_hidden(|| stack::with_measuring_off(f)))
+    crate::heap::suppressed(|| crate::context::with_node_hidden(|| stack::with_measuring_off(f)))
 }
 
 /// Whether `#[traced]` instruments code in this build (false with the feature `no-trace`).
 pub const INSTRUMENTED: bool = !cfg!(feature = "no-trace");
 pub use flags::{FlagError, FlagOutcome, ProcessSpec};
-pub(crate) use flags::{TraceFlags, flags_at_spawn};
+pub(crate) use flags::{FlaggedProcess, TraceFlags, flags_at_spawn};
 pub use measure::{
     CallEvent, CallEventKind, CallPath, CallPercentiles, CallTreeMeasurement, EVENT_LOG_CAPACITY,
     FunctionMeasurement, PathMeasurement, ProcessCallTree, ProcessEvents, ProcessMeasurement,
     TraceTypes,
 };
 pub(crate) use measure::{
-    ProcTraceRef, Target, begin_helper_poll, begin_poll, fold_ended, measuring, process_dropped,
-    remember_name, sessions_measuring,
+    MEASURING_RESUMED, ProcTraceRef, Target, TracedProcess, begin_helper_poll, begin_poll,
+    fold_ended, measuring, process_dropped, remember_name, sessions_measuring,
 };
 pub use pattern::{Part, TracePattern};
-pub(crate) use session::record_call;
+pub(crate) use session::{COMPILED_OUT, SessionNode, record_call};
 pub use session::{
     CallCount, MAX_SESSIONS, PatternError, SessionError, SessionOptions, TraceMap, TraceSession,
 };
+pub(crate) use snapshot::LIVE_NAME;
 pub use snapshot::{
     Snapshot, SnapshotEvent, SnapshotFigures, SnapshotFunction, SnapshotPath, SnapshotPercentiles,
     SnapshotProcess, SnapshotTypes,

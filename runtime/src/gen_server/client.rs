@@ -11,9 +11,9 @@ use std::time::Duration;
 
 use super::GenServer;
 use super::reply::{OneOffDeadline, Outcome, ReplySlot, ReplyTo};
+use crate::name::Name;
 use crate::node::NodeInner;
 use crate::process::{with_current, with_current_owner};
-use crate::registry::Name;
 use crate::timer::{Armed, Expire};
 use crate::{ExitReason, Message, Pid};
 

@@ -7,9 +7,10 @@ use std::sync::Arc;
 
 use super::client::{CallRequest, CastRequest, Server};
 use super::{CallReply, Caller, GenServer, Next, StopRequest};
+use crate::name::Name;
 use crate::node::NodeInner;
 use crate::process::{Process, SpawnError, SpawnOptions, spawn_on_node, with_current};
-use crate::registry::{Name, RegistryError};
+use crate::registry::RegistryError;
 use crate::{Exit, ExitReason, Message, NodeHandle, Pid, receive_any};
 
 /// Options for starting a gen_server.

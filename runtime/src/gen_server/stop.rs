@@ -14,9 +14,9 @@ use std::fmt;
 use std::time::Duration;
 
 use super::{ServerRef, Timeout};
+use crate::name::Name;
 use crate::node::NodeInner;
 use crate::process::with_current;
-use crate::registry::Name;
 use crate::{ExitReason, Message, Pid};
 
 /// Asks a behaviour's receive loop to stop with this reason.

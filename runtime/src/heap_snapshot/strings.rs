@@ -4,7 +4,7 @@
 
 use rustc_hash::FxHashMap;
 
-use crate::registry::Name;
+use crate::name::Name;
 
 /// A string of the snapshot.
 enum Text {
@@ -129,7 +129,7 @@ mod tests {
         assert_eq!(s.number(12), n + 1);
         assert_eq!(s.intern("12"), n + 1);
         assert_eq!(s.intern("mailbox"), super::MAILBOX);
-        let name: crate::registry::Name = "a".into();
+        let name: crate::name::Name = "a".into();
         assert_eq!(s.name(&name), n + 2);
         assert_eq!(
             s.iter().skip(n as usize).collect::<Vec<_>>(),

@@ -98,7 +98,7 @@ fn handler_neither_locks_nor_allocates(source: super::CpuSource) {
             let drain = super::store::lock_drain_for_test();
             let stores = super::store::lock_stores_for_test();
             let registry = super::threads::REGISTRY.lock();
-            let paths = super::paths::lock_table_for_test();
+            let paths = crate::trace::paths::lock_table_for_test();
             let before = ALLOCATIONS.with(Cell::get);
             let mut rounds = 0u64;
             while ring.written() < before_records + 20 && rounds < 200_000 {
@@ -153,7 +153,7 @@ fn the_alloc_sampler_neither_locks_nor_allocates() {
             let stores = super::store::lock_stores_for_test();
             let alloc_stores = super::store::lock_alloc_stores_for_test();
             let registry = super::threads::REGISTRY.lock();
-            let paths = super::paths::lock_table_for_test();
+            let paths = crate::trace::paths::lock_table_for_test();
             let before = ALLOCATIONS.with(Cell::get);
             for _ in 0..100 {
                 // SAFETY: a valid non-zero layout; the block is freed with the same layout.

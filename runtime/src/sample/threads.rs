@@ -43,8 +43,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{
-    AtomicBool, AtomicI32, AtomicPtr, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering,
-    compiler_fence,
+    AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering, compiler_fence,
 };
 
 use parking_lot::Mutex;
@@ -56,7 +55,7 @@ use super::truth::CpuSource;
 /// The samplers that run, as bits ([`CPU`], [`ALLOC`]): each set and cleared under
 /// [`REGISTRY`]'s lock by its sampler's start and stop, so that a poll asks whether any wants
 /// its thread registered with one load.
-static RUNNING: AtomicU8 = AtomicU8::new(0);
+use crate::world::observe::SAMPLERS_RUNNING as RUNNING;
 /// The CPU sampler's bit in [`running`].
 pub(crate) const CPU: u8 = 1;
 /// The allocation sampler's bit in [`running`].

@@ -228,7 +228,7 @@ impl Paths {
             .entry(id)
             .or_insert_with(|| {
                 let all = callsites();
-                super::paths::path_of(id)
+                crate::trace::paths::path_of(id)
                     .unwrap_or_default()
                     .iter()
                     .filter_map(|id| all.get(*id as usize))

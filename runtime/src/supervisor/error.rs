@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::gen_server::{self, ServerRef};
+use crate::name::Name;
 use crate::process::SpawnError;
-use crate::registry::Name;
 use crate::{ExitReason, Pid};
 
 /// Why a child's start function failed.

@@ -12,7 +12,7 @@ use super::{StartChildError, Strategy, start_link};
 use crate::Pid;
 use crate::exit::IntoExitReason;
 use crate::gen_server::{self, GenServer};
-use crate::registry::Name;
+use crate::name::Name;
 
 /// OTP's default restart intensity: at most this many restarts per period.
 pub const DEFAULT_INTENSITY: u32 = 1;

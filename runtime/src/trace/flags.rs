@@ -10,11 +10,21 @@ use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::session::{SessionState, session_in_slot};
+use super::measure::TracedProcess;
+use super::session::{SessionNode, SessionState, session_in_slot};
 use crate::Pid;
-use crate::node::NodeInner;
-use crate::process::Process;
-use crate::registry::{Name, ProcessRef};
+use crate::name::{Name, ProcessRef};
+
+/// What setting flags reads of a process record beyond [`TracedProcess`]: the process layer's
+/// `Process` implements it.
+pub(crate) trait FlaggedProcess: TracedProcess + Send + Sync {
+    /// Its spawning parent's pid, if any.
+    fn parent(&self) -> Option<Pid>;
+    /// The number of its poll running now, if one is.
+    fn poll_running(&self) -> Option<u32>;
+    /// Whether it is the process running on this thread (not a helper task of it).
+    fn is_current_owner(&self) -> bool;
+}
 
 /// Sessions that want every new process of their node, one bit per session slot.
 static NEW_MASK: AtomicU64 = AtomicU64::new(0);
@@ -66,18 +76,18 @@ impl TraceFlags {
 /// clear any bit whose slot changed hands meanwhile. The opening session stores its
 /// generation, fences, then sweeps: of the two, one sees the other (see
 /// [`super::session`]'s `trace_session_with`).
-pub(crate) fn flags_at_spawn(
-    node: &NodeInner,
-    parent: Option<&Process>,
+pub(crate) fn flags_at_spawn<P: TracedProcess>(
+    node: &dyn SessionNode,
+    parent: Option<&P>,
     child: &TraceFlags,
     traced_by: &[(u32, u32, u64, bool)],
 ) {
     let from_parent = parent.map_or(0, |p| {
-        p.trace_flags.traced() & p.trace_flags.on_spawn.load(Ordering::Relaxed)
+        p.trace_flags().traced() & p.trace_flags().on_spawn.load(Ordering::Relaxed)
     });
     let mut candidates = from_parent | NEW_MASK.load(Ordering::Acquire);
     for &(session_node, bit, _, _) in traced_by {
-        if session_node == node.id {
+        if session_node == node.id() {
             candidates |= 1 << bit;
         }
     }
@@ -95,11 +105,11 @@ pub(crate) fn flags_at_spawn(
     }
     // Only bits of sessions still open on the node pass on: a parent may keep a dropped
     // session's bit for a moment.
-    let open = node.trace_sessions.load(Ordering::SeqCst);
+    let open = node.trace_sessions().load(Ordering::SeqCst);
     let (mut traced, mut on_spawn) = match parent {
         Some(p) => {
-            let pass = p.trace_flags.traced()
-                & p.trace_flags.on_spawn.load(Ordering::Relaxed)
+            let pass = p.trace_flags().traced()
+                & p.trace_flags().on_spawn.load(Ordering::Relaxed)
                 & open
                 & candidates;
             (pass, pass)
@@ -112,7 +122,7 @@ pub(crate) fn flags_at_spawn(
         while new != 0 {
             let bit = new.trailing_zeros();
             new &= new - 1;
-            if session_in_slot(bit).is_some_and(|s| s.node() == node.id) {
+            if session_in_slot(bit).is_some_and(|s| s.node() == node.id()) {
                 traced |= 1 << bit;
                 on_spawn |= (1 << bit) & new_on_spawn;
             }
@@ -120,7 +130,7 @@ pub(crate) fn flags_at_spawn(
     }
     for &(session_node, bit, generation, set_on_spawn) in traced_by {
         // The session still open (options can outlive it, and its slot be taken by another).
-        if session_node == node.id && generations[bit as usize] == generation {
+        if session_node == node.id() && generations[bit as usize] == generation {
             traced |= 1 << bit;
             if set_on_spawn {
                 on_spawn |= 1 << bit;
@@ -264,16 +274,16 @@ pub struct FlagOutcome {
 /// it waits for the polls that began before (see [`wait_for_polls`]).
 pub(crate) fn apply(
     state: &SessionState,
-    node: &Arc<NodeInner>,
+    node: &dyn SessionNode,
     spec: &ProcessSpec,
     on: bool,
     set_on_spawn: bool,
 ) -> Result<FlagOutcome, FlagError> {
     let bit = state.bit();
-    let set = |p: &Process| p.trace_flags.set(bit, on, set_on_spawn);
+    let set = |p: &dyn FlaggedProcess| p.trace_flags().set(bit, on, set_on_spawn);
     let mut outcome = FlagOutcome::default();
     // The processes whose flag was set or cleared.
-    let mut changed: Vec<Arc<Process>> = Vec::new();
+    let mut changed: Vec<Arc<dyn FlaggedProcess>> = Vec::new();
     match spec {
         ProcessSpec::Pid(_) | ProcessSpec::Name(_) => {
             changed.push(one(node, spec, &set)?);
@@ -290,9 +300,9 @@ pub(crate) fn apply(
         }
         ProcessSpec::All | ProcessSpec::Existing | ProcessSpec::New => {
             if !matches!(spec, ProcessSpec::New) {
-                changed = node.table.all();
+                changed = node.processes();
                 for p in &changed {
-                    set(p);
+                    set(&**p);
                 }
                 outcome.count = changed.len();
             }
@@ -315,14 +325,13 @@ pub(crate) fn apply(
                 // A parent that has ended may have children alive: no error for a pid.
                 ProcessRef::Pid(pid) => *pid,
                 ProcessRef::Name(name) => node
-                    .registry
                     .whereis(name)
                     .ok_or_else(|| FlagError::NotRegistered(name.clone()))?,
             };
-            let all = node.table.all();
+            let all = node.processes();
             // Each process's children, found in one pass over the table (then a walk down
             // from the root for every descendant): linear in the processes of the node.
-            let mut children: HashMap<Pid, Vec<&Arc<Process>>> = HashMap::new();
+            let mut children: HashMap<Pid, Vec<&Arc<dyn FlaggedProcess>>> = HashMap::new();
             for p in &all {
                 if let Some(parent) = p.parent() {
                     children.entry(parent).or_default().push(p);
@@ -332,10 +341,10 @@ pub(crate) fn apply(
             let mut parents = vec![root];
             while let Some(current) = parents.pop() {
                 for p in children.remove(&current).unwrap_or_default() {
-                    set(p);
+                    set(&**p);
                     changed.push(Arc::clone(p));
                     if deep {
-                        parents.push(p.pid);
+                        parents.push(p.pid());
                     }
                 }
             }
@@ -369,15 +378,14 @@ pub(crate) fn apply(
 /// reads the flags after it, set. The calling process's own poll is not waited for: it
 /// cannot end while it waits. A poll running longer than the limit (a process computing
 /// without yielding) is not waited for further: the rest of it is not measured.
-fn wait_for_polls(flagged: &[Arc<Process>]) {
+fn wait_for_polls(flagged: &[Arc<dyn FlaggedProcess>]) {
     if flagged.is_empty() {
         return;
     }
     barrier();
-    let own = crate::process::with_current_owner(|p| p.map(Arc::as_ptr));
-    let mut running: Vec<(&Process, u32)> = flagged
+    let mut running: Vec<(&dyn FlaggedProcess, u32)> = flagged
         .iter()
-        .filter(|p| own != Some(Arc::as_ptr(p)))
+        .filter(|p| !p.is_current_owner())
         .filter_map(|p| Some((&**p, p.poll_running()?)))
         .collect();
     let start = std::time::Instant::now();
@@ -442,23 +450,22 @@ mod membarrier {
 }
 
 fn one(
-    node: &NodeInner,
+    node: &dyn SessionNode,
     spec: &ProcessSpec,
-    set: &dyn Fn(&Process),
-) -> Result<Arc<Process>, FlagError> {
+    set: &dyn Fn(&dyn FlaggedProcess),
+) -> Result<Arc<dyn FlaggedProcess>, FlagError> {
     let pid = match spec {
         ProcessSpec::Pid(pid) => *pid,
         ProcessSpec::Name(name) => node
-            .registry
             .whereis(name)
             .ok_or_else(|| FlagError::NotRegistered(name.clone()))?,
         _ => return Err(FlagError::NestedList),
     };
-    if pid.node() != node.id {
+    if pid.node() != node.id() {
         return Err(FlagError::NoProc(pid));
     }
-    let process = node.table.get_arc(pid).ok_or(FlagError::NoProc(pid))?;
-    set(&process);
+    let process = node.process(pid).ok_or(FlagError::NoProc(pid))?;
+    set(&*process);
     Ok(process)
 }
 

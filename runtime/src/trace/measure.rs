@@ -30,7 +30,26 @@ use super::snapshot::SnapshotFigures;
 use super::stack::Accumulator;
 use super::{Callsite, callsites};
 use crate::Pid;
-use crate::process::Process;
+
+/// What tracing reads of a process record. The process layer's `Process` implements it; the
+/// poll functions here are generic over it, so each call is resolved at compile time and
+/// inlined as a field read, as when they took the record itself.
+pub(crate) trait TracedProcess {
+    /// Its pid.
+    fn pid(&self) -> Pid;
+    /// What it was spawned to run.
+    fn initial_call(&self) -> &std::borrow::Cow<'static, str>;
+    /// Its node's id.
+    fn node_id(&self) -> u32;
+    /// The trace sessions open on its node, as bits.
+    fn node_trace_sessions(&self) -> &AtomicU64;
+    /// Its trace flags.
+    fn trace_flags(&self) -> &super::TraceFlags;
+    /// Its table of figures, made at its first measured poll.
+    fn trace_data(&self) -> &std::sync::OnceLock<ProcTraceRef>;
+    /// The account its traced stack records its current function in.
+    fn trace_account(&self) -> &'static crate::heap::Account;
+}
 
 /// Sessions that count calls (call_count).
 static COUNTING: AtomicU64 = AtomicU64::new(0);
@@ -295,15 +314,15 @@ pub(crate) fn close(bit: u32) {
 /// The sessions that measure the polls of `process` now: those measuring (not paused) with a
 /// flag on it and open on its node. 0, after one load, whenever no session measures.
 #[inline(always)]
-pub(crate) fn sessions_measuring(process: &Process) -> u64 {
+pub(crate) fn sessions_measuring<P: TracedProcess>(process: &P) -> u64 {
     // The global mask first: it is 0 whenever no session measures anything.
     let mut measured = measuring();
     if measured != 0 {
-        measured &= process.trace_flags.traced();
+        measured &= process.trace_flags().traced();
     }
     if measured != 0 {
         // Only sessions open on this process's node (a flag may outlive its session).
-        measured &= process.node.trace_sessions.load(Ordering::Relaxed);
+        measured &= process.node_trace_sessions().load(Ordering::Relaxed);
     }
     measured
 }
@@ -312,7 +331,7 @@ pub(crate) fn sessions_measuring(process: &Process) -> u64 {
 /// false, having begun nothing, when the poll is one sample session's alone and that
 /// session's flag on the process is stale (see [`begin_sample_poll`]).
 #[inline]
-pub(crate) fn begin_poll(process: &Process, sessions: u64) -> bool {
+pub(crate) fn begin_poll<P: TracedProcess>(process: &P, sessions: u64) -> bool {
     if sessions.is_power_of_two() && sessions & SAMPLING.load(Ordering::Relaxed) != 0 {
         return begin_sample_poll(process, sessions);
     }
@@ -321,7 +340,7 @@ pub(crate) fn begin_poll(process: &Process, sessions: u64) -> bool {
         sessions,
         account.owner_counts(),
         account.current_function_cell(),
-        || (Arc::clone(table_of(process)), Some(process.node.id)),
+        || (Arc::clone(table_of(process)), Some(process.node_id())),
     );
     forget_stale(process, sessions);
     true
@@ -336,14 +355,14 @@ pub(crate) fn begin_poll(process: &Process, sessions: u64) -> bool {
 /// the process is stale (the session was dropped and another opened in its slot), or the
 /// session no longer takes tables (paused, or gone).
 #[inline]
-fn begin_sample_poll(process: &Process, session: u64) -> bool {
+fn begin_sample_poll<P: TracedProcess>(process: &P, session: u64) -> bool {
     let bit = session.trailing_zeros();
     // As `forget_stale` does after a measured poll has begun: the session's generation
     // first, then the node's open sessions and the process's flags, which say whether the
     // poll really is for it.
     let generation = super::session::generation_acquire(bit);
-    let open = process.node.trace_sessions.load(Ordering::SeqCst);
-    if generation == 0 || session & open & process.trace_flags.traced() == 0 {
+    let open = process.node_trace_sessions().load(Ordering::SeqCst);
+    if generation == 0 || session & open & process.trace_flags().traced() == 0 {
         return false;
     }
     let data = table_of(process);
@@ -365,10 +384,15 @@ fn begin_sample_poll(process: &Process, session: u64) -> bool {
 /// longer takes tables.
 #[cold]
 #[inline(never)]
-fn join_sample_session(process: &Process, data: &ProcTraceRef, bit: u32, generation: u64) -> bool {
+fn join_sample_session<P: TracedProcess>(
+    process: &P,
+    data: &ProcTraceRef,
+    bit: u32,
+    generation: u64,
+) -> bool {
     let mut table = lock(data);
     let joined = crate::heap::suppressed(|| {
-        session_data(&mut table, bit, generation, data, Some(process.node.id))
+        session_data(&mut table, bit, generation, data, Some(process.node_id()))
     })
     .is_some();
     if joined {
@@ -419,13 +443,13 @@ pub(super) fn measures_memory(sessions: u64) -> bool {
 /// Gives up measuring the poll of `process` that just began for the sessions of `sessions`
 /// whose flag on it is stale.
 #[inline]
-fn forget_stale(process: &Process, sessions: u64) {
+fn forget_stale<P: TracedProcess>(process: &P, sessions: u64) {
     // The flags were read before the sessions' generations: a session may have been dropped
     // and another opened in its slot in between, with the flag left from the first. Read
     // after the generations, the node's open sessions (whose opening swept stale flags first)
     // and then the flags themselves say which of the sessions the poll really is for.
-    let open = process.node.trace_sessions.load(Ordering::SeqCst);
-    let stale = sessions & !(open & process.trace_flags.traced());
+    let open = process.node_trace_sessions().load(Ordering::SeqCst);
+    let stale = sessions & !(open & process.trace_flags().traced());
     if stale != 0 {
         super::stack::forget_sessions(stale);
     }
@@ -439,12 +463,15 @@ fn forget_stale(process: &Process, sessions: u64) {
 /// recorded as the process's. The poll ends when the guard drops (on unwind too).
 #[cold]
 #[inline(never)]
-pub(crate) fn begin_helper_poll(process: &Process, sessions: u64) -> Option<HelperPoll<'_>> {
+pub(crate) fn begin_helper_poll<P: TracedProcess>(
+    process: &P,
+    sessions: u64,
+) -> Option<HelperPoll<'_, P>> {
     let mark = super::inflight::this_thread()?; // `None` while this thread's destructors run
     let tallying = measures_memory(sessions)
         .then(|| crate::heap::Tallying::new(mark.tally(), Some(process.trace_account())));
     begin_for(sessions, mark.tally().counts(), mark.sink(), || {
-        (Arc::clone(table_of(process)), Some(process.node.id))
+        (Arc::clone(table_of(process)), Some(process.node_id()))
     });
     forget_stale(process, sessions);
     Some(HelperPoll {
@@ -454,13 +481,13 @@ pub(crate) fn begin_helper_poll(process: &Process, sessions: u64) -> Option<Help
 }
 
 /// A measured poll of a helper task, ended when dropped ([`begin_helper_poll`]).
-pub(crate) struct HelperPoll<'a> {
-    process: &'a Process,
+pub(crate) struct HelperPoll<'a, P: TracedProcess> {
+    process: &'a P,
     /// Dropped after the poll's end, which `drop` runs.
     _tallying: Option<crate::heap::Tallying>,
 }
 
-impl Drop for HelperPoll<'_> {
+impl<P: TracedProcess> Drop for HelperPoll<'_, P> {
     fn drop(&mut self) {
         super::stack::end_poll(&Target::Process(self.process));
     }
@@ -594,8 +621,8 @@ pub(crate) fn process_dropped(data: &ProcTraceRef) {
 
 /// Keeps the name `process` was registered under as it ends, so that reports of its figures
 /// can still name it.
-pub(crate) fn remember_name(process: &Process, name: &crate::Name) {
-    if let Some(data) = process.trace_data.get() {
+pub(crate) fn remember_name<P: TracedProcess>(process: &P, name: &crate::Name) {
+    if let Some(data) = process.trace_data().get() {
         lock(data).name = Some(name.clone());
     }
 }
@@ -644,12 +671,20 @@ impl std::ops::Deref for ProcTable {
     }
 }
 
+/// Told that the session of slot `bit` measures again (after pause or restart): the samplers
+/// above this layer (a paused wall sampler sleeps until then), filled at link time.
+// The `link_section` statics linkme makes are flagged by `unsafe_code` in the crate that
+// defines the slice; nothing here is unsafe.
+#[allow(unsafe_code)]
+#[linkme::distributed_slice]
+pub(crate) static MEASURING_RESUMED: [fn(u32)];
+
 /// Where a measured poll's figures go: the table of a process (its own poll's, or a helper
 /// task's), or a thread's table of the traced calls it made outside any process
 /// ([`super::outside`]).
 pub(crate) enum Target<'a> {
     /// The table of the process, made at its first flush.
-    Process(&'a Process),
+    Process(&'a dyn TracedProcess),
     /// A table of traced calls outside any process.
     Outside(&'a ProcTraceRef),
 }
@@ -657,7 +692,7 @@ pub(crate) enum Target<'a> {
 impl Target<'_> {
     fn data(&self) -> &ProcTraceRef {
         match self {
-            Target::Process(process) => table_of(process),
+            Target::Process(process) => table_of(*process),
             Target::Outside(data) => data,
         }
     }
@@ -666,7 +701,7 @@ impl Target<'_> {
     /// sessions measuring it were chosen when its poll began).
     fn node(&self) -> Option<u32> {
         match self {
-            Target::Process(process) => Some(process.node.id),
+            Target::Process(process) => Some(process.node_id()),
             Target::Outside(_) => None,
         }
     }
@@ -773,12 +808,12 @@ fn paused_here(sessions: u64) -> u64 {
 }
 
 /// `process`'s table, made at its first measured poll.
-fn table_of(process: &Process) -> &ProcTraceRef {
-    process.trace_data.get_or_init(|| {
+fn table_of<P: TracedProcess + ?Sized>(process: &P) -> &ProcTraceRef {
+    process.trace_data().get_or_init(|| {
         crate::heap::suppressed(|| {
             Arc::new(ProcTable::new(ProcTrace::new(
-                process.pid,
-                process.initial_call.clone(),
+                process.pid(),
+                process.initial_call().clone(),
             )))
         })
     })
@@ -1405,7 +1440,9 @@ impl SessionState {
         }
         derive();
         // A paused wall sampler sleeps until now.
-        crate::sample::measuring_resumed(self.bit());
+        for wake in MEASURING_RESUMED {
+            wake(self.bit());
+        }
     }
 
     /// Per process and function, the distribution of call durations recorded so far, in pid

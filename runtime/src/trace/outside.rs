@@ -40,7 +40,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use super::MAX_SESSIONS;
 use super::measure::{ProcTraceRef, Target};
-use crate::process::{OUTSIDE, current_node_id};
+use crate::context::{OUTSIDE, current_node_id};
 
 /// Per session slot, whose calls outside processes its session measures: its node, with the
 /// `OUTSIDE` bit when it measures them on every thread (`ANY_THREAD`); 0 when the slot is free.

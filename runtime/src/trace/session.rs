@@ -32,14 +32,31 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use arc_swap::ArcSwapOption;
 
+use super::flags::FlaggedProcess;
 use super::measure::{
     CallPercentiles, CallTreeMeasurement, ProcTraceRef, ProcessEvents, ProcessMeasurement,
     TraceTypes,
 };
 use super::{Callsite, TracePattern, callsites};
 use super::{FlagError, FlagOutcome, ProcessSpec};
-use crate::process::current_node_id;
-use crate::{NodeHandle, Pid};
+use crate::Pid;
+use crate::context::current_node_id;
+use crate::name::Name;
+
+/// What a trace session needs of its node: the process layer's node implements it, and the
+/// session keeps it (tracing never names the node or its table).
+pub(crate) trait SessionNode: Send + Sync {
+    /// The node's id.
+    fn id(&self) -> u32;
+    /// The sessions open on the node, as bits: read by each poll of its processes.
+    fn trace_sessions(&self) -> &AtomicU64;
+    /// The pid registered under `name` on the node, if any.
+    fn whereis(&self, name: &Name) -> Option<Pid>;
+    /// Process `pid` of the node, if it is alive.
+    fn process(&self, pid: Pid) -> Option<Arc<dyn FlaggedProcess>>;
+    /// Every live process of the node.
+    fn processes(&self) -> Vec<Arc<dyn FlaggedProcess>>;
+}
 
 /// How many trace sessions may exist at once in one OS process.
 pub const MAX_SESSIONS: usize = 64;
@@ -543,8 +560,8 @@ fn record_call_slow(callsite: &'static Callsite, mask: u64) {
     }
     // Outside any process: the calls of a thread of a node count for that node's sessions,
     // those of a thread of no node for the sessions that ask for them.
-    let outside = node & crate::process::OUTSIDE != 0;
-    let home = node & !crate::process::OUTSIDE;
+    let outside = node & crate::context::OUTSIDE != 0;
+    let home = node & !crate::context::OUTSIDE;
     let id = callsite.id();
     // Fails only while this thread's destructors run: such a call is not counted.
     let _ = SHARDS.try_with(|shards| {
@@ -742,7 +759,7 @@ impl fmt::Display for SessionError {
 impl std::error::Error for SessionError {}
 
 /// How a trace session measures, beyond its [`TraceTypes`]
-/// ([`NodeHandle::trace_session_with_options`]).
+/// ([`NodeHandle::trace_session_with_options`](crate::NodeHandle::trace_session_with_options)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct SessionOptions {
     histogram_precision: u8,
@@ -874,7 +891,7 @@ pub struct CallCount {
 /// ```
 pub struct TraceSession {
     state: Arc<SessionState>,
-    node: NodeHandle,
+    node: Arc<dyn SessionNode>,
 }
 
 impl fmt::Debug for TraceSession {
@@ -886,48 +903,11 @@ impl fmt::Debug for TraceSession {
     }
 }
 
-impl NodeHandle {
-    /// Opens a call_count trace session on this node: no patterns, counters at zero.
-    ///
-    /// # Errors
-    /// [`SessionError::TooManySessions`] when [`MAX_SESSIONS`] are open in this OS process.
-    pub fn trace_session(&self) -> Result<TraceSession, SessionError> {
-        self.trace_session_with(TraceTypes::CALL_COUNT)
-    }
-
-    /// Opens a trace session on this node that measures `types`: no patterns, no process
-    /// flags, figures at zero.
-    ///
-    /// # Errors
-    /// [`SessionError::TooManySessions`] when [`MAX_SESSIONS`] are open in this OS process;
-    /// [`SessionError::AllocatorNotInstalled`] for call_memory without
-    /// [`CountingAlloc`](crate::CountingAlloc).
-    pub fn trace_session_with(&self, types: TraceTypes) -> Result<TraceSession, SessionError> {
-        self.trace_session_with_options(types, SessionOptions::new())
-    }
-
-    /// [`trace_session_with`](Self::trace_session_with), with `options`: the precision of
-    /// call-duration histograms.
-    ///
-    /// ```
-    /// use runtime::trace::{SessionError, SessionOptions, TraceTypes};
-    ///
-    /// let node = runtime::Node::new().unwrap();
-    /// let precise = SessionOptions::new().histogram_precision(4);
-    /// let session = node.trace_session_with_options(TraceTypes::CALL_TIME_HISTOGRAMS, precise);
-    /// assert!(session.is_ok());
-    /// let wrong = SessionOptions::new().histogram_precision(9);
-    /// assert_eq!(
-    ///     node.trace_session_with_options(TraceTypes::CALL_TIME_HISTOGRAMS, wrong).unwrap_err(),
-    ///     SessionError::HistogramPrecision { significant_figures: 9 },
-    /// );
-    /// ```
-    ///
-    /// # Errors
-    /// As [`trace_session_with`](Self::trace_session_with), and
-    /// [`SessionError::HistogramPrecision`] for a precision out of range.
-    pub fn trace_session_with_options(
-        &self,
+impl TraceSession {
+    /// Opens a session on `node` measuring `types`, with `options` (the process layer's
+    /// [`NodeHandle::trace_session_with_options`](crate::NodeHandle::trace_session_with_options)).
+    pub(crate) fn open(
+        node: Arc<dyn SessionNode>,
         types: TraceTypes,
         options: SessionOptions,
     ) -> Result<TraceSession, SessionError> {
@@ -952,7 +932,7 @@ impl NodeHandle {
         *used |= 1 << bit;
         let state = Arc::new(SessionState {
             bit,
-            node: self.id(),
+            node: node.id(),
             generation: GENERATION.fetch_add(1, Ordering::Relaxed),
             types,
             measured: Mutex::new(Vec::new()),
@@ -974,7 +954,7 @@ impl NodeHandle {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_nanos() as u64),
         });
-        super::outside::open(bit, self.id(), types.contains(TraceTypes::ANY_THREAD));
+        super::outside::open(bit, node.id(), types.contains(TraceTypes::ANY_THREAD));
         GENERATIONS[bit as usize].store(state.generation, Ordering::SeqCst);
         SLOTS[bit as usize].store(Some(Arc::clone(&state)));
         // A flag a dropped session of this node left on a process (one spawned while the
@@ -983,17 +963,12 @@ impl NodeHandle {
         // fence and clears it (`flags::flags_at_spawn`); one that read the old generation
         // stored its flag before its fence, which this sweep then sees.
         std::sync::atomic::fence(Ordering::SeqCst);
-        for p in self.inner.table.all() {
-            p.trace_flags.clear(bit);
+        for p in node.processes() {
+            p.trace_flags().clear(bit);
         }
-        self.inner
-            .trace_sessions
-            .fetch_or(1 << bit, Ordering::SeqCst);
+        node.trace_sessions().fetch_or(1 << bit, Ordering::SeqCst);
         super::measure::open(bit, types);
-        Ok(TraceSession {
-            state,
-            node: self.clone(),
-        })
+        Ok(TraceSession { state, node })
     }
 }
 
@@ -1112,13 +1087,7 @@ impl TraceSession {
         spec: impl Into<ProcessSpec>,
         set_on_spawn: bool,
     ) -> Result<FlagOutcome, FlagError> {
-        super::flags::apply(
-            &self.state,
-            &self.node.inner,
-            &spec.into(),
-            true,
-            set_on_spawn,
-        )
+        super::flags::apply(&self.state, &*self.node, &spec.into(), true, set_on_spawn)
     }
 
     /// Stops tracing the processes `spec` names for this session (`New`: stops tracing new
@@ -1127,20 +1096,14 @@ impl TraceSession {
     /// # Errors
     /// As [`enable_trace`](TraceSession::enable_trace).
     pub fn disable_trace(&self, spec: impl Into<ProcessSpec>) -> Result<FlagOutcome, FlagError> {
-        super::flags::apply(&self.state, &self.node.inner, &spec.into(), false, false)
+        super::flags::apply(&self.state, &*self.node, &spec.into(), false, false)
     }
 
     /// Whether this session traces process `pid`.
     pub fn is_traced(&self, pid: Pid) -> bool {
         self.node
-            .inner
-            .table
-            .get(pid)
-            .and_then(|g| {
-                g.as_deref()
-                    .map(|p| p.trace_flags.traced() & (1 << self.state.bit) != 0)
-            })
-            .unwrap_or(false)
+            .process(pid)
+            .is_some_and(|p| p.trace_flags().traced() & (1 << self.state.bit) != 0)
     }
 
     /// Traces every function that `pattern` matches; returns how many it matched.
@@ -1303,16 +1266,15 @@ impl Drop for TraceSession {
         let bit = self.state.bit;
         // First: from now on no process of the node passes this bit on or is measured for it.
         self.node
-            .inner
-            .trace_sessions
+            .trace_sessions()
             .fetch_and(!(1 << bit), Ordering::SeqCst);
         super::measure::close(bit);
         for cs in callsites() {
             cs.remove_session(bit);
         }
         super::flags::clear_new(bit);
-        for p in self.node.inner.table.all() {
-            p.trace_flags.clear(bit);
+        for p in self.node.processes() {
+            p.trace_flags().clear(bit);
         }
         // Every thread's cached pointer to this session's shards counts nothing from now on,
         // and a shard made from now on is made closed.

@@ -10,6 +10,14 @@ use serde::{Deserialize, Serialize};
 
 use super::{Callsite, TraceSession, TraceTypes};
 
+/// The name live process `pid` (of any node) is registered under: the process layer's,
+/// filled at link time (this layer never names it).
+// The `link_section` statics linkme makes are flagged by `unsafe_code` in the crate that
+// defines the slice; nothing here is unsafe.
+#[allow(unsafe_code)]
+#[linkme::distributed_slice]
+pub(crate) static LIVE_NAME: [fn(crate::Pid) -> Option<crate::Name>];
+
 /// A traced function, as plain data.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct SnapshotFunction {
@@ -144,7 +152,7 @@ pub struct Snapshot {
     /// A sample session's samples ([`crate::sample::SampleSession::snapshot`]); `None` for a
     /// trace session.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub samples: Option<crate::sample::SampleSnapshot>,
+    pub samples: Option<crate::sampled::SampleSnapshot>,
     /// Per function (an index into `functions`): how many processes' figures name it, as
     /// counted while the snapshot was written, so that a reader sizes its tables without a
     /// pass over every figure (a million of them for 10,000 processes of 100 functions). Only
@@ -317,12 +325,10 @@ impl TraceSession {
                 .map(|(p, by_function, by_path)| {
                     // The untraced lookup: a snapshot taken in a traced process does not
                     // show up as its `process_info` calls.
-                    let live_name = crate::node::NodeInner::with_process(
-                        p.pid,
-                        crate::process::Process::registered_name,
-                    )
-                    .flatten()
-                    .map(|n| n.to_string());
+                    let live_name = LIVE_NAME
+                        .iter()
+                        .find_map(|name_of| name_of(p.pid))
+                        .map(|n| n.to_string());
                     let process = SnapshotProcess {
                         pid: p.pid.to_string(),
                         initial_call: p.initial_call.to_string(),

@@ -303,9 +303,7 @@ fn record_restore(s: &Stack, id: u32) {
 /// poll already did, and sends the pops that follow in this poll to the sink.
 #[inline(always)]
 fn record_pending(s: &Stack, id: u32) {
-    if s.active.get() & crate::sample::suspended_paths_wanted() != 0
-        && !std::ptr::eq(s.restore.get(), &s.sink)
-    {
+    if s.active.get() & super::paths::wanted() != 0 && !std::ptr::eq(s.restore.get(), &s.sink) {
         capture_suspended(s);
     }
     record_restore(s, id);
@@ -318,7 +316,7 @@ fn record_pending(s: &Stack, id: u32) {
 #[inline(never)]
 fn capture_suspended(s: &Stack) {
     let depth = (s.depth.get() + 1).min(CAPACITY);
-    crate::sample::capture_suspended((1..=depth).map(|i| s.ids[i].get()));
+    super::paths::capture((1..=depth).map(|i| s.ids[i].get()));
 }
 
 /// `STACK.with(f)`, with `f` inlined into its caller (see [`super::tls::with_local`]).
@@ -476,8 +474,8 @@ pub(crate) fn begin_poll(
     function: &'static AtomicU32,
 ) {
     super::inflight::begin(active);
-    if active & crate::sample::suspended_paths_wanted() != 0 {
-        crate::sample::begin_suspended();
+    if active & super::paths::wanted() != 0 {
+        super::paths::begin();
     }
     with_stack(|s| {
         let trees_here = trees & active;
@@ -551,8 +549,8 @@ pub(crate) fn begin_poll(
 pub(crate) fn begin_plain_poll(active: u64, function: &'static AtomicU32) {
     debug_assert!(active.is_power_of_two());
     super::inflight::begin(active);
-    if active & crate::sample::suspended_paths_wanted() != 0 {
-        crate::sample::begin_suspended();
+    if active & super::paths::wanted() != 0 {
+        super::paths::begin();
     }
     with_stack(|s| {
         let bit = active.trailing_zeros();
@@ -603,8 +601,8 @@ pub(crate) fn begin_sample_poll(active: u64, function: &'static AtomicU32, gener
             // node run from a traced function): that call's measure ends here.
             super::outside::end();
         }
-        if active & crate::sample::suspended_paths_wanted() != 0 {
-            crate::sample::begin_suspended();
+        if active & super::paths::wanted() != 0 {
+            super::paths::begin();
         }
         s.lean.set(0);
         s.quick.set(0);
@@ -659,11 +657,11 @@ pub(crate) fn end_poll(target: &super::measure::Target<'_>) {
             end_poll_extra(s, target);
         }
         // Where a process (not a helper task of it) suspends, for the wall sampler.
-        if s.active.get() & crate::sample::suspended_paths_wanted() != 0
+        if s.active.get() & super::paths::wanted() != 0
             && let super::measure::Target::Process(process) = target
-            && crate::process::current_is_helper() == Some(false)
+            && crate::context::current_is_helper() == Some(false)
         {
-            crate::sample::finish_suspended(process.trace_account());
+            super::paths::finish(process.trace_account());
         }
         s.active.set(0);
         s.lean.set(0);
@@ -692,11 +690,11 @@ fn end_sample_poll(s: &Stack, target: &super::measure::Target<'_>) -> bool {
     s.depth.set(0);
     s.function.set(&NO_CELL);
     s.restore.set(&NO_CELL);
-    if sample & crate::sample::suspended_paths_wanted() != 0
+    if sample & super::paths::wanted() != 0
         && let super::measure::Target::Process(process) = target
-        && crate::process::current_is_helper() == Some(false)
+        && crate::context::current_is_helper() == Some(false)
     {
-        crate::sample::finish_suspended(process.trace_account());
+        super::paths::finish(process.trace_account());
     }
     true
 }
@@ -1426,7 +1424,7 @@ fn enter_call_full(s: &Stack, callsite: &'static Callsite, mask: u64) -> FrameGu
     if s.active.get() == 0 {
         // No measured poll here: a process no session measures (one thread-local load tells),
         // or perhaps a call outside any process.
-        if crate::process::current_node_id() & crate::process::OUTSIDE == 0 {
+        if crate::context::current_node_id() & crate::context::OUTSIDE == 0 {
             return FrameGuard::NONE;
         }
         return enter_outside(callsite, mask);

@@ -104,10 +104,10 @@ where
             // then waits for the polls it sees running: a poll that read the flags before the
             // flag was set is among them (see `trace::flags`).
             compiler_fence(Ordering::SeqCst);
-            crate::sample::on_poll(p.node.id);
+            crate::world::observe::on_poll(p.node.id);
             let before = checkpoint(p);
-            let mut measured = trace::sessions_measuring(p);
-            if measured == 0 || before.is_some() || !trace::begin_poll(p, measured) {
+            let mut measured = trace::sessions_measuring(&**p);
+            if measured == 0 || before.is_some() || !trace::begin_poll(&**p, measured) {
                 measured = 0;
             }
             let reason = match before {
@@ -124,7 +124,7 @@ where
                             None => Poll::Ready(ExitReason::Normal),
                         }));
                     if measured != 0 {
-                        trace::end_poll(&trace::Target::Process(p));
+                        trace::end_poll(&trace::Target::Process(&**p));
                     }
                     match polled {
                         Ok(Poll::Ready(reason)) => reason,
@@ -186,10 +186,10 @@ impl<F: Future> Future for HelperTask<F> {
         let this = self.project();
         let future = this.future;
         let process: &Arc<Process> = this.process;
-        crate::sample::on_poll(process.node.id);
+        crate::world::observe::on_poll(process.node.id);
         // Measured as its process's work, by the sessions measuring the process: one load
         // when none does.
-        match trace::sessions_measuring(process) {
+        match trace::sessions_measuring(&**process) {
             0 => enter(process, true, || future.poll(cx)),
             sessions => measured_helper(process, sessions, || future.poll(cx)),
         }
@@ -201,7 +201,7 @@ impl<F: Future> Future for HelperTask<F> {
 #[inline(never)]
 fn measured_helper<R>(process: &Arc<Process>, sessions: u64, f: impl FnOnce() -> R) -> R {
     enter(process, true, || {
-        let _measured = trace::begin_helper_poll(process, sessions);
+        let _measured = trace::begin_helper_poll(&**process, sessions);
         f()
     })
 }
@@ -209,8 +209,8 @@ fn measured_helper<R>(process: &Arc<Process>, sessions: u64, f: impl FnOnce() ->
 /// Runs a blocking closure with `process` as its (helper) current process, measured as one
 /// poll of its process's work.
 pub(crate) fn run_as_helper<R>(process: Arc<Process>, f: impl FnOnce() -> R) -> R {
-    crate::sample::on_poll(process.node.id);
-    match trace::sessions_measuring(&process) {
+    crate::world::observe::on_poll(process.node.id);
+    match trace::sessions_measuring(&*process) {
         0 => enter(&process, true, f),
         sessions => measured_helper(&process, sessions, f),
     }
@@ -221,24 +221,7 @@ mod tests {
     use std::sync::mpsc;
     use std::time::Duration;
 
-    use crate::gen_server::{self, CallError, CallReply, Caller, GenServer, Timeout};
     use crate::{Down, ExitReason, Node, receive, self_pid, spawn_monitor};
-
-    /// A server type for calls to a process that never answers.
-    struct Silent;
-
-    impl GenServer for Silent {
-        type Args = ();
-        type Call = ();
-        type Reply = ();
-        type Cast = ();
-        async fn init((): ()) -> Result<Self, ExitReason> {
-            Ok(Silent)
-        }
-        async fn handle_call(&mut self, (): (), _from: &mut Caller<()>) -> CallReply<()> {
-            CallReply::NoReply
-        }
-    }
 
     /// A process's future that keeps a pointer into itself across a suspension (tokio's
     /// `yield_now` does: its closure borrows a local of its `async fn`) is polled and checked
@@ -257,28 +240,6 @@ mod tests {
             resumed
         });
         assert_eq!(polled, Ok(3));
-    }
-
-    /// A process whose first call comes in its first poll makes its call deadline before it
-    /// has kept its task's waker: the deadline gets the waker at the first suspension, and
-    /// that call's timeout and the next one's still wake it.
-    #[test]
-    fn calls_made_before_the_first_suspension_time_out() {
-        let node = Node::builder().current_thread().build().expect("node");
-        let (first, second) = node
-            .run(async {
-                let sink = crate::spawn(std::future::pending::<()>()).expect("spawn");
-                let after = Timeout::After(Duration::from_millis(20));
-                let first = gen_server::call::<Silent>(sink, (), after).await;
-                let second = gen_server::call::<Silent>(sink, (), after).await;
-                (first, second)
-            })
-            .expect("ran");
-        assert!(matches!(first, Err(CallError::Timeout { .. })), "{first:?}");
-        assert!(
-            matches!(second, Err(CallError::Timeout { .. })),
-            "{second:?}"
-        );
     }
 
     /// A process keeps its task's waker only at its first suspension: a kill that comes during

@@ -41,9 +41,9 @@ use std::task::Waker;
 
 use parking_lot::MappedMutexGuard;
 
+pub(crate) use crate::context::{ThreadNode, current_is_helper, set_thread_node};
 pub(crate) use current::{
-    OUTSIDE, ThreadNode, current_is_helper, current_node_id, current_process_for_receive,
-    pid_in_signal, set_thread_node, with_current, with_current_owner, with_node_hidden,
+    current_process_for_receive, pid_in_signal, with_current, with_current_owner,
 };
 pub use current::{self_pid, try_self_pid};
 pub(crate) use helpers::Helpers;

@@ -1,5 +1,9 @@
 //! The current process of this thread.
 //!
+//! The thread-local is the thread's context ([`crate::context`]'s `CURRENT`), where the
+//! process pointer is untyped, so that the layers below this one can tell whether a process
+//! runs without naming it; this file alone stores it and reads it back as an `Arc<Process>`.
+//!
 //! The poll wrapper runs each poll inside [`enter`], which points the thread-local at the
 //! process's `Arc` (kept in the task) for the length of the poll and puts the previous one back
 //! when the poll returns or unwinds: no reference-count traffic, no borrow flag, no destructor
@@ -9,101 +13,20 @@
 //!
 //! # Safety
 //!
-//! The thread-local's pointer is this file's one `unsafe` (a dereference in `with_raw`). The
-//! contract: it is non-null only while an [`enter`] runs on this thread, and then points at the
+//! The thread-local's pointer is this file's one `unsafe` (a dereference in `with_raw`, and in
+//! `pid_in_signal`); nothing else in the crate stores to it. The contract: it is non-null only while an [`enter`] runs on this thread, and then points at the
 //! `Arc` that innermost `enter` borrows; `enter` puts the previous pointer back before it
 //! returns or unwinds, and no guard leaves it; a reference made from the pointer is handed only
 //! to a closure that runs inside that `enter`.
 
 use crate::traced;
-use std::cell::Cell;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicPtr, Ordering, compiler_fence};
+use std::sync::atomic::{Ordering, compiler_fence};
 
 use super::Process;
 use crate::Pid;
+use crate::context::CURRENT;
 use crate::heap::Charging;
-
-/// This thread's current process: plain cells (no destructor, no borrow flag), so reading it
-/// is a load from the thread's TLS block.
-struct Current {
-    /// The `Arc` of the innermost [`enter`] on this thread, or null outside any process. An
-    /// atomic (relaxed: a plain load or store) because the CPU sampler's signal handler reads
-    /// it on this thread ([`pid_in_signal`]).
-    process: AtomicPtr<Arc<Process>>,
-    helper: Cell<bool>,
-    /// The current process's node; outside any process, [`OUTSIDE`] with the node the thread
-    /// belongs to (0 for none); 0 while the trace machinery looks away (`with_node_hidden`).
-    /// Read by the trace machinery on every traced call.
-    node: Cell<u32>,
-}
-
-thread_local! {
-    static CURRENT: Current = const {
-        Current {
-            process: AtomicPtr::new(std::ptr::null_mut()),
-            helper: Cell::new(false),
-            node: Cell::new(OUTSIDE),
-        }
-    };
-}
-
-/// [`current_node_id`]'s bit for a thread outside any process.
-pub(crate) const OUTSIDE: u32 = 1 << 31;
-
-/// The node of this thread's current process; outside any process, [`OUTSIDE`] with the node
-/// this thread belongs to (0 when none: `main`, a thread of a runtime no node owns); 0 inside
-/// [`with_node_hidden`].
-#[inline(always)]
-pub(crate) fn current_node_id() -> u32 {
-    CURRENT.with(|c| c.node.get())
-}
-
-/// Makes this thread belong to `node` (a thread of the node's runtime, as it starts).
-pub(crate) fn set_thread_node(node: u32) {
-    CURRENT.with(|c| {
-        if c.process.load(Ordering::Relaxed).is_null() {
-            c.node.set(OUTSIDE | node);
-        }
-    });
-}
-
-/// This thread belongs to a node until dropped (while [`Node::block_on`](crate::Node::block_on)
-/// runs a future on it), then to the one it belonged to before.
-pub(crate) struct ThreadNode(Option<u32>);
-
-impl ThreadNode {
-    /// Makes this thread belong to `node`, if it runs no process (`block_on` cannot be called
-    /// from one: it is an async context).
-    pub(crate) fn set(node: u32) -> ThreadNode {
-        ThreadNode(CURRENT.with(|c| {
-            let prev = c.node.get();
-            (c.process.load(Ordering::Relaxed).is_null() && prev & OUTSIDE != 0)
-                .then(|| c.node.replace(OUTSIDE | node))
-        }))
-    }
-}
-
-impl Drop for ThreadNode {
-    fn drop(&mut self) {
-        if let Some(prev) = self.0 {
-            CURRENT.with(|c| c.node.set(prev));
-        }
-    }
-}
-
-/// Runs `f` as if outside any node for the trace machinery (its calls are counted by no
-/// session), restoring the node afterwards, on unwind too.
-pub(crate) fn with_node_hidden<R>(f: impl FnOnce() -> R) -> R {
-    struct Restore(u32);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            CURRENT.with(|c| c.node.set(self.0));
-        }
-    }
-    let _restore = Restore(CURRENT.with(|c| c.node.replace(0)));
-    f()
-}
 
 /// Runs `f` with `process` as this thread's current process (a helper task of it when
 /// `helper`), then puts back whichever was current before, on unwind too. Meanwhile the
@@ -117,7 +40,7 @@ pub(crate) fn with_node_hidden<R>(f: impl FnOnce() -> R) -> R {
 #[inline]
 pub(crate) fn enter<R>(process: &Arc<Process>, helper: bool, f: impl FnOnce() -> R) -> R {
     struct Restore {
-        process: *const Arc<Process>,
+        process: *const (),
         helper: bool,
         node: u32,
         // Dropped after `drop` below has put the previous process back.
@@ -141,8 +64,10 @@ pub(crate) fn enter<R>(process: &Arc<Process>, helper: bool, f: impl FnOnce() ->
         // A load and a store, not a swap (a locked instruction): only this thread writes it.
         process: {
             let previous = c.process.load(Ordering::Relaxed).cast_const();
-            c.process
-                .store(std::ptr::from_ref(process).cast_mut(), Ordering::Relaxed);
+            c.process.store(
+                std::ptr::from_ref(process).cast_mut().cast(),
+                Ordering::Relaxed,
+            );
             previous
         },
         helper: c.helper.replace(helper),
@@ -163,7 +88,9 @@ pub(crate) fn enter<R>(process: &Arc<Process>, helper: bool, f: impl FnOnce() ->
 /// before anything that follows it, see `Restore`). An `Arc` swapped in by `enter` is alive
 /// before its pointer is stored.
 pub(crate) fn pid_in_signal() -> Option<Pid> {
-    let p = CURRENT.with(|c| c.process.load(Ordering::Relaxed));
+    let p = CURRENT
+        .with(|c| c.process.load(Ordering::Relaxed))
+        .cast::<Arc<Process>>();
     compiler_fence(Ordering::Acquire);
     // SAFETY: see above: a non-null pointer points at a live `Arc<Process>` for as long as the
     // handler runs.
@@ -176,6 +103,7 @@ pub(crate) fn pid_in_signal() -> Option<Pid> {
 #[inline(always)]
 pub(super) fn with_raw<R>(f: impl FnOnce(Option<(&Arc<Process>, bool)>) -> R) -> R {
     let (p, helper) = CURRENT.with(|c| (c.process.load(Ordering::Relaxed), c.helper.get()));
+    let p = p.cast::<Arc<Process>>();
     if p.is_null() {
         return f(None);
     }
@@ -187,13 +115,6 @@ pub(super) fn with_raw<R>(f: impl FnOnce(Option<(&Arc<Process>, bool)>) -> R) ->
     #[allow(unsafe_code)]
     let process = unsafe { &*p };
     f(Some((process, helper)))
-}
-
-/// Whether the caller is a helper task of its current process (`Some(true)`), the process
-/// itself (`Some(false)`), or outside any process (`None`).
-#[inline]
-pub(crate) fn current_is_helper() -> Option<bool> {
-    with_raw(|c| c.map(|(_, helper)| helper))
 }
 
 /// Runs `f` with the current process, if any (helpers included).
@@ -248,6 +169,7 @@ pub fn self_pid() -> Pid {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::context::{OUTSIDE, current_node_id};
     use std::panic::{AssertUnwindSafe, catch_unwind};
 
     /// `enter` nests and puts back the outer process (and its helper flag) on return and on

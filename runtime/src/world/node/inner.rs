@@ -52,12 +52,12 @@ pub(crate) struct NodeInner {
     /// here (dropped, or another node's session in a reused slot) counts for nothing.
     pub(crate) trace_sessions: AtomicU64,
     /// Profiling switched on from the environment, until the node stops.
-    pub(super) env_run: std::sync::Mutex<Option<crate::trace::env_run::EnvRun>>,
+    pub(super) env_run: std::sync::Mutex<Option<Box<dyn crate::world::observe::NodeObserver>>>,
     /// The helper tasks of its processes, cancelled when the node is dropped.
     pub(crate) helpers: Helpers,
     /// Its supervisors in start order (those that have ended are pruned as it grows), so that
     /// shutdown stops the root ones last started first.
-    supervisors: std::sync::Mutex<Vec<Pid>>,
+    pub(crate) supervisors: std::sync::Mutex<Vec<Pid>>,
 }
 
 impl NodeInner {
@@ -287,40 +287,5 @@ impl NodeInner {
         if let Some(run) = run {
             run.finish();
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::sync::Arc;
-
-    use crate::supervisor::{self, StartOptions, SupervisorFlags, SupervisorSpec};
-    use crate::{Down, ExitReason, Node};
-
-    #[test]
-    fn the_supervisors_kept_for_shutdown_are_pruned_as_they_end() {
-        let node = Node::builder().current_thread().build().expect("node");
-        let inner = Arc::clone(&node.handle().inner);
-        let kept = node
-            .run(async move {
-                for _ in 0..100 {
-                    let spec = SupervisorSpec::new(SupervisorFlags::default());
-                    let sup = supervisor::start(spec, StartOptions::new())
-                        .await
-                        .expect("started");
-                    let mref = crate::monitor(sup).expect("in a process");
-                    crate::exit(sup, ExitReason::Kill);
-                    let _: Down = crate::receive_where(move |d: &Down| d.monitor_ref == mref).await;
-                }
-                let spec = SupervisorSpec::new(SupervisorFlags::default());
-                let live = supervisor::start(spec, StartOptions::new())
-                    .await
-                    .expect("started");
-                (live, inner.supervisors.lock().expect("lock").clone())
-            })
-            .expect("ran");
-        let (live, kept) = kept;
-        assert!(kept.len() <= 8, "{} supervisors kept", kept.len());
-        assert_eq!(kept.last(), Some(&live));
     }
 }

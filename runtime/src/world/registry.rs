@@ -12,60 +12,7 @@ use crate::Pid;
 use crate::node::NodeInner;
 use crate::process::{Process, with_current};
 
-/// A registered name.
-pub type Name = Arc<str>;
-
-/// A process named by its pid or by the name it is registered under: what
-/// [`ProcessSpec`](crate::trace::ProcessSpec)'s children specs and tprof's rootset take.
-///
-/// ```
-/// use runtime::{Pid, ProcessRef};
-///
-/// let by_pid = ProcessRef::from(Pid::from_parts(1, 4, 1));
-/// let by_name = ProcessRef::from("db");
-/// assert_eq!(by_pid.to_string(), "<1.4.1>");
-/// assert_eq!(by_name.to_string(), "`db`");
-/// ```
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum ProcessRef {
-    /// A pid.
-    Pid(Pid),
-    /// A registered name.
-    Name(Name),
-}
-
-impl From<Pid> for ProcessRef {
-    fn from(pid: Pid) -> ProcessRef {
-        ProcessRef::Pid(pid)
-    }
-}
-
-impl From<&str> for ProcessRef {
-    fn from(name: &str) -> ProcessRef {
-        ProcessRef::Name(Arc::from(name))
-    }
-}
-
-impl From<String> for ProcessRef {
-    fn from(name: String) -> ProcessRef {
-        ProcessRef::Name(Arc::from(name))
-    }
-}
-
-impl From<Name> for ProcessRef {
-    fn from(name: Name) -> ProcessRef {
-        ProcessRef::Name(name)
-    }
-}
-
-impl fmt::Display for ProcessRef {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ProcessRef::Pid(pid) => write!(f, "{pid}"),
-            ProcessRef::Name(name) => write!(f, "`{name}`"),
-        }
-    }
-}
+pub(crate) use crate::name::Name;
 
 /// Why a registry operation failed; each names its input.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -28,6 +28,7 @@ use crate::send::SendError;
 use crate::{ExitReason, Pid};
 
 mod inner;
+mod traced;
 
 pub(crate) use inner::NodeInner;
 
@@ -38,7 +39,9 @@ pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
 /// Starts what the environment asks of a new node (profiling, for `tprof run`).
 fn started(handle: NodeHandle) -> NodeHandle {
     if std::env::var_os(crate::trace::env_run::ENV_TYPE).is_some() {
-        let run = crate::trace::env_run::start(&handle);
+        let run = super::observe::NODE_STARTED
+            .iter()
+            .find_map(|start| start(&handle));
         *handle
             .inner
             .env_run
@@ -126,7 +129,7 @@ impl NodeBuilder {
                 // Its traced calls outside any process are the node's.
                 crate::process::set_thread_node(id);
                 // A CPU sampler started later can time it.
-                crate::sample::thread_started(id);
+                super::observe::thread_started(id);
             })
             .build()
             .map_err(NodeError::Runtime)?;

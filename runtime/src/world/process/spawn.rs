@@ -341,7 +341,7 @@ where
         process.set_max_queue_len(len);
     }
     crate::trace::flags_at_spawn(
-        node,
+        &**node,
         parent.map(|p| &**p),
         &process.trace_flags,
         &opts.traced_by,

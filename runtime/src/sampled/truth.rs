@@ -1,14 +1,14 @@
 //! What a CPU profile could see: each sampled thread's CPU time beside the CPU time its samples
 //! stand for, the distinct samples beside the rate asked, the mechanism that took them, and
 //! the warnings when they fall short. Pure data and arithmetic: the runtime fills it for a
-//! session ([`SampleData::cpu`](super::SampleData::cpu)), and `tprof` reads it back from an
+//! session ([`SampleData::cpu`](crate::sample::SampleData::cpu)), and `tprof` reads it back from an
 //! archive and prints it in every report and export.
 
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-/// Which mechanism drives the CPU sampler ([`SampleOptions::cpu_source`](super::SampleOptions::cpu_source)),
+/// Which mechanism drives the CPU sampler ([`SampleOptions::cpu_source`](crate::sample::SampleOptions::cpu_source)),
 /// and which one took a profile's samples ([`CpuCoverage::source`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -5,19 +5,7 @@
 use std::path::Path;
 
 use crate::NodeHandle;
-
-/// The name of the heap snapshot of node `node` of OS process `os_pid` in the run folder.
-pub fn heap_snapshot_file(os_pid: u32, node: u32) -> String {
-    format!("tprof-heap-{os_pid}-node{node}.heapsnapshot")
-}
-
-/// The node of a heap snapshot file of OS process `os_pid` in the run folder, if `name` is one.
-pub fn heap_snapshot_node(name: &str, os_pid: u32) -> Option<u32> {
-    name.strip_prefix(&format!("tprof-heap-{os_pid}-node"))?
-        .strip_suffix(".heapsnapshot")?
-        .parse()
-        .ok()
-}
+use crate::trace::env_run::heap_snapshot_file;
 
 /// Writes `node`'s heap snapshot into `dir`, with `sites` (what allocation sampling says is
 /// still live) under their processes, whole or not at all (errors go to stderr).
@@ -39,18 +27,5 @@ pub(super) fn write(dir: &Path, node: &NodeHandle, sites: &[crate::heap_snapshot
             node.id(),
             path.display()
         );
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{heap_snapshot_file, heap_snapshot_node};
-
-    #[test]
-    fn a_heap_snapshot_file_names_its_node() {
-        let name = heap_snapshot_file(42, 7);
-        assert_eq!(heap_snapshot_node(&name, 42), Some(7));
-        assert_eq!(heap_snapshot_node(&name, 43), None);
-        assert_eq!(heap_snapshot_node("tprof-run-42-node7.json", 42), None);
     }
 }
