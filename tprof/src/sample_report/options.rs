@@ -1,6 +1,7 @@
 //! How a sample report is laid out: Julia's `Profile.print` keywords, as [`PrintOptions`], and
 //! the names each choice goes by on the command line.
 
+use std::fmt;
 use std::str::FromStr;
 
 pub use crate::choice::OptionError;
