@@ -652,6 +652,31 @@ fn a_wall_report_says_whom_processes_in_a_call_wait_on() {
 }
 
 #[test]
+fn a_wall_report_counts_only_ticks_in_call_as_waiting_on_a_callee() {
+    // <0.7.0> waits in a call on the server for 1 tick, then is runnable for 3 ticks with its
+    // call's callee still recorded (the reply arrived; it waits for a thread, not the server):
+    // those ticks are runnable, not waiting on the server, and the shares stay within 100%.
+    let mut profile = wall_profile(0.0);
+    let server: runtime::Pid = "<0.5.0>".parse().unwrap();
+    profile.samples.samples[3].callee = Some(server);
+    let woken = tprof::samples::SampleRecord {
+        state: Some(tprof::samples::WaitState::Runnable),
+        weight: 3.0,
+        ..profile.samples.samples[3].clone()
+    };
+    profile.samples.samples.push(woken);
+    let text = report(&profile, &PrintOptions::new());
+    assert!(
+        text.contains(&lines(&[
+            "WAITING ON        TICKS       %  CALLERS",
+            "<0.5.0> (server)      1  100.00        1",
+            "",
+        ])),
+        "{text}"
+    );
+}
+
+#[test]
 fn every_report_says_how_many_samples_were_dropped_and_what_to_raise() {
     let dropped = "Warning: 5 samples were dropped: the sample buffer (1000 samples) was full. \
                    Raise SampleOptions::n to keep them.\n";

@@ -85,7 +85,9 @@ pub(super) fn print(
         p.ticks += s.weight;
         *p.by_state.entry(s.state).or_default() += s.weight;
         p.mailbox = p.mailbox.max(s.mailbox_len);
-        if let Some(callee) = s.callee {
+        // Only ticks in `call` wait on the callee: a process woken in a call (its reply
+        // arrived) still names it, but it waits for a thread, and is counted as runnable.
+        if let (Some(callee), Some(WaitState::Call)) = (s.callee, s.state) {
             *p.callees.entry(callee).or_default() += s.weight;
         }
     }
