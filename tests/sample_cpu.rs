@@ -302,6 +302,24 @@ fn bursts(node: &Node, stop: &Arc<AtomicBool>) -> Vec<Pid> {
 
 /// Samples until the timed threads have used `cpu` of CPU time between them (a generous
 /// bound on the wall clock), and returns the data.
+/// A CPU session on perf events that traces every new process, or `None` (the test skips,
+/// and says so) where this machine refuses perf events.
+fn perf_session(node: &Node, options: SampleOptions) -> Option<runtime::sample::SampleSession> {
+    let session = match node.sample_session(options.cpu_source(CpuSource::PerfEvents)) {
+        Ok(session) => session,
+        Err(e @ runtime::sample::SampleError::PerfEvents { .. }) => {
+            eprintln!("skipped: {e}");
+            return None;
+        }
+        Err(e) => panic!("{e}"),
+    };
+    session
+        .trace()
+        .enable_trace(ProcessSpec::New, true)
+        .expect("trace every new process");
+    Some(session)
+}
+
 fn sample_cpu_time(session: &runtime::sample::SampleSession, cpu: Duration) -> SampleData {
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
@@ -325,22 +343,9 @@ fn sample_cpu_time(session: &runtime::sample::SampleSession, cpu: Duration) -> S
 fn a_cpu_profile_of_bursts_says_what_it_captured() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let node = Node::builder().worker_threads(2).build().expect("node");
-    let session = match node.sample_session(
-        SampleOptions::new()
-            .hz(999)
-            .cpu_source(CpuSource::PerfEvents),
-    ) {
-        Ok(session) => session,
-        Err(e @ runtime::sample::SampleError::PerfEvents { .. }) => {
-            eprintln!("skipped: {e}");
-            return;
-        }
-        Err(e) => panic!("{e}"),
+    let Some(session) = perf_session(&node, SampleOptions::new().hz(999)) else {
+        return;
     };
-    session
-        .trace()
-        .enable_trace(ProcessSpec::New, true)
-        .unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let pids = bursts(&node, &stop);
     let data = sample_cpu_time(&session, Duration::from_millis(600));
@@ -533,23 +538,14 @@ fn plain_tokio_tasks_on_the_nodes_runtime_are_sampled() {
 fn at_the_highest_rate_the_samples_stand_for_the_cpu_time_used() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let node = Node::builder().worker_threads(2).build().expect("node");
-    let session = match node.sample_session(
+    let Some(session) = perf_session(
+        &node,
         SampleOptions::new()
             .hz(runtime::sample::MAX_HZ)
-            .n(1_000_000)
-            .cpu_source(CpuSource::PerfEvents),
-    ) {
-        Ok(session) => session,
-        Err(e @ runtime::sample::SampleError::PerfEvents { .. }) => {
-            eprintln!("skipped: {e}");
-            return;
-        }
-        Err(e) => panic!("{e}"),
+            .n(1_000_000),
+    ) else {
+        return;
     };
-    session
-        .trace()
-        .enable_trace(ProcessSpec::New, true)
-        .unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let pids: Vec<Pid> = (0..2)
         .map(|_| {
