@@ -9,7 +9,8 @@
 //! that every path freeing the block was unreachable and deleted them: in a release build
 //! `builds_a_vec_of_strings_and_compares_it` compiled to a trap (SIGILL), and an `assert_eq!` of
 //! two equal values to an unconditional failure. Run in debug, these only check the values; the
-//! release run (`.ci/run` runs this file with `--release`) is the one that catches the optimizer.
+//! optimized run (`.ci/run` runs this file with the workspace's crates optimized as in release,
+//! `--config .ci/optimized.toml`, or run it with `--release`) is the one that catches the optimizer.
 //!
 //! Each function is `#[inline(never)]` and takes its input through `black_box`, so that the block
 //! it allocates, compares and frees is its own, as in the shapes that failed.
