@@ -313,6 +313,17 @@ fn the_flame_graph_of_samples_weighs_nanoseconds_and_shows_what_was_dropped() {
         svg.contains("2 samples dropped (the sample buffer was full): about 2.000 ms not shown"),
         "the subtitle says what was dropped"
     );
+    // The document's title (a browser's tab): the program and what is drawn, first in the
+    // root element, not left empty.
+    let root = svg.find("<svg").unwrap();
+    let after_root = &svg[root + svg[root..].find('>').unwrap() + 1..];
+    assert!(
+        after_root.starts_with(
+            "<title>app --serve — cpu samples at 1000 Hz asked flame graph (ns of CPU \
+             time)</title>"
+        ),
+        "{after_root:.200}"
+    );
 }
 
 #[test]
