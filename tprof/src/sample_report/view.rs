@@ -11,9 +11,11 @@
 //! (`.../registry/src/INDEX/tokio-1.48.0/...`).
 //!
 //! The *plumbing* [`Native::User`] folds is the frames of [`PLUMBING`]'s crates, and native
-//! frames named without a path and without a file: system libraries' (`start_thread`,
-//! `clone3`, `__libc_start_main`). A frame of which nothing is known (no name, no file)
-//! stays: it may be the user's code in a binary without symbols.
+//! frames named without a path and without a file of Rust: system libraries' (`start_thread`,
+//! `clone3`, `__libc_start_main`, glibc's `memcpy` in
+//! `./string/../sysdeps/x86_64/multiarch/memmove-vec-unaligned-erms.S`). A frame of which
+//! nothing is known (no name, no file) stays: it may be the user's code in a binary without
+//! symbols.
 //!
 //! [`crates`]: super::PrintOptions::crates
 
@@ -84,7 +86,7 @@ pub(crate) fn is_plumbing(frame: &SampleFrame, functions: &[Function]) -> bool {
         None => {
             frame.function.is_none()
                 && !frame.name.is_empty()
-                && frame.file.as_deref().is_none_or(str::is_empty)
+                && frame.file.as_deref().is_none_or(|f| !f.ends_with(".rs"))
         }
     }
 }
@@ -292,6 +294,10 @@ mod tests {
         ));
         assert!(plumbing("runtime::process::poll", None));
         assert!(plumbing("start_thread", None));
+        assert!(plumbing(
+            "memcpy",
+            Some("./string/../sysdeps/x86_64/multiarch/memmove-vec-unaligned-erms.S")
+        ));
         assert!(!plumbing("app::crunch", None));
         assert!(!plumbing("crunch", Some("/home/u/app/src/lib.rs")));
         // Nothing known: perhaps the user's, in a binary without symbols.
