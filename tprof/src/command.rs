@@ -27,7 +27,7 @@ use runtime::trace::env_run;
 use crate::archive::Merger;
 use crate::export::Format;
 use crate::listing::{ListOptions, ListingError};
-use crate::sample_report::{PrintOptions, ReportFormat};
+use crate::sample_report::{Native, PrintOptions, ReportFormat};
 use crate::{Profile, TraceType};
 
 mod input;
@@ -187,6 +187,10 @@ pub struct RunOptions {
     /// one per node, the others beside the first (`heap.heapsnapshot`, then
     /// `heap.node2.heapsnapshot`, ...; default: none).
     pub heap_snapshot: Option<PathBuf>,
+    /// How the profile's samples are shown when it is written as the `pretty` report or as
+    /// folded stacks (`--native`, `--crate`, `--focus`, `--hide`; default:
+    /// [`PrintOptions::new`] with the tree and the flat list, as `tprof report` writes it).
+    pub samples: PrintOptions,
     /// The program.
     pub program: OsString,
     /// Its arguments.
@@ -209,15 +213,43 @@ impl RunOptions {
             snapshot_every: Some(env_run::DEFAULT_SNAPSHOT_EVERY),
             signals: env_run::Signals::default(),
             heap_snapshot: None,
+            samples: PrintOptions::new().format(ReportFormat::Both),
             program: program.into(),
             args,
         }
     }
 
     /// The options set that do nothing for this trace type, each with why: `--percentiles`
-    /// without call_time, `--events` and `--flat` with call_count.
+    /// without call_time, `--events` and `--flat` with call_count; the options of
+    /// [`samples`](Self::samples) (`--focus`, ...) in trace mode, or for an output that does
+    /// not show samples' frames by them (an archive, an export other than pretty and folded).
     pub fn ignored(&self) -> Vec<String> {
         let mut ignored = Vec::new();
+        let what = Output::resolve(
+            self.format.map(Output::Export),
+            self.out.as_deref(),
+            Output::Archive,
+        );
+        let why = match (&self.mode, what) {
+            (Mode::Trace, _) => Some(
+                "in trace mode: it chooses the frames of samples (--mode sample or alloc)"
+                    .to_owned(),
+            ),
+            (_, Output::Export(Format::Pretty | Format::Folded)) => None,
+            (_, Output::Export(other)) => Some(format!(
+                "with --format {other}: only the pretty report and folded stacks choose the \
+                 frames they show"
+            )),
+            (_, Output::Archive) => Some(
+                "when writing a .tprof archive: `tprof report` chooses the frames it shows"
+                    .to_owned(),
+            ),
+        };
+        if let Some(why) = why {
+            for flag in sample_flags(&self.samples) {
+                ignored.push(format!("{flag} does nothing {why}"));
+            }
+        }
         if let Mode::Sample { .. } = self.mode {
             let mut traced = Vec::new();
             if self.trace_type != TraceType::CallCount {
@@ -485,7 +517,7 @@ pub fn run(options: &RunOptions) -> Result<RunOutcome, CommandError> {
             run.started_unix_ms = unix_ms(started);
         }
     }
-    write_output(&profile, what, written.as_deref())?;
+    write_shown(&profile, what, written.as_deref(), &options.samples)?;
     Ok(RunOutcome {
         status,
         written,
@@ -655,13 +687,19 @@ pub fn report_sampler(
     let set = sample_flags(samples);
     for flag in &set {
         match what {
-            Output::Export(Format::Pretty) if profile.samples.is_empty() => {
+            Output::Export(Format::Pretty | Format::Folded) if profile.samples.is_empty() => {
                 eprintln!("tprof: warning: {flag} does nothing: the profile has no samples");
             }
             Output::Export(Format::Pretty) => {}
+            Output::Export(Format::Folded) if FRAME_FLAGS.contains(flag) => {}
             Output::Export(other) => eprintln!(
                 "tprof: warning: {flag} does nothing with --format {other}: only the pretty \
-                 report lays samples out"
+                 report lays samples out{}",
+                if FRAME_FLAGS.contains(flag) {
+                    " (and folded stacks choose their frames)"
+                } else {
+                    ""
+                }
             ),
             Output::Archive => eprintln!(
                 "tprof: warning: {flag} does nothing when writing a .tprof archive: only the \
@@ -669,11 +707,26 @@ pub fn report_sampler(
             ),
         }
     }
+    write_shown(&profile, what, out, samples)
+}
+
+/// Writes `profile` as `what` to `out`, its samples shown as `samples` say in the formats
+/// that choose what they show of them: the pretty report, folded stacks.
+fn write_shown(
+    profile: &Profile,
+    what: Output,
+    out: Option<&Path>,
+    samples: &PrintOptions,
+) -> Result<(), CommandError> {
     match what {
-        Output::Export(Format::Pretty) => output::write_pretty(&profile, samples, out),
-        other => write_output(&profile, other, out),
+        Output::Export(Format::Pretty) => output::write_pretty(profile, samples, out),
+        Output::Export(Format::Folded) => output::write_folded(profile, samples, out),
+        other => write_output(profile, other, out),
     }
 }
+
+/// The sample options that choose frames, which folded stacks honour too.
+const FRAME_FLAGS: [&str; 5] = ["--native", "--no-native", "--crate", "--focus", "--hide"];
 
 /// `tprof report --list PATTERN`: the annotated source listing of the profile file `input`'s
 /// functions whose name `pattern` matches ([`Profile::listing_with`]), written to `out`
@@ -731,7 +784,16 @@ fn sample_flags(samples: &PrintOptions) -> Vec<&'static str> {
         ("--sortedby", samples.sortedby != default.sortedby),
         ("--groupby", samples.groupby != default.groupby),
         ("--recur", samples.recur != default.recur),
-        ("--no-native", samples.native != default.native),
+        // `--no-native` is `--native none`.
+        (
+            if samples.native == Native::None {
+                "--no-native"
+            } else {
+                "--native"
+            },
+            samples.native != default.native,
+        ),
+        ("--crate", samples.crates != default.crates),
         ("--no-combine", samples.combine != default.combine),
         ("--rows", samples.rows != default.rows),
         ("--focus", samples.focus != default.focus),

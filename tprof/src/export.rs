@@ -302,6 +302,32 @@ pub fn write_pretty(
     pretty::write_with(profile, samples, out)
 }
 
+/// Writes `profile` as folded stacks, its samples' frames shown as `samples` say (what
+/// `tprof report --format folded` writes): by default the user's code, the plumbing of the
+/// runtime, tokio and std folded ([`Native::User`](crate::sample_report::Native::User));
+/// [`focus`](crate::sample_report::PrintOptions::focus),
+/// [`hide`](crate::sample_report::PrintOptions::hide) and
+/// [`crates`](crate::sample_report::PrintOptions::crates) as in the report. [`write()`]
+/// writes every frame. A profile without samples is written as [`write()`] writes it.
+///
+/// # Errors
+///
+/// [`ExportError::Io`] when writing fails, or (of kind `InvalidInput`) when focus or hide is
+/// not a regular expression; [`ExportError::Unsupported`] as [`write()`].
+pub fn write_folded(
+    profile: &Profile,
+    samples: &crate::sample_report::PrintOptions,
+    out: &mut dyn Write,
+) -> Result<(), ExportError> {
+    if !sampled::is_sampled(profile) {
+        return folded::write(profile, out);
+    }
+    sampled::one_sampler(profile, Format::Folded)?;
+    let view = crate::sample_report::FrameView::of(profile, samples)
+        .map_err(|e| ExportError::Io(io::Error::new(io::ErrorKind::InvalidInput, e)))?;
+    folded::write_with(profile, Some(&view), out)
+}
+
 /// Writes `profile` to a string in `format` (for the text formats: every format but `pprof`,
 /// which is gzip data).
 ///

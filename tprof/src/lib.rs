@@ -226,7 +226,9 @@
 //! process waits. The samples are in [`Profile::samples`], and [`sample_report`] prints them
 //! as Julia's `Profile.print` does: the tree of stacks and the flat list of frames, with
 //! `maxdepth`, `mincount`, `noisefloor`, `sortedby`, `groupby` (process, thread), `recur`,
-//! `combine` and the native frames shown or not ([`sample_report::PrintOptions`]);
+//! `combine`, which native frames show — by default the user's code, the runtime's, tokio's
+//! and std's plumbing folded ([`sample_report::Native`]) —, the frames of some crates only,
+//! and pprof's `focus` and `hide` ([`sample_report::PrintOptions`]);
 //! [`sample_report::callers`] says who called a function. A report of wall samples starts
 //! with where the processes wait, per state and per process. The `pretty` export of a profile
 //! with samples is that tree and that list. [`Profile::listing`] annotates the source of the

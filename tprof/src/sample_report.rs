@@ -15,6 +15,27 @@
 //! the bytes they stand for (see [`crate::samples`]): their counts are bytes, and their
 //! totals `Total bytes: N. Allocations: M`, estimated.
 //!
+//! # Which frames show
+//!
+//! As Julia's `Profile.print` hides C frames by default, a report shows the user's code by
+//! default ([`Native::User`]): the frames of the *plumbing* — the runtime, tokio, the
+//! standard library, the profiler and system libraries ([`PLUMBING`]) — are folded, each
+//! sample counted at the nearest frame above them that shows, so that a traced function's
+//! line is followed by the code it calls rather than by tokio's and std's frames between
+//! them. The report ends with how many it folded:
+//!
+//! ```text
+//! Folded: 38 frames of plumbing (the runtime, tokio, the standard library, system libraries), their samples counted at the frame above; `--native all` (PrintOptions::native(true)) shows every frame.
+//! ```
+//!
+//! [`native(true)`](PrintOptions::native) ([`Native::All`]) shows every frame, `native(false)`
+//! ([`Native::None`]) only traced ones. [`crates`](PrintOptions::crates) keeps only the
+//! frames of some crates ("frames of my crates only"), folding the others the same way;
+//! [`focus`](PrintOptions::focus) and [`hide`](PrintOptions::hide) filter as pprof's
+//! `-focus` and `-hide` do. Samples none of whose frames show count on a `[hidden frames]`
+//! line of their own. [`callers`] and the folded stacks of
+//! [`export::write_folded`](crate::export::write_folded) see the frames the same way.
+//!
 //! # The tree
 //!
 //! ```text
@@ -155,11 +176,17 @@ mod frames;
 mod groups;
 pub(crate) mod options;
 mod tree;
+pub(crate) mod view;
 mod walk;
 mod wall;
 
 pub use callers::{Caller, callers};
-pub use options::{FilterError, GroupBy, OptionError, PrintOptions, Recur, ReportFormat, SortedBy};
+pub use options::{
+    FilterError, GroupBy, Native, OptionError, PrintOptions, Recur, ReportFormat, SortedBy,
+};
+pub(crate) use view::FrameView;
+pub use view::PLUMBING;
+use view::focused;
 
 use frames::Keys;
 use groups::{Group, Section};
@@ -224,32 +251,6 @@ pub fn print(out: &mut dyn Write, profile: &Profile, options: &PrintOptions) -> 
     Ok(())
 }
 
-/// Per stack, whether a frame on it is one `focus` matches (pprof's `-focus`). Linear in the
-/// stacks (a stack's parent comes before it).
-fn focused(
-    set: &SampleSet,
-    functions: &[crate::profile::Function],
-    options: &PrintOptions,
-    focus: &regex::Regex,
-) -> Vec<bool> {
-    let all = PrintOptions {
-        native: true,
-        hide: None,
-        ..options.clone()
-    };
-    let keys = Keys::new(set, functions, &all);
-    let mut wanted: Vec<bool> = Vec::with_capacity(set.stacks.len());
-    for s in &set.stacks {
-        let above = s
-            .parent
-            .and_then(|p| wanted.get(p as usize).copied())
-            .unwrap_or(false);
-        let here = keys.of(s.frame).is_some_and(|k| keys.get(k).matches(focus));
-        wanted.push(above || here);
-    }
-    wanted
-}
-
 /// One sampler's report.
 fn print_section(
     out: &mut dyn Write,
@@ -301,8 +302,53 @@ fn print_section(
                 report.print(out, Table::Flat)?;
             }
         }
+        folded_note(out, set, &walked, options)?;
     }
     dropped(out, set, section)
+}
+
+/// The line saying how many frames the report folded (plumbing, other crates: see the
+/// `view` module) and how to see them, if it folded any: distinct functions (by name and
+/// file), over every group.
+fn folded_note(
+    out: &mut dyn Write,
+    set: &SampleSet,
+    walked: &[Walked],
+    options: &PrintOptions,
+) -> io::Result<()> {
+    type Identity<'a> = (Option<u32>, &'a str, Option<&'a str>, u64);
+    let mut functions: std::collections::HashSet<Identity<'_>> = Default::default();
+    for &f in walked.iter().flat_map(|w| &w.folded) {
+        if let Some(frame) = set.frames.get(f as usize) {
+            let unnamed = frame.function.is_none() && frame.name.is_empty();
+            functions.insert((
+                frame.function,
+                &frame.name,
+                frame.file.as_deref(),
+                if unnamed { frame.address } else { 0 },
+            ));
+        }
+    }
+    let n = functions.len();
+    if n == 0 {
+        return Ok(());
+    }
+    let frames = if n == 1 { "frame" } else { "frames" };
+    if options.crates.is_empty() {
+        writeln!(
+            out,
+            "Folded: {n} {frames} of plumbing (the runtime, tokio, the standard library, system \
+             libraries), their samples counted at the frame above; `--native all` \
+             (PrintOptions::native(true)) shows every frame."
+        )
+    } else {
+        writeln!(
+            out,
+            "Folded: {n} {frames} of crates other than {}, their samples counted at the frame \
+             above; without `--crate` (PrintOptions::crates) every crate's frames show.",
+            options.crates.join(", ")
+        )
+    }
 }
 
 /// The tree or the flat list.

@@ -1668,3 +1668,107 @@ fn run_mode_alloc_samples_allocations_at_the_rate_asked_for() {
         text(&o.stderr)
     );
 }
+
+/// `tprof run` shows samples by the report's frame options (--native, --crate, --focus,
+/// --hide) when it writes the pretty report or folded stacks, and says they do nothing
+/// where it writes neither.
+#[test]
+fn run_shows_samples_by_the_report_s_frame_options() {
+    let dir = scratch("run-filters");
+    let program = workload();
+    let run = |args: &[&str]| {
+        let mut argv = vec!["run", "--sampler", "wall", "--hz", "200"];
+        argv.extend_from_slice(args);
+        argv.extend(["--", program.to_str().unwrap()]);
+        let o = tprof(&dir, &argv);
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        o
+    };
+    // A focus nothing matches keeps no sample.
+    let o = run(&["-f", "pretty", "--focus", "^no_such_frame$"]);
+    assert!(
+        text(&o.stdout).contains("There were no samples collected"),
+        "{}",
+        text(&o.stdout)
+    );
+    assert!(
+        !text(&o.stderr).contains("does nothing"),
+        "{}",
+        text(&o.stderr)
+    );
+    // Hidden frames leave the folded stacks; the others stay.
+    let o = run(&["-f", "folded", "--hide", "parse", "--crate", "cli_workload"]);
+    let folded = text(&o.stdout);
+    assert!(!folded.contains("parse"), "{folded}");
+    assert!(
+        !text(&o.stderr).contains("does nothing"),
+        "{}",
+        text(&o.stderr)
+    );
+    // An archive keeps every frame: the options are warned of.
+    let o = run(&["-o", "p.tprof", "--focus", "parse", "--native", "all"]);
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("warning: --focus does nothing when writing a .tprof archive")
+            && err.contains("warning: --native does nothing when writing a .tprof archive"),
+        "{err}"
+    );
+}
+
+/// `tprof report` folds the plumbing by default, in the pretty report and folded stacks,
+/// and `--native all` keeps every frame.
+#[test]
+fn report_folds_the_plumbing_unless_native_all() {
+    let dir = scratch("report-native");
+    let profile = common::samples::cpu_profile();
+    let mut profile = profile;
+    let set = &mut profile.samples;
+    set.frames.push(tprof::samples::SampleFrame {
+        function: None,
+        name: "tokio::runtime::park::Inner::park".into(),
+        file: None,
+        line: None,
+        address: 0x77,
+    });
+    set.stacks.push(tprof::samples::SampleStack {
+        parent: None,
+        frame: (set.frames.len() - 1) as u32,
+    });
+    let mut parked = set.samples[0].clone();
+    parked.pid = None;
+    parked.stack = Some((set.stacks.len() - 1) as u32);
+    set.samples.push(parked);
+    std::fs::write(dir.join("s.json"), serde_json::to_vec(&profile).unwrap()).unwrap();
+    let report = |args: &[&str]| {
+        let mut argv = vec!["report"];
+        argv.extend_from_slice(args);
+        argv.push("s.json");
+        let o = tprof(&dir, &argv);
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        assert_eq!(text(&o.stderr), "");
+        text(&o.stdout)
+    };
+    let pretty = report(&[]);
+    assert!(
+        !pretty.contains("tokio::") && pretty.contains("Folded: 1 frame of plumbing"),
+        "{pretty}"
+    );
+    assert!(report(&["--native", "all"]).contains("tokio::runtime::park::Inner::park"));
+    let folded = report(&["-f", "folded"]);
+    assert!(!folded.contains("tokio::"), "{folded}");
+    assert!(report(&["-f", "folded", "--native", "all"]).contains("tokio::runtime::park"));
+    // Frames of my crates only: the unknown frame outside processes is folded too.
+    let mine = report(&["--crate", "app"]);
+    assert!(
+        mine.contains("Folded: 2 frames of crates other than app") && !mine.contains("unknown"),
+        "{mine}"
+    );
+    // A choice that is not one names them.
+    let o = tprof(&dir, &["report", "--native", "some", "s.json"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o.stderr).contains("all, user or none"),
+        "{}",
+        text(&o.stderr)
+    );
+}

@@ -36,6 +36,35 @@ fn pretty_is_the_tprof_report() {
     let fields: Vec<&str> = leaf.split_whitespace().collect();
     assert_eq!(fields[0], "fixture::leaf/1");
     assert_eq!(fields[1], "6", "{text}");
+    // call_count's totals row totals the calls (it showed only `[100.0]`).
+    let totals = text.lines().find(|l| l.ends_with("[100.0]")).unwrap();
+    let calls: u64 = profile
+        .functions
+        .iter()
+        .flat_map(|f| &f.entries)
+        .map(|e| e.calls)
+        .sum();
+    assert_eq!(
+        totals.split_whitespace().next(),
+        Some(calls.to_string().as_str()),
+        "{text}"
+    );
+    // Only call_memory's report says its unit, words, against the exports' bytes.
+    assert!(!text.contains("WORDS"), "{text}");
+    let memory = export::to_string(
+        Format::Pretty,
+        &real_profile(TraceType::CallMemory, Real::FLAT),
+    )
+    .unwrap();
+    assert!(
+        memory.starts_with("Memory in WORDS, as tprof counts it")
+            && memory
+                .lines()
+                .next()
+                .unwrap()
+                .contains("exports weigh bytes"),
+        "{memory}"
+    );
 }
 
 #[test]

@@ -313,6 +313,17 @@ fn the_flame_graph_of_samples_weighs_nanoseconds_and_shows_what_was_dropped() {
         svg.contains("2 samples dropped (the sample buffer was full): about 2.000 ms not shown"),
         "the subtitle says what was dropped"
     );
+    // The document's title (a browser's tab): the program and what is drawn, first in the
+    // root element, not left empty.
+    let root = svg.find("<svg").unwrap();
+    let after_root = &svg[root + svg[root..].find('>').unwrap() + 1..];
+    assert!(
+        after_root.starts_with(
+            "<title>app --serve — cpu samples at 1000 Hz asked flame graph (ns of CPU \
+             time)</title>"
+        ),
+        "{after_root:.200}"
+    );
 }
 
 #[test]
@@ -1089,6 +1100,45 @@ fn html_shows_samples_as_a_flame_graph_and_a_table_per_process() {
             [2, 4, 2, MS, 2 * MS],
             [2, 5, 1, MS, MS],
         ]
+    );
+}
+
+#[test]
+fn html_of_samples_filters_by_focus_hide_and_plumbing_in_the_page() {
+    let (html, data) = html(&cpu_profile());
+    let plumbing: Vec<&str> = data["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["plumbing"] == true)
+        .map(|f| f["mfa"].as_str().unwrap())
+        .collect();
+    assert_eq!(plumbing, ["core::str::from_utf8", "std::thread::park"]);
+    for id in ["focus", "hide", "plumbing"] {
+        assert!(html.contains(&format!("id=\"{id}\"")), "{id}");
+    }
+    // In a browser: the plumbing folded by default, and said so; a link sets the filters.
+    let frame = |name: &str| format!("role=\"treeitem\" aria-label=\"{name}\"");
+    let Some(dom) = common::browser::page_dom_at(&html, "") else {
+        return;
+    };
+    assert!(dom.contains("2 plumbing frames folded"), "{dom}");
+    assert!(dom.contains(&frame("app::main/0")), "{dom}");
+    assert!(!dom.contains(&frame("std::thread::park")), "{dom}");
+    let dom = common::browser::page_dom_at(&html, "#plumbing=0&hide=main").unwrap();
+    assert!(dom.contains(&frame("std::thread::park")), "{dom}");
+    assert!(dom.contains(&frame("app::handle/1")), "{dom}");
+    assert!(!dom.contains(&frame("app::main/0")), "{dom}");
+    assert!(!dom.contains("plumbing frames folded"), "{dom}");
+    let dom = common::browser::page_dom_at(&html, "#focus=no_such_frame").unwrap();
+    assert!(
+        dom.contains("No sample has a frame the focus matches."),
+        "{dom}"
+    );
+    let dom = common::browser::page_dom_at(&html, "#focus=(").unwrap();
+    assert!(
+        dom.contains("focus `(` is not a regular expression"),
+        "{dom}"
     );
 }
 

@@ -416,18 +416,53 @@ fn processes_narrower_than_a_pixel_are_one_frame_in_the_svg() {
     assert!(frames.iter().any(|f| f.name == "<0.1.0>"));
 }
 
+/// The speedscope file of `profile`.
+fn speedscope(profile: &Profile) -> Value {
+    serde_json::from_str(&export::to_string(Format::Speedscope, profile).unwrap()).unwrap()
+}
+
+/// The names of a speedscope file's profiles.
+fn profile_names(file: &Value) -> Vec<String> {
+    file["profiles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn a_group_counts_the_processes_it_draws_not_every_one_seen() {
+    // 1,000 processes seen, all of one initial call; one in eight sampled.
+    let mut profile = wall(1_000, 0.0);
+    let mut i = 0;
+    profile.samples.samples.retain(|_| {
+        i += 1;
+        i % 8 == 0
+    });
+    assert_eq!(profile.processes.len(), 1_000);
+    let n = 125;
+    let file = speedscope(&profile);
+    assert_eq!(
+        profile_names(&file),
+        [
+            "all processes".to_owned(),
+            format!("app::worker/1 ({n} processes)")
+        ]
+    );
+    let svg = export::to_string(Format::Svg, &profile).unwrap();
+    let group = format!("app::worker/1\u{a0}({n}\u{a0}processes)");
+    let (frames, _) = common::svg::svg_frames(&svg);
+    assert!(frames.iter().any(|f| f.name == group), "{group}");
+}
+
 #[test]
 fn speedscope_of_100_000_processes_has_a_profile_per_group_and_says_so() {
     let profile = wall(100_000, 0.0);
-    let file: Value =
-        serde_json::from_str(&export::to_string(Format::Speedscope, &profile).unwrap()).unwrap();
+    let file = speedscope(&profile);
     let profiles = file["profiles"].as_array().unwrap();
-    let names: Vec<&str> = profiles
-        .iter()
-        .map(|p| p["name"].as_str().unwrap())
-        .collect();
     assert_eq!(
-        names,
+        profile_names(&file),
         ["all processes", "app::worker/1 (100,000 processes)"]
     );
     let weights: u64 = profiles[1]["weights"]

@@ -84,7 +84,11 @@ app::main/0           1     10           100  [100.00]
   app::parse/1        2     40            40  [ 40.00]
                            100                [ 100.0]
 ";
-    assert_eq!(text, format!("{legend}{tprof}{tree}"));
+    // call_memory's report first says its unit: words, where the exports weigh bytes.
+    let unit = "Memory in WORDS, as tprof counts it (each allocation's bytes rounded up to \
+                whole 8-byte words); the html, pprof, speedscope, folded and svg exports weigh \
+                bytes.\n";
+    assert_eq!(text, format!("{unit}{legend}{tprof}{tree}"));
     // tprof's own layout, byte for byte, in the middle.
     assert!(
         tprof.starts_with("\n****** Process <0.1.0>  --  "),

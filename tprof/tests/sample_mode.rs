@@ -347,3 +347,89 @@ fn a_snapshots_lost_frees_are_its_sources() {
     assert_eq!(profile.samples.sources[0].lost_frees, 7);
     assert_eq!(profile.samples.lost_frees(), 7);
 }
+
+/// A gen_server that sleeps on each call.
+struct Oracle;
+
+impl runtime::gen_server::GenServer for Oracle {
+    type Args = ();
+    type Call = ();
+    type Reply = ();
+    type Cast = ();
+
+    async fn init((): ()) -> Result<Self, runtime::ExitReason> {
+        Ok(Oracle)
+    }
+
+    async fn handle_call(
+        &mut self,
+        (): (),
+        _: &mut runtime::gen_server::Caller<()>,
+    ) -> runtime::gen_server::CallReply<()> {
+        tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+        runtime::gen_server::CallReply::Reply(())
+    }
+}
+
+/// A real process calling a gen_server that sleeps, sampled by the wall sampler: its samples
+/// in `call` know the server as their callee, and the report's WAITING ON names it, by pid and
+/// registered name, and on the caller's row.
+#[test]
+fn a_wall_report_of_a_live_call_names_the_server_waited_on() {
+    use runtime::gen_server::{self, StartOptions};
+    use runtime::sample::{SampleOptions, Sampler};
+    use tprof::samples::WaitState;
+    let outcome = tprof::profile(
+        || async {
+            let oracle = gen_server::start::<Oracle>((), StartOptions::new().name("oracle"))
+                .await
+                .expect("started");
+            // 10 calls of 30 ms: many ticks in call at 500 Hz, however slow the machine.
+            for _ in 0..10 {
+                oracle
+                    .call((), std::time::Duration::from_secs(30))
+                    .await
+                    .expect("answered");
+            }
+            (runtime::self_pid(), oracle.pid())
+        },
+        tprof::ProfileOptions::new()
+            .sample(SampleOptions::new().sampler(Sampler::Wall).hz(500))
+            .report(tprof::Report::Return),
+    )
+    .expect("profiled");
+    let (caller, oracle) = outcome.result.expect("ran");
+    let in_call: Vec<_> = outcome
+        .profile
+        .samples
+        .samples
+        .iter()
+        .filter(|s| s.pid == Some(caller) && s.state == Some(WaitState::Call))
+        .collect();
+    assert!(!in_call.is_empty(), "the caller was sampled in its calls");
+    assert!(
+        in_call.iter().all(|s| s.callee == Some(oracle)),
+        "every tick in call waits on the server: {:?}",
+        in_call.iter().map(|s| s.callee).collect::<Vec<_>>()
+    );
+    let mut text = Vec::new();
+    tprof::sample_report::print(
+        &mut text,
+        &outcome.profile,
+        &tprof::sample_report::PrintOptions::new(),
+    )
+    .expect("printed");
+    let text = String::from_utf8(text).expect("utf-8");
+    let named = format!("{oracle} (oracle)");
+    let waiting_on = text
+        .lines()
+        .skip_while(|l| !l.starts_with("WAITING ON"))
+        .nth(1)
+        .unwrap_or_else(|| panic!("no WAITING ON table in {text}"));
+    assert!(waiting_on.starts_with(&named), "{text}");
+    let row = text
+        .lines()
+        .find(|l| l.starts_with(&caller.to_string()))
+        .unwrap_or_else(|| panic!("no row of {caller} in {text}"));
+    assert!(row.trim_end().ends_with(&named), "{text}");
+}

@@ -882,7 +882,8 @@ fn files_of_the_standard_library_and_of_crates_are_shortened_as_julia_s() {
     let own = b.native("app::spin", Some(("/home/me/app/src/spin.rs", 3)), 3);
     let s = b.stack(&[tokio, std, own]);
     b.cpu(None, t, s, 1.0);
-    let text = report(&b.profile, &PrintOptions::new());
+    // Every frame: by default, std's and tokio's are folded.
+    let text = report(&b.profile, &PrintOptions::new().native(true));
     assert_eq!(
         text.lines().skip(2).take(3).collect::<Vec<_>>(),
         [
@@ -1064,4 +1065,181 @@ fn a_filter_that_is_not_a_regex_is_a_typed_error_naming_it() {
     let err = sample_report::print(&mut out, &cpu_profile(), &options).unwrap_err();
     assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
     assert!(err.to_string().contains("`[a-`"), "{err}");
+}
+
+/// A traced function whose untraced helper is reached through plumbing, as a worker runs it:
+/// a thread's start (std, libc), tokio's worker, the runtime's poll, then `app::crunch`
+/// (traced) calling `app::fnv_hash` through std's and tokio's frames; and a tokio worker
+/// parked, outside processes.
+fn plumbed_profile() -> Profile {
+    let mut b = Build::new();
+    b.source(SamplerKind::Cpu, 100, 1, 0.0);
+    let t = b.thread(1, None);
+    let start = b.native("start_thread", None, 1);
+    let spawn = b.native(
+        "std::sys::pal::unix::thread::Thread::new::thread_start",
+        Some((
+            "/rustc/59807616e1fa2540724bfbac14d7976d7e4a3860/library/std/src/sys/pal/unix/thread.rs",
+            105,
+        )),
+        2,
+    );
+    let worker = b.native(
+        "tokio::runtime::scheduler::multi_thread::worker::run",
+        Some(("/home/me/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/tokio-1.48.0/src/runtime/scheduler/multi_thread/worker.rs", 500)),
+        3,
+    );
+    let poll = b.native("runtime::process::Process::poll", None, 4);
+    let crunch = b.traced("crunch", "src/crunch.rs", 3);
+    let fold = b.native(
+        "core::iter::traits::iterator::Iterator::fold",
+        Some((
+            "/rustc/59807616e1fa2540724bfbac14d7976d7e4a3860/library/core/src/iter/traits/iterator.rs",
+            2646,
+        )),
+        5,
+    );
+    // Unqualified, as DWARF of line-tables-only names it: its file says tokio.
+    let coop = b.native(
+        "budget<F>",
+        Some(("/home/me/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/tokio-1.48.0/src/task/coop.rs", 70)),
+        6,
+    );
+    let hash = b.native("app::fnv_hash", Some(("/home/me/app/src/hash.rs", 9)), 7);
+    let park = b.native("tokio::runtime::park::Inner::park", None, 8);
+    let hashing = b.stack(&[start, spawn, worker, poll, crunch, fold, coop, hash]);
+    let in_fold = b.stack(&[start, spawn, worker, poll, crunch, fold]);
+    let parked = b.stack(&[start, spawn, worker, park]);
+    b.cpu(Some("<0.5.0>"), t, hashing, 6.0);
+    b.cpu(Some("<0.5.0>"), t, in_fold, 2.0);
+    b.cpu(None, t, parked, 3.0);
+    b.profile
+}
+
+#[test]
+fn the_default_report_folds_the_plumbing_and_says_how_many_frames() {
+    let profile = plumbed_profile();
+    let text = report(&profile, &PrintOptions::new().format(ReportFormat::Both));
+    assert_eq!(
+        text,
+        lines(&[
+            "Overhead ╎ [+additional indent] Count File:Line; Function",
+            "=========================================================",
+            "2╎8  src/crunch.rs:3; app::crunch/0",
+            "6╎ 6  /home/me/app/src/hash.rs:9; app::fnv_hash",
+            "3╎3  [hidden frames]",
+            &format!("Total snapshots: 11. Utilization: 11% {ACROSS}"),
+            "",
+            " Count  Overhead File                      Line Function",
+            " =====  ======== ====                      ==== ========",
+            "     6         6 /home/me/app/src/hash.rs     9 app::fnv_hash",
+            "     8         2 src/crunch.rs                3 app::crunch/0",
+            "     3         3                                [hidden frames]",
+            &format!("Total snapshots: 11. Utilization: 11% {ACROSS}"),
+            "Folded: 7 frames of plumbing (the runtime, tokio, the standard library, system \
+             libraries), their samples counted at the frame above; `--native all` \
+             (PrintOptions::native(true)) shows every frame.",
+        ])
+    );
+    // native(true) keeps every frame, and folds nothing.
+    let all = report(&profile, &PrintOptions::new().native(true));
+    assert_eq!(all.lines().count(), 2 + 9 + 1, "{all}");
+    assert!(!all.contains("Folded"), "{all}");
+    assert!(
+        all.contains("@tokio-1.48.0/src/task/coop.rs:70; budget<F>"),
+        "{all}"
+    );
+    // Grouped, the note comes once, after every group.
+    let grouped = report(&profile, &PrintOptions::new().groupby(GroupBy::Process));
+    assert_eq!(grouped.matches("Folded: 7 frames").count(), 1, "{grouped}");
+    assert!(grouped.ends_with("shows every frame.\n"), "{grouped}");
+}
+
+#[test]
+fn frames_of_my_crates_only_fold_every_other_crate_s() {
+    let mut profile = plumbed_profile();
+    // A traced function of another crate, called by crunch: 1 sample in it.
+    profile.function_table.push(tprof::Function {
+        module: "kvproto::codec".into(),
+        name: "decode".into(),
+        arity: 1,
+        file: "src/codec.rs".into(),
+        line: 4,
+    });
+    let set = &mut profile.samples;
+    set.frames.push(tprof::samples::SampleFrame {
+        function: Some(1),
+        name: String::new(),
+        file: None,
+        line: None,
+        address: 0,
+    });
+    let decode = (set.frames.len() - 1) as u32;
+    let crunch = set
+        .stacks
+        .iter()
+        .position(|s| set.frames[s.frame as usize].function == Some(0))
+        .expect("crunch's stack") as u32;
+    set.stacks.push(tprof::samples::SampleStack {
+        parent: Some(crunch),
+        frame: decode,
+    });
+    let mut sample = set.samples[0].clone();
+    sample.stack = Some((set.stacks.len() - 1) as u32);
+    sample.weight = 1.0;
+    set.samples.push(sample);
+    let options = PrintOptions::new().crates(["app"]);
+    let text = report(&profile, &options);
+    assert_eq!(
+        text.lines().skip(2).collect::<Vec<_>>(),
+        [
+            "3╎9  src/crunch.rs:3; app::crunch/0",
+            "6╎ 6  /home/me/app/src/hash.rs:9; app::fnv_hash",
+            "3╎3  [hidden frames]",
+            &format!("Total snapshots: 12. Utilization: 12% {ACROSS}"),
+            "Folded: 8 frames of crates other than app, their samples counted at the frame \
+             above; without `--crate` (PrintOptions::crates) every crate's frames show.",
+        ]
+    );
+    // The crates asked show, plumbing or not: tokio's frames, named by path or by file.
+    let text = report(&profile, &PrintOptions::new().crates(["app", "tokio"]));
+    assert!(
+        text.contains("tokio::runtime::scheduler::multi_thread::worker::run")
+            && text.contains("budget<F>")
+            && !text.contains("runtime::process::Process::poll"),
+        "{text}"
+    );
+    // Callers see through the folded frames to the nearest shown caller.
+    let who = callers(&profile, "fnv_hash", &options);
+    assert_eq!(
+        who.iter()
+            .map(|c| (c.count, c.function.as_str()))
+            .collect::<Vec<_>>(),
+        [(6.0, "app::crunch/0")]
+    );
+}
+
+#[test]
+fn folded_stacks_of_the_report_s_options_fold_the_plumbing_too() {
+    let profile = plumbed_profile();
+    let folded = |options: &PrintOptions| {
+        let mut out = Vec::new();
+        tprof::export::write_folded(&profile, options, &mut out).expect("written");
+        String::from_utf8(out).expect("utf-8")
+    };
+    assert_eq!(
+        folded(&PrintOptions::new()),
+        "<0.5.0>;app::crunch 20000000\n\
+         <0.5.0>;app::crunch;app::fnv_hash 60000000\n\
+         (outside_processes) 30000000\n"
+    );
+    // Focus and hide as in the report; native(true) is the export of every frame.
+    assert_eq!(
+        folded(&PrintOptions::new().focus("fnv").unwrap()),
+        "<0.5.0>;app::crunch;app::fnv_hash 60000000\n"
+    );
+    assert_eq!(
+        folded(&PrintOptions::new().native(true)),
+        tprof::export::to_string(tprof::export::Format::Folded, &profile).unwrap()
+    );
 }

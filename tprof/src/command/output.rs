@@ -136,6 +136,22 @@ pub(super) fn write_pretty(
     })
 }
 
+/// Writes `profile` as folded stacks, its samples' frames shown as `samples` say
+/// ([`export::write_folded`]), to `out` (standard output when `None` or `-`).
+///
+/// # Errors
+///
+/// As [`write_export`].
+pub(super) fn write_folded(
+    profile: &Profile,
+    samples: &PrintOptions,
+    out: Option<&Path>,
+) -> Result<(), CommandError> {
+    write_rendered(Format::Folded, out, |w| {
+        export::write_folded(profile, samples, w)
+    })
+}
+
 /// Writes `text` (a report) to `out`, standard output when `None` or `-`.
 ///
 /// # Errors

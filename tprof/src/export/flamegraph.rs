@@ -88,7 +88,7 @@ pub(super) fn duration(ns: u64) -> String {
 /// The folded lines of `profile`: per process, each path with a weight, process first.
 pub(super) fn folded_lines(profile: &Profile) -> Vec<String> {
     if sampled::is_sampled(profile) {
-        let paths = sampled::folded_paths(profile, true, frame_name);
+        let paths = sampled::folded_paths(profile, true, None, frame_name);
         // As below: the sum must fit in inferno's counters.
         let total: u128 = paths.iter().map(|(_, ns)| u128::from(*ns)).sum();
         let divisor = total.div_ceil(1 << 53).max(1);
@@ -333,8 +333,15 @@ pub(crate) fn write_drawing(
     // inferno's default palette (hot), and the same name gets the same colour in every export.
     options.hash = true;
     options.deterministic = true;
+    // The document's title (what a browser's tab shows): the program, then what is drawn.
+    let title = match profile.meta.runs.iter().find(|r| !r.program.is_empty()) {
+        Some(run) => format!("{} — {}", run.program, options.title),
+        None => options.title.clone(),
+    };
+    let mut svg = Vec::new();
     if scripts == Scripts::Interactive {
-        flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), out)?;
+        flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), &mut svg)?;
+        out.write_all(titled(&String::from_utf8_lossy(&svg), &title).as_bytes())?;
         return Ok(());
     }
     // A static image: a fixed width (a fluid drawing needs the script to place its labels),
@@ -342,10 +349,27 @@ pub(crate) fn write_drawing(
     // `no_javascript` alone leaves.
     options.no_javascript = true;
     options.image_width = Some(IMAGE_WIDTH as usize);
-    let mut svg = Vec::new();
     flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), &mut svg)?;
-    out.write_all(without_script(&String::from_utf8_lossy(&svg)).as_bytes())?;
+    let svg = without_script(&String::from_utf8_lossy(&svg));
+    out.write_all(titled(&svg, &title).as_bytes())?;
     Ok(())
+}
+
+/// `svg` with a `<title>` of `title` as the first child of its root element (inferno writes
+/// none: a browser showed the page untitled).
+fn titled(svg: &str, title: &str) -> String {
+    let Some(end) = svg
+        .find("<svg")
+        .and_then(|start| svg[start..].find('>').map(|end| start + end + 1))
+    else {
+        return svg.to_owned();
+    };
+    format!(
+        "{}<title>{}</title>{}",
+        &svg[..end],
+        super::html::escape_html(title),
+        &svg[end..]
+    )
 }
 
 /// `svg` without its `<script>` elements and `onload` attributes.
@@ -380,6 +404,16 @@ mod tests {
     fn a_static_drawing_has_no_script() {
         let svg = "<svg onload=\"init(evt)\" x=\"1\"><script type=\"t\"><![CDATA[var a;]]></script><g/></svg>";
         assert_eq!(without_script(svg), "<svg x=\"1\"><g/></svg>");
+    }
+
+    #[test]
+    fn the_drawing_has_a_title_first() {
+        let svg = "<?xml version=\"1.0\"?><svg x=\"1\"><g/></svg>";
+        assert_eq!(
+            titled(svg, "a <b> & c"),
+            "<?xml version=\"1.0\"?><svg x=\"1\"><title>a &lt;b&gt; &amp; c</title><g/></svg>"
+        );
+        assert_eq!(titled("no drawing", "t"), "no drawing");
     }
 
     #[test]

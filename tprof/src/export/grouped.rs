@@ -3,10 +3,13 @@
 //! or a profile of its own, which at 100,000 processes is narrower than a pixel (an svg
 //! draws only `all`) or one profile among 100,000 (speedscope does not finish loading).
 //!
-//! A group is named `app::worker/1 (33,414 processes)`; a process that is alone in its group
-//! keeps its own label. Everything here is linear in the processes.
+//! A group is named `app::worker/1 (33,414 processes)`, counting the processes it draws: those
+//! with a sample (sampled profiles) or a measured call (traced ones), not every process the
+//! profile saw start (a sampler draws a few of many: `count_chunk (3,673 processes)` read as
+//! 3,673 sampled when 120 were); a group of one such process keeps that process's label.
+//! Everything here is linear in the processes (and the samples or entries).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use runtime::Pid;
 
@@ -23,8 +26,30 @@ pub(super) struct Groups {
     of: HashMap<Pid, usize>,
     /// Each group's name, as drawn.
     names: Vec<String>,
-    /// How many processes each group has.
+    /// How many processes of each group are drawn (have samples or measured calls).
     sizes: Vec<u64>,
+}
+
+/// The processes `profile` has figures of: a sample, or a measured call (a function's entry, a
+/// call path's).
+fn measured(profile: &Profile) -> HashSet<Pid> {
+    if !profile.samples.is_empty() {
+        return profile
+            .samples
+            .samples
+            .iter()
+            .filter_map(|s| s.pid)
+            .collect();
+    }
+    let function_entries = profile.functions.iter().flat_map(|f| &f.entries);
+    function_entries
+        .map(|e| e.group)
+        .chain(profile.call_tree.entries.iter().map(|e| e.group))
+        .filter_map(|g| match g {
+            Group::Process(pid) => Some(pid),
+            Group::All => None,
+        })
+        .collect()
 }
 
 impl Groups {
@@ -34,10 +59,12 @@ impl Groups {
             return None;
         }
         let labels = profile.labels();
+        let drawn = measured(profile);
         let mut index: HashMap<&str, usize> = HashMap::new();
         let mut keys: Vec<&str> = Vec::new();
         let mut sizes: Vec<u64> = Vec::new();
         let mut of = HashMap::with_capacity(profile.processes.len());
+        // Per group, its first drawn process (its first process while none is drawn).
         let mut first: Vec<Pid> = Vec::new();
         for p in &profile.processes {
             let key = p.initial_call.as_str();
@@ -47,7 +74,12 @@ impl Groups {
                 first.push(p.pid);
                 keys.len() - 1
             });
-            sizes[i] += 1;
+            if drawn.contains(&p.pid) {
+                if sizes[i] == 0 {
+                    first[i] = p.pid;
+                }
+                sizes[i] += 1;
+            }
             of.insert(p.pid, i);
         }
         let names = keys
@@ -79,7 +111,7 @@ impl Groups {
         &self.names[i]
     }
 
-    /// How many processes group `i` has.
+    /// How many processes of group `i` are drawn (have samples or measured calls).
     pub(super) fn size(&self, i: usize) -> u64 {
         self.sizes[i]
     }

@@ -12,6 +12,14 @@
 //!   total;
 //! - a search box: the frames whose function (or process) contains the text are highlighted,
 //!   and the share of the total they cover is shown;
+//! - for a sampled profile, filters of the flame graph as `tprof report` has them: *Focus*
+//!   (only the samples with a frame whose function or file the regular expression matches,
+//!   pprof's `-focus`), *Hide* (those frames left out, their time counted at the frame above,
+//!   pprof's `-hide`), and *Fold plumbing* (on by default: the frames of the runtime, tokio,
+//!   std and system libraries left out so, as the report's default
+//!   [`Native::User`](crate::sample_report::Native::User) does; the page says how many). A
+//!   link can set them: `page.html#focus=parse&hide=fmt&plumbing=0`. The tables are not
+//!   filtered;
 //! - per process, the table of its functions (calls, the value, per call, %, and words and
 //!   blocks for call_memory), sorted by clicking a column's header; with percentiles
 //!   (call_time), p50, p90, p99 and max of each function's time per call in that process;
@@ -71,7 +79,8 @@
 //! taken), from how many samples, how many were dropped, and what the CPU samples could see
 //! (the mechanism, the share captured, and each warning). In the embedded
 //! JSON: `unit` is `ns`; `functions` also holds native frames and states (each with
-//! `native: true`, `module` the path of its name, `file` empty and `line` 0 when unknown);
+//! `native: true`, `module` the path of its name, `file` empty and `line` 0 when unknown;
+//! `plumbing: true` for a frame of the plumbing the viewer folds by default);
 //! `processes` are the roots (`id` the pid, or `(outside processes)`; prefixed with the
 //! sampler, `cpu: ` or `wall: `, when both are in the profile); `stacks` are the distinct
 //! stacks of each root, `calls` counting samples and `value` their nanoseconds; `rows` have
@@ -128,6 +137,12 @@ const BODY: &str = r#"<header>
   <span class="spacer"></span>
   <input type="search" id="search" placeholder="Search functions (/)" aria-label="Search functions" autocomplete="off">
   <span id="matched"></span>
+</section>
+<section id="filters" aria-label="filters" hidden>
+  <input type="search" id="focus" placeholder="Focus: frames matching (regex)" title="Only the samples with a frame whose function or file this regular expression matches" aria-label="Focus" autocomplete="off">
+  <input type="search" id="hide" placeholder="Hide: frames matching (regex)" title="These frames left out, their time counted at the frame above" aria-label="Hide" autocomplete="off">
+  <label id="plumbing-box"><input type="checkbox" id="plumbing"> Fold plumbing</label>
+  <span id="filtered"></span>
 </section>
 <section id="graph-box" aria-label="flame graph">
   <div id="graph" role="tree"></div>

@@ -44,6 +44,11 @@
 //! path 1,024 calls deep: 20,000 small trees, not 20 million rows); its output is linear in
 //! the entries of the profile.
 //!
+//! A call_memory report starts with a line saying that its figures are **words** (tprof's
+//! unit: each allocation's bytes rounded up to 8-byte words), while the html, pprof,
+//! speedscope, folded and svg exports weigh the same allocations in **bytes** (the `weight`
+//! module): [`WORDS_NOTE`].
+//!
 //! A profile with samples (sample mode) starts with their report instead, Julia's tree then
 //! flat list ([`crate::sample_report`], laid out as [`write_with`]'s options say); the three
 //! parts above follow it, after a blank line, when the profile also counted calls.
@@ -95,6 +100,9 @@ fn write_counted(
     } else {
         Aggregate::Process
     };
+    if profile.trace_type == TraceType::CallMemory && !profile.functions.is_empty() {
+        writeln!(out, "{WORDS_NOTE}")?;
+    }
     let inspected = crate::inspect(profile, aggregate, SortBy::default());
     let trees = by_process(profile);
     let mut pids: BTreeSet<runtime::Pid> = trees.keys().copied().collect();
@@ -117,6 +125,11 @@ fn write_counted(
     }
     Ok(built)
 }
+
+/// The first line of a call_memory report: its unit, and the exports' other one.
+pub(crate) const WORDS_NOTE: &str = "Memory in WORDS, as tprof counts it (each allocation's \
+    bytes rounded up to whole 8-byte words); the html, pprof, speedscope, folded and svg \
+    exports weigh bytes.";
 
 /// Lines of cells as left-aligned columns as wide as their widest cell, two spaces apart
 /// (the last column not padded), laid out in one buffer.

@@ -35,7 +35,13 @@ pub struct Caller {
 /// ([`combine`](PrintOptions::combine)) and whether native ones count
 /// ([`native`](PrintOptions::native)), and which sampler's samples to count
 /// ([`sampler`](PrintOptions::sampler): with none, the weights of every sampler are added
-/// up). A frame at the top of its stack has no caller and adds nothing.
+/// up), and which frames and samples count as in the report: [`native`](PrintOptions::native)
+/// (by default the plumbing is folded, and a function's caller is the nearest frame above
+/// it that shows), [`crates`](PrintOptions::crates), [`hide`](PrintOptions::hide) and
+/// [`focus`](PrintOptions::focus) (only the samples with a frame it matches). A frame at the
+/// top of its stack has no caller and adds nothing. A focus or hide pattern that is not a
+/// regular expression (set on the field, not through [`PrintOptions::focus`], which checks
+/// it) filters nothing.
 ///
 /// ```
 /// use runtime::Pid;
@@ -71,17 +77,23 @@ pub struct Caller {
 pub fn callers(profile: &Profile, function: &str, options: &PrintOptions) -> Vec<Caller> {
     let set = &profile.samples;
     let keys = Keys::new(set, &profile.function_table, options);
+    let focus = options.filters().ok().and_then(|f| f.focus);
+    let wanted = focus
+        .as_ref()
+        .map(|focus| super::view::focused(set, &profile.function_table, options, focus));
     let n = set.stacks.len();
     let parent_of = |s: usize| set.stacks[s].parent.map(|p| p as usize).filter(|&p| p < s);
     let mut inclusive = vec![0.0f64; n];
     for s in &set.samples {
-        let wanted = options.sampler.is_none_or(|k| {
+        let wanted_sampler = options.sampler.is_none_or(|k| {
             set.sources
                 .get(s.source as usize)
                 .is_some_and(|src| src.sampler == k)
         });
+        let focused = |stack: usize| wanted_stacks(&wanted, stack);
         if let Some(stack) = s.stack.map(|s| s as usize).filter(|&s| s < n)
-            && wanted
+            && wanted_sampler
+            && focused(stack)
         {
             inclusive[stack] += s.weight;
         }
@@ -132,6 +144,13 @@ pub fn callers(profile: &Profile, function: &str, options: &PrintOptions) -> Vec
             .then_with(|| a.line.cmp(&b.line))
     });
     out
+}
+
+/// Whether focus keeps the samples of `stack` (`wanted`: per stack, `None` for no focus).
+fn wanted_stacks(wanted: &Option<Vec<bool>>, stack: usize) -> bool {
+    wanted
+        .as_ref()
+        .is_none_or(|w| w.get(stack).copied().unwrap_or(false))
 }
 
 /// Whether a frame named `name` is the function `wanted`: the whole name, the name without

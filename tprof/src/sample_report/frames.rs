@@ -1,8 +1,11 @@
 //! Which frames print as one line, and how: frames of one function, file and line are one
 //! *key* when [`combine`](super::PrintOptions::combine) is on (else each frame, address and
 //! all, is its own), and the frames of one traced function are always one key, at its
-//! definition line, whatever line in it each sample was at; native frames have none when [`native`](super::PrintOptions::native) is
-//! off, so that a sample counts at its innermost traced frame. Each key has its text (name,
+//! definition line, whatever line in it each sample was at. A frame [`view`](super::view) does
+//! not show has none: native frames when [`native`](super::PrintOptions::native) is
+//! [`Native::None`](super::Native::None), so that a sample counts at its innermost traced frame,
+//! and the frames it *folds* (plumbing, other crates), which it also marks, for the report to
+//! count them. Each key has its text (name,
 //! file, line) and its place in [`SortedBy`]'s orders. Linear in the frames.
 
 use std::borrow::Cow;
@@ -10,6 +13,7 @@ use std::cmp::Ordering;
 use std::collections::HashMap;
 
 use super::options::{PrintOptions, SortedBy};
+use super::view::{Fate, fate};
 use crate::profile::Function;
 use crate::samples::{SampleFrame, SampleSet};
 
@@ -19,6 +23,8 @@ pub(super) struct Keys<'a> {
     of_frame: Vec<Option<u32>>,
     /// Per key, what it prints as; the last is [`Keys::hidden`]'s.
     keys: Vec<Key<'a>>,
+    /// Per frame, whether it is folded ([`Fate::Folded`]).
+    folded: Vec<bool>,
 }
 
 /// What one key prints as.
@@ -55,13 +61,19 @@ impl<'a> Keys<'a> {
         let mut keys: Vec<Key<'a>> = Vec::new();
         // A bad pattern was refused by `print`; here it hides nothing.
         let hide = options.filters().ok().and_then(|f| f.hide);
+        let mut folded = vec![false; set.frames.len()];
         let of_frame = set
             .frames
             .iter()
             .enumerate()
             .map(|(i, frame)| {
-                if frame.function.is_none() && !options.native {
-                    return None;
+                match fate(frame, functions, options) {
+                    Fate::Shown => {}
+                    Fate::Hidden => return None,
+                    Fate::Folded => {
+                        folded[i] = true;
+                        return None;
+                    }
                 }
                 let i = crate::profile::index32(i);
                 let key = Key::of(i, frame, functions, options.combine);
@@ -98,12 +110,22 @@ impl<'a> Keys<'a> {
             address: None,
             note: true,
         });
-        Keys { of_frame, keys }
+        Keys {
+            of_frame,
+            keys,
+            folded,
+        }
     }
 
-    /// The key of the line that counts the samples whose frames are all hidden (native
-    /// frames with [`native`](super::PrintOptions::native) off: CPU time outside processes,
-    /// a process without a traced frame), so that they show rather than vanish.
+    /// Whether `frame` is folded (plumbing, another crate's), rather than shown or hidden.
+    pub(super) fn folded(&self, frame: u32) -> bool {
+        self.folded.get(frame as usize).copied().unwrap_or(false)
+    }
+
+    /// The key of the line that counts the samples whose frames are all hidden or folded
+    /// (native frames with [`native`](super::PrintOptions::native) none, plumbing: CPU time
+    /// outside processes, a process without a traced frame), so that they show rather than
+    /// vanish.
     pub(super) fn hidden(&self) -> u32 {
         crate::profile::index32(self.keys.len() - 1)
     }

@@ -63,6 +63,31 @@ pub enum Recur {
     Flat,
 }
 
+/// Which native frames (the untraced code CPU samples ran below their traced frames) a
+/// report shows: Julia's `C` keyword, with a middle ground that is the default.
+///
+/// `From<bool>` keeps [`PrintOptions::native`]'s older spelling: `true` is [`Native::All`],
+/// `false` [`Native::None`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Native {
+    /// Every native frame (Julia's `C = true`).
+    All,
+    /// The user's code (the default): the frames of the *plumbing* — the runtime, tokio, the
+    /// standard library, the profiler, and system libraries (see the `view` module) — are
+    /// folded, each sample counted at the nearest frame above them that is shown, and the
+    /// report says how many were.
+    #[default]
+    User,
+    /// None (Julia's `C = false`): a sample counts at its innermost traced frame.
+    None,
+}
+
+impl From<bool> for Native {
+    fn from(all: bool) -> Native {
+        if all { Native::All } else { Native::None }
+    }
+}
+
 /// How [`print`](super::print) lays a sample report out: Julia's `Profile.print` keywords.
 ///
 /// Counts are weights summed: timer periods for CPU samples, process-ticks for wall samples
@@ -79,9 +104,9 @@ pub enum Recur {
 pub struct PrintOptions {
     /// Tree, flat, or both (default: [`ReportFormat::Tree`]).
     pub format: ReportFormat,
-    /// Whether native frames show (Julia's `C`; default true: they are what CPU sampling
-    /// shows of untraced code). Off, a sample counts at its innermost traced frame.
-    pub native: bool,
+    /// Which native frames show (Julia's `C`; default [`Native::User`]: the user's code, the
+    /// plumbing of the runtime, tokio and std folded).
+    pub native: Native,
     /// Frames of one function, file and line that differ only by their instruction address
     /// are one line (Julia's `combine`; default true). Off, each address is its own line,
     /// shown before the function's name.
@@ -120,6 +145,12 @@ pub struct PrintOptions {
     /// stacks, their samples counted at the frame above (pprof's `-hide`; default: none). Set
     /// it with [`hide`](Self::hide), which checks it.
     pub hide: Option<String>,
+    /// "Frames of my crates only": when not empty, only the frames (traced and native) of
+    /// these crates show, the others folded as plumbing is (default: empty, every crate).
+    /// A frame's crate is the first part of its path (`kvpool` of `kvpool::cache::get`), or
+    /// of its file's crate when its name has no path (`@tokio-1.48.0/src/...`); a frame of
+    /// no known crate is folded. Set it with [`crates`](Self::crates).
+    pub crates: Vec<String>,
 }
 
 /// A `focus` or `hide` pattern that is not a regular expression.
@@ -161,7 +192,7 @@ impl Default for PrintOptions {
     fn default() -> Self {
         PrintOptions {
             format: ReportFormat::Tree,
-            native: true,
+            native: Native::User,
             combine: true,
             maxdepth: usize::MAX,
             mincount: 0.0,
@@ -174,12 +205,14 @@ impl Default for PrintOptions {
             rows: 25,
             focus: None,
             hide: None,
+            crates: Vec::new(),
         }
     }
 }
 
 impl PrintOptions {
-    /// The defaults, as Julia's: the tree, every sample together, native frames shown.
+    /// The defaults, as Julia's: the tree, every sample together; native frames of the user's
+    /// code shown, the plumbing's folded ([`Native::User`]).
     pub fn new() -> PrintOptions {
         PrintOptions::default()
     }
@@ -190,9 +223,24 @@ impl PrintOptions {
         self
     }
 
-    /// Sets [`native`](Self::native).
-    pub fn native(mut self, native: bool) -> PrintOptions {
-        self.native = native;
+    /// Sets [`native`](Self::native): a [`Native`], or `true` for every frame
+    /// ([`Native::All`]) and `false` for none ([`Native::None`]).
+    pub fn native(mut self, native: impl Into<Native>) -> PrintOptions {
+        self.native = native.into();
+        self
+    }
+
+    /// Sets [`crates`](Self::crates): only the frames of these crates show (none given:
+    /// every crate's).
+    pub fn crates<I, S>(mut self, crates: I) -> PrintOptions
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.crates = crates
+            .into_iter()
+            .map(|c| c.into().replace('-', "_"))
+            .collect();
         self
     }
 
@@ -354,6 +402,23 @@ impl FromStr for GroupBy {
             input: s.to_owned(),
             ..e
         })
+    }
+}
+
+impl FromStr for Native {
+    type Err = OptionError;
+    /// `all`, `user` or `none`.
+    fn from_str(s: &str) -> Result<Native, OptionError> {
+        choose(
+            s,
+            "native",
+            "all, user or none",
+            &[
+                ("all", Native::All),
+                ("user", Native::User),
+                ("none", Native::None),
+            ],
+        )
     }
 }
 

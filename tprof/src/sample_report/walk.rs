@@ -12,6 +12,8 @@
 //!   whose stack ends at it. With [`Recur::Flat`], a frame whose key is already on the stack
 //!   above goes back to that key's node instead (Julia's `recur = :flat`), and counts there
 //!   once only.
+//! - The folded frames met on the way are gathered, for the report to say how many it
+//!   folded.
 //! - The samples whose stack has frames but none shown (native frames hidden) count on a
 //!   line of their own under the root, [`Keys::hidden`]'s, in the tree and the flat list.
 //! - The flat list: a key counts the inclusive weight of each stack where it appears first on
@@ -52,6 +54,9 @@ pub(super) struct Walked {
     pub(super) tree: Vec<Node>,
     /// The flat list, in no order.
     pub(super) flat: Vec<FlatLine>,
+    /// The folded frames ([`Keys::folded`]) on the stacks walked (indices into
+    /// [`SampleSet::frames`]).
+    pub(super) folded: HashSet<u32>,
 }
 
 /// One step of the walk.
@@ -137,6 +142,7 @@ pub(super) fn walk(
     let mut on_path: HashMap<u32, u32> = HashMap::new();
     let mut recur_node: HashMap<u32, u32> = HashMap::new();
     let mut hidden = 0.0;
+    let mut folded: HashSet<u32> = HashSet::new();
     let mut todo: Vec<Step> = children
         .get(&None)
         .into_iter()
@@ -167,10 +173,11 @@ pub(super) fn walk(
             }
         };
         let weight = inclusive.get(&stack).copied().unwrap_or(0.0);
-        let key = set
-            .stacks
-            .get(stack as usize)
-            .and_then(|s| keys.of(s.frame));
+        let frame = set.stacks.get(stack as usize).map(|s| s.frame);
+        let key = frame.and_then(|f| keys.of(f));
+        if let Some(f) = frame.filter(|&f| keys.folded(f)) {
+            folded.insert(f);
+        }
         let (node, inner, leave) = match key {
             None => (
                 above,
@@ -275,5 +282,5 @@ pub(super) fn walk(
     }
     let mut flat: Vec<FlatLine> = flat.into_values().collect();
     flat.sort_unstable_by_key(|l| l.key);
-    Walked { tree, flat }
+    Walked { tree, flat, folded }
 }

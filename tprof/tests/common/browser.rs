@@ -23,6 +23,17 @@ fn chromium() -> Option<PathBuf> {
 /// The text of `html` as headless Chromium shows it once its scripts ran (the DOM, with the
 /// markup stripped and the scripts left out), or `None` without Chromium.
 pub(crate) fn page_text(html: &str) -> Option<String> {
+    page_text_at(html, "")
+}
+
+/// [`page_text`] of the page opened at `fragment` (`#focus=parse`; empty: none).
+pub(crate) fn page_text_at(html: &str, fragment: &str) -> Option<String> {
+    page_dom_at(html, fragment).map(|dom| text_of(&dom))
+}
+
+/// The DOM of `html` opened at `fragment` once its scripts ran, as headless Chromium's
+/// `--dump-dom` writes it, or `None` without Chromium.
+pub(crate) fn page_dom_at(html: &str, fragment: &str) -> Option<String> {
     let Some(browser) = chromium() else {
         eprintln!("no chromium: the page is not opened in a browser (set CHROMIUM)");
         return None;
@@ -38,13 +49,12 @@ pub(crate) fn page_text(html: &str) -> Option<String> {
             "--virtual-time-budget=5000",
             "--dump-dom",
         ])
-        .arg(format!("file://{}", page.display()))
+        .arg(format!("file://{}{fragment}", page.display()))
         .env("HOME", dir.path())
         .output()
         .expect("chromium runs");
     assert!(out.status.success(), "chromium failed: {out:?}");
-    let dom = String::from_utf8_lossy(&out.stdout).into_owned();
-    Some(text_of(&dom))
+    Some(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// The text of `dom` outside its `<script>` and `<style>` elements, tags replaced by spaces,

@@ -7,7 +7,7 @@ use clap::{Parser, Subcommand};
 use runtime::trace::env_run::Signals;
 use tprof::TraceType;
 use tprof::export::Format;
-use tprof::sample_report::{GroupBy, PrintOptions, Recur, ReportFormat, SortedBy};
+use tprof::sample_report::{GroupBy, Native, PrintOptions, Recur, ReportFormat, SortedBy};
 
 /// tprof: profile the processes of programs built on the actor runtime, and turn profiles into
 /// reports, flame graphs and the files speedscope, Perfetto and `go tool pprof` read.
@@ -109,6 +109,9 @@ pub(crate) enum Cmd {
         /// per node: the others beside the first (heap.node2.heapsnapshot, ...).
         #[arg(long, value_name = "FILE")]
         heap_snapshot: Option<PathBuf>,
+        /// With --format pretty or folded: which frames of the samples show.
+        #[command(flatten)]
+        filters: FilterArgs,
         /// The program, then its arguments (after `--`).
         #[arg(
             required = true,
@@ -268,8 +271,8 @@ pub(crate) struct SampleArgs {
     #[arg(long, value_name = "MODE")]
     pub(crate) recur: Option<Recur>,
     /// Hide native frames (the untraced code CPU samples ran): each sample counts at its
-    /// innermost traced frame.
-    #[arg(long)]
+    /// innermost traced frame (--native none).
+    #[arg(long, conflicts_with = "native")]
     pub(crate) no_native: bool,
     /// Show each instruction address of a line apart rather than as one line.
     #[arg(long)]
@@ -282,6 +285,25 @@ pub(crate) struct SampleArgs {
     /// are counted together by initial call.
     #[arg(long, value_name = "N")]
     pub(crate) rows: Option<usize>,
+    /// Which frames show and which are folded (--native, --crate, --focus, --hide).
+    #[command(flatten)]
+    pub(crate) filters: FilterArgs,
+}
+
+/// The options that choose which frames of a sampled profile show: in the pretty report and
+/// the folded stacks of `tprof report` and `tprof run`.
+#[derive(Debug, Default, clap::Args)]
+pub(crate) struct FilterArgs {
+    /// Which native frames (the untraced code CPU samples ran) show: user (the default: the
+    /// user's code, the plumbing of the runtime, tokio, std and system libraries folded into
+    /// the frame above, the report saying how many), all, or none (each sample counts at its
+    /// innermost traced frame).
+    #[arg(long, value_name = "WHICH")]
+    pub(crate) native: Option<Native>,
+    /// Frames of these crates only (pprof-like): the others are folded into the frame
+    /// above. Repeat it, or separate names with commas: --crate kvpool,kvpool_proto.
+    #[arg(long = "crate", value_name = "NAME", value_delimiter = ',')]
+    pub(crate) crates: Vec<String>,
     /// Only the samples with a frame whose function or file REGEX matches (pprof's -focus).
     #[arg(long, value_name = "REGEX", value_parser = parse_focus)]
     pub(crate) focus: Option<String>,
@@ -291,12 +313,27 @@ pub(crate) struct SampleArgs {
     pub(crate) hide: Option<String>,
 }
 
+impl FilterArgs {
+    /// `options` with these filters set; `no_native` is `tprof report`'s --no-native.
+    pub(crate) fn apply(&self, options: PrintOptions, no_native: bool) -> PrintOptions {
+        let native = if no_native {
+            Native::None
+        } else {
+            self.native.unwrap_or_default()
+        };
+        let mut options = options.native(native).crates(self.crates.iter().cloned());
+        options.focus = self.focus.clone();
+        options.hide = self.hide.clone();
+        options
+    }
+}
+
 impl SampleArgs {
     /// The options asked for; `terminal` is the width of the terminal the report goes to, if
     /// it goes to one.
     pub(crate) fn options(&self, terminal: Option<usize>) -> PrintOptions {
         let default = PrintOptions::new();
-        let mut options = PrintOptions::new()
+        let options = PrintOptions::new()
             .format(ReportFormat::Both)
             .maxdepth(self.maxdepth.unwrap_or(default.maxdepth))
             .mincount(self.mincount.unwrap_or(default.mincount))
@@ -304,13 +341,10 @@ impl SampleArgs {
             .sortedby(self.sortedby.unwrap_or(default.sortedby))
             .groupby(self.groupby.unwrap_or(default.groupby))
             .recur(self.recur.unwrap_or(default.recur))
-            .native(!self.no_native)
             .combine(!self.no_combine)
             .width(self.width.or(terminal).unwrap_or(0))
             .rows(self.rows.unwrap_or(default.rows));
-        options.focus = self.focus.clone();
-        options.hide = self.hide.clone();
-        options
+        self.filters.apply(options, self.no_native)
     }
 }
 

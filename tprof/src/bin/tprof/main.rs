@@ -53,6 +53,7 @@ fn execute(command: Cmd) -> Result<ExitCode, CommandError> {
             snapshot_every,
             signals,
             heap_snapshot,
+            filters,
             command: mut argv,
         } => {
             let program = argv.remove(0);
@@ -144,6 +145,10 @@ fn execute(command: Cmd) -> Result<ExitCode, CommandError> {
                 signals,
                 heap_snapshot,
                 ..RunOptions::new(program, argv)
+            };
+            let options = RunOptions {
+                samples: filters.apply(options.samples.clone(), false),
+                ..options
             };
             let outcome = command::run(&options)?;
             for path in &outcome.heap_snapshots {

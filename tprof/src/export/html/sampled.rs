@@ -12,6 +12,7 @@ use super::{
 };
 use crate::export::sampled::{self, Dropped, Root};
 use crate::listing::{LineFigures, ListOptions, Routine, SourceState, TracedByName, line_frame};
+use crate::sample_report::view::is_plumbing;
 use crate::samples::{SampleFrame, SamplerKind};
 use crate::{Group, Profile};
 
@@ -25,6 +26,11 @@ pub(super) struct NativeView {
     line: u32,
     mfa: String,
     native: bool,
+    /// Plumbing (the runtime's, tokio's, std's, system libraries': see
+    /// [`Native::User`](crate::sample_report::Native::User)), which the viewer folds by default;
+    /// left out when false.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    plumbing: bool,
 }
 
 /// What was sampled, for the page's header.
@@ -337,11 +343,15 @@ impl<'a> Entries<'a> {
             }),
             None => {
                 let native = profile.samples.frames.get(frame as usize);
-                native_view(
+                let mut view = native_view(
                     sampled::frame_name(profile, frame, true),
                     native.and_then(|n| n.file.clone()).unwrap_or_default(),
                     native.and_then(|n| n.line).unwrap_or(0),
-                )
+                );
+                if let (FunctionEntry::Native(view), Some(native)) = (&mut view, native) {
+                    view.plumbing = is_plumbing(native, &profile.function_table);
+                }
+                view
             }
         };
         self.list.push(entry);
@@ -376,5 +386,6 @@ fn native_view(name: String, file: String, line: u32) -> FunctionEntry<'static> 
         file,
         line,
         native: true,
+        plumbing: false,
     })
 }

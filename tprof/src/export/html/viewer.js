@@ -162,8 +162,65 @@
     if (grouping === 'name') return key === null || key === undefined ? '(no registered name)' : key;
     return key ? key : '(no initial call)';
   }
+  // ---- filters of sampled profiles (pprof's focus and hide, and the plumbing folded as
+  // `tprof report` folds it): which functions are left out of the paths (their time counted
+  // at the frame above), and which paths' samples are kept.
+  const PLUMBING = SAMPLED ? data.functions.reduce((n, f) => n + (f.plumbing ? 1 : 0), 0) : 0;
+  const filters = { focus: null, hide: null, plumbing: PLUMBING > 0 };
+  let hiddenFn = null; // per function, whether it is left out (null: none is)
+  let focusedPath = null; // per path, whether a frame on it matches focus (null: no focus)
+  function filterMatch(re, f) {
+    return re.test(f.mfa) || (f.file !== '' && re.test(f.file));
+  }
+  function prepareFilters() {
+    hiddenFn = null;
+    focusedPath = null;
+    if (filters.plumbing || filters.hide) {
+      hiddenFn = data.functions.map((f) => (filters.plumbing && !!f.plumbing) || (!!filters.hide && filterMatch(filters.hide, f)));
+    }
+    if (filters.focus) {
+      const hit = data.functions.map((f) => filterMatch(filters.focus, f));
+      focusedPath = new Uint8Array(PATHS.length);
+      for (let p = 0; p < PATHS.length; p++) {
+        const parent = PATHS[p][0];
+        focusedPath[p] = hit[PATHS[p][1]] || (parent >= 0 && focusedPath[parent]) ? 1 : 0;
+      }
+    }
+  }
+  // Reads the filter boxes (and the checkbox); a box that is not a regular expression says
+  // so and filters nothing.
+  function readFilters() {
+    const errors = [];
+    const regex = (id) => {
+      const text = $(id).value;
+      if (!text) return null;
+      try {
+        return new RegExp(text);
+      } catch (e) {
+        errors.push(id + ' `' + text + '` is not a regular expression');
+        return null;
+      }
+    };
+    filters.focus = regex('focus');
+    filters.hide = regex('hide');
+    filters.plumbing = $('plumbing').checked;
+    const said = [];
+    if (filters.plumbing && PLUMBING > 0) {
+      said.push(int(PLUMBING) + ' plumbing frame' + (PLUMBING === 1 ? '' : 's') + ' folded (the runtime, tokio, std, system libraries)');
+    }
+    $('filtered').textContent = errors.concat(said).join('; ');
+    $('filtered').classList.toggle('error', errors.length > 0);
+  }
+  // The filters a link asks for: #focus=REGEX&hide=REGEX&plumbing=0.
+  function filtersFromLink() {
+    const asked = new URLSearchParams(window.location.hash.replace(/^#/, ''));
+    if (asked.has('focus')) $('focus').value = asked.get('focus');
+    if (asked.has('hide')) $('hide').value = asked.get('hide');
+    if (asked.has('plumbing')) $('plumbing').checked = asked.get('plumbing') !== '0';
+  }
   // The node of call path `path` under `base` (made on first use; a path's parent is listed
-  // before it, so each is walked once per base).
+  // before it, so each is walked once per base); a function the filters leave out adds no
+  // node: the path's node is its parent's.
   function nodeOf(base, path, proc) {
     const chain = [];
     let at = path;
@@ -177,8 +234,10 @@
     if (at < 0) n = base;
     for (let i = chain.length - 1; i >= 0; i--) {
       const f = PATHS[chain[i]][1];
-      const parent = n;
-      n = child(parent, f, () => node('fn', data.functions[f].mfa, f, proc, parent));
+      if (!hiddenFn || !hiddenFn[f]) {
+        const parent = n;
+        n = child(parent, f, () => node('fn', data.functions[f].mfa, f, proc, parent));
+      }
       base.byPath.set(chain[i], n);
     }
     return n;
@@ -191,8 +250,10 @@
       root = node('root', 'all', -1, -1, null);
     }
     const grouped = process < 0 && grouping !== 'process';
+    prepareFilters();
     for (const s of data.stacks) {
       if (process >= 0 && s.process !== process) continue;
+      if (focusedPath && (s.path < 0 || !focusedPath[s.path])) continue;
       let base = root;
       if (grouped) {
         const key = groupKey(s.process);
@@ -277,7 +338,11 @@
     $('zoomed').textContent = zoom === root ? '' : 'Zoomed into ' + label(zoom) + ' (' + percent(zoom.total, root.total) + ')';
     if (root.total === 0) {
       const none = SAMPLED ? 'No sample was taken.' : 'Trace is empty: no function was called.';
-      box.append(el('div', { class: 'empty', text: data.stacks.length === 0 ? none : 'Nothing was measured: every value is 0.' }));
+      const filtered = focusedPath !== null && data.stacks.length > 0;
+      box.append(el('div', {
+        class: 'empty',
+        text: data.stacks.length === 0 ? none : filtered ? 'No sample has a frame the focus matches.' : 'Nothing was measured: every value is 0.',
+      }));
       box.style.height = '';
       detail(null);
       return;
@@ -905,6 +970,21 @@
   }
   $('process').addEventListener('change', (ev) => setProcess(Number(ev.target.value)));
   $('search').addEventListener('input', (ev) => setSearch(ev.target.value));
+  function setFilters() {
+    readFilters();
+    build();
+    applySearch();
+    render();
+  }
+  if (SAMPLED) {
+    $('filters').hidden = false;
+    $('plumbing-box').hidden = PLUMBING === 0;
+    $('plumbing').checked = PLUMBING > 0;
+    filtersFromLink();
+    readFilters();
+    for (const id of ['focus', 'hide']) $(id).addEventListener('input', setFilters);
+    $('plumbing').addEventListener('change', setFilters);
+  }
   function redrawProcesses() {
     const old = $('tables').querySelector('section.processes');
     if (old) old.replaceWith(processTable());
