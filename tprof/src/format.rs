@@ -9,8 +9,7 @@
 //! call_time prints whole microseconds, each function's rounded from the nanoseconds kept in
 //! the raw data, and derives its total, per-call and percent columns from them as tprof does;
 //! the label is tprof's, `TIME (us)`, in ASCII as OTP prints it. The totals row has the
-//! measurement's total; call_count's, which has no measurement column, has the total of calls
-//! in its CALLS column (where a row of `[100.0]` alone told nothing).
+//! measurement's total; call_count's has `[100.0]` alone, as OTP prints it (no total of calls).
 //!
 //! Calls made outside any process ([`OUTSIDE_PROCESSES`]) have no place in tprof's layout: when
 //! the tables leave them out, a last line says how many; when a profile asks for them
@@ -280,10 +279,6 @@ fn group_into(buf: &mut String, scratch: &mut Scratch, group: &GroupProfile, tot
     // Columns: function, calls, the measurement (not for call_count), per call (not for
     // call_count), percent.
     let mut w = [0usize, 5, width(label).max(digits(total)), 8, 5];
-    if count {
-        // call_count's total is of calls: in the CALLS column.
-        w[1] = w[1].max(digits(total));
-    }
     for l in &group.lines {
         let value = printed_value(group.trace_type, l.measurement);
         let (per_call, percent) = if time {
@@ -340,11 +335,7 @@ fn group_into(buf: &mut String, scratch: &mut Scratch, group: &GroupProfile, tot
         buf.push_str("]\n");
     }
     let total = total.to_string();
-    if count {
-        header(buf, [" ", &total, " ", " ", "100.0"]);
-    } else {
-        header(buf, [" ", " ", &total, " ", "100.0"]);
-    }
+    header(buf, [" ", " ", &total, " ", "100.0"]);
 }
 
 /// [`format()`] into a `String`.

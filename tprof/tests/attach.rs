@@ -87,7 +87,7 @@ fn a_script_drives_a_whole_session_and_gets_tprofs_table() {
             "ok\nFUNCTION                CALLS  [    %]\n\
              attach_target::step/1      10  [50.00]\n\
              attach_target::tally/2     10  [50.00]\n\
-             \x20                          20  [100.0]\n"
+             \x20                              [100.0]\n"
         ),
         "{out}"
     );
