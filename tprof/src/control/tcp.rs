@@ -208,7 +208,7 @@ pub fn connect_target(target: &str, token: Option<Token>) -> Result<ControlClien
         };
         return ControlClient::connect_tcp(addr, &token).map_err(|e| e.to_string());
     }
-    let path = super::script::find_endpoint(target)?;
+    let path = super::paths::find_endpoint(target)?;
     ControlClient::connect(&path).map_err(|e| e.to_string())
 }
 
