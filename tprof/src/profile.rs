@@ -21,9 +21,10 @@ mod labels;
 mod lookup;
 mod trace_type;
 
-// The functions and call paths the model indexes into sit below it, in `functions`; named here
-// too, as part of the model's vocabulary.
-pub(crate) use crate::functions::{Function, PathNode, TreeTable, index32};
+// The functions and call paths the model indexes into sit below it, in `functions`.
+use crate::functions::PathNode;
+// Named here too for the sample reports, until their paths name `functions`.
+pub(crate) use crate::functions::{Function, index32};
 pub(crate) use labels::ALL as ALL_PROCESSES;
 pub use labels::Labels;
 pub use lookup::LookupError;
