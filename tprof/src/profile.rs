@@ -22,9 +22,7 @@ mod lookup;
 mod trace_type;
 
 // The functions and call paths the model indexes into sit below it, in `functions`.
-use crate::functions::PathNode;
-// Named here too for the sample reports, until their paths name `functions`.
-pub(crate) use crate::functions::{Function, index32};
+use crate::functions::{Function, PathNode};
 pub(crate) use labels::ALL as ALL_PROCESSES;
 pub use labels::Labels;
 pub use lookup::LookupError;

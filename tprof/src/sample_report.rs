@@ -228,7 +228,7 @@ pub fn print(out: &mut dyn Write, profile: &Profile, options: &PrintOptions) -> 
 /// stacks (a stack's parent comes before it).
 fn focused(
     set: &SampleSet,
-    functions: &[crate::profile::Function],
+    functions: &[crate::functions::Function],
     options: &PrintOptions,
     focus: &regex::Regex,
 ) -> Vec<bool> {
