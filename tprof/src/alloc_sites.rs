@@ -49,7 +49,8 @@ use std::io::{self, Write};
 
 use runtime::Pid;
 
-use crate::profile::{Function, Profile};
+use crate::functions::Function;
+use crate::profile::Profile;
 use crate::samples::{SampleFrame, SampleRecord, SampleSet, SamplerKind};
 
 /// Estimated figures of some allocation samples.

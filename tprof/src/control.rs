@@ -56,22 +56,34 @@
 //! session of their own, so they answer while every worker is busy; a request that must run
 //! in a process of the node (the `tprof` server's commands) is given up with an error that
 //! says why if no worker runs it within 10 s.
+//!
+//! # Where it is written
+//!
+//! Here, the endpoint, its options and its errors; its Unix socket's acceptor in `unix`, its
+//! TCP listener in `tcp`, a connection's messages and the answer to each in `conversation`,
+//! the commands served in `serve`, where endpoints live in `paths`, and the other end,
+//! [`ControlClient`], in `client`.
 
+mod client;
 pub mod complete;
 mod conversation;
 pub mod http;
+mod paths;
 pub mod protocol;
 pub mod script;
 mod serve;
 mod tcp;
 mod token;
 pub mod top;
+mod unix;
 
+pub use client::ControlClient;
+pub use paths::{default_path, runtime_dir};
 pub use tcp::{connect_target, parse_addr};
 pub use token::{MIN_TOKEN_LEN, Token};
 
 use std::fmt;
-use std::io::{self, Read, Write};
+use std::io;
 use std::net::SocketAddr;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -83,9 +95,6 @@ use std::time::{Duration, Instant};
 use runtime::NodeHandle;
 
 use conversation::Limits;
-use protocol::{
-    Command, MAX_FRAME, MAX_REPLY, Reply, Request, Response, VERSION, read_frame_up_to, write_frame,
-};
 
 /// Where and how to open an endpoint.
 #[derive(Clone, Debug, Default)]
@@ -296,7 +305,7 @@ impl ControlEndpoint {
             let node = node.clone();
             std::thread::Builder::new()
                 .name("tprof-control".into())
-                .spawn(move || accept(&listener, &node, &limits, &peers))
+                .spawn(move || unix::accept(&listener, &node, &limits, &peers))
                 .map_err(io_error)?
         };
         let mut endpoint = ControlEndpoint {
@@ -417,26 +426,6 @@ fn parse_loopback(addr: &str) -> Result<SocketAddr, ControlError> {
     }
 }
 
-/// `$XDG_RUNTIME_DIR/tprof-<ospid>-<node>.sock`, or in the temp dir.
-pub fn default_path(os_pid: u32, node: u32) -> PathBuf {
-    runtime_dir().join(format!("tprof-{os_pid}-{node}.sock"))
-}
-
-/// Where endpoints are made: `$XDG_RUNTIME_DIR`, or the temp dir.
-pub fn runtime_dir() -> PathBuf {
-    std::env::var_os("XDG_RUNTIME_DIR")
-        .map(PathBuf::from)
-        .filter(|p| p.is_absolute())
-        .unwrap_or_else(std::env::temp_dir)
-}
-
-/// The most connections the control socket serves at once, each on a thread of its own; a
-/// peer over it is told so and closed.
-const MAX_PEERS: usize = 64;
-
-/// How long a peer has to send its first message (the TCP listener's `hello` has as long).
-const FIRST_WITHIN: Duration = Duration::from_secs(10);
-
 /// How long closing waits for the connections in progress to see that the endpoint is
 /// closing and answer: each looks at it at least every tenth of a second while it waits or
 /// profiles; one stuck writing to a client that does not read is left behind.
@@ -456,284 +445,5 @@ struct Peer(Arc<AtomicUsize>);
 impl Drop for Peer {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
-/// The acceptor's loop: each peer of this user gets a thread, up to [`MAX_PEERS`] at once;
-/// others are told why and closed at once.
-fn accept(listener: &UnixListener, node: &NodeHandle, limits: &Limits, peers: &Arc<AtomicUsize>) {
-    // SAFETY: `geteuid` has no preconditions and cannot fail.
-    #[allow(unsafe_code)]
-    let own = unsafe { libc::geteuid() };
-    for stream in listener.incoming() {
-        if limits.closing.load(Ordering::SeqCst) {
-            return;
-        }
-        let Ok(mut stream) = stream else { continue };
-        if !peer_allowed(peer_uid(&stream), own) {
-            let _ = refuse(
-                &mut stream,
-                "refused: the control endpoint serves only its own user",
-            );
-            continue;
-        }
-        if peers.fetch_add(1, Ordering::SeqCst) >= MAX_PEERS {
-            peers.fetch_sub(1, Ordering::SeqCst);
-            let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
-            let _ = refuse(
-                &mut stream,
-                &format!(
-                    "refused: {MAX_PEERS} connections are open, the most this endpoint serves \
-                     at once; close one and try again"
-                ),
-            );
-            continue;
-        }
-        let peer = Peer(Arc::clone(peers));
-        let node = node.clone();
-        let limits = limits.clone();
-        let _ = std::thread::Builder::new()
-            .name("tprof-control-peer".into())
-            .spawn(move || {
-                let _peer = peer;
-                converse_local(stream, &node, &limits);
-            });
-    }
-}
-
-/// A Unix socket's connection: its first message within [`FIRST_WITHIN`], then the next ones
-/// each within `limits.idle` of the one before (a person at `tprof attach` thinks between
-/// commands; minutes by default).
-fn converse_local(mut stream: UnixStream, node: &NodeHandle, limits: &Limits) {
-    let _ = stream.set_write_timeout(Some(WRITE_WITHIN));
-    match conversation::next_message(&mut stream, FIRST_WITHIN, MAX_FRAME, &limits.closing) {
-        Ok(first) => {
-            if send(&mut stream, &respond(node, &first, &limits.closing)).is_ok() {
-                conversation::converse(stream, node, limits);
-            }
-        }
-        Err(ended) => conversation::say_why(&mut stream, &ended),
-    }
-}
-
-/// How long writing an answer may block on a peer that does not read.
-const WRITE_WITHIN: Duration = Duration::from_secs(60);
-
-/// Whether a peer whose uid is `peer` may drive a program running as `own`: only its user.
-fn peer_allowed(peer: io::Result<u32>, own: u32) -> bool {
-    matches!(peer, Ok(uid) if uid == own)
-}
-
-/// Tells a refused peer why, in one response, and closes.
-fn refuse(stream: &mut UnixStream, why: &str) -> io::Result<()> {
-    let response = Response {
-        version: VERSION,
-        id: 0,
-        reply: None,
-        error: Some(why.to_owned()),
-    };
-    write_frame(
-        stream,
-        &serde_json::to_vec(&response).map_err(io::Error::other)?,
-    )
-}
-
-/// The uid of the process at the other end of `stream`.
-#[cfg(target_os = "linux")]
-fn peer_uid(stream: &UnixStream) -> io::Result<u32> {
-    use std::os::fd::AsRawFd;
-    let mut cred = libc::ucred {
-        pid: 0,
-        uid: 0,
-        gid: 0,
-    };
-    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
-    // SAFETY: the descriptor is the stream's, open while `stream` is borrowed; `cred` is a
-    // writable `ucred` and `len` holds its size, as SO_PEERCRED requires; the kernel writes at
-    // most `len` bytes and updates `len`.
-    #[allow(unsafe_code)]
-    let rc = unsafe {
-        libc::getsockopt(
-            stream.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_PEERCRED,
-            std::ptr::from_mut(&mut cred).cast::<libc::c_void>(),
-            &raw mut len,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(cred.uid)
-}
-
-/// Without `SO_PEERCRED`, no peer can be vouched for: every one is refused.
-#[cfg(not(target_os = "linux"))]
-fn peer_uid(_stream: &UnixStream) -> io::Result<u32> {
-    Err(io::Error::new(
-        io::ErrorKind::Unsupported,
-        "peer credentials are read on Linux only",
-    ))
-}
-
-/// The response to one frame; a profile of the next seconds in it is cut short once `cut` is
-/// set (the endpoint closing).
-fn respond(node: &NodeHandle, body: &[u8], cut: &Arc<AtomicBool>) -> Response {
-    let request: Request = match serde_json::from_slice(body) {
-        Ok(request) => request,
-        Err(e) => {
-            // Its id, if that much can be read, so the client can match the error.
-            let id = serde_json::from_slice::<serde_json::Value>(body)
-                .ok()
-                .and_then(|v| v.get("id").and_then(serde_json::Value::as_u64))
-                .unwrap_or(0);
-            return failure(id, format!("cannot read the request: {e}"));
-        }
-    };
-    if request.version != VERSION {
-        return failure(
-            request.id,
-            format!(
-                "protocol version {} is not spoken here: this endpoint speaks version {VERSION}",
-                request.version
-            ),
-        );
-    }
-    match serve::handle(node, request.command, cut) {
-        Ok(reply) => Response {
-            version: VERSION,
-            id: request.id,
-            reply: Some(reply),
-            error: None,
-        },
-        Err(why) => failure(request.id, why),
-    }
-}
-
-fn failure(id: u64, why: String) -> Response {
-    Response {
-        version: VERSION,
-        id,
-        reply: None,
-        error: Some(why),
-    }
-}
-
-fn send(stream: &mut impl Write, response: &Response) -> io::Result<()> {
-    write_frame(
-        stream,
-        &serde_json::to_vec(response).map_err(io::Error::other)?,
-    )
-}
-
-/// A connection to a control endpoint (what `tprof attach` speaks through).
-pub struct ControlClient {
-    stream: Box<dyn Transport>,
-    next_id: u64,
-}
-
-/// A Unix or TCP stream.
-trait Transport: Read + Write + Send {}
-
-impl<T: Read + Write + Send> Transport for T {}
-
-impl fmt::Debug for ControlClient {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ControlClient")
-            .field("next_id", &self.next_id)
-            .finish_non_exhaustive()
-    }
-}
-
-impl ControlClient {
-    /// Connects to the endpoint at `path`.
-    ///
-    /// # Errors
-    /// [`ControlError::Io`] when nothing listens there.
-    pub fn connect(path: impl AsRef<Path>) -> Result<ControlClient, ControlError> {
-        let path = path.as_ref();
-        let stream = UnixStream::connect(path).map_err(|source| ControlError::Io {
-            path: path.to_owned(),
-            source,
-        })?;
-        Ok(ControlClient {
-            stream: Box::new(stream),
-            next_id: 1,
-        })
-    }
-
-    /// Connects to an endpoint's TCP address and shows it `token` (in `hello`).
-    ///
-    /// # Errors
-    /// [`ControlError::Net`] when nothing listens there, [`ControlError::Refused`] when the
-    /// endpoint refuses the token.
-    pub fn connect_tcp(addr: SocketAddr, token: &Token) -> Result<ControlClient, ControlError> {
-        let stream = std::net::TcpStream::connect(addr).map_err(|source| ControlError::Net {
-            addr: addr.to_string(),
-            source,
-        })?;
-        // Each frame is two writes (its length, its body): without this, Nagle's algorithm
-        // holds the second until the first is acknowledged, some 40 ms per request.
-        let _ = stream.set_nodelay(true);
-        let mut client = ControlClient {
-            stream: Box::new(stream),
-            next_id: 1,
-        };
-        client
-            .request(Command::Hello {
-                token: Some(token.as_str().to_owned()),
-            })
-            .map_err(ControlError::Refused)?;
-        Ok(client)
-    }
-
-    /// Sends `command` and waits for its reply; a refusal or a failed command is `Err` with
-    /// the endpoint's sentence.
-    ///
-    /// # Errors
-    /// The endpoint's error, or why the connection failed.
-    pub fn request(&mut self, command: Command) -> Result<Reply, String> {
-        let id = self.next_id;
-        self.next_id += 1;
-        let request = Request {
-            version: VERSION,
-            id,
-            command,
-        };
-        let body = serde_json::to_vec(&request).map_err(|e| e.to_string())?;
-        let sent = write_frame(&mut *self.stream, &body);
-        // A refused peer may find the connection closed before it sends: the refusal is
-        // waiting to be read all the same.
-        let body = read_frame_up_to(&mut *self.stream, MAX_REPLY).map_err(|e| match &sent {
-            Err(send) => format!("cannot send: {send}"),
-            Ok(()) => e.to_string(),
-        })?;
-        let response: Response = serde_json::from_slice(&body)
-            .map_err(|e| format!("the endpoint's reply does not read: {e}"))?;
-        match (response.reply, response.error) {
-            (_, Some(error)) => Err(error),
-            (Some(reply), None) => Ok(reply),
-            (None, None) => Err("the endpoint replied with nothing".to_owned()),
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_the_same_user_is_allowed() {
-        assert!(peer_allowed(Ok(1000), 1000));
-        assert!(!peer_allowed(Ok(1001), 1000));
-        assert!(!peer_allowed(Ok(0), 1000), "not even root, by this check");
-        assert!(!peer_allowed(Err(io::ErrorKind::Other.into()), 1000));
-    }
-
-    #[test]
-    fn the_default_path_names_the_program_and_the_node() {
-        let path = default_path(4242, 3);
-        assert_eq!(path.file_name().unwrap(), "tprof-4242-3.sock");
-        assert!(path.is_absolute());
     }
 }

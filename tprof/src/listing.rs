@@ -74,7 +74,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use crate::profile::index32;
+use crate::functions::index32;
 use crate::samples::SamplerKind;
 
 mod routines;

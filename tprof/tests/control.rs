@@ -6,6 +6,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+#[path = "support/served.rs"]
+mod served;
 #[path = "support/waits.rs"]
 mod waits;
 #[path = "support/worker.rs"]
@@ -435,15 +437,6 @@ fn the_socket_caps_its_connections() {
     assert!(error.contains("64 connections are open"), "{error}");
     // One closes: a new connection is served (its thread counted out first).
     drop(held.pop());
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        match ControlClient::connect(endpoint.path()).map(|mut c| c.request(Command::Registered)) {
-            Ok(Ok(Reply::Names { .. })) => break,
-            other => assert!(
-                std::time::Instant::now() < deadline,
-                "never served again: {other:?}"
-            ),
-        }
-    }
+    served::wait_until_served(endpoint.path(), Duration::from_secs(60));
     drop(held);
 }

@@ -6,6 +6,9 @@
 #![cfg(unix)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "support/served.rs"]
+mod served;
+
 use std::io::Write;
 use std::net::TcpStream;
 use std::os::unix::net::UnixStream;
@@ -150,16 +153,7 @@ fn a_silent_unix_connection_is_closed_and_frees_its_slot() {
         assert_told_and_closed(s);
     }
     // Their slots are free: a new connection is served (each thread counted out first).
-    let deadline = std::time::Instant::now() + PATIENCE;
-    loop {
-        match ControlClient::connect(endpoint.path()).map(|mut c| c.request(Command::Registered)) {
-            Ok(Ok(Reply::Names { .. })) => break,
-            other => assert!(
-                std::time::Instant::now() < deadline,
-                "never served again: {other:?}"
-            ),
-        }
-    }
+    served::wait_until_served(endpoint.path(), PATIENCE);
 }
 
 #[test]

@@ -10,7 +10,7 @@ use std::collections::{BTreeSet, HashMap};
 use runtime::Pid;
 
 use super::MergeError;
-use crate::profile::{TreeTable, index32};
+use crate::functions::{TreeTable, index32};
 use crate::samples::SampleBuilder;
 use crate::{
     CallTree, Entry, Event, EventLog, Function, FunctionTrace, Group, Meta, PathEntry, Percentiles,

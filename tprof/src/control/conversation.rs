@@ -2,7 +2,9 @@
 //! waited for in slices that notice the endpoint closing, for at most the connection's idle
 //! limit; once its first byte has come it must arrive whole within [`FRAME_WITHIN`]; and a
 //! connection that goes quiet past its limit, or whose endpoint closes, is told why and
-//! closed, so that no connection holds its slot (and its thread) forever.
+//! closed, so that no connection holds its slot (and its thread) forever. Each message is
+//! answered with its [`respond`]: the request read, its protocol version checked and its
+//! command served, the answer written within [`WRITE_WITHIN`].
 
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
@@ -13,8 +15,10 @@ use std::time::{Duration, Instant};
 
 use runtime::NodeHandle;
 
-use super::protocol::{FrameError, MAX_FRAME, read_frame_up_to};
-use super::{failure, respond, send};
+use super::protocol::{
+    FrameError, MAX_FRAME, Request, Response, VERSION, read_frame_up_to, write_frame,
+};
+use super::serve;
 
 /// How long a message may take to arrive once its first byte has come.
 pub(super) const FRAME_WITHIN: Duration = Duration::from_secs(10);
@@ -173,4 +177,59 @@ pub(super) fn converse(mut stream: impl Socket, node: &NodeHandle, limits: &Limi
             }
         }
     }
+}
+
+/// How long writing an answer may block on a peer that does not read.
+pub(super) const WRITE_WITHIN: Duration = Duration::from_secs(60);
+
+/// The response to one frame; a profile of the next seconds in it is cut short once `cut` is
+/// set (the endpoint closing).
+pub(super) fn respond(node: &NodeHandle, body: &[u8], cut: &Arc<AtomicBool>) -> Response {
+    let request: Request = match serde_json::from_slice(body) {
+        Ok(request) => request,
+        Err(e) => {
+            // Its id, if that much can be read, so the client can match the error.
+            let id = serde_json::from_slice::<serde_json::Value>(body)
+                .ok()
+                .and_then(|v| v.get("id").and_then(serde_json::Value::as_u64))
+                .unwrap_or(0);
+            return failure(id, format!("cannot read the request: {e}"));
+        }
+    };
+    if request.version != VERSION {
+        return failure(
+            request.id,
+            format!(
+                "protocol version {} is not spoken here: this endpoint speaks version {VERSION}",
+                request.version
+            ),
+        );
+    }
+    match serve::handle(node, request.command, cut) {
+        Ok(reply) => Response {
+            version: VERSION,
+            id: request.id,
+            reply: Some(reply),
+            error: None,
+        },
+        Err(why) => failure(request.id, why),
+    }
+}
+
+/// An error response to request `id`, saying `why`.
+pub(super) fn failure(id: u64, why: String) -> Response {
+    Response {
+        version: VERSION,
+        id,
+        reply: None,
+        error: Some(why),
+    }
+}
+
+/// Writes `response` to `stream`, as one frame.
+pub(super) fn send(stream: &mut impl Write, response: &Response) -> io::Result<()> {
+    write_frame(
+        stream,
+        &serde_json::to_vec(response).map_err(io::Error::other)?,
+    )
 }

@@ -33,10 +33,17 @@
 //! assert_eq!(parse_line("  # a comment").unwrap(), None);
 //! assert!(parse_line("set_pattern app render two").is_err());
 //! ```
+//!
+//! Here, the commands read; `help`'s text in `help`, replies as text in `reply`.
 
-use std::path::{Path, PathBuf};
+use super::protocol::Command;
 
-use super::protocol::{Command, ProcessRow, Reply};
+mod help;
+mod reply;
+
+pub use super::paths::find_endpoint;
+pub use help::{HELP, help, is_help};
+pub use reply::render;
 
 /// The commands, for `help` and completion.
 pub const COMMANDS: &[&str] = &[
@@ -66,33 +73,6 @@ pub const COMMANDS: &[&str] = &[
 
 /// The trace types, as `start` and `prof trace` take them.
 pub const TRACE_TYPES: &[&str] = &["call_count", "call_time", "call_memory"];
-
-/// What `help` prints.
-pub const HELP: &str = "\
-start [call_count|call_time|call_memory] [--call-tree]   start the tprof server
-set_pattern MODULE|_ [FUNCTION|_ [ARITY|_]]               trace the functions it matches
-clear_pattern MODULE|_ [FUNCTION|_ [ARITY|_]]             stop tracing them
-enable_trace all|new|existing|PID|NAME [--no-spawn]      trace processes (and their children)
-disable_trace all|new|existing|PID|NAME                  stop tracing them
-pause | resume | restart | stop                          as tprof's functions
-collect [process|total|FORMAT]                           the profile: tprof's tables or a text export
-inspect [process|total] [COLUMN [ascending|descending]]  tprof's tables grouped and sorted (format: the same);
-                                                         COLUMN: module function calls measurement
-                                                         measurement_per_call percent
-peek [SECONDS]                                           every process's state now, then SECONDS of samples
-sample SECONDS [cpu|wall] [HZ]                           sample the next seconds, report by process
-prof sample SECONDS [cpu|wall] [HZ]                      the same (Eta's :prof)
-prof trace [call_count|call_time|call_memory] SECONDS    trace every process for the next seconds:
-                                                         tprof's table (beside any started server)
-heap_snapshot                                            the node's .heapsnapshot (redirect it to a file)
-processes                                                the node's processes
-top [polls|mailbox|heap|state|name|pid] [ROWS]           the first processes by a key (polls since the last top)
-registered                                               their registered names
-functions                                                the traced functions patterns can match
-hello                                                    who is at the other end
-quit | exit                                              leave the prompt (or Ctrl-D)
-Tab completes commands, modules, functions and registered names; Up and Down recall history.
-";
 
 /// The command on `line`; `None` for a blank line, a `#` comment or `help` (which the caller
 /// answers with [`HELP`]: see [`is_help`]).
@@ -309,44 +289,6 @@ fn seconds(text: &str) -> Option<f64> {
         .filter(|s| s.is_finite())
 }
 
-/// Whether `line` asks for [`HELP`].
-pub fn is_help(line: &str) -> bool {
-    line.split_whitespace().next() == Some("help")
-}
-
-/// What `help` prints: all of [`HELP`], or with `help COMMAND` its lines for that command
-/// (or all of it, when no line names it).
-pub fn help(line: &str) -> String {
-    let Some(topic) = line.split_whitespace().nth(1) else {
-        return HELP.to_owned();
-    };
-    // A line's usage is what comes before its description, which starts past a gap.
-    let about = |usage: &str| {
-        usage
-            .split(|c: char| c.is_whitespace() || c == '|')
-            .any(|word| word == topic)
-    };
-    let mut found = String::new();
-    let mut lines = HELP.lines().peekable();
-    while let Some(line) = lines.next() {
-        let usage = line.split("  ").next().unwrap_or_default();
-        if !usage.is_empty() && about(usage) {
-            found.push_str(line);
-            found.push('\n');
-            // Its description's continuation lines start with blanks.
-            while let Some(more) = lines.next_if(|l| l.starts_with(' ')) {
-                found.push_str(more);
-                found.push('\n');
-            }
-        }
-    }
-    if found.is_empty() {
-        HELP.to_owned()
-    } else {
-        found
-    }
-}
-
 /// A pattern's module, function and arity; `None` for `_`.
 type Mfa = (Option<String>, Option<String>, Option<u8>);
 
@@ -368,111 +310,6 @@ fn mfa(name: &str, args: &[&str]) -> Result<Mfa, String> {
             Ok((any(m), any(f), arity))
         }
         _ => Err(format!("{name} takes at most MODULE FUNCTION ARITY")),
-    }
-}
-
-/// A reply as `tprof attach` prints it.
-pub fn render(reply: &Reply) -> String {
-    match reply {
-        Reply::Ok => "ok\n".to_owned(),
-        Reply::Matched { count } => format!("{count}\n"),
-        Reply::Text { text } => {
-            let mut text = text.clone();
-            if !text.ends_with('\n') {
-                text.push('\n');
-            }
-            text
-        }
-        Reply::Hello {
-            program,
-            os_pid,
-            node,
-            protocol,
-        } => format!("{program} (OS pid {os_pid}), node {node}, protocol {protocol}\n"),
-        Reply::Processes { processes } => process_table(processes),
-        Reply::Top { frame } => super::top::render(frame),
-        Reply::Names { names } => names.iter().map(|n| format!("{n}\n")).collect(),
-        Reply::Functions { functions } => functions
-            .iter()
-            .map(|f| format!("{}::{}/{}\n", f.module, f.function, f.arity))
-            .collect(),
-    }
-}
-
-fn process_table(rows: &[ProcessRow]) -> String {
-    crate::table::plain_columns(
-        [
-            "PID",
-            "NAME",
-            "STATE",
-            "MAILBOX",
-            "HEAP (bytes)",
-            "POLLS",
-            "INITIAL CALL",
-            "IN",
-        ],
-        rows.iter().map(|row| {
-            [
-                row.pid.clone(),
-                row.name.clone().unwrap_or_default(),
-                row.state_text(),
-                row.message_queue_len.to_string(),
-                row.heap_bytes
-                    .map_or_else(|| "-".to_owned(), |b| b.to_string()),
-                row.polls.to_string(),
-                row.initial_call.clone(),
-                row.current_function.clone().unwrap_or_default(),
-            ]
-        }),
-    )
-}
-
-/// The endpoint `target` names: a socket path, or an OS pid whose endpoint is in
-/// [`runtime_dir`](super::runtime_dir) (one per node: a program of several nodes needs the
-/// path, which the error lists).
-///
-/// # Errors
-/// A sentence: nothing listens, or several nodes do.
-pub fn find_endpoint(target: &str) -> Result<PathBuf, String> {
-    if let Ok(os_pid) = target.parse::<u32>() {
-        let dir = super::runtime_dir();
-        let prefix = format!("tprof-{os_pid}-");
-        let mut found: Vec<PathBuf> = std::fs::read_dir(&dir)
-            .map_err(|e| format!("cannot list {}: {e}", dir.display()))?
-            .filter_map(Result::ok)
-            .map(|e| e.path())
-            .filter(|p| {
-                p.file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.starts_with(&prefix) && n.ends_with(".sock"))
-            })
-            .collect();
-        found.sort();
-        return match found.len() {
-            0 => Err(format!(
-                "process {os_pid} has no control endpoint in {}: start it with TPROF_CONTROL=1 \
-                 (and tprof::control::ControlEndpoint::open_from_env), or give the socket's path",
-                dir.display()
-            )),
-            1 => Ok(found.remove(0)),
-            _ => Err(format!(
-                "process {os_pid} has {} nodes with an endpoint; name one: {}",
-                found.len(),
-                found
-                    .iter()
-                    .map(|p| p.display().to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )),
-        };
-    }
-    let path = Path::new(target);
-    if path.exists() {
-        Ok(path.to_owned())
-    } else {
-        Err(format!(
-            "{target}: no such socket (give an OS pid or a socket's path)"
-        ))
     }
 }
 
@@ -628,30 +465,6 @@ mod tests {
         assert_eq!(
             script_lines("start; set_pattern app\n\ncollect").collect::<Vec<_>>(),
             ["start", "set_pattern app", "collect"]
-        );
-    }
-
-    #[test]
-    fn replies_print_as_text() {
-        assert_eq!(render(&Reply::Matched { count: 3 }), "3\n");
-        let table = render(&Reply::Processes {
-            processes: vec![ProcessRow {
-                pid: "<0.5.0>".into(),
-                name: Some("kv".into()),
-                initial_call: "app::kv".into(),
-                message_queue_len: 2,
-                heap_bytes: None,
-                state: "call".into(),
-                callee: Some("<0.9.0>".into()),
-                callee_name: Some("db".into()),
-                polls: 7,
-                current_function: None,
-            }],
-        });
-        assert!(table.contains("<0.5.0>") && table.contains("kv") && table.contains("app::kv"));
-        assert!(
-            table.contains("call <0.9.0> (db)") && table.contains("POLLS"),
-            "{table}"
         );
     }
 }

@@ -12,10 +12,10 @@ use std::time::Duration;
 
 use runtime::NodeHandle;
 
-use super::conversation::{self, Ended, Limits};
+use super::conversation::{self, Ended, Limits, WRITE_WITHIN, failure, respond, send};
 use super::protocol::{Command, Request, VERSION};
 use super::token::{self, Token};
-use super::{ControlClient, ControlError, Peer, failure, respond, send};
+use super::{ControlClient, ControlError, Peer};
 
 /// How long a TCP client has to send its `hello` before it is disconnected.
 const HELLO_WITHIN: Duration = Duration::from_secs(10);
@@ -155,7 +155,7 @@ pub(super) fn listen(
 /// as a Unix socket's connection is. Otherwise it gets an error response and is closed.
 fn converse_with_token(mut stream: TcpStream, node: &NodeHandle, token: &Token, limits: &Limits) {
     let _ = stream.set_nodelay(true);
-    let _ = stream.set_write_timeout(Some(super::WRITE_WITHIN));
+    let _ = stream.set_write_timeout(Some(WRITE_WITHIN));
     let body =
         match conversation::next_message(&mut stream, HELLO_WITHIN, HELLO_LIMIT, &limits.closing) {
             Ok(body) => body,
@@ -208,7 +208,7 @@ pub fn connect_target(target: &str, token: Option<Token>) -> Result<ControlClien
         };
         return ControlClient::connect_tcp(addr, &token).map_err(|e| e.to_string());
     }
-    let path = super::script::find_endpoint(target)?;
+    let path = super::paths::find_endpoint(target)?;
     ControlClient::connect(&path).map_err(|e| e.to_string())
 }
 

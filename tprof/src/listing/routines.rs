@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::source::Sources;
 use super::{Figures, LineFigures, ListOptions, ListedLine, Listing, Routine, SourceState};
-use crate::profile::index32;
+use crate::functions::index32;
 
 impl LineFigures {
     /// The listing of the functions of the frames `matched` says (per frame).

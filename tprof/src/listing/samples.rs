@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use super::{Column, LineFigures, LineFrame, ListOptions, Listing, ListingError};
 use crate::Profile;
-use crate::profile::Function;
+use crate::functions::Function;
 use crate::samples::{SampleRecord, SampleSet, SamplerKind};
 
 impl LineFigures {

@@ -3,7 +3,8 @@
 
 use std::fmt;
 
-use super::{Function, FunctionTrace, Profile};
+use super::{FunctionTrace, Profile};
+use crate::functions::Function;
 
 /// Why [`Profile::lookup`] found no one function.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -104,7 +104,7 @@ pub fn callers(profile: &Profile, function: &str, options: &PrintOptions) -> Vec
         }
     }
     let matches: Vec<bool> = (0..keys.len())
-        .map(|k| names(&keys.get(crate::profile::index32(k)).name, function))
+        .map(|k| names(&keys.get(crate::functions::index32(k)).name, function))
         .collect();
     // Per stack, the nearest stack at or above it whose frame is shown (parents first).
     let mut shown: Vec<Option<usize>> = vec![None; n];
@@ -126,7 +126,7 @@ pub fn callers(profile: &Profile, function: &str, options: &PrintOptions) -> Vec
         .enumerate()
         .filter(|(_, c)| **c > 0.0)
         .map(|(k, &count)| {
-            let key = keys.get(crate::profile::index32(k));
+            let key = keys.get(crate::functions::index32(k));
             Caller {
                 count,
                 function: key.shown_name().into_owned(),

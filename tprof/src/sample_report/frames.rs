@@ -14,7 +14,7 @@ use std::collections::HashMap;
 
 use super::options::{PrintOptions, SortedBy};
 use super::view::{Fate, fate};
-use crate::profile::Function;
+use crate::functions::Function;
 use crate::samples::{SampleFrame, SampleSet};
 
 /// The keys of a sample set's frames.
@@ -75,7 +75,7 @@ impl<'a> Keys<'a> {
                         return None;
                     }
                 }
-                let i = crate::profile::index32(i);
+                let i = crate::functions::index32(i);
                 let key = Key::of(i, frame, functions, options.combine);
                 if hide.as_ref().is_some_and(|re| key.matches(re)) {
                     return None;
@@ -83,7 +83,7 @@ impl<'a> Keys<'a> {
                 // A traced function is one key, whatever line each sample was at in it.
                 if frame.function.is_none() && !options.combine {
                     keys.push(key);
-                    return Some(crate::profile::index32(keys.len() - 1));
+                    return Some(crate::functions::index32(keys.len() - 1));
                 }
                 let identity = match frame.function {
                     Some(_) => (frame.function, "", None, None),
@@ -94,7 +94,7 @@ impl<'a> Keys<'a> {
                         frame.line,
                     ),
                 };
-                let next = crate::profile::index32(keys.len());
+                let next = crate::functions::index32(keys.len());
                 let id = *by_identity.entry(identity).or_insert(next);
                 if id == next {
                     keys.push(key);
@@ -127,7 +127,7 @@ impl<'a> Keys<'a> {
     /// outside processes, a process without a traced frame), so that they show rather than
     /// vanish.
     pub(super) fn hidden(&self) -> u32 {
-        crate::profile::index32(self.keys.len() - 1)
+        crate::functions::index32(self.keys.len() - 1)
     }
 
     /// The key `frame` prints under; `None` when it is not shown (or not a frame).

@@ -62,7 +62,7 @@ impl<'a> Section<'a> {
                     .iter()
                     .enumerate()
                     .filter(|(_, s)| s.sampler == kind)
-                    .map(|(i, _)| crate::profile::index32(i))
+                    .map(|(i, _)| crate::functions::index32(i))
                     .collect();
                 if sources.is_empty() {
                     return None;

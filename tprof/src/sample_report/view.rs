@@ -23,7 +23,8 @@ use std::borrow::Cow;
 
 use super::frames::Keys;
 use super::options::{FilterError, Native, PrintOptions};
-use crate::profile::{Function, Profile};
+use crate::functions::Function;
+use crate::profile::Profile;
 use crate::samples::{SampleFrame, SampleSet};
 
 /// The crates whose frames are plumbing: the standard library's, the async runtime's, the
@@ -167,7 +168,7 @@ impl FrameView {
         let set = &profile.samples;
         let keys = Keys::new(set, &profile.function_table, options);
         let shown = (0..set.frames.len())
-            .map(|f| keys.of(crate::profile::index32(f)).is_some())
+            .map(|f| keys.of(crate::functions::index32(f)).is_some())
             .collect();
         let wanted = filters
             .focus
@@ -195,7 +196,7 @@ impl FrameView {
 /// stacks (a stack's parent comes before it).
 pub(super) fn focused(
     set: &SampleSet,
-    functions: &[crate::profile::Function],
+    functions: &[crate::functions::Function],
     options: &PrintOptions,
     focus: &regex::Regex,
 ) -> Vec<bool> {

@@ -213,7 +213,7 @@ pub(super) fn walk(
                         },
                     ),
                     None => {
-                        let next = crate::profile::index32(tree.len());
+                        let next = crate::functions::index32(tree.len());
                         let node = *node_of.entry((above, key)).or_insert(next);
                         if node == next {
                             tree.push(Node {
@@ -263,7 +263,7 @@ pub(super) fn walk(
     }
     if hidden > 0.0 {
         let key = keys.hidden();
-        let node = crate::profile::index32(tree.len());
+        let node = crate::functions::index32(tree.len());
         tree.push(Node {
             key,
             count: hidden,

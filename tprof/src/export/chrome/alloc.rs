@@ -12,7 +12,7 @@
 
 use std::borrow::Cow;
 
-use super::{Args, Cutoff, Event, Scale};
+use super::file::{Args, Cutoff, Event, Scale};
 use crate::Profile;
 use crate::export::sampled::{self, NO_STACK};
 use crate::samples::{SampleRecord, SamplerKind};

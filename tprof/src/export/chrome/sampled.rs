@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::io::Write;
 
 use super::alloc;
-use super::{Args, Cutoff, Event, OtherData, Scale, interval, slices_left_out, write_file};
+use super::file::{Args, Cutoff, Event, OtherData, Scale, interval, slices_left_out, write_file};
 use crate::Profile;
 use crate::export::ExportError;
 use crate::export::sampled::{self, Dropped, NO_STACK, Root};

@@ -275,7 +275,7 @@ fn listings(profile: &Profile, entries: &Entries<'_>) -> Option<ListingsView> {
             let f = traced.merged(line_frame(
                 set,
                 &profile.function_table,
-                crate::profile::index32(frame),
+                crate::functions::index32(frame),
             ));
             entry_of.entry((f.function, f.file)).or_insert(*entry);
         }
