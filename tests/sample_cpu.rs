@@ -575,3 +575,88 @@ fn at_the_highest_rate_the_samples_stand_for_the_cpu_time_used() {
     );
     assert!(pids.iter().all(|p| count(&data, *p) > 0));
 }
+
+/// The figures a CPU profile gives are those of its samples: a busy process the session does
+/// not sample (spawned before its flag) is sampled by the CPU sampler on the same threads, and
+/// its samples are neither in the profile nor in the figures, which say how many there were.
+/// Before, they counted in the figures (as in `tprof run`'s summary of the demo: 87 distinct
+/// samples per CPU-second, 64 in the profile written).
+#[test]
+fn the_figures_count_the_profiles_samples_and_say_what_is_elsewhere() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let node = Node::builder().worker_threads(2).build().expect("node");
+    let stop = Arc::new(AtomicBool::new(false));
+    let unsampled = node
+        .spawn(untraced_worker(Arc::clone(&stop)))
+        .expect("spawn");
+    let Some(session) = perf_session(&node, SampleOptions::new().hz(499)) else {
+        return;
+    };
+    let sampled = node.spawn(traced_worker(Arc::clone(&stop))).expect("spawn");
+    let data = sample_until(&session, &[sampled], 30);
+    stop.store(true, Ordering::Relaxed);
+    let cpu = data.cpu.clone().expect("a CPU profile has its coverage");
+    assert_eq!(count(&data, unsampled), 0, "not the session's process");
+    assert_eq!(data.dropped, 0.0, "a buffer large enough");
+    assert_eq!(
+        cpu.samples(),
+        data.samples.len() as u64,
+        "the figures' samples are the profile's: {}",
+        cpu.summary()
+    );
+    let kept_ns: f64 = data.samples.iter().map(|s| s.weight * 1e9 / 499.0).sum();
+    let sampled_ns = cpu.sampled_ns() as f64;
+    assert!(
+        (kept_ns - sampled_ns).abs() <= sampled_ns * 1e-6 + 1.0,
+        "{kept_ns} ns kept against {sampled_ns} ns in the figures"
+    );
+    let (elsewhere, elsewhere_ns) = cpu.elsewhere();
+    assert!(
+        elsewhere > 0 && elsewhere_ns > 0,
+        "the unsampled process's samples are counted apart: {}",
+        cpu.summary()
+    );
+    assert!(
+        cpu.summary()
+            .contains(&format!("{elsewhere} more sample(s) of these threads")),
+        "{}",
+        cpu.summary()
+    );
+}
+
+/// A session that joins a CPU sampler already running (threads armed, and sampled, long
+/// before it opened) counts its samples' CPU time from the origin it counts its threads' CPU
+/// time from: a thread's first sample in it stands for none of the CPU before the session
+/// began, so what the samples stand for never exceeds the CPU the threads used. Short busy
+/// sessions, a few in a row: before, the first sample of each thread carried CPU time from
+/// before the session (up to a period and a half of it), and captured went over 100 %.
+#[test]
+fn a_short_session_joining_a_running_sampler_never_captures_over_all() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let node = Node::builder().worker_threads(2).build().expect("node");
+    let Some(first) = perf_session(&node, SampleOptions::new().hz(199)) else {
+        return;
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let _pids = bursts(&node, &stop);
+    let _busy = node.spawn(traced_worker(Arc::clone(&stop))).expect("spawn");
+    let mut captured = Vec::new();
+    for _ in 0..6 {
+        let session = perf_session(&node, SampleOptions::new().hz(199)).expect("joins");
+        let data = sample_cpu_time(&session, Duration::from_millis(40));
+        let cpu = data.cpu.expect("coverage");
+        captured.push(cpu.captured().expect("CPU time"));
+        for (_, t) in &cpu.threads {
+            assert!(
+                t.sampled_ns <= t.cpu_ns + 2_000_000,
+                "a thread's samples stand for more than its CPU time: {t:?}"
+            );
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    drop(first);
+    assert!(
+        captured.iter().all(|&c| c <= 1.001),
+        "captured shares past 100 %: {captured:?}"
+    );
+}

@@ -293,9 +293,11 @@ pub(crate) fn arm(entry: &mut ThreadEntry, pool: &mut Vec<&'static Ring>, source
             Ok(fd) => {
                 // The handler knows the descriptor, and the thread's CPU clock its first
                 // sample counts from, before the event can overflow.
-                entry.publish_perf(fd, entry.cpu_now());
+                let now = entry.cpu_now();
+                entry.publish_perf(fd, now);
                 if super::perf::enable(fd).is_ok() {
                     entry.perf = Some(fd);
+                    entry.guard = (0, now);
                     entry.unarmed = false;
                     return;
                 }
@@ -369,6 +371,45 @@ pub(crate) fn disarm(entry: &mut ThreadEntry) {
             libc::timer_delete(timer);
         }
     }
+}
+
+/// Periods of CPU time a thread may run with its perf event not counting before the drain
+/// takes an overflow as lost ([`guard`]).
+const STALL_PERIODS: u64 = 4;
+
+/// The drain's guard against a lost overflow, for `entry` (under the registry's lock): a
+/// perf event is armed for one overflow at a time and re-armed by the handler, so an overflow
+/// whose signal never ran the handler (lost, or the handler failed to re-arm) would leave the
+/// thread unsampled for good. A disabled event counts nothing, so an event whose count has not
+/// moved while its thread's CPU clock ran [`STALL_PERIODS`] periods is taken as stalled: it is
+/// re-armed, its thread's next sample counts from now, and the CPU time since its last sample,
+/// which no sample can stand for, is returned (the gap the profile reports). `None` for a
+/// thread without a perf event, or one that counts.
+pub(crate) fn guard(entry: &mut ThreadEntry) -> Option<u64> {
+    let fd = entry.perf?;
+    if !entry.alive {
+        return None;
+    }
+    let count = super::perf::count(fd)?;
+    let now = entry.cpu_now();
+    let (seen, since) = entry.guard;
+    if count != seen {
+        entry.guard = (count, now);
+        return None;
+    }
+    let period = PERIOD_NS.load(Ordering::Relaxed).max(1);
+    if now.saturating_sub(since) < STALL_PERIODS * period {
+        return None;
+    }
+    let last = entry.perf_last();
+    // The handler has not moved the last sample's clock since it was read (no sample came
+    // after all): the next sample counts from now, and the event is armed again.
+    if !entry.restart_perf_last(last, now) {
+        return None;
+    }
+    entry.guard = (count, now);
+    super::perf::rearm_lost(fd).ok()?;
+    Some(now.saturating_sub(last))
 }
 
 /// The calling thread's CPU clock (`CLOCK_THREAD_CPUTIME_ID`) in nanoseconds, `None` if it
@@ -445,7 +486,9 @@ extern "C" fn handler(_signal: libc::c_int, info: *mut libc::siginfo_t, ctx: *mu
             return;
         };
         let period = PERIOD_NS.load(Ordering::Relaxed);
-        let cpu_ns = if from_event {
+        // The sample's CPU time, and the thread's CPU clock as it was taken (which the drain
+        // clips the first with: see `Record::cpu_at`).
+        let (cpu_ns, cpu_at) = if from_event {
             // Acquire: pairs with `publish_perf`, so `perf_last` and `perf_rng` are as it left
             // them for this descriptor.
             let fd = t.perf_fd.load(Ordering::Acquire);
@@ -467,8 +510,19 @@ extern "C" fn handler(_signal: libc::c_int, info: *mut libc::siginfo_t, ctx: *mu
             let mut rng = t.perf_rng.load(Ordering::Relaxed);
             let next = super::perf::next_period(period, &mut rng);
             t.perf_rng.store(rng, Ordering::Relaxed);
-            super::perf::rearm_in_signal(fd, next);
-            now.saturating_sub(last)
+            // Tests: an overflow whose re-arming is skipped, as if its signal had been lost
+            // (an atomic of this thread's slot: no lock, no allocation).
+            #[cfg(test)]
+            let skip = t
+                .skip_rearms
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+                .is_ok();
+            #[cfg(not(test))]
+            let skip = false;
+            if !skip {
+                super::perf::rearm_in_signal(fd, next);
+            }
+            (now.saturating_sub(last), now)
         } else {
             let Some(timer) = ring.timer() else {
                 // A timer's signal queued before it was deleted, or none of ours.
@@ -483,11 +537,12 @@ extern "C" fn handler(_signal: libc::c_int, info: *mut libc::siginfo_t, ctx: *mu
             // would then read). `timer_getoverrun` is async-signal-safe.
             #[allow(unsafe_code)]
             let overrun = unsafe { libc::timer_getoverrun(timer as libc::timer_t).max(0) as u64 };
-            (1 + overrun) * period
+            ((1 + overrun) * period, thread_cpu_in_signal().unwrap_or(0))
         };
         let mut r = Record::new();
         r.weight = 1;
         r.cpu_ns = cpu_ns;
+        r.cpu_at = cpu_at;
         r.time_ns = monotonic_ns();
         r.fill_current();
         // SAFETY: `ctx` is the kernel's `ucontext_t` for this delivery (SA_SIGINFO).

@@ -20,7 +20,13 @@
 //! previous one (or since the event was armed), so no CPU time is lost or counted twice
 //! whatever the periods drawn: not the event's count, which stops from the overflow until the
 //! handler re-arms the event, and so misses the signal's delivery and the handler's own time
-//! (4 % of a spinning thread's CPU at 10 kHz).
+//! (4 % of a spinning thread's CPU at 10 kHz). The drain clips a sample's CPU time to what its
+//! session counts of the thread's ([`super::store`]: none from before the session began).
+//!
+//! An overflow whose signal never re-arms the event (lost) would leave its thread unsampled
+//! for good: the drain's guard ([`super::cpu::guard`]) sees the thread's CPU clock run on
+//! while the disabled event counts nothing, re-arms it, and the profile counts the loss and
+//! the CPU time no sample saw ([`super::CpuCoverage`]'s `stalls`, and a warning).
 //!
 //! The events sample kernel mode too where the kernel allows it (`perf_event_paranoid` 1 or
 //! less, or `CAP_PERFMON`): an overflow while the thread runs a system call is then a sample
@@ -178,7 +184,9 @@ pub(crate) fn close(fd: i32) {
 }
 
 /// The CPU time `fd` has counted since [`enable`], in nanoseconds; `None` if it cannot be read.
-#[cfg(test)]
+/// A task-clock event counts all its thread's time on a CPU, user and kernel mode alike
+/// (`exclude_kernel` only keeps its overflows in kernel mode from being samples), and counts
+/// nothing while it is disabled: what the drain's lost-overflow guard reads.
 pub(crate) fn count(fd: i32) -> Option<u64> {
     let mut value: u64 = 0;
     // SAFETY: `read` writes at most 8 bytes into `value`, a `u64` on this stack; a perf event
@@ -203,6 +211,21 @@ pub(crate) fn rearm_in_signal(fd: i32, next_ns: u64) {
     unsafe {
         libc::ioctl(fd, sys::bindings::PERIOD as _, &raw mut period);
         sys::ioctls::REFRESH(fd, 1);
+    }
+}
+
+/// Arms `fd` for one more overflow, from the drain (not a handler): after an overflow whose
+/// signal never re-armed it. An event armed already is armed for one overflow more, which
+/// only keeps it enabled a little longer (the handler arms it one at a time from there).
+pub(crate) fn rearm_lost(fd: i32) -> io::Result<()> {
+    // SAFETY: `fd` is a perf event descriptor of [`open`]'s, open while the caller holds the
+    // registry's lock; REFRESH takes an integer.
+    #[allow(unsafe_code)]
+    let done = unsafe { sys::ioctls::REFRESH(fd, 1) == 0 };
+    if done {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
     }
 }
 

@@ -26,8 +26,9 @@ pub(crate) const SLOTS: usize = 256;
 pub(crate) const ALLOC_SLOTS: usize = 2048;
 
 /// Header words: pid, node and flags, time, weight and lengths, active sessions; an
-/// allocation's size, address and estimated bytes; a CPU sample's CPU time.
-const HEADER: usize = 9;
+/// allocation's size, address and estimated bytes; a CPU sample's CPU time and its thread's
+/// CPU clock.
+const HEADER: usize = 10;
 const TRACED_WORDS: usize = MAX_TRACED / 2;
 const SLOT_WORDS: usize = HEADER + TRACED_WORDS + MAX_NATIVE;
 
@@ -54,6 +55,10 @@ pub(crate) struct Record {
     /// counted since the thread's previous sample (perf events), or the timer's periods (1
     /// plus its overruns) for the fallback.
     pub(crate) cpu_ns: u64,
+    /// A CPU sample's thread CPU clock as it was taken, in nanoseconds (0: not read): what
+    /// the drain clips its `cpu_ns` with, so that a session counts no CPU time from before it
+    /// began counting the thread's.
+    pub(crate) cpu_at: u64,
     /// The trace sessions measuring the poll.
     pub(crate) active: u64,
     /// A sampled allocation's size, in bytes (0 for CPU samples).
@@ -80,6 +85,7 @@ impl Record {
             time_ns: 0,
             weight: 0,
             cpu_ns: 0,
+            cpu_at: 0,
             active: 0,
             size: 0,
             addr: 0,
@@ -216,6 +222,7 @@ impl Ring {
         st(6, r.addr);
         st(7, r.bytes.to_bits());
         st(8, r.cpu_ns);
+        st(9, r.cpu_at);
         for (k, pair) in r.traced().chunks(2).enumerate() {
             let hi = pair.get(1).copied().unwrap_or(0);
             st(HEADER + k, u64::from(pair[0]) | u64::from(hi) << 32);
@@ -251,6 +258,7 @@ impl Ring {
             r.addr = ld(6);
             r.bytes = f64::from_bits(ld(7));
             r.cpu_ns = ld(8);
+            r.cpu_at = ld(9);
             for k in 0..r.traced_len.div_ceil(2) {
                 let pair = ld(HEADER + k);
                 r.traced[2 * k] = pair as u32;
@@ -334,6 +342,7 @@ mod tests {
         r.addr = 0x7000_0000 + u64::from(i);
         r.bytes = f64::from(i) * 1.5;
         r.cpu_ns = (1 << 40) + u64::from(i) * 1_000_003;
+        r.cpu_at = (1 << 41) + u64::from(i);
         r.traced_len = traced;
         for k in 0..traced {
             r.traced[k] = i * 100 + k as u32;
@@ -364,7 +373,7 @@ mod tests {
                 r.active,
                 r.traced().to_vec(),
                 r.native().to_vec(),
-                (r.size, r.addr, r.bytes, r.cpu_ns),
+                (r.size, r.addr, r.bytes, r.cpu_ns, r.cpu_at),
             ))
         });
         assert_eq!(seen.len(), shapes.len());
@@ -379,7 +388,10 @@ mod tests {
             assert_eq!(got.5, 0b101);
             assert_eq!(got.6, want.traced());
             assert_eq!(got.7, want.native());
-            assert_eq!(got.8, (want.size, want.addr, want.bytes, want.cpu_ns));
+            assert_eq!(
+                got.8,
+                (want.size, want.addr, want.bytes, want.cpu_ns, want.cpu_at)
+            );
         }
         let mut again = 0;
         ring.drain(|_| again += 1);

@@ -116,6 +116,15 @@ struct Coverage {
 struct Tally {
     sampled_ns: u64,
     samples: u64,
+    /// Its samples that are not the session's (another node's process, a process the session
+    /// does not sample, time outside processes on another node's thread), and the CPU time
+    /// they stand for: left out of its CPU time, as out of the profile.
+    elsewhere_ns: u64,
+    elsewhere: u64,
+    /// Overflows of its perf event lost and re-armed by the drain, and the CPU time in no
+    /// sample because of them ([`super::cpu::guard`]).
+    stalls: u64,
+    stalled_ns: u64,
     /// Its CPU time from its base to its exit, once it has exited and been drained.
     exited_cpu: Option<u64>,
     fallback: bool,
@@ -133,6 +142,40 @@ impl Coverage {
         let t = self.threads.entry(key).or_default();
         t.sampled_ns += cpu_ns;
         t.samples += samples;
+    }
+
+    /// Counts a lost overflow of thread `key`'s perf event, re-armed after `gap_ns` of its
+    /// CPU time in no sample.
+    fn add_stall(&mut self, key: ThreadKey, gap_ns: u64) {
+        let t = self.threads.entry(key).or_default();
+        t.stalls += 1;
+        t.stalled_ns += gap_ns;
+    }
+
+    /// Counts a sample of thread `key` standing for `cpu_ns` that is not the session's: its
+    /// CPU time is left out of the thread's, as the sample is out of the profile.
+    fn add_elsewhere(&mut self, key: ThreadKey, cpu_ns: u64) {
+        let t = self.threads.entry(key).or_default();
+        t.elsewhere_ns += cpu_ns;
+        t.elsewhere += 1;
+    }
+
+    /// The CPU time of `r` (a sample of thread `key`, registered with its CPU clock at
+    /// `registered`) that falls in the session: the CPU its thread's clock counted since its
+    /// previous sample, but none from before the session began counting the thread (its
+    /// base, read at the session's opening or last clear, else its registration). So the
+    /// samples' CPU time and the thread's come from one origin, and a sample whose previous
+    /// one came before the session (its thread armed earlier, by this session's arming or
+    /// another session's) does not push the session's captured share past 100 %. `None` for
+    /// a sample taken before the session began counting the thread.
+    fn share(&self, key: ThreadKey, registered: u64, r: &Record) -> Option<u64> {
+        if r.cpu_at == 0 {
+            // The clock could not be read in the handler: the sample's own figure.
+            return Some(r.cpu_ns);
+        }
+        let base = self.base.get(&key).copied().unwrap_or(registered);
+        let since = r.cpu_at.checked_sub(base).filter(|&ns| ns > 0)?;
+        Some(r.cpu_ns.min(since))
     }
 }
 
@@ -357,10 +400,18 @@ impl Store {
                 .copied()
                 .unwrap_or(e.cpu_registered);
             let tally = inner.coverage.threads.get(&key);
+            let elsewhere_ns = tally.map_or(0, |t| t.elsewhere_ns);
             let row = ThreadCoverage {
-                cpu_ns: e.cpu_now().saturating_sub(base),
+                cpu_ns: e
+                    .cpu_now()
+                    .saturating_sub(base)
+                    .saturating_sub(elsewhere_ns),
                 sampled_ns: tally.map_or(0, |t| t.sampled_ns),
                 samples: tally.map_or(0, |t| t.samples),
+                elsewhere_ns,
+                elsewhere: tally.map_or(0, |t| t.elsewhere),
+                stalls: tally.map_or(0, |t| t.stalls),
+                stalled_ns: tally.map_or(0, |t| t.stalled_ns),
                 fallback: e.fallback,
                 unarmed: e.unarmed,
             };
@@ -380,6 +431,10 @@ impl Store {
                         cpu_ns: t.exited_cpu?,
                         sampled_ns: t.sampled_ns,
                         samples: t.samples,
+                        elsewhere_ns: t.elsewhere_ns,
+                        elsewhere: t.elsewhere,
+                        stalls: t.stalls,
+                        stalled_ns: t.stalled_ns,
                         fallback: t.fallback,
                         unarmed: t.unarmed,
                     },
@@ -423,7 +478,15 @@ impl Store {
             .base
             .remove(&key)
             .unwrap_or(entry.cpu_registered);
-        let cpu = entry.cpu_exited.saturating_sub(base);
+        let elsewhere_ns = inner
+            .coverage
+            .threads
+            .get(&key)
+            .map_or(0, |t| t.elsewhere_ns);
+        let cpu = entry
+            .cpu_exited
+            .saturating_sub(base)
+            .saturating_sub(elsewhere_ns);
         let kept = inner.thread_numbers.contains_key(&key);
         let rows = inner
             .coverage
@@ -443,6 +506,10 @@ impl Store {
             sum.cpu_ns += cpu;
             sum.sampled_ns += t.sampled_ns;
             sum.samples += t.samples;
+            sum.elsewhere_ns += t.elsewhere_ns;
+            sum.elsewhere += t.elsewhere;
+            sum.stalls += t.stalls;
+            sum.stalled_ns += t.stalled_ns;
             sum.fallback |= entry.fallback;
             sum.unarmed |= entry.unarmed && cpu >= BUSY_THREAD_NS;
         }
@@ -535,36 +602,68 @@ fn drain_rings(alloc: bool) {
     // its ring until the drain (this one, under `DRAIN`) takes it from an exited thread, so
     // the identity read now is that of every record in the ring, and the entry cannot be
     // vacated, and reused, before this drain gives the ring back.
-    let rings: Vec<(&'static super::ring::Ring, bool, u32, bool, Identity)> = {
-        let reg = REGISTRY.lock();
+    // And the threads whose perf event lost an overflow, re-armed now (CPU).
+    let mut stalls: Vec<(ThreadKey, u32, bool, u64)> = Vec::new();
+    let rings: Vec<(&'static super::ring::Ring, bool, u32, bool, u64, Identity)> = {
+        let mut reg = REGISTRY.lock();
+        #[cfg(target_os = "linux")]
+        if !alloc {
+            let reg = &mut *reg;
+            for &i in &reg.occupied {
+                let e = &mut reg.threads[i as usize];
+                if let Some(gap) = super::cpu::guard(e) {
+                    stalls.push(((i, e.generation), e.node, e.shared, gap));
+                }
+            }
+        }
         reg.occupied
             .iter()
             .filter_map(|&i| {
                 let e = &reg.threads[i as usize];
                 let ring = if alloc { e.alloc_ring } else { e.ring };
-                ring.map(|r| (r, e.alive, e.node, e.shared, e.identity(i)))
+                ring.map(|r| {
+                    let registered = e.cpu_registered;
+                    (r, e.alive, e.node, e.shared, registered, e.identity(i))
+                })
             })
             .collect()
     };
+    for (key, node, shared, gap) in stalls {
+        for (store, _) in &stores {
+            if store.times(node, shared) {
+                store.inner.lock().coverage.add_stall(key, gap);
+            }
+        }
+    }
     // Allocation samples go in once every ring is drained, with the frees (see
     // `keep_allocations`).
     let mut fresh: Vec<Vec<(Sample, &Identity)>> = vec![Vec::new(); stores.len()];
-    for (ring, alive, node, shared, thread) in &rings {
+    for (ring, alive, node, shared, registered, thread) in &rings {
         let key = (thread.index, thread.generation);
         ring.drain(|r| {
             for (k, (store, started)) in stores.iter().enumerate() {
-                let sample = sample_for(store, *started, r, *node);
                 if alloc {
-                    if let Some(sample) = sample {
+                    if let Some(sample) = sample_for(store, *started, r, *node, 0) {
                         fresh[k].push((sample, thread));
                     }
                     continue;
                 }
                 let mut inner = store.inner.lock();
-                // Every sample of a thread the session times counts for its coverage, kept or
-                // not, whichever node's process it caught.
+                // Only the CPU time since the session began counting the thread's.
+                let Some(cpu_ns) = inner.coverage.share(key, *registered, r) else {
+                    continue;
+                };
+                let sample = sample_for(store, *started, r, *node, cpu_ns);
+                // A sample of a thread the session times counts for its coverage: as sampled
+                // when it is the session's (kept, or dropped from a full buffer), else as CPU
+                // time elsewhere, out of the thread's CPU time as it is out of the profile,
+                // so that the figures are those of the profile's samples.
                 if store.times(*node, *shared) {
-                    inner.coverage.add(key, r.cpu_ns, 1);
+                    if sample.is_some() {
+                        inner.coverage.add(key, cpu_ns, 1);
+                    } else {
+                        inner.coverage.add_elsewhere(key, cpu_ns);
+                    }
                 }
                 if let Some(sample) = sample {
                     store.keep_in(&mut inner, sample, Some(thread));
@@ -644,8 +743,15 @@ fn measured_now(pid: Pid, bit: u64) -> bool {
 /// The sample `r` is for `store`, if it is for it: a poll of a process the session samples
 /// (its bit among the poll's sessions), or time outside any process on a thread of the
 /// session's node. Its traced frames are those of functions the session traces now.
-/// Its thread is named as the store keeps it ([`Store::keep_in`]).
-fn sample_for(store: &Store, started: u64, r: &Record, thread_node: u32) -> Option<Sample> {
+/// Its thread is named as the store keeps it ([`Store::keep_in`]); a CPU sample's weight is
+/// `cpu_ns`, the CPU time of it the session counts ([`Coverage::share`]).
+fn sample_for(
+    store: &Store,
+    started: u64,
+    r: &Record,
+    thread_node: u32,
+    cpu_ns: u64,
+) -> Option<Sample> {
     let bit = 1u64 << store.bit;
     let pid = if r.pid != 0 {
         if r.node != store.node {
@@ -685,7 +791,7 @@ fn sample_for(store: &Store, started: u64, r: &Record, thread_node: u32) -> Opti
         weight: if alloc {
             r.bytes
         } else {
-            store.periods(r.cpu_ns)
+            store.periods(cpu_ns)
         },
         traced,
         native,

@@ -68,14 +68,24 @@ fn the_handler_neither_locks_nor_allocates() {
 /// checks nothing more (the fallback is checked above).
 #[test]
 fn the_handler_neither_locks_nor_allocates_on_perf_events() {
-    if let Err(e) = super::perf::probe() {
-        eprintln!(
-            "skipped: perf events are refused here: {}",
-            super::perf::refusal_text(&e)
-        );
+    if perf_events_refused() {
         return;
     }
     handler_neither_locks_nor_allocates(super::CpuSource::PerfEvents);
+}
+
+/// Whether the kernel refuses perf events here (the test then skips, and says so).
+fn perf_events_refused() -> bool {
+    match super::perf::probe() {
+        Ok(_) => false,
+        Err(e) => {
+            eprintln!(
+                "skipped: perf events are refused here: {}",
+                super::perf::refusal_text(&e)
+            );
+            true
+        }
+    }
 }
 
 fn handler_neither_locks_nor_allocates(source: super::CpuSource) {
@@ -802,4 +812,74 @@ fn a_thread_of_no_node_or_of_two_is_sampled_for_the_sampled_node() {
             "A's session has samples of {pid} on {name}"
         );
     }
+}
+
+/// An overflow of a thread's perf event whose re-arming never happens (as if its signal were
+/// lost: the test skips the handler's re-arming once) would stop sampling the thread for good.
+/// The drain sees the thread's CPU clock run on while its event counts nothing, re-arms it,
+/// and the session's figures say so: the thread is sampled again, and its row counts the lost
+/// overflow and the CPU time in no sample because of it, and a warning names it.
+#[test]
+#[cfg_attr(
+    miri,
+    ignore = "signals, timers or a thread's stack bounds: FFI Miri cannot run"
+)]
+fn a_lost_overflow_is_re_armed_and_its_gap_reported() {
+    if perf_events_refused() {
+        return;
+    }
+    let _serial = SERIAL.lock();
+    let node = crate::Node::builder()
+        .worker_threads(1)
+        .build()
+        .expect("node");
+    let session = node
+        .sample_session(
+            super::SampleOptions::new()
+                .hz(499)
+                .cpu_source(super::CpuSource::PerfEvents),
+        )
+        .expect("CPU session");
+    let id = node.id();
+    let (tid, after) = std::thread::Builder::new()
+        .name("loses-one".into())
+        .spawn(move || {
+            super::threads::register_current(id);
+            super::threads::THREAD.with(|t| t.skip_rearms.store(1, Ordering::Relaxed));
+            assert!(spin_until_sampled(), "the first sample comes");
+            let lost = own_taken();
+            // Up to 20 s of CPU (at 499 Hz, 10,000 periods; the drain looks every 10 ms):
+            // sampled again, or never.
+            let start = cpu_ns(libc::CLOCK_THREAD_CPUTIME_ID);
+            while own_taken() < lost + 5
+                && cpu_ns(libc::CLOCK_THREAD_CPUTIME_ID) - start < 20_000_000_000
+            {
+                spin_cpu(1_000_000);
+            }
+            // SAFETY: `gettid` has no preconditions.
+            #[allow(unsafe_code)]
+            let tid = unsafe { libc::gettid() };
+            (tid, own_taken() - lost)
+        })
+        .expect("spawn")
+        .join()
+        .expect("joined");
+    assert!(after >= 5, "sampled again after the lost overflow: {after}");
+    let data = session.samples();
+    let cpu = data.cpu.expect("coverage");
+    let row = cpu
+        .threads
+        .iter()
+        .find(|(i, _)| data.threads.iter().any(|t| t.index == *i && t.tid == tid))
+        .map(|(_, t)| t.clone())
+        .expect("the thread's row");
+    assert_eq!(row.stalls, 1, "{row:?}");
+    assert!(row.stalled_ns > 0, "{row:?}");
+    let warnings = cpu.warnings(&|i| i.to_string());
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("lost 1 overflow signal(s)")),
+        "{warnings:?}"
+    );
 }

@@ -100,6 +100,9 @@ pub(crate) struct ThreadSlot {
     pub(crate) perf_last: AtomicU64,
     /// The handler's generator for the next period (xorshift state).
     pub(crate) perf_rng: AtomicU64,
+    /// Tests: overflows whose re-arming the handler skips, as if their signal were lost.
+    #[cfg(test)]
+    pub(crate) skip_rearms: AtomicU32,
 }
 
 thread_local! {
@@ -117,6 +120,8 @@ thread_local! {
             perf_fd: AtomicI32::new(-1),
             perf_last: AtomicU64::new(0),
             perf_rng: AtomicU64::new(0),
+            #[cfg(test)]
+            skip_rearms: AtomicU32::new(0),
         }
     };
     /// Unregisters the thread when it exits (touched at registration).
@@ -160,6 +165,10 @@ pub(crate) struct ThreadEntry {
     pub(crate) fallback: bool,
     /// It was wanted and got neither a perf event nor a timer.
     pub(crate) unarmed: bool,
+    /// The lost-overflow guard's last sight of its perf event counting: the event's count
+    /// and the thread's CPU clock when the drain last saw the count move (or the event was
+    /// armed). See [`super::cpu::guard`].
+    pub(crate) guard: (u64, u64),
     /// Its CPU clock when it registered, in nanoseconds: where its CPU time starts for the
     /// sessions that open before it registers.
     pub(crate) cpu_registered: u64,
@@ -236,6 +245,33 @@ impl ThreadEntry {
         }
         // Release: the handler that reads the descriptor sees the resets above.
         slot.perf_fd.store(fd, Ordering::Release);
+    }
+
+    /// The thread's CPU clock at its last sample (or its event's arming), as the handler
+    /// left it; 0 once it has exited.
+    pub(crate) fn perf_last(&self) -> u64 {
+        if !self.alive {
+            return 0;
+        }
+        // SAFETY: as in `publish_ring`.
+        #[allow(unsafe_code)]
+        let slot = unsafe { &*self.slot };
+        slot.perf_last.load(Ordering::Relaxed)
+    }
+
+    /// Moves the thread's last-sample clock from `last` to `now`, unless its handler moved it
+    /// meanwhile (a sample came after all): whether it did. The next sample then stands for
+    /// the CPU time from `now` on.
+    pub(crate) fn restart_perf_last(&self, last: u64, now: u64) -> bool {
+        if !self.alive {
+            return false;
+        }
+        // SAFETY: as in `publish_ring`.
+        #[allow(unsafe_code)]
+        let slot = unsafe { &*self.slot };
+        slot.perf_last
+            .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
     }
 
     /// The thread's CPU time now, in nanoseconds: its CPU clock while it runs, the reading at
@@ -438,6 +474,7 @@ fn register_slow(node: u32) {
             perf: None,
             fallback: false,
             unarmed: false,
+            guard: (0, 0),
             cpu_registered,
             cpu_exited: 0,
             alive: true,

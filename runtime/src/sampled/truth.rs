@@ -74,12 +74,32 @@ impl std::str::FromStr for CpuSource {
 #[non_exhaustive]
 pub struct ThreadCoverage {
     /// The thread's CPU time while the session timed it, in nanoseconds: its CPU clock read
-    /// when it was first timed and when the figures were taken (or when it exited).
+    /// when it was first timed and when the figures were taken (or when it exited), less the
+    /// CPU time of its samples that are not the session's ([`elsewhere_ns`](Self::elsewhere_ns)).
     pub cpu_ns: u64,
     /// The CPU time its samples stand for, kept and dropped, in nanoseconds.
     pub sampled_ns: u64,
     /// Its distinct samples, kept and dropped.
     pub samples: u64,
+    /// The CPU time its samples that are not the session's stand for, in nanoseconds: samples
+    /// of another node's processes, of processes the session does not sample (or outside the
+    /// measured part of their polls, once they have ended), or of its time outside processes
+    /// when it is another node's thread. Out of the profile, and out of
+    /// [`cpu_ns`](Self::cpu_ns): so the figures are those of the profile's samples.
+    #[serde(default)]
+    pub elsewhere_ns: u64,
+    /// How many samples [`elsewhere_ns`](Self::elsewhere_ns) stands for.
+    #[serde(default)]
+    pub elsewhere: u64,
+    /// Overflows of its perf event whose signal was lost (the event stopped sampling it) and
+    /// that the drain re-armed, having seen its CPU clock run on while the event counted
+    /// nothing.
+    #[serde(default)]
+    pub stalls: u64,
+    /// The CPU time it used between its last sample before each lost overflow and the
+    /// re-arming, in nanoseconds: in no sample (out of [`sampled_ns`](Self::sampled_ns)).
+    #[serde(default)]
+    pub stalled_ns: u64,
     /// Whether it could not get the session's mechanism and fell back to a per-thread timer
     /// alone (no free descriptor), or got neither (never armed).
     pub fallback: bool,
@@ -95,6 +115,10 @@ impl ThreadCoverage {
             cpu_ns,
             sampled_ns,
             samples,
+            elsewhere_ns: 0,
+            elsewhere: 0,
+            stalls: 0,
+            stalled_ns: 0,
             fallback: false,
             unarmed: false,
         }
@@ -181,6 +205,17 @@ impl CpuCoverage {
             .fold(0, |sum, (_, t)| sum.saturating_add(t.samples))
     }
 
+    /// The threads' samples that are not the profile's, and the CPU time they stand for
+    /// ([`ThreadCoverage::elsewhere_ns`]), in nanoseconds: left out of both figures.
+    pub fn elsewhere(&self) -> (u64, u64) {
+        self.threads.iter().fold((0, 0), |(n, ns), (_, t)| {
+            (
+                n.saturating_add(t.elsewhere),
+                ns.saturating_add(t.elsewhere_ns),
+            )
+        })
+    }
+
     /// The samples' CPU time over the threads' CPU time (`None` without CPU time).
     pub fn captured(&self) -> Option<f64> {
         let cpu = self.cpu_ns();
@@ -235,6 +270,15 @@ impl CpuCoverage {
                 self.hz
             )),
         }
+        let (elsewhere, elsewhere_ns) = self.elsewhere();
+        if elsewhere > 0 {
+            line.push_str(&format!(
+                "; {elsewhere} more sample(s) of these threads, {}, were of work this profile \
+                 does not sample (other nodes' processes, unsampled processes, another node's \
+                 thread outside processes) and are out of the profile and of these figures",
+                millis(elsewhere_ns)
+            ));
+        }
         if let Some(why) = &self.fallback {
             line.push_str(&format!(" (fallback: {why})"));
         }
@@ -258,6 +302,17 @@ impl CpuCoverage {
                 millis(self.sampled_ns()),
                 millis(self.cpu_ns())
             ));
+        }
+        for (index, t) in &self.threads {
+            if t.stalls > 0 {
+                out.push(format!(
+                    "thread {}'s perf event lost {} overflow signal(s) and stopped sampling it \
+                     until the drain re-armed it: {} of its CPU time is in no sample",
+                    thread_name(*index),
+                    t.stalls,
+                    millis(t.stalled_ns)
+                ));
+            }
         }
         let judged = self.judged_ns();
         for (index, t) in &self.threads {
