@@ -127,9 +127,16 @@ fn rows() -> Vec<Row> {
             note: "÷ untraced",
         },
         Row {
-            label: "gen_server call round trip",
+            label: "gen_server call round trip, system allocator",
             subject: call_runtime,
             baseline: call_runtime,
+            goal: Goal::AtMost(1_975.0),
+            note: "",
+        },
+        Row {
+            label: "gen_server call round trip, counting allocator",
+            subject: counted("gen_server_traced", "untraced", ROUND_TRIPS),
+            baseline: counted("gen_server_traced", "untraced", ROUND_TRIPS),
             goal: Goal::AtMost(1_975.0),
             note: "",
         },

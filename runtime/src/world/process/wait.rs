@@ -2,9 +2,9 @@
 //! (`receive_timeout`), or a reply (a `gen_server` or supervisor call), and from whom.
 //!
 //! The wait notes it itself, on the path where it returns `Pending`, in the process's own
-//! record: the kind in the status byte beside "running" / "waiting" (a compare-and-swap, as
-//! the process's wakers set the byte's "woken" bit, see `waker`), and a call's callee in two
-//! words written before the wait. No lock, no allocation, no thread-local beyond the current process
+//! record: the kind in the status byte beside "running" / "waiting" (one bit per kind, set
+//! with one atomic `or`, as the process's wakers set the byte's "woken" bit meanwhile, see
+//! `waker`), and a call's callee in two words written before the wait. No lock, no allocation, no thread-local beyond the current process
 //! the wait looks up anyway, and nothing to switch on: a peek or a wall sample session opened
 //! later tells what a process that suspended long before waits for.
 //!
@@ -21,9 +21,14 @@ use crate::Pid;
 /// The bits of the status byte that say whether a process runs, waits or ends; the kind of
 /// wait is above them.
 pub(super) const STATUS_MASK: u8 = 3;
-const KIND_SHIFT: u32 = 2;
-/// The bits of the kind of wait.
-const KIND_MASK: u8 = 3 << KIND_SHIFT;
+/// The kinds of wait a poll noted, one bit each ([`Wait::bit`]): noting one is a single
+/// atomic `or`, where a field of the kind's number would take a compare-and-swap loop (the
+/// wakers set [`WOKEN`] in the same byte at any time). When a poll noted more than one, the
+/// outermost wait wins: a call over a receive timeout over a receive (`receive_timeout`
+/// notes around the `receive` it wraps).
+const RECEIVE: u8 = 1 << 2;
+const RECEIVE_TIMEOUT: u8 = 1 << 3;
+const CALL: u8 = 1 << 5;
 /// Woken since its poll began: set by its wakers ([`Process::note_woken`]), cleared by the
 /// store of "running" that begins each poll. A waiting process with it set is queued for a
 /// worker: runnable.
@@ -33,23 +38,40 @@ pub(super) const WOKEN: u8 = 1 << 4;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Wait {
     /// A message (`receive` in any form without a timeout).
-    Receive = 1,
+    Receive,
     /// A message or its timer (`receive_timeout`).
-    ReceiveTimeout = 2,
+    ReceiveTimeout,
     /// The reply to a call.
-    Call = 3,
+    Call,
 }
 
 impl Wait {
+    /// Its bit in the status byte.
+    #[inline(always)]
+    const fn bit(self) -> u8 {
+        match self {
+            Wait::Receive => RECEIVE,
+            Wait::ReceiveTimeout => RECEIVE_TIMEOUT,
+            Wait::Call => CALL,
+        }
+    }
+
+    /// The wait the status byte `status` notes: the outermost of those noted.
     fn from_status(status: u8) -> Option<Wait> {
-        match (status & KIND_MASK) >> KIND_SHIFT {
-            1 => Some(Wait::Receive),
-            2 => Some(Wait::ReceiveTimeout),
-            3 => Some(Wait::Call),
-            _ => None,
+        if status & CALL != 0 {
+            Some(Wait::Call)
+        } else if status & RECEIVE_TIMEOUT != 0 {
+            Some(Wait::ReceiveTimeout)
+        } else if status & RECEIVE != 0 {
+            Some(Wait::Receive)
+        } else {
+            None
         }
     }
 }
+
+// The kinds' bits, "woken" and the status's bits are distinct.
+const _: () = assert!((RECEIVE | RECEIVE_TIMEOUT | CALL) & (WOKEN | STATUS_MASK) == 0);
 
 /// Whether a message in its mailbox wakes a process whose status byte is `status`: unless it
 /// waits for a call's reply.
@@ -59,19 +81,15 @@ pub(super) fn woken_by_messages(status: u8) -> bool {
 
 impl Process {
     /// Notes, in a poll of this process by its own task, that it is about to suspend waiting
-    /// for `wait` (the last noted in a poll wins: `receive_timeout` notes after the `receive`
-    /// it wraps). One store into its own record. (A destructor that polls a receive while its
-    /// process ends would mark it running again: only readers of its state see that, as
-    /// [`Process::is_exiting`] reads the exit reason.)
+    /// for `wait` (of several noted in a poll, the outermost wins: `receive_timeout` notes
+    /// after the `receive` it wraps). One atomic `or` into its own record, which
+    /// keeps a "woken" bit a waker set meanwhile. (A destructor that polls a receive while its
+    /// process ends notes a wait on an ending process: only readers of its state see that,
+    /// which tell an ending process by its status bits first.)
     #[inline(always)]
     pub(crate) fn note_wait(&self, wait: Wait) {
-        // Release: a reader that sees a call's kind sees its callee, stored before. A swap of
-        // the kind that keeps a "woken" bit a waker set meanwhile.
-        let _ = self
-            .status
-            .fetch_update(Ordering::Release, Ordering::Relaxed, |status| {
-                Some(STATUS_RUNNING | (wait as u8) << KIND_SHIFT | status & WOKEN)
-            });
+        // Release: a reader that sees a call's kind sees its callee, stored before.
+        self.status.fetch_or(wait.bit(), Ordering::Release);
     }
 
     /// At the end of a poll that suspends: waiting, for what the poll noted (running, `01`,
