@@ -529,7 +529,8 @@ fn a_flame_graph_leaves_out_frames_narrower_than_a_pixel() {
         2_001
     );
     let svg = export::to_string(Format::Svg, &profile).unwrap();
-    // `all`, the process of a second, and its call.
-    assert_eq!(svg.matches("<title>").count(), 3, "{svg}");
+    // `all`, the process of a second, and its call (each frame a `<g>` with its title; the
+    // page has a title of its own).
+    assert_eq!(svg.matches("<g><title>").count(), 3, "{svg}");
     assert!(svg.contains("<title>&lt;0.1.0&gt;"), "{svg}");
 }
