@@ -64,6 +64,11 @@ static NOT_LEAN: AtomicU64 = AtomicU64::new(u64::MAX);
 /// polls only for their traced stacks). A poll measured for one of these alone begins with
 /// [`super::stack::begin_plain_poll`], which has nothing to decide.
 static PLAIN: AtomicU64 = AtomicU64::new(0);
+/// `MEASURING` less [`PLAIN`] and the sessions that record histograms, build call trees or
+/// keep event logs, and, where the clock is not the time-stamp counter, those that measure
+/// time; derived with [`NOT_LEAN`]. A poll measured for one of these alone is lean and flat
+/// and begins with [`super::stack::begin_lean_poll`], which decides only what it measures.
+static LEAN: AtomicU64 = AtomicU64::new(0);
 /// Sample sessions that count calls and measure nothing else (a [`TraceTypes::SAMPLE`] session
 /// as [`NodeHandle::sample_session`](crate::NodeHandle::sample_session) opens it): a process
 /// poll that one of them alone measures is a *sample poll* ([`begin_sample_poll`]), which
@@ -117,7 +122,7 @@ pub(crate) fn not_lean() -> u64 {
     NOT_LEAN.load(Ordering::Relaxed)
 }
 
-/// Derives [`NOT_LEAN`] and [`PLAIN`] again, after a change of a mask.
+/// Derives [`NOT_LEAN`], [`PLAIN`] and [`LEAN`] again, after a change of a mask.
 fn derive() {
     let _serial = lock(&DERIVE);
     let measuring = MEASURING.load(Ordering::SeqCst);
@@ -130,7 +135,18 @@ fn derive() {
         | HISTOGRAMS.load(Ordering::SeqCst)
         | TREES.load(Ordering::SeqCst)
         | EVENTS.load(Ordering::SeqCst);
-    PLAIN.store(measuring & !more, Ordering::SeqCst);
+    let plain = measuring & !more;
+    PLAIN.store(plain, Ordering::SeqCst);
+    let mut lean = measuring
+        & !plain
+        & !(HISTOGRAMS.load(Ordering::SeqCst)
+            | TREES.load(Ordering::SeqCst)
+            | EVENTS.load(Ordering::SeqCst));
+    if !super::stack::clock_is_tsc() {
+        // Time from another clock: the general path reads it.
+        lean &= !TIMING.load(Ordering::SeqCst);
+    }
+    LEAN.store(lean, Ordering::SeqCst);
 }
 
 /// What a trace session measures: tprof's types, any combination of them.
@@ -423,6 +439,12 @@ pub(super) fn begin_for(
     }
     let timing = sessions & TIMING.load(Ordering::Relaxed) != 0;
     let memory = (sessions & MEMORY.load(Ordering::Relaxed) != 0).then_some(counts);
+    if sessions.is_power_of_two() && sessions & LEAN.load(Ordering::Relaxed) != 0 {
+        // One flat session without histograms or an event log, its time (if measured) from
+        // the time-stamp counter: the lean poll, nothing else to decide.
+        super::stack::begin_lean_poll(sessions, timing, memory, function);
+        return;
+    }
     let histograms = sessions & HISTOGRAMS.load(Ordering::Relaxed);
     let trees = TREES.load(Ordering::Relaxed);
     let events = EVENTS.load(Ordering::Relaxed);

@@ -396,6 +396,12 @@ fn rdtsc() -> u64 {
     0
 }
 
+/// Whether the clock's raw readings are the time-stamp counter (false until a session
+/// measuring time has set the clock up).
+pub(crate) fn clock_is_tsc() -> bool {
+    RAW_IS_TSC.get() == Some(&true)
+}
+
 /// The clock, if a session measuring time ever set it up.
 pub(crate) fn clock_if_set() -> Option<&'static quanta::Clock> {
     CLOCK.get()
@@ -547,7 +553,22 @@ pub(crate) fn begin_poll(
 /// of every sampled process.
 #[inline]
 pub(crate) fn begin_plain_poll(active: u64, function: &'static AtomicU32) {
+    begin_lean_poll(active, false, None, function);
+}
+
+/// [`begin_poll`] for one session (`active`, a single bit) in flat mode, without an event log
+/// or histograms, that measures time (`timing`, from the time-stamp counter) or memory
+/// (counted by `memory`) or both: the lean case, left as [`begin_poll`] leaves it without its
+/// decisions, on every poll of every process such a session measures.
+#[inline]
+pub(crate) fn begin_lean_poll(
+    active: u64,
+    timing: bool,
+    memory: Option<&'static Counts>,
+    function: &'static AtomicU32,
+) {
     debug_assert!(active.is_power_of_two());
+    debug_assert!(!timing || clock_is_tsc());
     super::inflight::begin(active);
     if active & super::paths::wanted() != 0 {
         super::paths::begin();
@@ -558,14 +579,15 @@ pub(crate) fn begin_plain_poll(active: u64, function: &'static AtomicU32) {
         s.active.set(active);
         s.tree.set(0);
         s.events.set(0);
-        s.timing.set(false);
+        s.timing.set(timing);
         s.histograms.set(0);
         s.extra.set(0);
-        s.memory.set(None);
-        s.blocks.set(&NO_BLOCKS);
+        s.memory.set(memory);
+        s.blocks
+            .set(memory.map_or(&NO_BLOCKS, Counts::blocks_counter));
         s.function.set(function);
         s.restore.set(function);
-        s.tsc.set(false);
+        s.tsc.set(timing);
         s.depth.set(0);
         s.hist_top.set(NO_FRAME);
         s.lean.set(active);
@@ -577,11 +599,12 @@ pub(crate) fn begin_plain_poll(active: u64, function: &'static AtomicU32) {
             None => new_table(s, slot),
         });
         s.lean_current.set(None);
-        s.quick.set(active);
+        s.quick.set(if timing { 0 } else { active });
         s.current[slot].set(None);
         // Before the caller checks the process's flags again (see measure::begin_poll).
         s.generations[slot].set(super::session::generation_acquire(bit));
-        s.last_mem.set([0; 3]);
+        // No clock read, as in `begin_poll`.
+        s.last_mem.set(memory.map_or([0; 3], Counts::totals));
     });
 }
 
@@ -1766,6 +1789,44 @@ mod tests {
             s.quick.set(0);
         });
         super::super::inflight::end();
+    }
+
+    /// The lean begin leaves every field as the general one does, for each combination of
+    /// what a lean session measures: time alone, memory alone, both.
+    #[test]
+    fn a_lean_poll_begins_as_the_general_begin_leaves_it() {
+        static FUNCTION: AtomicU32 = AtomicU32::new(0);
+        static COUNTS: Counts = Counts::new();
+        clock();
+        let bit = 6;
+        let active = 1u64 << bit;
+        let cases: &[(bool, Option<&'static Counts>)] = if clock_is_tsc() {
+            &[(true, None), (false, Some(&COUNTS)), (true, Some(&COUNTS))]
+        } else {
+            &[(false, Some(&COUNTS))]
+        };
+        for &(timing, memory) in cases {
+            dirty(bit);
+            begin_poll(active, 0, 0, timing, memory, 0, &FUNCTION);
+            let general = poll_state(bit);
+            dirty(bit);
+            assert_ne!(poll_state(bit), general, "dirty() changes what is compared");
+            begin_lean_poll(active, timing, memory, &FUNCTION);
+            assert_eq!(
+                poll_state(bit),
+                general,
+                "timing {timing}, memory {}",
+                memory.is_some()
+            );
+            with_stack(|s| {
+                s.active.set(0);
+                s.lean.set(0);
+                s.quick.set(0);
+                s.memory.set(None);
+                s.blocks.set(&NO_BLOCKS);
+            });
+            super::super::inflight::end();
+        }
     }
 
     #[test]
