@@ -171,9 +171,13 @@ fn rows() -> Vec<Row> {
     ]
 }
 
-/// The instructions of every benchmark run found under `home`, by (bench, function, id).
+/// The instructions of every benchmark run found under `home`, by (bench, function, id): of
+/// the newest summary where several name one benchmark (gungraun keeps a summary per layout it
+/// wrote, e.g. a bench binary run by hand or through `cargo bench -p`, and those of saved
+/// baselines, so an older one must not stand for the run just made).
 fn summaries(home: &Path) -> HashMap<(String, String, String), u64> {
-    let mut found = HashMap::new();
+    let mut newest: HashMap<(String, String, String), (std::time::SystemTime, u64)> =
+        HashMap::new();
     let mut stack = vec![home.to_path_buf()];
     while let Some(dir) = stack.pop() {
         let Ok(entries) = std::fs::read_dir(&dir) else {
@@ -186,11 +190,20 @@ fn summaries(home: &Path) -> HashMap<(String, String, String), u64> {
             } else if path.file_name().is_some_and(|n| n == "summary.json")
                 && let Some((key, ir)) = read_summary(&path)
             {
-                found.insert(key, ir);
+                let written = entry
+                    .metadata()
+                    .and_then(|m| m.modified())
+                    .unwrap_or(std::time::SystemTime::UNIX_EPOCH);
+                match newest.get(&key) {
+                    Some(&(seen, _)) if seen >= written => {}
+                    _ => {
+                        newest.insert(key, (written, ir));
+                    }
+                }
             }
         }
     }
-    found
+    newest.into_iter().map(|(key, (_, ir))| (key, ir)).collect()
 }
 
 /// The bench binary, function, id and total instructions of one summary file.
