@@ -4,9 +4,10 @@
 //! The wait notes it itself, on the path where it returns `Pending`, in the process's own
 //! record: the kind in the status byte beside "running" / "waiting" (one bit per kind, set
 //! with one atomic `or`, as the process's wakers set the byte's "woken" bit meanwhile, see
-//! `waker`), and a call's callee in two words written before the wait. No lock, no allocation, no thread-local beyond the current process
-//! the wait looks up anyway, and nothing to switch on: a peek or a wall sample session opened
-//! later tells what a process that suspended long before waits for.
+//! `waker`), and a call's callee in two words written before the wait. No lock, no
+//! allocation, no thread-local beyond the current process the wait looks up anyway, and
+//! nothing to switch on: a peek or a wall sample session opened later tells what a process
+//! that suspended long before waits for.
 //!
 //! Each poll starts by storing "running", which clears the kind and the "woken" bit: a process
 //! that suspends somewhere else afterwards (an untraced future, a timer of its own) never
