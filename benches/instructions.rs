@@ -13,7 +13,9 @@
 //!   allocator (its baseline, the system allocator, is `instructions_plain`'s row).
 //! - `gen_server_traced`: a gen_server call round trip with every runtime function traced
 //!   under call_time (patterns `runtime::_` and `runtime::gen_server::_`, both processes
-//!   measured), and untraced.
+//!   measured), untraced, and sampled (a CPU sample session open at 1 Hz tracing every
+//!   function of the processes it samples, as `tprof run` does: what an open session adds per
+//!   round trip beside its samples).
 //!
 //! Run all of it, the runner's install included, with `benches/instructions/run`; it ends with
 //! `instructions_table`, which prints each row per operation beside its goal.
@@ -26,6 +28,7 @@ use std::hint::black_box;
 use gungraun::{library_benchmark, library_benchmark_group, main};
 use runtime::Node;
 use runtime::gen_server::Timeout;
+use runtime::sample::{SampleOptions, SampleSession};
 use runtime::trace::{ProcessSpec, TracePattern, TraceSession, TraceTypes};
 
 // Its tokio side and spawn count are `instructions_plain`'s.
@@ -128,11 +131,35 @@ fn allocation((node, iters): (Node, u64)) -> Node {
     node
 }
 
-/// The setup of a gen_server row: untraced, or every runtime function traced under call_time.
-fn servers(row: &str, iters: u64) -> (Node, Option<TraceSession>, u64) {
+/// The session a gen_server row measures under, held while its loop runs.
+#[allow(dead_code)]
+enum Held {
+    Trace(TraceSession),
+    Sample(SampleSession),
+}
+
+/// The setup of a gen_server row: untraced; every runtime function traced under call_time; or
+/// sampled, by a CPU sample session at 1 Hz that traces every function of the processes it
+/// samples (what `tprof run` opens), so that the row counts what an open sample session adds
+/// per round trip beside its samples (issue 29, point 4).
+fn servers(row: &str, iters: u64) -> (Node, Option<Held>, u64) {
     let node = node();
     let session = match row {
         "untraced" => None,
+        "sampled" => {
+            let session = node
+                .sample_session(SampleOptions::new().hz(1))
+                .expect("sample session");
+            session
+                .trace()
+                .set_pattern(&TracePattern::all())
+                .expect("pattern");
+            session
+                .trace()
+                .enable_trace(ProcessSpec::New, true)
+                .expect("flags");
+            Some(Held::Sample(session))
+        }
         "call_time" => {
             let session = node
                 .trace_session_with(TraceTypes::CALL_TIME)
@@ -144,7 +171,7 @@ fn servers(row: &str, iters: u64) -> (Node, Option<TraceSession>, u64) {
                 session.set_pattern(&pattern).expect("pattern");
             }
             session.enable_trace(ProcessSpec::New, true).expect("flags");
-            Some(session)
+            Some(Held::Trace(session))
         }
         other => panic!("no gen_server row {other}"),
     };
@@ -160,9 +187,9 @@ fn servers(row: &str, iters: u64) -> (Node, Option<TraceSession>, u64) {
 #[bench::untraced_2n(servers("untraced", 2 * ROUND_TRIPS))]
 #[bench::call_time_n(servers("call_time", ROUND_TRIPS))]
 #[bench::call_time_2n(servers("call_time", 2 * ROUND_TRIPS))]
-fn gen_server_traced(
-    (node, session, iters): (Node, Option<TraceSession>, u64),
-) -> (Node, Option<TraceSession>) {
+#[bench::sampled_n(servers("sampled", ROUND_TRIPS))]
+#[bench::sampled_2n(servers("sampled", 2 * ROUND_TRIPS))]
+fn gen_server_traced((node, session, iters): (Node, Option<Held>, u64)) -> (Node, Option<Held>) {
     black_box(in_node(
         &node,
         workloads::runtime_call(iters, Timeout::Infinity),

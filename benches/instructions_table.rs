@@ -127,6 +127,14 @@ fn rows() -> Vec<Row> {
             note: "÷ untraced",
         },
         Row {
+            label: "gen_server round trip, CPU sample session open (1 Hz, all traced)",
+            subject: counted("gen_server_traced", "sampled", ROUND_TRIPS),
+            baseline: counted("gen_server_traced", "untraced", ROUND_TRIPS),
+            // Issue 29, point 4: within 3 % of unprofiled throughput.
+            goal: Goal::RatioAtMost(1.03),
+            note: "÷ untraced",
+        },
+        Row {
             label: "gen_server call round trip, system allocator",
             subject: call_runtime,
             baseline: call_runtime,
