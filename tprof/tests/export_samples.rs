@@ -1122,17 +1122,40 @@ fn html_of_samples_filters_by_focus_hide_and_plumbing_in_the_page() {
     let Some(dom) = common::browser::page_dom_at(&html, "") else {
         return;
     };
+    // The tables' rows too: `<span class="fn" ...>NAME</span>`.
+    let row = |name: &str| format!("title=\"Search the graph for this function\">{name}</span>");
     assert!(dom.contains("2 plumbing frames folded"), "{dom}");
     assert!(dom.contains(&frame("app::main/0")), "{dom}");
     assert!(!dom.contains(&frame("std::thread::park")), "{dom}");
+    assert!(dom.contains(&row("app::main/0")), "{dom}");
+    for plumbing in ["std::thread::park", "core::str::from_utf8"] {
+        assert!(!dom.contains(&row(plumbing)), "{plumbing}: {dom}");
+    }
     let dom = common::browser::page_dom_at(&html, "#plumbing=0&hide=main").unwrap();
     assert!(dom.contains(&frame("std::thread::park")), "{dom}");
     assert!(dom.contains(&frame("app::handle/1")), "{dom}");
     assert!(!dom.contains(&frame("app::main/0")), "{dom}");
     assert!(!dom.contains("plumbing frames folded"), "{dom}");
+    assert!(
+        dom.contains(&row("std::thread::park")) && dom.contains(&row("app::handle/1")),
+        "{dom}"
+    );
+    assert!(!dom.contains(&row("app::main/0")), "{dom}");
+    // Focus keeps the rows of the samples it keeps: parse's (process <0.5.0>) alone.
+    let dom = common::browser::page_dom_at(&html, "#focus=parse").unwrap();
+    assert!(
+        dom.contains(&row("app::parse::&lt;Parser as Iterator&gt;::next/1"))
+            && dom.contains(&row("app::handle/1"))
+            && !dom.contains(&row("0x402000")),
+        "{dom}"
+    );
     let dom = common::browser::page_dom_at(&html, "#focus=no_such_frame").unwrap();
     assert!(
         dom.contains("No sample has a frame the focus matches."),
+        "{dom}"
+    );
+    assert!(
+        dom.contains("No sample has a frame the filters show."),
         "{dom}"
     );
     let dom = common::browser::page_dom_at(&html, "#focus=(").unwrap();
