@@ -227,7 +227,7 @@ impl RunOptions {
     /// The options set that do nothing for this trace type, each with why: `--percentiles`
     /// without call_time, `--events` and `--flat` with call_count; the options of
     /// [`samples`](Self::samples) (`--focus`, ...) in trace mode, or for an output that does
-    /// not show samples' frames by them (an archive, json, html).
+    /// not show samples' frames by them (an archive, json).
     pub fn ignored(&self) -> Vec<String> {
         let mut ignored = Vec::new();
         let what = Output::resolve(
@@ -717,25 +717,19 @@ fn write_shown(
     }
 }
 
-/// The sample options that choose frames, which every export of samples but json and html
-/// honours.
+/// The sample options that choose frames, which every export of samples but json honours.
 const FRAME_FLAGS: [&str; 5] = ["--native", "--no-native", "--crate", "--focus", "--hide"];
 
 /// Why `flag` (one of [`sample_flags`]) does nothing when writing `what`, as the end of a
 /// sentence (` with --format json: ...`), if it does nothing: only the pretty report lays
-/// samples out; every export but json and html chooses the frames it shows. `None` when it
-/// does something.
+/// samples out; every export but json chooses the frames it shows. `None` when it does
+/// something.
 fn unused_flag(flag: &str, what: Output) -> Option<String> {
     let frames = FRAME_FLAGS.contains(&flag);
     match what {
         Output::Export(Format::Pretty) => None,
         Output::Export(Format::Json) if frames => Some(
             " with --format json: the json export is the profile itself, with every frame"
-                .to_owned(),
-        ),
-        Output::Export(Format::Html) if frames => Some(
-            " with --format html: the page has Focus, Hide and plumbing controls of its own \
-             (a link sets them: PAGE#focus=REGEX&hide=REGEX&plumbing=0)"
                 .to_owned(),
         ),
         Output::Export(_) if frames => None,

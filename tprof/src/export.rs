@@ -353,8 +353,10 @@ pub fn write_folded(
 ///   alone (pprof: at `(no stack)`).
 /// - `pretty` lays the samples out as the report does ([`write_pretty`]: every option).
 /// - `json` is the profile itself, every frame: it is what a profile file is read back from.
-/// - `html` writes every frame as [`write()`]: the page has its own focus, hide and plumbing
-///   controls.
+/// - `html` sets the page's own Focus and Hide boxes and its plumbing checkbox (folded for
+///   [`Native::User`](crate::sample_report::Native::User) without `crates`), which the
+///   reader may change; what the page has no control for (native frames none, other crates'
+///   frames) is left out of its data.
 /// - A profile without samples is written as [`write()`] writes it.
 ///
 /// What each format shows when the options are not set is
@@ -372,7 +374,11 @@ pub fn write_shown(
 ) -> Result<(), ExportError> {
     match format {
         Format::Pretty => return pretty::write_with(profile, samples, out),
-        Format::Json | Format::Html => return write(format, profile, out),
+        Format::Json => return write(format, profile, out),
+        Format::Html => {
+            sampled::one_sampler(profile, format)?;
+            return html::write_with(profile, samples, out);
+        }
         Format::Folded | Format::Svg | Format::Speedscope | Format::Chrome | Format::Pprof => {}
     }
     if !sampled::is_sampled(profile) {

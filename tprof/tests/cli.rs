@@ -1847,6 +1847,12 @@ fn every_drawn_export_takes_the_report_s_frame_options() {
     );
     let svg = std::fs::read_to_string(dir.join("p.svg")).unwrap();
     assert!(svg.contains("app::fnv_hash") && !svg.contains("app::crunch"));
+    // html sets its page's controls as asked.
+    let html = report_of_plumbed(dir, &["-f", "html", "--focus", "fnv", "--native", "all"]);
+    assert!(
+        html.contains(r#""filters":{"focus":"fnv","hide":null,"plumbing":false}"#),
+        "{html}"
+    );
     // json is the profile itself: the options do nothing there, and it says so.
     let o = tprof(dir, &["report", "p.json", "-f", "json", "--focus", "fnv"]);
     assert!(

@@ -1166,6 +1166,68 @@ fn html_of_samples_filters_by_focus_hide_and_plumbing_in_the_page() {
 }
 
 #[test]
+fn html_of_samples_starts_with_the_command_s_filters() {
+    use tprof::sample_report::{Native, PrintOptions};
+    let profile = cpu_profile();
+    let page = |options: &PrintOptions| {
+        let mut out = Vec::new();
+        export::write_shown(Format::Html, &profile, options, &mut out).unwrap();
+        let html = String::from_utf8(out).unwrap();
+        let data = embedded(&html);
+        (html, data)
+    };
+    let mfas = |data: &Value| -> Vec<String> {
+        data["functions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["mfa"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    // Focus, hide and the plumbing are the page's controls: set, every frame kept to unfold.
+    let all_hidden = PrintOptions::new().native(true).hide("main").unwrap();
+    let (unfolded, data) = page(&all_hidden);
+    assert_eq!(
+        data["samples"]["filters"],
+        serde_json::json!({"focus": null, "hide": "main", "plumbing": false})
+    );
+    assert_eq!(mfas(&data).len(), 6, "{:?}", mfas(&data));
+    let (focused, data) = page(&PrintOptions::new().focus("parse").unwrap());
+    assert_eq!(data["samples"]["filters"]["plumbing"], true);
+    // What the page has no control for is left out of its data: native frames none.
+    let (_, data) = page(&PrintOptions::new().native(Native::None));
+    assert_eq!(
+        mfas(&data),
+        [
+            "app::main/0",
+            "app::handle/1",
+            "app::parse::<Parser as Iterator>::next/1"
+        ]
+    );
+    // A bad pattern is refused, naming it.
+    let mut bad = PrintOptions::new();
+    bad.focus = Some("(".to_owned());
+    let e = export::write_shown(Format::Html, &profile, &bad, &mut Vec::new()).unwrap_err();
+    assert!(e.to_string().contains("the focus pattern `(`"), "{e}");
+    // In a browser, the graph and the tables start filtered as asked.
+    let row = |name: &str| format!("title=\"Search the graph for this function\">{name}</span>");
+    let Some(dom) = common::browser::page_dom_at(&unfolded, "") else {
+        return;
+    };
+    assert!(
+        dom.contains(&row("std::thread::park")) && !dom.contains(&row("app::main/0")),
+        "{dom}"
+    );
+    let dom = common::browser::page_dom_at(&focused, "").unwrap();
+    assert!(
+        dom.contains(&row("app::main/0"))
+            && !dom.contains(&row("core::str::from_utf8"))
+            && !dom.contains(&row("0x402000")),
+        "{dom}"
+    );
+}
+
+#[test]
 fn html_of_wall_samples_has_states_as_frames_and_recursion_counts_once() {
     let (_, data) = html(&wall_profile());
     assert_eq!(

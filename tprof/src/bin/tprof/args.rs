@@ -298,12 +298,10 @@ pub(crate) struct SampleArgs {
 }
 
 /// The options that choose which frames of a sampled profile show: in the pretty report,
-/// `--callers` and every export but json and html (folded, svg, speedscope, chrome, pprof) of
-/// `tprof report` and `tprof run`.
+/// `--callers` and every export but json (folded, svg, speedscope, chrome, pprof; html sets
+/// its page's controls) of `tprof report` and `tprof run`.
 #[derive(Debug, Default, clap::Args)]
-#[command(
-    next_help_heading = "Frames of samples (the report, --callers, and every export but json and html)"
-)]
+#[command(next_help_heading = "Frames of samples (the report, --callers, every export but json)")]
 pub(crate) struct FilterArgs {
     /// Which native frames (the untraced code CPU samples ran) show: user (the user's code,
     /// the plumbing of the runtime, tokio, std and system libraries folded into the frame

@@ -1042,6 +1042,13 @@
     $('filters').hidden = false;
     $('plumbing-box').hidden = PLUMBING === 0;
     $('plumbing').checked = PLUMBING > 0;
+    // as the command set them (`tprof report -f html --focus ...`), then as a link asks
+    const set = data.samples.filters;
+    if (set) {
+      $('focus').value = set.focus || '';
+      $('hide').value = set.hide || '';
+      $('plumbing').checked = PLUMBING > 0 && set.plumbing;
+    }
     filtersFromLink();
     readFilters();
     for (const id of ['focus', 'hide']) $(id).addEventListener('input', setFilters);
