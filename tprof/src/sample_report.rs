@@ -181,7 +181,7 @@ pub(crate) mod view;
 mod walk;
 mod wall;
 
-pub use callers::{Caller, callers};
+pub use callers::{Caller, CallerLine, callers, callers_tree};
 pub use options::{
     FilterError, GroupBy, Native, OptionError, PrintOptions, Recur, ReportFormat, SortedBy,
 };

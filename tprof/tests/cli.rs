@@ -1873,9 +1873,19 @@ fn callers_on_the_command_line_see_through_the_plumbing() {
          Count File:Line; Function\n\
          \x20   6 src/crunch.rs:3; app::crunch/0\n"
     );
-    // Every frame: the innermost plumbing above it calls it.
+    // Every frame: the innermost plumbing above it calls it, and so on outward.
     let all = report_of_plumbed(dir, &["--callers", "app::fnv_hash", "--native", "all"]);
-    assert!(all.ends_with("; budget<F>\n"), "{all}");
+    let chain: Vec<&str> = all.lines().skip(2).collect();
+    assert_eq!(chain.len(), 7, "{all}");
+    assert_eq!(
+        [chain[0], chain[2], chain[6]],
+        [
+            "    6 @tokio-1.48.0/src/task/coop.rs:70; budget<F>",
+            "    6   src/crunch.rs:3; app::crunch/0",
+            "    6       start_thread",
+        ],
+        "{all}"
+    );
     // A name no frame has is a usage error that says how frames are named.
     let o = tprof(dir, &["report", "p.json", "--callers", "no_such"]);
     assert_eq!(o.status.code(), Some(2));

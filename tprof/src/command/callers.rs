@@ -1,22 +1,25 @@
-//! `tprof report --callers FUNC`: who called a function in a profile file's samples
-//! ([`crate::sample_report::callers`], Julia's `Profile.callers`), its frames shown as the
-//! report's options say.
+//! `tprof report --callers FUNC`: the tree of a function's callers in a profile file's
+//! samples ([`crate::sample_report::callers_tree`]; its first level is Julia's
+//! `Profile.callers`), its frames shown as the report's options say.
 
 use std::path::Path;
 
 use super::{CommandError, has_sampler, output, read_profile, warn_once};
-use crate::sample_report::{PrintOptions, callers as callers_of};
+use crate::sample_report::{PrintOptions, callers_tree};
 use crate::samples::SamplerKind;
 
-/// `tprof report --callers FUNC`: who called `function` (named as the report names frames:
-/// `module::name/arity`, `module::name` or `name`) in the samples of the profile file
-/// `input`, with counts, the most first, written to `out` (standard output when `None` or
+/// `tprof report --callers FUNC`: the tree of the callers of `function` (named as the
+/// report names frames: `module::name/arity`, `module::name` or `name`) in the samples of
+/// the profile file `input`, outward, with counts, the most first, each caller followed by
+/// its own callers one space further in; written to `out` (standard output when `None` or
 /// `-`):
 ///
 /// ```text
-/// Callers of `fnv_hash` in the cpu samples (count: timer periods), the most first:
+/// Callers of `parse` in the cpu samples (count: timer periods), the most first:
 /// Count File:Line; Function
-///     6 src/crunch.rs:3; app::crunch/0
+///     6 src/serve.rs:10; app::serve/0
+///     6  src/main.rs:1; app::main/0
+///     2 src/main.rs:1; app::main/0
 /// ```
 ///
 /// A caller is the nearest frame above the function that `samples` show (by default the
@@ -55,7 +58,7 @@ pub fn callers(
         .map_err(|e| CommandError::Usage(e.to_string()))?;
     warn_once(&profile);
     let options = samples.clone().sampler(Some(kind));
-    let who = callers_of(&profile, function, &options);
+    let who = callers_tree(&profile, function, &options);
     if who.is_empty() {
         return Err(CommandError::Usage(format!(
             "no {kind} sample has a caller of `{function}`: name a frame as the report does \
@@ -69,15 +72,20 @@ pub fn callers(
          Count File:Line; Function\n",
         unit(kind)
     );
-    let counts: Vec<String> = who.iter().map(|c| rounded(c.count).to_string()).collect();
+    let counts: Vec<String> = who
+        .iter()
+        .map(|l| rounded(l.caller.count).to_string())
+        .collect();
     let width = counts.iter().map(String::len).max().unwrap_or(0).max(5);
-    for (c, count) in who.iter().zip(&counts) {
+    for (l, count) in who.iter().zip(&counts) {
+        let c = &l.caller;
         let place = match (&c.file, c.line) {
             (Some(file), Some(line)) => format!("{file}:{line}; "),
             (Some(file), None) => format!("{file}; "),
             (None, _) => String::new(),
         };
-        text.push_str(&format!("{count:>width$} {place}{}\n", c.function));
+        let indent = " ".repeat(l.depth.saturating_sub(1));
+        text.push_str(&format!("{count:>width$} {indent}{place}{}\n", c.function));
     }
     output::write_text(&text, out)
 }

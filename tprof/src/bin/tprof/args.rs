@@ -145,11 +145,11 @@ pub(crate) enum Cmd {
         /// allocated and in-use bytes and allocations, flat and cum.
         #[arg(long, value_name = "REGEX", conflicts_with = "format")]
         list: Option<String>,
-        /// Instead of the report: who called the function FUNC in the samples
-        /// (`module::name/arity`, `module::name` or `name`), with counts, the most first
-        /// (Julia's Profile.callers): the nearest frame above it that --native, --crate and
-        /// --hide show, in the samples --focus keeps, of --sampler's samples (default: the
-        /// first of cpu, wall and alloc the profile has).
+        /// Instead of the report: the tree of the callers of the function FUNC in the samples
+        /// (`module::name/arity`, `module::name` or `name`), outward, with counts, the most
+        /// first (its first level is Julia's Profile.callers): each the nearest frame above
+        /// that --native, --crate and --hide show, in the samples --focus keeps, of
+        /// --sampler's samples (default: the first of cpu, wall and alloc the profile has).
         #[arg(long, value_name = "FUNC", conflicts_with_all = ["format", "list"])]
         callers: Option<String>,
         /// With --list: the folder relative source paths are read from (default: the
