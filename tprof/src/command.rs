@@ -7,6 +7,7 @@
 //! - [`report`]: reads a profile file and writes it in any [`Format`] ([`report_with`]: with
 //!   the options that lay samples out in the `pretty` report).
 //! - [`list`]: the annotated source listing of a profile file's functions (`report --list`).
+//! - [`callers`]: who called a function in a profile file's samples (`report --callers`).
 //! - [`merge`]: merges profile files of one trace type ([`crate::archive::merge`]).
 //! - [`view`]: writes the HTML viewer of a profile file and opens it in a browser.
 //!
@@ -30,8 +31,11 @@ use crate::listing::{ListOptions, ListingError};
 use crate::sample_report::{Native, PrintOptions, ReportFormat};
 use crate::{Profile, TraceType};
 
+mod callers;
 mod input;
 mod output;
+
+pub use callers::callers;
 
 use input::{is_std, read_run_dir_of};
 pub use input::{read_profile, read_run_dir};
@@ -187,9 +191,10 @@ pub struct RunOptions {
     /// one per node, the others beside the first (`heap.heapsnapshot`, then
     /// `heap.node2.heapsnapshot`, ...; default: none).
     pub heap_snapshot: Option<PathBuf>,
-    /// How the profile's samples are shown when it is written as the `pretty` report or as
-    /// folded stacks (`--native`, `--crate`, `--focus`, `--hide`; default:
-    /// [`PrintOptions::new`] with the tree and the flat list, as `tprof report` writes it).
+    /// How the profile's samples are shown when it is written as the `pretty` report or as an
+    /// export that chooses its frames ([`export::write_shown`](crate::export::write_shown):
+    /// `--native`, `--crate`, `--focus`, `--hide`; default: [`PrintOptions::new`] with the
+    /// tree and the flat list, as `tprof report` writes it).
     pub samples: PrintOptions,
     /// The program.
     pub program: OsString,
@@ -222,7 +227,7 @@ impl RunOptions {
     /// The options set that do nothing for this trace type, each with why: `--percentiles`
     /// without call_time, `--events` and `--flat` with call_count; the options of
     /// [`samples`](Self::samples) (`--focus`, ...) in trace mode, or for an output that does
-    /// not show samples' frames by them (an archive, an export other than pretty and folded).
+    /// not show samples' frames by them (an archive, json).
     pub fn ignored(&self) -> Vec<String> {
         let mut ignored = Vec::new();
         let what = Output::resolve(
@@ -230,24 +235,16 @@ impl RunOptions {
             self.out.as_deref(),
             Output::Archive,
         );
-        let why = match (&self.mode, what) {
-            (Mode::Trace, _) => Some(
-                "in trace mode: it chooses the frames of samples (--mode sample or alloc)"
-                    .to_owned(),
-            ),
-            (_, Output::Export(Format::Pretty | Format::Folded)) => None,
-            (_, Output::Export(other)) => Some(format!(
-                "with --format {other}: only the pretty report and folded stacks choose the \
-                 frames they show"
-            )),
-            (_, Output::Archive) => Some(
-                "when writing a .tprof archive: `tprof report` chooses the frames it shows"
-                    .to_owned(),
-            ),
-        };
-        if let Some(why) = why {
-            for flag in sample_flags(&self.samples) {
-                ignored.push(format!("{flag} does nothing {why}"));
+        for flag in sample_flags(&self.samples) {
+            let why = match self.mode {
+                Mode::Trace => Some(
+                    " in trace mode: it chooses the frames of samples (--mode sample or alloc)"
+                        .to_owned(),
+                ),
+                Mode::Sample { .. } => unused_flag(flag, what),
+            };
+            if let Some(why) = why {
+                ignored.push(format!("{flag} does nothing{why}"));
             }
         }
         if let Mode::Sample { .. } = self.mode {
@@ -669,49 +666,45 @@ pub fn report_sampler(
     );
     let mut profile = read_profile(input)?;
     if let Some(kind) = sampler {
-        let has = profile.samples.samplers();
-        if !has.contains(&kind) {
-            let names: Vec<&str> = has.iter().map(|k| k.name()).collect();
-            return Err(CommandError::Usage(if names.is_empty() {
-                format!("--sampler {kind}: the profile has no samples")
-            } else {
-                format!(
-                    "--sampler {kind}: the profile has no {kind} samples (it has {})",
-                    names.join(", ")
-                )
-            }));
-        }
+        has_sampler(&profile, kind)?;
         profile.samples = profile.samples.only(kind);
     }
     warn_once(&profile);
-    let set = sample_flags(samples);
-    for flag in &set {
-        match what {
-            Output::Export(Format::Pretty | Format::Folded) if profile.samples.is_empty() => {
-                eprintln!("tprof: warning: {flag} does nothing: the profile has no samples");
+    for flag in sample_flags(samples) {
+        let why = match what {
+            Output::Export(_)
+                if profile.samples.is_empty() && unused_flag(flag, what).is_none() =>
+            {
+                Some(": the profile has no samples".to_owned())
             }
-            Output::Export(Format::Pretty) => {}
-            Output::Export(Format::Folded) if FRAME_FLAGS.contains(flag) => {}
-            Output::Export(other) => eprintln!(
-                "tprof: warning: {flag} does nothing with --format {other}: only the pretty \
-                 report lays samples out{}",
-                if FRAME_FLAGS.contains(flag) {
-                    " (and folded stacks choose their frames)"
-                } else {
-                    ""
-                }
-            ),
-            Output::Archive => eprintln!(
-                "tprof: warning: {flag} does nothing when writing a .tprof archive: only the \
-                 pretty report lays samples out"
-            ),
+            _ => unused_flag(flag, what),
+        };
+        if let Some(why) = why {
+            eprintln!("tprof: warning: {flag} does nothing{why}");
         }
     }
     write_shown(&profile, what, out, samples)
 }
 
-/// Writes `profile` as `what` to `out`, its samples shown as `samples` say in the formats
-/// that choose what they show of them: the pretty report, folded stacks.
+/// Refuses `--sampler kind` for a profile that has no samples of `kind`, naming those it has.
+fn has_sampler(profile: &Profile, kind: crate::samples::SamplerKind) -> Result<(), CommandError> {
+    let has = profile.samples.samplers();
+    if has.contains(&kind) {
+        return Ok(());
+    }
+    let names: Vec<&str> = has.iter().map(|k| k.name()).collect();
+    Err(CommandError::Usage(if names.is_empty() {
+        format!("--sampler {kind}: the profile has no samples")
+    } else {
+        format!(
+            "--sampler {kind}: the profile has no {kind} samples (it has {})",
+            names.join(", ")
+        )
+    }))
+}
+
+/// Writes `profile` as `what` to `out`, its samples shown as `samples` say in the exports
+/// that choose what they show of them ([`export::write_shown`](crate::export::write_shown)).
 fn write_shown(
     profile: &Profile,
     what: Output,
@@ -719,14 +712,38 @@ fn write_shown(
     samples: &PrintOptions,
 ) -> Result<(), CommandError> {
     match what {
-        Output::Export(Format::Pretty) => output::write_pretty(profile, samples, out),
-        Output::Export(Format::Folded) => output::write_folded(profile, samples, out),
-        other => write_output(profile, other, out),
+        Output::Export(format) => output::write_shown(profile, format, samples, out),
+        Output::Archive => write_output(profile, what, out),
     }
 }
 
-/// The sample options that choose frames, which folded stacks honour too.
+/// The sample options that choose frames, which every export of samples but json honours.
 const FRAME_FLAGS: [&str; 5] = ["--native", "--no-native", "--crate", "--focus", "--hide"];
+
+/// Why `flag` (one of [`sample_flags`]) does nothing when writing `what`, as the end of a
+/// sentence (` with --format json: ...`), if it does nothing: only the pretty report lays
+/// samples out; every export but json chooses the frames it shows. `None` when it does
+/// something.
+fn unused_flag(flag: &str, what: Output) -> Option<String> {
+    let frames = FRAME_FLAGS.contains(&flag);
+    match what {
+        Output::Export(Format::Pretty) => None,
+        Output::Export(Format::Json) if frames => Some(
+            " with --format json: the json export is the profile itself, with every frame"
+                .to_owned(),
+        ),
+        Output::Export(_) if frames => None,
+        Output::Export(other) => Some(format!(
+            " with --format {other}: only the pretty report lays samples out (the other \
+             exports honour --native, --crate, --focus and --hide alone)"
+        )),
+        Output::Archive => Some(
+            " when writing a .tprof archive: `tprof report` chooses the frames it shows and \
+             lays samples out"
+                .to_owned(),
+        ),
+    }
+}
 
 /// `tprof report --list PATTERN`: the annotated source listing of the profile file `input`'s
 /// functions whose name `pattern` matches ([`Profile::listing_with`]), written to `out`

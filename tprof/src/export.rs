@@ -144,6 +144,28 @@ impl Format {
         }
     }
 
+    /// Which native frames of a sampled profile the command shows in this format when
+    /// `--native` is not given ([`write_shown`]): every frame ([`Native::All`]) in `pprof`,
+    /// the user's code ([`Native::User`]: the plumbing of the runtime, tokio and std folded
+    /// into the frame above) in every other.
+    ///
+    /// `pprof` keeps every frame because its reader filters for itself: `go tool pprof` has
+    /// `-focus`, `-hide`, `-ignore` and `-show_from` (and its web view the same), its users
+    /// expect the profile as taken, and its `-lines`, `-addresses` and `disasm` views want
+    /// the frames at their addresses. The other formats are drawn by viewers with no notion
+    /// of plumbing (a flame graph, speedscope, Perfetto), which would draw tokio's and std's
+    /// forty frames between a traced function and the code it calls, as the report did
+    /// before it folded them.
+    ///
+    /// [`Native::All`]: crate::sample_report::Native::All
+    /// [`Native::User`]: crate::sample_report::Native::User
+    pub fn default_native(self) -> crate::sample_report::Native {
+        match self {
+            Format::Pprof => crate::sample_report::Native::All,
+            _ => crate::sample_report::Native::User,
+        }
+    }
+
     /// The file extension a file of this format usually has (without the leading dot).
     ///
     /// Chrome traces are `trace.json`, not `chrome.json`: speedscope opens `*.chrome.json`
@@ -302,30 +324,69 @@ pub fn write_pretty(
     pretty::write_with(profile, samples, out)
 }
 
-/// Writes `profile` as folded stacks, its samples' frames shown as `samples` say (what
-/// `tprof report --format folded` writes): by default the user's code, the plumbing of the
-/// runtime, tokio and std folded ([`Native::User`](crate::sample_report::Native::User));
-/// [`focus`](crate::sample_report::PrintOptions::focus),
-/// [`hide`](crate::sample_report::PrintOptions::hide) and
-/// [`crates`](crate::sample_report::PrintOptions::crates) as in the report. [`write()`]
-/// writes every frame. A profile without samples is written as [`write()`] writes it.
+/// Writes `profile` as folded stacks, its samples' frames shown as `samples` say:
+/// [`write_shown`] in [`Format::Folded`].
 ///
 /// # Errors
 ///
-/// [`ExportError::Io`] when writing fails, or (of kind `InvalidInput`) when focus or hide is
-/// not a regular expression; [`ExportError::Unsupported`] as [`write()`].
+/// As [`write_shown`].
 pub fn write_folded(
     profile: &Profile,
     samples: &crate::sample_report::PrintOptions,
     out: &mut dyn Write,
 ) -> Result<(), ExportError> {
-    if !sampled::is_sampled(profile) {
-        return folded::write(profile, out);
+    write_shown(Format::Folded, profile, samples, out)
+}
+
+/// Writes `profile` to `out` in `format`, its samples' frames shown as `samples` say, as the
+/// sample report shows them (what `tprof report --format F` and `tprof run --format F`
+/// write): [`native`](crate::sample_report::PrintOptions::native) (by default the user's
+/// code, the plumbing of the runtime, tokio and std folded, each sample counted at the frame
+/// above: [`Native::User`](crate::sample_report::Native::User)),
+/// [`crates`](crate::sample_report::PrintOptions::crates),
+/// [`focus`](crate::sample_report::PrintOptions::focus) and
+/// [`hide`](crate::sample_report::PrintOptions::hide). [`write()`] writes every frame.
+///
+/// - `folded`, `svg`, `speedscope`, `chrome` and `pprof` write the profile as the options
+///   show it: the samples focus keeps, on stacks without the frames that do not show (one
+///   filtering for all five). A sample none of whose frames shows is under its process
+///   alone (pprof: at `(no stack)`).
+/// - `pretty` lays the samples out as the report does ([`write_pretty`]: every option).
+/// - `json` is the profile itself, every frame: it is what a profile file is read back from.
+/// - `html` sets the page's own Focus and Hide boxes and its plumbing checkbox (folded for
+///   [`Native::User`](crate::sample_report::Native::User) without `crates`), which the
+///   reader may change; what the page has no control for (native frames none, other crates'
+///   frames) is left out of its data.
+/// - A profile without samples is written as [`write()`] writes it.
+///
+/// What each format shows when the options are not set is
+/// [`Format::default_native`]'s choice on the command line.
+///
+/// # Errors
+///
+/// [`ExportError::Io`] when writing fails, or (of kind `InvalidInput`) when focus or hide is
+/// not a regular expression; [`ExportError::Unsupported`] as [`write()`].
+pub fn write_shown(
+    format: Format,
+    profile: &Profile,
+    samples: &crate::sample_report::PrintOptions,
+    out: &mut dyn Write,
+) -> Result<(), ExportError> {
+    match format {
+        Format::Pretty => return pretty::write_with(profile, samples, out),
+        Format::Json => return write(format, profile, out),
+        Format::Html => {
+            sampled::one_sampler(profile, format)?;
+            return html::write_with(profile, samples, out);
+        }
+        Format::Folded | Format::Svg | Format::Speedscope | Format::Chrome | Format::Pprof => {}
     }
-    sampled::one_sampler(profile, Format::Folded)?;
+    if !sampled::is_sampled(profile) {
+        return write(format, profile, out);
+    }
     let view = crate::sample_report::FrameView::of(profile, samples)
         .map_err(|e| ExportError::Io(io::Error::new(io::ErrorKind::InvalidInput, e)))?;
-    folded::write_with(profile, Some(&view), out)
+    write(format, &view.apply(profile), out)
 }
 
 /// Writes `profile` to a string in `format` (for the text formats: every format but `pprof`,

@@ -33,8 +33,9 @@
 //! frames of some crates ("frames of my crates only"), folding the others the same way;
 //! [`focus`](PrintOptions::focus) and [`hide`](PrintOptions::hide) filter as pprof's
 //! `-focus` and `-hide` do. Samples none of whose frames show count on a `[hidden frames]`
-//! line of their own. [`callers`] and the folded stacks of
-//! [`export::write_folded`](crate::export::write_folded) see the frames the same way.
+//! line of their own. [`callers`] and the exports of
+//! [`export::write_shown`](crate::export::write_shown) (folded stacks, svg, speedscope,
+//! chrome, pprof) see the frames the same way.
 //!
 //! # The tree
 //!
@@ -180,7 +181,7 @@ pub(crate) mod view;
 mod walk;
 mod wall;
 
-pub use callers::{Caller, callers};
+pub use callers::{Caller, CallerLine, callers, callers_tree};
 pub use options::{
     FilterError, GroupBy, Native, OptionError, PrintOptions, Recur, ReportFormat, SortedBy,
 };

@@ -1772,3 +1772,129 @@ fn report_folds_the_plumbing_unless_native_all() {
         text(&o.stderr)
     );
 }
+
+/// A folder holding the plumbed profile as `p.json`.
+fn plumbed_file() -> Scratch {
+    let dir = scratch("frames");
+    let profile = common::samples::plumbed_profile();
+    std::fs::write(dir.join("p.json"), serde_json::to_vec(&profile).unwrap()).unwrap();
+    dir
+}
+
+/// `tprof report p.json ARGS`, which must succeed without a warning; its output, gunzipped
+/// when it is gzip data (pprof).
+fn report_of_plumbed(dir: &Path, args: &[&str]) -> String {
+    let mut argv = vec!["report", "p.json"];
+    argv.extend_from_slice(args);
+    let o = tprof(dir, &argv);
+    assert!(o.status.success(), "{args:?}: {}", text(&o.stderr));
+    assert_eq!(text(&o.stderr), "", "{args:?}");
+    if o.stdout.starts_with(b"\x1f\x8b") {
+        let mut raw = Vec::new();
+        std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&o.stdout[..]), &mut raw)
+            .unwrap();
+        return String::from_utf8_lossy(&raw).into_owned();
+    }
+    text(&o.stdout)
+}
+
+#[test]
+fn every_drawn_export_takes_the_report_s_frame_options() {
+    let dir = plumbed_file();
+    let dir: &Path = &dir;
+    for format in ["svg", "speedscope", "chrome"] {
+        // The plumbing folded by default, as in the report.
+        let shown = report_of_plumbed(dir, &["-f", format]);
+        assert!(
+            shown.contains("app::fnv_hash") && !shown.contains("tokio::runtime"),
+            "{format}: {shown}"
+        );
+        let all = report_of_plumbed(dir, &["-f", format, "--native", "all"]);
+        assert!(all.contains("tokio::runtime::park"), "{format}");
+        let focused = report_of_plumbed(dir, &["-f", format, "--focus", "fnv"]);
+        assert!(
+            focused.contains("app::fnv_hash") && !focused.contains("outside"),
+            "{format}: {focused}"
+        );
+        let hidden = report_of_plumbed(dir, &["-f", format, "--hide", "fnv_hash"]);
+        assert!(
+            hidden.contains("app::crunch") && !hidden.contains("fnv_hash"),
+            "{format}: {hidden}"
+        );
+        let mine = report_of_plumbed(dir, &["-f", format, "--crate", "app,tokio"]);
+        assert!(
+            mine.contains("tokio::runtime::scheduler") && !mine.contains("core::iter"),
+            "{format}: {mine}"
+        );
+    }
+    // pprof keeps every frame unless asked: go tool pprof filters for itself.
+    assert!(report_of_plumbed(dir, &["-f", "pprof"]).contains("tokio::runtime::park"));
+    let user = report_of_plumbed(dir, &["-f", "pprof", "--native", "user"]);
+    assert!(
+        user.contains("app::fnv_hash") && !user.contains("tokio::runtime"),
+        "{user}"
+    );
+    assert!(!report_of_plumbed(dir, &["-f", "pprof", "--hide", "fnv"]).contains("fnv_hash"));
+    // The format an output's name says takes them too.
+    let o = tprof(
+        dir,
+        &["report", "p.json", "-o", "p.svg", "--hide", "crunch"],
+    );
+    assert!(
+        o.status.success() && o.stderr.is_empty(),
+        "{}",
+        text(&o.stderr)
+    );
+    let svg = std::fs::read_to_string(dir.join("p.svg")).unwrap();
+    assert!(svg.contains("app::fnv_hash") && !svg.contains("app::crunch"));
+    // html sets its page's controls as asked.
+    let html = report_of_plumbed(dir, &["-f", "html", "--focus", "fnv", "--native", "all"]);
+    assert!(
+        html.contains(r#""filters":{"focus":"fnv","hide":null,"plumbing":false}"#),
+        "{html}"
+    );
+    // json is the profile itself: the options do nothing there, and it says so.
+    let o = tprof(dir, &["report", "p.json", "-f", "json", "--focus", "fnv"]);
+    assert!(
+        text(&o.stderr).contains("warning: --focus does nothing with --format json"),
+        "{}",
+        text(&o.stderr)
+    );
+}
+
+#[test]
+fn callers_on_the_command_line_see_through_the_plumbing() {
+    let dir = plumbed_file();
+    let dir: &Path = &dir;
+    // fnv_hash is called through core's and tokio's frames: its caller is crunch.
+    assert_eq!(
+        report_of_plumbed(dir, &["--callers", "fnv_hash"]),
+        "Callers of `fnv_hash` in the cpu samples (count: timer periods), the most first:\n\
+         Count File:Line; Function\n\
+         \x20   6 src/crunch.rs:3; app::crunch/0\n"
+    );
+    // Every frame: the innermost plumbing above it calls it, and so on outward.
+    let all = report_of_plumbed(dir, &["--callers", "app::fnv_hash", "--native", "all"]);
+    let chain: Vec<&str> = all.lines().skip(2).collect();
+    assert_eq!(chain.len(), 7, "{all}");
+    assert_eq!(
+        [chain[0], chain[2], chain[6]],
+        [
+            "    6 @tokio-1.48.0/src/task/coop.rs:70; budget<F>",
+            "    6   src/crunch.rs:3; app::crunch/0",
+            "    6       start_thread",
+        ],
+        "{all}"
+    );
+    // A name no frame has is a usage error that says how frames are named.
+    let o = tprof(dir, &["report", "p.json", "--callers", "no_such"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o.stderr).contains("no cpu sample has a caller of `no_such`"),
+        "{}",
+        text(&o.stderr)
+    );
+    // --callers and --format are two outputs: refused together.
+    let o = tprof(dir, &["report", "p.json", "--callers", "x", "-f", "svg"]);
+    assert_eq!(o.status.code(), Some(2));
+}

@@ -1122,22 +1122,107 @@ fn html_of_samples_filters_by_focus_hide_and_plumbing_in_the_page() {
     let Some(dom) = common::browser::page_dom_at(&html, "") else {
         return;
     };
+    // The tables' rows too: `<span class="fn" ...>NAME</span>`.
+    let row = |name: &str| format!("title=\"Search the graph for this function\">{name}</span>");
     assert!(dom.contains("2 plumbing frames folded"), "{dom}");
     assert!(dom.contains(&frame("app::main/0")), "{dom}");
     assert!(!dom.contains(&frame("std::thread::park")), "{dom}");
+    assert!(dom.contains(&row("app::main/0")), "{dom}");
+    for plumbing in ["std::thread::park", "core::str::from_utf8"] {
+        assert!(!dom.contains(&row(plumbing)), "{plumbing}: {dom}");
+    }
     let dom = common::browser::page_dom_at(&html, "#plumbing=0&hide=main").unwrap();
     assert!(dom.contains(&frame("std::thread::park")), "{dom}");
     assert!(dom.contains(&frame("app::handle/1")), "{dom}");
     assert!(!dom.contains(&frame("app::main/0")), "{dom}");
     assert!(!dom.contains("plumbing frames folded"), "{dom}");
+    assert!(
+        dom.contains(&row("std::thread::park")) && dom.contains(&row("app::handle/1")),
+        "{dom}"
+    );
+    assert!(!dom.contains(&row("app::main/0")), "{dom}");
+    // Focus keeps the rows of the samples it keeps: parse's (process <0.5.0>) alone.
+    let dom = common::browser::page_dom_at(&html, "#focus=parse").unwrap();
+    assert!(
+        dom.contains(&row("app::parse::&lt;Parser as Iterator&gt;::next/1"))
+            && dom.contains(&row("app::handle/1"))
+            && !dom.contains(&row("0x402000")),
+        "{dom}"
+    );
     let dom = common::browser::page_dom_at(&html, "#focus=no_such_frame").unwrap();
     assert!(
         dom.contains("No sample has a frame the focus matches."),
         "{dom}"
     );
+    assert!(
+        dom.contains("No sample has a frame the filters show."),
+        "{dom}"
+    );
     let dom = common::browser::page_dom_at(&html, "#focus=(").unwrap();
     assert!(
         dom.contains("focus `(` is not a regular expression"),
+        "{dom}"
+    );
+}
+
+#[test]
+fn html_of_samples_starts_with_the_command_s_filters() {
+    use tprof::sample_report::{Native, PrintOptions};
+    let profile = cpu_profile();
+    let page = |options: &PrintOptions| {
+        let mut out = Vec::new();
+        export::write_shown(Format::Html, &profile, options, &mut out).unwrap();
+        let html = String::from_utf8(out).unwrap();
+        let data = embedded(&html);
+        (html, data)
+    };
+    let mfas = |data: &Value| -> Vec<String> {
+        data["functions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["mfa"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    // Focus, hide and the plumbing are the page's controls: set, every frame kept to unfold.
+    let all_hidden = PrintOptions::new().native(true).hide("main").unwrap();
+    let (unfolded, data) = page(&all_hidden);
+    assert_eq!(
+        data["samples"]["filters"],
+        serde_json::json!({"focus": null, "hide": "main", "plumbing": false})
+    );
+    assert_eq!(mfas(&data).len(), 6, "{:?}", mfas(&data));
+    let (focused, data) = page(&PrintOptions::new().focus("parse").unwrap());
+    assert_eq!(data["samples"]["filters"]["plumbing"], true);
+    // What the page has no control for is left out of its data: native frames none.
+    let (_, data) = page(&PrintOptions::new().native(Native::None));
+    assert_eq!(
+        mfas(&data),
+        [
+            "app::main/0",
+            "app::handle/1",
+            "app::parse::<Parser as Iterator>::next/1"
+        ]
+    );
+    // A bad pattern is refused, naming it.
+    let mut bad = PrintOptions::new();
+    bad.focus = Some("(".to_owned());
+    let e = export::write_shown(Format::Html, &profile, &bad, &mut Vec::new()).unwrap_err();
+    assert!(e.to_string().contains("the focus pattern `(`"), "{e}");
+    // In a browser, the graph and the tables start filtered as asked.
+    let row = |name: &str| format!("title=\"Search the graph for this function\">{name}</span>");
+    let Some(dom) = common::browser::page_dom_at(&unfolded, "") else {
+        return;
+    };
+    assert!(
+        dom.contains(&row("std::thread::park")) && !dom.contains(&row("app::main/0")),
+        "{dom}"
+    );
+    let dom = common::browser::page_dom_at(&focused, "").unwrap();
+    assert!(
+        dom.contains(&row("app::main/0"))
+            && !dom.contains(&row("core::str::from_utf8"))
+            && !dom.contains(&row("0x402000")),
         "{dom}"
     );
 }

@@ -120,35 +120,21 @@ pub fn write_export(
     write_rendered(format, out, |w| export::write(format, profile, w))
 }
 
-/// Writes `profile` as the `pretty` report, its samples laid out as `samples` say, to `out`
-/// (standard output when `None` or `-`).
+/// Writes `profile` in `format`, its samples' frames shown as `samples` say
+/// ([`export::write_shown`]: the pretty report lays them out, the drawn exports leave out the
+/// frames and samples the options leave out), to `out` (standard output when `None` or `-`).
 ///
 /// # Errors
 ///
 /// As [`write_export`].
-pub(super) fn write_pretty(
+pub(super) fn write_shown(
     profile: &Profile,
+    format: Format,
     samples: &PrintOptions,
     out: Option<&Path>,
 ) -> Result<(), CommandError> {
-    write_rendered(Format::Pretty, out, |w| {
-        export::write_pretty(profile, samples, w)
-    })
-}
-
-/// Writes `profile` as folded stacks, its samples' frames shown as `samples` say
-/// ([`export::write_folded`]), to `out` (standard output when `None` or `-`).
-///
-/// # Errors
-///
-/// As [`write_export`].
-pub(super) fn write_folded(
-    profile: &Profile,
-    samples: &PrintOptions,
-    out: Option<&Path>,
-) -> Result<(), CommandError> {
-    write_rendered(Format::Folded, out, |w| {
-        export::write_folded(profile, samples, w)
+    write_rendered(format, out, |w| {
+        export::write_shown(format, profile, samples, w)
     })
 }
 

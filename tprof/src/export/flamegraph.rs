@@ -88,7 +88,7 @@ pub(super) fn duration(ns: u64) -> String {
 /// The folded lines of `profile`: per process, each path with a weight, process first.
 pub(super) fn folded_lines(profile: &Profile) -> Vec<String> {
     if sampled::is_sampled(profile) {
-        let paths = sampled::folded_paths(profile, true, None, frame_name);
+        let paths = sampled::folded_paths(profile, true, frame_name);
         // As below: the sum must fit in inferno's counters.
         let total: u128 = paths.iter().map(|(_, ns)| u128::from(*ns)).sum();
         let divisor = total.div_ceil(1 << 53).max(1);

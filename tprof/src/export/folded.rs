@@ -51,7 +51,7 @@
 //!   [`SampleSet::cpu_truth`](crate::samples::SampleSet::cpu_truth)) has no place here: the
 //!   format has no comments, and a line of CPU time no sample saw would be drawn as a frame
 //!   that ran. `tprof report` and every other export say it.
-//! - [`write_folded`](super::write_folded) (what `tprof report --format folded` and `tprof run
+//! - [`write_shown`](super::write_shown) (what `tprof report --format folded` and `tprof run
 //!   --format folded` write) leaves out the frames and samples the sample report's options
 //!   leave out ([`PrintOptions`](crate::sample_report::PrintOptions): by default the
 //!   plumbing of the runtime, tokio and std is folded, each line counting at the frame
@@ -66,24 +66,13 @@ use std::io::Write;
 use super::stacks::Stacks;
 use super::weight::{frame_name, weight};
 use super::{ExportError, sampled};
-use crate::sample_report::FrameView;
 use crate::{Group, Profile};
 
 /// Writes `profile` as folded stacks.
 pub(super) fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), ExportError> {
-    write_with(profile, None, out)
-}
-
-/// Writes `profile` as folded stacks; its samples, when it has any, as `view` shows them
-/// (every frame of every sample without one).
-pub(super) fn write_with(
-    profile: &Profile,
-    view: Option<&FrameView>,
-    out: &mut dyn Write,
-) -> Result<(), ExportError> {
     if sampled::is_sampled(profile) {
         let mut text = String::new();
-        for (line, ns) in sampled::folded_paths(profile, false, view, frame_text) {
+        for (line, ns) in sampled::folded_paths(profile, false, frame_text) {
             text.push_str(&line);
             text.push(' ');
             text.push_str(&ns.to_string());

@@ -18,8 +18,9 @@
 //!   pprof's `-hide`), and *Fold plumbing* (on by default: the frames of the runtime, tokio,
 //!   std and system libraries left out so, as the report's default
 //!   [`Native::User`](crate::sample_report::Native::User) does; the page says how many). A
-//!   link can set them: `page.html#focus=parse&hide=fmt&plumbing=0`. The tables are not
-//!   filtered;
+//!   link can set them: `page.html#focus=parse&hide=fmt&plumbing=0`, and so can the command
+//!   (`tprof report -f html --focus parse --native all`: [`write_with`]). The per-process
+//!   tables follow them as the flame graph does;
 //! - per process, the table of its functions (calls, the value, per call, %, and words and
 //!   blocks for call_memory), sorted by clicking a column's header; with percentiles
 //!   (call_time), p50, p90, p99 and max of each function's time per call in that process;
@@ -107,6 +108,7 @@ use super::ExportError;
 use super::flamegraph::duration;
 use super::sampled::{describe, is_sampled};
 use super::weight::unit;
+use crate::sample_report::{FrameView, Native, PrintOptions};
 use crate::{Function, Profile, Run, TraceType};
 
 mod compact;
@@ -307,7 +309,68 @@ fn title(profile: &Profile) -> String {
 
 /// Writes the viewer page for `profile`.
 pub(super) fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), ExportError> {
-    let data = view_data(profile);
+    write_page(profile, None, out)
+}
+
+/// Writes the viewer page for `profile`, its samples' filters set as `options` say
+/// ([`export::write_shown`](super::write_shown)): focus, hide and whether the plumbing is
+/// folded ([`Native::User`] without [`crates`](PrintOptions::crates)) are the page's
+/// controls, set so that one may change them (a link's `#focus=...` still overrides them);
+/// what the page has no control for is left out of its data: native frames under
+/// [`Native::None`], the frames of other crates than `crates`. The patterns are Rust's
+/// regular expressions, read by the page as JavaScript's: one that JavaScript refuses
+/// (`(?i)`) the page names, and filters nothing by.
+///
+/// # Errors
+///
+/// As [`write`]; [`ExportError::Io`] (of kind `InvalidInput`) when focus or hide is not a
+/// regular expression.
+pub(super) fn write_with(
+    profile: &Profile,
+    options: &PrintOptions,
+    out: &mut dyn Write,
+) -> Result<(), ExportError> {
+    if !is_sampled(profile) {
+        return write(profile, out);
+    }
+    let invalid = |e| ExportError::Io(std::io::Error::new(std::io::ErrorKind::InvalidInput, e));
+    options.filters().map_err(invalid)?;
+    let kept = PrintOptions {
+        native: match options.native {
+            Native::None => Native::None,
+            Native::User | Native::All => Native::All,
+        },
+        focus: None,
+        hide: None,
+        ..options.clone()
+    };
+    let shown = if kept.native == Native::All && kept.crates.is_empty() {
+        Cow::Borrowed(profile)
+    } else {
+        Cow::Owned(
+            FrameView::of(profile, &kept)
+                .map_err(invalid)?
+                .apply(profile),
+        )
+    };
+    let filters = sampled::FiltersView {
+        focus: options.focus.clone(),
+        hide: options.hide.clone(),
+        plumbing: options.native == Native::User && options.crates.is_empty(),
+    };
+    write_page(&shown, Some(filters), out)
+}
+
+/// Writes the viewer page for `profile`, its filter controls set to `filters` when given.
+fn write_page(
+    profile: &Profile,
+    filters: Option<sampled::FiltersView>,
+    out: &mut dyn Write,
+) -> Result<(), ExportError> {
+    let mut data = view_data(profile);
+    if let (Some(samples), Some(filters)) = (&mut data.samples, filters) {
+        samples.filters = Some(filters);
+    }
     let data = if is_sampled(profile) {
         data
     } else {

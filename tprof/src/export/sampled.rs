@@ -34,7 +34,6 @@ use std::collections::{BTreeMap, HashMap};
 use runtime::Pid;
 
 use super::weight;
-use crate::sample_report::FrameView;
 use crate::samples::{SampleFrame, SampleRecord, SampleSet, SamplerKind, WaitState};
 use crate::{Group, Profile};
 
@@ -238,11 +237,10 @@ pub(super) const DROPPED_FRAME: &str = "(dropped samples)";
 /// `mfa`), and joined by `;`. Paths of the same text are one; their nanoseconds are summed and
 /// rounded, and a path that rounds to 0 is left out. Each sampler's dropped samples follow
 /// its roots as one path, [`DROPPED_FRAME`], of the nanoseconds they stood for. In sampler,
-/// root, then text order. With a `view`, only the samples it keeps, and the frames it shows.
+/// root, then text order.
 pub(super) fn folded_paths(
     profile: &Profile,
     mfa: bool,
-    view: Option<&FrameView>,
     text: impl Fn(&str) -> String,
 ) -> Vec<(String, u64)> {
     let set = &profile.samples;
@@ -261,9 +259,6 @@ pub(super) fn folded_paths(
     // (sampler, after the roots, root, text) -> nanoseconds
     let mut paths: BTreeMap<(bool, bool, Root, String), f64> = BTreeMap::new();
     for s in summed(set) {
-        if view.is_some_and(|v| !v.keeps(s.stack)) {
-            continue;
-        }
         let mut line = prefix(s.sampler);
         line.push_str(
             roots
@@ -271,9 +266,6 @@ pub(super) fn folded_paths(
                 .or_insert_with(|| text(&s.root.label(&labels))),
         );
         for &frame in frames_of(&table, s.stack) {
-            if view.is_some_and(|v| !v.shows(frame)) {
-                continue;
-            }
             line.push(';');
             match names.get_mut(frame as usize) {
                 Some(name) => line

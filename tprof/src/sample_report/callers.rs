@@ -5,6 +5,8 @@
 //! sample counts once per call, as Julia's does. Linear in the stacks: a stack's inclusive
 //! weight (of the samples whose stack is it or extends it) is summed once, innermost first.
 
+use std::collections::HashMap;
+
 use super::frames::Keys;
 use super::options::PrintOptions;
 use crate::profile::Profile;
@@ -73,31 +75,19 @@ pub struct Caller {
 /// let who = callers(&profile, "parse", &PrintOptions::default());
 /// let counts: Vec<(f64, &str)> = who.iter().map(|c| (c.count, c.function.as_str())).collect();
 /// assert_eq!(counts, [(6.0, "app::serve/0"), (2.0, "app::main/0")]);
+///
+/// // The tree: serve's callers under serve.
+/// let tree = tprof::sample_report::callers_tree(&profile, "parse", &PrintOptions::default());
+/// let lines: Vec<(usize, f64, &str)> =
+///     tree.iter().map(|l| (l.depth, l.caller.count, l.caller.function.as_str())).collect();
+/// assert_eq!(lines, [(1, 6.0, "app::serve/0"), (2, 6.0, "app::main/0"), (1, 2.0, "app::main/0")]);
 /// ```
 pub fn callers(profile: &Profile, function: &str, options: &PrintOptions) -> Vec<Caller> {
     let set = &profile.samples;
     let keys = Keys::new(set, &profile.function_table, options);
-    let focus = options.filters().ok().and_then(|f| f.focus);
-    let wanted = focus
-        .as_ref()
-        .map(|focus| super::view::focused(set, &profile.function_table, options, focus));
     let n = set.stacks.len();
     let parent_of = |s: usize| set.stacks[s].parent.map(|p| p as usize).filter(|&p| p < s);
-    let mut inclusive = vec![0.0f64; n];
-    for s in &set.samples {
-        let wanted_sampler = options.sampler.is_none_or(|k| {
-            set.sources
-                .get(s.source as usize)
-                .is_some_and(|src| src.sampler == k)
-        });
-        let focused = |stack: usize| wanted_stacks(&wanted, stack);
-        if let Some(stack) = s.stack.map(|s| s as usize).filter(|&s| s < n)
-            && wanted_sampler
-            && focused(stack)
-        {
-            inclusive[stack] += s.weight;
-        }
-    }
+    let mut inclusive = counted(profile, options);
     for s in (0..n).rev() {
         if let Some(p) = parent_of(s) {
             inclusive[p] += inclusive[s];
@@ -144,6 +134,124 @@ pub fn callers(profile: &Profile, function: &str, options: &PrintOptions) -> Vec
             .then_with(|| a.line.cmp(&b.line))
     });
     out
+}
+
+/// A line of [`callers_tree`]: a caller, at its depth in the tree of callers.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct CallerLine {
+    /// 1 for a caller of the function, 2 for a caller of that caller, ...
+    pub depth: usize,
+    /// The caller, and the weight of the samples in which the function was called through
+    /// the callers above this line (once per call on the stack).
+    pub caller: Caller,
+}
+
+/// The tree of `function`'s callers in `profile`'s samples, outward: its callers (the lines
+/// of depth 1, as [`callers`] gives them), under each the callers of that caller on those
+/// same stacks, and so on to the outermost frame; siblings the most first (then by name),
+/// each line followed by its own callers. Which frames and samples count is as for
+/// [`callers`]: by default the plumbing is folded, so a chain goes from a traced function
+/// to the next frame of the user's code. Linear in the sampled stacks' frames (times the
+/// times `function` recurs on one). [`callers`]' example shows one.
+pub fn callers_tree(profile: &Profile, function: &str, options: &PrintOptions) -> Vec<CallerLine> {
+    let set = &profile.samples;
+    let keys = Keys::new(set, &profile.function_table, options);
+    let own = counted(profile, options);
+    let matches: Vec<bool> = (0..keys.len())
+        .map(|k| names(&keys.get(crate::functions::index32(k)).name, function))
+        .collect();
+    // The tree: node 0 is the function; a node's children by key.
+    let mut counts: Vec<f64> = vec![0.0];
+    let mut key_of: Vec<u32> = vec![u32::MAX];
+    let mut children: HashMap<(usize, u32), usize> = HashMap::new();
+    for (stack, &weight) in own.iter().enumerate().filter(|(_, w)| **w > 0.0) {
+        let shown: Vec<u32> = set
+            .frames_of(crate::functions::index32(stack))
+            .into_iter()
+            .filter_map(|f| keys.of(f))
+            .collect();
+        for (i, key) in shown.iter().enumerate() {
+            if !matches[*key as usize] {
+                continue;
+            }
+            let mut node = 0;
+            for &caller in shown[..i].iter().rev() {
+                node = *children.entry((node, caller)).or_insert_with(|| {
+                    counts.push(0.0);
+                    key_of.push(caller);
+                    counts.len() - 1
+                });
+                counts[node] += weight;
+            }
+        }
+    }
+    let mut under: Vec<Vec<usize>> = vec![Vec::new(); counts.len()];
+    for (&(parent, _), &child) in &children {
+        under[parent].push(child);
+    }
+    let line = |node: usize, depth: usize| {
+        let key = keys.get(key_of[node]);
+        CallerLine {
+            depth,
+            caller: Caller {
+                count: counts[node],
+                function: key.shown_name().into_owned(),
+                file: key.file.as_deref().map(str::to_owned),
+                line: key.line,
+                frame: key.frame,
+            },
+        }
+    };
+    let order = |nodes: &mut Vec<usize>| {
+        nodes.sort_by(|&a, &b| {
+            counts[b].total_cmp(&counts[a]).then_with(|| {
+                keys.get(key_of[a])
+                    .shown_name()
+                    .cmp(&keys.get(key_of[b]).shown_name())
+            })
+        });
+    };
+    let mut out = Vec::new();
+    let mut todo: Vec<(usize, usize)> = Vec::new();
+    let mut first = std::mem::take(&mut under[0]);
+    order(&mut first);
+    todo.extend(first.into_iter().rev().map(|n| (n, 1)));
+    while let Some((node, depth)) = todo.pop() {
+        out.push(line(node, depth));
+        let mut next = std::mem::take(&mut under[node]);
+        order(&mut next);
+        todo.extend(next.into_iter().rev().map(|n| (n, depth + 1)));
+    }
+    out
+}
+
+/// Per stack, the weight of its samples that [`callers`] counts: of
+/// [`sampler`](PrintOptions::sampler)'s sources (every source's without one), and kept by
+/// [`focus`](PrintOptions::focus) (a pattern that is not a regular expression keeps every
+/// one).
+fn counted(profile: &Profile, options: &PrintOptions) -> Vec<f64> {
+    let set = &profile.samples;
+    let focus = options.filters().ok().and_then(|f| f.focus);
+    let wanted = focus
+        .as_ref()
+        .map(|focus| super::view::focused(set, &profile.function_table, options, focus));
+    let n = set.stacks.len();
+    let mut weights = vec![0.0f64; n];
+    for s in &set.samples {
+        let wanted_sampler = options.sampler.is_none_or(|k| {
+            set.sources
+                .get(s.source as usize)
+                .is_some_and(|src| src.sampler == k)
+        });
+        if let Some(stack) = s.stack.map(|s| s as usize).filter(|&s| s < n)
+            && wanted_sampler
+            && wanted_stacks(&wanted, stack)
+        {
+            weights[stack] += s.weight;
+        }
+    }
+    weights
 }
 
 /// Whether focus keeps the samples of `stack` (`wanted`: per stack, `None` for no focus).

@@ -20,12 +20,13 @@
 //! [`crates`]: super::PrintOptions::crates
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 
 use super::frames::Keys;
 use super::options::{FilterError, Native, PrintOptions};
 use crate::functions::Function;
 use crate::profile::Profile;
-use crate::samples::{SampleFrame, SampleSet};
+use crate::samples::{SampleFrame, SampleRecord, SampleSet, SampleStack};
 
 /// The crates whose frames are plumbing: the standard library's, the async runtime's, the
 /// actor runtime's and the profiler's, and the crates they run on.
@@ -145,8 +146,9 @@ fn crate_of_file(path: &str) -> Option<Cow<'_, str>> {
     (!name.is_empty()).then(|| Cow::Owned(name.replace('-', "_")))
 }
 
-/// What `options` show of a profile's samples, for the exports that honour them (folded
-/// stacks): per frame whether it shows, per stack whether focus keeps its samples.
+/// What `options` show of a profile's samples, for the exports that honour them
+/// ([`apply`](Self::apply)): per frame whether it shows, per stack whether focus keeps its
+/// samples.
 #[derive(Debug)]
 pub(crate) struct FrameView {
     /// Per frame of [`SampleSet::frames`], whether it shows.
@@ -189,6 +191,73 @@ impl FrameView {
     /// Whether `frame` shows.
     pub(crate) fn shows(&self, frame: u32) -> bool {
         self.shown.get(frame as usize).copied().unwrap_or(true)
+    }
+
+    /// `profile` as this view shows it: the samples focus keeps, each on its stack without
+    /// the frames that do not show (a sample counts at the nearest frame above them that
+    /// does; a sample none of whose frames shows has an empty stack, under its process
+    /// alone); everything else as it is. This is the one filtering every export of samples
+    /// that honours [`PrintOptions`] goes through
+    /// ([`export::write_shown`](crate::export::write_shown)). Linear in the stacks and
+    /// samples.
+    pub(crate) fn apply(&self, profile: &Profile) -> Profile {
+        Profile {
+            trace_type: profile.trace_type,
+            functions: profile.functions.clone(),
+            percentiles: profile.percentiles.clone(),
+            processes: profile.processes.clone(),
+            function_table: profile.function_table.clone(),
+            call_tree: profile.call_tree.clone(),
+            event_logs: profile.event_logs.clone(),
+            meta: profile.meta.clone(),
+            outside_in_tables: profile.outside_in_tables,
+            samples: self.apply_to(&profile.samples),
+        }
+    }
+
+    /// `set` as [`apply`](Self::apply) shows it.
+    fn apply_to(&self, set: &SampleSet) -> SampleSet {
+        // Per stack of `set`, the stack it becomes (`None`: empty); a parent comes before its
+        // children, so each is known when its children come.
+        let mut to: Vec<Option<u32>> = Vec::with_capacity(set.stacks.len());
+        let mut made: HashMap<(Option<u32>, u32), u32> = HashMap::new();
+        let mut stacks: Vec<SampleStack> = Vec::new();
+        for (i, s) in set.stacks.iter().enumerate() {
+            let parent = s
+                .parent
+                .filter(|&p| (p as usize) < i)
+                .and_then(|p| to[p as usize]);
+            to.push(if self.shows(s.frame) {
+                Some(*made.entry((parent, s.frame)).or_insert_with(|| {
+                    stacks.push(SampleStack {
+                        parent,
+                        frame: s.frame,
+                    });
+                    crate::functions::index32(stacks.len() - 1)
+                }))
+            } else {
+                parent
+            });
+        }
+        let samples = set
+            .samples
+            .iter()
+            .filter(|s| self.keeps(s.stack))
+            .map(|s| SampleRecord {
+                stack: s
+                    .stack
+                    .and_then(|st| to.get(st as usize).copied().flatten()),
+                ..s.clone()
+            })
+            .collect();
+        SampleSet {
+            sources: set.sources.clone(),
+            frames: set.frames.clone(),
+            stacks,
+            samples,
+            threads: set.threads.clone(),
+            mappings: set.mappings.clone(),
+        }
     }
 }
 

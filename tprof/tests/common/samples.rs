@@ -234,3 +234,56 @@ pub(crate) fn wall_profile(dropped: f64) -> Profile {
     b.named("<0.5.0>", "server");
     b.profile
 }
+
+/// A traced function whose untraced helper is reached through plumbing, as a worker runs it:
+/// a thread's start (std, libc), tokio's worker, the runtime's poll, then `app::crunch`
+/// (traced) calling `app::fnv_hash` through std's and tokio's frames; and a tokio worker
+/// parked, outside processes; 100 ms apart.
+pub(crate) fn plumbed_profile() -> Profile {
+    let mut b = Build::new();
+    b.source(SamplerKind::Cpu, 100, 1, 0.0);
+    let t = b.thread(1, None);
+    let start = b.native("start_thread", None, 1);
+    let spawn = b.native(
+        "std::sys::pal::unix::thread::Thread::new::thread_start",
+        Some((
+            "/rustc/59807616e1fa2540724bfbac14d7976d7e4a3860/library/std/src/sys/pal/unix/thread.rs",
+            105,
+        )),
+        2,
+    );
+    let worker = b.native(
+        "tokio::runtime::scheduler::multi_thread::worker::run",
+        Some(("/home/me/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/tokio-1.48.0/src/runtime/scheduler/multi_thread/worker.rs", 500)),
+        3,
+    );
+    let poll = b.native("runtime::process::Process::poll", None, 4);
+    let crunch = b.traced("crunch", "src/crunch.rs", 3);
+    let fold = b.native(
+        "core::iter::traits::iterator::Iterator::fold",
+        Some((
+            "/rustc/59807616e1fa2540724bfbac14d7976d7e4a3860/library/core/src/iter/traits/iterator.rs",
+            2646,
+        )),
+        5,
+    );
+    // Unqualified, as DWARF of line-tables-only names it: its file says tokio.
+    let coop = b.native(
+        "budget<F>",
+        Some(("/home/me/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/tokio-1.48.0/src/task/coop.rs", 70)),
+        6,
+    );
+    let hash = b.native("app::fnv_hash", Some(("/home/me/app/src/hash.rs", 9)), 7);
+    let park = b.native("tokio::runtime::park::Inner::park", None, 8);
+    let hashing = b.stack(&[start, spawn, worker, poll, crunch, fold, coop, hash]);
+    let in_fold = b.stack(&[start, spawn, worker, poll, crunch, fold]);
+    let parked = b.stack(&[start, spawn, worker, park]);
+    b.cpu(Some("<0.5.0>"), t, hashing, 6.0);
+    b.cpu(Some("<0.5.0>"), t, in_fold, 2.0);
+    b.cpu(None, t, parked, 3.0);
+    // One after the other, as the chrome export draws them.
+    for (i, s) in b.profile.samples.samples.iter_mut().enumerate() {
+        s.time_ns = i as u64 * 100_000_000;
+    }
+    b.profile
+}

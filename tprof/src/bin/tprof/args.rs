@@ -109,7 +109,7 @@ pub(crate) enum Cmd {
         /// per node: the others beside the first (heap.node2.heapsnapshot, ...).
         #[arg(long, value_name = "FILE")]
         heap_snapshot: Option<PathBuf>,
-        /// With --format pretty or folded: which frames of the samples show.
+        /// With --format: which frames of the samples show.
         #[command(flatten)]
         filters: FilterArgs,
         /// The program, then its arguments (after `--`).
@@ -145,6 +145,13 @@ pub(crate) enum Cmd {
         /// allocated and in-use bytes and allocations, flat and cum.
         #[arg(long, value_name = "REGEX", conflicts_with = "format")]
         list: Option<String>,
+        /// Instead of the report: the tree of the callers of the function FUNC in the samples
+        /// (`module::name/arity`, `module::name` or `name`), outward, with counts, the most
+        /// first (its first level is Julia's Profile.callers): each the nearest frame above
+        /// that --native, --crate and --hide show, in the samples --focus keeps, of
+        /// --sampler's samples (default: the first of cpu, wall and alloc the profile has).
+        #[arg(long, value_name = "FUNC", conflicts_with_all = ["format", "list"])]
+        callers: Option<String>,
         /// With --list: the folder relative source paths are read from (default: the
         /// current one).
         #[arg(long, value_name = "DIR", requires = "list")]
@@ -290,13 +297,16 @@ pub(crate) struct SampleArgs {
     pub(crate) filters: FilterArgs,
 }
 
-/// The options that choose which frames of a sampled profile show: in the pretty report and
-/// the folded stacks of `tprof report` and `tprof run`.
+/// The options that choose which frames of a sampled profile show: in the pretty report,
+/// `--callers` and every export but json (folded, svg, speedscope, chrome, pprof; html sets
+/// its page's controls) of `tprof report` and `tprof run`.
 #[derive(Debug, Default, clap::Args)]
+#[command(next_help_heading = "Frames of samples (the report, --callers, every export but json)")]
 pub(crate) struct FilterArgs {
-    /// Which native frames (the untraced code CPU samples ran) show: user (the default: the
-    /// user's code, the plumbing of the runtime, tokio, std and system libraries folded into
-    /// the frame above, the report saying how many), all, or none (each sample counts at its
+    /// Which native frames (the untraced code CPU samples ran) show: user (the user's code,
+    /// the plumbing of the runtime, tokio, std and system libraries folded into the frame
+    /// above, the report saying how many; the default but for pprof), all (the default for
+    /// pprof, whose reader has filters of its own), or none (each sample counts at its
     /// innermost traced frame).
     #[arg(long, value_name = "WHICH")]
     pub(crate) native: Option<Native>,
@@ -314,12 +324,20 @@ pub(crate) struct FilterArgs {
 }
 
 impl FilterArgs {
-    /// `options` with these filters set; `no_native` is `tprof report`'s --no-native.
-    pub(crate) fn apply(&self, options: PrintOptions, no_native: bool) -> PrintOptions {
+    /// `options` with these filters set, for an output in `format` (`None`: an archive, or
+    /// the pretty report); `no_native` is `tprof report`'s --no-native. Without --native,
+    /// the format's [`default_native`](Format::default_native).
+    pub(crate) fn apply(
+        &self,
+        options: PrintOptions,
+        no_native: bool,
+        format: Option<Format>,
+    ) -> PrintOptions {
         let native = if no_native {
             Native::None
         } else {
-            self.native.unwrap_or_default()
+            self.native
+                .unwrap_or_else(|| format.map_or_else(Native::default, Format::default_native))
         };
         let mut options = options.native(native).crates(self.crates.iter().cloned());
         options.focus = self.focus.clone();
@@ -329,9 +347,9 @@ impl FilterArgs {
 }
 
 impl SampleArgs {
-    /// The options asked for; `terminal` is the width of the terminal the report goes to, if
-    /// it goes to one.
-    pub(crate) fn options(&self, terminal: Option<usize>) -> PrintOptions {
+    /// The options asked for, for an output in `format` ([`FilterArgs::apply`]); `terminal`
+    /// is the width of the terminal the report goes to, if it goes to one.
+    pub(crate) fn options(&self, terminal: Option<usize>, format: Option<Format>) -> PrintOptions {
         let default = PrintOptions::new();
         let options = PrintOptions::new()
             .format(ReportFormat::Both)
@@ -344,8 +362,18 @@ impl SampleArgs {
             .combine(!self.no_combine)
             .width(self.width.or(terminal).unwrap_or(0))
             .rows(self.rows.unwrap_or(default.rows));
-        self.filters.apply(options, self.no_native)
+        self.filters.apply(options, self.no_native, format)
     }
+}
+
+/// The export a command writes: `format` if given, else the one `out`'s name says (`None`
+/// for an archive or a name that says none), as [`tprof::command::report`] and
+/// [`tprof::command::run`] choose it.
+pub(crate) fn export_of(format: Option<Format>, out: Option<&std::path::Path>) -> Option<Format> {
+    format.or_else(|| match out.and_then(tprof::command::Output::of_path) {
+        Some(tprof::command::Output::Export(f)) => Some(f),
+        _ => None,
+    })
 }
 
 /// A `--focus` pattern, checked.

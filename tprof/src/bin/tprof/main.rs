@@ -146,8 +146,9 @@ fn execute(command: Cmd) -> Result<ExitCode, CommandError> {
                 heap_snapshot,
                 ..RunOptions::new(program, argv)
             };
+            let shown = args::export_of(options.format, options.out.as_deref());
             let options = RunOptions {
-                samples: filters.apply(options.samples.clone(), false),
+                samples: filters.apply(options.samples.clone(), false, shown),
                 ..options
             };
             let outcome = command::run(&options)?;
@@ -183,6 +184,18 @@ fn execute(command: Cmd) -> Result<ExitCode, CommandError> {
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Report {
+            callers: Some(function),
+            out,
+            file,
+            samples,
+            sampler,
+            ..
+        } => {
+            let options = samples.options(None, None).sampler(sampler);
+            command::callers(&file, &function, &options, out.as_deref())?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Report {
             format,
             out,
             file,
@@ -200,7 +213,7 @@ fn execute(command: Cmd) -> Result<ExitCode, CommandError> {
                 &file,
                 format,
                 out.as_deref(),
-                &samples.options(terminal),
+                &samples.options(terminal, args::export_of(format, out.as_deref())),
                 sampler,
             )?;
             Ok(ExitCode::SUCCESS)

@@ -53,6 +53,18 @@ pub(super) struct SamplesView {
     /// when their sources carry it.
     #[serde(skip_serializing_if = "Option::is_none")]
     cpu: Option<crate::samples::CpuTruth>,
+    /// The filter controls as the command set them (none: the page's defaults).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) filters: Option<FiltersView>,
+}
+
+/// The page's filter controls as [`write_with`](super::write_with) sets them: the focus and
+/// hide boxes (`None`: empty) and the plumbing checkbox.
+#[derive(Serialize)]
+pub(super) struct FiltersView {
+    pub(super) focus: Option<String>,
+    pub(super) hide: Option<String>,
+    pub(super) plumbing: bool,
 }
 
 /// The viewer's data for `profile`'s samples.
@@ -179,6 +191,7 @@ pub(super) fn view_data(profile: &Profile) -> ViewData<'_> {
             dropped_ns: dropped.ns.round() as u64,
             dropped_note: dropped.note(),
             cpu: set.cpu_truth(),
+            filters: None,
         }),
         listings,
         note: None,

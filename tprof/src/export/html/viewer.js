@@ -187,6 +187,48 @@
       }
     }
   }
+  // Whether a stack's samples are kept by the focus.
+  function kept(s) {
+    return !focusedPath || (s.path >= 0 && focusedPath[s.path] === 1);
+  }
+  // The tables' rows as the filters show the samples (see prepareFilters): per process and
+  // function, the samples with it on their stack (calls, and their value: total, counted once
+  // per sample however often it recurs) and those whose innermost shown frame it is (value).
+  // Without a filter, the rows the page came with. Linear in the stacks' frames.
+  function shownRows() {
+    if (!SAMPLED || (!hiddenFn && !focusedPath)) return data.rows;
+    const byKey = new Map();
+    const seen = new Int32Array(data.functions.length).fill(-1);
+    data.stacks.forEach((s, i) => {
+      if (s.path < 0 || !kept(s)) return;
+      let innermost = true;
+      for (let at = s.path; at >= 0; at = PATHS[at][0]) {
+        const f = PATHS[at][1];
+        if (hiddenFn && hiddenFn[f]) continue;
+        const key = s.process + ':' + f;
+        let r = byKey.get(key);
+        if (!r) {
+          r = { process: s.process, function: f, calls: 0, value: 0, words: 0, bytes: 0, blocks: 0, total: 0 };
+          byKey.set(key, r);
+        }
+        if (innermost) r.value += s.value;
+        innermost = false;
+        if (seen[f] !== i) {
+          seen[f] = i;
+          r.calls += s.calls;
+          r.total += s.value;
+        }
+      }
+    });
+    return Array.from(byKey.values()).sort((a, b) => a.process - b.process || a.function - b.function);
+  }
+  // The total of the samples the focus keeps.
+  function shownTotal() {
+    if (!focusedPath) return data.total;
+    let sum = 0;
+    for (const s of data.stacks) if (kept(s)) sum += s.value;
+    return sum;
+  }
   // Reads the filter boxes (and the checkbox); a box that is not a regular expression says
   // so and filters nothing.
   function readFilters() {
@@ -686,24 +728,26 @@
     const procs = process >= 0 ? [process] : data.processes.map((_, i) => i);
     // a sampled process's total is its samples', those of no stack (no row) included
     const sampledTotal = new Map();
-    for (const st of data.stacks) sampledTotal.set(st.process, (sampledTotal.get(st.process) || 0) + st.value);
-    const all = SAMPLED ? data.total : data.rows.reduce((s, r) => s + r.value, 0);
+    for (const st of data.stacks) if (kept(st)) sampledTotal.set(st.process, (sampledTotal.get(st.process) || 0) + st.value);
+    const ROWS = shownRows();
+    const all = SAMPLED ? shownTotal() : ROWS.reduce((s, r) => s + r.value, 0);
     const heading = SAMPLED ? 'Frames per process (own: innermost; total: anywhere on the stack)'
       : data.processes.length === 1 && procs.length === 1 && data.processes[0].id === 'all' ? 'Functions' : 'Functions per process';
     if (process < 0 && data.processes.length > 1) box.append(el('h2', { text: 'Processes' }), processTable());
     box.append(el('h2', { text: heading }));
-    if (data.rows.length === 0) {
-      box.append(el('p', { text: SAMPLED ? 'No sample was taken.' : 'No function was called.' }));
+    if (ROWS.length === 0) {
+      const filtered = SAMPLED && data.rows.length > 0;
+      box.append(el('p', { text: filtered ? 'No sample has a frame the filters show.' : SAMPLED ? 'No sample was taken.' : 'No function was called.' }));
     }
     const byProcess = new Map();
-    for (const r of data.rows) {
+    for (const r of ROWS) {
       if (!byProcess.has(r.process)) byProcess.set(r.process, []);
       byProcess.get(r.process).push(r);
     }
     if (procs.length > MANY) {
       // every process together: a row per function, summed; a process's own on demand
       const sums = new Map();
-      for (const r of data.rows) {
+      for (const r of ROWS) {
         const t = sums.get(r.function) || { process: -1, function: r.function, calls: 0, value: 0, total: 0, words: 0, blocks: 0 };
         t.calls += r.calls;
         t.value += r.value;
@@ -721,7 +765,7 @@
       const mine = byProcess.get(p) || [];
       if (!mine.length) continue;
       let withPct = false;
-      const total = SAMPLED ? (p < 0 ? data.total : sampledTotal.get(p) || 0) : mine.reduce((s, r) => s + r.value, 0);
+      const total = SAMPLED ? (p < 0 ? all : sampledTotal.get(p) || 0) : mine.reduce((s, r) => s + r.value, 0);
       const rows = mine.map((r) => {
         const f = data.functions[r.function];
         const q = PCT.get(p + ':' + r.function);
@@ -771,6 +815,7 @@
       // a sampled process's samples are its stacks' (a row counts a sample once per frame)
       if (!SAMPLED) for (const r of data.rows) procTotals[r.process][0] += r.calls;
       for (const st of data.stacks) {
+        if (!kept(st)) continue;
         if (SAMPLED) procTotals[st.process][0] += st.calls;
         procTotals[st.process][1] += st.value;
       }
@@ -779,11 +824,26 @@
       return data.processes.map((p, i) => ({ name: label({ kind: 'process', proc: i }), proc: i, key: null,
         count: p.count, calls: procTotals[i][0], value: procTotals[i][1], initial_call: p.initial_call }));
     }
-    const list = grouping === 'name' ? data.aggregates.by_name : data.aggregates.by_initial_call;
+    const list = focusedPath ? focusedAggregates() : grouping === 'name' ? data.aggregates.by_name : data.aggregates.by_initial_call;
     return list.map(([key, count, calls, v]) => ({ name: groupName(key), proc: -1, key, count, calls, value: v, initial_call: '' }));
   }
+  // The sums by registered name or initial call (as grouping says) of the samples the focus
+  // keeps: [key, processes, samples, value], from the page's processes (a summed one carries
+  // its name, initial call and how many it stands for).
+  function focusedAggregates() {
+    const sums = new Map();
+    data.processes.forEach((p, i) => {
+      const key = groupKey(i);
+      const t = sums.get(key) || [key, 0, 0, 0];
+      t[1] += p.count;
+      t[2] += procTotals[i][0];
+      t[3] += procTotals[i][1];
+      sums.set(key, t);
+    });
+    return Array.from(sums.values());
+  }
   function processTable() {
-    const all = data.total;
+    const all = SAMPLED ? shownTotal() : data.total;
     let rows = processRows();
     const filter = procView.filter.toLowerCase();
     if (filter) rows = rows.filter((r) => (r.name + ' ' + r.initial_call).toLowerCase().includes(filter));
@@ -975,11 +1035,20 @@
     build();
     applySearch();
     render();
+    procTotals = null;
+    tables();
   }
   if (SAMPLED) {
     $('filters').hidden = false;
     $('plumbing-box').hidden = PLUMBING === 0;
     $('plumbing').checked = PLUMBING > 0;
+    // as the command set them (`tprof report -f html --focus ...`), then as a link asks
+    const set = data.samples.filters;
+    if (set) {
+      $('focus').value = set.focus || '';
+      $('hide').value = set.hide || '';
+      $('plumbing').checked = PLUMBING > 0 && set.plumbing;
+    }
     filtersFromLink();
     readFilters();
     for (const id of ['focus', 'hide']) $(id).addEventListener('input', setFilters);
