@@ -46,6 +46,11 @@
 //! into the process's table under its lock ([`super::measure::Flush`]); only the rare steps of
 //! a flush that allocate (a new table, session or function) run with allocation charging
 //! suppressed.
+//!
+//! This file holds the stack's state ([`Stack`]) and what the CPU sampler's signal handler
+//! reads of it; its parts: the clock ([`clock`](mod@clock)), a poll's begin and end ([`poll`]),
+//! the general push and pop ([`general`]), the lean and sample polls' fast paths ([`lean`]),
+//! and the calls' entries ([`guard`]).
 
 mod clock;
 mod general;
