@@ -276,32 +276,85 @@ pub fn render(frame: &TopFrame) -> String {
         let _ = write!(out, ", the first {}", frame.rows.len());
     }
     out.push('\n');
-    out.push_str(&crate::table::plain_columns(
+    out.push_str(&process_table(
         [
-            "PID",
-            "NAME",
-            "STATE",
-            "MAILBOX",
-            "HEAP (bytes)",
-            "POLLS",
-            "IN",
-            "INITIAL CALL",
+            ProcessColumn::Pid,
+            ProcessColumn::Name,
+            ProcessColumn::State,
+            ProcessColumn::Mailbox,
+            ProcessColumn::Heap,
+            ProcessColumn::Polls,
+            ProcessColumn::In,
+            ProcessColumn::InitialCall,
         ],
-        frame.rows.iter().map(|r| {
-            [
-                r.pid.clone(),
-                r.name.clone().unwrap_or_default(),
-                r.state_text(),
-                r.message_queue_len.to_string(),
-                r.heap_bytes
-                    .map_or_else(|| "-".to_owned(), |b| b.to_string()),
-                r.polls.to_string(),
-                r.current_function.clone().unwrap_or_default(),
-                r.initial_call.clone(),
-            ]
-        }),
+        &frame.rows,
     ));
     out
+}
+
+/// A column of the node's process tables (`tprof top`'s, and the `processes` reply's): its
+/// header and what it shows of a row, defined once so that the tables agree on both.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ProcessColumn {
+    /// The pid.
+    Pid,
+    /// The registered name, if any.
+    Name,
+    /// The state, with whom it waits for ([`ProcessRow::state_text`]).
+    State,
+    /// The messages queued.
+    Mailbox,
+    /// The heap in bytes, `-` where unknown.
+    Heap,
+    /// The polls counted.
+    Polls,
+    /// The function it is in, if known.
+    In,
+    /// What it was spawned to run.
+    InitialCall,
+}
+
+impl ProcessColumn {
+    /// The column's header.
+    fn header(self) -> &'static str {
+        match self {
+            ProcessColumn::Pid => "PID",
+            ProcessColumn::Name => "NAME",
+            ProcessColumn::State => "STATE",
+            ProcessColumn::Mailbox => "MAILBOX",
+            ProcessColumn::Heap => "HEAP (bytes)",
+            ProcessColumn::Polls => "POLLS",
+            ProcessColumn::In => "IN",
+            ProcessColumn::InitialCall => "INITIAL CALL",
+        }
+    }
+
+    /// What the column shows of `row`.
+    fn cell(self, row: &ProcessRow) -> String {
+        match self {
+            ProcessColumn::Pid => row.pid.clone(),
+            ProcessColumn::Name => row.name.clone().unwrap_or_default(),
+            ProcessColumn::State => row.state_text(),
+            ProcessColumn::Mailbox => row.message_queue_len.to_string(),
+            ProcessColumn::Heap => row
+                .heap_bytes
+                .map_or_else(|| "-".to_owned(), |b| b.to_string()),
+            ProcessColumn::Polls => row.polls.to_string(),
+            ProcessColumn::In => row.current_function.clone().unwrap_or_default(),
+            ProcessColumn::InitialCall => row.initial_call.clone(),
+        }
+    }
+}
+
+/// `rows` as a plain table of `columns`, in that order.
+pub(crate) fn process_table<const N: usize>(
+    columns: [ProcessColumn; N],
+    rows: &[ProcessRow],
+) -> String {
+    crate::table::plain_columns(
+        columns.map(ProcessColumn::header),
+        rows.iter().map(|row| columns.map(|c| c.cell(row))),
+    )
 }
 
 #[cfg(test)]

@@ -29,9 +29,11 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use super::{PAUSED, ProcessMeasurement, TraceTypes, lock, session_in_slot};
+use super::masks::PAUSED;
+use super::{ProcessMeasurement, TraceTypes, lock};
 use crate::Pid;
 use crate::trace::callsites;
+use crate::trace::session::session_in_slot;
 
 /// Tables a sample session holds before it first folds the ended ones.
 pub(crate) const FOLD_AT: usize = 1024;

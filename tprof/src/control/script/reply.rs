@@ -1,6 +1,7 @@
 //! The replies of a control endpoint as `tprof attach` prints them ([`render`]).
 
 use super::super::protocol::{ProcessRow, Reply};
+use super::super::top::ProcessColumn;
 
 /// A reply as `tprof attach` prints it.
 pub fn render(reply: &Reply) -> String {
@@ -32,30 +33,18 @@ pub fn render(reply: &Reply) -> String {
 
 /// The node's processes as a table with a row each.
 fn process_table(rows: &[ProcessRow]) -> String {
-    crate::table::plain_columns(
+    super::super::top::process_table(
         [
-            "PID",
-            "NAME",
-            "STATE",
-            "MAILBOX",
-            "HEAP (bytes)",
-            "POLLS",
-            "INITIAL CALL",
-            "IN",
+            ProcessColumn::Pid,
+            ProcessColumn::Name,
+            ProcessColumn::State,
+            ProcessColumn::Mailbox,
+            ProcessColumn::Heap,
+            ProcessColumn::Polls,
+            ProcessColumn::InitialCall,
+            ProcessColumn::In,
         ],
-        rows.iter().map(|row| {
-            [
-                row.pid.clone(),
-                row.name.clone().unwrap_or_default(),
-                row.state_text(),
-                row.message_queue_len.to_string(),
-                row.heap_bytes
-                    .map_or_else(|| "-".to_owned(), |b| b.to_string()),
-                row.polls.to_string(),
-                row.initial_call.clone(),
-                row.current_function.clone().unwrap_or_default(),
-            ]
-        }),
+        rows,
     )
 }
 

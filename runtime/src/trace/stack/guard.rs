@@ -1,0 +1,392 @@
+//! The traced calls' entries into the stack: a synchronous call's [`FrameGuard`], which pushes
+//! its frame on entry (inline in the commonest case, [`FrameGuard::enter_quick`]) and pops it
+//! when dropped, an async call's poll in its frame ([`poll_in_frame`]), and both made where no
+//! poll is measured, as calls outside processes ([`crate::trace::outside`]).
+//!
+//! Uses the lean, sample and general pushes and pops, which it chooses between.
+
+use std::sync::atomic::Ordering;
+
+use super::general::{pop_any, push_in};
+use super::lean::{charge_quick, pop_lean, pop_sample, push_lean, push_sample};
+use super::{CAPACITY, Stack, bump, record_restore, with_stack};
+use crate::trace::Callsite;
+
+/// Pops a synchronous call's frame pushed by [`push_lean`]. Finds the stack itself: the
+/// caller keeps nothing live across the traced body for it.
+#[inline(never)]
+fn pop_sync_lean() {
+    with_stack(pop_lean_sync);
+}
+
+/// Pops a synchronous call's frame pushed by [`push_in`] (`pushed` is [`PUSHED`]), by
+/// [`enter_outside`] ([`PUSHED_OUTSIDE`]), by [`push_sample`] ([`PUSHED_SAMPLE`]) or by
+/// [`FrameGuard::enter_quick`] (`QUICK | depth`); finds the stack itself.
+#[inline(never)]
+fn pop_sync_any(pushed: u8) {
+    if pushed == PUSHED_SAMPLE {
+        return with_stack(|s| pop_sample(s, false));
+    }
+    if pushed & QUICK == 0 {
+        std::hint::cold_path();
+        if pushed == PUSHED_OUTSIDE {
+            return pop_outside();
+        }
+        return pop_sync();
+    }
+    // The mask keeps the index within the stack's arrays (it is below `CAPACITY` already), so
+    // that no bounds check is left.
+    pop_quick(usize::from(pushed) & (CAPACITY - 1));
+}
+
+/// Pops a synchronous call's frame pushed by [`FrameGuard::enter_quick`] at `depth`: in the
+/// common case (it is the top frame, and nothing was allocated since the last event: the
+/// poll measures nothing else) with no load of the depth, which the guard carries; any other
+/// case takes [`pop_sync_lean`], which pops the top frame.
+#[inline(always)]
+fn pop_quick(depth: usize) {
+    with_stack(|s| {
+        if s.depth.get() == depth + 1
+            && s.blocks.get().load(Ordering::Relaxed) == s.last_mem.get()[2]
+        {
+            s.depth.set(depth);
+            s.lean_current.set(s.parents[depth].get());
+            record_restore(s, s.ids[depth].get());
+            return;
+        }
+        std::hint::cold_path();
+        pop_sync_lean();
+    });
+}
+
+/// Pops a synchronous call's frame pushed by [`push_in`]; finds the stack itself.
+#[inline(never)]
+fn pop_sync() {
+    with_stack(|s| pop_any(s, false));
+}
+
+/// Pops a synchronous call's frame pushed by [`push_lean`]. Its common case, a kept frame
+/// with nothing to charge, takes no call (nor saves a register).
+#[inline(always)]
+fn pop_lean_sync(s: &Stack) {
+    let depth = s.depth.get();
+    if depth.wrapping_sub(1) >= CAPACITY || !charge_quick(s) {
+        return pop_lean_sync_full(s);
+    }
+    let depth = depth - 1;
+    s.depth.set(depth);
+    s.lean_current.set(s.parents[depth].get());
+    record_restore(s, s.ids[depth].get());
+}
+
+#[inline(never)]
+fn pop_lean_sync_full(s: &Stack) {
+    pop_lean(s, false);
+}
+
+/// A call of `callsite` that some session wants (`mask`) and that the inlined count-only
+/// case did not take: counts it for the sessions that count, and pushes a frame for those
+/// measuring this poll, if any. One call out of line for the whole entry; its common case in
+/// a lean poll with nothing to charge takes no further call (nor saves a register).
+#[inline(never)]
+fn enter_call_in(s: &Stack, callsite: &'static Callsite, mask: u64) -> FrameGuard {
+    // Every session of `mask` measures and none counts (one load), and the poll is lean for
+    // one of them.
+    if mask & s.lean.get() == 0 || mask & crate::trace::measure::not_lean() != 0 {
+        // Or a sample poll's session wants it, and no session counts it apart.
+        if mask & s.sample.get() != 0 && mask & crate::trace::measure::not_lean() == 0 {
+            push_sample(s, callsite.id() as u32, true);
+            return FrameGuard {
+                pushed: PUSHED_SAMPLE,
+            };
+        }
+        return enter_call_full(s, callsite, mask);
+    }
+    let depth = s.depth.get();
+    let table = s.lean_table.get();
+    let id = callsite.raw_id();
+    if id >= table.len() || depth >= CAPACITY || !table[id].touched.load(Ordering::Relaxed) {
+        return enter_call_full(s, callsite, mask);
+    }
+    let acc = &table[id];
+    if !charge_quick(s) {
+        return enter_call_full(s, callsite, mask);
+    }
+    // The rest of `push_lean`.
+    bump(&acc.calls, 1);
+    s.parents[depth].set(s.lean_current.replace(Some(acc)));
+    s.ids[depth + 1].set(id as u32);
+    s.depth.set(depth + 1);
+    s.function.get().store(id as u32, Ordering::Relaxed);
+    FrameGuard {
+        pushed: PUSHED_LEAN,
+    }
+}
+
+/// [`enter_call_in`] in every case.
+#[inline(never)]
+fn enter_call_full(s: &Stack, callsite: &'static Callsite, mask: u64) -> FrameGuard {
+    if mask & crate::trace::measure::counting() != 0 {
+        crate::trace::record_call(callsite, mask);
+    }
+    let mask = mask & crate::trace::measure::measuring();
+    if mask == 0 {
+        return FrameGuard::NONE;
+    }
+    if s.active.get() == 0 {
+        // No measured poll here: a process no session measures (one thread-local load tells),
+        // or perhaps a call outside any process.
+        if crate::context::current_node_id() & crate::context::OUTSIDE == 0 {
+            return FrameGuard::NONE;
+        }
+        return enter_outside(callsite, mask);
+    }
+    push_call(s, callsite, mask)
+}
+
+/// Pushes the frame of a synchronous call of `callsite` for the sessions of `mask` that
+/// measure this poll, if any.
+#[inline(always)]
+fn push_call(s: &Stack, callsite: &'static Callsite, mask: u64) -> FrameGuard {
+    let id = callsite.id() as u32;
+    if mask & s.lean.get() != 0 {
+        push_lean(s, id, true);
+        // A call-tree frame is popped by `pop_lean`, which restores its path too.
+        let pushed = if s.lean_tree.get() {
+            PUSHED
+        } else {
+            PUSHED_LEAN
+        };
+        return FrameGuard { pushed };
+    }
+    let mask = mask & s.active.get();
+    if mask != 0 {
+        if s.sample.get() != 0 {
+            push_sample(s, id, true);
+            return FrameGuard {
+                pushed: PUSHED_SAMPLE,
+            };
+        }
+        push_in(s, id, mask, true, 0);
+        return FrameGuard { pushed: PUSHED };
+    }
+    FrameGuard::NONE
+}
+
+/// Enters a synchronous call of `callsite`, wanted by the measuring sessions of `mask`, made
+/// where no poll is measured: outside any process, it is measured as a call outside processes
+/// ([`crate::trace::outside`]) until it returns, if a session of `mask` measures those here.
+#[cold]
+#[inline(never)]
+fn enter_outside(callsite: &'static Callsite, mask: u64) -> FrameGuard {
+    let sessions = crate::trace::outside::begin(mask);
+    if sessions == 0 {
+        return FrameGuard::NONE;
+    }
+    let mut guard = with_stack(|s| push_call(s, callsite, sessions));
+    if !guard.pushed() {
+        crate::trace::outside::end();
+        return guard;
+    }
+    // Popped as the outermost frame, which ends the measure.
+    guard.pushed = PUSHED_OUTSIDE;
+    guard
+}
+
+/// Leaves the outermost frame of a call outside processes, and ends its measure (unless a
+/// poll that began inside it ended it already).
+#[cold]
+#[inline(never)]
+fn pop_outside() {
+    if crate::trace::outside::active() {
+        with_stack(|s| pop_any(s, false));
+        crate::trace::outside::end();
+    }
+}
+
+/// [`poll_in_frame`] where no poll is measured: outside any process, the poll is measured as a
+/// call outside processes ([`crate::trace::outside`]) for the sessions of `mask` that measure
+/// those here.
+#[cold]
+#[inline(never)]
+fn poll_outside<R>(
+    id: u32,
+    mask: u64,
+    call: bool,
+    polled: &mut u64,
+    poll: impl FnOnce() -> std::task::Poll<R>,
+) -> std::task::Poll<R> {
+    let sessions = crate::trace::outside::begin(mask);
+    if sessions == 0 {
+        return poll();
+    }
+    /// Ends the measure when dropped, on unwind too.
+    struct End;
+    impl Drop for End {
+        fn drop(&mut self) {
+            crate::trace::outside::end();
+        }
+    }
+    let _end = End;
+    with_stack(|s| {
+        if s.lean.get() != 0 {
+            push_lean(s, id, call);
+        } else {
+            push_in(s, id, sessions, call, *polled);
+        }
+    });
+    let out = poll();
+    // Unless a poll that began inside it ended the measure.
+    if crate::trace::outside::active()
+        && let Some(so_far) = with_stack(|s| pop_any(s, out.is_pending()))
+    {
+        *polled = so_far;
+    }
+    out
+}
+
+/// No frame pushed.
+const NOT_PUSHED: u8 = 0;
+/// A frame pushed by [`push_in`].
+const PUSHED: u8 = 1;
+/// A synchronous call's frame pushed by [`push_lean`].
+const PUSHED_LEAN: u8 = 2;
+/// The outermost frame of a call outside processes ([`enter_outside`]).
+const PUSHED_OUTSIDE: u8 = 3;
+/// A synchronous call's frame pushed by [`push_sample`].
+const PUSHED_SAMPLE: u8 = 4;
+/// `QUICK | depth`: a synchronous call's frame pushed by [`FrameGuard::enter_quick`], kept at
+/// `depth` (below [`CAPACITY`], so that it fits the low bits).
+const QUICK: u8 = 0x80;
+const _: () = assert!(CAPACITY == QUICK as usize);
+
+/// A frame on the traced stack, popped when dropped (on unwind too) unless its pusher pops
+/// it itself ([`poll_in_frame`]).
+pub(crate) struct FrameGuard {
+    pushed: u8,
+}
+
+impl FrameGuard {
+    /// No frame.
+    pub(crate) const NONE: FrameGuard = FrameGuard { pushed: NOT_PUSHED };
+
+    /// Enters a synchronous call of `callsite`, which the sessions of `mask` want: counts it
+    /// for those that count, and pushes a frame for those that measure this poll, if any.
+    #[inline(always)]
+    pub(crate) fn enter_call(callsite: &'static Callsite, mask: u64) -> FrameGuard {
+        with_stack(|s| enter_call_in(s, callsite, mask))
+    }
+
+    /// A synchronous call of `callsite` in the commonest measured case, inline where it is
+    /// called: the sessions of `mask` are exactly the one measuring this lean poll, in flat
+    /// mode and for memory only (see [`Stack::quick`]), none of them counts, the call is kept
+    /// on the stack, its function's accumulator is already touched in this poll, and nothing
+    /// was allocated since the last event. Pushes its frame as [`push_lean`] would and
+    /// returns its guard, which hands the frame's depth to the pop; `None`, having done
+    /// nothing, in every other case.
+    #[inline(always)]
+    pub(crate) fn enter_quick(callsite: &Callsite, mask: u64) -> Option<FrameGuard> {
+        with_stack(|s| {
+            // Not this poll's quick session, or something allocated since the last event
+            // (common where the call does real work): such a call gives up here at the least
+            // cost, before the stack's other fields are read.
+            if mask != s.quick.get()
+                || s.blocks.get().load(Ordering::Relaxed) != s.last_mem.get()[2]
+                || mask & crate::trace::measure::not_lean() != 0
+            {
+                return None;
+            }
+            let depth = s.depth.get();
+            let table = s.lean_table.get();
+            let id = callsite.raw_id();
+            if depth >= CAPACITY || id >= table.len() {
+                return None;
+            }
+            let acc = &table[id];
+            if !acc.touched.load(Ordering::Relaxed) {
+                return None;
+            }
+            bump(&acc.calls, 1);
+            s.parents[depth].set(s.lean_current.replace(Some(acc)));
+            s.ids[depth + 1].set(id as u32);
+            s.depth.set(depth + 1);
+            s.function.get().store(id as u32, Ordering::Relaxed);
+            Some(FrameGuard {
+                pushed: QUICK | depth as u8,
+            })
+        })
+    }
+
+    /// Whether a frame was pushed.
+    #[inline(always)]
+    pub(crate) fn pushed(&self) -> bool {
+        self.pushed != NOT_PUSHED
+    }
+}
+
+/// Runs `poll`, one poll of an async call of function `id`, in the call's frame: pushed for
+/// the sessions of `mask` that measure this poll, if any (`call` at the call's first poll), and
+/// popped when `poll` returns or unwinds. `polled`: the clock ticks charged to the call in
+/// its earlier polls, exclusive of the traced calls it made (its own time, for its duration),
+/// brought up to date when a poll recording durations pops the frame.
+///
+/// The thread's stack is found once for the push and the pop; a lean poll's push and pop are
+/// inline (their uncommon cases out of line).
+#[inline(always)]
+pub(crate) fn poll_in_frame<R>(
+    id: u32,
+    mask: u64,
+    call: bool,
+    polled: &mut u64,
+    poll: impl FnOnce() -> std::task::Poll<R>,
+) -> std::task::Poll<R> {
+    with_stack(|s| {
+        let mut guard = FrameGuard::NONE;
+        if mask & s.lean.get() != 0 {
+            push_lean(s, id, call);
+            guard.pushed = PUSHED;
+        } else if mask & s.active.get() != 0 {
+            if s.sample.get() != 0 {
+                push_sample(s, id, call);
+            } else {
+                push_in(s, id, mask & s.active.get(), call, *polled);
+            }
+            guard.pushed = PUSHED;
+        } else if s.active.get() == 0 {
+            // No measured poll here: perhaps a call outside any process.
+            return poll_outside(id, mask, call, polled, poll);
+        }
+        // Popped by `guard` if this unwinds.
+        let out = poll();
+        if guard.pushed != NOT_PUSHED {
+            guard.pushed = NOT_PUSHED;
+            let pending = out.is_pending();
+            let so_far = if s.lean.get() != 0 {
+                pop_lean(s, pending);
+                None
+            } else if s.sample.get() != 0 {
+                pop_sample(s, pending);
+                None
+            } else {
+                pop_any(s, pending)
+            };
+            if let Some(so_far) = so_far {
+                *polled = so_far;
+            }
+        }
+        out
+    })
+}
+
+impl Drop for FrameGuard {
+    #[inline(always)]
+    fn drop(&mut self) {
+        // This shape (one comparison with a constant, then the rest out of line) lets the
+        // compiler keep a small traced body's inlined cases free of any test here.
+        if self.pushed == PUSHED_LEAN {
+            pop_sync_lean();
+        } else if self.pushed != NOT_PUSHED {
+            pop_sync_any(self.pushed);
+        }
+    }
+}
