@@ -62,6 +62,7 @@
 //! | 25 | SAMPLE_CPU | source (an index into the SAMPLE_SOURCES), mechanism (0 auto, 1 perf_events, 2 timers), fallback (0 none, `i + 1` string `i`: why), hz (the rate asked), thread count: [`SampleSource::cpu`](crate::samples::SampleSource::cpu) of each source that has it, in source order (each source at most once); a source without a record has none | SAMPLE_SOURCES, STRINGS |
 //! | 26 | SAMPLE_CPU_THREADS | thread (an index into the SAMPLE_THREADS), cpu_ns, sampled_ns, samples, flags (bit 0 fallback, bit 1 unarmed; any other bit is an error): the rows of the SAMPLE_CPU records, in order (the first record's `count` rows, then the next one's, …) | SAMPLE_CPU, SAMPLE_THREADS |
 //! | 27 | SAMPLE_CALLEES | sample (an index into the SAMPLES), node, index, serial: [`SampleRecord::callee`](crate::samples::SampleRecord::callee), the process a wall sample's process waited on in a call, of each sample that has one, in sample order | SAMPLES |
+//! | 28 | SAMPLE_CPU_ASIDE | row (an index into the SAMPLE_CPU_THREADS rows of every record, in order), elsewhere, elsewhere_ns, stalls, stalled_ns: what [`ThreadCoverage`](crate::samples::ThreadCoverage) adds to a row — the samples of its thread that are of work the profile does not sample and the CPU time they stand for, the overflows its perf event lost and the CPU time they left in no sample — for each row where any of them is not zero, in row order (each row at most once); a row without a record has none of them | SAMPLE_CPU_THREADS |
 //!
 //! Every number is a varint (but the 8 bytes of a fractional *float*, under Samples); a
 //! *string index* is an index into the STRINGS read so far, a
@@ -84,7 +85,7 @@
 //! ## Samples
 //!
 //! Sample mode's data ([`Profile::samples`]) takes the sample sections (tags 12 and 19 to
-//! 26). A stack is stored once, as its innermost frame and the stack it extends (which comes
+//! 28). A stack is stored once, as its innermost frame and the stack it extends (which comes
 //! before it), and a frame once, so a sample names its whole stack with one index. Unlike the call tree's, every
 //! reference of these sections is checked as it is read: an index must point at a record read
 //! before it (a frame's function at an entry of the FUNCTION_TABLE), a stack is at most
@@ -159,6 +160,7 @@
 //! | 2 | SAMPLE_LOST_FREES (tag 24) added, for [`SampleSource::lost_frees`](crate::samples::SampleSource::lost_frees) (frees of sampled blocks the runtime lost, so that the in-use figures may over-count): a new kind of section, which older version-2 readers skip — they read every source as having lost none —, so the version stays 2; a profile that lost no free is written byte for byte as before. |
 //! | 2 | SAMPLE_CPU and SAMPLE_CPU_THREADS (tags 25 and 26) added, for [`SampleSource::cpu`](crate::samples::SampleSource::cpu) (what a CPU profile's samples could see: the mechanism, and per thread its CPU time against the CPU its samples stand for): new kinds of section, which older version-2 readers skip — they read the samples without their coverage, and report them as they did before it was kept —, so the version stays 2; a profile without coverage is written byte for byte as before, and this reader reads an older archive's sources with none. |
 //! | 2 | SAMPLE_CALLEES (tag 27) added, for [`SampleRecord::callee`](crate::samples::SampleRecord::callee) (whom a process in a call waits on): a new kind of section, which older version-2 readers skip — they read wall samples without their callees, as before they were kept —, so the version stays 2; a profile without callees is written byte for byte as before. |
+//! | 2 | SAMPLE_CPU_ASIDE (tag 28) added, for [`ThreadCoverage`](crate::samples::ThreadCoverage)'s samples elsewhere (a sampled thread's samples of work the profile does not sample, left out of its figures) and its perf event's stalls (overflows lost and re-armed, whose CPU time is in no sample): a new kind of section, which older version-2 readers skip — they read the CPU figures without them, and say neither the summary's sentence on them nor the stall's warning —, so the version stays 2; a profile whose rows have none of them is written byte for byte as before, and this reader reads an older archive's rows with none. |
 //!
 //! ## Adding a fixture when the version is bumped
 //!
@@ -187,7 +189,9 @@
 //! `fixture_profile_with_lost_frees()`, for SAMPLE_LOST_FREES (written by
 //! `write_lost_frees_fixture`), and `tests/data/v2-cpu-coverage.tprof`
 //! `fixture_profile_with_cpu_coverage()`, for SAMPLE_CPU and SAMPLE_CPU_THREADS (written by
-//! `write_cpu_coverage_fixture`).
+//! `write_cpu_coverage_fixture`), and `tests/data/v2-cpu-aside.tprof`
+//! `fixture_profile_with_cpu_aside()`, for SAMPLE_CPU_ASIDE (written by
+//! `write_cpu_aside_fixture`).
 //!
 //! # Merging
 //!
@@ -202,6 +206,7 @@ use std::path::{Path, PathBuf};
 
 use crate::{Profile, TraceType};
 
+mod coverage;
 mod decode;
 mod encode;
 mod limits;
@@ -271,6 +276,7 @@ mod tag {
     pub(super) const SAMPLE_CPU: u64 = 25;
     pub(super) const SAMPLE_CPU_THREADS: u64 = 26;
     pub(super) const SAMPLE_CALLEES: u64 = 27;
+    pub(super) const SAMPLE_CPU_ASIDE: u64 = 28;
 
     /// The name of a known section, for messages.
     pub(super) fn name(tag: u64) -> Option<&'static str> {
@@ -300,6 +306,7 @@ mod tag {
             SAMPLE_CPU => "SAMPLE_CPU",
             SAMPLE_CPU_THREADS => "SAMPLE_CPU_THREADS",
             SAMPLE_CALLEES => "SAMPLE_CALLEES",
+            SAMPLE_CPU_ASIDE => "SAMPLE_CPU_ASIDE",
             _ => return None,
         })
     }

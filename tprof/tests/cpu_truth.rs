@@ -334,3 +334,115 @@ fn write_truth_files() {
         }
     }
 }
+
+/// [`full`] on perf events, whose thread 101 took 3 samples (30 ms) of work the profile does
+/// not sample, and whose thread 102's event lost 2 overflow signals, leaving 15 ms of its CPU
+/// in no sample until the drain re-armed it.
+fn aside() -> Profile {
+    let mut profile = full();
+    let cpu = profile.samples.sources[0].cpu.as_mut().unwrap();
+    cpu.source = CpuSource::PerfEvents;
+    cpu.fallback = None;
+    let elsewhere = &mut cpu.threads[0].1;
+    elsewhere.elsewhere = 3;
+    elsewhere.elsewhere_ns = 30 * MS;
+    let stalled = &mut cpu.threads[1].1;
+    stalled.stalls = 2;
+    stalled.stalled_ns = 15 * MS;
+    profile
+}
+
+/// The sentence of [`aside`]'s summary on the samples left out of the profile.
+const ASIDE_SENTENCE: &str = "; 3 more sample(s) of these threads, 30.0 ms, were of work this \
+     profile does not sample (other nodes' processes, unsampled processes, another node's thread \
+     outside processes) and are out of the profile and of these figures";
+
+/// The warning of [`aside`]'s stalled thread.
+const STALL_WARNING: &str = "thread node-worker/102's perf event lost 2 overflow signal(s) and \
+     stopped sampling it until the drain re-armed it: 15.0 ms of its CPU time is in no sample";
+
+/// `profile`'s sample report.
+fn report_of(profile: &Profile) -> String {
+    let mut out = Vec::new();
+    let options = tprof::sample_report::PrintOptions::new();
+    tprof::sample_report::print(&mut out, profile, &options).unwrap();
+    String::from_utf8(out).unwrap()
+}
+
+/// The samples a profile's threads took of work it does not sample, and its perf events'
+/// stalls, survive the archive: the profile read back says them as the live one does, in the
+/// report's header and in each export.
+#[test]
+fn samples_elsewhere_and_stalls_survive_the_archive() {
+    let live = aside();
+    let truth = live.samples.cpu_truth().unwrap();
+    assert!(truth.summary[0].ends_with(ASIDE_SENTENCE), "{truth:#?}");
+    assert_eq!(truth.warnings, [STALL_WARNING]);
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("aside.tprof");
+    tprof::archive::write_file(&live, &path).unwrap();
+    let read = tprof::archive::read_file(&path).unwrap();
+    assert_eq!(read.samples, live.samples);
+    assert_eq!(read.samples.cpu_truth(), Some(truth.clone()));
+    let f = &truth.figures[0];
+    assert_eq!(
+        (f.elsewhere, f.elsewhere_ns, f.stalls, f.stalled_ns),
+        (3, 30 * MS, 2, 15 * MS)
+    );
+
+    let report = report_of(&read);
+    let lines: Vec<&str> = report.lines().collect();
+    assert_eq!(lines[0], truth.summary[0], "{report}");
+    assert_eq!(lines[1], format!("Warning: {STALL_WARNING}"), "{report}");
+
+    let p = decode_pprof(&read);
+    let comments: Vec<&str> = p.comment.iter().map(|c| p.string(*c)).collect();
+    assert_eq!(
+        comments[comments.len() - 2..],
+        [
+            truth.summary[0].clone(),
+            format!("Warning: {STALL_WARNING}")
+        ],
+        "{comments:#?}"
+    );
+    let speedscope = json_of(Format::Speedscope, &read);
+    let chrome = json_of(Format::Chrome, &read);
+    let html = embedded(&text_of(Format::Html, &read));
+    for cpu in [
+        &speedscope["tprof"]["cpu"],
+        &chrome["otherData"]["samples"]["cpu"],
+        &html["samples"]["cpu"],
+    ] {
+        assert_eq!(strings(&cpu["summary"]), truth.summary, "{cpu}");
+        assert_eq!(strings(&cpu["warnings"]), [STALL_WARNING], "{cpu}");
+    }
+}
+
+/// Merged, two such profiles sum what their threads took elsewhere, and each stalled thread
+/// keeps its warning; the merge reads back as it was written.
+#[test]
+fn a_merge_sums_the_samples_elsewhere_and_the_stalls() {
+    let merged = tprof::archive::merge(&[aside(), aside()]).unwrap();
+    let truth = merged.samples.cpu_truth().unwrap();
+    assert_eq!(truth.summary.len(), 1, "{truth:#?}");
+    assert!(
+        truth.summary[0].contains(
+            "; 6 more sample(s) of these threads, 60.0 ms, were of work this profile does not \
+             sample"
+        ),
+        "{}",
+        truth.summary[0]
+    );
+    assert_eq!(truth.warnings, [STALL_WARNING, STALL_WARNING]);
+    let f = &truth.figures[0];
+    assert_eq!(
+        (f.elsewhere, f.elsewhere_ns, f.stalls, f.stalled_ns),
+        (6, 60 * MS, 4, 30 * MS)
+    );
+    let mut bytes = Vec::new();
+    tprof::archive::write(&merged, &mut bytes).unwrap();
+    let read = tprof::archive::read(&mut &bytes[..]).unwrap();
+    assert_eq!(read.samples, merged.samples);
+    assert_eq!(read.samples.cpu_truth(), Some(truth));
+}

@@ -216,6 +216,15 @@ impl CpuCoverage {
         })
     }
 
+    /// The overflows the threads' perf events lost and the drain re-armed
+    /// ([`ThreadCoverage::stalls`]), and the CPU time they left in no sample
+    /// ([`ThreadCoverage::stalled_ns`]), in nanoseconds.
+    pub fn stalls(&self) -> (u64, u64) {
+        self.threads.iter().fold((0, 0), |(n, ns), (_, t)| {
+            (n.saturating_add(t.stalls), ns.saturating_add(t.stalled_ns))
+        })
+    }
+
     /// The samples' CPU time over the threads' CPU time (`None` without CPU time).
     pub fn captured(&self) -> Option<f64> {
         let cpu = self.cpu_ns();

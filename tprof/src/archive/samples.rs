@@ -2,17 +2,18 @@
 //!
 //! The layout is in [`super`]; this module holds both directions, so that each field's coding
 //! is in one place: the flags of a sample, the numbers that may be fractional (weights), the
-//! time deltas, and what a sample set must not contradict.
+//! time deltas, and what a sample set must not contradict. The CPU figures' sections are
+//! [`super::coverage`]'s.
 
 use runtime::Pid;
 
 use super::decode::Payload;
 use super::encode::{Interner, Out, table, varint};
 use super::limits::{self, Depths};
-use super::{ArchiveError, MAX_PATH_DEPTH, tag};
+use super::{ArchiveError, MAX_PATH_DEPTH, coverage, tag};
 use crate::samples::{
-    AllocRate, CpuCoverage, CpuSource, SampleFrame, SampleMapping, SampleRecord, SampleSet,
-    SampleSource, SampleStack, SampleThread, SamplerKind, ThreadCoverage, WaitState,
+    AllocRate, SampleFrame, SampleMapping, SampleRecord, SampleSet, SampleSource, SampleStack,
+    SampleThread, SamplerKind, WaitState,
 };
 
 /// A sample's flags: the low three bits are its state (0 none, else [`STATES`]`[s - 1]`).
@@ -38,18 +39,6 @@ const KNOWN: u64 = (LIVE << 1) - 1;
 
 /// The samplers, in the order of their codes (0 to 2).
 const SAMPLERS: [SamplerKind; 3] = [SamplerKind::Cpu, SamplerKind::Wall, SamplerKind::Alloc];
-
-/// The CPU sampler's mechanisms, in the order of their codes (0 to 2) in SAMPLE_CPU.
-const CPU_SOURCES: [CpuSource; 3] = [CpuSource::Auto, CpuSource::PerfEvents, CpuSource::Timers];
-
-/// Added to a SAMPLE_CPU record's mechanism code: the perf events sampled kernel mode too
-/// ([`CpuCoverage::kernel`]). Archives written before it have none: user mode only.
-const CPU_KERNEL: u64 = 1 << 8;
-
-/// A SAMPLE_CPU_THREADS row's flags: the thread fell back to a timer alone.
-const THREAD_FALLBACK: u64 = 1;
-/// The thread was never armed.
-const THREAD_UNARMED: u64 = 1 << 1;
 
 /// The wait states, in the order of their codes (1 to 7). The v2 fixture holds every one, so
 /// a change of this order fails its test.
@@ -207,7 +196,7 @@ fn float(buf: &mut Vec<u8>, v: f64) {
 }
 
 /// Appends an optional index: 0 for none, `i + 1` for `i`.
-fn optional(buf: &mut Vec<u8>, v: Option<u64>) {
+pub(super) fn optional(buf: &mut Vec<u8>, v: Option<u64>) {
     varint(buf, v.map_or(0, |v| v + 1));
 }
 
@@ -338,32 +327,7 @@ pub(super) fn write(
         varint(b, callee.index().into());
         varint(b, callee.serial().into());
     })?;
-    let covered: Vec<(usize, &CpuCoverage)> = set
-        .sources
-        .iter()
-        .enumerate()
-        .filter_map(|(i, s)| Some((i, s.cpu.as_ref()?)))
-        .collect();
-    table(out, tag::SAMPLE_CPU, &covered, |b, (i, c)| {
-        varint(b, *i as u64);
-        let code = CPU_SOURCES.iter().position(|k| *k == c.source).unwrap_or(0);
-        varint(b, code as u64 | if c.kernel { CPU_KERNEL } else { 0 });
-        optional(b, c.fallback.as_deref().map(|why| strings.at(why)));
-        varint(b, c.hz.into());
-        varint(b, c.threads.len() as u64);
-    })?;
-    let rows = covered.iter().flat_map(|(_, c)| &c.threads);
-    table(out, tag::SAMPLE_CPU_THREADS, rows, |b, (thread, t)| {
-        varint(b, (*thread).into());
-        varint(b, t.cpu_ns);
-        varint(b, t.sampled_ns);
-        varint(b, t.samples);
-        let flag = |on: bool, flag: u64| if on { flag } else { 0 };
-        varint(
-            b,
-            flag(t.fallback, THREAD_FALLBACK) | flag(t.unarmed, THREAD_UNARMED),
-        );
-    })
+    super::coverage::write(out, set, strings)
 }
 
 // --- Reading ---
@@ -375,11 +339,8 @@ pub(super) struct Reader {
     /// The depth of each stack read so far.
     depths: Depths,
     previous: Previous,
-    /// The sources with CPU figures (SAMPLE_CPU), in order, each with the thread rows it
-    /// announced.
-    covered: Vec<(u32, u64)>,
-    /// The SAMPLE_CPU record the next thread row goes to (those before are full).
-    covering: usize,
+    /// The CPU figures read so far.
+    cpu: coverage::Reader,
 }
 
 /// What a sample record refers to outside the sample sections: the strings and the number of
@@ -577,94 +538,8 @@ impl Reader {
                     s.lost_frees = count;
                 }
             }
-            tag::SAMPLE_CPU => {
-                let sources = set.sources.len();
-                let source = p.index("a CPU figures record's source", sources, "source")?;
-                if let Some(&(before, _)) = self.covered.last()
-                    && source <= before
-                {
-                    return Err(p.corrupt(
-                        start,
-                        format_args!(
-                            "CPU figures of source {source} after those of source {before} \
-                             (each source has at most one, in source order)"
-                        ),
-                    ));
-                }
-                let code_at = p.offset();
-                let code = p.varint("a CPU figures record's mechanism")?;
-                let kernel = code & CPU_KERNEL != 0;
-                let code = code & !CPU_KERNEL;
-                let Some(&mechanism) = CPU_SOURCES.get(code as usize) else {
-                    return Err(p.corrupt(
-                        code_at,
-                        format_args!(
-                            "an unknown CPU sampling mechanism {code} (0 is auto, 1 \
-                             perf_events, 2 timers)"
-                        ),
-                    ));
-                };
-                let fallback = p.optional_string("why the CPU sampler fell back", cx.strings)?;
-                limits::check_named(
-                    cx.named,
-                    fallback.as_ref().map_or(0, String::len) as u64,
-                    p.offset(),
-                )?;
-                let hz = p.u32("a CPU figures record's rate")?;
-                let rows = p.varint("a CPU figures record's thread count")?;
-                if let Some(s) = set.sources.get_mut(source as usize) {
-                    let mut cpu = CpuCoverage::new(mechanism, fallback, hz, Vec::new());
-                    cpu.kernel = kernel;
-                    s.cpu = Some(cpu);
-                }
-                self.covered.push((source, rows));
-            }
-            tag::SAMPLE_CPU_THREADS => {
-                let thread = p.index("a CPU figures row's thread", set.threads.len(), "thread")?;
-                let mut row = ThreadCoverage::new(
-                    p.varint("a thread's CPU time")?,
-                    p.varint("the CPU time a thread's samples stand for")?,
-                    p.varint("a thread's distinct samples")?,
-                );
-                let flags_at = p.offset();
-                let flags = p.varint("a CPU figures row's flags")?;
-                if flags & !(THREAD_FALLBACK | THREAD_UNARMED) != 0 {
-                    return Err(p.corrupt(
-                        flags_at,
-                        format_args!(
-                            "a CPU figures row's flags, {flags:#b}, have bits of an unknown \
-                             meaning (no tprof writes them)"
-                        ),
-                    ));
-                }
-                row.fallback = flags & THREAD_FALLBACK != 0;
-                row.unarmed = flags & THREAD_UNARMED != 0;
-                loop {
-                    let Some(&(source, count)) = self.covered.get(self.covering) else {
-                        let announced = self
-                            .covered
-                            .iter()
-                            .fold(0u64, |a, &(_, c)| a.saturating_add(c));
-                        return Err(p.corrupt(
-                            start,
-                            format_args!(
-                                "a CPU figures row beyond the {announced} that the SAMPLE_CPU \
-                                 sections announce"
-                            ),
-                        ));
-                    };
-                    let cpu = set
-                        .sources
-                        .get_mut(source as usize)
-                        .and_then(|s| s.cpu.as_mut());
-                    if let Some(cpu) = cpu
-                        && (cpu.threads.len() as u64) < count
-                    {
-                        cpu.threads.push((thread, row));
-                        break;
-                    }
-                    self.covering += 1;
-                }
+            tag::SAMPLE_CPU | tag::SAMPLE_CPU_THREADS | tag::SAMPLE_CPU_ASIDE => {
+                self.cpu.record(tag, p, set, cx)?;
             }
             _ => return Err(p.corrupt(start, format_args!("a record of unknown kind {tag}"))),
         }
@@ -757,24 +632,7 @@ impl Reader {
     /// The sample set read, once END (at `end`) is: every thread row the SAMPLE_CPU records
     /// announce must be there.
     pub(super) fn finish(self, end: u64) -> Result<SampleSet, ArchiveError> {
-        let missing = self.covered.iter().fold(0u64, |sum, &(source, count)| {
-            let held = self
-                .set
-                .sources
-                .get(source as usize)
-                .and_then(|s| s.cpu.as_ref())
-                .map_or(0, |c| c.threads.len() as u64);
-            sum.saturating_add(count.saturating_sub(held))
-        });
-        if missing > 0 {
-            return Err(ArchiveError::Corrupt {
-                at: end,
-                what: format!(
-                    "the SAMPLE_CPU sections announce {missing} thread rows more than the \
-                     SAMPLE_CPU_THREADS sections hold"
-                ),
-            });
-        }
+        self.cpu.finish(&self.set, end)?;
         Ok(self.set)
     }
 }

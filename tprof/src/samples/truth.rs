@@ -52,6 +52,16 @@ pub struct CpuFigures {
     pub sampled_ns: u64,
     /// The distinct samples taken (kept and dropped).
     pub samples: u64,
+    /// The threads' samples of work the profile does not sample (other nodes' processes,
+    /// unsampled processes, another node's thread outside processes), out of the profile and
+    /// of these figures ([`CpuCoverage::elsewhere`]).
+    pub elsewhere: u64,
+    /// The CPU time they stand for, in nanoseconds.
+    pub elsewhere_ns: u64,
+    /// The overflows the threads' perf events lost, each re-armed by the drain.
+    pub stalls: u64,
+    /// The CPU time the stalls left in no sample, in nanoseconds.
+    pub stalled_ns: u64,
     /// Each sampled thread's figures.
     pub threads: Vec<ThreadFigures>,
 }
@@ -69,6 +79,14 @@ pub struct ThreadFigures {
     pub sampled_ns: u64,
     /// Its distinct samples.
     pub samples: u64,
+    /// Its samples of work the profile does not sample, out of its figures.
+    pub elsewhere: u64,
+    /// The CPU time they stand for, in nanoseconds.
+    pub elsewhere_ns: u64,
+    /// The overflows its perf event lost, each re-armed by the drain.
+    pub stalls: u64,
+    /// The CPU time they left in no sample, in nanoseconds.
+    pub stalled_ns: u64,
     /// `sampled_ns / cpu_ns`, when it used CPU time.
     pub captured: Option<f64>,
     /// Whether it fell back to a per-thread timer alone.
@@ -127,6 +145,8 @@ impl SampleSet {
     }
 
     fn figures(&self, c: &CpuCoverage) -> CpuFigures {
+        let (elsewhere, elsewhere_ns) = c.elsewhere();
+        let (stalls, stalled_ns) = c.stalls();
         CpuFigures {
             mechanism: c.source,
             fallback: c.fallback.clone(),
@@ -136,6 +156,10 @@ impl SampleSet {
             cpu_ns: c.cpu_ns(),
             sampled_ns: c.sampled_ns(),
             samples: c.samples(),
+            elsewhere,
+            elsewhere_ns,
+            stalls,
+            stalled_ns,
             threads: c
                 .threads
                 .iter()
@@ -145,6 +169,10 @@ impl SampleSet {
                     cpu_ns: t.cpu_ns,
                     sampled_ns: t.sampled_ns,
                     samples: t.samples,
+                    elsewhere: t.elsewhere,
+                    elsewhere_ns: t.elsewhere_ns,
+                    stalls: t.stalls,
+                    stalled_ns: t.stalled_ns,
                     captured: t.captured(),
                     fallback: t.fallback,
                     unarmed: t.unarmed,
