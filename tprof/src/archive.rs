@@ -62,6 +62,7 @@
 //! | 25 | SAMPLE_CPU | source (an index into the SAMPLE_SOURCES), mechanism (0 auto, 1 perf_events, 2 timers), fallback (0 none, `i + 1` string `i`: why), hz (the rate asked), thread count: [`SampleSource::cpu`](crate::samples::SampleSource::cpu) of each source that has it, in source order (each source at most once); a source without a record has none | SAMPLE_SOURCES, STRINGS |
 //! | 26 | SAMPLE_CPU_THREADS | thread (an index into the SAMPLE_THREADS), cpu_ns, sampled_ns, samples, flags (bit 0 fallback, bit 1 unarmed; any other bit is an error): the rows of the SAMPLE_CPU records, in order (the first record's `count` rows, then the next one's, …) | SAMPLE_CPU, SAMPLE_THREADS |
 //! | 27 | SAMPLE_CALLEES | sample (an index into the SAMPLES), node, index, serial: [`SampleRecord::callee`](crate::samples::SampleRecord::callee), the process a wall sample's process waited on in a call, of each sample that has one, in sample order | SAMPLES |
+//! | 28 | SAMPLE_BEFORE | source (an index into the SAMPLE_SOURCES), count: [`SampleSource::before_sampling`](crate::samples::SampleSource::before_sampling) of each source that has any, in source order; a source without a record has none | SAMPLE_SOURCES |
 //!
 //! Every number is a varint (but the 8 bytes of a fractional *float*, under Samples); a
 //! *string index* is an index into the STRINGS read so far, a
@@ -84,7 +85,7 @@
 //! ## Samples
 //!
 //! Sample mode's data ([`Profile::samples`]) takes the sample sections (tags 12 and 19 to
-//! 26). A stack is stored once, as its innermost frame and the stack it extends (which comes
+//! 28). A stack is stored once, as its innermost frame and the stack it extends (which comes
 //! before it), and a frame once, so a sample names its whole stack with one index. Unlike the call tree's, every
 //! reference of these sections is checked as it is read: an index must point at a record read
 //! before it (a frame's function at an entry of the FUNCTION_TABLE), a stack is at most
@@ -159,6 +160,7 @@
 //! | 2 | SAMPLE_LOST_FREES (tag 24) added, for [`SampleSource::lost_frees`](crate::samples::SampleSource::lost_frees) (frees of sampled blocks the runtime lost, so that the in-use figures may over-count): a new kind of section, which older version-2 readers skip — they read every source as having lost none —, so the version stays 2; a profile that lost no free is written byte for byte as before. |
 //! | 2 | SAMPLE_CPU and SAMPLE_CPU_THREADS (tags 25 and 26) added, for [`SampleSource::cpu`](crate::samples::SampleSource::cpu) (what a CPU profile's samples could see: the mechanism, and per thread its CPU time against the CPU its samples stand for): new kinds of section, which older version-2 readers skip — they read the samples without their coverage, and report them as they did before it was kept —, so the version stays 2; a profile without coverage is written byte for byte as before, and this reader reads an older archive's sources with none. |
 //! | 2 | SAMPLE_CALLEES (tag 27) added, for [`SampleRecord::callee`](crate::samples::SampleRecord::callee) (whom a process in a call waits on): a new kind of section, which older version-2 readers skip — they read wall samples without their callees, as before they were kept —, so the version stays 2; a profile without callees is written byte for byte as before. |
+//! | 2 | SAMPLE_BEFORE (tag 28) added, for [`SampleSource::before_sampling`](crate::samples::SampleSource::before_sampling) (samples taken in polls begun before sampling began, whose traced frames are unknown): a new kind of section, which older version-2 readers skip — they read every source as having none, and report the samples as before it was kept —, so the version stays 2; a profile without such samples is written byte for byte as before. |
 //!
 //! ## Adding a fixture when the version is bumped
 //!
@@ -187,7 +189,9 @@
 //! `fixture_profile_with_lost_frees()`, for SAMPLE_LOST_FREES (written by
 //! `write_lost_frees_fixture`), and `tests/data/v2-cpu-coverage.tprof`
 //! `fixture_profile_with_cpu_coverage()`, for SAMPLE_CPU and SAMPLE_CPU_THREADS (written by
-//! `write_cpu_coverage_fixture`).
+//! `write_cpu_coverage_fixture`), and `tests/data/v2-before-sampling.tprof`
+//! `fixture_profile_with_before_sampling()`, for SAMPLE_BEFORE (written by
+//! `write_before_sampling_fixture`).
 //!
 //! # Merging
 //!
@@ -271,6 +275,7 @@ mod tag {
     pub(super) const SAMPLE_CPU: u64 = 25;
     pub(super) const SAMPLE_CPU_THREADS: u64 = 26;
     pub(super) const SAMPLE_CALLEES: u64 = 27;
+    pub(super) const SAMPLE_BEFORE: u64 = 28;
 
     /// The name of a known section, for messages.
     pub(super) fn name(tag: u64) -> Option<&'static str> {
@@ -300,6 +305,7 @@ mod tag {
             SAMPLE_CPU => "SAMPLE_CPU",
             SAMPLE_CPU_THREADS => "SAMPLE_CPU_THREADS",
             SAMPLE_CALLEES => "SAMPLE_CALLEES",
+            SAMPLE_BEFORE => "SAMPLE_BEFORE",
             _ => return None,
         })
     }

@@ -129,6 +129,7 @@
 //! set.sources = vec![SampleSource {
 //!     run: 0, node: 0, sampler: SamplerKind::Cpu, hz: 100, alloc_rate: None, dropped: 0.0,
 //!     native_walked: true, duration_ns: 1_000_000_000, capacity: 1000, lost_frees: 0,
+//!     before_sampling: 0,
 //!     cpu: None,
 //! }];
 //! set.frames = vec![
