@@ -655,6 +655,14 @@ pub struct SampleData {
     /// Each such block stays in the live set, so the in-use figures may over-count by as many
     /// blocks (0 for other samplers).
     pub lost_frees: u64,
+    /// Samples of processes taken in a poll that began before sampling began (before the
+    /// session opened or flagged the process; for wall samples, a poll no wall session
+    /// measured, running or suspended in): a session started on a running program finds long
+    /// loops there. A traced call pushes a frame only for the sessions measuring its poll (so
+    /// a call no session traces costs no more), so the traced frames such a sample fell in
+    /// are unknown: it is kept, under its process (a CPU sample with its native frames alone),
+    /// and counted here, among [`samples`](Self::samples) (0 for allocation samples).
+    pub before_sampling: u64,
     /// The threads the samples name.
     pub threads: Vec<SampledThread>,
     /// Whether native stacks were walked past the interrupted instruction (built with frame
@@ -875,12 +883,13 @@ impl SampleSession {
             let cpu = None;
             // The threads as the drain found them when it took their samples: an entry of the
             // registry may be another thread's by now.
-            let (samples, dropped, lost_frees, threads) = {
+            let (samples, dropped, lost_frees, before_sampling, threads) = {
                 let inner = self.store.inner.lock();
                 (
                     inner.samples.clone(),
                     inner.dropped,
                     inner.lost_frees,
+                    inner.before_sampling,
                     inner.threads.clone(),
                 )
             };
@@ -896,6 +905,7 @@ impl SampleSession {
                 samples,
                 dropped,
                 lost_frees,
+                before_sampling,
                 threads,
                 native_walked: self.native_walked,
                 duration_ns: store::now_ns().saturating_sub(*self.store.started_ns.lock()),
@@ -917,6 +927,7 @@ impl SampleSession {
         let mut data = self.samples();
         data.samples = self.census();
         data.dropped = 0.0;
+        data.before_sampling = 0;
         self.snapshot_of(data)
     }
 

@@ -19,7 +19,8 @@
 //! set.sources = vec![SampleSource {
 //!     run: 0, node: 0, sampler: SamplerKind::Alloc, hz: 0,
 //!     alloc_rate: Some(AllocRate::SampleRate(1.0)), dropped: 0.0, native_walked: true,
-//!     duration_ns: 0, capacity: 100, lost_frees: 0, cpu: None,
+//!     duration_ns: 0, capacity: 100, lost_frees: 0, before_sampling: 0,
+//!     cpu: None,
 //! }];
 //! set.frames = vec![
 //!     SampleFrame { function: Some(0), name: String::new(), file: None, line: None, address: 0 },
@@ -332,6 +333,7 @@ mod tests {
             duration_ns: 0,
             capacity: 100,
             lost_frees: 0,
+            before_sampling: 0,
             cpu: None,
         }];
         let native = |name: &str, file: &str| SampleFrame {

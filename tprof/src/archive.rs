@@ -63,6 +63,7 @@
 //! | 26 | SAMPLE_CPU_THREADS | thread (an index into the SAMPLE_THREADS), cpu_ns, sampled_ns, samples, flags (bit 0 fallback, bit 1 unarmed; any other bit is an error): the rows of the SAMPLE_CPU records, in order (the first record's `count` rows, then the next one's, …) | SAMPLE_CPU, SAMPLE_THREADS |
 //! | 27 | SAMPLE_CALLEES | sample (an index into the SAMPLES), node, index, serial: [`SampleRecord::callee`](crate::samples::SampleRecord::callee), the process a wall sample's process waited on in a call, of each sample that has one, in sample order | SAMPLES |
 //! | 28 | SAMPLE_CPU_ASIDE | row (an index into the SAMPLE_CPU_THREADS rows of every record, in order), elsewhere, elsewhere_ns, stalls, stalled_ns: what [`ThreadCoverage`](crate::samples::ThreadCoverage) adds to a row — the samples of its thread that are of work the profile does not sample and the CPU time they stand for, the overflows its perf event lost and the CPU time they left in no sample — for each row where any of them is not zero, in row order (each row at most once); a row without a record has none of them | SAMPLE_CPU_THREADS |
+//! | 29 | SAMPLE_BEFORE | source (an index into the SAMPLE_SOURCES), count: [`SampleSource::before_sampling`](crate::samples::SampleSource::before_sampling) of each source that has any, in source order; a source without a record has none | SAMPLE_SOURCES |
 //!
 //! Every number is a varint (but the 8 bytes of a fractional *float*, under Samples); a
 //! *string index* is an index into the STRINGS read so far, a
@@ -161,6 +162,7 @@
 //! | 2 | SAMPLE_CPU and SAMPLE_CPU_THREADS (tags 25 and 26) added, for [`SampleSource::cpu`](crate::samples::SampleSource::cpu) (what a CPU profile's samples could see: the mechanism, and per thread its CPU time against the CPU its samples stand for): new kinds of section, which older version-2 readers skip — they read the samples without their coverage, and report them as they did before it was kept —, so the version stays 2; a profile without coverage is written byte for byte as before, and this reader reads an older archive's sources with none. |
 //! | 2 | SAMPLE_CALLEES (tag 27) added, for [`SampleRecord::callee`](crate::samples::SampleRecord::callee) (whom a process in a call waits on): a new kind of section, which older version-2 readers skip — they read wall samples without their callees, as before they were kept —, so the version stays 2; a profile without callees is written byte for byte as before. |
 //! | 2 | SAMPLE_CPU_ASIDE (tag 28) added, for [`ThreadCoverage`](crate::samples::ThreadCoverage)'s samples elsewhere (a sampled thread's samples of work the profile does not sample, left out of its figures) and its perf event's stalls (overflows lost and re-armed, whose CPU time is in no sample): a new kind of section, which older version-2 readers skip — they read the CPU figures without them, and say neither the summary's sentence on them nor the stall's warning —, so the version stays 2; a profile whose rows have none of them is written byte for byte as before, and this reader reads an older archive's rows with none. |
+//! | 2 | SAMPLE_BEFORE (tag 29) added, for [`SampleSource::before_sampling`](crate::samples::SampleSource::before_sampling) (samples taken in polls begun before sampling began, whose traced frames are unknown): a new kind of section, which older version-2 readers skip — they read every source as having none, and report the samples as before it was kept —, so the version stays 2; a profile without such samples is written byte for byte as before. |
 //!
 //! ## Adding a fixture when the version is bumped
 //!
@@ -191,7 +193,9 @@
 //! `fixture_profile_with_cpu_coverage()`, for SAMPLE_CPU and SAMPLE_CPU_THREADS (written by
 //! `write_cpu_coverage_fixture`), and `tests/data/v2-cpu-aside.tprof`
 //! `fixture_profile_with_cpu_aside()`, for SAMPLE_CPU_ASIDE (written by
-//! `write_cpu_aside_fixture`).
+//! `write_cpu_aside_fixture`), and `tests/data/v2-before-sampling.tprof`
+//! `fixture_profile_with_before_sampling()`, for SAMPLE_BEFORE (written by
+//! `write_before_sampling_fixture`).
 //!
 //! # Merging
 //!
@@ -277,6 +281,7 @@ mod tag {
     pub(super) const SAMPLE_CPU_THREADS: u64 = 26;
     pub(super) const SAMPLE_CALLEES: u64 = 27;
     pub(super) const SAMPLE_CPU_ASIDE: u64 = 28;
+    pub(super) const SAMPLE_BEFORE: u64 = 29;
 
     /// The name of a known section, for messages.
     pub(super) fn name(tag: u64) -> Option<&'static str> {
@@ -307,6 +312,7 @@ mod tag {
             SAMPLE_CPU_THREADS => "SAMPLE_CPU_THREADS",
             SAMPLE_CALLEES => "SAMPLE_CALLEES",
             SAMPLE_CPU_ASIDE => "SAMPLE_CPU_ASIDE",
+            SAMPLE_BEFORE => "SAMPLE_BEFORE",
             _ => return None,
         })
     }

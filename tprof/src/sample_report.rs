@@ -98,8 +98,24 @@
 //! # Dropped and missing samples
 //!
 //! Samples dropped because the buffer was full are counted in every report, with the setting
-//! to raise ([`SampleOptions::n`](runtime::sample::SampleOptions::n)). A report with nothing
-//! to show says so, in Julia's words:
+//! to raise ([`SampleOptions::n`](runtime::sample::SampleOptions::n)).
+//!
+//! A session started on a running program (`attach`'s `sample`, `prof sample`) finds
+//! processes in polls that began before it: the traced frames they had entered then are
+//! unknown (a traced call keeps its frame only for the sessions measuring its poll, so that a
+//! call nothing traces costs nothing more). Their samples count under their process, CPU
+//! samples with their native frames, and the report says how many there are
+//! ([`SampleSource::before_sampling`](crate::samples::SampleSource::before_sampling)) before
+//! its tree:
+//!
+//! ```text
+//! Note: 250 of 256 samples of processes fell in polls begun before sampling began: the traced frames they were in are unknown, so they show under their process with their native frames alone (open the session before the work begins, or keep one open from the program's start).
+//! ```
+//!
+//! A group whose samples have no frame to show (wall samples of running processes, which
+//! carry no traced path; CPU samples with neither a traced frame nor a native stack) says so
+//! under its totals, with the likely cause, rather than that nothing was collected. A report
+//! with nothing to show says so, in Julia's words:
 //!
 //! ```text
 //! Warning: There were no samples collected.
@@ -130,6 +146,7 @@
 //! set.sources = vec![SampleSource {
 //!     run: 0, node: 0, sampler: SamplerKind::Cpu, hz: 100, alloc_rate: None, dropped: 0.0,
 //!     native_walked: true, duration_ns: 1_000_000_000, capacity: 1000, lost_frees: 0,
+//!     before_sampling: 0,
 //!     cpu: None,
 //! }];
 //! set.frames = vec![
@@ -268,6 +285,7 @@ fn print_section(
             writeln!(out, "{line}")?;
         }
     }
+    before_sampling(out, set, section)?;
     if section.samples.is_empty() {
         warning_empty(out, false)?;
     } else {
@@ -379,7 +397,7 @@ impl Report<'_> {
                 return warning_empty(out, false);
             };
             if is_empty(walked, table) {
-                return warning_empty(out, false);
+                return self.empty(out, group, false);
             }
             if table == Table::Tree {
                 writeln!(out, "{HEADER}")?;
@@ -418,7 +436,8 @@ impl Report<'_> {
             }
             writeln!(out, "{name} {}", self.totals(group))?;
             if is_empty(walked, table) {
-                any_empty = true;
+                any_empty |= group.total <= 0.0;
+                self.empty(out, group, true)?;
             } else {
                 self.table(out, walked, table)?;
             }
@@ -428,6 +447,37 @@ impl Report<'_> {
             warning_empty(out, true)?;
         }
         Ok(())
+    }
+
+    /// What stands for the lines of `group`, which has none: that its samples have no frame
+    /// to show, and why, when it has samples; else, ungrouped, Julia's warning (a group
+    /// without samples is counted in one warning after the groups).
+    fn empty(&self, out: &mut dyn Write, group: &Group, grouped: bool) -> io::Result<()> {
+        if group.total <= 0.0 {
+            return if grouped {
+                Ok(())
+            } else {
+                warning_empty(out, false)
+            };
+        }
+        let why = match self.kind {
+            SamplerKind::Wall => {
+                "a wall sample of a running process has no traced path (the wall sampler reads \
+                 where processes wait; a CPU session shows what they run), nor has one of a \
+                 process waiting outside traced frames or since before sampling began"
+            }
+            _ => {
+                "taken outside traced frames (or in a poll begun before sampling began) where \
+                 no native stack was walked (a build without frame pointers), or `focus` and \
+                 `hide` left none"
+            }
+        };
+        let (total, unit) = if self.kind == SamplerKind::Alloc {
+            (rounded(group.objects), "allocations")
+        } else {
+            (rounded(group.total), "snapshots")
+        };
+        writeln!(out, "No frame to show for these {total} {unit}: {why}.")
     }
 
     /// `table`'s lines of one group.
@@ -479,6 +529,36 @@ fn warning_empty(out: &mut dyn Write, in_groups: bool) -> io::Result<()> {
         } else {
             ""
         }
+    )
+}
+
+/// The line saying how many samples of `section`'s processes fell in polls begun before
+/// sampling began ([`SampleSource::before_sampling`](crate::samples::SampleSource::before_sampling)),
+/// whose traced frames are unknown, if any did: of how many samples of processes.
+fn before_sampling(out: &mut dyn Write, set: &SampleSet, section: &Section<'_>) -> io::Result<()> {
+    let before = section
+        .sources
+        .iter()
+        .filter_map(|&s| set.sources.get(s as usize))
+        .fold(0u64, |n, s| n.saturating_add(s.before_sampling));
+    if before == 0 {
+        return Ok(());
+    }
+    let of = set
+        .samples
+        .iter()
+        .filter(|s| s.pid.is_some() && section.sources.contains(&s.source))
+        .count();
+    let shown = if section.kind == SamplerKind::Cpu {
+        "so they show under their process with their native frames alone"
+    } else {
+        "so they show under their process with no traced path"
+    };
+    writeln!(
+        out,
+        "Note: {before} of {of} samples of processes fell in polls begun before sampling began: \
+         the traced frames they were in are unknown, {shown} (open the session before the work \
+         begins, or keep one open from the program's start)."
     )
 }
 

@@ -269,6 +269,14 @@ pub struct SampleSource {
     /// many blocks. 0 in archives written before it was kept.
     #[serde(default)]
     pub lost_frees: u64,
+    /// Samples of processes taken in a poll that began before sampling began (a session
+    /// started on a running program: the long loops it finds), counted among the source's
+    /// samples: the traced frames they fell in are unknown, so a CPU sample shows under its
+    /// process with its native frames alone
+    /// ([`SampleData::before_sampling`](runtime::sample::SampleData::before_sampling)). 0 in
+    /// archives written before it was kept, and for allocation samples.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub before_sampling: u64,
     /// Whether native stacks were walked past the interrupted instruction (frame pointers).
     pub native_walked: bool,
     /// How long it sampled, in nanoseconds.
@@ -504,6 +512,12 @@ impl SampleSet {
     }
 }
 
+/// Whether `n` is 0 (a count serde leaves out).
+#[allow(clippy::trivially_copy_pass_by_ref)]
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 /// `n` with its thousands separated by commas: `28,232`.
 pub(crate) fn thousands(n: u64) -> String {
     let digits = n.to_string();
@@ -547,6 +561,7 @@ impl SampleBuilder {
             alloc_rate: samples.alloc_rate,
             dropped: samples.dropped,
             lost_frees: samples.lost_frees,
+            before_sampling: samples.before_sampling,
             native_walked: samples.native_walked,
             duration_ns: samples.duration_ns,
             capacity: samples.capacity,

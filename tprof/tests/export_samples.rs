@@ -64,6 +64,7 @@ fn source(sampler: SamplerKind, hz: u32, dropped: f64) -> SampleSource {
         alloc_rate: None,
         dropped,
         lost_frees: 0,
+        before_sampling: 0,
         native_walked: true,
         duration_ns: 50_000_000,
         capacity: 1000,

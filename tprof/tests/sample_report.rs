@@ -1194,3 +1194,54 @@ fn folded_stacks_of_the_report_s_options_fold_the_plumbing_too() {
         tprof::export::to_string(tprof::export::Format::Folded, &profile).unwrap()
     );
 }
+
+/// Samples of a process taken in polls begun before sampling began are counted before the
+/// tree, of the samples of processes; and a group whose samples have no frame to show says
+/// so, and why, where it said that no sample was collected (issue 30).
+#[test]
+fn samples_begun_before_sampling_are_counted_and_a_group_without_frames_says_why() {
+    let mut b = Build::new();
+    let wall = b.source(SamplerKind::Wall, 100, 1, 0.0);
+    b.profile.samples.sources[wall as usize].before_sampling = 3;
+    for _ in 0..4 {
+        b.sample(
+            wall,
+            Some("<0.5.0>"),
+            None,
+            None,
+            1.0,
+            Some(WaitState::Running),
+        );
+    }
+    let grouped = report(&b.profile, &PrintOptions::new().groupby(GroupBy::Process));
+    assert!(
+        grouped.starts_with(
+            "Note: 3 of 4 samples of processes fell in polls begun before sampling began: the \
+             traced frames they were in are unknown, so they show under their process with no \
+             traced path"
+        ),
+        "{grouped}"
+    );
+    assert!(!grouped.contains("no samples collected"), "{grouped}");
+    let why = "No frame to show for these 4 snapshots: a wall sample of a running process \
+               has no traced path";
+    let group = grouped
+        .lines()
+        .position(|l| l.starts_with("Process <0.5.0> Total snapshots: 4."))
+        .unwrap_or_else(|| panic!("{grouped}"));
+    assert!(
+        grouped
+            .lines()
+            .nth(group + 1)
+            .is_some_and(|l| l.starts_with(why)),
+        "{grouped}"
+    );
+    // Ungrouped, the same line stands for the tree.
+    let whole = report(&b.profile, &PrintOptions::new());
+    assert!(!whole.contains("no samples collected"), "{whole}");
+    assert!(whole.contains(why), "{whole}");
+    // Without the count, no note.
+    b.profile.samples.sources[wall as usize].before_sampling = 0;
+    let text = report(&b.profile, &PrintOptions::new());
+    assert!(!text.contains("before sampling began:"), "{text}");
+}

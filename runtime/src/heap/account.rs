@@ -57,6 +57,8 @@ const SHARED: usize = 2;
 const TALLIED: usize = 4;
 // An account's address, and a tally's, leave the kind bits clear.
 const _: () = assert!(std::mem::align_of::<Account>() > KIND_MASK);
+// Two cache lines: `path_poll` took the second line's padding.
+const _: () = assert!(std::mem::size_of::<Account>() == 128);
 const _: () = assert!(std::mem::align_of::<Tally>() > KIND_MASK);
 
 impl Charge {
@@ -225,6 +227,12 @@ pub(crate) struct Account {
     /// The interned traced path the process last suspended in, while a wall sample session
     /// samples it ([`crate::sample`]; 0: none).
     suspended_path: AtomicU32,
+    /// The number of the process's last poll a wall sample session measured (whose suspended
+    /// path was recorded); 0 for none. A wall sample of the process running in another poll,
+    /// or waiting after another, fell in a poll begun before sampling began. Written only by
+    /// the thread polling the process, in such polls (it fills the line's padding: the
+    /// account stays 128 bytes).
+    path_poll: AtomicU32,
     shared_words: AtomicU64,
     shared_bytes: AtomicU64,
     shared_blocks: AtomicU64,
@@ -361,6 +369,7 @@ impl Account {
         account.limit.store(u64::MAX, Ordering::Relaxed);
         account.current_function.store(u32::MAX, Ordering::Relaxed);
         account.suspended_path.store(0, Ordering::Relaxed);
+        account.path_poll.store(0, Ordering::Relaxed);
         account.over_limit.store(false, Ordering::Relaxed);
         account.slot.store(slot, Ordering::Relaxed);
         account
@@ -427,6 +436,16 @@ impl Account {
     /// Records the traced path the process suspended in.
     pub(crate) fn set_suspended_path(&self, path: u32) {
         self.suspended_path.store(path, Ordering::Relaxed);
+    }
+
+    /// The number of the process's last poll a wall sample session measured (0: none).
+    pub(crate) fn path_poll(&self) -> u32 {
+        self.path_poll.load(Ordering::Relaxed)
+    }
+
+    /// Records that the process's poll `poll` is measured by a wall sample session.
+    pub(crate) fn set_path_poll(&self, poll: u32) {
+        self.path_poll.store(poll, Ordering::Relaxed);
     }
 
     /// Sets `max_heap_size` (live bytes).

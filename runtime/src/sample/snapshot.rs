@@ -339,6 +339,7 @@ impl SampleData {
                     .collect(),
                 dropped: self.dropped,
                 lost_frees: self.lost_frees,
+                before_sampling: self.before_sampling,
                 native_walked: self.native_walked,
                 duration_ns: self.duration_ns,
                 capacity: self.capacity as u64,

@@ -68,6 +68,13 @@ pub(crate) struct StoreInner {
     /// Allocation samples: frees of sampled blocks dropped because the queue of frees was full
     /// (their blocks stay in the live set).
     pub(crate) lost_frees: u64,
+    /// Samples kept of a process in a poll the session did not measure: one that began before
+    /// the session opened (or before it flagged the process; wall samples: a poll no wall
+    /// session measured, run now or suspended in). The traced frames the process had entered
+    /// are unknown (a traced call pushes a frame only for the sessions measuring its poll, so
+    /// that a call nothing traces costs no more): a CPU sample has its native frames alone
+    /// ([`SampleData::before_sampling`](super::SampleData::before_sampling)).
+    pub(crate) before_sampling: u64,
     /// Whether the full store has been reported.
     pub(crate) warned: bool,
     /// The threads the samples were taken on, as the drain found them: a sample's `thread` is
@@ -223,10 +230,14 @@ impl Store {
         }
     }
 
-    /// Keeps `sample`, or counts it as dropped when the store is full (saying so on stderr the
-    /// first time).
-    pub(crate) fn keep(&self, sample: Sample) {
-        self.keep_in(&mut self.inner.lock(), sample, None);
+    /// Keeps `sample` (a wall sample), or counts it as dropped when the store is full (saying
+    /// so on stderr the first time); `before`: it fell in a poll begun before sampling began,
+    /// counted in [`StoreInner::before_sampling`] when kept.
+    pub(crate) fn keep_counting(&self, sample: Sample, before: bool) {
+        let mut inner = self.inner.lock();
+        if self.keep_in(&mut inner, sample, None).is_some() && before {
+            inner.before_sampling += 1;
+        }
     }
 
     /// [`keep`](Self::keep) under the lock, naming the thread the sample was taken on (written
@@ -703,6 +714,7 @@ fn drain_rings(alloc: bool) {
                     continue;
                 };
                 let sample = sample_for(store, *started, r, *node, cpu_ns);
+                let before = sample.is_some() && began_before(store, r);
                 // A sample of a thread the session times counts for its coverage: as sampled
                 // when it is the session's (kept, or dropped from a full buffer), else as CPU
                 // time elsewhere, out of the thread's CPU time as it is out of the profile,
@@ -714,8 +726,11 @@ fn drain_rings(alloc: bool) {
                         inner.coverage.add_elsewhere(key, cpu_ns);
                     }
                 }
-                if let Some(sample) = sample {
-                    store.keep_in(&mut inner, sample, Some(thread));
+                if let Some(sample) = sample
+                    && store.keep_in(&mut inner, sample, Some(thread)).is_some()
+                    && before
+                {
+                    inner.before_sampling += 1;
                 }
             }
         });
@@ -793,6 +808,14 @@ fn drain_rings(alloc: bool) {
     }
 }
 
+/// Whether `r`, a sample of a process, was taken in a poll that did not have `store`'s
+/// session among its own: a poll that began before the session opened or flagged the process.
+/// Such a sample is the session's when the session measures the process now
+/// ([`measured_now`]), but its traced stack holds none of the session's frames.
+fn began_before(store: &Store, r: &Record) -> bool {
+    r.pid != 0 && r.active & (1u64 << store.bit) == 0
+}
+
 /// Whether the session of `bit` measures `pid` now, for a sample whose poll did not have the
 /// session among its own: a poll that began before the session opened (a worker stuck in one
 /// long poll, what peek is for) or before the process was flagged. Read on the drain thread.
@@ -819,7 +842,7 @@ fn sample_for(
             return None;
         }
         let pid = Pid::from_parts(r.node, r.pid as u32, (r.pid >> 32) as u32);
-        if r.active & bit == 0 && !measured_now(pid, bit) {
+        if began_before(store, r) && !measured_now(pid, bit) {
             return None;
         }
         Some(pid)

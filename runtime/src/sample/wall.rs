@@ -257,7 +257,10 @@ fn sample_slot(
         return false;
     }
     if let Some((weight, time, paths)) = build {
-        store.keep(sample_of(p, store.bit, weight, time, paths));
+        let sample = sample_of(p, store.bit, weight, time, paths);
+        // Running in, or suspended after, a poll no wall session measured: where it runs or
+        // waits is not known to the session.
+        store.keep_counting(sample, p.polled_before_sampling());
     }
     true
 }

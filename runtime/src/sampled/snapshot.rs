@@ -117,6 +117,11 @@ pub struct SampleSnapshot {
     /// so that the in-use figures may over-count by as many blocks.
     #[serde(default)]
     pub lost_frees: u64,
+    /// Samples of processes taken in a poll that began before sampling began, whose traced
+    /// frames are unknown ([`SampleData::before_sampling`](crate::sample::SampleData::before_sampling)).
+    /// 0 in files written before it was kept.
+    #[serde(default)]
+    pub before_sampling: u64,
     /// Whether native stacks were walked past the interrupted instruction.
     pub native_walked: bool,
     /// How long the session sampled, in nanoseconds.

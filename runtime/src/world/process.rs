@@ -272,6 +272,22 @@ impl Process {
         self.polls.load(Ordering::Relaxed)
     }
 
+    /// Notes that the poll running now is measured by a wall sample session (its suspended
+    /// path is recorded), in its account ([`Account::path_poll`]). Called by the thread
+    /// polling it, after [`note_poll`](Self::note_poll), in such polls only.
+    #[inline]
+    pub(crate) fn note_path_poll(&self) {
+        self.trace_account().set_path_poll(self.polls());
+    }
+
+    /// Whether its current poll (running) or its last one (suspended) began before any wall
+    /// sample session measured it: one whose traced path no wall session recorded, for want
+    /// of the frames entered before the session began. False before its first poll.
+    pub(crate) fn polled_before_sampling(&self) -> bool {
+        let polls = self.polls();
+        polls != 0 && self.account.get().is_none_or(|a| a.path_poll() != polls)
+    }
+
     /// While one of its polls runs, the number that poll counted itself as
     /// ([`polls`](Self::polls)); `None` between polls (suspended, not polled yet, or ending).
     /// A poll seen running has ended once this gives `None` or another number: a poll leaves

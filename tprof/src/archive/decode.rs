@@ -112,6 +112,7 @@ fn rest_of(tag: u64) -> &'static str {
         tag::SAMPLE_CPU_THREADS => "the rest of a SAMPLE_CPU_THREADS section",
         tag::SAMPLE_CALLEES => "the rest of a SAMPLE_CALLEES section",
         tag::SAMPLE_CPU_ASIDE => "the rest of a SAMPLE_CPU_ASIDE section",
+        tag::SAMPLE_BEFORE => "the rest of a SAMPLE_BEFORE section",
         _ => "the rest of a section of a kind this tprof does not know",
     }
 }
@@ -709,7 +710,8 @@ impl State {
             | tag::SAMPLE_CPU
             | tag::SAMPLE_CPU_THREADS
             | tag::SAMPLE_CPU_ASIDE
-            | tag::SAMPLE_CALLEES => {
+            | tag::SAMPLE_CALLEES
+            | tag::SAMPLE_BEFORE => {
                 let cx = samples::Context {
                     strings: &self.strings,
                     functions: self.function_table.len(),

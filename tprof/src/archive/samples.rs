@@ -327,7 +327,16 @@ pub(super) fn write(
         varint(b, callee.index().into());
         varint(b, callee.serial().into());
     })?;
-    super::coverage::write(out, set, strings)
+    super::coverage::write(out, set, strings)?;
+    let before = set
+        .sources
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.before_sampling > 0);
+    table(out, tag::SAMPLE_BEFORE, before, |b, (i, s)| {
+        varint(b, i as u64);
+        varint(b, s.before_sampling);
+    })
 }
 
 // --- Reading ---
@@ -417,6 +426,7 @@ impl Reader {
                     alloc_rate,
                     dropped,
                     lost_frees: 0,
+                    before_sampling: 0,
                     native_walked,
                     duration_ns,
                     capacity,
@@ -528,6 +538,14 @@ impl Reader {
                 let serial = p.u32("a callee's serial")?;
                 if let Some(s) = set.samples.get_mut(sample as usize) {
                     s.callee = Some(Pid::from_parts(node, index, serial));
+                }
+            }
+            tag::SAMPLE_BEFORE => {
+                let sources = set.sources.len();
+                let source = p.index("a before-sampling record's source", sources, "source")?;
+                let count = p.varint("a source's samples begun before sampling")?;
+                if let Some(s) = set.sources.get_mut(source as usize) {
+                    s.before_sampling = count;
                 }
             }
             tag::SAMPLE_LOST_FREES => {

@@ -530,6 +530,7 @@ mod tests {
             alloc_rate: None,
             dropped,
             lost_frees: 0,
+            before_sampling: 0,
             native_walked: true,
             duration_ns: 0,
             capacity: 0,

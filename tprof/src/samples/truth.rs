@@ -265,6 +265,7 @@ mod tests {
             alloc_rate: None,
             dropped: 0.0,
             lost_frees: 0,
+            before_sampling: 0,
             native_walked: false,
             duration_ns: 1_000_000_000,
             capacity: 100,

@@ -211,6 +211,7 @@ pub(crate) fn sampled_profile(node: u32, samples: &[(u32, &[&str], f64)]) -> Pro
             alloc_rate: None,
             dropped: 0.0,
             lost_frees: 0,
+            before_sampling: 0,
             native_walked: true,
             duration_ns: 1_000_000 * samples.len() as u64,
             capacity: 1 << 16,

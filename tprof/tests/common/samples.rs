@@ -35,6 +35,7 @@ impl Build {
             alloc_rate: None,
             dropped,
             lost_frees: 0,
+            before_sampling: 0,
             native_walked: true,
             duration_ns: seconds * 1_000_000_000,
             capacity: 1000,

@@ -109,6 +109,9 @@ where
             let mut measured = trace::sessions_measuring(&**p);
             if measured == 0 || before.is_some() || !trace::begin_poll(&**p, measured) {
                 measured = 0;
+            } else if measured & trace::paths::wanted() != 0 {
+                // A wall session records where this poll suspends.
+                p.note_path_poll();
             }
             let reason = match before {
                 Some(reason) => reason,

@@ -507,6 +507,7 @@ mod tests {
                 alloc_rate: None,
                 dropped: 0.0,
                 lost_frees: 0,
+                before_sampling: 0,
                 native_walked: true,
                 duration_ns: 0,
                 capacity: 0,

@@ -1,0 +1,238 @@
+//! A sample session opened on a program already running (`attach`'s `sample`, `prof sample`):
+//! a process deep in a long traced loop entered before the session began has no traced path
+//! the session can see. Its samples still show under the process, with their native frames,
+//! and the report says how many fell in frames entered before sampling began, instead of
+//! "no samples collected".
+
+#![cfg(target_os = "linux")]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use runtime::sample::{SampleOptions, SampleSession, Sampler};
+use runtime::trace::{ProcessSpec, TracePattern};
+use runtime::{Node, Pid};
+use tprof::sample_report::{self, GroupBy, PrintOptions};
+use tprof::{Profile, TraceType};
+
+/// An untraced helper the loop spends its time in.
+#[inline(never)]
+fn mix(x: u64) -> u64 {
+    (0..64u64).fold(x, |a, i| {
+        std::hint::black_box(a.rotate_left(5) ^ i.wrapping_mul(31))
+    })
+}
+
+/// A traced loop that spins in one poll until `stop` is set, once `entered` says it began.
+#[runtime::traced]
+fn spin(entered: &AtomicBool, stop: &AtomicBool) -> u64 {
+    entered.store(true, Ordering::SeqCst);
+    let mut acc = 1;
+    while !stop.load(Ordering::Relaxed) {
+        acc = mix(acc);
+    }
+    acc
+}
+
+/// A node with a process spinning in [`spin`]; stopped when dropped.
+struct Spinning {
+    node: Node,
+    pid: Pid,
+    stop: &'static AtomicBool,
+}
+
+impl Spinning {
+    /// Spawns the process on `node` and waits until it has entered [`spin`].
+    fn start(node: Node) -> Spinning {
+        let entered: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
+        let stop: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
+        let pid = node
+            .spawn(async move {
+                std::hint::black_box(spin(entered, stop));
+            })
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !entered.load(Ordering::SeqCst) {
+            assert!(Instant::now() < deadline, "the loop began within 60 s");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        Spinning { node, pid, stop }
+    }
+
+    /// Waits until `session` holds `n` samples of the spinning process.
+    fn sampled(&self, session: &SampleSession, n: usize) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let data = session.samples();
+            let of_it = data
+                .samples
+                .iter()
+                .filter(|s| s.pid == Some(self.pid))
+                .count();
+            if of_it >= n {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{of_it} samples of the spinning process within 60 s"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+impl Drop for Spinning {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+}
+
+fn node() -> Node {
+    Node::builder().worker_threads(2).build().unwrap()
+}
+
+/// A session of `sampler` on `node`, sampling every traced function and the processes of
+/// `spec` (as `prof sample` opens one, with `ProcessSpec::All`).
+fn open(node: &Node, sampler: Sampler, spec: ProcessSpec) -> SampleSession {
+    let session = node
+        .sample_session(SampleOptions::new().sampler(sampler).hz(997))
+        .unwrap();
+    session.trace().set_pattern(&TracePattern::all()).unwrap();
+    session.trace().enable_trace(spec, true).unwrap();
+    session
+}
+
+/// A session of `sampler` opened on a process already spinning, once it holds 20 samples of
+/// it.
+fn opened_on_the_loop(sampler: Sampler) -> (Spinning, SampleSession) {
+    let spinning = Spinning::start(node());
+    let session = open(&spinning.node, sampler, ProcessSpec::All);
+    spinning.sampled(&session, 20);
+    (spinning, session)
+}
+
+/// A session of `sampler` opened before the process began to spin, once it holds 20
+/// samples of it.
+fn opened_before_the_loop(sampler: Sampler) -> (Spinning, SampleSession) {
+    let node = node();
+    let session = open(&node, sampler, ProcessSpec::New);
+    let spinning = Spinning::start(node);
+    spinning.sampled(&session, 20);
+    (spinning, session)
+}
+
+/// `session`'s profile and its report, grouped by process as `prof sample` prints it.
+fn report(session: &SampleSession) -> (Profile, String) {
+    let profile = runtime::trace::without_tracing(|| {
+        Profile::from_snapshot(&session.snapshot(), TraceType::CallCount, &[])
+    });
+    let mut text = Vec::new();
+    let options = PrintOptions::new().groupby(GroupBy::Process);
+    sample_report::print(&mut text, &profile, &options).unwrap();
+    (profile, String::from_utf8(text).unwrap())
+}
+
+/// The count the report gives of samples in frames entered before sampling began, and of
+/// the samples it counts them among: `N of M samples fell in traced frames entered before
+/// sampling began`.
+fn before_sampling(text: &str) -> Option<(u64, u64)> {
+    let line = text
+        .lines()
+        .find(|l| l.contains(" fell in polls begun before sampling began"))?;
+    let mut words = line.split_whitespace();
+    let n = words.find_map(|w| w.parse().ok())?;
+    let m = words.find_map(|w| w.parse().ok())?;
+    Some((n, m))
+}
+
+#[test]
+fn a_cpu_session_opened_on_a_running_loop_shows_its_samples_and_says_why_untraced() {
+    let (spinning, session) = opened_on_the_loop(Sampler::Cpu);
+    let pid = spinning.pid;
+    let (profile, text) = report(&session);
+    drop(spinning);
+    let set = &profile.samples;
+    let of_it: Vec<_> = set.samples.iter().filter(|s| s.pid == Some(pid)).collect();
+    assert!(of_it.len() >= 20, "{} samples: {text}", of_it.len());
+    // They keep their native frames: the helper the loop runs.
+    let in_mix = of_it
+        .iter()
+        .filter(|s| {
+            s.stack.is_some_and(|stack| {
+                set.frames_of(stack)
+                    .iter()
+                    .any(|&f| set.frames[f as usize].name.ends_with("sample_late::mix"))
+            })
+        })
+        .count();
+    assert!(in_mix > 0, "no sample names mix: {text}");
+    assert!(!text.contains("no samples collected"), "{text}");
+    let (n, m) = before_sampling(&text).unwrap_or_else(|| panic!("{text}"));
+    assert!(n >= 20 && n <= m, "{n} of {m}: {text}");
+    assert!(text.contains("sample_late::mix"), "{text}");
+    // With traced frames alone, the process's samples still count, on a line of their own.
+    let mut traced_only = Vec::new();
+    let options = PrintOptions::new().groupby(GroupBy::Process).native(false);
+    sample_report::print(&mut traced_only, &profile, &options).unwrap();
+    let traced_only = String::from_utf8(traced_only).unwrap();
+    assert!(
+        !traced_only.contains("no samples collected"),
+        "{traced_only}"
+    );
+    assert_eq!(before_sampling(&traced_only), Some((n, m)), "{traced_only}");
+}
+
+#[test]
+fn a_wall_session_opened_on_a_running_loop_shows_its_samples_and_says_why_untraced() {
+    let (spinning, session) = opened_on_the_loop(Sampler::Wall);
+    let pid = spinning.pid;
+    let (profile, text) = report(&session);
+    drop(spinning);
+    let of_it = profile
+        .samples
+        .samples
+        .iter()
+        .filter(|s| s.pid == Some(pid))
+        .count();
+    assert!(of_it >= 20, "{of_it} samples: {text}");
+    assert!(!text.contains("no samples collected"), "{text}");
+    let (n, m) = before_sampling(&text).unwrap_or_else(|| panic!("{text}"));
+    assert!(n >= 20 && n <= m, "{n} of {m}: {text}");
+    // The process's group says why it shows no frame.
+    assert!(
+        text.contains(" snapshots: a wall sample of a running process has no traced path"),
+        "{text}"
+    );
+}
+
+/// A session opened before the loop began sees its traced frames, and counts no sample as
+/// begun before sampling: the count is of the samples whose traced frames are unknown.
+#[test]
+fn a_session_opened_before_the_loop_counts_none_begun_before_sampling() {
+    for sampler in [Sampler::Cpu, Sampler::Wall] {
+        let (spinning, session) = opened_before_the_loop(sampler);
+        let data = session.samples();
+        let pid = spinning.pid;
+        let (profile, text) = report(&session);
+        drop(spinning);
+        assert_eq!(data.before_sampling, 0, "{sampler:?}: {text}");
+        assert_eq!(before_sampling(&text), None, "{sampler:?}: {text}");
+        assert!(!text.contains("no samples collected"), "{text}");
+        if sampler == Sampler::Cpu {
+            // The traced frame is there: spin, traced, above the helper.
+            assert!(text.contains("sample_late::spin/2"), "{text}");
+            let set = &profile.samples;
+            assert!(
+                set.samples
+                    .iter()
+                    .filter(|s| s.pid == Some(pid))
+                    .any(|s| s.stack.is_some_and(|st| set
+                        .frames_of(st)
+                        .iter()
+                        .any(|&f| set.frames[f as usize].function.is_some()))),
+                "{text}"
+            );
+        }
+    }
+}
