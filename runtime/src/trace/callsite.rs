@@ -261,7 +261,7 @@ impl fmt::Debug for Frame {
 
 /// Enters a traced call of `callsite`; `#[traced]` calls this first in a synchronous body.
 /// One relaxed load when no trace session wants the function; a call that only call_count
-/// sessions want is counted right here (a thread-local cache, see `session.rs`); anything
+/// sessions want is counted right here (a thread-local cache, see `session/count.rs`); anything
 /// else takes one call out of line.
 #[inline(always)]
 pub fn enter(callsite: &'static Callsite) -> Frame {
