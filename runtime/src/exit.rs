@@ -9,7 +9,7 @@
 //! | `Kill` (by `exit`) | the receiver dies, `Killed`   | the receiver dies, `Killed`  |
 //! | anything else      | becomes an [`Exit`] message   | the receiver dies, same reason |
 //!
-//! `Kill` is untrappable only when sent with [`exit`](crate::exit); a process that itself ends
+//! `Kill` is untrappable only when sent with [`exit`](fn@crate::exit); a process that itself ends
 //! with reason `Kill` sends its links `Killed`, which is an ordinary reason. A panic in a process
 //! ends it with [`ExitReason::Panic`] holding the panic message.
 
@@ -27,7 +27,7 @@ pub enum ExitReason {
     /// An orderly stop, as a supervisor asks of its children; kills linked processes that do
     /// not trap exits.
     Shutdown,
-    /// The untrappable kill signal sent with [`exit`](crate::exit).
+    /// The untrappable kill signal sent with [`exit`](fn@crate::exit).
     Kill,
     /// The reason of a process that was killed with [`ExitReason::Kill`].
     Killed,
@@ -93,7 +93,7 @@ impl std::error::Error for ExitReason {}
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Exit {
     /// The process the signal came from (the linked process that died, or the caller of
-    /// [`exit`](crate::exit)).
+    /// [`exit`](fn@crate::exit)).
     pub from: Pid,
     /// The reason the signal carries.
     pub reason: ExitReason,

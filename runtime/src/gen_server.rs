@@ -4,9 +4,9 @@
 //! from the start arguments, [`handle_call`] answers requests, [`handle_cast`] takes
 //! fire-and-forget messages, [`handle_info`] takes every other message (monitors' `Down`,
 //! trapped `Exit`s, plain sends), and [`terminate`] runs when the server stops on its own or is
-//! told to by its parent or by [`stop`]. Start it with [`start`], [`start_link`] or
+//! told to by its parent or by [`stop`](fn@stop). Start it with [`start`], [`start_link`] or
 //! [`start_on`]; talk to it with [`call`] and [`cast`], by pid or registered name, or through
-//! the typed [`Server`] handle; [`stop`] it and wait until it has ended.
+//! the typed [`Server`] handle; [`stop`](fn@stop) it and wait until it has ended.
 //!
 //! ```
 //! use runtime::gen_server::{self, CallReply, Caller, GenServer, StartOptions};
@@ -165,7 +165,7 @@ pub trait GenServer: Sized + Send + 'static {
         std::future::ready(Next::Continue)
     }
 
-    /// Runs when the server stops because a handler said so, because [`stop`] asked, or
+    /// Runs when the server stops because a handler said so, because [`stop`](fn@stop) asked, or
     /// because its parent (when it traps exits) told it to. Not run when it is killed or
     /// panics.
     fn terminate(&mut self, reason: &ExitReason) -> impl Future<Output = ()> + Send {

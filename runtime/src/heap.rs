@@ -9,7 +9,7 @@
 //!
 //! - The runtime's bookkeeping for a new process (its task, table entry and mailbox) is charged
 //!   to the new process, not to its parent.
-//! - A message's envelope (the box [`send`](crate::send) puts it in) moves to the receiver's
+//! - A message's envelope (the box [`send`](fn@crate::send) puts it in) moves to the receiver's
 //!   account when it is queued; what the message owns stays with whoever allocated it.
 //! - Growing a mailbox's queue is charged to the receiver.
 //! - Work of [`spawn_task`](crate::spawn_task) and [`spawn_blocking`](crate::spawn_blocking)

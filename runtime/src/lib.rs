@@ -8,7 +8,7 @@
 //! # What a process is
 //!
 //! A process is a future run as a tokio task that the runtime wraps: every poll of it makes it
-//! the *current process* of the polling thread, so [`self_pid`], [`send`], [`receive`],
+//! the *current process* of the polling thread, so [`self_pid`], [`send`](fn@send), [`receive`],
 //! [`spawn`], [`link`] and the rest find it without being handed a context. It has a pid
 //! ([`Pid`], printed `<node.index.serial>`), a mailbox that takes messages of any
 //! `Send + 'static` type, a spawning parent and an initial call ([`process_info`]). It ends

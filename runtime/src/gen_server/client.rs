@@ -409,10 +409,10 @@ impl<S: GenServer> Server<S> {
         crate::send(self.pid, CastRequest::<S::Cast>(msg));
     }
 
-    /// [`stop`](super::stop) this server with `reason`, waiting until it has ended.
+    /// [`stop`](fn@super::stop) this server with `reason`, waiting until it has ended.
     ///
     /// # Errors
-    /// As [`stop`](super::stop).
+    /// As [`stop`](fn@super::stop).
     pub fn stop(
         &self,
         reason: ExitReason,

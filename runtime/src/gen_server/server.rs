@@ -281,7 +281,7 @@ async fn serve<S: GenServer>(mut state: S) -> ExitReason {
     }
 }
 
-/// The reason to stop with when `msg` is a [`StopRequest`] ([`stop`](super::stop)), or an
+/// The reason to stop with when `msg` is a [`StopRequest`] ([`stop`](fn@super::stop)), or an
 /// [`Exit`] from the server's parent, or from itself (how node shutdown and `exit` from outside
 /// a process reach a server without a parent);
 /// otherwise `msg`, for `handle_info`. Takes the message by value, so that the loop's future

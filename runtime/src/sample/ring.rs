@@ -10,7 +10,7 @@
 //!
 //! There is one producer per ring (the thread that owns it: a signal handler does not nest
 //! with itself, SIGPROF being blocked while its handler runs) and one consumer at a time (the
-//! drain holds [`super::store::DRAIN`] while it reads).
+//! [drain](fn@super::store::drain) holds its lock while it reads).
 
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 

@@ -222,8 +222,9 @@ impl Store {
         }
     }
 
-    /// [`keep`](Self::keep) under the lock, naming the thread the sample was taken on (written
-    /// in the sample as an index into the store's threads); the sample's index if kept.
+    /// [`keep_counting`](Self::keep_counting)'s keeping, under the lock, naming the thread the
+    /// sample was taken on (written in the sample as an index into the store's threads); the
+    /// sample's index if kept.
     fn keep_in(
         &self,
         inner: &mut StoreInner,

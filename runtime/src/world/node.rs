@@ -501,7 +501,7 @@ impl NodeHandle {
         }
     }
 
-    /// Sends an exit signal to `pid` (see [`exit`](crate::exit)).
+    /// Sends an exit signal to `pid` (see [`exit`](fn@crate::exit)).
     pub fn exit(&self, pid: Pid, reason: ExitReason) {
         crate::exit(pid, reason);
     }

@@ -2,7 +2,7 @@
 //!
 //! A process is a tokio task whose future is wrapped by the runtime ([`task`]): every poll of
 //! it makes the process "current" on the polling thread, and clears it on return, on unwind
-//! too. Free functions such as [`self_pid`], [`send`](crate::send) and
+//! too. Free functions such as [`self_pid`], [`send`](fn@crate::send) and
 //! [`receive`](crate::receive) find their process that way.
 //!
 //! ```text

@@ -1,8 +1,9 @@
 //! Exit signals, links and monitors.
 //!
 //! - A **link** is symmetric: when either process ends, the other is sent an exit signal with
-//!   the reason (see the table in [`crate::exit`]). Both sides record the link; `unlink` removes
-//!   both, and an exit signal from a link that no longer exists is ignored.
+//!   the reason (see the table in [`crate::exit`](mod@crate::exit)). Both sides record the
+//!   link; `unlink` removes both, and an exit signal from a link that no longer exists is
+//!   ignored.
 //! - A **monitor** is one-way: when the watched process ends, the watcher gets a [`Down`]
 //!   message. Monitoring a pid that is already gone delivers `Down` with reason `NoProc` at once.
 //! - [`exit`] sends an exit signal without a link. With [`ExitReason::Kill`] the target dies
@@ -81,7 +82,7 @@ impl fmt::Display for LinkError {
 
 impl std::error::Error for LinkError {}
 
-/// Sends an exit signal to `pid` from `from` (see the table in [`crate::exit`]).
+/// Sends an exit signal to `pid` from `from` (see the table in [`crate::exit`](mod@crate::exit)).
 pub(crate) fn send_exit_signal(target: &Process, from: Pid, reason: ExitReason, via_link: bool) {
     send_exit_signal_from(target, from, reason, via_link, false);
 }

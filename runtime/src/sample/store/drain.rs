@@ -299,7 +299,7 @@ fn measured_now(pid: Pid, bit: u64) -> bool {
 /// (its bit among the poll's sessions), or time outside any process on a thread of the
 /// session's node. Its traced frames are those of functions the session traces now.
 /// Its thread is named as the store keeps it ([`Store::keep_in`]); a CPU sample's weight is
-/// `cpu_ns`, the CPU time of it the session counts ([`Coverage::share`]).
+/// `cpu_ns`, the CPU time of it the session counts ([`Coverage::share`](super::Coverage::share)).
 fn sample_for(
     store: &Store,
     started: u64,
