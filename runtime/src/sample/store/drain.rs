@@ -98,7 +98,8 @@ struct RingToDrain {
     registered: u64,
     /// Who wrote every record in the ring.
     thread: Identity,
-    /// A live thread's CPU clock read before its (CPU sampler's) ring is drained.
+    /// A live thread's CPU clock read before its (CPU sampler's) ring is drained, when an open
+    /// session times it (a system call: not made for threads no figure reads).
     cpu_before: Option<u64>,
 }
 
@@ -141,7 +142,10 @@ fn drain_rings(alloc: bool) {
                     registered: e.cpu_registered,
                     thread: e.identity(i),
                     #[cfg(target_os = "linux")]
-                    cpu_before: (!alloc && e.alive).then(|| e.cpu_now()),
+                    cpu_before: (!alloc
+                        && e.alive
+                        && stores.iter().any(|(s, _)| s.times(e.node, e.shared)))
+                    .then(|| e.cpu_now()),
                     #[cfg(not(target_os = "linux"))]
                     cpu_before: None,
                 })
