@@ -276,6 +276,21 @@ pub fn print(out: &mut dyn Write, profile: &Profile, rows: Option<usize>) -> io:
     if let Some(note) = lost_frees_note(&profile.samples) {
         writeln!(out, "{note}")?;
     }
+    let before: u64 = profile
+        .samples
+        .sources
+        .iter()
+        .filter(|s| s.sampler == SamplerKind::Alloc)
+        .fold(0, |n, s| n.saturating_add(s.before_sampling));
+    if before > 0 {
+        writeln!(
+            out,
+            "{before} allocation {} fell in polls begun before sampling began: their traced \
+             frames are unknown, so they are sited by their native frames alone (open the \
+             session before the work begins)",
+            if before == 1 { "sample" } else { "samples" }
+        )?;
+    }
     Ok(())
 }
 

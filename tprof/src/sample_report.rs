@@ -549,10 +549,11 @@ fn before_sampling(out: &mut dyn Write, set: &SampleSet, section: &Section<'_>) 
         .iter()
         .filter(|s| s.pid.is_some() && section.sources.contains(&s.source))
         .count();
-    let shown = if section.kind == SamplerKind::Cpu {
-        "so they show under their process with their native frames alone"
-    } else {
+    let shown = if section.kind == SamplerKind::Wall {
         "so they show under their process with no traced path"
+    } else {
+        // CPU and allocation samples keep their native stacks.
+        "so they show under their process with their native frames alone"
     };
     writeln!(
         out,

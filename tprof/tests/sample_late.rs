@@ -1,8 +1,8 @@
 //! A sample session opened on a program already running (`attach`'s `sample`, `prof sample`):
 //! a process deep in a long traced loop entered before the session began has no traced path
-//! the session can see. Its samples still show under the process, with their native frames,
-//! and the report says how many fell in frames entered before sampling began, instead of
-//! "no samples collected".
+//! the session can see. Its samples (CPU, wall and allocation ones alike) still show under the
+//! process, with their native frames, and the report says how many fell in frames entered
+//! before sampling began, instead of "no samples collected".
 
 #![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -10,11 +10,15 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use runtime::sample::{SampleOptions, SampleSession, Sampler};
+use runtime::sample::{AllocRate, SampleOptions, SampleSession, Sampler};
 use runtime::trace::{ProcessSpec, TracePattern};
 use runtime::{Node, Pid};
 use tprof::sample_report::{self, GroupBy, PrintOptions};
 use tprof::{Profile, TraceType};
+
+// Allocation samples need the counting allocator.
+#[global_allocator]
+static ALLOC: runtime::CountingAlloc = runtime::CountingAlloc::system();
 
 /// An untraced helper the loop spends its time in.
 #[inline(never)]
@@ -35,7 +39,20 @@ fn spin(entered: &AtomicBool, stop: &AtomicBool) -> u64 {
     acc
 }
 
-/// A node with a process spinning in [`spin`]; stopped when dropped.
+/// A traced loop that allocates a block a turn in one poll until `stop` is set, once
+/// `entered` says it began.
+#[runtime::traced]
+fn churn(entered: &AtomicBool, stop: &AtomicBool) -> u64 {
+    entered.store(true, Ordering::SeqCst);
+    let mut acc = 1u64;
+    while !stop.load(Ordering::Relaxed) {
+        let block = std::hint::black_box(vec![acc as u8; 512]);
+        acc = acc.wrapping_add(u64::from(block[511]) + 1);
+    }
+    acc
+}
+
+/// A node with a process spinning in [`spin`] (or [`churn`]); stopped when dropped.
 struct Spinning {
     node: Node,
     pid: Pid,
@@ -45,11 +62,16 @@ struct Spinning {
 impl Spinning {
     /// Spawns the process on `node` and waits until it has entered [`spin`].
     fn start(node: Node) -> Spinning {
+        Spinning::start_in(node, spin)
+    }
+
+    /// Spawns the process on `node` and waits until it has entered `body`.
+    fn start_in(node: Node, body: fn(&AtomicBool, &AtomicBool) -> u64) -> Spinning {
         let entered: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
         let stop: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
         let pid = node
             .spawn(async move {
-                std::hint::black_box(spin(entered, stop));
+                std::hint::black_box(body(entered, stop));
             })
             .unwrap();
         let deadline = Instant::now() + Duration::from_secs(60);
@@ -235,4 +257,82 @@ fn a_session_opened_before_the_loop_counts_none_begun_before_sampling() {
             );
         }
     }
+}
+
+/// An allocation session on `node` at one sample per MiB, sampling every traced function
+/// and the processes of `spec`.
+fn open_alloc(node: &Node, spec: ProcessSpec) -> SampleSession {
+    let session = node
+        .sample_session(
+            SampleOptions::new()
+                .sampler(Sampler::Alloc)
+                .alloc_rate(AllocRate::Bytes(1 << 20)),
+        )
+        .unwrap();
+    session.trace().set_pattern(&TracePattern::all()).unwrap();
+    session.trace().enable_trace(spec, true).unwrap();
+    session
+}
+
+/// Allocation samples of a loop entered before the session began are counted as the CPU and
+/// wall ones are, per source, through the profile, the archive and a merge, and the report
+/// says so; a session opened before the loop counts none and sites them under the traced
+/// function.
+#[test]
+fn allocation_samples_in_a_poll_begun_before_sampling_are_counted_and_said() {
+    // Opened on the running loop.
+    let churning = Spinning::start_in(node(), churn);
+    let session = open_alloc(&churning.node, ProcessSpec::All);
+    churning.sampled(&session, 20);
+    let (profile, text) = report(&session);
+    drop(session);
+    drop(churning);
+    let set = &profile.samples;
+    assert_eq!(set.sources.len(), 1, "{text}");
+    let before = set.sources[0].before_sampling;
+    assert!(before >= 20, "{before}: {text}");
+    assert!(before <= set.samples.len() as u64, "{text}");
+    let (n, m) = before_sampling(&text).unwrap_or_else(|| panic!("{text}"));
+    assert_eq!(n, before, "{text}");
+    assert!(n <= m, "{text}");
+    assert!(
+        text.contains("so they show under their process with their native frames alone"),
+        "{text}"
+    );
+    // The allocation-site table says it too.
+    let mut sites = Vec::new();
+    tprof::alloc_sites::print(&mut sites, &profile, Some(10)).unwrap();
+    let sites = String::from_utf8(sites).unwrap();
+    assert!(
+        sites.contains(&format!(
+            "{before} allocation samples fell in polls begun before sampling began"
+        )),
+        "{sites}"
+    );
+    // Through the archive and a merge.
+    let mut bytes = Vec::new();
+    tprof::archive::write(&profile, &mut bytes).unwrap();
+    let back = tprof::archive::read(&mut bytes.as_slice()).unwrap();
+    assert_eq!(back.samples.sources[0].before_sampling, before);
+    let merged = tprof::archive::merge(&[back.clone(), back]).unwrap();
+    let counts: Vec<u64> = merged
+        .samples
+        .sources
+        .iter()
+        .map(|s| s.before_sampling)
+        .collect();
+    assert_eq!(counts, [before, before]);
+
+    // Opened before the loop began: none, and the traced function is on the samples' stacks.
+    let node = node();
+    let session = open_alloc(&node, ProcessSpec::New);
+    let churning = Spinning::start_in(node, churn);
+    churning.sampled(&session, 20);
+    let data = session.samples();
+    let (_, text) = report(&session);
+    drop(session);
+    drop(churning);
+    assert_eq!(data.before_sampling, 0, "{text}");
+    assert_eq!(before_sampling(&text), None, "{text}");
+    assert!(text.contains("sample_late::churn/2"), "{text}");
 }

@@ -141,6 +141,12 @@ pub struct Sample {
     /// sampled blocks that are live, the *live set*, estimate what each process and site holds
     /// now ([`SampleSession::live`](super::SampleSession::live)).
     pub live: bool,
+    /// Whether it was taken of a process in a poll that began before sampling began (for a
+    /// wall sample or a census: a poll no wall session measured, run now or suspended in), so
+    /// that the traced frames the process had entered, or the path it waits in, are unknown
+    /// ([`SampleData::before_sampling`] counts them). Not kept in snapshots: their sources
+    /// carry the count.
+    pub before_sampling: bool,
 }
 
 /// What a process holds, allocated at one stack: a summary of the live set
@@ -225,8 +231,10 @@ pub struct SampleData {
     /// measured, running or suspended in): a session started on a running program finds long
     /// loops there. A traced call pushes a frame only for the sessions measuring its poll (so
     /// a call no session traces costs no more), so the traced frames such a sample fell in
-    /// are unknown: it is kept, under its process (a CPU sample with its native frames alone),
-    /// and counted here, among [`samples`](Self::samples) (0 for allocation samples).
+    /// are unknown: it is kept, under its process (a CPU or allocation sample with its native
+    /// frames alone), and counted here, among [`samples`](Self::samples) (each such sample has
+    /// [`Sample::before_sampling`] set). In a [census](super::SampleSession::census_snapshot):
+    /// the processes whose path is unknown so.
     pub before_sampling: u64,
     /// The threads the samples name.
     pub threads: Vec<SampledThread>,

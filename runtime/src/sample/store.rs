@@ -213,18 +213,15 @@ impl Store {
     }
 
     /// Keeps `sample` (a wall sample), or counts it as dropped when the store is full (saying
-    /// so on stderr the first time); `before`: it fell in a poll begun before sampling began,
-    /// counted in [`StoreInner::before_sampling`] when kept.
-    pub(crate) fn keep_counting(&self, sample: Sample, before: bool) {
-        let mut inner = self.inner.lock();
-        if self.keep_in(&mut inner, sample, None).is_some() && before {
-            inner.before_sampling += 1;
-        }
+    /// so on stderr the first time).
+    pub(crate) fn keep(&self, sample: Sample) {
+        self.keep_in(&mut self.inner.lock(), sample, None);
     }
 
-    /// [`keep_counting`](Self::keep_counting)'s keeping, under the lock, naming the thread the
-    /// sample was taken on (written in the sample as an index into the store's threads); the
-    /// sample's index if kept.
+    /// [`keep`](Self::keep) under the lock, naming the thread the sample was taken on (written
+    /// in the sample as an index into the store's threads); the sample's index if kept. A kept
+    /// sample taken in a poll begun before sampling began ([`Sample::before_sampling`]) is
+    /// counted in [`StoreInner::before_sampling`], whatever the sampler.
     fn keep_in(
         &self,
         inner: &mut StoreInner,
@@ -233,6 +230,7 @@ impl Store {
     ) -> Option<usize> {
         if inner.samples.len() < self.capacity {
             sample.thread = thread.map(|t| inner.thread_number(t));
+            inner.before_sampling += u64::from(sample.before_sampling);
             inner.samples.push(sample);
             return Some(inner.samples.len() - 1);
         }
@@ -571,6 +569,7 @@ mod tests {
             size: 1000,
             address: addr,
             live: true,
+            before_sampling: false,
         }
     }
 

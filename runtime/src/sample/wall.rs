@@ -257,10 +257,7 @@ fn sample_slot(
         return false;
     }
     if let Some((weight, time, paths)) = build {
-        let sample = sample_of(p, store.bit, weight, time, paths);
-        // Running in, or suspended after, a poll no wall session measured: where it runs or
-        // waits is not known to the session.
-        store.keep_counting(sample, p.polled_before_sampling());
+        store.keep(sample_of(p, store.bit, weight, time, paths));
     }
     true
 }
@@ -287,8 +284,11 @@ pub(crate) fn census(node: &NodeInner, bit: u32, time: u64) -> Vec<Sample> {
 fn sample_of(p: &Process, bit: u32, weight: f64, time: u64, paths: &mut Paths) -> Sample {
     let (status, queue, waiting) = p.status_queue_and_wait();
     let account = p.trace_account_if_any();
+    // Running in, or suspended after, a poll no wall session measured: where it runs or
+    // waits is not known to the session (the path its account holds is an older poll's).
+    let before_sampling = p.polled_before_sampling();
     let path: Vec<&'static Callsite> = match (status, account) {
-        (ProcessStatus::Waiting | ProcessStatus::Runnable, Some(account)) => {
+        (ProcessStatus::Waiting | ProcessStatus::Runnable, Some(account)) if !before_sampling => {
             paths.frames(account.suspended_path(), bit)
         }
         _ => Vec::new(),
@@ -309,6 +309,7 @@ fn sample_of(p: &Process, bit: u32, weight: f64, time: u64, paths: &mut Paths) -
         size: 0,
         address: 0,
         live: false,
+        before_sampling,
     }
 }
 

@@ -189,7 +189,6 @@ fn drain_rings(alloc: bool) {
                     continue;
                 };
                 let sample = sample_for(store, *started, r, *node, cpu_ns);
-                let before = sample.is_some() && began_before(store, r);
                 // A sample of a thread the session times counts for its coverage: as sampled
                 // when it is the session's (kept, or dropped from a full buffer), else as CPU
                 // time elsewhere, out of the thread's CPU time as it is out of the profile,
@@ -201,11 +200,8 @@ fn drain_rings(alloc: bool) {
                         inner.coverage.add_elsewhere(key, cpu_ns);
                     }
                 }
-                if let Some(sample) = sample
-                    && store.keep_in(&mut inner, sample, Some(thread)).is_some()
-                    && before
-                {
-                    inner.before_sampling += 1;
+                if let Some(sample) = sample {
+                    store.keep_in(&mut inner, sample, Some(thread));
                 }
             }
         });
@@ -358,6 +354,8 @@ fn sample_for(
         truncated: r.flags & (TRACED_TRUNCATED | NATIVE_TRUNCATED) != 0,
         address: r.addr,
         live: alloc,
+        // The session is not among its poll's: its traced frames are unknown.
+        before_sampling: pid.is_some() && began_before(store, r),
         state: None,
         mailbox_len: 0,
         registered_name: None,
