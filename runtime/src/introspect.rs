@@ -81,6 +81,12 @@ pub struct ProcessView<'a> {
     /// The traced function it runs or is suspended in, while a session measures it
     /// ([`ProcessInfo::current_function`](crate::ProcessInfo)).
     pub current_function: Option<&'static Callsite>,
+    /// Whether a wall sample session samples it now but its current poll (running) or last
+    /// one (suspended) began before any did: what it runs or waits in is then unknown (no
+    /// traced frame entered before sampling began is known; [`current_function`](Self::current_function)
+    /// is `None` unless another session measured that poll). False while no wall session
+    /// samples it.
+    pub polled_before_sampling: bool,
 }
 
 /// Visits every live process of `node`, in slot order, and returns how many it visited. See
@@ -94,7 +100,7 @@ pub fn walk(node: &NodeHandle, mut visit: impl FnMut(&ProcessView<'_>)) -> usize
     for index in 0..table.high_water() {
         // Read under the slot's hold (which an exiting process waits for), then let go of it
         // before the visitor runs.
-        let (pid, parent, inspected, heap, polls, current) = {
+        let (pid, parent, inspected, heap, polls, current, before) = {
             let Some(read) = table.at_index(index) else {
                 continue;
             };
@@ -108,7 +114,16 @@ pub fn walk(node: &NodeHandle, mut visit: impl FnMut(&ProcessView<'_>)) -> usize
             let current = p
                 .current_function()
                 .and_then(|id| crate::trace::callsites().get(id as usize));
-            (p.pid, p.parent(), inspected, heap, p.polls(), current)
+            let before = p.path_unknown_to_sampling();
+            (
+                p.pid,
+                p.parent(),
+                inspected,
+                heap,
+                p.polls(),
+                current,
+                before,
+            )
         };
         // The wait as read with the status, from one load of it.
         let waiting = inspected.waiting;
@@ -129,6 +144,7 @@ pub fn walk(node: &NodeHandle, mut visit: impl FnMut(&ProcessView<'_>)) -> usize
             callee: waiting.and_then(|(_, callee)| callee),
             polls,
             current_function: current,
+            polled_before_sampling: before,
         });
         visited += 1;
     }

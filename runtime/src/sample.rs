@@ -396,11 +396,13 @@ impl SampleSession {
 
     /// The trace session's snapshot with a [`census`](Self::census) as its samples: one
     /// sample per sampled process, at the path it runs or waits in (Go's goroutine profile).
+    /// Its `before_sampling` counts the processes whose path is unknown, their current or last
+    /// poll having begun before sampling began ([`Sample::before_sampling`]).
     pub fn census_snapshot(&self) -> crate::trace::Snapshot {
         let mut data = self.samples();
         data.samples = self.census();
         data.dropped = 0.0;
-        data.before_sampling = 0;
+        data.before_sampling = data.samples.iter().filter(|s| s.before_sampling).count() as u64;
         self.snapshot_of(data)
     }
 
@@ -454,7 +456,10 @@ impl SampleSession {
 
     /// Every process this session samples, read once now (weight 1 each), whatever the
     /// sampler: its state, name, mailbox and where it waits. Takes no process's time: it reads
-    /// what their polls published.
+    /// what their polls published. Where a process waits is known when a wall sample session
+    /// measured the poll it suspended in; a process running, or suspended after, a poll that
+    /// began before any did has [`Sample::before_sampling`] set (a census by a session just
+    /// opened finds every process that has not polled since so).
     pub fn census(&self) -> Vec<Sample> {
         let time = store::now_ns().saturating_sub(*self.store.started_ns.lock());
         wall::census(&self.node.inner, self.trace.slot(), time)

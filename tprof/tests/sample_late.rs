@@ -3,6 +3,8 @@
 //! the session can see. Its samples (CPU, wall and allocation ones alike) still show under the
 //! process, with their native frames, and the report says how many fell in frames entered
 //! before sampling began, instead of "no samples collected".
+//! The census views (the goroutine endpoint, `tprof top`) say which processes' paths are
+//! unknown so, and how many.
 
 #![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -10,9 +12,13 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use std::io::{Read as _, Write as _};
+
 use runtime::sample::{AllocRate, SampleOptions, SampleSession, Sampler};
 use runtime::trace::{ProcessSpec, TracePattern};
 use runtime::{Node, Pid};
+use tprof::control::top::{SortKey, render, snapshot};
+use tprof::control::{ControlEndpoint, ControlOptions};
 use tprof::sample_report::{self, GroupBy, PrintOptions};
 use tprof::{Profile, TraceType};
 
@@ -257,6 +263,107 @@ fn a_session_opened_before_the_loop_counts_none_begun_before_sampling() {
             );
         }
     }
+}
+
+/// The body of `GET target` from the pull endpoint at `addr`.
+fn get(addr: std::net::SocketAddr, target: &str) -> String {
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(120)))
+        .unwrap();
+    write!(stream, "GET {target} HTTP/1.1\r\nHost: {addr}\r\n\r\n").unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap();
+    assert!(head.starts_with("HTTP/1.1 200"), "{answer}");
+    body.to_owned()
+}
+
+/// What the census views say of `spinning`, with `session` (a wall session) open: top's
+/// table and count, the goroutine endpoint's text, and the comments of the goroutine profile
+/// of `session`'s census with the count of its source.
+fn census_views(
+    spinning: &Spinning,
+    session: &SampleSession,
+    test: &str,
+) -> (tprof::control::top::TopFrame, String, Vec<String>, u64) {
+    let census = runtime::trace::without_tracing(|| {
+        Profile::from_snapshot(&session.census_snapshot(), TraceType::CallCount, &[])
+    });
+    let proto = tprof::export::pprof::goroutine_proto(&census);
+    let comments = proto
+        .comment
+        .iter()
+        .map(|&i| proto.string(i).to_owned())
+        .collect();
+    let count = census.samples.sources[0].before_sampling;
+    let frame = snapshot(spinning.node.handle(), SortKey::Pid, 10, 0x5a4e);
+    let path = std::env::temp_dir().join(format!("tprof-late-{}-{test}.sock", std::process::id()));
+    let endpoint = ControlEndpoint::open(
+        spinning.node.handle(),
+        ControlOptions::new()
+            .path(path)
+            .http("127.0.0.1:0")
+            .http_open(true),
+    )
+    .unwrap();
+    let text = get(
+        endpoint.http_addr().unwrap(),
+        "/debug/pprof/goroutine?debug=1",
+    );
+    (frame, text, comments, count)
+}
+
+/// A process in a loop entered before the wall session opened: top's IN column and the
+/// goroutine endpoint say its path is unknown for that reason, and count it; a process
+/// started after the session opened is not counted, and top names the function it runs.
+#[test]
+fn the_census_views_say_which_processes_polled_before_sampling() {
+    let (spinning, session) = opened_on_the_loop(Sampler::Wall);
+    let (frame, text, comments, count) = census_views(&spinning, &session, "on");
+    assert_eq!(count, 1, "{comments:?}");
+    assert!(
+        comments
+            .iter()
+            .any(|c| c.contains("the traced path of 1 of these processes is unknown")),
+        "{comments:?}"
+    );
+    let table = render(&frame);
+    assert_eq!(frame.before_sampling, 1, "{table}");
+    let row = frame
+        .rows
+        .iter()
+        .find(|r| r.pid == spinning.pid.to_string())
+        .unwrap_or_else(|| panic!("{table}"));
+    assert!(row.polled_before_sampling, "{table}");
+    assert!(table.contains("? (polled before sampling)"), "{table}");
+    assert!(
+        table.contains("1 process sampled in a poll begun before sampling began"),
+        "{table}"
+    );
+    assert!(
+        text.contains("# 1 of them polled before sampling began: their traced paths are unknown"),
+        "{text}"
+    );
+    assert!(
+        text.contains("(traced path unknown: polled before sampling began)"),
+        "{text}"
+    );
+    drop(spinning);
+
+    let (spinning, session) = opened_before_the_loop(Sampler::Wall);
+    let (frame, text, comments, count) = census_views(&spinning, &session, "before");
+    assert_eq!(count, 0, "{comments:?}");
+    assert!(
+        !comments.iter().any(|c| c.contains("unknown")),
+        "{comments:?}"
+    );
+    let table = render(&frame);
+    assert_eq!(frame.before_sampling, 0, "{table}");
+    assert!(!table.contains("before sampling"), "{table}");
+    // The sampled poll records the function it runs in.
+    assert!(table.contains("sample_late::spin/2"), "{table}");
+    assert!(!text.contains("before sampling"), "{text}");
 }
 
 /// An allocation session on `node` at one sample per MiB, sampling every traced function

@@ -288,6 +288,16 @@ impl Process {
         polls != 0 && self.account.get().is_none_or(|a| a.path_poll() != polls)
     }
 
+    /// Whether a wall sample session samples it now, but its current poll (running) or its
+    /// last one (suspended) began before any did ([`polled_before_sampling`](Self::polled_before_sampling)):
+    /// the traced function it runs or waits in is then unknown to the session, for want of the
+    /// frames entered before sampling began. False while no wall session samples it (nothing
+    /// records where it is then, whenever its poll began).
+    pub(crate) fn path_unknown_to_sampling(&self) -> bool {
+        crate::trace::sessions_measuring(self) & crate::trace::paths::wanted() != 0
+            && self.polled_before_sampling()
+    }
+
     /// While one of its polls runs, the number that poll counted itself as
     /// ([`polls`](Self::polls)); `None` between polls (suspended, not polled yet, or ending).
     /// A poll seen running has ended once this gives `None` or another number: a poll leaves

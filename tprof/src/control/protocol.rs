@@ -293,6 +293,11 @@ pub struct ProcessRow {
     /// call_time or call_memory session measures it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub current_function: Option<String>,
+    /// Whether a wall sample session samples it but its current poll (running) or last one
+    /// (suspended) began before any did: what it runs or waits in is then unknown (see
+    /// [`runtime::introspect::ProcessView::polled_before_sampling`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub polled_before_sampling: bool,
 }
 
 impl ProcessRow {

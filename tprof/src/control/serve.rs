@@ -241,6 +241,7 @@ fn processes(node: &NodeHandle) -> Vec<ProcessRow> {
                 callee_name: None,
                 polls: p.polls,
                 current_function: p.current_function.map(super::top::function_name),
+                polled_before_sampling: p.polled_before_sampling,
             },
         ));
     });

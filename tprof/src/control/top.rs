@@ -116,6 +116,11 @@ pub struct TopFrame {
     pub sort: String,
     /// The first processes by the key; their `polls` are those since the previous refresh.
     pub rows: Vec<ProcessRow>,
+    /// The node's processes (shown or not) that a wall sample session samples but whose
+    /// current poll (running) or last one (suspended) began before any did: what they run or
+    /// wait in (the IN column) is unknown ([`ProcessRow::polled_before_sampling`]).
+    #[serde(default)]
+    pub before_sampling: usize,
 }
 
 /// `module::function/arity`, as the process lists name the function a process is in.
@@ -143,6 +148,8 @@ struct Ranked {
     /// Whom it calls, in a call.
     callee: Option<Pid>,
     name: Option<Name>,
+    /// Sampled by a wall session from a poll begun before it ([`TopFrame::before_sampling`]).
+    before_sampling: bool,
 }
 
 /// The poll counts of the last walks, by the client's baseline number, the most recent last.
@@ -166,7 +173,9 @@ pub fn snapshot(node: &NodeHandle, sort: SortKey, rows: usize, baseline: u64) ->
     let mut now = HashMap::with_capacity(before.len());
     let mut ranked = Vec::with_capacity(before.len());
     let mut states = [0; STATES.len()];
+    let mut before_sampling = 0;
     runtime::introspect::walk(node, |p| {
+        before_sampling += usize::from(p.polled_before_sampling);
         now.insert(p.pid, p.polls);
         let state = STATES.iter().position(|s| *s == p.state).unwrap_or(0);
         states[state] += 1;
@@ -180,6 +189,7 @@ pub fn snapshot(node: &NodeHandle, sort: SortKey, rows: usize, baseline: u64) ->
             state,
             callee: p.callee,
             name: p.registered_name.cloned(),
+            before_sampling: p.polled_before_sampling,
         });
     });
     {
@@ -220,9 +230,11 @@ pub fn snapshot(node: &NodeHandle, sort: SortKey, rows: usize, baseline: u64) ->
                         .map(|n| n.to_string()),
                     polls: r.polls,
                     current_function: info.current_function.map(function_name),
+                    polled_before_sampling: r.before_sampling,
                 })
             })
             .collect(),
+        before_sampling,
     }
 }
 
@@ -289,8 +301,40 @@ pub fn render(frame: &TopFrame) -> String {
         ],
         &frame.rows,
     ));
+    if frame.before_sampling > 0 {
+        let _ = writeln!(
+            out,
+            "{} {} sampled in a poll begun before sampling began: what {} or {} in (IN) \
+             is unknown until {} next poll (open the sample session before the work begins to \
+             see a long loop's)",
+            frame.before_sampling,
+            if frame.before_sampling == 1 {
+                "process"
+            } else {
+                "processes"
+            },
+            if frame.before_sampling == 1 {
+                "it runs"
+            } else {
+                "they run"
+            },
+            if frame.before_sampling == 1 {
+                "waits"
+            } else {
+                "wait"
+            },
+            if frame.before_sampling == 1 {
+                "its"
+            } else {
+                "their"
+            },
+        );
+    }
     out
 }
+
+/// The IN column of a process whose current or last poll began before sampling began.
+const UNKNOWN_BEFORE_SAMPLING: &str = "? (polled before sampling)";
 
 /// A column of the node's process tables (`tprof top`'s, and the `processes` reply's): its
 /// header and what it shows of a row, defined once so that the tables agree on both.
@@ -308,7 +352,7 @@ pub(crate) enum ProcessColumn {
     Heap,
     /// The polls counted.
     Polls,
-    /// The function it is in, if known.
+    /// The function it is in, if known; `?` with why when its poll began before sampling did.
     In,
     /// What it was spawned to run.
     InitialCall,
@@ -340,7 +384,11 @@ impl ProcessColumn {
                 .heap_bytes
                 .map_or_else(|| "-".to_owned(), |b| b.to_string()),
             ProcessColumn::Polls => row.polls.to_string(),
-            ProcessColumn::In => row.current_function.clone().unwrap_or_default(),
+            ProcessColumn::In => match &row.current_function {
+                Some(function) => function.clone(),
+                None if row.polled_before_sampling => UNKNOWN_BEFORE_SAMPLING.to_owned(),
+                None => String::new(),
+            },
             ProcessColumn::InitialCall => row.initial_call.clone(),
         }
     }
@@ -369,6 +417,7 @@ mod tests {
             heap: (!serial.is_multiple_of(3)).then_some(u64::from(serial % 17)),
             state: (serial % 3) as usize,
             callee: None,
+            before_sampling: false,
             name: serial
                 .is_multiple_of(100)
                 .then(|| Name::from(format!("n{}", 1000 - serial))),

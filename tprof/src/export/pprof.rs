@@ -475,6 +475,20 @@ pub fn goroutine_proto(profile: &crate::Profile) -> Profile {
     proto.period_type = Some(count);
     proto.period = 1;
     proto.comment = vec![comment];
+    let unknown: u64 = profile
+        .samples
+        .sources
+        .iter()
+        .map(|s| s.before_sampling)
+        .sum();
+    if unknown > 0 {
+        let note = intern(&format!(
+            "tprof: the traced path of {unknown} of these processes is unknown: their current or \
+             last poll began before sampling began (a wall sample session records where a \
+             process runs or waits from the first poll it measures)"
+        ));
+        proto.comment.push(note);
+    }
     proto
 }
 

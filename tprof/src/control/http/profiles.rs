@@ -126,18 +126,27 @@ pub(super) fn processes_text(node: &NodeHandle, each: bool) -> Result<String, An
         }
         return Ok(out);
     }
-    // (state, callsite ids) -> (count, first sample of it); linear in the processes.
-    let mut groups: HashMap<(&str, Vec<usize>), (usize, &Sample)> = HashMap::new();
+    // (state, callsite ids, path unknown) -> (count, first sample of it); linear in the
+    // processes.
+    let mut groups: HashMap<(&str, Vec<usize>, bool), (usize, &Sample)> = HashMap::new();
     for sample in &census {
         let key = (
             state(sample),
             sample.traced.iter().map(|c| c.id()).collect::<Vec<_>>(),
+            sample.before_sampling,
         );
         groups.entry(key).or_insert((0, sample)).0 += 1;
     }
     let mut groups: Vec<(usize, &Sample)> = groups.into_values().collect();
     groups.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.pid.cmp(&b.1.pid)));
     let _ = writeln!(out, "process profile: total {}", census.len());
+    let unknown = census.iter().filter(|s| s.before_sampling).count();
+    if unknown > 0 {
+        let _ = writeln!(
+            out,
+            "# {unknown} of them polled before sampling began: {BEFORE_SAMPLING}"
+        );
+    }
     for (count, sample) in groups {
         let _ = writeln!(out, "{count} @ {}", state(sample));
         write_path(&mut out, sample, "#\t");
@@ -150,10 +159,24 @@ fn state(sample: &Sample) -> &'static str {
     sample.state.map_or("unknown", |s| s.name())
 }
 
+/// Why a process's traced path is unknown when its current or last poll began before the
+/// census's session (or another wall sample session) sampled it.
+const BEFORE_SAMPLING: &str = "their traced paths are unknown (a wall sample session records \
+     where a process runs or waits from the first poll it measures; the census opens its own \
+     session, so a process running one long poll, or waiting since before, shows none unless a \
+     wall sample session was open when that poll began)";
+
 /// The sample's traced path, innermost first: each function and, below it, where it is.
 fn write_path(out: &mut String, sample: &Sample, prefix: &str) {
     if sample.traced.is_empty() {
-        let _ = writeln!(out, "{prefix}(no traced path)");
+        if sample.before_sampling {
+            let _ = writeln!(
+                out,
+                "{prefix}(traced path unknown: polled before sampling began)"
+            );
+        } else {
+            let _ = writeln!(out, "{prefix}(no traced path)");
+        }
     }
     for c in sample.traced.iter().rev() {
         let _ = writeln!(

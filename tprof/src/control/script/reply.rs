@@ -67,6 +67,7 @@ mod tests {
                 callee_name: Some("db".into()),
                 polls: 7,
                 current_function: None,
+                polled_before_sampling: false,
             }],
         });
         assert!(table.contains("<0.5.0>") && table.contains("kv") && table.contains("app::kv"));
