@@ -1133,6 +1133,9 @@ fn html_of_samples_filters_by_focus_hide_and_plumbing_in_the_page() {
         assert!(!dom.contains(&row(plumbing)), "{plumbing}: {dom}");
     }
     let dom = common::browser::page_dom_at(&html, "#plumbing=0&hide=main").unwrap();
+    // Hide keeps every sample: the header gives the whole.
+    assert!(!dom.contains("of 8 samples shown"), "{dom}");
+    assert!(dom.contains("from 8 samples, by stack"), "{dom}");
     assert!(dom.contains(&frame("std::thread::park")), "{dom}");
     assert!(dom.contains(&frame("app::handle/1")), "{dom}");
     assert!(!dom.contains(&frame("app::main/0")), "{dom}");
@@ -1142,14 +1145,27 @@ fn html_of_samples_filters_by_focus_hide_and_plumbing_in_the_page() {
         "{dom}"
     );
     assert!(!dom.contains(&row("app::main/0")), "{dom}");
-    // Focus keeps the rows of the samples it keeps: parse's (process <0.5.0>) alone.
-    let dom = common::browser::page_dom_at(&html, "#focus=parse").unwrap();
+    // Focus keeps the rows of the samples it keeps: parse's (process <0.5.0>) alone, and the
+    // header says how many of the samples those are. Rust's `(?i)` is read as the `i` flag.
+    for focus in ["parse", "(?i)PARSE"] {
+        let dom = common::browser::page_dom_at(&html, &format!("#focus={focus}")).unwrap();
+        assert!(
+            dom.contains(&row("app::parse::&lt;Parser as Iterator&gt;::next/1"))
+                && dom.contains(&row("app::handle/1"))
+                && !dom.contains(&row("0x402000")),
+            "{focus}: {dom}"
+        );
+        assert!(dom.contains("1 of 8 samples shown"), "{focus}: {dom}");
+    }
+    // A form JavaScript cannot read is named, and filters nothing.
+    let dom = common::browser::page_dom_at(&html, "#focus=(?x)parse").unwrap();
     assert!(
-        dom.contains(&row("app::parse::&lt;Parser as Iterator&gt;::next/1"))
-            && dom.contains(&row("app::handle/1"))
-            && !dom.contains(&row("0x402000")),
+        dom.contains(
+            "focus `(?x)parse` cannot be read here (its flag `x` has no JavaScript equivalent)"
+        ),
         "{dom}"
     );
+    assert!(dom.contains(&row("0x402000")), "{dom}");
     let dom = common::browser::page_dom_at(&html, "#focus=no_such_frame").unwrap();
     assert!(
         dom.contains("No sample has a frame the focus matches."),
@@ -1195,6 +1211,16 @@ fn html_of_samples_starts_with_the_command_s_filters() {
     assert_eq!(mfas(&data).len(), 6, "{:?}", mfas(&data));
     let (focused, data) = page(&PrintOptions::new().focus("parse").unwrap());
     assert_eq!(data["samples"]["filters"]["plumbing"], true);
+    // The header, as written before the script runs: the samples the focus keeps of all.
+    assert!(
+        focused.contains(
+            "<p id=\"summary\">1 of 8 samples shown (those with a frame the focus `parse` matches)</p>"
+        ),
+        "{focused}"
+    );
+    assert!(unfolded.contains("<p id=\"summary\"></p>"));
+    let (insensitive, _) = page(&PrintOptions::new().focus("(?i)PARSE").unwrap());
+    assert!(insensitive.contains("<p id=\"summary\">1 of 8 samples shown"));
     // What the page has no control for is left out of its data: native frames none.
     let (_, data) = page(&PrintOptions::new().native(Native::None));
     assert_eq!(
@@ -1226,6 +1252,14 @@ fn html_of_samples_starts_with_the_command_s_filters() {
             && !dom.contains(&row("0x402000")),
         "{dom}"
     );
+    assert!(dom.contains("1 of 8 samples shown"), "{dom}");
+    // The command's Rust pattern filters the page as it does the report.
+    let dom = common::browser::page_dom_at(&insensitive, "").unwrap();
+    assert!(
+        dom.contains(&row("app::main/0")) && !dom.contains(&row("0x402000")),
+        "{dom}"
+    );
+    assert!(dom.contains("1 of 8 samples shown"), "{dom}");
 }
 
 #[test]

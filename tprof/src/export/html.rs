@@ -20,7 +20,10 @@
 //!   [`Native::User`](crate::sample_report::Native::User) does; the page says how many). A
 //!   link can set them: `page.html#focus=parse&hide=fmt&plumbing=0`, and so can the command
 //!   (`tprof report -f html --focus parse --native all`: [`write_with`]). The per-process
-//!   tables follow them as the flame graph does;
+//!   tables follow them as the flame graph does, and under a focus the header gives the
+//!   samples it keeps beside them all (`3 of 9 samples shown`). The patterns are Rust's, as
+//!   the report reads them, translated where JavaScript's differ (`(?i)` at the start becomes
+//!   the `i` flag); one that cannot be translated is named, and filters nothing;
 //! - per process, the table of its functions (calls, the value, per call, %, and words and
 //!   blocks for call_memory), sorted by clicking a column's header; with percentiles
 //!   (call_time), p50, p90, p99 and max of each function's time per call in that process;
@@ -125,6 +128,9 @@ const VIEWER_CSS: &str = include_str!("html/viewer.css");
 /// nothing else.
 const CSP: &str = "default-src 'none'; script-src 'unsafe-inline'; \
                    style-src 'unsafe-inline'; img-src data:";
+
+/// The header's summary in [`BODY`], which the script fills in.
+const EMPTY_SUMMARY: &str = r#"<p id="summary"></p>"#;
 
 /// The page's markup around the viewer; the script fills it in.
 const BODY: &str = r#"<header>
@@ -309,7 +315,7 @@ fn title(profile: &Profile) -> String {
 
 /// Writes the viewer page for `profile`.
 pub(super) fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), ExportError> {
-    write_page(profile, None, out)
+    write_page(profile, None, None, out)
 }
 
 /// Writes the viewer page for `profile`, its samples' filters set as `options` say
@@ -317,9 +323,12 @@ pub(super) fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), Export
 /// folded ([`Native::User`] without [`crates`](PrintOptions::crates)) are the page's
 /// controls, set so that one may change them (a link's `#focus=...` still overrides them);
 /// what the page has no control for is left out of its data: native frames under
-/// [`Native::None`], the frames of other crates than `crates`. The patterns are Rust's
-/// regular expressions, read by the page as JavaScript's: one that JavaScript refuses
-/// (`(?i)`) the page names, and filters nothing by.
+/// [`Native::None`], the frames of other crates than `crates`. Under a focus, the header says
+/// how many of the samples it keeps (`3 of 9 samples shown`), written in the page as well as
+/// by its script. The patterns are Rust's regular expressions, which the page translates
+/// into JavaScript's where they differ (a leading `(?i)`, `(?s)` or `(?m)` becomes a flag,
+/// `(?P<name>` is `(?<name>`, `\A` and `\z` are `^` and `$`); one it cannot translate (`(?x)`,
+/// flags past the start) it names, and filters nothing by.
 ///
 /// # Errors
 ///
@@ -353,18 +362,37 @@ pub(super) fn write_with(
                 .apply(profile),
         )
     };
+    let summary = match &options.focus {
+        Some(focus) => {
+            let focused = PrintOptions::new()
+                .native(Native::All)
+                .focus(focus)
+                .map_err(invalid)?;
+            let view = FrameView::of(&shown, &focused).map_err(invalid)?;
+            let samples = &shown.samples.samples;
+            let kept = samples.iter().filter(|s| view.keeps(s.stack)).count();
+            Some(format!(
+                "{kept} of {} samples shown (those with a frame the focus `{focus}` matches)",
+                samples.len()
+            ))
+        }
+        None => None,
+    };
     let filters = sampled::FiltersView {
         focus: options.focus.clone(),
         hide: options.hide.clone(),
         plumbing: options.native == Native::User && options.crates.is_empty(),
     };
-    write_page(&shown, Some(filters), out)
+    write_page(&shown, Some(filters), summary.as_deref(), out)
 }
 
-/// Writes the viewer page for `profile`, its filter controls set to `filters` when given.
+/// Writes the viewer page for `profile`, its filter controls set to `filters` when given, and
+/// `summary` in its header until the script writes its own (what a reader without scripts
+/// sees).
 fn write_page(
     profile: &Profile,
     filters: Option<sampled::FiltersView>,
+    summary: Option<&str>,
     out: &mut dyn Write,
 ) -> Result<(), ExportError> {
     let mut data = view_data(profile);
@@ -384,9 +412,17 @@ fn write_page(
          <meta http-equiv=\"Content-Security-Policy\" content=\"{CSP}\">\n\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
          <meta name=\"generator\" content=\"tprof\">\n\
-         <title>{}</title>\n<style>\n{VIEWER_CSS}</style>\n</head>\n<body>\n{BODY}\
+         <title>{}</title>\n<style>\n{VIEWER_CSS}</style>\n</head>\n<body>\n{}\
          <script type=\"application/json\" id=\"tprof-data\">",
         escape_html(&title(profile)),
+        match summary {
+            Some(text) => Cow::Owned(BODY.replacen(
+                EMPTY_SUMMARY,
+                &format!("<p id=\"summary\">{}</p>", escape_html(text)),
+                1
+            )),
+            None => Cow::Borrowed(BODY),
+        },
     )?;
     compact::write(&data, out)?;
     write!(

@@ -229,17 +229,55 @@
     for (const s of data.stacks) if (kept(s)) sum += s.value;
     return sum;
   }
-  // Reads the filter boxes (and the checkbox); a box that is not a regular expression says
-  // so and filters nothing.
+  // A pattern as `tprof report` reads it (Rust's regular expressions) made JavaScript's: a
+  // leading flags group, `(?i)` (with m and s), becomes the expression's flags, `(?P<name>`
+  // is `(?<name>`, `\A` and `\z` (the text's start and end) are `^` and `$`. A form that
+  // cannot be translated throws a RangeError saying which; one neither reads, a SyntaxError.
+  function rustRegex(text) {
+    let source = text;
+    let flags = '';
+    const lead = /^\(\?([a-zA-Z]+)\)/.exec(source);
+    if (lead) {
+      for (const f of lead[1]) {
+        if (!'ims'.includes(f)) throw new RangeError('its flag `' + f + '` has no JavaScript equivalent');
+        if (!flags.includes(f)) flags += f;
+      }
+      source = source.slice(lead[0].length);
+    }
+    let out = '';
+    for (let i = 0; i < source.length; i++) {
+      if (source[i] === '\\' && i + 1 < source.length) {
+        const next = source[i + 1];
+        if ((next === 'A' || next === 'z') && flags.includes('m')) {
+          throw new RangeError('`\\' + next + '` in multi-line mode has no JavaScript equivalent');
+        }
+        out += next === 'A' ? '^' : next === 'z' ? '$' : '\\' + next;
+        i++;
+      } else if (source.startsWith('(?P<', i)) {
+        out += '(?<';
+        i += 3;
+      } else {
+        out += source[i];
+      }
+    }
+    if (/\(\?[a-zA-Z-]+[:)]/.test(out.replace(/\\./g, ''))) {
+      throw new RangeError('flags are translated only as a group at its start, `(?i)...`');
+    }
+    return new RegExp(out, flags);
+  }
+  // Reads the filter boxes (and the checkbox); a box that is not a regular expression, or
+  // one JavaScript cannot read (see rustRegex), says so and filters nothing.
   function readFilters() {
     const errors = [];
     const regex = (id) => {
       const text = $(id).value;
       if (!text) return null;
       try {
-        return new RegExp(text);
+        return rustRegex(text);
       } catch (e) {
-        errors.push(id + ' `' + text + '` is not a regular expression');
+        errors.push(id + ' `' + text + '` ' + (e instanceof RangeError
+          ? 'cannot be read here (' + e.message + '): it filters nothing in this page; `tprof report` reads it'
+          : 'is not a regular expression'));
         return null;
       }
     };
@@ -927,12 +965,24 @@
     const s = $('summary');
     s.textContent = '';
     const together = data.processes.length === 1 && data.processes[0].id === 'all';
-    s.append(WHAT + '. Total ', el('b', { text: value(data.total) }),
+    // Under a focus, the samples it keeps beside them all (hide and the plumbing fold move
+    // time between frames, and keep every sample).
+    if (SAMPLED) prepareFilters();
+    const focused = SAMPLED && focusedPath !== null;
+    let shownCount = 0;
+    for (const st of focused ? data.stacks : []) if (kept(st)) shownCount += st.calls;
+    const count = SAMPLED ? data.samples.count : 0;
+    s.append(WHAT + '. Total ', el('b', { text: value(focused ? shownTotal() : data.total) }),
+      focused ? ' of ' + value(data.total) + ' shown' : '',
       together ? '' : ' in ', together ? '' : el('b', { text: int(ALL) }),
       together ? '' : ' process' + (ALL === 1 ? '' : 'es'),
       ', ', el('b', { text: String(data.functions.length) }), (SAMPLED ? ' frame' : ' function') + (data.functions.length === 1 ? '' : 's'),
-      SAMPLED ? ', from ' + int(data.samples.count) + ' sample' + (data.samples.count === 1 ? '' : 's') + ', by stack.'
-        : data.call_tree ? ', by call path.' : ', flat (one frame per function).');
+      !SAMPLED ? (data.call_tree ? ', by call path.' : ', flat (one frame per function).')
+        : focused ? ', from ' : ', from ' + int(count) + ' sample' + (count === 1 ? '' : 's') + ', by stack.');
+    if (focused) {
+      s.append(el('b', { id: 'shown-samples', text: int(shownCount) + ' of ' + int(count) + ' samples shown' }),
+        ' (those with a frame the focus matches), by stack.');
+    }
     if (data.note) s.append(el('span', { class: 'dropped', text: ' ' + data.note + '.' }));
     if (SAMPLED && data.samples.dropped_note) {
       s.append(el('span', { class: 'dropped', text: ' ' + data.samples.dropped_note + '.' }));
@@ -1032,6 +1082,7 @@
   $('search').addEventListener('input', (ev) => setSearch(ev.target.value));
   function setFilters() {
     readFilters();
+    header();
     build();
     applySearch();
     render();
