@@ -508,7 +508,18 @@ impl<F: FnMut(&Message) -> bool + Unpin> Future for ReceiveMatch<F> {
     type Output = Message;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Message> {
-        let this = self.get_mut();
+        self.get_mut().poll_inline(cx)
+    }
+}
+
+impl<F: FnMut(&Message) -> bool + Unpin> ReceiveMatch<F> {
+    /// [`Future::poll`], inlined into its caller: [`receive`] polls through it, so that its
+    /// common case (a few loads and a lock, [`Mailbox::poll_take_front`]) runs in the receive's
+    /// own frame, a call and a frame fewer per poll. Other receives keep the call (inlined
+    /// into a large future's poll, such as a gen_server's loop, it costs more than it saves).
+    #[inline(always)]
+    fn poll_inline(&mut self, cx: &mut Context<'_>) -> Poll<Message> {
+        let this = self;
         // Each pending path notes that the process waits for a message.
         current_process_for_receive(|process| {
             match process
@@ -521,6 +532,18 @@ impl<F: FnMut(&Message) -> bool + Unpin> Future for ReceiveMatch<F> {
                     .poll_take(process, &mut this.hint, &mut this.matches, cx),
             }
         })
+    }
+}
+
+/// A receive whose polls are inlined into the future that awaits it ([`receive`]'s).
+struct Inlined<F>(ReceiveMatch<F>);
+
+impl<F: FnMut(&Message) -> bool + Unpin> Future for Inlined<F> {
+    type Output = Message;
+
+    #[inline(always)]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Message> {
+        self.get_mut().0.poll_inline(cx)
     }
 }
 
@@ -572,7 +595,7 @@ pub async fn receive_any() -> Message {
 #[allow(unsafe_code)]
 #[traced(module = "runtime")]
 pub async fn receive<T: Any + Send>() -> T {
-    let msg = receive_match(Message::is::<T>).await;
+    let msg = Inlined(receive_match(Message::is::<T>)).await;
     match msg.downcast::<T>() {
         Ok(value) => value,
         Err(_) => unreachable!("the receive matched on the type"),
