@@ -6,7 +6,8 @@
 //! - `captured`: the CPU time the samples stand for over the CPU time of all the threads that
 //!   did the work (each thread's `schedstat`, read before and after the run), as the mean over
 //!   the runs, and the lowest of any busy thread (20 ms of CPU or more, and ten sampling
-//!   periods or more: 101 ms at 99 Hz) in any run;
+//!   periods or more: 101 ms at 99 Hz) in any run (`-` when no thread did that much in any
+//!   run: the work spread over many threads, as the blocking shape's pool may);
 //! - `samples/cpu-s`: distinct samples per CPU-second of those threads (the rate taken, beside
 //!   the rate asked);
 //! - `A:B`: for the mixes, the CPU the samples give `shape_a` over `shape_b`, summed over the
@@ -61,7 +62,8 @@ impl Profiler {
 #[derive(Default)]
 struct Run {
     captured: f64,
-    min_thread: f64,
+    /// The lowest share of a judged thread, `None` when no thread was busy enough to judge.
+    min_thread: Option<f64>,
     samples_per_cpu_s: f64,
     a_sampled: f64,
     b_sampled: f64,
@@ -235,11 +237,7 @@ fn one_run(node: &Node, shape: &str, profiler: Profiler, hz: u32, run: Duration)
     }
     Run {
         captured: all_sampled / all_cpu.max(1) as f64,
-        min_thread: if min_thread.is_finite() {
-            min_thread
-        } else {
-            0.0
-        },
+        min_thread: min_thread.is_finite().then_some(min_thread),
         samples_per_cpu_s: all_samples as f64 / (all_cpu.max(1) as f64 / 1e9),
         a_sampled: a,
         b_sampled: b,
@@ -348,16 +346,20 @@ pub(crate) fn table() {
                 } else {
                     "-".to_owned()
                 };
+                // Runs where no thread did ten periods of work judge no thread: `-` when
+                // none did in any run, not a 0 % no thread had.
+                let min_thread = runs
+                    .iter()
+                    .filter_map(|r| r.min_thread)
+                    .reduce(f64::min)
+                    .map_or_else(|| "-".to_owned(), |m| format!("{:.1}%", m * 100.0));
                 println!(
-                    "{:<9} {:>4} {:<12} {:>8.1}% {:>8.1}% {:>13.0} {:>22} {:>9.1}% {:>15}",
+                    "{:<9} {:>4} {:<12} {:>8.1}% {:>9} {:>13.0} {:>22} {:>9.1}% {:>15}",
                     shape,
                     hz,
                     profiler.name(),
                     mean(runs.iter().map(|r| r.captured)) * 100.0,
-                    runs.iter()
-                        .map(|r| r.min_thread)
-                        .fold(f64::INFINITY, f64::min)
-                        * 100.0,
+                    min_thread,
                     mean(runs.iter().map(|r| r.samples_per_cpu_s)),
                     ab,
                     mean(runs.iter().map(|r| r.throughput)) / base_throughput * 100.0,
