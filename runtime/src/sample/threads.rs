@@ -58,8 +58,8 @@ use super::truth::CpuSource;
 use crate::world::observe::SAMPLERS_RUNNING as RUNNING;
 /// The CPU sampler's bit in [`running`].
 pub(crate) const CPU: u8 = 1;
-/// The allocation sampler's bit in [`running`].
-pub(crate) const ALLOC: u8 = 2;
+/// The allocation sampler's bit in [`running`]: it wants to hear of every poll.
+pub(crate) const ALLOC: u8 = crate::world::observe::EVERY_POLL;
 
 /// Whether one of `samplers` (bits) runs.
 #[inline(always)]
@@ -430,9 +430,11 @@ fn register_slow(node: u32) {
         if known == 0 {
             entry.node = node;
             THREAD.with(|t| t.node.store(node, Ordering::Relaxed));
+            crate::world::observe::set_thread_known(node);
         } else {
             entry.shared = true;
             THREAD.with(|t| t.shared.store(true, Ordering::Relaxed));
+            crate::world::observe::set_thread_known(crate::world::observe::EVERY_NODE);
         }
         super::cpu::fit(entry, pool, cpu_nodes, *cpu_source);
         return;
@@ -485,6 +487,7 @@ fn register_slow(node: u32) {
             t.node.store(node, Ordering::Relaxed);
             t.index.store(index + 1, Ordering::Relaxed);
         });
+        crate::world::observe::set_thread_known(node);
         let Registry {
             threads,
             pool,
@@ -556,6 +559,7 @@ impl Drop for Unregister {
             reg.vacate_if_done(index - 1);
             compiler_fence(Ordering::SeqCst);
             t.index.store(0, Ordering::Relaxed);
+            crate::world::observe::set_thread_known(0);
         });
     }
 }

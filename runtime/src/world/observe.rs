@@ -9,6 +9,7 @@
 //! where it is written, and the linker gathers them; nothing is registered at run time, so no
 //! order of start-up can miss one.
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicU8, Ordering};
 
 use super::node::NodeHandle;
@@ -17,6 +18,22 @@ use super::node::NodeHandle;
 /// `ALLOC`), set and cleared by their starts and stops: a poll asks whether any runs with one
 /// load.
 pub(crate) static SAMPLERS_RUNNING: AtomicU8 = AtomicU8::new(0);
+
+/// The bit of [`SAMPLERS_RUNNING`] of a sampler that wants to hear of every poll (the
+/// allocation sampler, which relieves its thread's ring), not only of the polls that find their
+/// thread unknown to the samplers ([`set_thread_known`]).
+pub(crate) const EVERY_POLL: u8 = 2;
+
+/// [`thread_known`] of a thread the samplers know for every node (it polls processes of
+/// several).
+pub(crate) const EVERY_NODE: u32 = u32::MAX;
+
+thread_local! {
+    /// The node whose polls on this thread the samplers know of ([`set_thread_known`]): 0 for
+    /// none, [`EVERY_NODE`] for all. `const` without a destructor: one load of the thread's
+    /// static block, readable while its destructors run.
+    static KNOWN: Cell<u32> = const { Cell::new(0) };
+}
 
 /// Called at each poll of a process of node `node` while a sampler runs
 /// ([`SAMPLERS_RUNNING`] not 0): the samplers' `on_poll`.
@@ -47,12 +64,30 @@ pub(crate) trait NodeObserver: Send {
 }
 
 /// At each poll of a process of node `node`: while a sampler that wants it runs, tells it
-/// (it makes sure the polling thread has a timer and rings). One relaxed load otherwise.
+/// (it makes sure the polling thread has a timer and rings) unless the samplers know this
+/// thread for `node` already and none wants every poll. One relaxed load while no sampler
+/// runs; one more, of a thread-local, while one does and the thread is known.
 #[inline(always)]
 pub(crate) fn on_poll(node: u32) {
-    if SAMPLERS_RUNNING.load(Ordering::Relaxed) != 0 {
+    let running = SAMPLERS_RUNNING.load(Ordering::Relaxed);
+    if running != 0 && (running & EVERY_POLL != 0 || !thread_known(node)) {
         poll_sampled(node);
     }
+}
+
+/// Whether the samplers know this thread for the polls of `node` ([`set_thread_known`]).
+#[inline(always)]
+fn thread_known(node: u32) -> bool {
+    let known = KNOWN.with(Cell::get);
+    known == node || known == EVERY_NODE
+}
+
+/// Tells the polls on this thread that the samplers know it for the polls of `node` (0: for
+/// none, as when it unregisters; [`EVERY_NODE`]: for every node), so that such a poll calls
+/// them no more while no sampler wants every poll ([`EVERY_POLL`]). Set by the samplers'
+/// registration of the thread, which the hooks of [`POLL_SAMPLED`] do when it is not known.
+pub(crate) fn set_thread_known(node: u32) {
+    KNOWN.with(|k| k.set(node));
 }
 
 #[cold]
