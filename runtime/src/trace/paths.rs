@@ -6,8 +6,8 @@
 //! buffer, and the end of the poll interns it and stores its id in the process's heap account
 //! ([`finish`]): one plain store, so the sampler thread reads where a process waits without
 //! touching the process or its future, and without stopping anything. Interning takes a lock
-//! only for a path the thread has not just interned (a server suspends in the same place poll
-//! after poll).
+//! only for a path that is not among the few the thread interned last (a server and its
+//! clients suspend in the same few places poll after poll).
 
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -55,9 +55,50 @@ thread_local! {
     /// `usize::MAX` when none was.
     static CAPTURED: Ids = const { [const { Cell::new(0) }; STACK_CAPACITY] };
     static CAPTURED_LEN: Cell<usize> = const { Cell::new(usize::MAX) };
-    /// The last path this thread interned: its hash, id and length, and its ids.
-    static LAST: Cell<(u64, u32, usize)> = const { Cell::new((0, 0, 0)) };
-    static LAST_PATH: Ids = const { [const { Cell::new(0) }; STACK_CAPACITY] };
+    /// The last [`RECENT`] paths this thread interned: per entry its hash (0 for none), id and
+    /// length ...
+    static RECENT_KEYS: [Cell<(u64, u32, usize)>; RECENT] =
+        const { [const { Cell::new((0, 0, 0)) }; RECENT] };
+    /// ... its ids ...
+    static RECENT_PATHS: [Ids; RECENT] =
+        const { [const { [const { Cell::new(0) }; STACK_CAPACITY] }; RECENT] };
+    /// ... and the entry the next one replaces.
+    static RECENT_NEXT: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Paths each thread keeps of those it interned last: a server and its clients polled on one
+/// thread suspend in a few places, poll after poll, each found here without the table's lock.
+const RECENT: usize = 4;
+
+/// The id of the path of `len` ids whose hash is `h`, if this thread interned it among its
+/// last [`RECENT`] paths; `same` tells whether a kept path's ids are the path's.
+#[inline]
+fn recent(h: u64, len: usize, same: impl Fn(&Ids) -> bool) -> Option<u32> {
+    RECENT_KEYS.with(|keys| {
+        keys.iter().enumerate().find_map(|(i, key)| {
+            let (kept, id, kept_len) = key.get();
+            (kept == h && kept_len == len && RECENT_PATHS.with(|paths| same(&paths[i])))
+                .then_some(id)
+        })
+    })
+}
+
+/// Keeps `path`, whose hash is `h`, as interned to `id`, in place of the oldest kept path.
+fn remember(h: u64, id: u32, path: &[u32]) {
+    if path.len() > STACK_CAPACITY {
+        return;
+    }
+    let i = RECENT_NEXT.with(|next| {
+        let i = next.get();
+        next.set((i + 1) % RECENT);
+        i
+    });
+    RECENT_PATHS.with(|paths| {
+        for (cell, id) in paths[i].iter().zip(path) {
+            cell.set(*id);
+        }
+    });
+    RECENT_KEYS.with(|keys| keys[i].set((h, id, path.len())));
 }
 
 /// Clears this thread's capture, at the start of a poll.
@@ -99,12 +140,10 @@ fn intern_captured(cells: &[Cell<u32>]) -> u32 {
         return 0;
     }
     let h = hash(cells.iter().map(Cell::get));
-    let (last_hash, last_id, last_len) = LAST.with(Cell::get);
-    if last_hash == h
-        && last_len == cells.len()
-        && LAST_PATH.with(|last| last.iter().zip(cells).all(|(a, b)| a.get() == b.get()))
-    {
-        return last_id;
+    if let Some(id) = recent(h, cells.len(), |kept| {
+        kept.iter().zip(cells).all(|(a, b)| a.get() == b.get())
+    }) {
+        return id;
     }
     let mut buf = [0u32; STACK_CAPACITY];
     for (b, c) in buf.iter_mut().zip(cells) {
@@ -129,12 +168,10 @@ pub(crate) fn intern(path: &[u32]) -> u32 {
         return 0;
     }
     let h = hash(path.iter().copied());
-    let (last_hash, last_id, last_len) = LAST.with(Cell::get);
-    if last_hash == h
-        && last_len == path.len()
-        && LAST_PATH.with(|last| last.iter().zip(path).all(|(a, b)| a.get() == *b))
-    {
-        return last_id;
+    if let Some(id) = recent(h, path.len(), |kept| {
+        kept.iter().zip(path).all(|(a, b)| a.get() == *b)
+    }) {
+        return id;
     }
     let id = crate::heap::suppressed(|| {
         let mut guard = TABLE.lock();
@@ -158,14 +195,7 @@ pub(crate) fn intern(path: &[u32]) -> u32 {
         table.ids.insert(boxed, id);
         id
     });
-    if path.len() <= STACK_CAPACITY {
-        LAST_PATH.with(|last| {
-            for (cell, id) in last.iter().zip(path) {
-                cell.set(*id);
-            }
-        });
-        LAST.with(|c| c.set((h, id, path.len())));
-    }
+    remember(h, id, path);
     id
 }
 
@@ -200,5 +230,44 @@ mod tests {
         assert_eq!(intern(&[]), 0);
         assert_eq!(path_of(a).as_deref(), Some(&[1u32, 2, 3][..]));
         assert_eq!(path_of(0).as_deref(), Some(&[][..]));
+    }
+
+    /// Paths a thread interned among its last few are found again without the table's lock,
+    /// however they alternate (a server and its client suspending on one thread); an older
+    /// one takes the lock again.
+    #[test]
+    fn the_last_paths_interned_are_found_without_the_lock() {
+        use std::sync::mpsc;
+        let (interned_tx, interned_rx) = mpsc::channel();
+        let (locked_tx, locked_rx) = mpsc::channel::<()>();
+        let (again_tx, again_rx) = mpsc::channel();
+        let paths: Vec<Vec<u32>> = (0..RECENT as u32).map(|i| vec![7, 70 + i]).collect();
+        let worker = std::thread::Builder::new()
+            .name("recent-paths".into())
+            .spawn(move || {
+                let ids: Vec<u32> = paths.iter().map(|p| intern(p)).collect();
+                interned_tx.send(()).expect("interned");
+                locked_rx.recv().expect("locked");
+                // The table's lock is held by the test's thread now.
+                let again: Vec<u32> = (0..3 * RECENT)
+                    .map(|k| intern(&paths[(k * 3) % RECENT]))
+                    .collect();
+                again_tx.send(()).expect("again");
+                (ids, again, paths)
+            })
+            .expect("spawn");
+        interned_rx.recv().expect("the worker interned its paths");
+        let lock = lock_table_for_test();
+        locked_tx.send(()).expect("the worker waits");
+        let found = again_rx.recv_timeout(std::time::Duration::from_secs(60));
+        drop(lock);
+        let (ids, again, _) = worker.join().expect("worker");
+        assert!(
+            found.is_ok(),
+            "the recent paths were interned again under the lock"
+        );
+        for (k, id) in again.iter().enumerate() {
+            assert_eq!(*id, ids[(k * 3) % RECENT]);
+        }
     }
 }
