@@ -15,7 +15,7 @@
 //!   under call_time (patterns `runtime::_` and `runtime::gen_server::_`, both processes
 //!   measured), untraced, and sampled (a CPU sample session open at 1 Hz tracing every
 //!   function of the processes it samples, as `tprof run` does: what an open session adds per
-//!   round trip beside its samples).
+//!   round trip beside its samples), and the same with a wall sample session (`sampled_wall`).
 //!
 //! Run all of it, the runner's install included, with `benches/instructions/run`; it ends with
 //! `instructions_table`, which prints each row per operation beside its goal.
@@ -28,7 +28,7 @@ use std::hint::black_box;
 use gungraun::{library_benchmark, library_benchmark_group, main};
 use runtime::Node;
 use runtime::gen_server::Timeout;
-use runtime::sample::{SampleOptions, SampleSession};
+use runtime::sample::{SampleOptions, SampleSession, Sampler};
 use runtime::trace::{ProcessSpec, TracePattern, TraceSession, TraceTypes};
 
 // Its tokio side and spawn count are `instructions_plain`'s.
@@ -139,16 +139,21 @@ enum Held {
 }
 
 /// The setup of a gen_server row: untraced; every runtime function traced under call_time; or
-/// sampled, by a CPU sample session at 1 Hz that traces every function of the processes it
-/// samples (what `tprof run` opens), so that the row counts what an open sample session adds
-/// per round trip beside its samples (issue 29, point 4).
+/// sampled, by a CPU (`sampled`) or wall (`sampled_wall`) sample session at 1 Hz that traces
+/// every function of the processes it samples (what `tprof run` opens), so that the row counts
+/// what an open sample session adds per round trip beside its samples (issue 29, point 4).
 fn servers(row: &str, iters: u64) -> (Node, Option<Held>, u64) {
     let node = node();
     let session = match row {
         "untraced" => None,
-        "sampled" => {
+        "sampled" | "sampled_wall" => {
+            let sampler = if row == "sampled" {
+                Sampler::Cpu
+            } else {
+                Sampler::Wall
+            };
             let session = node
-                .sample_session(SampleOptions::new().hz(1))
+                .sample_session(SampleOptions::new().sampler(sampler).hz(1))
                 .expect("sample session");
             session
                 .trace()
@@ -189,6 +194,8 @@ fn servers(row: &str, iters: u64) -> (Node, Option<Held>, u64) {
 #[bench::call_time_2n(servers("call_time", 2 * ROUND_TRIPS))]
 #[bench::sampled_n(servers("sampled", ROUND_TRIPS))]
 #[bench::sampled_2n(servers("sampled", 2 * ROUND_TRIPS))]
+#[bench::sampled_wall_n(servers("sampled_wall", ROUND_TRIPS))]
+#[bench::sampled_wall_2n(servers("sampled_wall", 2 * ROUND_TRIPS))]
 fn gen_server_traced((node, session, iters): (Node, Option<Held>, u64)) -> (Node, Option<Held>) {
     black_box(in_node(
         &node,

@@ -135,6 +135,14 @@ fn rows() -> Vec<Row> {
             note: "÷ untraced",
         },
         Row {
+            label: "gen_server round trip, wall sample session open (1 Hz, all traced)",
+            subject: counted("gen_server_traced", "sampled_wall", ROUND_TRIPS),
+            baseline: counted("gen_server_traced", "untraced", ROUND_TRIPS),
+            // Issue 29, point 4, for a wall session.
+            goal: Goal::RatioAtMost(1.03),
+            note: "÷ untraced",
+        },
+        Row {
             label: "gen_server call round trip, system allocator",
             subject: call_runtime,
             baseline: call_runtime,
