@@ -2,7 +2,8 @@
 //! once, and no call of the others, whatever else runs beside it — the polls that are only
 //! its own, those it shares with a call_time session, helper tasks, message-heavy ping-pong
 //! across two workers — and pause, resume and restart keep what they say. A trace session open
-//! at the same time stays exact too. Counts, never timing.
+//! at the same time stays exact too, and so does one opened and closed while it samples (its
+//! polls switch from sample polls and back). Counts, never timing.
 
 mod common;
 
@@ -285,5 +286,86 @@ fn pause_resume_and_restart_keep_what_they_say() {
         session.trace().restart();
         make_calls(&node, &caller, 3);
         assert_eq!(calls(&session.snapshot(), "hit"), 3, "{sampler}: restarted");
+    }
+}
+
+/// [`play`], then waits until every partner has ended too (its last call of `await_ball` may
+/// be entered after its lead has finished), so that no call of a pair falls in the next phase.
+fn play_to_the_end(node: &Node, pairs: u64, rounds: u64) {
+    let (done_tx, done_rx) = mpsc::channel();
+    for _ in 0..pairs {
+        let done = done_tx.clone();
+        node.spawn(async move {
+            let (partner, _) = runtime::spawn_monitor(partner()).expect("spawn");
+            lead(partner, rounds).await;
+            let _ = receive::<runtime::Down>().await;
+            done.send(()).expect("done");
+        })
+        .expect("spawn");
+    }
+    for _ in 0..pairs {
+        done_rx
+            .recv_timeout(Duration::from_secs(120))
+            .expect("a pair finished");
+    }
+}
+
+#[test]
+fn trace_sessions_opened_and_closed_during_a_sample_session_count_as_alone() {
+    let _serial = serial();
+    let node = Node::builder().worker_threads(2).build().expect("node");
+    let sample = sampling(&node, Sampler::Cpu);
+    let (pairs, rounds) = (2, 1_000);
+    let play = play_to_the_end;
+    let per_phase = |name: &str| match name {
+        "hit" => 2 * pairs * rounds,
+        _ => 2 * pairs * rounds + pairs,
+    };
+    // Sample polls alone.
+    play(&node, pairs, rounds);
+    // A call_count session opens: every call made while it is open is counted, the async
+    // calls' first polls included.
+    let counting = node.trace_session().expect("call_count session");
+    counting
+        .set_pattern(&TracePattern::module(module_path!()))
+        .expect("pattern");
+    play(&node, pairs, rounds);
+    for name in ["hit", "await_ball"] {
+        let counted: u64 = counting
+            .call_counts()
+            .iter()
+            .filter(|c| c.callsite.function() == name)
+            .map(|c| c.calls)
+            .sum();
+        assert_eq!(counted, per_phase(name), "call_count's calls of {name}");
+    }
+    drop(counting);
+    // A call_time session measures the new processes beside the sample session, then closes.
+    let timing = node
+        .trace_session_with(TraceTypes::CALL_TIME)
+        .expect("trace session");
+    timing
+        .set_pattern(&TracePattern::module(module_path!()))
+        .expect("pattern");
+    timing.enable_trace(ProcessSpec::New, true).expect("flags");
+    play(&node, pairs, rounds);
+    assert!(timing.pause(), "paused");
+    for name in ["hit", "await_ball"] {
+        assert_eq!(
+            measured(&timing, name),
+            per_phase(name),
+            "timed calls of {name}"
+        );
+    }
+    drop(timing);
+    // Sample polls alone again.
+    play(&node, pairs, rounds);
+    let snapshot = sample.snapshot();
+    for name in ["hit", "await_ball"] {
+        assert_eq!(
+            calls(&snapshot, name),
+            4 * per_phase(name),
+            "sampled calls of {name}"
+        );
     }
 }

@@ -663,3 +663,125 @@ fn a_short_session_joining_a_running_sampler_never_captures_over_all() {
         "captured shares past 100 %: {captured:?}"
     );
 }
+
+/// Spins in the function of its phase (0: [`spin_traced`], 1: [`spin_while`], 2:
+/// [`spin_after`]), yielding between spins, until the phase is 3.
+#[runtime::traced]
+async fn phased_worker(phase: Arc<std::sync::atomic::AtomicU8>) {
+    loop {
+        match phase.load(Ordering::Relaxed) {
+            0 => spin_traced(100_000),
+            1 => spin_while(100_000),
+            2 => spin_after(100_000),
+            _ => return,
+        };
+        tokio::task::yield_now().await;
+    }
+}
+
+/// [`spin_traced`] while a call_time session measures the process too.
+#[runtime::traced]
+fn spin_while(n: u64) -> u64 {
+    spin_untraced(n)
+}
+
+/// [`spin_traced`] once that session has closed.
+#[runtime::traced]
+fn spin_after(n: u64) -> u64 {
+    spin_untraced(n)
+}
+
+/// The traced stack of `s`, by name.
+fn names(s: &runtime::sample::Sample) -> Vec<&'static str> {
+    s.traced.iter().map(|cs| cs.function()).collect()
+}
+
+/// Waits until `at_least` samples of `pid` have the traced stack `[phased_worker, spin]`, or
+/// fails after a generous bound.
+fn sample_in(session: &runtime::sample::SampleSession, pid: Pid, spin: &str, at_least: usize) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let data = session.samples();
+        let of = data.samples.iter().filter(|s| s.pid == Some(pid));
+        let framed = of
+            .clone()
+            .filter(|s| names(s) == ["phased_worker", spin])
+            .count();
+        if framed >= at_least {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{framed} of {} samples in [phased_worker, {spin}] after 120 s",
+            of.count()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A sample session's polls of a process are sample polls until a call_time session measures
+/// it too, and again once that session has closed: the samples keep the traced frames before,
+/// during and after.
+#[test]
+fn the_samples_keep_the_traced_frames_while_a_trace_session_opens_and_closes() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let node = Node::builder().worker_threads(2).build().expect("node");
+    let session = node
+        .sample_session(SampleOptions::new().hz(499))
+        .expect("sample session");
+    session
+        .trace()
+        .set_pattern(&TracePattern::module(module_path!()))
+        .expect("pattern");
+    session
+        .trace()
+        .enable_trace(ProcessSpec::New, true)
+        .expect("flags");
+    let phase = Arc::new(std::sync::atomic::AtomicU8::new(0));
+    let pid = node
+        .spawn(phased_worker(Arc::clone(&phase)))
+        .expect("spawn");
+    sample_in(&session, pid, "spin_traced", 20);
+    let timing = node
+        .trace_session_with(runtime::trace::TraceTypes::CALL_TIME)
+        .expect("trace session");
+    timing
+        .set_pattern(&TracePattern::module(module_path!()))
+        .expect("pattern");
+    timing
+        .enable_trace(ProcessSpec::Pid(pid), true)
+        .expect("flags");
+    phase.store(1, Ordering::Relaxed);
+    sample_in(&session, pid, "spin_while", 20);
+    assert!(timing.pause(), "paused");
+    let timed: u64 = timing
+        .measurements()
+        .iter()
+        .flat_map(|p| &p.functions)
+        .filter(|f| f.callsite.function() == "spin_while")
+        .map(|f| f.calls)
+        .sum();
+    assert!(timed > 0, "the call_time session measured the worker");
+    drop(timing);
+    phase.store(2, Ordering::Relaxed);
+    sample_in(&session, pid, "spin_after", 20);
+    phase.store(3, Ordering::Relaxed);
+    // Nearly every sample of the worker is in a spin, under its traced stack: none lost its
+    // frames at a switch (a few fall between spins, in the worker alone or outside it).
+    let data = session.samples();
+    let of: Vec<_> = data.samples.iter().filter(|s| s.pid == Some(pid)).collect();
+    let framed = of
+        .iter()
+        .filter(|s| {
+            matches!(
+                names(s).as_slice(),
+                ["phased_worker", "spin_traced" | "spin_while" | "spin_after"]
+            )
+        })
+        .count();
+    assert!(
+        framed * 10 >= of.len() * 7,
+        "{framed} of {} samples of the worker in [phased_worker, spin_*]",
+        of.len()
+    );
+}
