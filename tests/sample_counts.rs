@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use runtime::sample::{SampleOptions, SampleSession, Sampler};
 use runtime::trace::{ProcessSpec, Snapshot, TracePattern, TraceSession, TraceTypes};
-use runtime::{Node, Pid, receive, self_pid, send, spawn};
+use runtime::{Down, Node, Pid, monitor, receive, self_pid, send, spawn};
 
 /// One sample session at a time in this binary: the CPU sampler has one rate per program.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -56,10 +56,15 @@ async fn lead(partner: Pid, rounds: u64) {
     send(partner, (me, 0u64));
 }
 
-/// [`lead`] with a partner of its own.
+/// [`lead`] with a partner of its own; returns once the partner has ended. The partner's last
+/// `await_ball`, which the counts include, is entered in the poll that sends the last answer,
+/// and the lead can run on the other worker and finish before that poll ends: the partner's
+/// `Down` comes after its last poll has ended, with every call counted.
 async fn ping_pong(rounds: u64) {
     let partner = spawn(partner()).expect("spawn");
+    monitor(partner).expect("monitor");
     lead(partner, rounds).await;
+    let _: Down = receive().await;
 }
 
 /// The calls of function `name` that `snapshot` counts (see `common::snapshot_calls`).
