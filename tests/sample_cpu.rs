@@ -73,13 +73,10 @@ fn sample_until(
     }
 }
 
-#[test]
-fn samples_name_the_process_its_traced_stack_and_untraced_code() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let node = Node::builder().worker_threads(2).build().expect("node");
-    let session = node
-        .sample_session(SampleOptions::new().hz(499))
-        .expect("sample session");
+/// A CPU sample session of `options` on `node` that traces this file's functions in every
+/// process spawned after it.
+fn tracing_session(node: &Node, options: SampleOptions) -> runtime::sample::SampleSession {
+    let session = node.sample_session(options).expect("sample session");
     session
         .trace()
         .set_pattern(&TracePattern::module(module_path!()))
@@ -88,6 +85,14 @@ fn samples_name_the_process_its_traced_stack_and_untraced_code() {
         .trace()
         .enable_trace(ProcessSpec::New, true)
         .expect("flags");
+    session
+}
+
+#[test]
+fn samples_name_the_process_its_traced_stack_and_untraced_code() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let node = Node::builder().worker_threads(2).build().expect("node");
+    let session = tracing_session(&node, SampleOptions::new().hz(499));
     let stop = Arc::new(AtomicBool::new(false));
     let traced = node.spawn(traced_worker(Arc::clone(&stop))).expect("spawn");
     let untraced = node
@@ -214,17 +219,7 @@ fn only_traced_processes_are_sampled_and_clear_forgets() {
 fn a_full_buffer_counts_drops_and_the_program_runs_on() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let node = Node::builder().worker_threads(2).build().expect("node");
-    let session = node
-        .sample_session(SampleOptions::new().hz(499).n(5))
-        .expect("sample session");
-    session
-        .trace()
-        .set_pattern(&TracePattern::module(module_path!()))
-        .expect("pattern");
-    session
-        .trace()
-        .enable_trace(ProcessSpec::New, true)
-        .expect("flags");
+    let session = tracing_session(&node, SampleOptions::new().hz(499).n(5));
     let stop = Arc::new(AtomicBool::new(false));
     let worker = node.spawn(traced_worker(Arc::clone(&stop))).expect("spawn");
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -726,17 +721,7 @@ fn sample_in(session: &runtime::sample::SampleSession, pid: Pid, spin: &str, at_
 fn the_samples_keep_the_traced_frames_while_a_trace_session_opens_and_closes() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let node = Node::builder().worker_threads(2).build().expect("node");
-    let session = node
-        .sample_session(SampleOptions::new().hz(499))
-        .expect("sample session");
-    session
-        .trace()
-        .set_pattern(&TracePattern::module(module_path!()))
-        .expect("pattern");
-    session
-        .trace()
-        .enable_trace(ProcessSpec::New, true)
-        .expect("flags");
+    let session = tracing_session(&node, SampleOptions::new().hz(499));
     let phase = Arc::new(std::sync::atomic::AtomicU8::new(0));
     let pid = node
         .spawn(phased_worker(Arc::clone(&phase)))

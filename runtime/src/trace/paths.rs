@@ -233,8 +233,8 @@ mod tests {
     }
 
     /// Paths a thread interned among its last few are found again without the table's lock,
-    /// however they alternate (a server and its client suspending on one thread); an older
-    /// one takes the lock again.
+    /// however they alternate (a server and its client suspending on one thread), each with
+    /// the id it was given.
     #[test]
     fn the_last_paths_interned_are_found_without_the_lock() {
         use std::sync::mpsc;

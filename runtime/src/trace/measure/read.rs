@@ -7,8 +7,8 @@
 
 use super::{
     Acc, CallEvent, CallEventKind, CallPath, CallPercentiles, CallTreeMeasurement,
-    FunctionMeasurement, PathMeasurement, ProcTraceRef, ProcessCallTree, ProcessEvents,
-    ProcessMeasurement, TraceTypes, lock,
+    FunctionMeasurement, PathMeasurement, ProcTrace, ProcTraceRef, ProcessCallTree, ProcessEvents,
+    ProcessMeasurement, SessionData, TraceTypes, lock,
 };
 use crate::trace::callsites;
 use crate::trace::session::SessionState;
@@ -69,6 +69,15 @@ pub(crate) struct Gathered {
 type Rows<T> = Vec<(ProcessMeasurement, T)>;
 
 impl SessionState {
+    /// This session's figures in `table`, a process's: `None` when the session measured it
+    /// not (or an earlier session of the same slot did).
+    fn data_in<'t>(&self, table: &'t ProcTrace) -> Option<&'t SessionData> {
+        table
+            .sessions
+            .iter()
+            .find(|d| d.bit == self.bit() && d.generation == self.generation())
+    }
+
     /// Every table of this session, taken without holding the list's lock.
     pub(super) fn tables(&self) -> Vec<ProcTraceRef> {
         lock(&self.measured).clone()
@@ -96,11 +105,7 @@ impl SessionState {
         let mut out = Vec::with_capacity(tables.len() + folded.rows().len());
         for data in tables {
             let table = lock(&data);
-            if let Some(d) = table
-                .sessions
-                .iter()
-                .find(|d| d.bit == self.bit() && d.generation == self.generation())
-            {
+            if let Some(d) = self.data_in(&table) {
                 let process = ProcessMeasurement {
                     pid: table.pid_for(self.node()),
                     initial_call: table.initial_call.clone(),
@@ -237,11 +242,7 @@ impl SessionState {
         let mut out = Vec::new();
         for data in self.tables() {
             let table = lock(&data);
-            let Some(d) = table
-                .sessions
-                .iter()
-                .find(|d| d.bit == self.bit() && d.generation == self.generation())
-            else {
+            let Some(d) = self.data_in(&table) else {
                 continue;
             };
             if d.events.is_empty() && d.dropped == 0 {
@@ -316,11 +317,7 @@ impl SessionState {
         let mut out = Vec::new();
         for data in self.tables() {
             let table = lock(&data);
-            let Some(d) = table
-                .sessions
-                .iter()
-                .find(|d| d.bit == self.bit() && d.generation == self.generation())
-            else {
+            let Some(d) = self.data_in(&table) else {
                 continue;
             };
             out.extend(d.histograms.iter().filter_map(|(id, h)| {
