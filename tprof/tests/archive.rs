@@ -1250,6 +1250,42 @@ fn write_process_percentiles_fixture() {
     archive::write_file(&fixture_profile_with_process_percentiles(), &path).unwrap();
 }
 
+/// The v2 fixture `name` without its one section of `tag` (a section added to version 2 without
+/// a bump): its sections are the v2 fixture's byte for byte, and what a reader that predates
+/// the section reads of it.
+fn without_section(name: &str, tag: u64) -> Profile {
+    let with = std::fs::read(fixture_file(name)).expect("the fixture");
+    let mut parts = sections(&with);
+    let before = parts.len();
+    parts.retain(|(t, _)| *t != tag);
+    assert_eq!(
+        before - parts.len(),
+        1,
+        "one section of tag {tag} in {name}"
+    );
+    assert_eq!(
+        frame_as(2, &parts),
+        std::fs::read(fixture_path(2)).expect("the v2 fixture")
+    );
+    read_bytes(&frame(&parts)).expect("read without the section")
+}
+
+/// The error of reading the v2 fixture `name` with its section of `tag` holding one record
+/// (source 2 of the fixture's 2, count 5): the record names a source that does not come
+/// before it.
+fn record_of_a_missing_source(name: &str, tag: u64) -> String {
+    let with = std::fs::read(fixture_file(name)).expect("the fixture");
+    let mut parts = sections(&with);
+    let at = parts
+        .iter()
+        .position(|(t, _)| *t == tag)
+        .expect("the section");
+    parts[at].1 = vec![2, 5];
+    read_bytes(&frame(&parts))
+        .expect_err("a record of a missing source is refused")
+        .to_string()
+}
+
 #[test]
 fn the_v2_lost_frees_fixture_reads_as_its_profile() {
     let profile = archive::read_file(&fixture_file("v2-lost-frees.tprof")).unwrap();
@@ -1267,13 +1303,7 @@ fn the_writer_writes_the_lost_frees_fixture_byte_for_byte() {
 /// byte for byte, whose sources lost none (a missing count reads as 0).
 #[test]
 fn without_its_lost_frees_section_the_fixture_is_the_v2_fixture() {
-    let with = std::fs::read(fixture_file("v2-lost-frees.tprof")).unwrap();
-    let mut parts = sections(&with);
-    let before = parts.len();
-    parts.retain(|(tag, _)| *tag != SAMPLE_LOST_FREES);
-    assert_eq!(before - parts.len(), 1, "one SAMPLE_LOST_FREES section");
-    assert_eq!(frame_as(2, &parts), std::fs::read(fixture_path(2)).unwrap());
-    let read = read_bytes(&frame(&parts)).unwrap();
+    let read = without_section("v2-lost-frees.tprof", SAMPLE_LOST_FREES);
     assert_eq!(read, fixture_profile_with_samples());
     assert_eq!(read.samples.lost_frees(), 0);
 }
@@ -1281,15 +1311,8 @@ fn without_its_lost_frees_section_the_fixture_is_the_v2_fixture() {
 /// A lost-frees record names a source that comes before it: one past the last is refused.
 #[test]
 fn a_lost_frees_record_of_a_missing_source_is_corrupt() {
-    let with = std::fs::read(fixture_file("v2-lost-frees.tprof")).unwrap();
-    let mut parts = sections(&with);
-    let at = parts
-        .iter()
-        .position(|(tag, _)| *tag == SAMPLE_LOST_FREES)
-        .expect("the section");
     // Source 2 of 2, 5 frees lost.
-    parts[at].1 = vec![2, 5];
-    let error = read_bytes(&frame(&parts)).unwrap_err().to_string();
+    let error = record_of_a_missing_source("v2-lost-frees.tprof", SAMPLE_LOST_FREES);
     assert!(
         error.contains("source 2, but only 2 come before it"),
         "{error}"
@@ -1321,13 +1344,7 @@ fn the_writer_writes_the_before_sampling_fixture_byte_for_byte() {
 /// for byte, whose sources have none (a missing count reads as 0).
 #[test]
 fn without_its_before_sampling_section_the_fixture_is_the_v2_fixture() {
-    let with = std::fs::read(fixture_file("v2-before-sampling.tprof")).unwrap();
-    let mut parts = sections(&with);
-    let before = parts.len();
-    parts.retain(|(tag, _)| *tag != SAMPLE_BEFORE);
-    assert_eq!(before - parts.len(), 1, "one SAMPLE_BEFORE section");
-    assert_eq!(frame_as(2, &parts), std::fs::read(fixture_path(2)).unwrap());
-    let read = read_bytes(&frame(&parts)).unwrap();
+    let read = without_section("v2-before-sampling.tprof", SAMPLE_BEFORE);
     assert_eq!(read, fixture_profile_with_samples());
     assert!(read.samples.sources.iter().all(|s| s.before_sampling == 0));
 }
@@ -1336,14 +1353,7 @@ fn without_its_before_sampling_section_the_fixture_is_the_v2_fixture() {
 /// refused.
 #[test]
 fn a_before_sampling_record_of_a_missing_source_is_corrupt() {
-    let with = std::fs::read(fixture_file("v2-before-sampling.tprof")).unwrap();
-    let mut parts = sections(&with);
-    let at = parts
-        .iter()
-        .position(|(tag, _)| *tag == SAMPLE_BEFORE)
-        .expect("the section");
-    parts[at].1 = vec![2, 5];
-    let error = read_bytes(&frame(&parts)).unwrap_err().to_string();
+    let error = record_of_a_missing_source("v2-before-sampling.tprof", SAMPLE_BEFORE);
     assert!(
         error.contains("source 2, but only 2 come before it"),
         "{error}"
@@ -1577,13 +1587,7 @@ fn the_writer_writes_the_callees_fixture_byte_for_byte() {
 /// for byte, whose wall samples know no callee.
 #[test]
 fn without_its_callees_section_the_fixture_is_the_v2_fixture() {
-    let with = std::fs::read(fixture_file("v2-callees.tprof")).unwrap();
-    let mut parts = sections(&with);
-    let before = parts.len();
-    parts.retain(|(tag, _)| *tag != SAMPLE_CALLEES);
-    assert_eq!(before - parts.len(), 1, "one SAMPLE_CALLEES section");
-    assert_eq!(frame_as(2, &parts), std::fs::read(fixture_path(2)).unwrap());
-    let read = read_bytes(&frame(&parts)).unwrap();
+    let read = without_section("v2-callees.tprof", SAMPLE_CALLEES);
     assert!(read.samples.samples.iter().all(|s| s.callee.is_none()));
 }
 
