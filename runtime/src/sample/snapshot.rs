@@ -75,11 +75,7 @@ impl Builder<'_> {
         }
         // An allocation's stack starts inside the allocator: its frames are left out.
         let from = if sample.size > 0 {
-            native
-                .iter()
-                .take(ALLOCATOR_DEPTH)
-                .rposition(|(_, f)| is_allocator(&f.function))
-                .map_or(0, |i| i + 1)
+            allocator_frames(&native)
         } else {
             0
         };
@@ -207,17 +203,39 @@ fn kept_below(native: &[(u64, super::NativeFrame)], innermost: Option<&'static C
 /// looked for.
 const ALLOCATOR_DEPTH: usize = 24;
 
+/// How many of an allocation's native frames (innermost first) are the allocator's: up to the
+/// outermost of them within [`ALLOCATOR_DEPTH`].
+fn allocator_frames(native: &[(u64, super::NativeFrame)]) -> usize {
+    native
+        .iter()
+        .take(ALLOCATOR_DEPTH)
+        .rposition(|(_, f)| is_allocator(&f.function))
+        .map_or(0, |i| i + 1)
+}
+
 /// Whether a native function is the allocator's: the counting allocator and the sampler's
-/// hook, or the global allocator's entry points. An allocation's stack keeps the frames outside
-/// the outermost of them (those of the code that allocated; the standard library's `alloc::`
+/// hook, or the global allocator's entry points (`__rust_alloc` and its kin, the default
+/// allocator's `__rdl_*` and a `#[global_allocator]`'s `__rg_*` shims; recent compilers name
+/// them inside a `__rustc` module). An allocation's stack keeps the frames outside the
+/// outermost of them (those of the code that allocated; the standard library's `alloc::`
 /// frames above them stay, and reports by site pass over them).
+///
+/// Only those names: other `__rust` symbols are the standard library's, and some sit in every
+/// process's stack a few frames above the code that allocated (`__rust_try`, the landing pad
+/// of the `catch_unwind` that each poll runs in). Taken for the allocator's, such a frame cut
+/// the code that allocated out of the stack: an unoptimized build with `debug = "limited"`
+/// sited every allocation of a traced function's body at the poll wrapper.
 fn is_allocator(function: &str) -> bool {
     let f = function.trim_start_matches('<');
-    f.starts_with("runtime::heap::")
-        || f.starts_with("runtime::sample::alloc")
-        || f.starts_with("__rust")
-        || f.starts_with("__rdl")
-        || f.starts_with("__rg_")
+    if f.starts_with("runtime::heap::") || f.starts_with("runtime::sample::alloc") {
+        return true;
+    }
+    let entry = f.strip_prefix("__rustc::").unwrap_or(f);
+    matches!(
+        entry,
+        "__rust_alloc" | "__rust_dealloc" | "__rust_realloc" | "__rust_alloc_zeroed"
+    ) || entry.starts_with("__rdl_")
+        || entry.starts_with("__rg_")
 }
 
 /// Whether a native frame is the runtime's poll wrapper or trace machinery: by its qualified
@@ -388,6 +406,49 @@ mod tests {
                 line: Some(line),
             },
         )
+    }
+
+    /// An allocation's stack loses the allocator's frames and no more: the standard
+    /// library's other `__rust` symbols are not the allocator's, though `__rust_try` (each
+    /// poll's `catch_unwind`) sits within the frames looked through in an unoptimized build.
+    #[test]
+    fn an_allocation_keeps_the_frames_of_the_code_that_allocated() {
+        let stack: Vec<_> = [
+            "runtime::heap::alloc::CountingAlloc::alloc",
+            "__rustc::__rust_alloc",
+            "alloc::alloc::alloc",
+            "alloc::vec::Vec<T>::with_capacity",
+            "app::allocate_much",
+            "app::main::{{closure}}",
+            "runtime::world::process::task::ProcessTask<F>::poll::{{closure}}",
+            "std::panicking::catch_unwind::do_call",
+            "__rust_try",
+            "std::panicking::catch_unwind",
+            "std::sys::backtrace::__rust_begin_short_backtrace",
+        ]
+        .iter()
+        .map(|f| native(f, "/src/app.rs", 1))
+        .collect();
+        assert_eq!(allocator_frames(&stack), 2, "up to __rust_alloc");
+        for entry in [
+            "__rust_alloc",
+            "__rust_dealloc",
+            "__rust_realloc",
+            "__rustc::__rust_alloc_zeroed",
+            "__rdl_alloc",
+            "__rustc::__rdl_realloc",
+            "__rg_alloc",
+            "<runtime::heap::alloc::CountingAlloc as core::alloc::global::GlobalAlloc>::alloc",
+        ] {
+            assert!(is_allocator(entry), "{entry}");
+        }
+        for other in [
+            "__rust_try",
+            "__rust_begin_short_backtrace",
+            "__rustc::__rust_start_panic",
+        ] {
+            assert!(!is_allocator(other), "{other}");
+        }
     }
 
     /// Each traced frame gets the line of its own native frame: the innermost the sampled
