@@ -443,3 +443,76 @@ fn allocation_samples_in_a_poll_begun_before_sampling_are_counted_and_said() {
     assert_eq!(before_sampling(&text), None, "{text}");
     assert!(text.contains("sample_late::churn/2"), "{text}");
 }
+
+/// Opens a trace session of `types` on `node`, tracing every function and every process
+/// (existing ones too).
+fn open_trace(node: &Node, types: runtime::trace::TraceTypes) -> runtime::trace::TraceSession {
+    let session = node.trace_session_with(types).unwrap();
+    session.set_pattern(&TracePattern::all()).unwrap();
+    session.enable_trace(ProcessSpec::All, true).unwrap();
+    session
+}
+
+/// `tprof top`'s row of `spinning` and its table, and the count of processes it says polled
+/// before sampling.
+fn top_row(spinning: &Spinning) -> (tprof::control::protocol::ProcessRow, String, usize) {
+    let frame = snapshot(spinning.node.handle(), SortKey::Pid, 10, 0x70b);
+    let table = render(&frame);
+    let row = frame
+        .rows
+        .iter()
+        .find(|r| r.pid == spinning.pid.to_string())
+        .unwrap_or_else(|| panic!("{table}"))
+        .clone();
+    (row, table, frame.before_sampling)
+}
+
+/// Under a call_time, call_memory or CPU session alone, `tprof top`'s IN column says that
+/// it does not know what a loop entered before the session runs in, and why, and counts it;
+/// under one opened before the loop began, it names the function.
+#[test]
+fn top_says_what_it_does_not_know_under_call_time_call_memory_and_cpu_sessions() {
+    use runtime::trace::TraceTypes;
+    // Each kind's session, kept open until dropped.
+    type Opened = Box<dyn std::any::Any>;
+    type Opener = fn(&Node) -> Opened;
+    let kinds: [(&str, Opener); 3] = [
+        ("call_time", |n| {
+            Box::new(open_trace(n, TraceTypes::CALL_TIME))
+        }),
+        ("call_memory", |n| {
+            Box::new(open_trace(n, TraceTypes::CALL_MEMORY))
+        }),
+        ("cpu", |n| Box::new(open(n, Sampler::Cpu, ProcessSpec::All))),
+    ];
+    for (kind, opener) in kinds {
+        // Opened on the running loop.
+        let spinning = Spinning::start(node());
+        let session = opener(&spinning.node);
+        let (row, table, before) = top_row(&spinning);
+        assert_eq!(row.current_function, None, "{kind}: {table}");
+        assert!(row.polled_before_sampling, "{kind}: {table}");
+        assert!(
+            table.contains("? (polled before sampling)"),
+            "{kind}: {table}"
+        );
+        assert_eq!(before, 1, "{kind}: {table}");
+        drop(session);
+        drop(spinning);
+
+        // Opened before the loop began.
+        let node = node();
+        let session = opener(&node);
+        let spinning = Spinning::start(node);
+        let (row, table, before) = top_row(&spinning);
+        assert_eq!(
+            row.current_function.as_deref(),
+            Some("sample_late::spin/2"),
+            "{kind}: {table}"
+        );
+        assert!(!row.polled_before_sampling, "{kind}: {table}");
+        assert_eq!(before, 0, "{kind}: {table}");
+        drop(session);
+        drop(spinning);
+    }
+}

@@ -116,8 +116,9 @@ pub struct TopFrame {
     pub sort: String,
     /// The first processes by the key; their `polls` are those since the previous refresh.
     pub rows: Vec<ProcessRow>,
-    /// The node's processes (shown or not) that a wall sample session samples but whose
-    /// current poll (running) or last one (suspended) began before any did: what they run or
+    /// The node's processes (shown or not) that a session measures (a sample session,
+    /// call_time or call_memory) but whose current poll (running) or last one (suspended)
+    /// began before any did: what they run or
     /// wait in (the IN column) is unknown ([`ProcessRow::polled_before_sampling`]).
     #[serde(default)]
     pub before_sampling: usize,
@@ -148,7 +149,7 @@ struct Ranked {
     /// Whom it calls, in a call.
     callee: Option<Pid>,
     name: Option<Name>,
-    /// Sampled by a wall session from a poll begun before it ([`TopFrame::before_sampling`]).
+    /// Measured by a session from a poll begun before it ([`TopFrame::before_sampling`]).
     before_sampling: bool,
 }
 
