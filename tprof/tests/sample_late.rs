@@ -557,6 +557,10 @@ fn top_says_what_it_does_not_know_under_call_time_call_memory_and_cpu_sessions()
             "{kind}: {table}"
         );
         assert_eq!(before, 1, "{kind}: {table}");
+        assert!(
+            table.contains("(open the session, sample, call_time or call_memory, before"),
+            "{kind}: {table}"
+        );
         drop(session);
         drop(spinning);
 

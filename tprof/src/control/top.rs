@@ -306,8 +306,8 @@ pub fn render(frame: &TopFrame) -> String {
         let _ = writeln!(
             out,
             "{} {} sampled in a poll begun before sampling began: what {} or {} in (IN) \
-             is unknown until {} next poll (open the sample session before the work begins to \
-             see a long loop's)",
+             is unknown until {} next poll (open the session, sample, call_time or call_memory, \
+             before the work begins to see a long loop's)",
             frame.before_sampling,
             if frame.before_sampling == 1 {
                 "process"
