@@ -81,11 +81,13 @@ pub struct ProcessView<'a> {
     /// The traced function it runs or is suspended in, while a session measures it
     /// ([`ProcessInfo::current_function`](crate::ProcessInfo)).
     pub current_function: Option<&'static Callsite>,
-    /// Whether a wall sample session samples it now but its current poll (running) or last
-    /// one (suspended) began before any did: what it runs or waits in is then unknown (no
-    /// traced frame entered before sampling began is known; [`current_function`](Self::current_function)
-    /// is `None` unless another session measured that poll). False while no wall session
-    /// samples it.
+    /// Whether a session measures it now (a sample session of any sampler, call_time or
+    /// call_memory) but its current poll (running) or last one (suspended) began before any
+    /// did: what it runs or waits in is then unknown (no traced frame entered before the
+    /// session began is known), and [`current_function`](Self::current_function) is `None`.
+    /// False while no session measures it. (A session's flag leaves a mark on a process no
+    /// session measures yet, which its first measured poll overwrites: see
+    /// `runtime::trace::unmeasured` in the sources for what it can miss.)
     pub polled_before_sampling: bool,
 }
 
@@ -114,7 +116,7 @@ pub fn walk(node: &NodeHandle, mut visit: impl FnMut(&ProcessView<'_>)) -> usize
             let current = p
                 .current_function()
                 .and_then(|id| crate::trace::callsites().get(id as usize));
-            let before = p.path_unknown_to_sampling();
+            let before = p.function_unknown();
             (
                 p.pid,
                 p.parent(),

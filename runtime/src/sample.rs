@@ -127,6 +127,7 @@ mod cpu;
 mod data;
 mod ended;
 mod native;
+mod open;
 mod options;
 #[cfg(target_os = "linux")]
 mod perf;
@@ -150,6 +151,7 @@ pub use crate::sampled::{BUSY_THREAD_NS, CpuCoverage, CpuSource, JUDGED_PERIODS,
 use data::live_sites;
 pub use data::{LiveSite, ProcessState, Sample, SampleData, SampledThread};
 pub use native::walkable as native_stacks_walkable;
+pub use open::OpenSampleSession;
 pub use options::{MAX_HZ, SampleError, SampleOptions, Sampler};
 pub use symbols::{NativeFrame, symbolize, symbolize_all};
 
@@ -302,6 +304,7 @@ impl NodeHandle {
                 );
             }
         }
+        open::opened(self.id(), trace.slot(), options.sampler, options.hz);
         Ok(SampleSession {
             store,
             ended,
@@ -477,6 +480,7 @@ impl SampleSession {
 
 impl Drop for SampleSession {
     fn drop(&mut self) {
+        open::closed(self.node.id(), self.trace.slot());
         self.ended.close();
         match self.options.sampler {
             Sampler::Cpu => {

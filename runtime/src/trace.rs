@@ -117,6 +117,7 @@ mod snapshot;
 mod stack;
 mod tls;
 pub(crate) mod tree;
+pub(crate) mod unmeasured;
 
 pub use callsite::{CALLSITES, Callsite, Frame, Traced, callsites, enter};
 /// Traces a block as a call of its own, named by the string:

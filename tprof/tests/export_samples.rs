@@ -1166,6 +1166,54 @@ fn html_of_samples_filters_by_focus_hide_and_plumbing_in_the_page() {
         "{dom}"
     );
     assert!(dom.contains(&row("0x402000")), "{dom}");
+    // Rust's Unicode classes are read with JavaScript's `u` flag (a bare script name as
+    // script extensions, `\pL` as `\p{L}`), and with them an escaped punctuation character
+    // (`\:`), which that flag refuses as written. Fragments are percent-encoded: `\` `{` `}`.
+    for focus in [
+        "%5Cp%7BLu%7Darser",
+        "%5CpLarser",
+        "%5C:%5C:%5Cp%7BLatin%7Darse",
+    ] {
+        let dom = common::browser::page_dom_at(&html, &format!("#focus={focus}")).unwrap();
+        assert!(dom.contains("1 of 8 samples shown"), "{focus}: {dom}");
+        assert!(
+            !dom.contains("id=\"filtered\" class=\"error\""),
+            "{focus}: {dom}"
+        );
+        assert!(!dom.contains(&row("0x402000")), "{focus}: {dom}");
+    }
+    // What has no JavaScript equivalent is named: a class name as Rust alone spells it, a
+    // word boundary, a class set operation, a form the `u` flag refuses (as the DOM writes
+    // them: `&lt;`, `&amp;`).
+    for (focus, written, why) in [
+        (
+            "%5Cp%7Blatin%7Darse",
+            "\\p{latin}arse",
+            "the class `\\p{latin}` has no JavaScript equivalent",
+        ),
+        (
+            "%5C%3Cparse",
+            "\\&lt;parse",
+            "the word boundary `\\&lt;` has no JavaScript equivalent",
+        ),
+        (
+            "%5B%5Cp%7BL%7D%26%26a%5D",
+            "[\\p{L}&amp;&amp;a]",
+            "class set operations",
+        ),
+        (
+            "%5Cp%7BL%7D%5D",
+            "\\p{L}]",
+            "its Unicode classes need JavaScript's `u` flag, under which",
+        ),
+    ] {
+        let dom = common::browser::page_dom_at(&html, &format!("#focus={focus}")).unwrap();
+        assert!(
+            dom.contains(&format!("focus `{written}` cannot be read here ({why}")),
+            "{focus}: {dom}"
+        );
+        assert!(dom.contains(&row("0x402000")), "{focus}: {dom}");
+    }
     let dom = common::browser::page_dom_at(&html, "#focus=no_such_frame").unwrap();
     assert!(
         dom.contains("No sample has a frame the focus matches."),

@@ -298,19 +298,7 @@ fn census_views(
         .collect();
     let count = census.samples.sources[0].before_sampling;
     let frame = snapshot(spinning.node.handle(), SortKey::Pid, 10, 0x5a4e);
-    let path = std::env::temp_dir().join(format!("tprof-late-{}-{test}.sock", std::process::id()));
-    let endpoint = ControlEndpoint::open(
-        spinning.node.handle(),
-        ControlOptions::new()
-            .path(path)
-            .http("127.0.0.1:0")
-            .http_open(true),
-    )
-    .unwrap();
-    let text = get(
-        endpoint.http_addr().unwrap(),
-        "/debug/pprof/goroutine?debug=1",
-    );
+    let [text] = goroutine_texts(spinning, test, [1]);
     (frame, text, comments, count)
 }
 
@@ -442,4 +430,153 @@ fn allocation_samples_in_a_poll_begun_before_sampling_are_counted_and_said() {
     assert_eq!(data.before_sampling, 0, "{text}");
     assert_eq!(before_sampling(&text), None, "{text}");
     assert!(text.contains("sample_late::churn/2"), "{text}");
+}
+
+/// The pull endpoint on `spinning`'s node (a socket named after `test`), and the body of its
+/// `/debug/pprof/goroutine?debug=N` for `levels`.
+fn goroutine_texts<const N: usize>(
+    spinning: &Spinning,
+    test: &str,
+    levels: [u8; N],
+) -> [String; N] {
+    let path = std::env::temp_dir().join(format!("tprof-late-{}-{test}.sock", std::process::id()));
+    let endpoint = ControlEndpoint::open(
+        spinning.node.handle(),
+        ControlOptions::new()
+            .path(path)
+            .http("127.0.0.1:0")
+            .http_open(true),
+    )
+    .unwrap();
+    let addr = endpoint.http_addr().unwrap();
+    levels.map(|level| get(addr, &format!("/debug/pprof/goroutine?debug={level}")))
+}
+
+/// The block of `pid` in a `goroutine?debug=2` text.
+fn block_of(text: &str, pid: Pid) -> &str {
+    let head = format!("process {pid}");
+    let at = text
+        .find(&head)
+        .unwrap_or_else(|| panic!("no {head}: {text}"));
+    let block = &text[at..];
+    &block[..block.find("\n\n").unwrap_or(block.len())]
+}
+
+/// With a wall session open since before the loop began, the goroutine endpoint reads what
+/// that session measured: the spinning process is in `spin`, and the header names the session
+/// it read. With none open, it says why the loop's path is unknown, as before.
+#[test]
+fn the_goroutine_endpoint_reads_the_paths_of_a_wall_session_already_open() {
+    let (spinning, session) = opened_before_the_loop(Sampler::Wall);
+    let slot = session.trace().slot();
+    let [each, grouped] = goroutine_texts(&spinning, "open-wall", [2, 1]);
+    let block = block_of(&each, spinning.pid);
+    assert!(block.contains("sample_late::spin/2"), "{each}");
+    for text in [&each, &grouped] {
+        assert!(
+            text.contains(&format!(
+                "# traced paths as measured by the sample sessions open on this node: wall (slot {slot}"
+            )),
+            "{text}"
+        );
+        assert!(!text.contains("before sampling"), "{text}");
+    }
+    assert!(grouped.contains("sample_late::spin/2"), "{grouped}");
+    drop(session);
+    drop(spinning);
+
+    // None open: the endpoint's own session, which began after the loop did.
+    let spinning = Spinning::start(node());
+    let [each, grouped] = goroutine_texts(&spinning, "none-open", [2, 1]);
+    let block = block_of(&each, spinning.pid);
+    assert!(
+        block.contains("(traced path unknown: polled before sampling began)"),
+        "{each}"
+    );
+    assert!(
+        grouped
+            .contains("# 1 of them polled before sampling began: their traced paths are unknown"),
+        "{grouped}"
+    );
+    assert!(
+        !grouped.contains("# traced paths as measured by"),
+        "{grouped}"
+    );
+}
+
+/// Opens a trace session of `types` on `node`, tracing every function and every process
+/// (existing ones too).
+fn open_trace(node: &Node, types: runtime::trace::TraceTypes) -> runtime::trace::TraceSession {
+    let session = node.trace_session_with(types).unwrap();
+    session.set_pattern(&TracePattern::all()).unwrap();
+    session.enable_trace(ProcessSpec::All, true).unwrap();
+    session
+}
+
+/// `tprof top`'s row of `spinning` and its table, and the count of processes it says polled
+/// before sampling.
+fn top_row(spinning: &Spinning) -> (tprof::control::protocol::ProcessRow, String, usize) {
+    let frame = snapshot(spinning.node.handle(), SortKey::Pid, 10, 0x70b);
+    let table = render(&frame);
+    let row = frame
+        .rows
+        .iter()
+        .find(|r| r.pid == spinning.pid.to_string())
+        .unwrap_or_else(|| panic!("{table}"))
+        .clone();
+    (row, table, frame.before_sampling)
+}
+
+/// Under a call_time, call_memory or CPU session alone, `tprof top`'s IN column says that
+/// it does not know what a loop entered before the session runs in, and why, and counts it;
+/// under one opened before the loop began, it names the function.
+#[test]
+fn top_says_what_it_does_not_know_under_call_time_call_memory_and_cpu_sessions() {
+    use runtime::trace::TraceTypes;
+    // Each kind's session, kept open until dropped.
+    type Opened = Box<dyn std::any::Any>;
+    type Opener = fn(&Node) -> Opened;
+    let kinds: [(&str, Opener); 3] = [
+        ("call_time", |n| {
+            Box::new(open_trace(n, TraceTypes::CALL_TIME))
+        }),
+        ("call_memory", |n| {
+            Box::new(open_trace(n, TraceTypes::CALL_MEMORY))
+        }),
+        ("cpu", |n| Box::new(open(n, Sampler::Cpu, ProcessSpec::All))),
+    ];
+    for (kind, opener) in kinds {
+        // Opened on the running loop.
+        let spinning = Spinning::start(node());
+        let session = opener(&spinning.node);
+        let (row, table, before) = top_row(&spinning);
+        assert_eq!(row.current_function, None, "{kind}: {table}");
+        assert!(row.polled_before_sampling, "{kind}: {table}");
+        assert!(
+            table.contains("? (polled before sampling)"),
+            "{kind}: {table}"
+        );
+        assert_eq!(before, 1, "{kind}: {table}");
+        assert!(
+            table.contains("(open the session, sample, call_time or call_memory, before"),
+            "{kind}: {table}"
+        );
+        drop(session);
+        drop(spinning);
+
+        // Opened before the loop began.
+        let node = node();
+        let session = opener(&node);
+        let spinning = Spinning::start(node);
+        let (row, table, before) = top_row(&spinning);
+        assert_eq!(
+            row.current_function.as_deref(),
+            Some("sample_late::spin/2"),
+            "{kind}: {table}"
+        );
+        assert!(!row.polled_before_sampling, "{kind}: {table}");
+        assert_eq!(before, 0, "{kind}: {table}");
+        drop(session);
+        drop(spinning);
+    }
 }

@@ -25,6 +25,7 @@ use super::store::{Store, now_ns};
 use super::{ProcessState, Sample};
 use crate::node::NodeInner;
 use crate::process::{Process, ProcessStatus};
+use crate::trace::unmeasured::Current;
 use crate::trace::{Callsite, callsites};
 
 /// The wall sampler of one session: stops when dropped.
@@ -257,7 +258,7 @@ fn sample_slot(
         return false;
     }
     if let Some((weight, time, paths)) = build {
-        store.keep(sample_of(p, store.bit, weight, time, paths));
+        store.keep(sample_of(p, store.bit, weight, time, paths, false));
     }
     true
 }
@@ -273,26 +274,38 @@ pub(crate) fn census(node: &NodeInner, bit: u32, time: u64) -> Vec<Sample> {
                 && let Some(p) = read.as_deref()
                 && p.trace_flags.traced() & (1 << bit) != 0
             {
-                out.push(sample_of(p, bit, 1.0, time, &mut paths));
+                out.push(sample_of(p, bit, 1.0, time, &mut paths, true));
             }
         }
         out
     })
 }
 
-/// A wall sample of `p`.
-fn sample_of(p: &Process, bit: u32, weight: f64, time: u64, paths: &mut Paths) -> Sample {
+/// A wall sample of `p`; in a `census`, a process with no suspended path known (running, or
+/// waiting after a poll no wall session measured) is given the traced function a session
+/// measuring its poll recorded, if one did (see [`census_function`]).
+fn sample_of(
+    p: &Process,
+    bit: u32,
+    weight: f64,
+    time: u64,
+    paths: &mut Paths,
+    census: bool,
+) -> Sample {
     let (status, queue, waiting) = p.status_queue_and_wait();
     let account = p.trace_account_if_any();
     // Running in, or suspended after, a poll no wall session measured: where it runs or
     // waits is not known to the session (the path its account holds is an older poll's).
-    let before_sampling = p.polled_before_sampling();
-    let path: Vec<&'static Callsite> = match (status, account) {
+    let mut before_sampling = p.polled_before_sampling();
+    let mut path: Vec<&'static Callsite> = match (status, account) {
         (ProcessStatus::Waiting | ProcessStatus::Runnable, Some(account)) if !before_sampling => {
             paths.frames(account.suspended_path(), bit)
         }
         _ => Vec::new(),
     };
+    if census && path.is_empty() {
+        (path, before_sampling) = census_function(p, bit, before_sampling);
+    }
     let state = ProcessState::of(status, waiting, path.last().copied());
     Sample {
         pid: Some(p.pid),
@@ -310,6 +323,27 @@ fn sample_of(p: &Process, bit: u32, weight: f64, time: u64, paths: &mut Paths) -
         address: 0,
         live: false,
         before_sampling,
+    }
+}
+
+/// What a census knows of `p`, which has no suspended path a wall session recorded (running,
+/// or waiting after a poll no wall session measured; `before` says the latter): the traced
+/// function the traced stack recorded in its poll, when a session of any kind measured that
+/// poll (a path of that innermost frame alone, if session `bit` traces it), and whether what
+/// it runs or waits in is unknown. A wall tick does not read it: its samples of running
+/// processes stay without traced frames, as the wall report says.
+fn census_function(p: &Process, bit: u32, before: bool) -> (Vec<&'static Callsite>, bool) {
+    match p.current() {
+        Current::Function(id) => {
+            let path = callsites()
+                .get(id as usize)
+                .filter(|cs| cs.sessions() & (1 << bit) != 0)
+                .map(|cs| vec![cs])
+                .unwrap_or_default();
+            (path, false)
+        }
+        Current::Unknown => (Vec::new(), true),
+        Current::None => (Vec::new(), before),
     }
 }
 

@@ -24,6 +24,10 @@ pub(crate) trait FlaggedProcess: TracedProcess + Send + Sync {
     fn poll_running(&self) -> Option<u32>;
     /// Whether it is the process running on this thread (not a helper task of it).
     fn is_current_owner(&self) -> bool;
+    /// Its polls so far, wrapping at `u32::MAX`.
+    fn polls(&self) -> u32;
+    /// Its account, if it has one: every measured poll has made it one.
+    fn account_if_any(&self) -> Option<&'static crate::heap::Account>;
 }
 
 /// Sessions that want every new process of their node, one bit per session slot.
@@ -280,7 +284,14 @@ pub(crate) fn apply(
     set_on_spawn: bool,
 ) -> Result<FlagOutcome, FlagError> {
     let bit = state.bit();
-    let set = |p: &dyn FlaggedProcess| p.trace_flags().set(bit, on, set_on_spawn);
+    let set = |p: &dyn FlaggedProcess| {
+        if on {
+            // Before the flag: a poll that begins after it is measured and overwrites the
+            // mark (see `unmeasured`).
+            super::unmeasured::mark(p);
+        }
+        p.trace_flags().set(bit, on, set_on_spawn);
+    };
     let mut outcome = FlagOutcome::default();
     // The processes whose flag was set or cleared.
     let mut changed: Vec<Arc<dyn FlaggedProcess>> = Vec::new();

@@ -63,6 +63,7 @@ use crate::registry::Name;
 use crate::signal::{Down, MonitorRef, Signal, send_exit_signal};
 use crate::timer::CallTimer;
 use crate::trace::TraceFlags;
+use crate::trace::unmeasured::Current;
 use crate::{Exit, ExitReason, Message, Pid};
 use few::Few;
 use once::SetOnce;
@@ -298,6 +299,20 @@ impl Process {
             && self.polled_before_sampling()
     }
 
+    /// Whether a session measures it now (of any kind: a sample session, call_time,
+    /// call_memory) but the traced function it runs or waits in is unknown: its current poll
+    /// (running) or last one (suspended) began before any session measured it, as the mark
+    /// its first flag left says ([`crate::trace::unmeasured`]), or, under a wall sample
+    /// session, as [`path_unknown_to_sampling`](Self::path_unknown_to_sampling) says, unless
+    /// another session measured that poll and recorded its function.
+    pub(crate) fn function_unknown(&self) -> bool {
+        match self.current() {
+            Current::Function(_) => false,
+            Current::Unknown => crate::trace::sessions_measuring(self) != 0,
+            Current::None => self.path_unknown_to_sampling(),
+        }
+    }
+
     /// While one of its polls runs, the number that poll counted itself as
     /// ([`polls`](Self::polls)); `None` between polls (suspended, not polled yet, or ending).
     /// A poll seen running has ended once this gives `None` or another number: a poll leaves
@@ -309,7 +324,16 @@ impl Process {
 
     /// The traced function it runs or is suspended in, as its account recorded it.
     pub(crate) fn current_function(&self) -> Option<u32> {
-        self.account.get().and_then(|a| a.current_function())
+        match self.current() {
+            Current::Function(id) => Some(id),
+            Current::None | Current::Unknown => None,
+        }
+    }
+
+    /// What its account's current-function cell says, decoded against its polls: a function,
+    /// none, or unknown (a poll no session measured; see [`crate::trace::unmeasured`]).
+    pub(crate) fn current(&self) -> Current {
+        crate::trace::unmeasured::read_process(self.account.get(), self.polls())
     }
 
     /// Its links, monitors, name and pending exit, under its mailbox's lock. Every critical

@@ -290,11 +290,12 @@ pub struct ProcessRow {
     #[serde(default)]
     pub polls: u32,
     /// The traced function it runs or is suspended in (`module::function/arity`), while a
-    /// call_time or call_memory session measures it.
+    /// session measures it (a sample session, call_time or call_memory).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub current_function: Option<String>,
-    /// Whether a wall sample session samples it but its current poll (running) or last one
-    /// (suspended) began before any did: what it runs or waits in is then unknown (see
+    /// Whether a session measures it (a sample session, call_time or call_memory) but its
+    /// current poll (running) or last one (suspended) began before any did: what it runs or
+    /// waits in is then unknown (see
     /// [`runtime::introspect::ProcessView::polled_before_sampling`]).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub polled_before_sampling: bool,

@@ -116,8 +116,9 @@ pub struct TopFrame {
     pub sort: String,
     /// The first processes by the key; their `polls` are those since the previous refresh.
     pub rows: Vec<ProcessRow>,
-    /// The node's processes (shown or not) that a wall sample session samples but whose
-    /// current poll (running) or last one (suspended) began before any did: what they run or
+    /// The node's processes (shown or not) that a session measures (a sample session,
+    /// call_time or call_memory) but whose current poll (running) or last one (suspended)
+    /// began before any did: what they run or
     /// wait in (the IN column) is unknown ([`ProcessRow::polled_before_sampling`]).
     #[serde(default)]
     pub before_sampling: usize,
@@ -148,7 +149,7 @@ struct Ranked {
     /// Whom it calls, in a call.
     callee: Option<Pid>,
     name: Option<Name>,
-    /// Sampled by a wall session from a poll begun before it ([`TopFrame::before_sampling`]).
+    /// Measured by a session from a poll begun before it ([`TopFrame::before_sampling`]).
     before_sampling: bool,
 }
 
@@ -305,8 +306,8 @@ pub fn render(frame: &TopFrame) -> String {
         let _ = writeln!(
             out,
             "{} {} sampled in a poll begun before sampling began: what {} or {} in (IN) \
-             is unknown until {} next poll (open the sample session before the work begins to \
-             see a long loop's)",
+             is unknown until {} next poll (open the session, sample, call_time or call_memory, \
+             before the work begins to see a long loop's)",
             frame.before_sampling,
             if frame.before_sampling == 1 {
                 "process"

@@ -106,6 +106,14 @@ impl FlaggedProcess for Process {
     fn is_current_owner(&self) -> bool {
         with_current_owner(|p| p.is_some_and(|p| std::ptr::eq(&**p, self)))
     }
+
+    fn polls(&self) -> u32 {
+        Process::polls(self)
+    }
+
+    fn account_if_any(&self) -> Option<&'static crate::heap::Account> {
+        self.trace_account_if_any()
+    }
 }
 
 /// What tracing reads of a process at each poll: field reads, inlined into the generic poll

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use runtime::NodeHandle;
-use runtime::sample::{Sample, SampleOptions, SampleSession, Sampler};
+use runtime::sample::{OpenSampleSession, Sample, SampleOptions, SampleSession, Sampler};
 use runtime::trace::{ProcessSpec, TracePattern};
 
 use super::Answer;
@@ -91,22 +91,59 @@ fn census_session(node: &NodeHandle) -> Result<SampleSession, Answer> {
 
 /// Every process once, at the traced path it runs or waits in, as gzipped pprof (one sample
 /// per process, labelled with its pid, name and state).
+/// A comment names the sample sessions open on the node whose paths it read, as
+/// [`processes_text`]'s header does.
 pub(super) fn processes(node: &NodeHandle) -> Result<Vec<u8>, Answer> {
+    let open = node.open_sample_sessions();
     let snapshot = census_session(node)?.census_snapshot();
     let profile = Profile::from_snapshot(&snapshot, TraceType::CallCount, &["tprof"]);
     // Go's goroutine profile counts goroutines (`goroutine/count`), not wall time.
+    let mut proto = export::pprof::goroutine_proto(&profile);
+    if let Some(line) = measured_by(&open) {
+        proto.string_table.push(format!("tprof: {line}"));
+        proto
+            .comment
+            .push(i64::try_from(proto.string_table.len() - 1).unwrap_or(i64::MAX));
+    }
     let mut out = Vec::new();
-    export::pprof::write_proto(&export::pprof::goroutine_proto(&profile), &mut out)
+    export::pprof::write_proto(&proto, &mut out)
         .map_err(|e| Answer::text(500, format!("cannot write the profile: {e}")))?;
     Ok(out)
 }
 
+/// The sample sessions `open` on the node, as the census names them (none: `None`).
+fn measured_by(open: &[OpenSampleSession]) -> Option<String> {
+    (!open.is_empty()).then(|| {
+        format!(
+            "traced paths as measured by the sample sessions open on this node: {}",
+            open.iter()
+                .map(|s| format!(
+                    "{} (slot {}, open {:.1} s)",
+                    s.sampler,
+                    s.slot,
+                    s.open_for.as_secs_f64()
+                ))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    })
+}
+
 /// Every process as text, as Go's `goroutine?debug=1` (processes grouped by state and path,
 /// most first) or `debug=2` (one block per process, by pid). Paths innermost first.
+///
+/// The census reads where each process runs or waits as the sessions measuring its polls
+/// recorded it: when sample sessions are open on the node already (opened by the program, an
+/// attached `tprof`, another request), those paths are theirs, and the header names them;
+/// otherwise only the census's own session measures, from the request on.
 pub(super) fn processes_text(node: &NodeHandle, each: bool) -> Result<String, Answer> {
+    let open = node.open_sample_sessions();
     let mut census = census_session(node)?.census();
     census.sort_by_key(|s| s.pid);
     let mut out = String::new();
+    if let Some(line) = measured_by(&open) {
+        let _ = writeln!(out, "# {line}");
+    }
     if each {
         for sample in &census {
             let pid = sample.pid.map(|p| p.to_string()).unwrap_or_default();
@@ -142,9 +179,14 @@ pub(super) fn processes_text(node: &NodeHandle, each: bool) -> Result<String, An
     let _ = writeln!(out, "process profile: total {}", census.len());
     let unknown = census.iter().filter(|s| s.before_sampling).count();
     if unknown > 0 {
+        let why = if open.is_empty() {
+            BEFORE_SAMPLING
+        } else {
+            BEFORE_OPEN_SESSIONS
+        };
         let _ = writeln!(
             out,
-            "# {unknown} of them polled before sampling began: {BEFORE_SAMPLING}"
+            "# {unknown} of them polled before sampling began: {why}"
         );
     }
     for (count, sample) in groups {
@@ -161,10 +203,16 @@ fn state(sample: &Sample) -> &'static str {
 
 /// Why a process's traced path is unknown when its current or last poll began before the
 /// census's session (or another wall sample session) sampled it.
-const BEFORE_SAMPLING: &str = "their traced paths are unknown (a wall sample session records \
-     where a process runs or waits from the first poll it measures; the census opens its own \
-     session, so a process running one long poll, or waiting since before, shows none unless a \
-     wall sample session was open when that poll began)";
+const BEFORE_SAMPLING: &str = "their traced paths are unknown (a sample session records \
+     where a process runs or waits from the first poll it measures; no sample session was open \
+     on this node, so the census opened its own, and a process running one long poll, or \
+     waiting since before, shows none unless a sample session was open when that poll began)";
+
+/// Why a process's traced path is unknown when sample sessions were open on the node before
+/// the census.
+const BEFORE_OPEN_SESSIONS: &str = "their traced paths are unknown (their current or last \
+     poll began before the sessions open on this node measured them: a process running one \
+     long poll, or waiting since before, shows none until its next poll)";
 
 /// The sample's traced path, innermost first: each function and, below it, where it is.
 fn write_path(out: &mut String, sample: &Sample, prefix: &str) {

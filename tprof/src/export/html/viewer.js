@@ -231,8 +231,15 @@
   }
   // A pattern as `tprof report` reads it (Rust's regular expressions) made JavaScript's: a
   // leading flags group, `(?i)` (with m and s), becomes the expression's flags, `(?P<name>`
-  // is `(?<name>`, `\A` and `\z` (the text's start and end) are `^` and `$`. A form that
-  // cannot be translated throws a RangeError saying which; one neither reads, a SyntaxError.
+  // is `(?<name>`, `\A` and `\z` (the text's start and end) are `^` and `$`, `\a` is `\x07`.
+  // Unicode classes (`\p{L}`, `\pL`, `\P{Greek}`, `\p{^L}`) and `\x{HHHH}` need JavaScript's
+  // `u` flag, which the expression then gets; a bare script name (`\p{Greek}`, Rust's
+  // script-extensions class) is `\p{scx=Greek}`. Under `u`, JavaScript refuses an escaped
+  // character that is not a syntax one (Rust's `\#`, `\-`, `\:`): those become `\xHH`, in
+  // every pattern. A form that cannot be translated (`(?x)`, flags past the start, Rust's word
+  // boundaries `\<`, `\>`, `\b{...}`, class set operations (`[\p{L}&&\p{Greek}]`), a class
+  // name JavaScript does not know, or a form the `u` flag makes JavaScript refuse, such as a
+  // lone `]`) throws a RangeError saying which; one neither reads, a SyntaxError.
   function rustRegex(text) {
     let source = text;
     let flags = '';
@@ -244,6 +251,7 @@
       }
       source = source.slice(lead[0].length);
     }
+    let unicode = false;
     let out = '';
     for (let i = 0; i < source.length; i++) {
       if (source[i] === '\\' && i + 1 < source.length) {
@@ -251,7 +259,34 @@
         if ((next === 'A' || next === 'z') && flags.includes('m')) {
           throw new RangeError('`\\' + next + '` in multi-line mode has no JavaScript equivalent');
         }
-        out += next === 'A' ? '^' : next === 'z' ? '$' : '\\' + next;
+        if (next === '<' || next === '>' || source.startsWith('b{', i + 1)) {
+          throw new RangeError('the word boundary `\\' + (next === 'b' ? 'b{' : next) + '` has no JavaScript equivalent');
+        }
+        if (next === 'p' || next === 'P') {
+          const braced = source[i + 2] === '{';
+          const end = braced ? source.indexOf('}', i + 3) : i + 2;
+          if (end < 0 || end >= source.length) throw new SyntaxError('an unfinished class');
+          const name = braced ? source.slice(i + 3, end) : source[end];
+          out += unicodeClass(next, name, source.slice(i, end + 1));
+          unicode = true;
+          i = end;
+          continue;
+        }
+        if (next === 'x' && source[i + 2] === '{') {
+          const end = source.indexOf('}', i + 3);
+          if (end < 0) throw new SyntaxError('an unfinished escape');
+          out += '\\u' + source.slice(i + 2, end + 1);
+          unicode = true;
+          i = end;
+          continue;
+        }
+        if (next === 'A') out += '^';
+        else if (next === 'z') out += '$';
+        else if (next === 'a') out += '\\x07';
+        // Punctuation JavaScript's `u` flag refuses escaped: as its code.
+        else if (/[!-\/:-@\[-`{-~]/.test(next) && !'^$\\.*+?()[]{}|/'.includes(next)) {
+          out += '\\x' + next.charCodeAt(0).toString(16).padStart(2, '0');
+        } else out += '\\' + next;
         i++;
       } else if (source.startsWith('(?P<', i)) {
         out += '(?<';
@@ -263,7 +298,41 @@
     if (/\(\?[a-zA-Z-]+[:)]/.test(out.replace(/\\./g, ''))) {
       throw new RangeError('flags are translated only as a group at its start, `(?i)...`');
     }
-    return new RegExp(out, flags);
+    if (/\[[^\]]*(&&|--|~~)/.test(source.replace(/\\./g, ''))) {
+      throw new RangeError('class set operations (`&&`, `--`, `~~`) have no JavaScript equivalent');
+    }
+    if (!unicode) return new RegExp(out, flags);
+    try {
+      return new RegExp(out, flags + 'u');
+    } catch (e) {
+      // Rust reads it; JavaScript's `u` flag, which its classes need, does not.
+      throw new RangeError('its Unicode classes need JavaScript\'s `u` flag, under which ' + e.message);
+    }
+  }
+  // Rust's Unicode class `written` (`\p` or `\P`, `p`, and the name in its braces) as
+  // JavaScript writes it, or a RangeError naming it: `^` and `!=` negate, a name JavaScript
+  // does not know as a property or category is tried as a script (`scx=`), as Rust reads it.
+  function unicodeClass(p, name, written) {
+    let negated = p === 'P';
+    let body = name.trim();
+    if (body.startsWith('^')) {
+      negated = !negated;
+      body = body.slice(1);
+    }
+    if (body.includes('!=')) {
+      negated = !negated;
+      body = body.replace('!=', '=');
+    }
+    body = body.replace(/[:]/, '=');
+    for (const candidate of [body, 'scx=' + body]) {
+      try {
+        new RegExp('\\p{' + candidate + '}', 'u');
+        return (negated ? '\\P{' : '\\p{') + candidate + '}';
+      } catch (e) {
+        // Not a name JavaScript reads: the next candidate.
+      }
+    }
+    throw new RangeError('the class `' + written + '` has no JavaScript equivalent (JavaScript reads property, category and script names as Unicode spells them: `\\p{L}`, `\\p{Lu}`, `\\p{Greek}`)');
   }
   // Reads the filter boxes (and the checkbox); a box that is not a regular expression, or
   // one JavaScript cannot read (see rustRegex), says so and filters nothing.
