@@ -299,11 +299,13 @@ pub fn enter(callsite: &'static Callsite) -> Frame {
 }
 
 /// The first poll of a traced future some session wants: count the call; returns the sessions
-/// that measure it as a call of the polling process, or as a call outside processes.
+/// that measure it as a call of the polling process, or as a call outside processes. The count
+/// is one call further ([`count_async`]), so that a call only measured (call_time, or a sample
+/// session) saves and restores no register here.
 #[inline(never)]
 fn enter_async(callsite: &'static Callsite, mask: u64) -> u64 {
     if mask & super::measure::counting() != 0 {
-        super::record_call(callsite, mask);
+        count_async(callsite, mask);
     }
     let mask = mask & super::measure::measuring();
     if mask == 0 {
@@ -315,6 +317,12 @@ fn enter_async(callsite: &'static Callsite, mask: u64) -> u64 {
         0 => super::outside::wanted(mask),
         active => mask & active,
     }
+}
+
+/// [`enter_async`]'s count of a call that call_count sessions want.
+#[inline(never)]
+fn count_async(callsite: &'static Callsite, mask: u64) {
+    super::record_call(callsite, mask);
 }
 
 /// A poll of a measured call (`call` at its first poll): its frame is on the traced stack for

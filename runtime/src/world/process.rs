@@ -249,6 +249,16 @@ impl Process {
         self.account.get_or_acquire()
     }
 
+    /// [`trace_account`](Self::trace_account) inline where the account is taken already (every
+    /// measured poll but the process's first): a poll's begin and end call nothing for it.
+    #[inline]
+    pub(crate) fn trace_account_inline(&self) -> &'static Account {
+        match self.account.get() {
+            Some(account) => account,
+            None => self.trace_account(),
+        }
+    }
+
     /// Its account, if it has one (no account is taken here).
     pub(crate) fn trace_account_if_any(&self) -> Option<&'static Account> {
         self.account.get()

@@ -345,12 +345,12 @@ pub(crate) fn poll_in_frame<R>(
         if mask & s.lean.get() != 0 {
             push_lean(s, id, call);
             guard.pushed = PUSHED;
+        } else if mask & s.sample.get() != 0 {
+            // A sample poll (its session is then the only one active): one test, not two.
+            push_sample(s, id, call);
+            guard.pushed = PUSHED_SAMPLE;
         } else if mask & s.active.get() != 0 {
-            if s.sample.get() != 0 {
-                push_sample(s, id, call);
-            } else {
-                push_in(s, id, mask & s.active.get(), call, *polled);
-            }
+            push_in(s, id, mask & s.active.get(), call, *polled);
             guard.pushed = PUSHED;
         } else if s.active.get() == 0 {
             // No measured poll here: perhaps a call outside any process.
@@ -359,12 +359,12 @@ pub(crate) fn poll_in_frame<R>(
         // Popped by `guard` if this unwinds.
         let out = poll();
         if guard.pushed != NOT_PUSHED {
-            guard.pushed = NOT_PUSHED;
+            let pushed = std::mem::replace(&mut guard.pushed, NOT_PUSHED);
             let pending = out.is_pending();
             let so_far = if s.lean.get() != 0 {
                 pop_lean(s, pending);
                 None
-            } else if s.sample.get() != 0 {
+            } else if pushed == PUSHED_SAMPLE {
                 pop_sample(s, pending);
                 None
             } else {

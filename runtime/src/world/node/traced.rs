@@ -151,6 +151,6 @@ impl TracedProcess for Process {
 
     #[inline(always)]
     fn trace_account(&self) -> &'static crate::heap::Account {
-        Process::trace_account(self)
+        Process::trace_account_inline(self)
     }
 }
