@@ -79,6 +79,21 @@ fn pop_timed(s: &Stack, depth: usize) {
     pop_sync_lean();
 }
 
+/// [`pop_timed`] out of line, finding the stack itself: inline, the two pops made the guard's
+/// drop large enough that the compiler left its drop glue a call of its own in large traced
+/// functions (`send`: +16 Ir per ping-pong round trip), and the stack's address, known from the
+/// push, was kept in a register across the traced body.
+#[inline(never)]
+fn pop_timed_out(depth: usize) {
+    with_stack(|s| pop_timed(s, depth));
+}
+
+/// [`pop_quick`] out of line, finding the stack itself (see [`pop_timed_out`]).
+#[inline(never)]
+fn pop_quick_out(depth: usize) {
+    with_stack(|s| pop_quick(s, depth));
+}
+
 /// Pops a synchronous call's frame pushed by [`push_in`]; finds the stack itself.
 #[inline(never)]
 fn pop_sync() {
@@ -308,26 +323,15 @@ const _: () = assert!(CAPACITY.is_power_of_two() && CAPACITY <= QUICK as usize);
 /// it itself ([`poll_in_frame`]).
 pub(crate) struct FrameGuard {
     pushed: u32,
-    /// For a `TIMED` or `QUICK` frame, this thread's stack, which the inline pop uses
-    /// (null otherwise): carried, rather than found again at the pop, so that a traced
-    /// function keeps no register across its call of [`FrameGuard::enter_call`] for the
-    /// stack's address, which the compiler would otherwise keep from the inline entry's
-    /// tests to the inline pops (a callee-saved register saved and restored on every call of
-    /// the function, disabled ones included). `enter_call` never pushes those frames, so its
-    /// guard carries nothing the pops would need kept across it.
-    stack: *const Stack,
 }
 
 impl FrameGuard {
     /// No frame.
     pub(crate) const NONE: FrameGuard = FrameGuard::of(NOT_PUSHED);
 
-    /// A frame pushed as `pushed` says (neither `TIMED` nor `QUICK`).
+    /// A frame pushed as `pushed` says.
     const fn of(pushed: u32) -> FrameGuard {
-        FrameGuard {
-            pushed,
-            stack: std::ptr::null(),
-        }
+        FrameGuard { pushed }
     }
 
     /// Enters a synchronous call of `callsite`, which the sessions of `mask` want: counts it
@@ -368,10 +372,7 @@ impl FrameGuard {
             bump(&parent.ticks, dt);
         }
         push_kept(s, depth, id, acc);
-        Some(FrameGuard {
-            pushed: TIMED | depth as u32,
-            stack: s,
-        })
+        Some(FrameGuard::of(TIMED | depth as u32))
     }
 
     /// [`enter_lean`](Self::enter_lean) in a poll measuring memory alone: the call is kept on
@@ -388,32 +389,13 @@ impl FrameGuard {
         }
         let (depth, id, acc) = kept_touched(s, callsite)?;
         push_kept(s, depth, id, acc);
-        Some(FrameGuard {
-            pushed: QUICK | depth as u32,
-            stack: s,
-        })
+        Some(FrameGuard::of(QUICK | depth as u32))
     }
 
     /// Whether a frame was pushed.
     #[inline(always)]
     pub(crate) fn pushed(&self) -> bool {
         self.pushed != NOT_PUSHED
-    }
-
-    /// The stack a `TIMED` or `QUICK` guard carries: only for those.
-    #[inline(always)]
-    fn stack(&self) -> &Stack {
-        debug_assert!(self.pushed & (TIMED | QUICK) != 0 && !self.stack.is_null());
-        // SAFETY: a `TIMED` or `QUICK` guard's `stack` is this thread's stack (`enter_timed`,
-        // `enter_quick`, the only makers of such guards), a `const` thread-local without a
-        // destructor, whose storage stays valid until the thread ends (see
-        // `tls::with_local`); a guard is dropped on the thread that made it (`Frame`, which
-        // holds it, is not `Send`, and the others are locals of the poll that made them), so
-        // `stack` is still valid here, and is borrowed no longer than `self`.
-        #[allow(unsafe_code)]
-        unsafe {
-            &*self.stack
-        }
     }
 }
 
@@ -474,17 +456,18 @@ pub(crate) fn poll_in_frame<R>(
 impl Drop for FrameGuard {
     #[inline(always)]
     fn drop(&mut self) {
-        // This shape (one comparison with a constant, then the rest) lets the compiler keep a
-        // small traced body's inlined cases without a frame free of any test here. The
-        // inline entries' pops are inline too (the mask keeps the depth within the stack's
-        // arrays, so that no bounds check is left); the rest out of line.
+        // This shape (one comparison with a constant, then the rest out of line) lets the
+        // compiler keep a small traced body's inlined cases free of any test here, and the
+        // drop small enough to be inlined into large traced functions. The inline entries'
+        // pops take the depth their guard carries (masked within the stack's arrays, so that
+        // no bounds check is left).
         if self.pushed == PUSHED_LEAN {
             pop_sync_lean();
         } else if self.pushed != NOT_PUSHED {
             if self.pushed & TIMED != 0 {
-                pop_timed(self.stack(), (self.pushed & DEPTH) as usize);
+                pop_timed_out((self.pushed & DEPTH) as usize);
             } else if self.pushed & QUICK != 0 {
-                pop_quick(self.stack(), (self.pushed & DEPTH) as usize);
+                pop_quick_out((self.pushed & DEPTH) as usize);
             } else {
                 pop_sync_any(self.pushed);
             }
