@@ -263,7 +263,8 @@ impl fmt::Debug for Frame {
 /// One relaxed load when no trace session wants the function; a call that only call_count
 /// sessions want is counted right here (a thread-local cache, see `session/count.rs`); a call
 /// the one session measuring this lean poll wants, for time alone or memory alone, is pushed
-/// and popped right here too (see `stack/guard.rs`); anything else takes one call out of line.
+/// right here too, and popped by one call out of line (see `stack/guard.rs`); anything else
+/// takes one call out of line.
 #[inline(always)]
 pub fn enter(callsite: &'static Callsite) -> Frame {
     let Some(mask) = std::num::NonZeroU64::new(callsite.sessions()) else {

@@ -38,10 +38,10 @@
 //! pop restores the caller's path. When the lean poll is flat, its session counts no calls
 //! apart, and it measures time alone ([`Stack::timed`]) or memory alone ([`Stack::quick`]), a
 //! sync call whose mask is that session's enters inline at its callsite
-//! ([`FrameGuard::enter_lean`]): a push and a pop in the traced function's frame that charge
-//! the clock and nothing else, or check that nothing was allocated since the last event and
-//! charge nothing; the guard hands the frame's depth to the pop. A poll of an async call finds the stack once, in the
-//! call's out-of-line poll wrapper ([`poll_in_frame`]), where a lean poll's push and pop are
+//! ([`FrameGuard::enter_lean`]): a push in the traced function's frame and a pop out of line
+//! that charge the clock and nothing else, or check that nothing was allocated since the last
+//! event and charge nothing; the guard hands the frame's depth to the pop. A poll of an async
+//! call finds the stack once, in the call's out-of-line poll wrapper ([`poll_in_frame`]), where a lean poll's push and pop are
 //! inline.
 //!
 //! The end of a poll flushes in the same look at the stack: the touched figures go straight
