@@ -38,39 +38,77 @@ pub(super) enum Charge {
 }
 
 thread_local! {
-    /// A [`Charge`], encoded (see [`Charge::encode`]) so that the allocator tells "the process
-    /// this thread polls" from the rest with one test of the low bits.
+    /// A [`Charge`], encoded (see [`Charge::encode`]): always a pointer to a word that the
+    /// allocator's free path compares with a block's tag, so that "this thread's owner frees
+    /// its own block" is one comparison, and "the process this thread polls" is told from the
+    /// rest by one test of the low bits.
     ///
     /// `const`-initialised and without a destructor: the allocator may run while this thread's
     /// destructors run, or before anything else of the thread is set up.
-    static CURRENT: Cell<*const Account> = const { Cell::new(std::ptr::without_provenance(NONE)) };
+    static CURRENT: Cell<*const Account> = const { Cell::new(NOBODY_RAW) };
 }
 
+/// A word that equals no block's tag word: a block carries an account's tag (whose generation
+/// is never 0) or [`Tag::NONE`]'s (zero), either perhaps with [`SAMPLED`]; this is generation
+/// zero with slot one. What [`CURRENT`] points at for every charge but [`Charge::Owner`]
+/// (whose pointer is the account's, at its `tag`).
+const NOT_A_TAG: u64 = 1;
+const _: () = assert!(NOT_A_TAG != Tag::NONE.pack() && NOT_A_TAG & SAMPLED == 0);
+
+/// A word holding [`NOT_A_TAG`], never written: what a charge other than an owner's points at.
+#[repr(transparent)]
+pub(crate) struct NotATag(AtomicU64);
+
+impl NotATag {
+    /// [`NOT_A_TAG`].
+    pub(crate) const fn new() -> NotATag {
+        NotATag(AtomicU64::new(NOT_A_TAG))
+    }
+}
+
+impl Default for NotATag {
+    fn default() -> NotATag {
+        NotATag::new()
+    }
+}
+
+/// [`Charge::None`]'s word: the third of these (so that its address's low bits say `NONE`).
+#[repr(C, align(64))]
+struct Nobody([NotATag; 4]);
+
+static NOBODY: Nobody = Nobody([const { NotATag::new() }; 4]);
+
+/// [`Charge::None`], encoded: a pointer to a [`NOT_A_TAG`] word of [`NOBODY`].
+const NOBODY_RAW: *const Account = (&raw const NOBODY.0[2]).cast::<Account>();
+
 /// The low bits of [`CURRENT`] that say which [`Charge`] it holds; 0 for [`Charge::Owner`],
-/// whose account pointer is then the whole value (an `Account` is 64-aligned).
-const KIND_MASK: usize = 7;
-/// [`Charge::None`].
-const NONE: usize = 1;
-/// [`Charge::Shared`]: the account pointer with this bit set.
-const SHARED: usize = 2;
-/// [`Charge::Tallied`]: the tally's pointer with this bit set.
-const TALLIED: usize = 4;
-// An account's address, and a tally's, leave the kind bits clear.
+/// whose account pointer is then the whole value (an `Account` is 64-aligned). Each other
+/// kind has a bit of its own, the place of its [`NotATag`] word in a 64-aligned record.
+const KIND_MASK: usize = 63;
+/// [`Charge::None`]: [`NOBODY_RAW`]'s bit.
+const NONE: usize = 16;
+/// [`Charge::Shared`]: the address of the account's `not_owner` word, whose bit this is.
+const SHARED: usize = SHARED_AT % 64;
+/// [`Charge::Tallied`]: the address of the tally's `not_owner` word, whose bit this is.
+const TALLIED: usize = TALLIED_AT % 64;
+// An account's address, and a tally's, leave the kind bits clear; each kind has its own bit.
 const _: () = assert!(std::mem::align_of::<Account>() > KIND_MASK);
 // Two cache lines: `path_poll` took the second line's padding.
 const _: () = assert!(std::mem::size_of::<Account>() == 128);
 const _: () = assert!(std::mem::align_of::<Tally>() > KIND_MASK);
+const _: () = assert!(std::mem::align_of::<Nobody>() > KIND_MASK);
+const _: () = assert!(2 * std::mem::size_of::<NotATag>() == NONE);
+const _: () = assert!(SHARED.is_power_of_two() && TALLIED.is_power_of_two());
+const _: () = assert!(SHARED != NONE && TALLIED != NONE && SHARED != TALLIED);
 
 impl Charge {
     #[inline(always)]
     pub(super) fn encode(self) -> *const Account {
         match self {
-            Charge::None => std::ptr::without_provenance(NONE),
+            Charge::None => NOBODY_RAW,
             Charge::Owner(account) => account,
-            Charge::Shared(account) => (account as *const Account).map_addr(|a| a | SHARED),
-            Charge::Tallied(tally) => (tally as *const Tally)
-                .cast::<Account>()
-                .map_addr(|a| a | TALLIED),
+            Charge::Shared(account) => (&raw const account.not_owner).cast::<Account>(),
+            Charge::Tallied(tally) => tally.not_owner_word().cast::<Account>(),
         }
     }
 
@@ -78,26 +116,37 @@ impl Charge {
     #[allow(unsafe_code)]
     #[inline(always)]
     fn decode(raw: *const Account) -> Charge {
-        match raw.addr() & KIND_MASK {
+        let kind = raw.addr() & KIND_MASK;
+        if kind == 0 {
             // SAFETY: `raw` is `encode` of some charge (`set_charge` is the only writer of
             // CURRENT, and its initial value is NONE's); with clear kind bits it can only be an
-            // owner's account pointer (NONE is a small constant with kind bits).
-            0 => Charge::Owner(unsafe { deref(raw) }),
-            SHARED => {
-                // SAFETY: likewise, a value with the SHARED bit is `encode` of
-                // `Charge::Shared`: the account's pointer with that bit set, which clearing it
-                // gives back.
-                Charge::Shared(unsafe { deref(raw.map_addr(|a| a & !KIND_MASK)) })
-            }
-            TALLIED => {
-                // SAFETY: likewise, a value with the TALLIED bits is `encode` of
-                // `Charge::Tallied`: a `&'static Tally`'s pointer, cast and with those bits
-                // set, which clearing them and casting back gives back.
-                Charge::Tallied(unsafe { deref(raw.map_addr(|a| a & !KIND_MASK).cast::<Tally>()) })
-            }
-            _ => Charge::None,
+            // owner's account pointer (the other kinds' words have their bit set).
+            Charge::Owner(unsafe { deref(raw) })
+        } else if kind == SHARED {
+            // SAFETY: likewise, a value with the SHARED bits is `encode` of `Charge::Shared`:
+            // a pointer to the account's `not_owner` word, made from the `&'static Account`,
+            // which going back by the word's offset gives back.
+            Charge::Shared(unsafe { deref(before::<Account>(raw, SHARED_AT)) })
+        } else if kind == TALLIED {
+            // SAFETY: likewise, a value with the TALLIED bits is `encode` of
+            // `Charge::Tallied`: a pointer to a `&'static Tally`'s `not_owner` word, which
+            // going back by the word's offset gives back.
+            Charge::Tallied(unsafe { deref(before::<Tally>(raw, TALLIED_AT)) })
+        } else {
+            Charge::None
         }
     }
+}
+
+/// Where a charge's `not_owner` word lies in its account ([`Charge::Shared`]).
+const SHARED_AT: usize = std::mem::offset_of!(Account, not_owner);
+/// Where a charge's `not_owner` word lies in its tally ([`Charge::Tallied`]).
+const TALLIED_AT: usize = std::mem::offset_of!(Tally, not_owner);
+
+/// The record of type `T` whose word at `offset` `raw` points at (keeping `raw`'s provenance).
+#[inline(always)]
+fn before<T>(raw: *const Account, offset: usize) -> *const T {
+    raw.cast::<u8>().wrapping_sub(offset).cast::<T>()
 }
 
 /// # Safety
@@ -106,9 +155,30 @@ impl Charge {
 #[inline(always)]
 unsafe fn deref<T>(raw: *const T) -> &'static T {
     // SAFETY: by the caller, `raw` is a `&'static T` turned into a pointer (with its
-    // provenance: `map_addr` and `cast` keep it); accounts are never freed, nor are tallies
-    // (they live in `'static` marks that are reused, never freed: see `trace::inflight`).
+    // provenance: `cast` and `wrapping_sub` within the record keep it); accounts are never
+    // freed, nor are tallies (they live in `'static` marks that are reused, never freed: see
+    // `trace::inflight`).
     unsafe { &*raw }
+}
+
+/// The account this thread charges as the owner of the process it polls, if its tag word is
+/// `tag` (a block's tag word): the allocator's free path for a block the owner allocated, one
+/// thread-local read and one comparison, with no test of the charge's kind.
+#[allow(unsafe_code)]
+#[inline(always)]
+pub(super) fn owner_tagged(tag: u64) -> Option<&'static Account> {
+    let raw = CURRENT.with(Cell::get);
+    // SAFETY: every value of CURRENT is `encode` of a charge (see `Charge::decode`): a pointer,
+    // with the provenance of a `'static` record, to an `AtomicU64` in it (an account's `tag`)
+    // or to a `NotATag` (`repr(transparent)` over an `AtomicU64`), read atomically here.
+    let word = unsafe { &*raw.cast::<AtomicU64>() }.load(Ordering::Relaxed);
+    if word == tag {
+        // SAFETY: a `NotATag` holds `NOT_A_TAG`, which no block's tag word is: the word read
+        // is an account's tag, so `raw` is `encode` of `Charge::Owner`, the account's pointer.
+        Some(unsafe { deref(raw) })
+    } else {
+        None
+    }
 }
 
 #[inline(always)]
@@ -146,7 +216,7 @@ pub(super) fn owner_of_thread() -> Result<&'static Account, *const Account> {
 /// Whether a value [`owner_of_thread`] gave back is [`Charge::None`].
 #[inline(always)]
 pub(super) fn is_none(raw: *const Account) -> bool {
-    raw.addr() == NONE
+    raw.addr() & NONE != 0
 }
 
 /// The [`Charge`] behind a value [`owner_of_thread`] gave back.
@@ -170,8 +240,9 @@ impl Tag {
     };
 
     #[inline(always)]
-    pub(super) fn pack(self) -> u64 {
-        (u64::from(self.generation) << 32) | u64::from(self.slot)
+    pub(super) const fn pack(self) -> u64 {
+        // `as`: widening, lossless (`From` is not `const`).
+        ((self.generation as u64) << 32) | self.slot as u64
     }
 
     /// The tag of a block's tag word, without its [`SAMPLED`] mark.
@@ -219,6 +290,8 @@ pub(crate) struct Account {
     // The second line: written rarely, or by other threads.
     /// `max_heap_size` in live bytes; `u64::MAX` for none.
     limit: AtomicU64,
+    /// What [`Charge::Shared`] of it points at (see [`CURRENT`]).
+    not_owner: NotATag,
     slot: AtomicU32,
     /// The callsite id of the traced function the process runs or is suspended in
     /// (`u32::MAX` for none): kept here, in memory that outlives every process, so the traced
@@ -734,11 +807,13 @@ mod tests {
 
     #[test]
     fn charges_round_trip_through_the_thread_local() {
+        static TALLY: Tally = Tally::new();
         let account = Account::acquire();
         for charge in [
             Charge::None,
             Charge::Owner(account),
             Charge::Shared(account),
+            Charge::Tallied(&TALLY),
         ] {
             let prev = set_charge(charge);
             let seen = current_charge();
@@ -748,6 +823,7 @@ mod tests {
                 (Charge::Owner(a), Charge::Owner(b)) | (Charge::Shared(a), Charge::Shared(b)) => {
                     std::ptr::eq(a, b)
                 }
+                (Charge::Tallied(a), Charge::Tallied(b)) => std::ptr::eq(a, b),
                 _ => false,
             };
             assert!(same, "a charge came back as another");
@@ -759,6 +835,36 @@ mod tests {
         set_charge(prev);
         assert_eq!(fast, Some(account as *const Account));
         assert!(shared);
+        account.release();
+    }
+
+    /// The free path's one comparison: only an owner's charge matches a block's tag word
+    /// (its account's), and no charge matches a block charged to no one, or a sampled one.
+    #[test]
+    fn only_the_owners_charge_matches_its_blocks_tag() {
+        static TALLY: Tally = Tally::new();
+        let account = Account::acquire();
+        let tag = account.tag_word();
+        for charge in [
+            Charge::None,
+            Charge::Owner(account),
+            Charge::Shared(account),
+            Charge::Tallied(&TALLY),
+        ] {
+            let prev = set_charge(charge);
+            let own = owner_tagged(tag).map(std::ptr::from_ref);
+            let none = owner_tagged(Tag::NONE.pack()).is_some();
+            let sampled = owner_tagged(tag | SAMPLED).is_some();
+            let kind_none = is_none(CURRENT.with(Cell::get));
+            set_charge(prev);
+            let is_owner = matches!(charge, Charge::Owner(_));
+            assert_eq!(own, is_owner.then_some(std::ptr::from_ref(account)));
+            assert!(
+                !none && !sampled,
+                "a charge matched a tag of no one's or a sampled one"
+            );
+            assert_eq!(kind_none, matches!(charge, Charge::None));
+        }
         account.release();
     }
 

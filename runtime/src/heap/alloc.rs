@@ -297,9 +297,7 @@ fn credit_word(tag: u64, size: usize) {
 /// charged as an owner belongs to a live process.
 #[inline(always)]
 fn credit_own(tag: u64, size: usize) -> bool {
-    if let Ok(account) = super::account::owner_of_thread()
-        && account.tag_word() == tag
-    {
+    if let Some(account) = super::account::owner_tagged(tag) {
         account.credit_owner(size as u64);
         true
     } else {

@@ -11,7 +11,7 @@
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-use super::account::{Account, Charge, Tag, account_at, replace_raw};
+use super::account::{Account, Charge, NotATag, Tag, account_at, replace_raw};
 
 /// Words (8 bytes, rounded up per allocation), bytes and blocks allocated. Written by one
 /// thread at a time with a plain load and store each; read by others.
@@ -89,6 +89,9 @@ pub(crate) struct Tally {
     /// Written by its thread before it sets the charge, read by its allocations.
     pub(super) account: AtomicU32,
     counts: Counts,
+    /// What [`Charge::Tallied`](super::account::Charge) of it points at (see the account
+    /// module's `CURRENT`).
+    pub(super) not_owner: NotATag,
 }
 
 impl Tally {
@@ -97,7 +100,14 @@ impl Tally {
         Tally {
             account: AtomicU32::new(0),
             counts: Counts::new(),
+            not_owner: NotATag::new(),
         }
+    }
+
+    /// A pointer to its [`NotATag`] word, with the tally's provenance.
+    #[inline(always)]
+    pub(super) fn not_owner_word(&'static self) -> *const NotATag {
+        &raw const self.not_owner
     }
 
     /// What it counted.

@@ -261,8 +261,10 @@ impl fmt::Debug for Frame {
 
 /// Enters a traced call of `callsite`; `#[traced]` calls this first in a synchronous body.
 /// One relaxed load when no trace session wants the function; a call that only call_count
-/// sessions want is counted right here (a thread-local cache, see `session/count.rs`); anything
-/// else takes one call out of line.
+/// sessions want is counted right here (a thread-local cache, see `session/count.rs`); a call
+/// the one session measuring this lean poll wants, for time alone or memory alone, is pushed
+/// right here too, and popped by one call out of line (see `stack/guard.rs`); anything else
+/// takes one call out of line.
 #[inline(always)]
 pub fn enter(callsite: &'static Callsite) -> Frame {
     let Some(mask) = std::num::NonZeroU64::new(callsite.sessions()) else {
@@ -277,13 +279,7 @@ pub fn enter(callsite: &'static Callsite) -> Frame {
             _not_send: std::marker::PhantomData,
         };
     }
-    if super::session::count_many_only(callsite, mask) {
-        return Frame {
-            guard: FrameGuard::NONE,
-            _not_send: std::marker::PhantomData,
-        };
-    }
-    if let Some(guard) = FrameGuard::enter_quick(callsite, mask.get()) {
+    if let Some(guard) = FrameGuard::enter_lean(callsite, mask.get()) {
         return Frame {
             guard,
             _not_send: std::marker::PhantomData,

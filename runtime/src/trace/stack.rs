@@ -35,11 +35,13 @@
 //! call's entry and return are one out-of-line call each, whose common case (nothing allocated
 //! since the last event, time read from the TSC inline) makes no further call; in call-tree
 //! mode, the entry also looks its path up ([`push_lean_tree`](lean::push_lean_tree)) and the
-//! pop restores the caller's path. When the lean poll is flat and measures memory only
-//! ([`Stack::quick`]), a sync call whose mask is that session's, with nothing allocated since
-//! the last event, enters inline at its callsite ([`FrameGuard::enter_quick`]), and its guard
-//! hands the frame's depth to the pop. A poll of an async call finds the stack once, in the
-//! call's out-of-line poll wrapper ([`poll_in_frame`]), where a lean poll's push and pop are
+//! pop restores the caller's path. When the lean poll is flat, its session counts no calls
+//! apart, and it measures time alone ([`Stack::timed`]) or memory alone ([`Stack::quick`]), a
+//! sync call whose mask is that session's enters inline at its callsite
+//! ([`FrameGuard::enter_lean`]): a push in the traced function's frame and a pop out of line
+//! that charge the clock and nothing else, or check that nothing was allocated since the last
+//! event and charge nothing; the guard hands the frame's depth to the pop. A poll of an async
+//! call finds the stack once, in the call's out-of-line poll wrapper ([`poll_in_frame`]), where a lean poll's push and pop are
 //! inline.
 //!
 //! The end of a poll flushes in the same look at the stack: the touched figures go straight
@@ -163,7 +165,14 @@ struct Stack {
     /// `lean` when the lean poll is in flat mode and does not measure time (so it measures
     /// memory only), 0 otherwise: a synchronous call whose mask is this takes
     /// [`FrameGuard::enter_quick`], inline, whose frame has nothing to charge but memory.
+    /// 0 too when the session counts calls apart or does not measure (decided as the poll
+    /// begins, see [`poll::fast_kind`]).
     quick: Cell<u64>,
+    /// `lean` when the lean poll is in flat mode, measures time from the time-stamp counter
+    /// and no memory, and its session counts no calls apart (decided as the poll begins), 0
+    /// otherwise: a synchronous call whose mask is this takes [`FrameGuard::enter_timed`],
+    /// inline, whose push and pop charge the clock and nothing else.
+    timed: Cell<u64>,
     /// The lean poll's session is in call-tree mode: its frames are measured into the
     /// accumulators of their paths ([`push_lean_tree`](lean::push_lean_tree)), `lean_table` is
     /// empty, and ...
@@ -254,6 +263,7 @@ thread_local! {
             lean_table: Cell::new(&[]),
             lean_current: Cell::new(None),
             quick: Cell::new(0),
+            timed: Cell::new(0),
             lean_tree: Cell::new(false),
             lean_path: Cell::new(tree::ROOT),
             tsc: Cell::new(false),
@@ -397,7 +407,7 @@ pub(crate) fn read_in_signal(out: &mut [u32]) -> (u64, usize, usize) {
 
 /// Runs `f` with measuring off on this thread (restored afterwards, on unwind too).
 pub(crate) fn with_measuring_off<R>(f: impl FnOnce() -> R) -> R {
-    struct Restore(u64, u64, u64, u64);
+    struct Restore(u64, u64, u64, u64, u64);
     impl Drop for Restore {
         fn drop(&mut self) {
             STACK.with(|s| {
@@ -405,6 +415,7 @@ pub(crate) fn with_measuring_off<R>(f: impl FnOnce() -> R) -> R {
                 s.lean.set(self.1);
                 s.quick.set(self.2);
                 s.sample.set(self.3);
+                s.timed.set(self.4);
             });
         }
     }
@@ -414,6 +425,7 @@ pub(crate) fn with_measuring_off<R>(f: impl FnOnce() -> R) -> R {
             s.lean.replace(0),
             s.quick.replace(0),
             s.sample.replace(0),
+            s.timed.replace(0),
         )
     });
     f()

@@ -38,6 +38,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use crate::Message;
+use crate::heap::{Account, Charging};
 use crate::process::{Process, State, current_process_for_receive};
 use crate::signal::Signal;
 
@@ -179,14 +180,19 @@ impl Mailbox {
     }
 
     /// Queues an envelope; gives it back when the mailbox is closed (its process exited). The
-    /// caller wakes the process's task when asked to ([`Process`] keeps that waker).
+    /// caller wakes the process's task when asked to ([`Process`] keeps that waker). A queue
+    /// that grows for it is charged to `account` (the owner's heap account), if any.
     #[inline(always)]
-    pub(crate) fn push(&self, env: Envelope) -> Result<Pushed, Envelope> {
+    pub(crate) fn push(
+        &self,
+        env: Envelope,
+        account: Option<&'static Account>,
+    ) -> Result<Pushed, Envelope> {
         let incoming = self.incoming.lock();
         if incoming.closed {
             return Err(env);
         }
-        self.push_locked(incoming, env)
+        self.push_locked(incoming, env, account)
     }
 
     /// Queues an envelope if `admit`, run on the owner's state under the mailbox's lock, says
@@ -195,13 +201,14 @@ impl Mailbox {
     pub(crate) fn push_if(
         &self,
         env: Envelope,
+        account: Option<&'static Account>,
         admit: impl FnOnce(&mut State) -> bool,
     ) -> Result<Pushed, Envelope> {
         let mut incoming = self.incoming.lock();
         if incoming.closed || !admit(&mut incoming.state) {
             return Err(env);
         }
-        self.push_locked(incoming, env)
+        self.push_locked(incoming, env, account)
     }
 
     /// The owner's links, monitors, name and pending exit, under the mailbox's lock. Hold it
@@ -211,14 +218,23 @@ impl Mailbox {
         MutexGuard::map(self.incoming.lock(), |incoming| &mut incoming.state)
     }
 
-    /// The rest of a push, once the lock is held and the mailbox known open.
+    /// The rest of a push, once the lock is held and the mailbox known open: a queue that
+    /// grows is charged to `account`, if any (the thread's charge is switched only then: a
+    /// push into room already there allocates nothing).
     #[inline(always)]
     fn push_locked(
         &self,
         mut incoming: MutexGuard<'_, Incoming>,
         env: Envelope,
+        account: Option<&'static Account>,
     ) -> Result<Pushed, Envelope> {
-        incoming.queue.push_back(env);
+        if incoming.queue.len() == incoming.queue.capacity() {
+            std::hint::cold_path();
+            let _charging = Charging::shared(account);
+            incoming.queue.push_back(env);
+        } else {
+            incoming.queue.push_back(env);
+        }
         // A load and a store rather than a swap: the lock orders them against the receiver's
         // writes.
         let wake_task = self.wake_task.load(Ordering::Relaxed);

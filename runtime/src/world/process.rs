@@ -56,7 +56,7 @@ pub(crate) use spawn::{default_initial_call, spawn_on_node, spawn_pid_on_node};
 pub(crate) use table::{InsertError, ProcessTable};
 pub(crate) use wait::{Wait, calling, note_current_wait, noting};
 
-use crate::heap::{Account, AccountCell, Charging};
+use crate::heap::{Account, AccountCell};
 use crate::mailbox::{Closed, Envelope, Mailbox, Pushed};
 use crate::node::NodeInner;
 use crate::registry::Name;
@@ -377,18 +377,16 @@ impl Process {
         mut msg: Message,
         down_of: Option<MonitorRef>,
     ) -> Result<(), Message> {
-        let push = |env| match down_of {
-            None => self.mailbox.push(env),
-            Some(mref) => self
-                .mailbox
-                .push_if(env, |state| state.remove_monitoring(mref).is_some()),
-        };
-        let pushed = if let Some(account) = self.heap_account() {
+        let account = self.heap_account();
+        if let Some(account) = account {
             msg.move_to(account);
-            let _charging = Charging::new(account, true);
-            push(Envelope::Message(msg))
-        } else {
-            push(Envelope::Message(msg))
+        }
+        let env = Envelope::Message(msg);
+        let pushed = match down_of {
+            None => self.mailbox.push(env, account),
+            Some(mref) => self.mailbox.push_if(env, account, |state| {
+                state.remove_monitoring(mref).is_some()
+            }),
         };
         match pushed {
             Ok(pushed) => {
@@ -415,7 +413,7 @@ impl Process {
 
     pub(crate) fn push_signal(&self, signal: Signal) {
         // The wake below wakes the task whatever a receive asked for.
-        if let Ok(_pushed) = self.mailbox.push(Envelope::Signal(Box::new(signal))) {
+        if let Ok(_pushed) = self.mailbox.push(Envelope::Signal(Box::new(signal)), None) {
             self.flags.fetch_or(SIGNAL_PENDING, Ordering::Release);
             self.wake();
         }

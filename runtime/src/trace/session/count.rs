@@ -288,10 +288,11 @@ unsafe fn increment_unchecked(counters: *const AtomicU64, id: usize) {
     c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
 }
 
-/// A traced call's cheapest cases, inlined where it is called: one or two sessions want it
-/// (`mask`), which count calls and measure nothing per process, and this thread has counted
-/// for them for this node. Counts the call and returns true; false when the call needs
-/// [`count_many_only`], [`record_call`] or more.
+/// A traced call's cheapest cases, inlined where it is called: every session that wants it
+/// (`mask`) counts calls and measures nothing per process, and this thread has counted for
+/// them for this node. Counts the call and returns true; false, having counted nothing, when
+/// the call needs [`record_call`] or more. A call some session measures gives up after one
+/// comparison and one test.
 #[inline(always)]
 pub(crate) fn count_only(callsite: &Callsite, mask: std::num::NonZeroU64) -> bool {
     with_count(
@@ -321,24 +322,17 @@ fn count_only_in(c: &CountCache, callsite: &Callsite, mask: u64) -> bool {
         std::hint::cold_path();
         return false;
     }
-    // Two count-only sessions: no loop either.
-    mask == c.fast_pair.get()
-        && c.node.get() == current_node_id()
-        && c.count_pair(callsite.raw_id())
-}
-
-/// [`count_only`] for any number of sessions, each counting calls and measuring nothing per
-/// process (checked after the inline measured case: two sessions take `count_only`).
-#[inline(always)]
-pub(crate) fn count_many_only(callsite: &Callsite, mask: std::num::NonZeroU64) -> bool {
-    with_count(
-        #[inline(always)]
-        |c| {
-            mask.get() & c.not_fast.get() == 0
-                && c.node.get() == current_node_id()
-                && c.count_many(mask.get(), callsite.raw_id())
-        },
-    )
+    // Some session of `mask` measures, or one this thread has not counted for: not here.
+    if mask & c.not_fast.get() != 0 {
+        return false;
+    }
+    // Two count-only sessions take no loop either.
+    c.node.get() == current_node_id()
+        && if mask == c.fast_pair.get() {
+            c.count_pair(callsite.raw_id())
+        } else {
+            c.count_many(mask, callsite.raw_id())
+        }
 }
 
 /// A traced call: counts it for every session in `mask` that belongs to the calling process's

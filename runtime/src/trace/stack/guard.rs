@@ -1,5 +1,5 @@
 //! The traced calls' entries into the stack: a synchronous call's [`FrameGuard`], which pushes
-//! its frame on entry (inline in the commonest case, [`FrameGuard::enter_quick`]) and pops it
+//! its frame on entry (inline in the commonest cases, [`FrameGuard::enter_lean`]) and pops it
 //! when dropped, an async call's poll in its frame ([`poll_in_frame`]), and both made where no
 //! poll is measured, as calls outside processes ([`crate::trace::outside`]).
 //!
@@ -7,9 +7,10 @@
 
 use std::sync::atomic::Ordering;
 
+use super::clock::rdtsc;
 use super::general::{pop_any, push_in};
 use super::lean::{charge_quick, pop_lean, pop_sample, push_lean, push_sample};
-use super::{CAPACITY, Stack, bump, record_restore, with_stack};
+use super::{Accumulator, CAPACITY, Stack, bump, record_restore, with_stack};
 use crate::trace::Callsite;
 
 /// Pops a synchronous call's frame pushed by [`push_lean`]. Finds the stack itself: the
@@ -20,43 +21,77 @@ fn pop_sync_lean() {
 }
 
 /// Pops a synchronous call's frame pushed by [`push_in`] (`pushed` is [`PUSHED`]), by
-/// [`enter_outside`] ([`PUSHED_OUTSIDE`]), by [`push_sample`] ([`PUSHED_SAMPLE`]) or by
-/// [`FrameGuard::enter_quick`] (`QUICK | depth`); finds the stack itself.
+/// [`enter_outside`] ([`PUSHED_OUTSIDE`]) or by [`push_sample`] ([`PUSHED_SAMPLE`]); finds the
+/// stack itself.
 #[inline(never)]
-fn pop_sync_any(pushed: u8) {
+fn pop_sync_any(pushed: u32) {
     if pushed == PUSHED_SAMPLE {
         return with_stack(|s| pop_sample(s, false));
     }
-    if pushed & QUICK == 0 {
-        std::hint::cold_path();
-        if pushed == PUSHED_OUTSIDE {
-            return pop_outside();
-        }
-        return pop_sync();
+    std::hint::cold_path();
+    if pushed == PUSHED_OUTSIDE {
+        return pop_outside();
     }
-    // The mask keeps the index within the stack's arrays (it is below `CAPACITY` already), so
-    // that no bounds check is left.
-    pop_quick(usize::from(pushed) & (CAPACITY - 1));
+    pop_sync()
 }
 
-/// Pops a synchronous call's frame pushed by [`FrameGuard::enter_quick`] at `depth`: in the
-/// common case (it is the top frame, and nothing was allocated since the last event: the
-/// poll measures nothing else) with no load of the depth, which the guard carries; any other
-/// case takes [`pop_sync_lean`], which pops the top frame.
+/// Leaves the top frame, kept at `depth`, of a flat lean poll once it is charged: its
+/// caller's frame is the innermost again.
 #[inline(always)]
-fn pop_quick(depth: usize) {
-    with_stack(|s| {
-        if s.depth.get() == depth + 1
-            && s.blocks.get().load(Ordering::Relaxed) == s.last_mem.get()[2]
-        {
-            s.depth.set(depth);
-            s.lean_current.set(s.parents[depth].get());
-            record_restore(s, s.ids[depth].get());
-            return;
+fn pop_kept(s: &Stack, depth: usize) {
+    s.depth.set(depth);
+    s.lean_current.set(s.parents[depth].get());
+    record_restore(s, s.ids[depth].get());
+}
+
+/// Pops a synchronous call's frame pushed by [`FrameGuard::enter_quick`] at `depth` (below
+/// [`CAPACITY`]) on `s`, the thread's stack: in the common case (it is the top frame, and
+/// nothing was allocated since the last event: the poll measures nothing else) with no load of
+/// the depth, which the guard carries; any other case takes [`pop_sync_lean`], which pops the
+/// top frame.
+#[inline(always)]
+fn pop_quick(s: &Stack, depth: usize) {
+    if s.depth.get() == depth + 1 && s.blocks.get().load(Ordering::Relaxed) == s.last_mem.get()[2] {
+        pop_kept(s, depth);
+        return;
+    }
+    std::hint::cold_path();
+    pop_sync_lean();
+}
+
+/// Pops a synchronous call's frame pushed by [`FrameGuard::enter_timed`] at `depth` (below
+/// [`CAPACITY`]) on `s`, the thread's stack: in the common case (it is the top frame: the poll
+/// measures time from the time-stamp counter and nothing else) charges the clock to it and
+/// leaves it, with no test of what the poll measures; any other case takes
+/// [`pop_sync_lean`], which pops the top frame.
+#[inline(always)]
+fn pop_timed(s: &Stack, depth: usize) {
+    if s.depth.get() == depth + 1 {
+        let now = rdtsc();
+        let dt = now.saturating_sub(s.last_ticks.replace(now));
+        if let Some(acc) = s.lean_current.get() {
+            bump(&acc.ticks, dt);
         }
-        std::hint::cold_path();
-        pop_sync_lean();
-    });
+        pop_kept(s, depth);
+        return;
+    }
+    std::hint::cold_path();
+    pop_sync_lean();
+}
+
+/// [`pop_timed`] out of line, finding the stack itself: inline, the two pops made the guard's
+/// drop large enough that the compiler left its drop glue a call of its own in large traced
+/// functions (`send`: +16 Ir per ping-pong round trip), and the stack's address, known from the
+/// push, was kept in a register across the traced body.
+#[inline(never)]
+fn pop_timed_out(depth: usize) {
+    with_stack(|s| pop_timed(s, depth));
+}
+
+/// [`pop_quick`] out of line, finding the stack itself (see [`pop_timed_out`]).
+#[inline(never)]
+fn pop_quick_out(depth: usize) {
+    with_stack(|s| pop_quick(s, depth));
 }
 
 /// Pops a synchronous call's frame pushed by [`push_in`]; finds the stack itself.
@@ -84,11 +119,12 @@ fn pop_lean_sync_full(s: &Stack) {
     pop_lean(s, false);
 }
 
-/// A call of `callsite` that some session wants (`mask`) and that the inlined count-only
-/// case did not take: counts it for the sessions that count, and pushes a frame for those
-/// measuring this poll, if any. One call out of line for the whole entry; its common case in
-/// a lean poll with nothing to charge takes no further call (nor saves a register).
-#[inline(never)]
+/// A call of `callsite` that some session wants (`mask`) and that the inlined cases did not
+/// take: counts it for the sessions that count, and pushes a frame for those measuring this
+/// poll, if any. One call out of line for the whole entry ([`FrameGuard::enter_call`], which
+/// this is inlined into); its common case in a lean poll with nothing to charge takes no
+/// further call.
+#[inline(always)]
 fn enter_call_in(s: &Stack, callsite: &'static Callsite, mask: u64) -> FrameGuard {
     // Every session of `mask` measures and none counts (one load), and the poll is lean for
     // one of them.
@@ -96,9 +132,7 @@ fn enter_call_in(s: &Stack, callsite: &'static Callsite, mask: u64) -> FrameGuar
         // Or a sample poll's session wants it, and no session counts it apart.
         if mask & s.sample.get() != 0 && mask & crate::trace::measure::not_lean() == 0 {
             push_sample(s, callsite.id() as u32, true);
-            return FrameGuard {
-                pushed: PUSHED_SAMPLE,
-            };
+            return FrameGuard::of(PUSHED_SAMPLE);
         }
         return enter_call_full(s, callsite, mask);
     }
@@ -112,15 +146,8 @@ fn enter_call_in(s: &Stack, callsite: &'static Callsite, mask: u64) -> FrameGuar
     if !charge_quick(s) {
         return enter_call_full(s, callsite, mask);
     }
-    // The rest of `push_lean`.
-    bump(&acc.calls, 1);
-    s.parents[depth].set(s.lean_current.replace(Some(acc)));
-    s.ids[depth + 1].set(id as u32);
-    s.depth.set(depth + 1);
-    s.function.get().store(id as u32, Ordering::Relaxed);
-    FrameGuard {
-        pushed: PUSHED_LEAN,
-    }
+    push_kept(s, depth, id, acc);
+    FrameGuard::of(PUSHED_LEAN)
 }
 
 /// [`enter_call_in`] in every case.
@@ -157,18 +184,16 @@ fn push_call(s: &Stack, callsite: &'static Callsite, mask: u64) -> FrameGuard {
         } else {
             PUSHED_LEAN
         };
-        return FrameGuard { pushed };
+        return FrameGuard::of(pushed);
     }
     let mask = mask & s.active.get();
     if mask != 0 {
         if s.sample.get() != 0 {
             push_sample(s, id, true);
-            return FrameGuard {
-                pushed: PUSHED_SAMPLE,
-            };
+            return FrameGuard::of(PUSHED_SAMPLE);
         }
         push_in(s, id, mask, true, 0);
-        return FrameGuard { pushed: PUSHED };
+        return FrameGuard::of(PUSHED);
     }
     FrameGuard::NONE
 }
@@ -245,76 +270,126 @@ fn poll_outside<R>(
     out
 }
 
+/// In a flat lean poll, where a call of `callsite` is kept and its function's accumulator
+/// already touched in this poll: (the stack's depth, the callsite's id, that accumulator);
+/// `None` otherwise.
+#[inline(always)]
+fn kept_touched(s: &Stack, callsite: &Callsite) -> Option<(usize, usize, &'static Accumulator)> {
+    let depth = s.depth.get();
+    let table = s.lean_table.get();
+    let id = callsite.raw_id();
+    if depth >= CAPACITY || id >= table.len() {
+        return None;
+    }
+    let acc = &table[id];
+    acc.touched
+        .load(Ordering::Relaxed)
+        .then_some((depth, id, acc))
+}
+
+/// The rest of [`push_lean`] for a call of function `id` kept at `depth`, whose accumulator
+/// is `acc`: counts the call and makes its frame the innermost, its function before the depth
+/// that shows it to the signal handler (see `sigcell`).
+#[inline(always)]
+fn push_kept(s: &Stack, depth: usize, id: usize, acc: &'static Accumulator) {
+    bump(&acc.calls, 1);
+    s.parents[depth].set(s.lean_current.replace(Some(acc)));
+    s.ids[depth + 1].set(id as u32);
+    s.depth.set(depth + 1);
+    s.function.get().store(id as u32, Ordering::Relaxed);
+}
+
 /// No frame pushed.
-const NOT_PUSHED: u8 = 0;
+const NOT_PUSHED: u32 = 0;
 /// A frame pushed by [`push_in`].
-const PUSHED: u8 = 1;
+const PUSHED: u32 = 1;
 /// A synchronous call's frame pushed by [`push_lean`].
-const PUSHED_LEAN: u8 = 2;
+const PUSHED_LEAN: u32 = 2;
 /// The outermost frame of a call outside processes ([`enter_outside`]).
-const PUSHED_OUTSIDE: u8 = 3;
+const PUSHED_OUTSIDE: u32 = 3;
 /// A synchronous call's frame pushed by [`push_sample`].
-const PUSHED_SAMPLE: u8 = 4;
+const PUSHED_SAMPLE: u32 = 4;
 /// `QUICK | depth`: a synchronous call's frame pushed by [`FrameGuard::enter_quick`], kept at
 /// `depth` (below [`CAPACITY`], so that it fits the low bits).
-const QUICK: u8 = 0x80;
-const _: () = assert!(CAPACITY == QUICK as usize);
+const QUICK: u32 = 0x100;
+/// `TIMED | depth`: a synchronous call's frame pushed by [`FrameGuard::enter_timed`], kept at
+/// `depth` (below [`CAPACITY`]).
+const TIMED: u32 = 0x200;
+/// The depth a `QUICK` or `TIMED` guard carries.
+const DEPTH: u32 = CAPACITY as u32 - 1;
+const _: () = assert!(CAPACITY.is_power_of_two() && CAPACITY <= QUICK as usize);
 
 /// A frame on the traced stack, popped when dropped (on unwind too) unless its pusher pops
 /// it itself ([`poll_in_frame`]).
 pub(crate) struct FrameGuard {
-    pushed: u8,
+    pushed: u32,
 }
 
 impl FrameGuard {
     /// No frame.
-    pub(crate) const NONE: FrameGuard = FrameGuard { pushed: NOT_PUSHED };
+    pub(crate) const NONE: FrameGuard = FrameGuard::of(NOT_PUSHED);
+
+    /// A frame pushed as `pushed` says.
+    const fn of(pushed: u32) -> FrameGuard {
+        FrameGuard { pushed }
+    }
 
     /// Enters a synchronous call of `callsite`, which the sessions of `mask` want: counts it
     /// for those that count, and pushes a frame for those that measure this poll, if any.
-    #[inline(always)]
+    #[inline(never)]
     pub(crate) fn enter_call(callsite: &'static Callsite, mask: u64) -> FrameGuard {
         with_stack(|s| enter_call_in(s, callsite, mask))
     }
 
-    /// A synchronous call of `callsite` in the commonest measured case, inline where it is
+    /// A synchronous call of `callsite` in the lean poll's common cases, inline where it is
     /// called: the sessions of `mask` are exactly the one measuring this lean poll, in flat
-    /// mode and for memory only (see [`Stack::quick`]), none of them counts, the call is kept
-    /// on the stack, its function's accumulator is already touched in this poll, and nothing
-    /// was allocated since the last event. Pushes its frame as [`push_lean`] would and
-    /// returns its guard, which hands the frame's depth to the pop; `None`, having done
-    /// nothing, in every other case.
+    /// mode, counting no calls apart, and measuring time from the time-stamp counter alone
+    /// ([`Stack::timed`]: [`enter_timed`](Self::enter_timed)) or memory alone ([`Stack::quick`]:
+    /// [`enter_quick`](Self::enter_quick)). `None`, having done nothing, in every other case.
     #[inline(always)]
-    pub(crate) fn enter_quick(callsite: &Callsite, mask: u64) -> Option<FrameGuard> {
+    pub(crate) fn enter_lean(callsite: &Callsite, mask: u64) -> Option<FrameGuard> {
         with_stack(|s| {
-            // Not this poll's quick session, or something allocated since the last event
-            // (common where the call does real work): such a call gives up here at the least
-            // cost, before the stack's other fields are read.
-            if mask != s.quick.get()
-                || s.blocks.get().load(Ordering::Relaxed) != s.last_mem.get()[2]
-                || mask & crate::trace::measure::not_lean() != 0
-            {
-                return None;
+            if mask == s.timed.get() {
+                return Self::enter_timed(s, callsite);
             }
-            let depth = s.depth.get();
-            let table = s.lean_table.get();
-            let id = callsite.raw_id();
-            if depth >= CAPACITY || id >= table.len() {
-                return None;
+            if mask == s.quick.get() {
+                return Self::enter_quick(s, callsite);
             }
-            let acc = &table[id];
-            if !acc.touched.load(Ordering::Relaxed) {
-                return None;
-            }
-            bump(&acc.calls, 1);
-            s.parents[depth].set(s.lean_current.replace(Some(acc)));
-            s.ids[depth + 1].set(id as u32);
-            s.depth.set(depth + 1);
-            s.function.get().store(id as u32, Ordering::Relaxed);
-            Some(FrameGuard {
-                pushed: QUICK | depth as u8,
-            })
+            None
         })
+    }
+
+    /// [`enter_lean`](Self::enter_lean) in a poll measuring time alone: the call is kept on
+    /// the stack and its function's accumulator is already touched in this poll. Charges the
+    /// clock to the caller, pushes the frame as [`push_lean`] would and returns its guard,
+    /// which hands the frame's depth to the pop; `None`, having done nothing, otherwise.
+    #[inline(always)]
+    fn enter_timed(s: &Stack, callsite: &Callsite) -> Option<FrameGuard> {
+        let (depth, id, acc) = kept_touched(s, callsite)?;
+        let now = rdtsc();
+        let dt = now.saturating_sub(s.last_ticks.replace(now));
+        if let Some(parent) = s.lean_current.get() {
+            bump(&parent.ticks, dt);
+        }
+        push_kept(s, depth, id, acc);
+        Some(FrameGuard::of(TIMED | depth as u32))
+    }
+
+    /// [`enter_lean`](Self::enter_lean) in a poll measuring memory alone: the call is kept on
+    /// the stack, its function's accumulator is already touched in this poll, and nothing was
+    /// allocated since the last event. Pushes its frame as [`push_lean`] would and returns its
+    /// guard, which hands the frame's depth to the pop; `None`, having done nothing, otherwise.
+    #[inline(always)]
+    fn enter_quick(s: &Stack, callsite: &Callsite) -> Option<FrameGuard> {
+        // Something allocated since the last event (common where the call does real work):
+        // such a call gives up here at the least cost, before the stack's other fields are
+        // read.
+        if s.blocks.get().load(Ordering::Relaxed) != s.last_mem.get()[2] {
+            return None;
+        }
+        let (depth, id, acc) = kept_touched(s, callsite)?;
+        push_kept(s, depth, id, acc);
+        Some(FrameGuard::of(QUICK | depth as u32))
     }
 
     /// Whether a frame was pushed.
@@ -382,11 +457,20 @@ impl Drop for FrameGuard {
     #[inline(always)]
     fn drop(&mut self) {
         // This shape (one comparison with a constant, then the rest out of line) lets the
-        // compiler keep a small traced body's inlined cases free of any test here.
+        // compiler keep a small traced body's inlined cases free of any test here, and the
+        // drop small enough to be inlined into large traced functions. The inline entries'
+        // pops take the depth their guard carries (masked within the stack's arrays, so that
+        // no bounds check is left).
         if self.pushed == PUSHED_LEAN {
             pop_sync_lean();
         } else if self.pushed != NOT_PUSHED {
-            pop_sync_any(self.pushed);
+            if self.pushed & TIMED != 0 {
+                pop_timed_out((self.pushed & DEPTH) as usize);
+            } else if self.pushed & QUICK != 0 {
+                pop_quick_out((self.pushed & DEPTH) as usize);
+            } else {
+                pop_sync_any(self.pushed);
+            }
         }
     }
 }

@@ -71,10 +71,13 @@ pub(crate) fn begin_poll(
                 }
             });
             s.lean_current.set(None);
-            s.quick.set(if in_tree || timing { 0 } else { active });
+            let (quick, timed) = fast_kind(active, in_tree, timing, memory.is_some());
+            s.quick.set(quick);
+            s.timed.set(timed);
         } else {
             s.lean.set(0);
             s.quick.set(0);
+            s.timed.set(0);
         }
         let mut m = active;
         while m != 0 {
@@ -96,6 +99,24 @@ pub(crate) fn begin_poll(
     });
 }
 
+/// The synchronous calls a lean poll of session `active` (one bit) enters inline, as
+/// ([`Stack::quick`], [`Stack::timed`]): in flat mode (not `in_tree`), memory alone (or
+/// nothing) takes the quick entry, time from the time-stamp counter alone the timed one, and
+/// time and memory together neither. Neither when the session counts calls apart (its calls
+/// are counted out of line too) or does not measure (paused), which the entries then need not
+/// ask per call.
+#[inline(always)]
+pub(super) fn fast_kind(active: u64, in_tree: bool, timing: bool, memory: bool) -> (u64, u64) {
+    if in_tree || active & crate::trace::measure::not_lean() != 0 {
+        return (0, 0);
+    }
+    match (timing, memory) {
+        (false, _) => (active, 0),
+        (true, false) => (0, active),
+        (true, true) => (0, 0),
+    }
+}
+
 /// [`begin_poll`] for one session (`active`, a single bit) that measures neither time nor
 /// memory, and records no histograms, call tree or event log: a sample session's poll, which
 /// is measured only so that its traced stack is kept. Leaves the stack as [`begin_poll`] would
@@ -109,8 +130,10 @@ pub(crate) fn begin_plain_poll(active: u64, function: &'static AtomicU32) {
 /// [`begin_poll`] for one session (`active`, a single bit) in flat mode, without an event log
 /// or histograms, that measures time (`timing`, from the time-stamp counter) or memory
 /// (counted by `memory`) or both: the lean case, left as [`begin_poll`] leaves it without its
-/// decisions, on every poll of every process such a session measures.
-#[inline]
+/// decisions, on every poll of every process such a session measures. Inlined into
+/// `measure::begin_poll` always: with the choice of its inline entries ([`fast_kind`]) the
+/// compiler left it a call of its own (+66 Ir per gen_server round trip under call_time).
+#[inline(always)]
 pub(crate) fn begin_lean_poll(
     active: u64,
     timing: bool,
@@ -149,7 +172,9 @@ pub(crate) fn begin_lean_poll(
             None => new_table(s, slot),
         });
         s.lean_current.set(None);
-        s.quick.set(if timing { 0 } else { active });
+        let (quick, timed) = fast_kind(active, false, timing, memory.is_some());
+        s.quick.set(quick);
+        s.timed.set(timed);
         s.current[slot].set(None);
         // Before the caller checks the process's flags again (see measure::begin_poll).
         s.generations[slot].set(crate::trace::session::generation_acquire(bit));
@@ -179,6 +204,7 @@ pub(crate) fn begin_sample_poll(active: u64, function: &'static AtomicU32, gener
         }
         s.lean.set(0);
         s.quick.set(0);
+        s.timed.set(0);
         s.function.set(function);
         s.restore.set(function);
         // Frames never outlive a poll; start clean whatever happened before.
@@ -239,6 +265,7 @@ pub(crate) fn end_poll(target: &crate::trace::measure::Target<'_>) {
         s.active.set(0);
         s.lean.set(0);
         s.quick.set(0);
+        s.timed.set(0);
         s.tree.set(0);
         s.events.set(0);
         s.extra.set(0);
@@ -356,7 +383,7 @@ mod tests {
     fn poll_state(bit: usize) -> String {
         with_stack(|s| {
             format!(
-                "active {} lean {} slot {} table {:p}/{} current {} quick {} lean_tree {} \
+                "active {} lean {} slot {} table {:p}/{} current {} quick {} timed {} lean_tree {} \
                  path {} tsc {} tree {} events {} extra {} timing {} histograms {} memory {} \
                  blocks {:p} function {:p} restore {:p} last_mem {:?} depth {} hist_top {} \
                  current[bit] {} generation {}",
@@ -367,6 +394,7 @@ mod tests {
                 s.lean_table.get().len(),
                 s.lean_current.get().is_some(),
                 s.quick.get(),
+                s.timed.get(),
                 s.lean_tree.get(),
                 s.lean_path.get(),
                 s.tsc.get(),
@@ -398,6 +426,7 @@ mod tests {
             s.lean_current
                 .set(s.tables.iter().find_map(Cell::get).and_then(|t| t.first()));
             s.quick.set(0);
+            s.timed.set(!0);
             s.lean_tree.set(true);
             s.lean_path.set(77);
             s.tsc.set(true);
@@ -433,6 +462,7 @@ mod tests {
             s.active.set(0);
             s.lean.set(0);
             s.quick.set(0);
+            s.timed.set(0);
         });
         crate::trace::inflight::end();
     }
@@ -468,6 +498,7 @@ mod tests {
                 s.active.set(0);
                 s.lean.set(0);
                 s.quick.set(0);
+                s.timed.set(0);
                 s.memory.set(None);
                 s.blocks.set(&NO_BLOCKS);
             });
