@@ -133,6 +133,7 @@ mod options;
 mod perf;
 mod ring;
 mod snapshot;
+pub(crate) use snapshot::{allocator_frames, is_own_frame};
 mod store;
 mod symbols;
 mod symtab;

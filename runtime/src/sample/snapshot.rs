@@ -75,7 +75,7 @@ impl Builder<'_> {
         }
         // An allocation's stack starts inside the allocator: its frames are left out.
         let from = if sample.size > 0 {
-            allocator_frames(&native)
+            allocator_frames(native.iter().map(|(_, f)| f))
         } else {
             0
         };
@@ -148,7 +148,7 @@ fn traced_lines(
 /// of `debug = "line-tables-only"`: `crunch`, `{closure#0}`, `poll<…>`), by its bare name and
 /// place: in the function's file, named as the function (`parse` for `Parser::parse`), or a
 /// closure or `async` block of its body at a line within the function's lines.
-fn is_own_frame(frame: &super::NativeFrame, cs: &Callsite) -> bool {
+pub(crate) fn is_own_frame(frame: &super::NativeFrame, cs: &Callsite) -> bool {
     if names(&frame.function, cs) {
         return true;
     }
@@ -205,12 +205,16 @@ const ALLOCATOR_DEPTH: usize = 24;
 
 /// How many of an allocation's native frames (innermost first) are the allocator's: up to the
 /// outermost of them within [`ALLOCATOR_DEPTH`].
-fn allocator_frames(native: &[(u64, super::NativeFrame)]) -> usize {
+pub(crate) fn allocator_frames<'a>(
+    native: impl IntoIterator<Item = &'a super::NativeFrame>,
+) -> usize {
     native
-        .iter()
+        .into_iter()
         .take(ALLOCATOR_DEPTH)
-        .rposition(|(_, f)| is_allocator(&f.function))
-        .map_or(0, |i| i + 1)
+        .enumerate()
+        .filter(|(_, f)| is_allocator(&f.function))
+        .last()
+        .map_or(0, |(i, _)| i + 1)
 }
 
 /// Whether a native function is the allocator's: the counting allocator and the sampler's
@@ -429,7 +433,11 @@ mod tests {
         .iter()
         .map(|f| native(f, "/src/app.rs", 1))
         .collect();
-        assert_eq!(allocator_frames(&stack), 2, "up to __rust_alloc");
+        assert_eq!(
+            allocator_frames(stack.iter().map(|(_, f)| f)),
+            2,
+            "up to __rust_alloc"
+        );
         for entry in [
             "__rust_alloc",
             "__rust_dealloc",
