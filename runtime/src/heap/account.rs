@@ -107,8 +107,11 @@ impl Charge {
         match self {
             Charge::None => NOBODY_RAW,
             Charge::Owner(account) => account,
-            Charge::Shared(account) => (&raw const account.not_owner).cast::<Account>(),
-            Charge::Tallied(tally) => tally.not_owner_word().cast::<Account>(),
+            // Made from the whole record, not from the word (`&raw const account.not_owner`
+            // would give a pointer allowed only the word's bytes, which `decode` could not go
+            // back from: Miri's Stacked Borrows refuses the retag of the whole account).
+            Charge::Shared(account) => after(account, SHARED_AT),
+            Charge::Tallied(tally) => after(tally, TALLIED_AT),
         }
     }
 
@@ -142,6 +145,16 @@ impl Charge {
 const SHARED_AT: usize = std::mem::offset_of!(Account, not_owner);
 /// Where a charge's `not_owner` word lies in its tally ([`Charge::Tallied`]).
 const TALLIED_AT: usize = std::mem::offset_of!(Tally, not_owner);
+
+/// A pointer to the word at `offset` in `record`, with the whole record's provenance (so that
+/// [`before`] gives the record back).
+#[inline(always)]
+fn after<T>(record: &'static T, offset: usize) -> *const Account {
+    std::ptr::from_ref(record)
+        .cast::<u8>()
+        .wrapping_add(offset)
+        .cast::<Account>()
+}
 
 /// The record of type `T` whose word at `offset` `raw` points at (keeping `raw`'s provenance).
 #[inline(always)]

@@ -104,12 +104,6 @@ impl Tally {
         }
     }
 
-    /// A pointer to its [`NotATag`] word, with the tally's provenance.
-    #[inline(always)]
-    pub(super) fn not_owner_word(&'static self) -> *const NotATag {
-        &raw const self.not_owner
-    }
-
     /// What it counted.
     pub(crate) fn counts(&self) -> &Counts {
         &self.counts
