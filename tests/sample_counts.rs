@@ -294,34 +294,12 @@ fn pause_resume_and_restart_keep_what_they_say() {
     }
 }
 
-/// [`play`], then waits until every partner has ended too (its last call of `await_ball` may
-/// be entered after its lead has finished), so that no call of a pair falls in the next phase.
-fn play_to_the_end(node: &Node, pairs: u64, rounds: u64) {
-    let (done_tx, done_rx) = mpsc::channel();
-    for _ in 0..pairs {
-        let done = done_tx.clone();
-        node.spawn(async move {
-            let (partner, _) = runtime::spawn_monitor(partner()).expect("spawn");
-            lead(partner, rounds).await;
-            let _ = receive::<runtime::Down>().await;
-            done.send(()).expect("done");
-        })
-        .expect("spawn");
-    }
-    for _ in 0..pairs {
-        done_rx
-            .recv_timeout(Duration::from_secs(120))
-            .expect("a pair finished");
-    }
-}
-
 #[test]
 fn trace_sessions_opened_and_closed_during_a_sample_session_count_as_alone() {
     let _serial = serial();
     let node = Node::builder().worker_threads(2).build().expect("node");
     let sample = sampling(&node, Sampler::Cpu);
     let (pairs, rounds) = (2, 1_000);
-    let play = play_to_the_end;
     let per_phase = |name: &str| match name {
         "hit" => 2 * pairs * rounds,
         _ => 2 * pairs * rounds + pairs,

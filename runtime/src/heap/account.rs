@@ -818,16 +818,21 @@ mod tests {
         account.release();
     }
 
+    /// A charge of each kind.
+    fn every_kind(account: &'static Account, tally: &'static Tally) -> [Charge; 4] {
+        [
+            Charge::None,
+            Charge::Owner(account),
+            Charge::Shared(account),
+            Charge::Tallied(tally),
+        ]
+    }
+
     #[test]
     fn charges_round_trip_through_the_thread_local() {
         static TALLY: Tally = Tally::new();
         let account = Account::acquire();
-        for charge in [
-            Charge::None,
-            Charge::Owner(account),
-            Charge::Shared(account),
-            Charge::Tallied(&TALLY),
-        ] {
+        for charge in every_kind(account, &TALLY) {
             let prev = set_charge(charge);
             let seen = current_charge();
             set_charge(prev);
@@ -858,12 +863,7 @@ mod tests {
         static TALLY: Tally = Tally::new();
         let account = Account::acquire();
         let tag = account.tag_word();
-        for charge in [
-            Charge::None,
-            Charge::Owner(account),
-            Charge::Shared(account),
-            Charge::Tallied(&TALLY),
-        ] {
+        for charge in every_kind(account, &TALLY) {
             let prev = set_charge(charge);
             let own = owner_tagged(tag).map(std::ptr::from_ref);
             let none = owner_tagged(Tag::NONE.pack()).is_some();
