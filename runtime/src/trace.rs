@@ -111,6 +111,7 @@ mod measure;
 mod outside;
 pub(crate) mod paths;
 mod pattern;
+mod run_queue;
 mod session;
 mod sigcell;
 mod snapshot;
@@ -146,6 +147,7 @@ pub(crate) use measure::{
     fold_ended, measuring, process_dropped, remember_name, sessions_measuring,
 };
 pub use pattern::{Part, TracePattern};
+pub use run_queue::SnapshotRunQueue;
 pub(crate) use session::{COMPILED_OUT, SessionNode, record_call};
 pub use session::{
     CallCount, MAX_SESSIONS, PatternError, SessionError, SessionOptions, TraceMap, TraceSession,

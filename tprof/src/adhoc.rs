@@ -687,6 +687,7 @@ where
     if let Some(p) = profile.processes.iter_mut().find(|p| p.pid == pid) {
         p.initial_call = std::any::type_name::<F>().to_owned();
     }
+    let run_queue = profile.meta.runs.first().and_then(|r| r.run_queue);
     profile.meta.runs = vec![crate::Run {
         program: std::env::args().next().unwrap_or_default(),
         started_unix_ms: started
@@ -694,6 +695,7 @@ where
             .map_or(0, |d| d.as_millis() as u64),
         duration_ns: clock.elapsed().as_nanos() as u64,
         nodes: vec![node.id()],
+        run_queue,
     }];
     let taken = slot.lock().unwrap_or_else(|e| e.into_inner()).take();
     let result = match (taken, timed_out, reason) {

@@ -64,6 +64,7 @@
 //! | 27 | SAMPLE_CALLEES | sample (an index into the SAMPLES), node, index, serial: [`SampleRecord::callee`](crate::samples::SampleRecord::callee), the process a wall sample's process waited on in a call, of each sample that has one, in sample order | SAMPLES |
 //! | 28 | SAMPLE_CPU_ASIDE | row (an index into the SAMPLE_CPU_THREADS rows of every record, in order), elsewhere, elsewhere_ns, stalls, stalled_ns: what [`ThreadCoverage`](crate::samples::ThreadCoverage) adds to a row — the samples of its thread that are of work the profile does not sample and the CPU time they stand for, the overflows its perf event lost and the CPU time they left in no sample — for each row where any of them is not zero, in row order (each row at most once); a row without a record has none of them | SAMPLE_CPU_THREADS |
 //! | 29 | SAMPLE_BEFORE | source (an index into the SAMPLE_SOURCES), count: [`SampleSource::before_sampling`](crate::samples::SampleSource::before_sampling) of each source that has any, in source order; a source without a record has none | SAMPLE_SOURCES |
+//! | 30 | RUN_QUEUE | run (an index into the RUNS), ran_ns, waited_ns, threads, exited: [`Run::run_queue`](crate::Run::run_queue) of each run that has it, in run order (each run at most once); a run without a record has none | RUNS |
 //!
 //! Every number is a varint (but the 8 bytes of a fractional *float*, under Samples); a
 //! *string index* is an index into the STRINGS read so far, a
@@ -162,6 +163,7 @@
 //! | 2 | SAMPLE_CPU and SAMPLE_CPU_THREADS (tags 25 and 26) added, for [`SampleSource::cpu`](crate::samples::SampleSource::cpu) (what a CPU profile's samples could see: the mechanism, and per thread its CPU time against the CPU its samples stand for): new kinds of section, which older version-2 readers skip — they read the samples without their coverage, and report them as they did before it was kept —, so the version stays 2; a profile without coverage is written byte for byte as before, and this reader reads an older archive's sources with none. |
 //! | 2 | SAMPLE_CALLEES (tag 27) added, for [`SampleRecord::callee`](crate::samples::SampleRecord::callee) (whom a process in a call waits on): a new kind of section, which older version-2 readers skip — they read wall samples without their callees, as before they were kept —, so the version stays 2; a profile without callees is written byte for byte as before. |
 //! | 2 | SAMPLE_CPU_ASIDE (tag 28) added, for [`ThreadCoverage`](crate::samples::ThreadCoverage)'s samples elsewhere (a sampled thread's samples of work the profile does not sample, left out of its figures) and its perf event's stalls (overflows lost and re-armed, whose CPU time is in no sample): a new kind of section, which older version-2 readers skip — they read the CPU figures without them, and say neither the summary's sentence on them nor the stall's warning —, so the version stays 2; a profile whose rows have none of them is written byte for byte as before, and this reader reads an older archive's rows with none. |
+//! | 1 | RUN_QUEUE (tag 30) added, for [`Run::run_queue`](crate::Run::run_queue) (how long the program's threads ran and waited on the OS's run queue while a call_time profile was taken): a new kind of section, which older readers skip — they read the runs without it, and print no note on the waits —, so the version stays 1 (2 with samples); a profile without it is written byte for byte as before. |
 //! | 2 | SAMPLE_BEFORE (tag 29) added, for [`SampleSource::before_sampling`](crate::samples::SampleSource::before_sampling) (samples taken in polls begun before sampling began, whose traced frames are unknown): a new kind of section, which older version-2 readers skip — they read every source as having none, and report the samples as before it was kept —, so the version stays 2; a profile without such samples is written byte for byte as before. |
 //!
 //! ## Adding a fixture when the version is bumped
@@ -282,6 +284,8 @@ mod tag {
     pub(super) const SAMPLE_CALLEES: u64 = 27;
     pub(super) const SAMPLE_CPU_ASIDE: u64 = 28;
     pub(super) const SAMPLE_BEFORE: u64 = 29;
+    // Added to version 1 without a bump (older readers skip it).
+    pub(super) const RUN_QUEUE: u64 = 30;
 
     /// The name of a known section, for messages.
     pub(super) fn name(tag: u64) -> Option<&'static str> {
@@ -313,6 +317,7 @@ mod tag {
             SAMPLE_CALLEES => "SAMPLE_CALLEES",
             SAMPLE_CPU_ASIDE => "SAMPLE_CPU_ASIDE",
             SAMPLE_BEFORE => "SAMPLE_BEFORE",
+            RUN_QUEUE => "RUN_QUEUE",
             _ => return None,
         })
     }

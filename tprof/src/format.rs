@@ -125,7 +125,32 @@ pub fn format(out: &mut dyn Write, inspected: &Inspected) -> io::Result<()> {
              them)\n"
         )?;
     }
+    if let Some(note) = inspected.run_queue.as_ref().and_then(run_queue_note) {
+        write!(out, "\n{note}\n")?;
+    }
     Ok(())
+}
+
+/// What a call_time report says of the waits on the OS's run queue while it was taken, when
+/// they are at least [`RUN_QUEUE_NOTE_SHARE`](crate::RUN_QUEUE_NOTE_SHARE) of the threads'
+/// ready time: call times are wall time while a process is polled, so they include them.
+pub(crate) fn run_queue_note(q: &runtime::trace::SnapshotRunQueue) -> Option<String> {
+    let share = q.waited_share();
+    if share < crate::RUN_QUEUE_NOTE_SHARE {
+        return None;
+    }
+    let seconds = |ns: u64| ns as f64 / 1e9;
+    let threads = if q.threads == 1 { "thread" } else { "threads" };
+    Some(format!(
+        "Note: the OS kept the program's threads waiting to run for {}% of the time they were \
+         ready to ({:.3} s waited, {:.3} s ran, {} {threads}): call times are wall time while a \
+         process is polled, so they include waits of its worker; a CPU sample profile shows \
+         CPU time alone.",
+        two_decimals(share * 100.0),
+        seconds(q.waited_ns),
+        seconds(q.ran_ns),
+        q.threads,
+    ))
 }
 
 /// The header of a group of calls made outside processes ([`OUTSIDE_PROCESSES`]).

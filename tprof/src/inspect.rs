@@ -169,6 +169,11 @@ pub struct Inspected {
     /// The groups that hold calls made outside any process (with
     /// [`Profile::outside_in_tables`]), which [`format`](crate::format()) heads as such.
     pub outside: std::collections::BTreeSet<Group>,
+    /// call_time: how long the program's threads ran and waited on the OS's run queue while
+    /// it was profiled ([`Profile::run_queue`]); [`format`](crate::format()) says after the
+    /// tables that the times include those waits when they are a large share
+    /// ([`RUN_QUEUE_NOTE_SHARE`](crate::RUN_QUEUE_NOTE_SHARE)). `None` for other profiles.
+    pub run_queue: Option<runtime::trace::SnapshotRunQueue>,
 }
 
 impl Inspected {
@@ -223,7 +228,12 @@ fn shown(trace_type: TraceType, measurement: u64, calls: u64) -> bool {
 /// assert_eq!(all.lines[0].percent, 100.0);
 /// ```
 pub fn inspect(profile: &Profile, aggregate: Aggregate, sort: SortBy) -> Inspected {
-    inspect_impl(profile, aggregate, sort, false, profile.outside_in_tables).into_owned()
+    let mut inspected =
+        inspect_impl(profile, aggregate, sort, false, profile.outside_in_tables).into_owned();
+    if profile.trace_type == TraceType::CallTime {
+        inspected.run_queue = profile.run_queue();
+    }
+    inspected
 }
 
 /// [`inspect`], keeping the functions that allocated nothing and the calls made outside
@@ -295,6 +305,7 @@ impl Borrowed<'_> {
                 .collect(),
             outside_left_out: self.outside_left_out,
             outside: self.outside,
+            run_queue: None,
         }
     }
 }

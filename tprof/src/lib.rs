@@ -481,8 +481,8 @@ pub use inspect::{
 pub use notebook::{notebook_blocks, notebook_blocks_of_tables};
 pub use profile::{
     CallTree, Entry, Event, EventKind, EventLog, FunctionTrace, Group, Labels, LookupError, Meta,
-    OUTSIDE_PROCESSES, PathEntry, Percentiles, ProcessRecord, Profile, Run, TraceType,
-    TraceTypeError,
+    OUTSIDE_PROCESSES, PathEntry, Percentiles, ProcessRecord, Profile, RUN_QUEUE_NOTE_SHARE, Run,
+    TraceType, TraceTypeError,
 };
 pub use runtime::heap_snapshot::{HeapSnapshot, LiveSite, SnapshotSummary, heap_snapshot};
 pub use server::{DEFAULT_NAME, ServerError, ServerOptions, Tprof};

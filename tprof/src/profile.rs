@@ -267,7 +267,20 @@ pub struct Run {
     pub duration_ns: u64,
     /// The nodes its processes ran on.
     pub nodes: Vec<u32>,
+    /// call_time: how long the program's threads ran, and waited on the OS's run queue while
+    /// ready to run, while it was profiled. A call's time is wall time while its process is
+    /// polled, so it includes what the OS made its worker wait: the call_time report says so
+    /// when the share waited is large ([`RUN_QUEUE_NOTE_SHARE`](crate::RUN_QUEUE_NOTE_SHARE)).
+    /// `None` for other profiles, where the OS gives no such figures, and in older archives.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_queue: Option<runtime::trace::SnapshotRunQueue>,
 }
+
+/// From this share of their ready time spent waiting on the OS's run queue
+/// ([`SnapshotRunQueue::waited_share`](runtime::trace::SnapshotRunQueue::waited_share)), a
+/// call_time report says that its times include such waits ([`format`](crate::format())):
+/// below it, the waits are the noise of any machine.
+pub const RUN_QUEUE_NOTE_SHARE: f64 = 0.05;
 
 /// Where a profile's data came from.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -394,6 +407,33 @@ impl Profile {
     /// [`Callsite::function`]: runtime::trace::Callsite::function
     pub fn function(&self, name: &str) -> Option<&FunctionTrace> {
         self.lookup(name).ok()
+    }
+
+    /// call_time: how long the program's threads ran, and waited on the OS's run queue while
+    /// ready to run, while it was profiled ([`Run::run_queue`]), every run that says together;
+    /// `None` when none says.
+    ///
+    /// ```
+    /// use runtime::trace::SnapshotRunQueue;
+    /// use tprof::{Profile, Run, TraceType};
+    ///
+    /// let mut profile = Profile::empty(TraceType::CallTime);
+    /// assert_eq!(profile.run_queue(), None);
+    /// let waits = SnapshotRunQueue { ran_ns: 600, waited_ns: 400, threads: 2, exited: 0 };
+    /// profile.meta.runs.push(Run { run_queue: Some(waits), ..Run::default() });
+    /// assert_eq!(profile.run_queue().unwrap().waited_share(), 0.4);
+    /// ```
+    pub fn run_queue(&self) -> Option<runtime::trace::SnapshotRunQueue> {
+        self.meta
+            .runs
+            .iter()
+            .filter_map(|r| r.run_queue)
+            .reduce(|a, b| runtime::trace::SnapshotRunQueue {
+                ran_ns: a.ran_ns.saturating_add(b.ran_ns),
+                waited_ns: a.waited_ns.saturating_add(b.waited_ns),
+                threads: a.threads.saturating_add(b.threads),
+                exited: a.exited.saturating_add(b.exited),
+            })
     }
 
     /// The groups that hold the calls made outside any process: those recorded with

@@ -393,6 +393,50 @@ fn percentiles_are_opt_in_and_show_in_the_rich_report() {
     );
 }
 
+/// A call_time profile carries what the program's threads ran and waited on the OS's run queue
+/// while it was taken (Linux's per-thread figures): the profiled process's spinning is in the
+/// time run. Other trace types carry none.
+#[test]
+fn a_call_time_profile_says_what_the_threads_ran_and_waited() {
+    let run = |trace_type: TraceType| {
+        tprof::profile(
+            || async {
+                let start = std::time::Instant::now();
+                // At least 20 ms of spinning on the profiled process's worker: running or,
+                // on a loaded machine, waiting to run.
+                while start.elapsed() < std::time::Duration::from_millis(20) {
+                    spin(1_000);
+                }
+            },
+            ProfileOptions::new()
+                .trace_type(trace_type)
+                .pattern(TracePattern::function(module(), "spin"))
+                .report(Report::Return),
+        )
+        .unwrap()
+        .profile
+    };
+    let profile = run(TraceType::CallTime);
+    let Some(figures) = profile.run_queue() else {
+        // No figures on this OS or kernel (no schedstat): the profile says nothing.
+        assert!(
+            !cfg!(target_os = "linux") || !std::path::Path::new("/proc/self/schedstat").exists()
+        );
+        return;
+    };
+    assert!(figures.threads >= 1, "{figures:?}");
+    assert!(
+        figures.ran_ns.saturating_add(figures.waited_ns) >= 20_000_000,
+        "{figures:?}"
+    );
+    // Through the archive, unchanged.
+    let mut bytes = Vec::new();
+    tprof::archive::write(&profile, &mut bytes).unwrap();
+    let read = tprof::archive::read(&mut bytes.as_slice()).unwrap();
+    assert_eq!(read.run_queue(), Some(figures));
+    assert_eq!(run(TraceType::CallCount).run_queue(), None);
+}
+
 /// Does nothing of its own but call [`sleeps`], `ms` long.
 #[traced]
 fn calls_a_sleeper(ms: u64) {

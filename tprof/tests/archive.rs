@@ -141,12 +141,14 @@ fn fixture_profile() -> Profile {
                     started_unix_ms: 1_700_000_000_000,
                     duration_ns: 1_234_567_890,
                     nodes: vec![1],
+                    run_queue: None,
                 },
                 Run {
                     program: "ünïcødé run".to_owned(),
                     started_unix_ms: 0,
                     duration_ns: 0,
                     nodes: vec![2, u32::MAX],
+                    run_queue: None,
                 },
             ],
         },
@@ -524,6 +526,8 @@ const SAMPLE_CALLEES: u64 = 27;
 const SAMPLE_CPU_ASIDE: u64 = 28;
 /// Samples taken in polls begun before sampling began (added to version 2 without a bump).
 const SAMPLE_BEFORE: u64 = 29;
+/// The OS's run-queue figures of a run (added to version 1 without a bump).
+const RUN_QUEUE: u64 = 30;
 
 /// The sections of an archive, END left out: (tag, payload). Panics on a bad frame.
 fn sections(bytes: &[u8]) -> Vec<(u64, Vec<u8>)> {
@@ -1239,6 +1243,81 @@ fn without_its_process_percentiles_the_fixture_is_the_v1_fixture() {
     assert_eq!(before - parts.len(), 1, "one PROCESS_PERCENTILES section");
     assert_eq!(frame_as(1, &parts), std::fs::read(fixture_path(1)).unwrap());
     assert_eq!(read_bytes(&frame(&parts)).unwrap(), fixture_profile());
+}
+
+/// The fixture profile with the OS's run-queue figures of its first run (tag 30, added to
+/// version 1 without a bump); the second run has none.
+fn fixture_profile_with_run_queue() -> Profile {
+    let mut profile = fixture_profile();
+    profile.meta.runs[0].run_queue = Some(runtime::trace::SnapshotRunQueue {
+        ran_ns: 3_000_000_000,
+        waited_ns: u64::MAX,
+        threads: 5,
+        exited: 1,
+    });
+    profile
+}
+
+#[test]
+fn the_v1_run_queue_fixture_reads_as_its_profile() {
+    let profile = archive::read_file(&fixture_file("v1-run-queue.tprof")).unwrap();
+    assert_eq!(profile, fixture_profile_with_run_queue());
+    assert_eq!(profile.meta.runs[1].run_queue, None);
+}
+
+#[test]
+fn the_writer_writes_the_run_queue_fixture_byte_for_byte() {
+    let fixture = std::fs::read(fixture_file("v1-run-queue.tprof")).unwrap();
+    assert_eq!(bytes_of(&fixture_profile_with_run_queue()), fixture);
+}
+
+/// A reader that predates the run-queue figures skips their section: what it reads is the v1
+/// fixture, byte for byte, whose runs have none.
+#[test]
+fn without_its_run_queue_section_the_fixture_is_the_v1_fixture() {
+    let with = std::fs::read(fixture_file("v1-run-queue.tprof")).unwrap();
+    let mut parts = sections(&with);
+    let before = parts.len();
+    parts.retain(|(tag, _)| *tag != RUN_QUEUE);
+    assert_eq!(before - parts.len(), 1, "one RUN_QUEUE section");
+    assert_eq!(frame_as(1, &parts), std::fs::read(fixture_path(1)).unwrap());
+    assert_eq!(read_bytes(&frame(&parts)).unwrap(), fixture_profile());
+}
+
+/// A run-queue record names a run that comes before it, once: run 2 of the fixture's 2, or
+/// run 0 twice, is refused.
+#[test]
+fn a_run_queue_record_of_a_missing_run_or_twice_of_one_is_corrupt() {
+    let with = std::fs::read(fixture_file("v1-run-queue.tprof")).unwrap();
+    let parts = sections(&with);
+    let at = parts
+        .iter()
+        .position(|(t, _)| *t == RUN_QUEUE)
+        .expect("the section");
+    let with_payload = |payload: Vec<u8>| {
+        let mut parts = parts.clone();
+        parts[at].1 = payload;
+        read_bytes(&frame(&parts)).expect_err("refused").to_string()
+    };
+    let missing = with_payload(vec![2, 1, 1, 1, 0]);
+    assert!(
+        missing.contains("run 2, but only 2 come before it"),
+        "{missing}"
+    );
+    let twice = with_payload(vec![0, 1, 1, 1, 0, 0, 2, 2, 2, 0]);
+    assert!(
+        twice.contains("a second run-queue record of run 0"),
+        "{twice}"
+    );
+}
+
+/// Writes the fixture of the RUN_QUEUE section, added to version 1 without a bump: it was run
+/// once when it was added (see "Adding a fixture" in `tprof::archive`).
+#[test]
+#[ignore = "writes tests/data/v1-run-queue.tprof; it was run once, when the section came"]
+fn write_run_queue_fixture() {
+    let path = fixture_file("v1-run-queue.tprof");
+    archive::write_file(&fixture_profile_with_run_queue(), &path).unwrap();
 }
 
 /// Writes the fixture of the PROCESS_PERCENTILES section, added to version 1 without a bump:
@@ -2768,13 +2847,24 @@ fn profile() -> impl Strategy<Value = Profile> {
         any::<u64>(),
         any::<u64>(),
         prop::collection::vec(any::<u32>(), 0..3),
+        proptest::option::of(any::<(u64, u64, u32, u32)>()),
     )
-        .prop_map(|(program, started_unix_ms, duration_ns, nodes)| Run {
-            program,
-            started_unix_ms,
-            duration_ns,
-            nodes,
-        });
+        .prop_map(
+            |(program, started_unix_ms, duration_ns, nodes, run_queue)| Run {
+                program,
+                started_unix_ms,
+                duration_ns,
+                nodes,
+                run_queue: run_queue.map(|(ran_ns, waited_ns, threads, exited)| {
+                    runtime::trace::SnapshotRunQueue {
+                        ran_ns,
+                        waited_ns,
+                        threads,
+                        exited,
+                    }
+                }),
+            },
+        );
     (
         trace_type,
         prop::collection::vec(trace, 0..4),

@@ -186,6 +186,16 @@ fn run_with_a_format_writes_the_export_to_stdout() {
 fn report_writes_every_format_and_each_reads_back() {
     let dir = scratch("report");
     let profile = run(&dir, "call_time", "time.tprof", &[]);
+    // The program's snapshot carried what its threads ran and waited on the OS's run queue
+    // (where Linux keeps the figures), through the run file into the archive.
+    assert!(
+        profile
+            .run_queue()
+            .is_some_and(|q| q.threads >= 1 && q.ran_ns > 0)
+            || !std::path::Path::new("/proc/self/schedstat").exists(),
+        "{:?}",
+        profile.meta.runs
+    );
     let report = |format: &str| -> Vec<u8> {
         let out = format!("out.{format}");
         let o = tprof(&dir, &["report", "-f", format, "-o", &out, "time.tprof"]);

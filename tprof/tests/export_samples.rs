@@ -125,6 +125,7 @@ fn cpu_profile() -> Profile {
             started_unix_ms: 1_700_000_000_000,
             duration_ns: 60_000_000,
             nodes: vec![0],
+            run_queue: None,
         }],
     };
     let stack = |parent: Option<u32>, frame: u32| SampleStack { parent, frame };

@@ -496,3 +496,35 @@ fn speedscope_of_100_000_processes_has_a_profile_per_group_and_says_so() {
     assert_eq!(profiles[0]["name"], "app::worker/1 (100,000 processes)");
     assert_eq!(profiles[0]["endValue"], 500_000);
 }
+
+/// A call_time profile whose program's threads waited long on the OS's run queue says so in
+/// its pprof export's comments (`go tool pprof -comments`), as its text report does.
+#[test]
+fn a_call_time_pprof_says_when_the_os_made_the_threads_wait() {
+    let comments = |waited_ns: u64| {
+        let mut profile = Profile::empty(TraceType::CallTime);
+        profile.meta.runs = vec![tprof::Run {
+            run_queue: Some(runtime::trace::SnapshotRunQueue {
+                ran_ns: 1_000_000_000,
+                waited_ns,
+                threads: 2,
+                exited: 0,
+            }),
+            ..tprof::Run::default()
+        }];
+        let proto = common::decode_pprof(&profile);
+        proto
+            .comment
+            .iter()
+            .map(|c| proto.string_table[*c as usize].clone())
+            .collect::<Vec<_>>()
+    };
+    let loaded = comments(1_000_000_000);
+    assert_eq!(loaded.len(), 2, "{loaded:?}");
+    assert_eq!(loaded[0], "tprof call_time");
+    assert!(
+        loaded[1].starts_with("Note: the OS kept the program's threads waiting to run for 50.00%"),
+        "{loaded:?}"
+    );
+    assert_eq!(comments(1_000_000), ["tprof call_time"]);
+}

@@ -87,6 +87,7 @@ fn call_tree_profile(names: [&str; 4]) -> Profile {
             started_unix_ms: 1_760_000_000_000,
             duration_ns: 1_500_000,
             nodes: vec![1],
+            run_queue: None,
         }],
     };
     profile

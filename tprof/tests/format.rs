@@ -209,6 +209,46 @@ format::apply/2      4       1001    250.25  [99.90]
     assert_eq!(inspected.groups.values().next().unwrap().total, 1_001_999);
 }
 
+/// A call_time report says after its tables that its times include the OS's waits when the
+/// program's threads waited on the run queue for a large share of their ready time; below
+/// [`tprof::RUN_QUEUE_NOTE_SHARE`], and for other trace types, it says nothing.
+#[test]
+fn call_time_says_when_the_os_made_the_threads_wait() {
+    let profile = |trace_type: TraceType, waited_ns: u64| {
+        let mut p = Profile::new(
+            trace_type,
+            vec![FunctionTrace {
+                function: cs("f").into(),
+                entries: vec![entry(Group::Process(pid("<0.1.0>")), 2, 1_500)],
+            }],
+        );
+        p.meta.runs = vec![tprof::Run {
+            run_queue: Some(runtime::trace::SnapshotRunQueue {
+                ran_ns: 6_000_000_000,
+                waited_ns,
+                threads: 3,
+                exited: 0,
+            }),
+            ..tprof::Run::default()
+        }];
+        format_to_string(&inspect(&p, Aggregate::Process, SortBy::default()))
+    };
+    let text = profile(TraceType::CallTime, 4_000_000_000);
+    let note = "\nNote: the OS kept the program's threads waiting to run for 40.00% of the time \
+                they were ready to (4.000 s waited, 6.000 s ran, 3 threads): call times are wall \
+                time while a process is polled, so they include waits of its worker; a CPU \
+                sample profile shows CPU time alone.\n";
+    assert!(text.ends_with(note), "{text}");
+    assert!(
+        text.starts_with("\n****** Process <0.1.0>"),
+        "the tables first: {text}"
+    );
+    // 4.76 % waited: under the line, no note.
+    let quiet = profile(TraceType::CallTime, 300_000_000);
+    assert!(!quiet.contains("Note:"), "{quiet}");
+    assert!(!profile(TraceType::CallMemory, 4_000_000_000).contains("Note:"));
+}
+
 #[test]
 fn an_empty_profile_prints_trace_is_empty() {
     let p = Profile::empty(TraceType::CallTime);

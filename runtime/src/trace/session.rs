@@ -118,6 +118,10 @@ pub(crate) struct SessionState {
     /// The wall clock then, in nanoseconds since the Unix epoch, to line up the event logs of
     /// several nodes.
     opened_unix_ns: u64,
+    /// call_time: every thread's time run and waited on the OS's run queue as the session
+    /// opened (or last restarted), to say in its snapshot how much of the calls' time the OS
+    /// may have taken ([`super::run_queue`]); `None` for other sessions, or without figures.
+    pub(super) run_queue: Mutex<Option<super::run_queue::Reading>>,
 }
 
 #[derive(Default)]
@@ -177,6 +181,14 @@ impl SessionState {
     /// The wall clock when the session opened, in nanoseconds since the Unix epoch.
     pub(crate) fn opened_unix_ns(&self) -> u64 {
         self.opened_unix_ns
+    }
+
+    /// What the program's threads ran and waited on the OS's run queue since the session
+    /// opened (or last restarted): call_time sessions only, where the OS gives the figures.
+    pub(crate) fn run_queue(&self) -> Option<super::SnapshotRunQueue> {
+        let opened = lock(&self.run_queue);
+        let opened = opened.as_ref()?;
+        Some(super::run_queue::Reading::now()?.since(opened))
     }
 
     /// Call-tree mode's paths.

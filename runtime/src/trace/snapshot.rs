@@ -160,6 +160,15 @@ pub struct Snapshot {
     /// and a reader must not trust it beyond sizing.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub figures_per_function: Vec<u32>,
+    /// call_time: how long the program's threads ran, and waited on the OS's run queue while
+    /// ready to run, since the session opened (or last restarted). A call's time is wall time
+    /// while its process is polled, so it includes what the OS made its worker wait: a large
+    /// [`waited_share`](crate::trace::SnapshotRunQueue::waited_share) says the figures hold
+    /// such waits.
+    /// `None` for other sessions, where the OS gives no such figures (not Linux, no `/proc`),
+    /// and in snapshots of older runtimes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_queue: Option<crate::trace::SnapshotRunQueue>,
 }
 
 /// What a session measured: its [`TraceTypes`], as plain data.
@@ -396,6 +405,7 @@ impl TraceSession {
                 opened_unix_ns: self.opened_unix_ns(),
                 samples: None,
                 figures_per_function,
+                run_queue: self.run_queue(),
             }
         })
     }

@@ -113,6 +113,7 @@ fn rest_of(tag: u64) -> &'static str {
         tag::SAMPLE_CALLEES => "the rest of a SAMPLE_CALLEES section",
         tag::SAMPLE_CPU_ASIDE => "the rest of a SAMPLE_CPU_ASIDE section",
         tag::SAMPLE_BEFORE => "the rest of a SAMPLE_BEFORE section",
+        tag::RUN_QUEUE => "the rest of a RUN_QUEUE section",
         _ => "the rest of a section of a kind this tprof does not know",
     }
 }
@@ -517,6 +518,36 @@ impl State {
                     started_unix_ms,
                     duration_ns,
                     nodes,
+                    run_queue: None,
+                });
+            }
+            tag::RUN_QUEUE => {
+                let run = p.varint("a run-queue record's run")?;
+                let ran_ns = p.varint("a run-queue record's time run")?;
+                let waited_ns = p.varint("a run-queue record's time waited")?;
+                let threads = p.u32("a run-queue record's thread count")?;
+                let exited = p.u32("a run-queue record's exited threads")?;
+                let known = self.runs.len();
+                let Some(into) = usize::try_from(run).ok().and_then(|r| self.runs.get_mut(r))
+                else {
+                    return Err(p.corrupt(
+                        start,
+                        format_args!(
+                            "a run-queue record of run {run}, but only {known} come before it"
+                        ),
+                    ));
+                };
+                if into.run_queue.is_some() {
+                    return Err(p.corrupt(
+                        start,
+                        format_args!("a second run-queue record of run {run}"),
+                    ));
+                }
+                into.run_queue = Some(runtime::trace::SnapshotRunQueue {
+                    ran_ns,
+                    waited_ns,
+                    threads,
+                    exited,
                 });
             }
             tag::PROCESSES => {

@@ -290,6 +290,15 @@ pub(super) fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), Archiv
         varint(b, p.p99_ns);
         varint(b, p.max_ns);
     })?;
+    let run_queues = profile.meta.runs.iter().enumerate();
+    let run_queues = run_queues.filter_map(|(i, r)| Some((i, r.run_queue?)));
+    table(&mut out, tag::RUN_QUEUE, run_queues, |b, (i, q)| {
+        varint(b, i as u64);
+        varint(b, q.ran_ns);
+        varint(b, q.waited_ns);
+        varint(b, q.threads.into());
+        varint(b, q.exited.into());
+    })?;
     samples::write(&mut out, &profile.samples, &strings)?;
 
     let whole = out.crc.clone().finalize();

@@ -321,6 +321,7 @@ impl Acc {
                     started_unix_ms: run.started_unix_ms,
                     duration_ns: run.duration_ns,
                     nodes: nodes.into_iter().collect(),
+                    run_queue: run.run_queue,
                 });
             }
         }

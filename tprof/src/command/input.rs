@@ -342,11 +342,13 @@ fn from_run_files(
     }
     let mut profile =
         Profile::from_snapshots(&snapshots, trace_type.unwrap_or_default(), &["tprof"]);
+    let run_queue = profile.meta.runs.first().and_then(|r| r.run_queue);
     profile.meta.runs = vec![Run {
         program,
         started_unix_ms: if started == u64::MAX { 0 } else { started },
         duration_ns: duration,
         nodes: snapshots.iter().map(|s| s.node).collect(),
+        run_queue,
     }];
     Ok(RunFiles {
         profile,

@@ -28,7 +28,8 @@
 //! - `mapping`: none (the functions are not addresses in a binary).
 //! - `string_table[0]` is `""`, as the format requires; `time_nanos` is when the (first) run
 //!   started, `duration_nanos` how long profiling ran (the runs' sum), when known; a
-//!   `comment` says what was measured.
+//!   `comment` says what was measured and, for call_time, what [`crate::format()`] says of the
+//!   waits on the OS's run queue when they were large ([`crate::Profile::run_queue`]).
 //!
 //! # Sampled profiles
 //!
@@ -418,7 +419,15 @@ fn build(profile: &crate::Profile, each: &mut dyn FnMut(&Sample)) -> Profile {
         sample.label.extend_from_slice(label);
         each(&sample);
     });
-    let comment = vec![strings.intern(&format!("tprof {}", profile.trace_type))];
+    let mut comment = vec![strings.intern(&format!("tprof {}", profile.trace_type))];
+    if profile.trace_type == crate::TraceType::CallTime
+        && let Some(note) = profile
+            .run_queue()
+            .as_ref()
+            .and_then(crate::format::run_queue_note)
+    {
+        comment.push(strings.intern(&note));
+    }
     let started_ms = profile.meta.runs.first().map_or(0, |r| r.started_unix_ms);
     let duration_ns = profile
         .meta

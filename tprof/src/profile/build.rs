@@ -563,9 +563,21 @@ impl Builder<'_> {
             started_unix_ms: 0,
             duration_ns: 0,
             nodes: snapshots.iter().map(|s| s.node).collect(),
+            run_queue: run_queue_of_one_program(snapshots.iter().map(|s| s.run_queue)),
         });
         profile
     }
+}
+
+/// The run-queue figures of one program's sessions (one per node: each read every thread of
+/// the program, over about the same time): the widest, not their sum, which would count each
+/// thread once per node.
+pub(crate) fn run_queue_of_one_program(
+    readings: impl Iterator<Item = Option<runtime::trace::SnapshotRunQueue>>,
+) -> Option<runtime::trace::SnapshotRunQueue> {
+    readings
+        .flatten()
+        .max_by_key(|r| r.ran_ns.saturating_add(r.waited_ns))
 }
 
 /// Adds the figures of `more` to `into`.

@@ -295,6 +295,7 @@ pub(crate) fn sampled_profile(node: u32, samples: &[(u32, &[&str], f64)]) -> Pro
         started_unix_ms: 0,
         duration_ns: 1_000_000 * samples.len() as u64,
         nodes: vec![node],
+        run_queue: None,
     }];
     profile.samples = set;
     profile

@@ -120,6 +120,11 @@ impl TraceSession {
             opened_unix_ns: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_nanos() as u64),
+            run_queue: Mutex::new(if types.contains(TraceTypes::CALL_TIME) {
+                crate::trace::run_queue::Reading::now()
+            } else {
+                None
+            }),
         });
         crate::trace::outside::open(bit, node.id(), types.contains(TraceTypes::ANY_THREAD));
         GENERATIONS[bit as usize].store(state.generation, Ordering::SeqCst);
@@ -229,6 +234,14 @@ impl TraceSession {
     /// from then).
     pub fn opened_unix_ns(&self) -> u64 {
         self.state.opened_unix_ns()
+    }
+
+    /// call_time: how long the program's threads ran, and waited on the OS's run queue while
+    /// ready to run, since the session opened or last [restarted](Self::restart); what its
+    /// [`Snapshot::run_queue`](crate::trace::Snapshot::run_queue) holds. `None` for a session
+    /// that does not measure call_time, or where the OS gives no such figures.
+    pub fn run_queue(&self) -> Option<crate::trace::SnapshotRunQueue> {
+        self.state.run_queue()
     }
 
     /// The session's slot: its bit in [`ProcessInfo::trace_sessions`](crate::ProcessInfo).
@@ -424,6 +437,9 @@ impl TraceSession {
         counters.baseline = self.state.sums();
         counters.paused = None;
         self.state.clear_measurements();
+        if self.state.types().contains(TraceTypes::CALL_TIME) {
+            *lock(&self.state.run_queue) = crate::trace::run_queue::Reading::now();
+        }
         self.state.resume_measuring();
     }
 }
