@@ -152,7 +152,7 @@ pub use crate::sampled::{BUSY_THREAD_NS, CpuCoverage, CpuSource, JUDGED_PERIODS,
 use data::live_sites;
 pub use data::{LiveSite, ProcessState, Sample, SampleData, SampledThread};
 pub use native::walkable as native_stacks_walkable;
-pub use open::OpenSampleSession;
+pub use open::{OpenSampleSession, PollMeasuringSession};
 pub use options::{MAX_HZ, SampleError, SampleOptions, Sampler};
 pub use symbols::{NativeFrame, symbolize, symbolize_all};
 

@@ -148,7 +148,7 @@ pub(crate) use measure::{
 };
 pub use pattern::{Part, TracePattern};
 pub use run_queue::SnapshotRunQueue;
-pub(crate) use session::{COMPILED_OUT, SessionNode, record_call};
+pub(crate) use session::{COMPILED_OUT, SessionNode, poll_measuring_on, record_call};
 pub use session::{
     CallCount, MAX_SESSIONS, PatternError, SessionError, SessionOptions, TraceMap, TraceSession,
 };

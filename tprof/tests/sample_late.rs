@@ -439,6 +439,41 @@ fn goroutine_texts<const N: usize>(
     test: &str,
     levels: [u8; N],
 ) -> [String; N] {
+    let (_endpoint, addr) = pull_endpoint(spinning, test);
+    levels.map(|level| get(addr, &format!("/debug/pprof/goroutine?debug={level}")))
+}
+
+/// The comments of the goroutine endpoint's profile (`debug=0`, gzipped pprof) of
+/// `spinning`'s node.
+fn goroutine_comments(spinning: &Spinning, test: &str) -> Vec<String> {
+    let (_endpoint, addr) = pull_endpoint(spinning, &format!("{test}-pprof"));
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(120)))
+        .unwrap();
+    write!(
+        stream,
+        "GET /debug/pprof/goroutine HTTP/1.1\r\nHost: {addr}\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).unwrap();
+    let at = answer.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    assert!(answer.starts_with(b"HTTP/1.1 200"));
+    let mut raw = Vec::new();
+    flate2::read::GzDecoder::new(&answer[at + 4..])
+        .read_to_end(&mut raw)
+        .unwrap();
+    let proto = <tprof::export::pprof::Profile as prost::Message>::decode(raw.as_slice()).unwrap();
+    proto
+        .comment
+        .iter()
+        .map(|&c| proto.string_table[c as usize].clone())
+        .collect()
+}
+
+/// A control endpoint on `spinning`'s node with its pull endpoint open, and that address.
+fn pull_endpoint(spinning: &Spinning, test: &str) -> (ControlEndpoint, std::net::SocketAddr) {
     let path = std::env::temp_dir().join(format!("tprof-late-{}-{test}.sock", std::process::id()));
     let endpoint = ControlEndpoint::open(
         spinning.node.handle(),
@@ -449,7 +484,7 @@ fn goroutine_texts<const N: usize>(
     )
     .unwrap();
     let addr = endpoint.http_addr().unwrap();
-    levels.map(|level| get(addr, &format!("/debug/pprof/goroutine?debug={level}")))
+    (endpoint, addr)
 }
 
 /// The block of `pid` in a `goroutine?debug=2` text.
@@ -482,6 +517,14 @@ fn the_goroutine_endpoint_reads_the_paths_of_a_wall_session_already_open() {
         assert!(!text.contains("before sampling"), "{text}");
     }
     assert!(grouped.contains("sample_late::spin/2"), "{grouped}");
+    // The profile (`debug=0`) says it in a comment.
+    let comments = goroutine_comments(&spinning, "open-wall");
+    assert!(
+        comments.iter().any(|c| c.starts_with(&format!(
+            "tprof: traced paths as measured by the sample sessions open on this node: wall (slot {slot}"
+        ))),
+        "{comments:?}"
+    );
     drop(session);
     drop(spinning);
 
@@ -502,6 +545,48 @@ fn the_goroutine_endpoint_reads_the_paths_of_a_wall_session_already_open() {
         !grouped.contains("# traced paths as measured by"),
         "{grouped}"
     );
+    assert!(!grouped.contains("trace sessions open"), "{grouped}");
+    let comments = goroutine_comments(&spinning, "none-open");
+    assert!(
+        !comments.iter().any(|c| c.contains("measured by")),
+        "{comments:?}"
+    );
+}
+
+/// With a call_time or call_memory session open since before the loop began, the goroutine
+/// endpoint gives the running process the function that session's measured polls recorded,
+/// and its header, text and profile, names the session it read.
+#[test]
+fn the_goroutine_endpoint_names_the_trace_sessions_whose_functions_it_read() {
+    use runtime::trace::TraceTypes;
+    for (kind, types) in [
+        ("call_time", TraceTypes::CALL_TIME),
+        ("call_memory", TraceTypes::CALL_MEMORY),
+    ] {
+        let node = node();
+        let session = open_trace(&node, types);
+        let slot = session.slot();
+        let spinning = Spinning::start(node);
+        let test = format!("trace-{kind}");
+        let [each] = goroutine_texts(&spinning, &test, [2]);
+        let line = format!(
+            "the function a running process is in as measured by the trace sessions open on \
+             this node: {kind} (slot {slot})"
+        );
+        assert!(each.starts_with(&format!("# {line}\n")), "{kind}: {each}");
+        assert!(!each.contains("sample sessions open"), "{kind}: {each}");
+        assert!(
+            block_of(&each, spinning.pid).contains("sample_late::spin/2"),
+            "{kind}: {each}"
+        );
+        let comments = goroutine_comments(&spinning, &test);
+        assert!(
+            comments.contains(&format!("tprof: {line}")),
+            "{kind}: {comments:?}"
+        );
+        drop(session);
+        drop(spinning);
+    }
 }
 
 /// Opens a trace session of `types` on `node`, tracing every function and every process

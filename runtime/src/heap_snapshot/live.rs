@@ -84,7 +84,10 @@ fn site_of<'a>(
 
 /// The name of site `frame` (the program's innermost frame of an allocation whose traced
 /// stack is `traced`, outermost first): its own name when the debug info qualifies it; a bare
-/// name that is a traced function's own frame (innermost first) qualified by that function.
+/// name that is a traced function's own frame (innermost first) qualified by that function;
+/// any other bare name with the file it is in (`{closure#0} in src/jobs.rs`), relative to the
+/// working directory when under it, so that two closures of different files stay apart and
+/// say where they are.
 fn site_name(frame: &NativeFrame, traced: &[&'static Callsite]) -> String {
     if !is_bare(&frame.function) {
         return frame.function.clone();
@@ -99,7 +102,19 @@ fn site_name(frame: &NativeFrame, traced: &[&'static Callsite]) -> String {
                 format!("{own}::{bare}")
             }
         }
-        None => frame.function.clone(),
+        None => match &frame.file {
+            Some(file) => {
+                let here = std::env::current_dir().ok();
+                let relative = here
+                    .as_deref()
+                    .and_then(|dir| std::path::Path::new(file).strip_prefix(dir).ok());
+                match relative {
+                    Some(path) => format!("{} in {}", frame.function, path.display()),
+                    None => format!("{} in {file}", frame.function),
+                }
+            }
+            None => frame.function.clone(),
+        },
     }
 }
 
@@ -198,14 +213,18 @@ mod tests {
             site_of(native.iter(), &[&KEEP]).as_deref(),
             Some("app::keep_blocks::{closure#0}")
         );
-        // With no traced function, the closure keeps its bare name; nothing of the
+        // With no traced function, the closure is named by its file; nothing of the
         // allocator's is ever the site.
-        assert_eq!(site_of(native.iter(), &[]).as_deref(), Some("{closure#0}"));
+        assert_eq!(
+            site_of(native.iter(), &[]).as_deref(),
+            Some("{closure#0} in /home/u/app/src/app.rs")
+        );
         assert_eq!(site_of(native[..5].iter(), &[]), None);
     }
 
     /// A bare name of the traced function's body is named by the function; a qualified name
-    /// stays; a bare one outside any traced function stays bare.
+    /// stays; a bare one outside any traced function says its file (relative to the working
+    /// directory when under it); without a file it stays bare.
     #[test]
     fn a_bare_frame_of_a_traced_function_is_named_by_it() {
         let in_body = frame("{closure#0}", "/home/u/app/src/app.rs");
@@ -218,7 +237,21 @@ mod tests {
         let qualified = frame("app::other::{{closure}}", "/home/u/app/src/app.rs");
         assert_eq!(site_name(&qualified, &[&KEEP]), "app::other::{{closure}}");
         let elsewhere = frame("{closure#0}", "/home/u/app/src/other.rs");
-        assert_eq!(site_name(&elsewhere, &[&KEEP]), "{closure#0}");
-        assert_eq!(site_name(&in_body, &[]), "{closure#0}");
+        assert_eq!(
+            site_name(&elsewhere, &[&KEEP]),
+            "{closure#0} in /home/u/app/src/other.rs"
+        );
+        assert_eq!(
+            site_name(&in_body, &[]),
+            "{closure#0} in /home/u/app/src/app.rs"
+        );
+        let here = std::env::current_dir().unwrap().join("src/jobs.rs");
+        let local = frame("{closure#2}", &here.display().to_string());
+        assert_eq!(site_name(&local, &[]), "{closure#2} in src/jobs.rs");
+        let no_file = NativeFrame {
+            file: None,
+            ..frame("{closure#0}", "")
+        };
+        assert_eq!(site_name(&no_file, &[]), "{closure#0}");
     }
 }

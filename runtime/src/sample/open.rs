@@ -26,6 +26,18 @@ pub struct OpenSampleSession {
     pub open_for: Duration,
 }
 
+/// A trace session open on a node that measures its processes' polls (call_time,
+/// call_memory), as [`NodeHandle::poll_measuring_sessions`] lists it: the function each
+/// process is in, as a census reads it, may be what it recorded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PollMeasuringSession {
+    /// Its slot ([`TraceSession::slot`](crate::trace::TraceSession::slot)).
+    pub slot: u32,
+    /// What it measures.
+    pub types: crate::trace::TraceTypes,
+}
+
 /// An open session: its node, slot, sampler, rate and when it opened.
 type Entry = (u32, u32, Sampler, u32, Instant);
 
@@ -78,5 +90,30 @@ impl NodeHandle {
             .collect();
         open.sort_by_key(|s| s.slot);
         open
+    }
+
+    /// The trace sessions open on this node now that measure its processes' polls (call_time,
+    /// call_memory), by slot, sample sessions left out ([`open_sample_sessions`](Self::open_sample_sessions)
+    /// lists those): each measured poll records the function its process is in, which a census
+    /// of the node reads.
+    ///
+    /// ```
+    /// use runtime::trace::TraceTypes;
+    ///
+    /// let node = runtime::Node::new().unwrap();
+    /// let counting = node.trace_session_with(TraceTypes::CALL_COUNT).unwrap();
+    /// assert!(node.handle().poll_measuring_sessions().is_empty());
+    /// let timing = node.trace_session_with(TraceTypes::CALL_TIME).unwrap();
+    /// let open = node.handle().poll_measuring_sessions();
+    /// assert_eq!(open.len(), 1);
+    /// assert_eq!((open[0].slot, open[0].types), (timing.slot(), TraceTypes::CALL_TIME));
+    /// drop((counting, timing));
+    /// assert!(node.handle().poll_measuring_sessions().is_empty());
+    /// ```
+    pub fn poll_measuring_sessions(&self) -> Vec<PollMeasuringSession> {
+        crate::trace::poll_measuring_on(self.id())
+            .into_iter()
+            .map(|(slot, types)| PollMeasuringSession { slot, types })
+            .collect()
     }
 }

@@ -146,6 +146,22 @@ pub(crate) fn generation_acquire(bit: u32) -> u64 {
     GENERATIONS[bit as usize].load(Ordering::SeqCst)
 }
 
+/// The trace sessions open on node `node` whose measured polls record the function each
+/// process is in (call_time, call_memory), sample sessions left out (the sampler lists those):
+/// `(slot, types)`, by slot.
+pub(crate) fn poll_measuring_on(node: u32) -> Vec<(u32, TraceTypes)> {
+    (0..MAX_SESSIONS as u32)
+        .filter_map(|bit| {
+            let session = SLOTS[bit as usize].load();
+            let s = session.as_ref()?;
+            let measures_polls = s.types.contains(TraceTypes::CALL_TIME)
+                || s.types.contains(TraceTypes::CALL_MEMORY);
+            (s.node == node && measures_polls && !s.types.contains(TraceTypes::SAMPLE))
+                .then_some((bit, s.types))
+        })
+        .collect()
+}
+
 /// The session in slot `bit`, if any.
 pub(crate) fn session_in_slot(bit: u32) -> Option<Arc<SessionState>> {
     SLOTS[bit as usize].load_full()

@@ -7,7 +7,9 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use runtime::NodeHandle;
-use runtime::sample::{OpenSampleSession, Sample, SampleOptions, SampleSession, Sampler};
+use runtime::sample::{
+    OpenSampleSession, PollMeasuringSession, Sample, SampleOptions, SampleSession, Sampler,
+};
 use runtime::trace::{ProcessSpec, TracePattern};
 
 use super::Answer;
@@ -91,15 +93,19 @@ fn census_session(node: &NodeHandle) -> Result<SampleSession, Answer> {
 
 /// Every process once, at the traced path it runs or waits in, as gzipped pprof (one sample
 /// per process, labelled with its pid, name and state).
-/// A comment names the sample sessions open on the node whose paths it read, as
+/// Comments name the sessions open on the node whose paths or functions it read, as
 /// [`processes_text`]'s header does.
 pub(super) fn processes(node: &NodeHandle) -> Result<Vec<u8>, Answer> {
     let open = node.open_sample_sessions();
+    let measuring = node.poll_measuring_sessions();
     let snapshot = census_session(node)?.census_snapshot();
     let profile = Profile::from_snapshot(&snapshot, TraceType::CallCount, &["tprof"]);
     // Go's goroutine profile counts goroutines (`goroutine/count`), not wall time.
     let mut proto = export::pprof::goroutine_proto(&profile);
-    if let Some(line) = measured_by(&open) {
+    for line in measured_by(&open)
+        .into_iter()
+        .chain(functions_by(&measuring))
+    {
         proto.string_table.push(format!("tprof: {line}"));
         proto
             .comment
@@ -129,19 +135,41 @@ fn measured_by(open: &[OpenSampleSession]) -> Option<String> {
     })
 }
 
+/// The trace sessions `measuring` the node's polls, as the census names them (none: `None`):
+/// a running process's function may be what they recorded.
+fn functions_by(measuring: &[PollMeasuringSession]) -> Option<String> {
+    (!measuring.is_empty()).then(|| {
+        format!(
+            "the function a running process is in as measured by the trace sessions open on \
+             this node: {}",
+            measuring
+                .iter()
+                .map(|s| format!("{} (slot {})", s.types, s.slot))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    })
+}
+
 /// Every process as text, as Go's `goroutine?debug=1` (processes grouped by state and path,
 /// most first) or `debug=2` (one block per process, by pid). Paths innermost first.
 ///
 /// The census reads where each process runs or waits as the sessions measuring its polls
 /// recorded it: when sample sessions are open on the node already (opened by the program, an
 /// attached `tprof`, another request), those paths are theirs, and the header names them;
-/// otherwise only the census's own session measures, from the request on.
+/// otherwise only the census's own session measures, from the request on. A call_time or
+/// call_memory session open on the node records the function a running process is in, which
+/// the census gives it: the header names those sessions too.
 pub(super) fn processes_text(node: &NodeHandle, each: bool) -> Result<String, Answer> {
     let open = node.open_sample_sessions();
+    let measuring = node.poll_measuring_sessions();
     let mut census = census_session(node)?.census();
     census.sort_by_key(|s| s.pid);
     let mut out = String::new();
-    if let Some(line) = measured_by(&open) {
+    for line in measured_by(&open)
+        .into_iter()
+        .chain(functions_by(&measuring))
+    {
         let _ = writeln!(out, "# {line}");
     }
     if each {
