@@ -52,11 +52,17 @@ pub(crate) struct Reading {
 }
 
 impl Reading {
-    /// Reads every thread of the program; `None` where the OS gives no such figures.
+    /// Reads every thread of the program; `None` where the OS gives no such figures. What
+    /// the reading allocates is the profiler's own work, charged to no process.
     pub(crate) fn now() -> Option<Reading> {
         if cfg!(miri) || !cfg!(target_os = "linux") {
             return None;
         }
+        crate::heap::suppressed(Self::read)
+    }
+
+    /// [`now`](Self::now), past its checks.
+    fn read() -> Option<Reading> {
         let mut threads = Vec::new();
         for entry in std::fs::read_dir("/proc/self/task").ok()? {
             let Ok(entry) = entry else { continue };
