@@ -260,10 +260,11 @@ impl fmt::Debug for Frame {
 }
 
 /// Enters a traced call of `callsite`; `#[traced]` calls this first in a synchronous body.
-/// One relaxed load when no trace session wants the function; a call that only call_count
-/// sessions want is counted right here (a thread-local cache, see `session/count.rs`); a call
-/// the one session measuring this lean poll wants, for time alone or memory alone, is pushed
-/// right here too, and popped by one call out of line (see `stack/guard.rs`); anything else
+/// One relaxed load when no trace session wants the function; a call that one call_count
+/// session alone wants is counted right here (a thread-local cache, see `session/count.rs`);
+/// a call the one session measuring this lean poll wants, for time alone or memory alone, is
+/// pushed right here too, and popped by one call out of line (see `stack/guard.rs`); a call
+/// that several call_count sessions alone want is counted here after those; anything else
 /// takes one call out of line.
 #[inline(always)]
 pub fn enter(callsite: &'static Callsite) -> Frame {
@@ -273,7 +274,7 @@ pub fn enter(callsite: &'static Callsite) -> Frame {
             _not_send: std::marker::PhantomData,
         };
     };
-    if super::session::count_only(callsite, mask) {
+    if super::session::count_single(callsite, mask) {
         return Frame {
             guard: FrameGuard::NONE,
             _not_send: std::marker::PhantomData,
@@ -282,6 +283,15 @@ pub fn enter(callsite: &'static Callsite) -> Frame {
     if let Some(guard) = FrameGuard::enter_lean(callsite, mask.get()) {
         return Frame {
             guard,
+            _not_send: std::marker::PhantomData,
+        };
+    }
+    // Asked after the lean poll's entries, which it cannot take from them (a measured
+    // session's bit is never among the count-only ones): so that a measured call pays one
+    // comparison for counting, not two.
+    if super::session::count_several(callsite, mask) {
+        return Frame {
+            guard: FrameGuard::NONE,
             _not_send: std::marker::PhantomData,
         };
     }

@@ -37,7 +37,7 @@ mod count;
 mod handle;
 mod options;
 
-pub(crate) use count::{count_only, count_sampled, record_call};
+pub(crate) use count::{count_sampled, count_several, count_single, record_call};
 pub use handle::{CallCount, TraceMap, TraceSession};
 pub(crate) use options::COMPILED_OUT;
 pub use options::{PatternError, SessionError, SessionOptions};

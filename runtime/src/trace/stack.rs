@@ -40,7 +40,11 @@
 //! sync call whose mask is that session's enters inline at its callsite
 //! ([`FrameGuard::enter_lean`]): a push in the traced function's frame and a pop out of line
 //! that charge the clock and nothing else, or check that nothing was allocated since the last
-//! event and charge nothing; the guard hands the frame's depth to the pop. A poll of an async
+//! event and charge nothing; the guard's drop calls the pop with no argument (it reads the
+//! depth back, so that nothing is saved around its lookup of the stack). A call that one
+//! call_count session alone wants is counted inline before any of this
+//! (`session::count_single`), and one that several call_count sessions alone want after it
+//! (`session::count_several`), so that a measured call tests one count-only key. A poll of an async
 //! call finds the stack once, in the call's out-of-line poll wrapper ([`poll_in_frame`]), where a lean poll's push and pop are
 //! inline.
 //!

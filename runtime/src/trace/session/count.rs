@@ -288,40 +288,57 @@ unsafe fn increment_unchecked(counters: *const AtomicU64, id: usize) {
     c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
 }
 
-/// A traced call's cheapest cases, inlined where it is called: every session that wants it
-/// (`mask`) counts calls and measures nothing per process, and this thread has counted for
-/// them for this node. Counts the call and returns true; false, having counted nothing, when
-/// the call needs [`record_call`] or more. A call some session measures gives up after one
-/// comparison and one test.
+/// A traced call's cheapest case, inlined where it is called: the one session that wants it
+/// (`mask`) counts calls and measures nothing per process, and this thread has counted for it
+/// for this node last. Counts the call and returns true; false, having counted nothing,
+/// otherwise: a call some session measures gives up after one comparison.
 #[inline(always)]
-pub(crate) fn count_only(callsite: &Callsite, mask: std::num::NonZeroU64) -> bool {
+pub(crate) fn count_single(callsite: &Callsite, mask: std::num::NonZeroU64) -> bool {
     with_count(
         #[inline(always)]
-        |c| count_only_in(c, callsite, mask.get()),
+        |c| count_single_in(c, callsite, mask.get()),
     )
 }
 
-/// [`count_only`] with this thread's cache.
+/// [`count_single`] with this thread's cache.
 #[inline(always)]
-fn count_only_in(c: &CountCache, callsite: &Callsite, mask: u64) -> bool {
-    if mask == c.fast_single.get() {
-        // One count-only session: no loop, and `not_fast` need not be read.
-        let counters = c.single_counters.get();
-        let id = callsite.raw_id();
-        // SAFETY: as in `CountCache::count`: `fast_single` is `single` or 0, `mask` is not 0,
-        // and `single_counters` is the counters of slot `single`.
-        #[allow(unsafe_code)]
-        if c.node.get() == current_node_id() && unsafe { is_open(counters, id) } {
-            // SAFETY: as above, and `id` is below the shard's `open` word (just checked).
-            #[allow(unsafe_code)]
-            unsafe {
-                increment_unchecked(counters, id)
-            };
-            return true;
-        }
-        std::hint::cold_path();
+fn count_single_in(c: &CountCache, callsite: &Callsite, mask: u64) -> bool {
+    if mask != c.fast_single.get() {
         return false;
     }
+    // One count-only session: no loop, and `not_fast` need not be read.
+    let counters = c.single_counters.get();
+    let id = callsite.raw_id();
+    // SAFETY: as in `CountCache::count`: `fast_single` is `single` or 0, `mask` is not 0,
+    // and `single_counters` is the counters of slot `single`.
+    #[allow(unsafe_code)]
+    if c.node.get() == current_node_id() && unsafe { is_open(counters, id) } {
+        // SAFETY: as above, and `id` is below the shard's `open` word (just checked).
+        #[allow(unsafe_code)]
+        unsafe {
+            increment_unchecked(counters, id)
+        };
+        return true;
+    }
+    std::hint::cold_path();
+    false
+}
+
+/// [`count_single`]'s next case, asked once the inline entries of a measured poll have not
+/// taken the call: every session of `mask`, more than one, counts calls and measures nothing
+/// per process, and this thread has counted for them for this node. Counts the call for all
+/// of them and returns true; false, having counted nothing, otherwise.
+#[inline(always)]
+pub(crate) fn count_several(callsite: &Callsite, mask: std::num::NonZeroU64) -> bool {
+    with_count(
+        #[inline(always)]
+        |c| count_several_in(c, callsite, mask.get()),
+    )
+}
+
+/// [`count_several`] with this thread's cache.
+#[inline(always)]
+fn count_several_in(c: &CountCache, callsite: &Callsite, mask: u64) -> bool {
     // Some session of `mask` measures, or one this thread has not counted for: not here.
     if mask & c.not_fast.get() != 0 {
         return false;

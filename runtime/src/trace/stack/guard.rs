@@ -44,54 +44,66 @@ fn pop_kept(s: &Stack, depth: usize) {
     record_restore(s, s.ids[depth].get());
 }
 
-/// Pops a synchronous call's frame pushed by [`FrameGuard::enter_quick`] at `depth` (below
-/// [`CAPACITY`]) on `s`, the thread's stack: in the common case (it is the top frame, and
-/// nothing was allocated since the last event: the poll measures nothing else) with no load of
-/// the depth, which the guard carries; any other case takes [`pop_sync_lean`], which pops the
-/// top frame.
-#[inline(always)]
-fn pop_quick(s: &Stack, depth: usize) {
-    if s.depth.get() == depth + 1 && s.blocks.get().load(Ordering::Relaxed) == s.last_mem.get()[2] {
-        pop_kept(s, depth);
-        return;
-    }
-    std::hint::cold_path();
-    pop_sync_lean();
-}
-
-/// Pops a synchronous call's frame pushed by [`FrameGuard::enter_timed`] at `depth` (below
-/// [`CAPACITY`]) on `s`, the thread's stack: in the common case (it is the top frame: the poll
-/// measures time from the time-stamp counter and nothing else) charges the clock to it and
-/// leaves it, with no test of what the poll measures; any other case takes
-/// [`pop_sync_lean`], which pops the top frame.
-#[inline(always)]
-fn pop_timed(s: &Stack, depth: usize) {
-    if s.depth.get() == depth + 1 {
-        let now = rdtsc();
-        let dt = now.saturating_sub(s.last_ticks.replace(now));
-        if let Some(acc) = s.lean_current.get() {
-            bump(&acc.ticks, dt);
+/// Pops a synchronous call's frame pushed by [`FrameGuard::enter_quick`], finding the stack
+/// itself: in the common case (a frame kept on the stack is the top one, and nothing was
+/// allocated since the last event: the poll measures nothing else) it leaves it with nothing to
+/// charge; any other case takes [`pop_lean_sync`], which pops the top frame as the other
+/// entries' pops do.
+///
+/// Out of line, and taking nothing: in this library the stack is found by a call to the
+/// thread-local resolver (which the linker relaxes, but not the registers saved around it), so
+/// that any value the pop were given would be saved and restored around it. The top frame's
+/// depth is read back from the stack, as [`pop_lean_sync`] reads it. Inline, the pops made the
+/// guard's drop large enough that the compiler left its drop glue a call of its own in large
+/// traced functions (`send`: +16 Ir per ping-pong round trip).
+#[inline(never)]
+fn pop_quick_out() {
+    with_stack(|s| {
+        let depth = s.depth.get().wrapping_sub(1);
+        if depth < CAPACITY && s.blocks.get().load(Ordering::Relaxed) == s.last_mem.get()[2] {
+            pop_kept(s, depth);
+            return;
         }
-        pop_kept(s, depth);
-        return;
+        std::hint::cold_path();
+        pop_lean_sync_full(s);
+    });
+}
+
+/// Pops a synchronous call's frame pushed by [`FrameGuard::enter_timed`], finding the stack
+/// itself: in the common case (a frame kept on the stack is the top one: the poll measures time
+/// from the time-stamp counter and nothing else) it charges the clock to it and leaves it, with
+/// no test of what the poll measures; any other case takes [`pop_lean_sync`]. Out of line and
+/// taking nothing, as [`pop_quick_out`].
+#[inline(never)]
+fn pop_timed_out() {
+    with_stack(|s| {
+        let depth = s.depth.get().wrapping_sub(1);
+        if depth < CAPACITY {
+            let now = rdtsc();
+            let dt = now.saturating_sub(s.last_ticks.replace(now));
+            if let Some(acc) = s.lean_current.get() {
+                bump(&acc.ticks, dt);
+            }
+            pop_kept(s, depth);
+            return;
+        }
+        std::hint::cold_path();
+        pop_lean_sync_full(s);
+    });
+}
+
+/// Pops a synchronous call's frame pushed as `pushed` says, other than [`PUSHED_TIMED`]
+/// (which the guard's drop pops itself): the drop's one call for the rest, each of which
+/// takes one further call (a jump), with nothing saved around it.
+#[inline(never)]
+fn pop_other(pushed: u32) {
+    if pushed == PUSHED_QUICK {
+        pop_quick_out();
+    } else if pushed == PUSHED_LEAN {
+        pop_sync_lean();
+    } else {
+        pop_sync_any(pushed);
     }
-    std::hint::cold_path();
-    pop_sync_lean();
-}
-
-/// [`pop_timed`] out of line, finding the stack itself: inline, the two pops made the guard's
-/// drop large enough that the compiler left its drop glue a call of its own in large traced
-/// functions (`send`: +16 Ir per ping-pong round trip), and the stack's address, known from the
-/// push, was kept in a register across the traced body.
-#[inline(never)]
-fn pop_timed_out(depth: usize) {
-    with_stack(|s| pop_timed(s, depth));
-}
-
-/// [`pop_quick`] out of line, finding the stack itself (see [`pop_timed_out`]).
-#[inline(never)]
-fn pop_quick_out(depth: usize) {
-    with_stack(|s| pop_quick(s, depth));
 }
 
 /// Pops a synchronous call's frame pushed by [`push_in`]; finds the stack itself.
@@ -292,8 +304,21 @@ fn kept_touched(s: &Stack, callsite: &Callsite) -> Option<(usize, usize, &'stati
 /// that shows it to the signal handler (see `sigcell`).
 #[inline(always)]
 fn push_kept(s: &Stack, depth: usize, id: usize, acc: &'static Accumulator) {
+    push_kept_under(s, depth, id, acc, s.lean_current.get());
+}
+
+/// [`push_kept`] where the innermost frame's accumulator, `parent`, is already read.
+#[inline(always)]
+fn push_kept_under(
+    s: &Stack,
+    depth: usize,
+    id: usize,
+    acc: &'static Accumulator,
+    parent: Option<&'static Accumulator>,
+) {
     bump(&acc.calls, 1);
-    s.parents[depth].set(s.lean_current.replace(Some(acc)));
+    s.parents[depth].set(parent);
+    s.lean_current.set(Some(acc));
     s.ids[depth + 1].set(id as u32);
     s.depth.set(depth + 1);
     s.function.get().store(id as u32, Ordering::Relaxed);
@@ -309,15 +334,10 @@ const PUSHED_LEAN: u32 = 2;
 const PUSHED_OUTSIDE: u32 = 3;
 /// A synchronous call's frame pushed by [`push_sample`].
 const PUSHED_SAMPLE: u32 = 4;
-/// `QUICK | depth`: a synchronous call's frame pushed by [`FrameGuard::enter_quick`], kept at
-/// `depth` (below [`CAPACITY`], so that it fits the low bits).
-const QUICK: u32 = 0x100;
-/// `TIMED | depth`: a synchronous call's frame pushed by [`FrameGuard::enter_timed`], kept at
-/// `depth` (below [`CAPACITY`]).
-const TIMED: u32 = 0x200;
-/// The depth a `QUICK` or `TIMED` guard carries.
-const DEPTH: u32 = CAPACITY as u32 - 1;
-const _: () = assert!(CAPACITY.is_power_of_two() && CAPACITY <= QUICK as usize);
+/// A synchronous call's frame pushed by [`FrameGuard::enter_quick`].
+const PUSHED_QUICK: u32 = 5;
+/// A synchronous call's frame pushed by [`FrameGuard::enter_timed`].
+const PUSHED_TIMED: u32 = 6;
 
 /// A frame on the traced stack, popped when dropped (on unwind too) unless its pusher pops
 /// it itself ([`poll_in_frame`]).
@@ -362,23 +382,27 @@ impl FrameGuard {
     /// [`enter_lean`](Self::enter_lean) in a poll measuring time alone: the call is kept on
     /// the stack and its function's accumulator is already touched in this poll. Charges the
     /// clock to the caller, pushes the frame as [`push_lean`] would and returns its guard,
-    /// which hands the frame's depth to the pop; `None`, having done nothing, otherwise.
+    /// whose pop ([`pop_timed_out`]) reads the depth back; `None`, having done nothing,
+    /// otherwise.
     #[inline(always)]
     fn enter_timed(s: &Stack, callsite: &Callsite) -> Option<FrameGuard> {
         let (depth, id, acc) = kept_touched(s, callsite)?;
         let now = rdtsc();
         let dt = now.saturating_sub(s.last_ticks.replace(now));
-        if let Some(parent) = s.lean_current.get() {
+        // Read once: the charge's store could otherwise be taken to change it.
+        let parent = s.lean_current.get();
+        if let Some(parent) = parent {
             bump(&parent.ticks, dt);
         }
-        push_kept(s, depth, id, acc);
-        Some(FrameGuard::of(TIMED | depth as u32))
+        push_kept_under(s, depth, id, acc, parent);
+        Some(FrameGuard::of(PUSHED_TIMED))
     }
 
     /// [`enter_lean`](Self::enter_lean) in a poll measuring memory alone: the call is kept on
     /// the stack, its function's accumulator is already touched in this poll, and nothing was
     /// allocated since the last event. Pushes its frame as [`push_lean`] would and returns its
-    /// guard, which hands the frame's depth to the pop; `None`, having done nothing, otherwise.
+    /// guard, whose pop ([`pop_quick_out`]) reads the depth back; `None`, having done nothing,
+    /// otherwise.
     #[inline(always)]
     fn enter_quick(s: &Stack, callsite: &Callsite) -> Option<FrameGuard> {
         // Something allocated since the last event (common where the call does real work):
@@ -389,7 +413,7 @@ impl FrameGuard {
         }
         let (depth, id, acc) = kept_touched(s, callsite)?;
         push_kept(s, depth, id, acc);
-        Some(FrameGuard::of(QUICK | depth as u32))
+        Some(FrameGuard::of(PUSHED_QUICK))
     }
 
     /// Whether a frame was pushed.
@@ -458,19 +482,13 @@ impl Drop for FrameGuard {
     fn drop(&mut self) {
         // This shape (one comparison with a constant, then the rest out of line) lets the
         // compiler keep a small traced body's inlined cases free of any test here, and the
-        // drop small enough to be inlined into large traced functions. The inline entries'
-        // pops take the depth their guard carries (masked within the stack's arrays, so that
-        // no bounds check is left).
-        if self.pushed == PUSHED_LEAN {
-            pop_sync_lean();
+        // drop small enough to be inlined into large traced functions (an if-chain of equal
+        // tests became a jump table, which a guard of no frame paid too). The one constant is
+        // the time-only inline entry's, whose pop takes no argument.
+        if self.pushed == PUSHED_TIMED {
+            pop_timed_out();
         } else if self.pushed != NOT_PUSHED {
-            if self.pushed & TIMED != 0 {
-                pop_timed_out((self.pushed & DEPTH) as usize);
-            } else if self.pushed & QUICK != 0 {
-                pop_quick_out((self.pushed & DEPTH) as usize);
-            } else {
-                pop_sync_any(self.pushed);
-            }
+            pop_other(self.pushed);
         }
     }
 }
