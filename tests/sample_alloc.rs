@@ -390,3 +390,55 @@ fn sample_rate_one_is_exact_while_plain_threads_allocate() {
         &mismatched[..mismatched.len().min(5)]
     );
 }
+
+/// A session samples by its own rate from each thread's first allocation, whatever an earlier
+/// session left: a worker that drew a countdown of about a gigabyte under a session sampling
+/// by bytes, then a session at `sample_rate` 1, has every allocation of the second sampled.
+/// (A countdown from an earlier session was redrawn only once it ran out: the second session
+/// missed the worker's next gigabyte.)
+#[test]
+fn a_session_does_not_inherit_an_earlier_sessions_countdown() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // One worker: both sessions' processes allocate on the same thread.
+    let node = Node::builder().worker_threads(1).build().expect("node");
+    let run = |rate: AllocRate, n: usize| -> usize {
+        let session = node
+            .sample_session(
+                SampleOptions::new()
+                    .sampler(Sampler::Alloc)
+                    .alloc_rate(rate)
+                    .n(1 << 16),
+            )
+            .expect("alloc session");
+        session
+            .trace()
+            .set_pattern(&TracePattern::module(module_path!()))
+            .expect("pattern");
+        session
+            .trace()
+            .enable_trace(ProcessSpec::New, true)
+            .expect("flags");
+        let (tx, rx) = mpsc::channel();
+        let pid = node
+            .spawn(async move {
+                allocate_known(n);
+                tx.send(()).expect("send");
+            })
+            .expect("spawn");
+        rx.recv_timeout(Duration::from_secs(120))
+            .expect("the process finished");
+        let data = session.samples();
+        data.samples
+            .iter()
+            .filter(|s| {
+                s.pid == Some(pid)
+                    && s.size == 64
+                    && s.traced.last().map(|cs| cs.function()) == Some("allocate_known")
+            })
+            .count()
+    };
+    // A countdown of ~1 GiB drawn on the worker; 64 KiB of it spent (almost surely no sample).
+    let first = run(AllocRate::Bytes(1 << 30), 1_000);
+    assert!(first <= 1, "{first}");
+    assert_eq!(run(AllocRate::SampleRate(1.0), 50), 50);
+}

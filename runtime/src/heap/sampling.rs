@@ -36,7 +36,7 @@
 
 use std::cell::Cell;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use super::account::{Charge, current_charge};
 
@@ -76,11 +76,13 @@ impl AllocModel {
 /// or unwinds (see the module documentation).
 pub(crate) type Recorder = fn(block: *mut u8, size: usize, bytes: f64);
 
-/// Whether allocation sampling is on: the only thing an unsampled allocation reads when off.
-static ON: AtomicBool = AtomicBool::new(false);
-/// Bumped at every [`start`]: a thread whose countdown was drawn under another epoch draws a
-/// fresh one from the current model before counting.
-static EPOCH: AtomicU32 = AtomicU32::new(1);
+/// Whether allocation sampling is on, and since which [`start`]: 0 while off, else the epoch
+/// of the last start. The only thing an allocation reads while off; while on, a thread whose
+/// countdown was drawn in another epoch (an earlier session's, with its own model) draws a
+/// fresh one from the current model before counting, at its first allocation.
+static ON: AtomicU32 = AtomicU32::new(0);
+/// The last epoch given out: bumped at every [`start`] (never 0).
+static EPOCH: AtomicU32 = AtomicU32::new(0);
 /// The model: the rate in bytes (`KIND_BYTES`), or the probability's bits.
 static MODEL: AtomicU64 = AtomicU64::new(0);
 static MODEL_KIND: AtomicU32 = AtomicU32::new(KIND_BYTES);
@@ -139,13 +141,18 @@ pub(crate) fn start(model: AllocModel, recorder: Recorder, freer: Freer) {
         }
     }
     let _ = RECORDER.set(recorder);
-    EPOCH.fetch_add(1, Ordering::AcqRel);
-    ON.store(true, Ordering::Release);
+    let mut epoch = EPOCH.fetch_add(1, Ordering::AcqRel).wrapping_add(1);
+    if epoch == 0 {
+        // 4 billion starts later: 0 means off.
+        epoch = EPOCH.fetch_add(1, Ordering::AcqRel).wrapping_add(1);
+    }
+    // Release: a thread that sees the epoch sees the model stored above.
+    ON.store(epoch, Ordering::Release);
 }
 
 /// Turns sampling off.
 pub(crate) fn stop() {
-    ON.store(false, Ordering::Release);
+    ON.store(0, Ordering::Release);
 }
 
 /// The model sampling runs with now.
@@ -159,16 +166,19 @@ pub(crate) fn model() -> AllocModel {
 }
 
 /// The allocator's hook, after a block of `size` bytes was handed out at `block`: one load and
-/// a branch while sampling is off; one subtraction and a branch more while it is on. Whether
+/// a branch while sampling is off; while it is on, one subtraction, and one comparison of the
+/// thread's epoch with the session's, and a branch. Whether
 /// the allocation was sampled (recorded): the allocator then marks the block, so that its free
 /// is seen ([`on_free`]).
 #[inline(always)]
 pub(super) fn on_alloc(block: *mut u8, size: usize) -> bool {
-    ON.load(Ordering::Relaxed) && count(block, size)
+    let on = ON.load(Ordering::Relaxed);
+    on != 0 && count(block, size, on)
 }
 
+/// Counts an allocation against the thread's countdown while sampling is on in epoch `on`.
 #[inline(always)]
-fn count(block: *mut u8, size: usize) -> bool {
+fn count(block: *mut u8, size: usize, on: u32) -> bool {
     // `try_with`: a thread-local of this kind is never destroyed, but a failure would only
     // mean this allocation is not counted.
     STATE
@@ -176,7 +186,8 @@ fn count(block: *mut u8, size: usize) -> bool {
             let take = (size as u64).min(s.cap.get()) as i64;
             let left = s.left.get().wrapping_sub(take);
             s.left.set(left);
-            left < 0 && crossed(s, block, size)
+            // A countdown of an earlier epoch counts for nothing now, whatever is left of it.
+            (left < 0 || s.epoch.get() != on) && crossed(s, block, size)
         })
         .unwrap_or(false)
 }
@@ -186,20 +197,25 @@ fn count(block: *mut u8, size: usize) -> bool {
 #[cold]
 #[inline(never)]
 pub(super) fn on_free(block: *mut u8) {
-    if ON.load(Ordering::Relaxed)
+    if ON.load(Ordering::Relaxed) != 0
         && let Some(freer) = FREER.get()
     {
         freer(block);
     }
 }
 
-/// The countdown went below zero (or was never drawn in this epoch): draws afresh, and
-/// records the allocation if it is sampled; whether it did.
+/// The countdown went below zero (or was drawn in another epoch): draws afresh, and records
+/// the allocation if it is sampled; whether it did.
 #[cold]
 #[inline(never)]
 fn crossed(s: &Countdown, block: *mut u8, size: usize) -> bool {
+    // Acquire: the model of this epoch, stored before it.
+    let epoch = ON.load(Ordering::Acquire);
+    if epoch == 0 {
+        // Stopped since the caller looked.
+        return false;
+    }
     let model = model();
-    let epoch = EPOCH.load(Ordering::Acquire);
     if s.epoch.get() != epoch {
         // A countdown from before this epoch (or none): draw one and count this allocation
         // against it, as if the thread had counted from the start.
