@@ -551,10 +551,11 @@ impl Account {
     #[must_use]
     pub(super) fn charge_owner(&self, size: u64) -> bool {
         self.owner.add(size);
-        let held = self.held.load(Ordering::Relaxed).wrapping_add(size);
-        self.held.store(held, Ordering::Relaxed);
+        // An add to memory, then `held` read again for the comparison: one instruction fewer
+        // than a load, an add and a store with the sum kept for it.
+        add(&self.held, size);
         // `held - taken > peak`, as `gate` is at most `peak + taken`.
-        held as i64 > self.gate.load(Ordering::Relaxed) as i64
+        self.held.load(Ordering::Relaxed) as i64 > self.gate.load(Ordering::Relaxed) as i64
     }
 
     /// What others took from its live bytes (the signed count in `remote`).

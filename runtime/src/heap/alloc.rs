@@ -192,6 +192,11 @@ unsafe fn headed<const H: usize>(size: usize) -> Layout {
     unsafe { Layout::from_size_align_unchecked(size + H, H) }
 }
 
+/// The largest size `alloc`'s inlined path takes, under 2 GiB: one comparison with an
+/// immediate (larger blocks take `alloc_large`, the same path out of line).
+const FAST_MAX: usize = i32::MAX as usize;
+const _: () = assert!(FAST_MAX <= MAX_HEADED);
+
 /// Charges an allocation of `size` bytes to this thread's account; returns its packed tag.
 #[inline(always)]
 fn charge(size: usize) -> u64 {
@@ -359,6 +364,10 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for CountingAlloc<A> {
             // SAFETY: the caller's contract, passed on.
             return unsafe { self.alloc_aligned(layout, false) };
         }
+        if layout.size() > FAST_MAX {
+            // SAFETY: the caller's contract, passed on.
+            return unsafe { self.alloc_large(layout.size()) };
+        }
         // SAFETY: the caller's contract, passed on; the alignment is at most 8.
         unsafe { self.alloc_headed::<8>(layout.size(), false) }
     }
@@ -424,6 +433,19 @@ impl<A: GlobalAlloc> CountingAlloc<A> {
             unsafe { mark_sampled(block.sub(8).cast::<u64>()) };
         }
         block
+    }
+
+    /// `alloc` of a block of 2 GiB or more aligned to 8 or less: out of line, so that the
+    /// inlined path compares the size with an immediate ([`FAST_MAX`]) rather than with
+    /// `MAX_HEADED`, which takes loading a 64-bit constant.
+    ///
+    /// # Safety
+    /// GlobalAlloc's `alloc`, of a layout aligned to 8 or less.
+    #[cold]
+    #[inline(never)]
+    unsafe fn alloc_large(&self, size: usize) -> *mut u8 {
+        // SAFETY: by the caller.
+        unsafe { self.alloc_headed::<8>(size, false) }
     }
 
     /// `dealloc` of a block of `size` bytes with an `H`-byte header.
@@ -795,6 +817,45 @@ mod tests {
                 set_charge(before);
             }
         }
+    }
+
+    /// An inner allocator that refuses every block and records the last layout it was asked.
+    #[derive(Default)]
+    struct Refusing {
+        size: AtomicUsize,
+        align: AtomicUsize,
+    }
+
+    // SAFETY: it never hands out a block.
+    #[allow(unsafe_code)]
+    unsafe impl GlobalAlloc for Refusing {
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            self.size.store(layout.size(), Ordering::Relaxed);
+            self.align.store(layout.align(), Ordering::Relaxed);
+            std::ptr::null_mut()
+        }
+
+        unsafe fn dealloc(&self, _: *mut u8, _: Layout) {
+            unreachable!("no block was handed out");
+        }
+    }
+
+    /// A block of 2 GiB or more (past the inlined path's immediate) still gets its 8-byte
+    /// header from the inner allocator, and a failure is passed on; a size whose header would
+    /// make the layout invalid is refused without asking.
+    #[test]
+    #[allow(unsafe_code)]
+    fn a_large_block_takes_the_header_path_out_of_line() {
+        let alloc = CountingAlloc::new(Refusing::default());
+        let large = Layout::from_size_align(FAST_MAX + 1, 8).expect("a valid layout");
+        // SAFETY: a non-zero size; the inner allocator hands out nothing.
+        assert!(unsafe { alloc.alloc(large) }.is_null());
+        assert_eq!(alloc.inner().size.load(Ordering::Relaxed), FAST_MAX + 9);
+        assert_eq!(alloc.inner().align.load(Ordering::Relaxed), 8);
+        let too_large = Layout::from_size_align(MAX_HEADED + 1, 1).expect("a valid layout");
+        // SAFETY: as above.
+        assert!(unsafe { alloc.alloc(too_large) }.is_null());
+        assert_eq!(alloc.inner().size.load(Ordering::Relaxed), FAST_MAX + 9);
     }
 
     /// A block tagged by an earlier owner of a slot whose generation shares its low 16 bits
