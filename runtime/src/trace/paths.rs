@@ -1,13 +1,13 @@
 //! Where processes suspend: the traced path of a process's first pending frame in a poll,
 //! interned, for the wall sampler.
 //!
-//! While a wall sample session measures a poll, the traced stack copies the path of the first
-//! frame that returns `Pending` ([`capture`], from the stack's pending pop) into a per-thread
-//! buffer, and the end of the poll interns it and stores its id in the process's heap account
-//! ([`finish`]): one plain store, so the sampler thread reads where a process waits without
-//! touching the process or its future, and without stopping anything. Interning takes a lock
-//! only for a path that is not among the few the thread interned last (a server and its
-//! clients suspend in the same few places poll after poll).
+//! While a wall sample session measures a poll, the traced stack's first pending pop finds the
+//! id of the path of the frame it pops ([`capture`]: read in place on the stack, and looked up
+//! among the few paths the thread interned last, as a server and its clients suspend in the
+//! same few places poll after poll), and the end of the poll stores it in the process's heap
+//! account ([`finish`]): one plain store, so the sampler thread reads where a process waits
+//! without touching the process or its future, and without stopping anything. Interning takes
+//! a lock only for a path that is not among those the thread interned last.
 
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -50,116 +50,104 @@ static TABLE: Mutex<Option<Table>> = Mutex::new(None);
 /// that a path of a few frames costs a few stores, not a copy of the whole array.
 type Ids = [Cell<u32>; STACK_CAPACITY];
 
+/// [`CAPTURED`] when no path was captured in this poll.
+const NONE: u32 = u32::MAX;
+
+/// The paths a thread interned last: per entry its length (0: none), id and ids, and the
+/// entry the next one replaces. One thread-local, found once per lookup.
+struct Recent {
+    lens: [Cell<usize>; RECENT],
+    ids: [Cell<u32>; RECENT],
+    paths: [Ids; RECENT],
+    next: Cell<usize>,
+}
+
 thread_local! {
-    /// The path captured in this poll (callsite ids, outermost first) and its length;
-    /// `usize::MAX` when none was.
-    static CAPTURED: Ids = const { [const { Cell::new(0) }; STACK_CAPACITY] };
-    static CAPTURED_LEN: Cell<usize> = const { Cell::new(usize::MAX) };
-    /// The last [`RECENT`] paths this thread interned: per entry its hash (0 for none), id and
-    /// length ...
-    static RECENT_KEYS: [Cell<(u64, u32, usize)>; RECENT] =
-        const { [const { Cell::new((0, 0, 0)) }; RECENT] };
-    /// ... its ids ...
-    static RECENT_PATHS: [Ids; RECENT] =
-        const { [const { [const { Cell::new(0) }; STACK_CAPACITY] }; RECENT] };
-    /// ... and the entry the next one replaces.
-    static RECENT_NEXT: Cell<usize> = const { Cell::new(0) };
+    /// The id of the path captured in this poll, [`NONE`] when none was.
+    static CAPTURED: Cell<u32> = const { Cell::new(NONE) };
+    static RECENT_PATHS: Recent = const {
+        Recent {
+            lens: [const { Cell::new(0) }; RECENT],
+            ids: [const { Cell::new(0) }; RECENT],
+            paths: [const { [const { Cell::new(0) }; STACK_CAPACITY] }; RECENT],
+            next: Cell::new(0),
+        }
+    };
 }
 
 /// Paths each thread keeps of those it interned last: a server and its clients polled on one
 /// thread suspend in a few places, poll after poll, each found here without the table's lock.
 const RECENT: usize = 4;
 
-/// The id of the path of `len` ids whose hash is `h`, if this thread interned it among its
-/// last [`RECENT`] paths; `same` tells whether a kept path's ids are the path's.
+/// The id of the path of `len` ids (`at(k)`: the `k`th, outermost first), if this thread
+/// interned it among its last [`RECENT`] paths: compared id by id (a path is a few ids).
 #[inline]
-fn recent(h: u64, len: usize, same: impl Fn(&Ids) -> bool) -> Option<u32> {
-    RECENT_KEYS.with(|keys| {
-        keys.iter().enumerate().find_map(|(i, key)| {
-            let (kept, id, kept_len) = key.get();
-            (kept == h && kept_len == len && RECENT_PATHS.with(|paths| same(&paths[i])))
-                .then_some(id)
+fn recent(len: usize, at: impl Fn(usize) -> u32) -> Option<u32> {
+    RECENT_PATHS.with(|r| {
+        (0..RECENT).find_map(|i| {
+            (len != 0
+                && r.lens[i].get() == len
+                && r.paths[i][..len]
+                    .iter()
+                    .enumerate()
+                    .all(|(k, c)| c.get() == at(k)))
+            .then(|| r.ids[i].get())
         })
     })
 }
 
-/// Keeps `path`, whose hash is `h`, as interned to `id`, in place of the oldest kept path.
-fn remember(h: u64, id: u32, path: &[u32]) {
-    if path.len() > STACK_CAPACITY {
+/// Keeps `path` as interned to `id`, in place of the oldest kept path.
+fn remember(id: u32, path: &[u32]) {
+    if path.is_empty() || path.len() > STACK_CAPACITY {
         return;
     }
-    let i = RECENT_NEXT.with(|next| {
-        let i = next.get();
-        next.set((i + 1) % RECENT);
-        i
-    });
-    RECENT_PATHS.with(|paths| {
-        for (cell, id) in paths[i].iter().zip(path) {
+    RECENT_PATHS.with(|r| {
+        let i = r.next.get();
+        r.next.set((i + 1) % RECENT);
+        for (cell, id) in r.paths[i].iter().zip(path) {
             cell.set(*id);
         }
+        r.ids[i].set(id);
+        r.lens[i].set(path.len());
     });
-    RECENT_KEYS.with(|keys| keys[i].set((h, id, path.len())));
 }
 
 /// Clears this thread's capture, at the start of a poll.
 pub(crate) fn begin() {
-    CAPTURED_LEN.with(|c| c.set(usize::MAX));
+    CAPTURED.with(|c| c.set(NONE));
 }
 
-/// Keeps `path` as where this poll suspends, unless a frame of this poll already did.
-pub(crate) fn capture(path: impl Iterator<Item = u32>) {
-    if CAPTURED_LEN.with(Cell::get) != usize::MAX {
+/// Keeps the path of `len` ids (`at(k)`: the `k`th, outermost first; at most
+/// [`STACK_CAPACITY`]) as where this poll suspends, unless a frame of this poll already did:
+/// its id, found among the paths this thread interned last, or interned.
+#[inline]
+pub(crate) fn capture(len: usize, at: impl Fn(usize) -> u32) {
+    if CAPTURED.with(Cell::get) != NONE {
         return;
     }
-    let n = CAPTURED.with(|captured| {
-        let mut n = 0;
-        for (cell, id) in captured.iter().zip(path) {
-            cell.set(id);
-            n += 1;
-        }
-        n
-    });
-    CAPTURED_LEN.with(|c| c.set(n));
+    let id = match recent(len, &at) {
+        Some(id) => id,
+        None => intern_new(len, &at),
+    };
+    CAPTURED.with(|c| c.set(id));
+}
+
+/// [`capture`]'s path when this thread did not intern it lately: copied, and interned.
+#[cold]
+#[inline(never)]
+fn intern_new(len: usize, at: &impl Fn(usize) -> u32) -> u32 {
+    let len = len.min(STACK_CAPACITY);
+    let mut buf = [0u32; STACK_CAPACITY];
+    for (k, b) in buf[..len].iter_mut().enumerate() {
+        *b = at(k);
+    }
+    intern(&buf[..len])
 }
 
 /// At the end of a poll: stores the captured path's id (0 for none) in `account`.
 pub(crate) fn finish(account: &crate::heap::Account) {
-    let n = CAPTURED_LEN.with(Cell::get);
-    if n == usize::MAX {
-        account.set_suspended_path(0);
-        return;
-    }
-    let id = CAPTURED.with(|captured| intern_captured(&captured[..n]));
-    account.set_suspended_path(id);
-}
-
-/// The id of the path in `cells` (0 for the empty path): [`intern`], read in place when it is
-/// the path this thread interned last (a server suspends in the same place poll after poll).
-fn intern_captured(cells: &[Cell<u32>]) -> u32 {
-    if cells.is_empty() {
-        return 0;
-    }
-    let h = hash(cells.iter().map(Cell::get));
-    if let Some(id) = recent(h, cells.len(), |kept| {
-        kept.iter().zip(cells).all(|(a, b)| a.get() == b.get())
-    }) {
-        return id;
-    }
-    let mut buf = [0u32; STACK_CAPACITY];
-    for (b, c) in buf.iter_mut().zip(cells) {
-        *b = c.get();
-    }
-    intern(&buf[..cells.len()])
-}
-
-fn hash(path: impl Iterator<Item = u32>) -> u64 {
-    // FNV-1a: a short path, hashed once per poll that suspends.
-    let mut h = 0xcbf2_9ce4_8422_2325u64;
-    for id in path {
-        h ^= u64::from(id);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    h | 1
+    let id = CAPTURED.with(|c| c.replace(NONE));
+    account.set_suspended_path(if id == NONE { 0 } else { id });
 }
 
 /// The id of `path` (0 for the empty path).
@@ -167,10 +155,7 @@ pub(crate) fn intern(path: &[u32]) -> u32 {
     if path.is_empty() {
         return 0;
     }
-    let h = hash(path.iter().copied());
-    if let Some(id) = recent(h, path.len(), |kept| {
-        kept.iter().zip(path).all(|(a, b)| a.get() == *b)
-    }) {
+    if let Some(id) = recent(path.len(), |k| path[k]) {
         return id;
     }
     let id = crate::heap::suppressed(|| {
@@ -195,7 +180,7 @@ pub(crate) fn intern(path: &[u32]) -> u32 {
         table.ids.insert(boxed, id);
         id
     });
-    remember(h, id, path);
+    remember(id, path);
     id
 }
 

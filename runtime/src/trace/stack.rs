@@ -351,7 +351,7 @@ fn record_pending(s: &Stack, id: u32) {
 #[inline(never)]
 fn capture_suspended(s: &Stack) {
     let depth = (s.depth.get() + 1).min(CAPACITY);
-    super::paths::capture((1..=depth).map(|i| s.ids[i].get()));
+    super::paths::capture(depth, |k| s.ids[k + 1].get());
 }
 
 /// `STACK.with(f)`, with `f` inlined into its caller (see [`super::tls::with_local`]).
