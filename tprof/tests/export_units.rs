@@ -503,15 +503,7 @@ fn speedscope_of_100_000_processes_has_a_profile_per_group_and_says_so() {
 fn a_call_time_pprof_says_when_the_os_made_the_threads_wait() {
     let comments = |waited_ns: u64| {
         let mut profile = Profile::empty(TraceType::CallTime);
-        profile.meta.runs = vec![tprof::Run {
-            run_queue: Some(runtime::trace::SnapshotRunQueue {
-                ran_ns: 1_000_000_000,
-                waited_ns,
-                threads: 2,
-                exited: 0,
-            }),
-            ..tprof::Run::default()
-        }];
+        profile.meta.runs = vec![common::run_with_waits(1_000_000_000, waited_ns, 2)];
         let proto = common::decode_pprof(&profile);
         proto
             .comment

@@ -222,15 +222,7 @@ fn call_time_says_when_the_os_made_the_threads_wait() {
                 entries: vec![entry(Group::Process(pid("<0.1.0>")), 2, 1_500)],
             }],
         );
-        p.meta.runs = vec![tprof::Run {
-            run_queue: Some(runtime::trace::SnapshotRunQueue {
-                ran_ns: 6_000_000_000,
-                waited_ns,
-                threads: 3,
-                exited: 0,
-            }),
-            ..tprof::Run::default()
-        }];
+        p.meta.runs = vec![common::run_with_waits(6_000_000_000, waited_ns, 3)];
         format_to_string(&inspect(&p, Aggregate::Process, SortBy::default()))
     };
     let text = profile(TraceType::CallTime, 4_000_000_000);

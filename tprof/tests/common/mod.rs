@@ -396,3 +396,17 @@ pub(crate) fn expanded(mut data: serde_json::Value) -> serde_json::Value {
     data["percentiles"] = Value::Array(percentiles);
     data
 }
+
+/// A run whose program's threads ran `ran_ns` and waited `waited_ns` on the OS's run queue
+/// ([`tprof::Run::run_queue`]), its other fields empty.
+pub(crate) fn run_with_waits(ran_ns: u64, waited_ns: u64, threads: u32) -> tprof::Run {
+    tprof::Run {
+        run_queue: Some(runtime::trace::SnapshotRunQueue {
+            ran_ns,
+            waited_ns,
+            threads,
+            exited: 0,
+        }),
+        ..tprof::Run::default()
+    }
+}
