@@ -6,7 +6,9 @@
 use std::sync::mpsc;
 use std::time::Duration;
 
-use runtime::sample::{AllocRate, Sample, SampleData, SampleError, SampleOptions, Sampler};
+use runtime::sample::{
+    AllocRate, Sample, SampleData, SampleError, SampleOptions, SampleSession, Sampler,
+};
 use runtime::trace::{ProcessSpec, TracePattern};
 use runtime::{Node, Pid};
 
@@ -16,6 +18,32 @@ static ALLOC: runtime::CountingAlloc = runtime::CountingAlloc::system();
 /// One allocation sample session at a time in this binary: the allocator has one rate per
 /// program.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// An allocation sample session on `node` at `rate` (keeping `n` samples, or the default),
+/// tracing this file's functions in the processes spawned from now on.
+fn alloc_session(node: &Node, rate: AllocRate, n: Option<usize>) -> SampleSession {
+    let mut options = SampleOptions::new()
+        .sampler(Sampler::Alloc)
+        .alloc_rate(rate);
+    if let Some(n) = n {
+        options = options.n(n);
+    }
+    let session = node.sample_session(options).expect("alloc session");
+    session
+        .trace()
+        .set_pattern(&TracePattern::module(module_path!()))
+        .expect("pattern");
+    session
+        .trace()
+        .enable_trace(ProcessSpec::New, true)
+        .expect("flags");
+    session
+}
+
+/// Whether `s` is a block of [`allocate_known`].
+fn is_known_block(s: &Sample) -> bool {
+    s.size == 64 && s.traced.last().map(|cs| cs.function()) == Some("allocate_known")
+}
 
 /// Allocates and frees `n` blocks of `size` bytes: the little process's site.
 #[runtime::traced]
@@ -38,21 +66,7 @@ fn allocate_much(n: usize, size: usize) {
 /// samples.
 fn run_two(rate: AllocRate, n: usize, size: usize) -> (Pid, Pid, SampleData) {
     let node = Node::builder().worker_threads(2).build().expect("node");
-    let session = node
-        .sample_session(
-            SampleOptions::new()
-                .sampler(Sampler::Alloc)
-                .alloc_rate(rate),
-        )
-        .expect("alloc session");
-    session
-        .trace()
-        .set_pattern(&TracePattern::module(module_path!()))
-        .expect("pattern");
-    session
-        .trace()
-        .enable_trace(ProcessSpec::New, true)
-        .expect("flags");
+    let session = alloc_session(&node, rate, None);
     let (tx, rx) = mpsc::channel();
     let little = {
         let tx = tx.clone();
@@ -174,21 +188,7 @@ fn keep_blocks(n: usize, size: usize) -> Vec<Vec<u8>> {
 fn a_freed_block_leaves_the_live_set() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let node = Node::builder().worker_threads(2).build().expect("node");
-    let session = node
-        .sample_session(
-            SampleOptions::new()
-                .sampler(Sampler::Alloc)
-                .alloc_rate(AllocRate::SampleRate(1.0)),
-        )
-        .expect("alloc session");
-    session
-        .trace()
-        .set_pattern(&TracePattern::module(module_path!()))
-        .expect("pattern");
-    session
-        .trace()
-        .enable_trace(ProcessSpec::New, true)
-        .expect("flags");
+    let session = alloc_session(&node, AllocRate::SampleRate(1.0), None);
     let (tx, rx) = mpsc::channel();
     let holder = node
         .spawn(async move {
@@ -324,22 +324,7 @@ fn sample_rate_one_is_exact_while_plain_threads_allocate() {
     let node = Node::builder().worker_threads(2).build().expect("node");
     let (mut processes, mut mismatched, mut halves) = (0, Vec::new(), 0);
     for round in 0..10 {
-        let session = node
-            .sample_session(
-                SampleOptions::new()
-                    .sampler(Sampler::Alloc)
-                    .alloc_rate(AllocRate::SampleRate(1.0))
-                    .n(1 << 20),
-            )
-            .expect("alloc session");
-        session
-            .trace()
-            .set_pattern(&TracePattern::module(module_path!()))
-            .expect("pattern");
-        session
-            .trace()
-            .enable_trace(ProcessSpec::New, true)
-            .expect("flags");
+        let session = alloc_session(&node, AllocRate::SampleRate(1.0), Some(1 << 20));
         let (tx, rx) = mpsc::channel();
         let pids: Vec<(Pid, usize)> = (0..300usize)
             .map(|i| {
@@ -364,8 +349,7 @@ fn sample_rate_one_is_exact_while_plain_threads_allocate() {
         let mut counts = std::collections::HashMap::<Pid, usize>::new();
         for s in &data.samples {
             if let Some(pid) = s.pid
-                && s.size == 64
-                && s.traced.last().map(|cs| cs.function()) == Some("allocate_known")
+                && is_known_block(s)
             {
                 *counts.entry(pid).or_default() += 1;
             }
@@ -402,22 +386,7 @@ fn a_session_does_not_inherit_an_earlier_sessions_countdown() {
     // One worker: both sessions' processes allocate on the same thread.
     let node = Node::builder().worker_threads(1).build().expect("node");
     let run = |rate: AllocRate, n: usize| -> usize {
-        let session = node
-            .sample_session(
-                SampleOptions::new()
-                    .sampler(Sampler::Alloc)
-                    .alloc_rate(rate)
-                    .n(1 << 16),
-            )
-            .expect("alloc session");
-        session
-            .trace()
-            .set_pattern(&TracePattern::module(module_path!()))
-            .expect("pattern");
-        session
-            .trace()
-            .enable_trace(ProcessSpec::New, true)
-            .expect("flags");
+        let session = alloc_session(&node, rate, Some(1 << 16));
         let (tx, rx) = mpsc::channel();
         let pid = node
             .spawn(async move {
@@ -430,11 +399,7 @@ fn a_session_does_not_inherit_an_earlier_sessions_countdown() {
         let data = session.samples();
         data.samples
             .iter()
-            .filter(|s| {
-                s.pid == Some(pid)
-                    && s.size == 64
-                    && s.traced.last().map(|cs| cs.function()) == Some("allocate_known")
-            })
+            .filter(|s| s.pid == Some(pid) && is_known_block(s))
             .count()
     };
     // A countdown of ~1 GiB drawn on the worker; 64 KiB of it spent (almost surely no sample).

@@ -265,18 +265,27 @@ fn a_session_opened_before_the_loop_counts_none_begun_before_sampling() {
     }
 }
 
-/// The body of `GET target` from the pull endpoint at `addr`.
+/// The body of `GET target` from the pull endpoint at `addr`, as text.
 fn get(addr: std::net::SocketAddr, target: &str) -> String {
+    String::from_utf8(get_bytes(addr, target)).unwrap()
+}
+
+/// The body of `GET target` from the pull endpoint at `addr`, which must answer 200.
+fn get_bytes(addr: std::net::SocketAddr, target: &str) -> Vec<u8> {
     let mut stream = std::net::TcpStream::connect(addr).unwrap();
     stream
         .set_read_timeout(Some(Duration::from_secs(120)))
         .unwrap();
     write!(stream, "GET {target} HTTP/1.1\r\nHost: {addr}\r\n\r\n").unwrap();
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).unwrap();
-    let (head, body) = answer.split_once("\r\n\r\n").unwrap();
-    assert!(head.starts_with("HTTP/1.1 200"), "{answer}");
-    body.to_owned()
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).unwrap();
+    let at = answer.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    assert!(
+        answer.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&answer)
+    );
+    answer.split_off(at + 4)
 }
 
 /// What the census views say of `spinning`, with `session` (a wall session) open: top's
@@ -447,28 +456,16 @@ fn goroutine_texts<const N: usize>(
 /// `spinning`'s node.
 fn goroutine_comments(spinning: &Spinning, test: &str) -> Vec<String> {
     let (_endpoint, addr) = pull_endpoint(spinning, &format!("{test}-pprof"));
-    let mut stream = std::net::TcpStream::connect(addr).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(120)))
-        .unwrap();
-    write!(
-        stream,
-        "GET /debug/pprof/goroutine HTTP/1.1\r\nHost: {addr}\r\n\r\n"
-    )
-    .unwrap();
-    let mut answer = Vec::new();
-    stream.read_to_end(&mut answer).unwrap();
-    let at = answer.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
-    assert!(answer.starts_with(b"HTTP/1.1 200"));
+    let body = get_bytes(addr, "/debug/pprof/goroutine");
     let mut raw = Vec::new();
-    flate2::read::GzDecoder::new(&answer[at + 4..])
+    flate2::read::GzDecoder::new(body.as_slice())
         .read_to_end(&mut raw)
         .unwrap();
     let proto = <tprof::export::pprof::Profile as prost::Message>::decode(raw.as_slice()).unwrap();
     proto
         .comment
         .iter()
-        .map(|&c| proto.string_table[c as usize].clone())
+        .map(|&c| proto.string(c).to_owned())
         .collect()
 }
 

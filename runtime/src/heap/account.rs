@@ -97,6 +97,8 @@ const _: () = assert!(std::mem::align_of::<Account>() > KIND_MASK);
 const _: () = assert!(std::mem::size_of::<Account>() == 128);
 const _: () = assert!(std::mem::align_of::<Tally>() > KIND_MASK);
 const _: () = assert!(std::mem::align_of::<Nobody>() > KIND_MASK);
+// An owner's charge is the account's own pointer, which `owner_tagged` reads as its tag word.
+const _: () = assert!(std::mem::offset_of!(Account, tag) == 0);
 const _: () = assert!(2 * std::mem::size_of::<NotATag>() == NONE);
 const _: () = assert!(SHARED.is_power_of_two() && TALLIED.is_power_of_two());
 const _: () = assert!(SHARED != NONE && TALLIED != NONE && SHARED != TALLIED);

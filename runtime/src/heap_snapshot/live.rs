@@ -20,8 +20,11 @@ use crate::trace::Callsite;
 /// the allocator's own was every site's name), and a frame of a traced function on the
 /// site's stack (its own, or a closure in its lines) is named by that function:
 /// `app::keep_blocks::{closure#0}`, not a bare `{closure#0}` that every closure of the
-/// program would share.
+/// program would share; a bare frame outside any traced function says its file
+/// (`{closure#0} in src/jobs.rs`).
 pub fn live_sites(session: &SampleSession) -> Vec<LiveSite> {
+    // Read once: bare names' files are shown relative to it.
+    let here = std::env::current_dir().ok();
     let mut symbols: HashMap<(u64, bool), Vec<NativeFrame>> = HashMap::new();
     let mut sums: HashMap<(crate::Pid, String), (f64, f64)> = HashMap::new();
     for site in session.live() {
@@ -37,7 +40,7 @@ pub fn live_sites(session: &SampleSession) -> Vec<LiveSite> {
             .iter()
             .enumerate()
             .flat_map(|(i, addr)| symbols[&(*addr, i > 0)].iter().rev());
-        let native = site_of(native, &site.traced);
+        let native = site_of(native, &site.traced, here.as_deref());
         let name = native
             .or_else(|| {
                 site.traced
@@ -74,21 +77,26 @@ pub fn live_sites(session: &SampleSession) -> Vec<LiveSite> {
 fn site_of<'a>(
     native: impl Iterator<Item = &'a NativeFrame> + Clone,
     traced: &[&'static Callsite],
+    here: Option<&std::path::Path>,
 ) -> Option<String> {
     let skip = allocator_frames(native.clone());
     native
         .skip(skip)
         .find(|f| !is_library(f))
-        .map(|f| site_name(f, traced))
+        .map(|f| site_name(f, traced, here))
 }
 
 /// The name of site `frame` (the program's innermost frame of an allocation whose traced
 /// stack is `traced`, outermost first): its own name when the debug info qualifies it; a bare
 /// name that is a traced function's own frame (innermost first) qualified by that function;
 /// any other bare name with the file it is in (`{closure#0} in src/jobs.rs`), relative to the
-/// working directory when under it, so that two closures of different files stay apart and
-/// say where they are.
-fn site_name(frame: &NativeFrame, traced: &[&'static Callsite]) -> String {
+/// working directory `here` when under it, so that two closures of different files stay apart
+/// and say where they are.
+fn site_name(
+    frame: &NativeFrame,
+    traced: &[&'static Callsite],
+    here: Option<&std::path::Path>,
+) -> String {
     if !is_bare(&frame.function) {
         return frame.function.clone();
     }
@@ -104,10 +112,8 @@ fn site_name(frame: &NativeFrame, traced: &[&'static Callsite]) -> String {
         }
         None => match &frame.file {
             Some(file) => {
-                let here = std::env::current_dir().ok();
-                let relative = here
-                    .as_deref()
-                    .and_then(|dir| std::path::Path::new(file).strip_prefix(dir).ok());
+                let relative =
+                    here.and_then(|dir| std::path::Path::new(file).strip_prefix(dir).ok());
                 match relative {
                     Some(path) => format!("{} in {}", frame.function, path.display()),
                     None => format!("{} in {file}", frame.function),
@@ -210,16 +216,16 @@ mod tests {
             frame("keep_blocks", "/home/u/app/src/app.rs"),
         ];
         assert_eq!(
-            site_of(native.iter(), &[&KEEP]).as_deref(),
+            site_of(native.iter(), &[&KEEP], None).as_deref(),
             Some("app::keep_blocks::{closure#0}")
         );
         // With no traced function, the closure is named by its file; nothing of the
         // allocator's is ever the site.
         assert_eq!(
-            site_of(native.iter(), &[]).as_deref(),
+            site_of(native.iter(), &[], None).as_deref(),
             Some("{closure#0} in /home/u/app/src/app.rs")
         );
-        assert_eq!(site_of(native[..5].iter(), &[]), None);
+        assert_eq!(site_of(native[..5].iter(), &[], None), None);
     }
 
     /// A bare name of the traced function's body is named by the function; a qualified name
@@ -229,29 +235,40 @@ mod tests {
     fn a_bare_frame_of_a_traced_function_is_named_by_it() {
         let in_body = frame("{closure#0}", "/home/u/app/src/app.rs");
         assert_eq!(
-            site_name(&in_body, &[&KEEP]),
+            site_name(&in_body, &[&KEEP], None),
             "app::keep_blocks::{closure#0}"
         );
         let own = frame("keep_blocks", "/home/u/app/src/app.rs");
-        assert_eq!(site_name(&own, &[&KEEP]), "app::keep_blocks");
+        assert_eq!(site_name(&own, &[&KEEP], None), "app::keep_blocks");
         let qualified = frame("app::other::{{closure}}", "/home/u/app/src/app.rs");
-        assert_eq!(site_name(&qualified, &[&KEEP]), "app::other::{{closure}}");
+        assert_eq!(
+            site_name(&qualified, &[&KEEP], None),
+            "app::other::{{closure}}"
+        );
         let elsewhere = frame("{closure#0}", "/home/u/app/src/other.rs");
         assert_eq!(
-            site_name(&elsewhere, &[&KEEP]),
+            site_name(&elsewhere, &[&KEEP], None),
             "{closure#0} in /home/u/app/src/other.rs"
         );
         assert_eq!(
-            site_name(&in_body, &[]),
+            site_name(&in_body, &[], None),
             "{closure#0} in /home/u/app/src/app.rs"
         );
-        let here = std::env::current_dir().unwrap().join("src/jobs.rs");
-        let local = frame("{closure#2}", &here.display().to_string());
-        assert_eq!(site_name(&local, &[]), "{closure#2} in src/jobs.rs");
+        let here = std::path::Path::new("/home/u/app");
+        let local = frame("{closure#2}", "/home/u/app/src/jobs.rs");
+        assert_eq!(
+            site_name(&local, &[], Some(here)),
+            "{closure#2} in src/jobs.rs"
+        );
+        let outside = frame("{closure#2}", "/elsewhere/src/jobs.rs");
+        assert_eq!(
+            site_name(&outside, &[], Some(here)),
+            "{closure#2} in /elsewhere/src/jobs.rs"
+        );
         let no_file = NativeFrame {
             file: None,
             ..frame("{closure#0}", "")
         };
-        assert_eq!(site_name(&no_file, &[]), "{closure#0}");
+        assert_eq!(site_name(&no_file, &[], None), "{closure#0}");
     }
 }
