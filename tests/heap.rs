@@ -613,3 +613,30 @@ fn first_use_allocations_of_timers_and_stdout_are_warmed_at_node_start() {
         .unwrap();
     assert_eq!((sleep, print), (0, 0));
 }
+
+/// The profiler's reading of the OS's run queue (a call_time session's, at its snapshot or
+/// through `TraceSession::run_queue`) allocates a thread list and each thread's figures: its
+/// own work, charged to no process, even when a process takes it.
+#[test]
+fn a_run_queue_reading_is_charged_to_no_process() {
+    let node = node();
+    let session = std::sync::Arc::new(
+        node.trace_session_with(runtime::trace::TraceTypes::CALL_TIME)
+            .unwrap(),
+    );
+    let (before, read, after) = node
+        .run({
+            let session = std::sync::Arc::clone(&session);
+            async move {
+                let before = me();
+                let read = session.run_queue();
+                (before, read, me())
+            }
+        })
+        .unwrap();
+    if cfg!(target_os = "linux") && std::path::Path::new("/proc/self/schedstat").exists() {
+        assert!(read.is_some(), "the figures were read");
+    }
+    assert_eq!(after.blocks, before.blocks, "{before:?} {after:?}");
+    assert_eq!(after.bytes, before.bytes);
+}
