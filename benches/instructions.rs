@@ -8,7 +8,8 @@
 //!
 //! - `traced_call`: a loop of calls from inside a process on a current-thread node to
 //!   `untraced` (the baseline), and to `traced_fn` disabled, under one and two call_count
-//!   sessions, under call_time and under call_memory (the sessions trace the timing process).
+//!   sessions, under call_time and under call_memory (the sessions trace the timing process),
+//!   and under a CPU sample session open at 1 Hz (`sampled`: what its frame costs per call).
 //! - `allocation`: a box of 8 bytes allocated and freed in a process, through the counting
 //!   allocator (its baseline, the system allocator, is `instructions_plain`'s row).
 //! - `gen_server_traced`: a gen_server call round trip with every runtime function traced
@@ -56,6 +57,7 @@ struct Calls {
     node: Node,
     /// Held so that the row's sessions measure while its loop runs.
     _sessions: Vec<TraceSession>,
+    _sample: Option<SampleSession>,
     call: fn(u64) -> u64,
     iters: u64,
 }
@@ -78,6 +80,20 @@ fn session(node: &Node, types: TraceTypes) -> TraceSession {
     session
 }
 
+/// A sample session of `sampler` at 1 Hz on `node`, tracing the functions of `pattern` in
+/// every process spawned from now on (with every function, what `tprof run` opens).
+fn sample_session(node: &Node, sampler: Sampler, pattern: &TracePattern) -> SampleSession {
+    let session = node
+        .sample_session(SampleOptions::new().sampler(sampler).hz(1))
+        .expect("sample session");
+    session.trace().set_pattern(pattern).expect("pattern");
+    session
+        .trace()
+        .enable_trace(ProcessSpec::New, true)
+        .expect("flags");
+    session
+}
+
 /// The setup of a traced-call row: `row` names what is measured.
 fn calls(row: &str, iters: u64) -> Calls {
     let node = node();
@@ -94,12 +110,18 @@ fn calls(row: &str, iters: u64) -> Calls {
         ),
         "call_time" => (traced_fn, vec![session(&node, TraceTypes::CALL_TIME)]),
         "call_memory" => (traced_fn, vec![session(&node, TraceTypes::CALL_MEMORY)]),
+        "sampled" => (traced_fn, vec![]),
         other => panic!("no traced-call row {other}"),
     };
+    // What an open CPU sample session adds per traced call beside its samples (issue 29,
+    // point 4).
+    let sample =
+        (row == "sampled").then(|| sample_session(&node, Sampler::Cpu, &traced_fn_pattern()));
     black_box(call_loop(&node, call, 1_000));
     Calls {
         node,
         _sessions: sessions,
+        _sample: sample,
         call,
         iters,
     }
@@ -118,6 +140,8 @@ fn calls(row: &str, iters: u64) -> Calls {
 #[bench::call_time_2n(calls("call_time", 2 * CALLS))]
 #[bench::call_memory_n(calls("call_memory", CALLS))]
 #[bench::call_memory_2n(calls("call_memory", 2 * CALLS))]
+#[bench::sampled_n(calls("sampled", CALLS))]
+#[bench::sampled_2n(calls("sampled", 2 * CALLS))]
 fn traced_call(calls: Calls) -> Calls {
     black_box(call_loop(&calls.node, calls.call, calls.iters));
     calls
@@ -152,18 +176,11 @@ fn servers(row: &str, iters: u64) -> (Node, Option<Held>, u64) {
             } else {
                 Sampler::Wall
             };
-            let session = node
-                .sample_session(SampleOptions::new().sampler(sampler).hz(1))
-                .expect("sample session");
-            session
-                .trace()
-                .set_pattern(&TracePattern::all())
-                .expect("pattern");
-            session
-                .trace()
-                .enable_trace(ProcessSpec::New, true)
-                .expect("flags");
-            Some(Held::Sample(session))
+            Some(Held::Sample(sample_session(
+                &node,
+                sampler,
+                &TracePattern::all(),
+            )))
         }
         "call_time" => {
             let session = node

@@ -113,6 +113,13 @@ fn rows() -> Vec<Row> {
             note: "",
         },
         Row {
+            label: "CPU sample session (1 Hz), extra",
+            subject: counted(TRACED, "sampled", CALLS),
+            baseline: untraced,
+            goal: Goal::Shown,
+            note: "issue 29, point 4",
+        },
+        Row {
             label: "counting allocator in a process, alloc+free 8 B",
             subject: counted("allocation", "counting", CALLS),
             baseline: plain("allocation", "system", CALLS),

@@ -20,6 +20,12 @@
 //!
 //! Runs: `SAMPLING_REPS` (10) per cell, each `SAMPLING_RUN_MS` (1000) of wall time;
 //! `SAMPLING_SHAPES` (a comma-separated subset) and `SAMPLING_HZ` (`99,999`) narrow the table.
+//! `SAMPLING_DEBUG` adds, under each cell, where a profiler's cost went: the throughput while
+//! the shape ran (the fetch of the samples left out) and per CPU-second of the working threads
+//! alone, and the CPU of the fetch and of the other threads; and names each busy thread under
+//! 85 %. `SAMPLING_TRACED=none` opens tprof's sessions tracing no function (the processes
+//! alone; `tprof run` traces every one): what the traced calls' frames cost, told apart from
+//! what the session's polls and samples do.
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
@@ -70,6 +76,13 @@ struct Run {
     a_true: f64,
     b_true: f64,
     throughput: f64,
+    /// Units per CPU-second of the process while the shape ran (the fetch of the samples
+    /// after it left out), of its working threads alone, and the CPU (ns) of the fetch and of
+    /// the threads that did no work, while it ran: where a profiler's cost goes.
+    throughput_running: f64,
+    throughput_working: f64,
+    fetch_ns: u64,
+    others_ns: u64,
     /// The profile's own coverage (tprof): captured and samples per CPU-second.
     own: Option<(f64, f64)>,
 }
@@ -112,9 +125,13 @@ fn one_run(node: &Node, shape: &str, profiler: Profiler, hz: u32, run: Duration)
             let s = node
                 .sample_session(SampleOptions::new().hz(hz).n(10_000_000).cpu_source(source))
                 .expect("sample session");
-            s.trace()
-                .set_pattern(&TracePattern::all())
-                .expect("pattern");
+            // `SAMPLING_TRACED=none` traces no function (the processes alone): what the
+            // traced calls' frames cost, told from what the session's polls and samples do.
+            if std::env::var("SAMPLING_TRACED").as_deref() != Ok("none") {
+                s.trace()
+                    .set_pattern(&TracePattern::all())
+                    .expect("pattern");
+            }
             s.trace()
                 .enable_trace(ProcessSpec::New, true)
                 .expect("flags");
@@ -131,6 +148,8 @@ fn one_run(node: &Node, shape: &str, profiler: Profiler, hz: u32, run: Duration)
         }
     }
     let work = shapes::run(node, shape, run);
+    let process_ran = process_cpu_ns() - process_before;
+    let cpu_ran = shapes::threads_cpu();
     // Sampled CPU by thread id, samples by thread id, and A / B.
     let mut sampled: HashMap<i32, f64> = HashMap::new();
     let mut samples: HashMap<i32, u64> = HashMap::new();
@@ -200,11 +219,20 @@ fn one_run(node: &Node, shape: &str, profiler: Profiler, hz: u32, run: Duration)
         .iter()
         .map(|t| t.1)
         .collect();
+    // The CPU the working threads (or the others) used while the shape ran.
+    let cpu_while_running = |of_working: bool| {
+        cpu_ran
+            .iter()
+            .filter(|(tid, _)| working.contains(tid) == of_working)
+            .map(|(tid, ns)| ns.saturating_sub(cpu_before.get(tid).copied().unwrap_or(0)))
+            .sum::<u64>()
+    };
+    let (working_ns, others_ns) = (cpu_while_running(true), cpu_while_running(false));
     let mut all_cpu = 0u64;
     let mut all_sampled = 0.0;
     let mut all_samples = 0u64;
     let mut min_thread = f64::INFINITY;
-    for tid in working {
+    for &tid in &working {
         let used = cpu_after
             .get(&tid)
             .copied()
@@ -244,6 +272,10 @@ fn one_run(node: &Node, shape: &str, profiler: Profiler, hz: u32, run: Duration)
         a_true: work.a_ns as f64,
         b_true: work.b_ns as f64,
         throughput: work.units as f64 / (process_cpu.max(1) as f64 / 1e9),
+        throughput_running: work.units as f64 / (process_ran.max(1) as f64 / 1e9),
+        throughput_working: work.units as f64 / (working_ns.max(1) as f64 / 1e9),
+        fetch_ns: process_cpu - process_ran,
+        others_ns,
         own,
     }
 }
@@ -365,6 +397,25 @@ pub(crate) fn table() {
                     mean(runs.iter().map(|r| r.throughput)) / base_throughput * 100.0,
                     own
                 );
+                if std::env::var_os("SAMPLING_DEBUG").is_some() {
+                    println!(
+                        "{:<9} {:>4} {:<12} while running {:.1}%, working threads alone {:.1}%; \
+                         CPU of the fetch {:.1} ms, of the other threads {:.1} ms (unprofiled \
+                         {:.1} ms)",
+                        "",
+                        "",
+                        "",
+                        mean(runs.iter().map(|r| r.throughput_running))
+                            / mean(base.iter().map(|r| r.throughput_running))
+                            * 100.0,
+                        mean(runs.iter().map(|r| r.throughput_working))
+                            / mean(base.iter().map(|r| r.throughput_working))
+                            * 100.0,
+                        mean(runs.iter().map(|r| r.fetch_ns as f64)) / 1e6,
+                        mean(runs.iter().map(|r| r.others_ns as f64)) / 1e6,
+                        mean(base.iter().map(|r| r.others_ns as f64)) / 1e6,
+                    );
+                }
             }
         }
     }
