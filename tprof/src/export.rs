@@ -76,6 +76,20 @@ mod weight;
 
 pub use stacks::{MAX_STACK_DEPTH, OUTER_FRAMES, Stack, TRUNCATED, stacks};
 
+/// A call_time profile's note of the waits on the OS's run queue while it was taken, when they
+/// were large ([`Profile::run_queue`], [`crate::RUN_QUEUE_NOTE_SHARE`]): what its text report
+/// says after its tables, and each export says where its readers look (pprof's comments,
+/// speedscope's name, Chrome's `otherData`, the page's header).
+fn run_queue_note(profile: &Profile) -> Option<String> {
+    if profile.trace_type != crate::TraceType::CallTime {
+        return None;
+    }
+    profile
+        .run_queue()
+        .as_ref()
+        .and_then(crate::format::run_queue_note)
+}
+
 /// An export format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Format {

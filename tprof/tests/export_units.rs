@@ -520,3 +520,40 @@ fn a_call_time_pprof_says_when_the_os_made_the_threads_wait() {
     );
     assert_eq!(comments(1_000_000), ["tprof call_time"]);
 }
+
+/// The same note, where the other exports' readers look: speedscope's name, Chrome's
+/// `otherData.run_queue` and the html page's header note; none when the waits were small.
+#[test]
+fn every_export_of_a_call_time_profile_says_when_the_os_made_the_threads_wait() {
+    let exported = |waited_ns: u64| {
+        let mut profile = Profile::empty(TraceType::CallTime);
+        profile.meta.runs = vec![common::run_with_waits(1_000_000_000, waited_ns, 2)];
+        let speedscope: Value =
+            serde_json::from_str(&export::to_string(Format::Speedscope, &profile).unwrap())
+                .unwrap();
+        let chrome: Value =
+            serde_json::from_str(&export::to_string(Format::Chrome, &profile).unwrap()).unwrap();
+        let page = embedded(&export::to_string(Format::Html, &profile).unwrap());
+        (
+            speedscope["name"].as_str().unwrap().to_owned(),
+            chrome["otherData"].get("run_queue").cloned(),
+            page.get("note").cloned(),
+        )
+    };
+    let waits = "Note: the OS kept the program's threads waiting to run for 50.00%";
+    let (name, chrome, page) = exported(1_000_000_000);
+    assert!(
+        name.starts_with("tprof call_time — ") && name.contains(waits),
+        "{name}"
+    );
+    let chrome = chrome.expect("otherData.run_queue");
+    assert!(chrome.as_str().unwrap().starts_with(waits), "{chrome}");
+    // The page's header adds the full stop after the note.
+    let page = page.expect("the page's note");
+    let page = page.as_str().unwrap();
+    assert!(page.starts_with(waits) && !page.ends_with('.'), "{page}");
+    let (name, chrome, page) = exported(1_000_000);
+    assert_eq!(name, "tprof call_time");
+    assert_eq!(chrome, None);
+    assert!(page.as_ref().is_none_or(Value::is_null), "{page:?}");
+}

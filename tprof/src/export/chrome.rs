@@ -55,7 +55,9 @@
 //!   call_count and call_memory have no time, so they lay out what every export weighs them
 //!   in (the `weight` module), **1 µs per call** or **1 µs per byte** allocated: a slice of
 //!   16 µs is 16 calls or 16 bytes. The thread's name says which (`calls (1 µs = 1 call)`,
-//!   `bytes allocated (1 µs = 1 byte)`), and `otherData.duration_unit` too.
+//!   `bytes allocated (1 µs = 1 byte)`), and `otherData.duration_unit` too. A call_time
+//!   profile whose program's threads waited long on the OS's run queue says so in
+//!   `otherData.run_queue` (the text report's note: its call times include those waits).
 //! - `args` of each event: `calls` (made on that path), `measurement` (its own figure, in
 //!   `unit`), `inclusive` (with the paths below it), `unit` (`ns`, `calls` or `bytes`) and
 //!   `path` (the functions from the root, `;`-separated; past 32, the innermost 32 after
@@ -203,6 +205,7 @@ pub(super) fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), Export
             ),
             samples: None,
             slices_left_out: slices_left_out(left_out, MAX_SLICES),
+            run_queue: super::run_queue_note(profile),
         },
     )
 }

@@ -68,7 +68,8 @@
 //! process's sixth element), so that the page stays a few hundred kilobytes at 100,000
 //! processes; its totals, its sums by name and by initial call and its flame graph of every
 //! process are the whole profile's, and `note` (a sentence its header shows) says what was
-//! summed and which exports keep every process.
+//! summed and which exports keep every process. A call_time page's `note` says too when the
+//! program's threads waited long on the OS's run queue (as the text report does).
 //!
 //! # Sampled profiles
 //!
@@ -403,7 +404,12 @@ fn write_page(
         data
     } else {
         let (mut data, note) = summary::summarise(data);
-        data.note = note;
+        // The header ends the note with a full stop.
+        let waits = super::run_queue_note(profile).map(|n| n.trim_end_matches('.').to_owned());
+        data.note = match (note, waits) {
+            (Some(note), Some(waits)) => Some(format!("{note}. {waits}")),
+            (note, waits) => note.or(waits),
+        };
         data
     };
     write!(

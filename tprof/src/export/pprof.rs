@@ -420,12 +420,7 @@ fn build(profile: &crate::Profile, each: &mut dyn FnMut(&Sample)) -> Profile {
         each(&sample);
     });
     let mut comment = vec![strings.intern(&format!("tprof {}", profile.trace_type))];
-    if profile.trace_type == crate::TraceType::CallTime
-        && let Some(note) = profile
-            .run_queue()
-            .as_ref()
-            .and_then(crate::format::run_queue_note)
-    {
+    if let Some(note) = super::run_queue_note(profile) {
         comment.push(strings.intern(&note));
     }
     let started_ms = profile.meta.runs.first().map_or(0, |r| r.started_unix_ms);

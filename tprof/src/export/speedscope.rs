@@ -15,8 +15,11 @@
 //!   (`bytes`, call_memory; not words: see the `weight` module). Paths weighing 0 are left
 //!   out. `startValue` is 0 and `endValue` the sum of the weights, the process's total.
 //!   A profile without call paths gives each function as a path of one.
-//! - `name` says what was measured (and of which program, when the profile knows),
-//!   `exporter` is `tprof` and its version, `activeProfileIndex` 0: the first process.
+//! - `name` says what was measured (and of which program, when the profile knows), and for
+//!   call_time the note of the threads' waits on the OS's run queue when they were large
+//!   (`Note: the OS kept the program's threads waiting to run for ...`, as the text report
+//!   says it), `exporter` is `tprof` and its version, `activeProfileIndex` 0: the first
+//!   process.
 //!
 //! A process whose paths all weigh 0 has no profile, so an empty trace gives an empty
 //! `profiles` list (which speedscope refuses to open: there is nothing to show).
@@ -185,6 +188,10 @@ pub(super) fn write(profile: &Profile, out: &mut dyn Write) -> Result<(), Export
     }
     if let Some(groups) = &groups {
         name.push_str(&super::grouped::note(profile.processes.len(), groups));
+    }
+    if let Some(note) = super::run_queue_note(profile) {
+        name.push_str(" — ");
+        name.push_str(&note);
     }
     let file = File::new(frames, profiles, name);
     write_file(out, &file)

@@ -28,6 +28,10 @@ pub(super) struct OtherData {
     /// How many of the shortest slices were left out, past [`MAX_SLICES`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) slices_left_out: Option<String>,
+    /// A call_time profile's note of the waits on the OS's run queue, when they were large
+    /// ([`crate::Profile::run_queue`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) run_queue: Option<String>,
 }
 
 /// The most slices a trace holds: past it, the shortest are left out and the file says how

@@ -138,6 +138,7 @@ pub(super) fn write(
                             weighs (weight x period) at most",
             timelines: None,
             slices_left_out: slices_left_out(left_out, max_slices),
+            run_queue: None,
             samples: Some(SamplesData {
                 sampled: sampled::describe(set),
                 weight: measures.join("; "),
