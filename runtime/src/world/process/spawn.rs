@@ -388,7 +388,7 @@ struct InSlot(Option<Arc<Process>>);
 
 impl InSlot {
     /// The process, for its task, which takes it out of its slot from then on.
-    #[inline]
+    #[inline(always)]
     fn into_inner(mut self) -> Arc<Process> {
         match self.0.take() {
             Some(process) => process,
