@@ -695,10 +695,19 @@ impl Process {
     }
 
     /// The bookkeeping of an ending process, run inside it (or, when a runtime shuts down
-    /// under it, wherever its task is dropped). Idempotent. Its callers never run at the same
-    /// time (the process's task, or its spawner before the task exists), so the guard is a
-    /// load and a store, not a read-modify-write.
+    /// under it, wherever its task is dropped), `reason` recorded first unless one was. See
+    /// [`finish_begun`](Self::finish_begun).
     fn finish(&self, reason: ExitReason) {
+        self.begin_exit(reason);
+        self.finish_begun();
+    }
+
+    /// The bookkeeping of an ending process whose reason is recorded
+    /// ([`begin_exit`](Self::begin_exit)): what its poll runs after dropping its future,
+    /// reading the reason where it is kept rather than a copy of it. Idempotent. Its callers
+    /// never run at the same time (the process's task, or its spawner before the task
+    /// exists), so the guard is a load and a store, not a read-modify-write.
+    fn finish_begun(&self) {
         if self.finished.load(Ordering::Relaxed) {
             return;
         }
@@ -706,12 +715,10 @@ impl Process {
         // Last, or on the way out if anything below panics: its slot holds no count of its
         // own, so the process must leave it before its task lets go of it.
         let _leave = LeaveTable(self);
-        self.begin_exit(reason);
-        let reason = self
-            .exit_reason
-            .get()
-            .cloned()
-            .unwrap_or(ExitReason::Normal);
+        let reason = match self.exit_reason.get() {
+            Some(reason) => reason,
+            None => &ExitReason::Normal,
+        };
         // One critical section: later pushes fail, and later links and monitors see it dead.
         let (mut links, mut monitored_by, mut monitoring, mut name) =
             (Few::Zero, Few::Zero, Vec::new(), None);
