@@ -110,7 +110,7 @@ pub fn walk(node: &NodeHandle, mut visit: impl FnMut(&ProcessView<'_>)) -> usize
                 continue;
             };
             call.clear();
-            call.push_str(&p.initial_call);
+            call.push_str(&p.initial_call());
             let inspected = p.inspect(&mut links, &mut monitors);
             let heap = p.heap_account().map(|a| a.stats());
             let current = p

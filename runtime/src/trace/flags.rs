@@ -80,6 +80,9 @@ impl TraceFlags {
 /// clear any bit whose slot changed hands meanwhile. The opening session stores its
 /// generation, fences, then sweeps: of the two, one sees the other (see
 /// [`super::session`]'s `trace_session_with`).
+///
+/// Inline as far as the common case, a spawn no session traces: three loads and no call.
+#[inline(always)]
 pub(crate) fn flags_at_spawn<P: TracedProcess>(
     node: &dyn SessionNode,
     parent: Option<&P>,
@@ -89,7 +92,22 @@ pub(crate) fn flags_at_spawn<P: TracedProcess>(
     let from_parent = parent.map_or(0, |p| {
         p.trace_flags().traced() & p.trace_flags().on_spawn.load(Ordering::Relaxed)
     });
-    let mut candidates = from_parent | NEW_MASK.load(Ordering::Acquire);
+    let candidates = from_parent | NEW_MASK.load(Ordering::Acquire);
+    if candidates != 0 || !traced_by.is_empty() {
+        flags_for_candidates(node, parent, child, traced_by, candidates);
+    }
+}
+
+/// [`flags_at_spawn`] once some session may trace the child: `candidates` are the sessions
+/// its parent passes on and those wanting new processes, read in that order.
+#[inline(never)]
+fn flags_for_candidates<P: TracedProcess>(
+    node: &dyn SessionNode,
+    parent: Option<&P>,
+    child: &TraceFlags,
+    traced_by: &[(u32, u32, u64, bool)],
+    mut candidates: u64,
+) {
     for &(session_node, bit, _, _) in traced_by {
         if session_node == node.id() {
             candidates |= 1 << bit;

@@ -53,7 +53,7 @@ pub(crate) trait TracedProcess {
     /// Its pid.
     fn pid(&self) -> Pid;
     /// What it was spawned to run.
-    fn initial_call(&self) -> &std::borrow::Cow<'static, str>;
+    fn initial_call(&self) -> std::borrow::Cow<'static, str>;
     /// Its node's id.
     fn node_id(&self) -> u32;
     /// The trace sessions open on its node, as bits.

@@ -48,29 +48,39 @@ pub(crate) enum Envelope {
     Signal(Box<Signal>),
 }
 
-/// A queue of envelopes whose drop skips the element drops (two out-of-line calls, one per
-/// half of the ring, even when empty) when it never allocated, as most processes' queues end:
-/// such a queue holds nothing (its length is at most its capacity, 0) and owns no memory.
-#[derive(Default)]
-struct EnvelopeQueue(ManuallyDrop<VecDeque<Envelope>>);
+/// A queue whose drop skips the element drops (two out-of-line calls, one per half of the
+/// ring, even when empty) when it never allocated, as most processes' queues end (incoming,
+/// the spare, and saved): such a queue holds nothing (its length is at most its capacity, 0)
+/// and owns no memory.
+struct Queue<T>(ManuallyDrop<VecDeque<T>>);
 
-impl Deref for EnvelopeQueue {
-    type Target = VecDeque<Envelope>;
+/// The queue of incoming envelopes (and its spare).
+type EnvelopeQueue = Queue<Envelope>;
+
+impl<T> Default for Queue<T> {
+    #[inline]
+    fn default() -> Queue<T> {
+        Queue(ManuallyDrop::new(VecDeque::new()))
+    }
+}
+
+impl<T> Deref for Queue<T> {
+    type Target = VecDeque<T>;
 
     #[inline]
-    fn deref(&self) -> &VecDeque<Envelope> {
+    fn deref(&self) -> &VecDeque<T> {
         &self.0
     }
 }
 
-impl DerefMut for EnvelopeQueue {
+impl<T> DerefMut for Queue<T> {
     #[inline]
-    fn deref_mut(&mut self) -> &mut VecDeque<Envelope> {
+    fn deref_mut(&mut self) -> &mut VecDeque<T> {
         &mut self.0
     }
 }
 
-impl Drop for EnvelopeQueue {
+impl<T> Drop for Queue<T> {
     #[inline]
     fn drop(&mut self) {
         if self.0.capacity() != 0 {
@@ -112,7 +122,7 @@ pub(crate) enum Pushed {
 /// The owner's half: messages taken from incoming but not yet received.
 #[derive(Default)]
 pub(crate) struct Saved {
-    pub(crate) queue: VecDeque<Message>,
+    queue: Queue<Message>,
     /// Swapped with incoming's queue to take a batch, so that neither queue gives up its
     /// capacity (no allocation per batch).
     spare: EnvelopeQueue,
@@ -271,7 +281,7 @@ impl Mailbox {
         let saved = if self.saved_len.load(Ordering::Relaxed) == 0 {
             None
         } else {
-            let saved = std::mem::take(&mut self.saved.lock().queue);
+            let saved = std::mem::take(&mut *self.saved.lock().queue);
             self.saved_len.store(0, Ordering::Relaxed);
             Some(saved)
         };

@@ -93,7 +93,7 @@ pub(crate) struct Process {
     /// Its parent, or a pid that names no process ([`Pid::outside`]) for none: 12 bytes where
     /// an `Option<Pid>` takes 16 (see [`Process::parent`]).
     parent: Pid,
-    pub(crate) initial_call: Cow<'static, str>,
+    initial_call: InitialCall,
     pub(crate) mailbox: Mailbox,
     flags: AtomicU8,
     /// Running, waiting, ending, and what it waits for ([`wait`]): written by its own task,
@@ -140,6 +140,17 @@ impl Drop for Process {
     }
 }
 
+/// What a process was spawned to run, as its record keeps it: a call given at spawn, or the
+/// type name of its future, read as the function it names only when asked for
+/// ([`Process::initial_call`]): finding that name costs a spawn some 60 instructions, which
+/// most processes' records never need.
+pub(crate) enum InitialCall {
+    /// Given with [`SpawnOptions::initial_call`](crate::SpawnOptions::initial_call).
+    Given(Cow<'static, str>),
+    /// The type name of the process's future ([`std::any::type_name`]).
+    Future(&'static str),
+}
+
 /// The link and the monitor a process is born with (`spawn_link`, `spawn_monitor`): set as it
 /// is built, before anyone can reach it, rather than each under its lock afterwards.
 #[derive(Default)]
@@ -182,7 +193,7 @@ impl Process {
         pid: Pid,
         node: Arc<NodeInner>,
         parent: Option<Pid>,
-        initial_call: Cow<'static, str>,
+        initial_call: InitialCall,
         account: Option<&'static Account>,
         ties: Ties,
     ) -> Arc<Process> {
@@ -229,6 +240,15 @@ impl Process {
                 .cast_mut()
                 .write(std::mem::MaybeUninit::new(record));
             arc.assume_init()
+        }
+    }
+
+    /// What it was spawned to run ([`SpawnOptions::initial_call`](crate::SpawnOptions::initial_call),
+    /// or by default the function its future's type names).
+    pub(crate) fn initial_call(&self) -> Cow<'static, str> {
+        match &self.initial_call {
+            InitialCall::Given(call) => call.clone(),
+            InitialCall::Future(type_name) => Cow::Borrowed(spawn::initial_call_of(type_name)),
         }
     }
 
@@ -675,10 +695,19 @@ impl Process {
     }
 
     /// The bookkeeping of an ending process, run inside it (or, when a runtime shuts down
-    /// under it, wherever its task is dropped). Idempotent. Its callers never run at the same
-    /// time (the process's task, or its spawner before the task exists), so the guard is a
-    /// load and a store, not a read-modify-write.
+    /// under it, wherever its task is dropped), `reason` recorded first unless one was. See
+    /// [`finish_begun`](Self::finish_begun).
     fn finish(&self, reason: ExitReason) {
+        self.begin_exit(reason);
+        self.finish_begun();
+    }
+
+    /// The bookkeeping of an ending process whose reason is recorded
+    /// ([`begin_exit`](Self::begin_exit)): what its poll runs after dropping its future,
+    /// reading the reason where it is kept rather than a copy of it. Idempotent. Its callers
+    /// never run at the same time (the process's task, or its spawner before the task
+    /// exists), so the guard is a load and a store, not a read-modify-write.
+    fn finish_begun(&self) {
         if self.finished.load(Ordering::Relaxed) {
             return;
         }
@@ -686,12 +715,10 @@ impl Process {
         // Last, or on the way out if anything below panics: its slot holds no count of its
         // own, so the process must leave it before its task lets go of it.
         let _leave = LeaveTable(self);
-        self.begin_exit(reason);
-        let reason = self
-            .exit_reason
-            .get()
-            .cloned()
-            .unwrap_or(ExitReason::Normal);
+        let reason = match self.exit_reason.get() {
+            Some(reason) => reason,
+            None => &ExitReason::Normal,
+        };
         // One critical section: later pushes fail, and later links and monitors see it dead.
         let (mut links, mut monitored_by, mut monitoring, mut name) =
             (Few::Zero, Few::Zero, Vec::new(), None);
@@ -766,5 +793,46 @@ mod tests {
             "a process record's block is {block} bytes, in a {chunk}-byte chunk: see \
              benches/idle_memory.rs before growing it"
         );
+    }
+
+    /// Keeping the future's type name unread ([`super::InitialCall`]) takes no more room
+    /// than the call it stands for.
+    #[test]
+    fn an_initial_call_takes_the_room_of_a_cow() {
+        assert_eq!(
+            std::mem::size_of::<super::InitialCall>(),
+            std::mem::size_of::<std::borrow::Cow<'static, str>>()
+        );
+    }
+
+    /// A process spawned with no initial call reports the function its future names, and
+    /// one given reports that, untouched.
+    #[test]
+    fn the_initial_call_is_read_from_the_future_or_as_given() {
+        let node = crate::Node::builder()
+            .current_thread()
+            .build()
+            .expect("node");
+        let (default, given) = node
+            .run(async {
+                let default = crate::spawn(async {}).expect("spawn");
+                let given = crate::spawn_opt(
+                    async {},
+                    crate::SpawnOptions::new().initial_call("app::given::{{closure}}"),
+                )
+                .expect("spawn");
+                (
+                    crate::process_info(default).map(|i| i.initial_call),
+                    crate::process_info(given.pid).map(|i| i.initial_call),
+                )
+            })
+            .expect("ran");
+        let default = default.expect("alive: not polled yet");
+        // A block inside this test's own: one `{{closure}}` taken off (the other stays).
+        assert!(
+            default.ends_with("the_initial_call_is_read_from_the_future_or_as_given::{{closure}}"),
+            "{default}"
+        );
+        assert_eq!(given.as_deref(), Some("app::given::{{closure}}"));
     }
 }

@@ -151,7 +151,7 @@ pub(super) fn table_of<P: TracedProcess + ?Sized>(process: &P) -> &ProcTraceRef 
         crate::heap::suppressed(|| {
             Arc::new(ProcTable::new(ProcTrace::new(
                 process.pid(),
-                process.initial_call().clone(),
+                process.initial_call(),
             )))
         })
     })

@@ -125,8 +125,8 @@ impl TracedProcess for Process {
     }
 
     #[inline(always)]
-    fn initial_call(&self) -> &std::borrow::Cow<'static, str> {
-        &self.initial_call
+    fn initial_call(&self) -> std::borrow::Cow<'static, str> {
+        Process::initial_call(self)
     }
 
     #[inline(always)]

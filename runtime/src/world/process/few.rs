@@ -80,15 +80,37 @@ impl<T> Few<T> {
 
 impl<T> IntoIterator for Few<T> {
     type Item = T;
-    type IntoIter = std::iter::Chain<std::option::IntoIter<T>, std::vec::IntoIter<T>>;
+    type IntoIter = IntoIter<T>;
 
-    fn into_iter(self) -> Self::IntoIter {
-        let (one, many) = match self {
-            Few::Zero => (None, Vec::new()),
-            Few::One(x) => (Some(x), Vec::new()),
-            Few::Many(v) => (None, *v),
-        };
-        one.into_iter().chain(many)
+    #[inline]
+    fn into_iter(self) -> IntoIter<T> {
+        match self {
+            Few::Zero => IntoIter::One(None),
+            Few::One(x) => IntoIter::One(Some(x)),
+            Few::Many(v) => IntoIter::Many(v.into_iter()),
+        }
+    }
+}
+
+/// The elements of a [`Few`], by value: an empty or one-element list is walked with no vector
+/// made, checked or dropped (an exit walks its links and its monitors so, most often none or
+/// one of each).
+pub(crate) enum IntoIter<T> {
+    /// No element left, or the one inline.
+    One(Option<T>),
+    /// Those of a list that grew past one.
+    Many(std::vec::IntoIter<T>),
+}
+
+impl<T> Iterator for IntoIter<T> {
+    type Item = T;
+
+    #[inline]
+    fn next(&mut self) -> Option<T> {
+        match self {
+            IntoIter::One(x) => x.take(),
+            IntoIter::Many(v) => v.next(),
+        }
     }
 }
 
@@ -139,5 +161,28 @@ mod tests {
         let mut g = Few::default();
         g.push(1);
         assert_eq!(g.into_iter().collect::<Vec<_>>(), [1]);
+    }
+
+    /// Walked by value, a list gives each element once: none, the inline one, or all of a
+    /// spilled list, and a walk left halfway drops the rest.
+    #[test]
+    fn walks_each_element_once() {
+        assert_eq!(Few::<u32>::Zero.into_iter().next(), None);
+        let mut f = Few::default();
+        f.push(1);
+        let mut walk = f.clone().into_iter();
+        assert_eq!((walk.next(), walk.next()), (Some(1), None));
+        f.push(2);
+        f.push(3);
+        assert_eq!(f.clone().into_iter().collect::<Vec<_>>(), [1, 2, 3]);
+        let held = std::sync::Arc::new(());
+        let mut shared = Few::default();
+        for _ in 0..3 {
+            shared.push(std::sync::Arc::clone(&held));
+        }
+        let mut walk = shared.into_iter();
+        drop(walk.next());
+        drop(walk);
+        assert_eq!(std::sync::Arc::strong_count(&held), 1);
     }
 }

@@ -151,7 +151,7 @@ impl Process {
             pid: self.pid,
             registered_name: state.name.clone(),
             parent: self.parent(),
-            initial_call: self.initial_call.clone(),
+            initial_call: self.initial_call(),
             status,
             message_queue_len,
             links: state.links.as_slice().to_vec(),

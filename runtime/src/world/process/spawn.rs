@@ -7,7 +7,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use super::task::{HelperTask, ProcessTask, run_as_helper};
-use super::{InsertError, Process, Ties, with_current};
+use super::{InitialCall, InsertError, Process, Ties, with_current};
 use crate::Pid;
 use crate::exit::IntoExitReason;
 use crate::heap::{Account, Charging};
@@ -194,7 +194,7 @@ pub(crate) fn default_initial_call<F>() -> Cow<'static, str> {
 /// The function a future's type names: `app::worker` for an `async fn app::worker`'s future
 /// (`app::worker::{{closure}}`), also when `#[traced]` wraps it (`runtime::...::Traced<...>`);
 /// other types as they are named.
-fn initial_call_of(type_name: &str) -> &str {
+pub(super) fn initial_call_of(type_name: &str) -> &str {
     let mut name = type_name;
     while let Some(inner) = name
         .strip_prefix("runtime::trace::callsite::Traced<")
@@ -273,7 +273,10 @@ where
     if opts.max_heap_size.is_some() && !crate::heap::installed() {
         return Err(SpawnError::HeapLimit(crate::heap::HeapError::NotInstalled));
     }
-    let initial_call = opts.initial_call.unwrap_or_else(default_initial_call::<F>);
+    let initial_call = match opts.initial_call {
+        Some(call) => InitialCall::Given(call),
+        None => InitialCall::Future(std::any::type_name::<F>()),
+    };
     // Taken before the table's lock, so as not to hold that while taking the accounts' lock.
     // Only with the counting allocator (see `Process::account`).
     let account = crate::heap::installed().then(Account::acquire);
@@ -385,7 +388,7 @@ struct InSlot(Option<Arc<Process>>);
 
 impl InSlot {
     /// The process, for its task, which takes it out of its slot from then on.
-    #[inline]
+    #[inline(always)]
     fn into_inner(mut self) -> Arc<Process> {
         match self.0.take() {
             Some(process) => process,

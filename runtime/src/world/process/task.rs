@@ -145,9 +145,9 @@ where
             };
             // Drop the future inside the process; a panicking destructor does not change why
             // the process ended.
-            p.begin_exit(reason.clone());
+            p.begin_exit(reason);
             let _ = catch_unwind(AssertUnwindSafe(|| future.set(None)));
-            p.finish(reason);
+            p.finish_begun();
             Poll::Ready(())
         })
     }
