@@ -36,7 +36,9 @@
 //! found `CLOSED`, when the reader has stopped reading), and read only by the reader after it
 //! saw `SENT` and before it sets `CLOSED` (or after its `CLOSED` update found `SENT`); `waker`
 //! is written only by the reader while `WAKER` is unset and `SENT` was unset after clearing it,
-//! and read only by the writer when its `SENT` update found `WAKER` set.
+//! and read only by the writer when its `SENT` update found `WAKER` set. `value` is empty
+//! whenever the writer writes it: a fresh slot's is, and a slot is reused only after its call
+//! took the outcome or gave up before one was settled.
 //!
 //! A slot is reused only by the holder of its one strong reference: no `Weak` to a slot is ever
 //! made, so a strong count of 1 means nobody else can reach it, and an acquire fence after
@@ -163,8 +165,9 @@ impl<R: Send + 'static> ReplySlot<R> {
         (slot, reply_to)
     }
 
-    /// Gives a slot whose call is over back to this thread's spare, if nothing else holds it
-    /// (`new` checks that again before reusing it).
+    /// Gives a slot whose call is over (its outcome taken, or never settled: its value cell is
+    /// empty) back to this thread's spare, if nothing else holds it (`new` checks that again
+    /// before reusing it).
     #[inline]
     pub(crate) fn recycle(slot: Arc<ReplySlot<R>>) {
         if Arc::strong_count(&slot) == 1 {
@@ -237,9 +240,15 @@ impl<R> ReplySlot<R> {
             return Err(outcome);
         }
         // SAFETY: the one writer (this `ReplyTo`, consumed by settling), before `SENT`; the
-        // reader does not read before it sees `SENT`.
-        unsafe { *self.value.get() = Some(outcome) };
-        let prev = self.state.fetch_or(SENT, Ordering::AcqRel);
+        // reader does not read before it sees `SENT`. Written over without a drop: the cell is
+        // empty whenever a writer settles (a fresh slot's is, and a reused slot's outcome was
+        // taken by its call, or never written: see `recycle`), so there is nothing to drop and
+        // no test of what it held.
+        unsafe { self.value.get().write(Some(outcome)) };
+        // An add: `SENT` is set once, by the one writer, so adding it sets it, and the old
+        // state comes back from one instruction (an `or` that returns the old word is a
+        // compare-and-swap loop).
+        let prev = self.state.fetch_add(SENT, Ordering::AcqRel);
         if prev & CLOSED != 0 {
             // SAFETY: the reader closed before `SENT` was set, so it never reads the value.
             let outcome = unsafe { (*self.value.get()).take() };
@@ -366,8 +375,11 @@ impl<R> ReplyTo<R> {
 
     /// Answers the call. Returns false when the caller has stopped waiting (its timeout
     /// passed), as a late reply is then dropped.
-    pub fn reply(mut self, reply: R) -> bool {
-        match self.slot.take() {
+    pub fn reply(self, reply: R) -> bool {
+        // Consumed here: the slot is taken, so the drop's test for an unanswered call would
+        // find nothing; it is not run.
+        let mut this = std::mem::ManuallyDrop::new(self);
+        match this.slot.take() {
             Some(slot) => slot.settle(Outcome::Replied(reply)).is_ok(),
             None => false,
         }

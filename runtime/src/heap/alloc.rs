@@ -386,10 +386,10 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for CountingAlloc<A> {
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         if layout.align() > 8 {
             // SAFETY: the caller's contract, passed on.
-            return unsafe { self.dealloc_aligned(ptr, layout) };
+            return unsafe { Self::dealloc_aligned(ptr, layout.size(), layout.align(), self) };
         }
         // SAFETY: the caller's contract, passed on; the alignment is at most 8.
-        unsafe { self.dealloc_small(ptr, layout.size()) }
+        unsafe { Self::dealloc_small(ptr, layout.size(), self) }
     }
 
     #[inline]
@@ -474,12 +474,16 @@ impl<A: GlobalAlloc> CountingAlloc<A> {
     /// call of its own (std's accessor, 9 instructions where 2 do), so the free is a call of
     /// ours instead, the same call the system allocator's free is (`__rdl_dealloc`).
     ///
+    /// The allocator comes last, so that the caller's pointer and size stay in the registers
+    /// they arrive in (`__rust_dealloc`'s first two) and the pointer becomes the inner free's
+    /// argument in place: no moves in the shim, nor here.
+    ///
     /// # Safety
     /// GlobalAlloc's `dealloc`, of a layout aligned to 8 or less.
     #[inline(never)]
-    unsafe fn dealloc_small(&self, ptr: *mut u8, size: usize) {
+    unsafe fn dealloc_small(ptr: *mut u8, size: usize, this: &Self) {
         // SAFETY: by the caller.
-        unsafe { self.dealloc_headed::<8>(ptr, size) }
+        unsafe { this.dealloc_headed::<8>(ptr, size) }
     }
 
     /// `realloc` of a block of `size` bytes with an `H`-byte header.
@@ -571,15 +575,20 @@ impl<A: GlobalAlloc> CountingAlloc<A> {
         block
     }
 
-    /// `dealloc` of a layout aligned to more than 8.
+    /// `dealloc` of a layout of `size` and `align`, aligned to more than 8. Its arguments come
+    /// in `__rust_dealloc`'s order, the allocator last (as
+    /// [`dealloc_small`](Self::dealloc_small)'s), so that the shim passes them on where they
+    /// are.
     ///
     /// # Safety
-    /// GlobalAlloc's `dealloc`.
+    /// GlobalAlloc's `dealloc`, `size` and `align` making the block's layout.
     #[inline(never)]
-    unsafe fn dealloc_aligned(&self, ptr: *mut u8, layout: Layout) {
+    unsafe fn dealloc_aligned(ptr: *mut u8, size: usize, align: usize, this: &Self) {
+        // SAFETY: the block's layout (by the caller), valid since it was handed out with it.
+        let layout = unsafe { Layout::from_size_align_unchecked(size, align) };
         if layout.align() == 16 {
             // SAFETY: the caller's contract, passed on.
-            return unsafe { self.dealloc_headed::<16>(ptr, layout.size()) };
+            return unsafe { this.dealloc_headed::<16>(ptr, layout.size()) };
         }
         let Some(plan) = Plan::of(layout) else {
             return; // never handed out
@@ -592,7 +601,7 @@ impl<A: GlobalAlloc> CountingAlloc<A> {
         }
         credit_word(tag, layout.size());
         // SAFETY: the inner block starts `offset` bytes before `ptr`, with layout `outer`.
-        unsafe { self.inner.dealloc(base, plan.outer) }
+        unsafe { this.inner.dealloc(base, plan.outer) }
     }
 
     /// `realloc` of a layout aligned to more than 8.
