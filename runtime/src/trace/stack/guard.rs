@@ -9,7 +9,9 @@ use std::sync::atomic::Ordering;
 
 use super::clock::rdtsc;
 use super::general::{pop_any, push_in};
-use super::lean::{charge_quick, pop_lean, pop_sample, push_lean, push_sample};
+use super::lean::{
+    charge_quick, count_sample, pop_lean, pop_sample, push_lean, push_sample, push_sample_frame,
+};
 use super::{Accumulator, CAPACITY, Stack, bump, record_restore, with_stack};
 use crate::trace::Callsite;
 
@@ -20,14 +22,17 @@ fn pop_sync_lean() {
     with_stack(pop_lean_sync);
 }
 
-/// Pops a synchronous call's frame pushed by [`push_in`] (`pushed` is [`PUSHED`]), by
-/// [`enter_outside`] ([`PUSHED_OUTSIDE`]) or by [`push_sample`] ([`PUSHED_SAMPLE`]); finds the
-/// stack itself.
+/// Pops a synchronous call's frame pushed by [`push_sample`] ([`PUSHED_SAMPLE`]), finding the
+/// stack itself: out of line and taking nothing, as [`pop_quick_out`].
+#[inline(never)]
+fn pop_sample_out() {
+    with_stack(|s| pop_sample(s, false));
+}
+
+/// Pops a synchronous call's frame pushed by [`push_in`] (`pushed` is [`PUSHED`]) or by
+/// [`enter_outside`] ([`PUSHED_OUTSIDE`]); finds the stack itself.
 #[inline(never)]
 fn pop_sync_any(pushed: u32) {
-    if pushed == PUSHED_SAMPLE {
-        return with_stack(|s| pop_sample(s, false));
-    }
     std::hint::cold_path();
     if pushed == PUSHED_OUTSIDE {
         return pop_outside();
@@ -101,6 +106,8 @@ fn pop_other(pushed: u32) {
         pop_quick_out();
     } else if pushed == PUSHED_LEAN {
         pop_sync_lean();
+    } else if pushed == PUSHED_SAMPLE {
+        pop_sample_out();
     } else {
         pop_sync_any(pushed);
     }
@@ -367,7 +374,7 @@ impl FrameGuard {
     /// ([`Stack::timed`]: [`enter_timed`](Self::enter_timed)) or memory alone ([`Stack::quick`]:
     /// [`enter_quick`](Self::enter_quick)). `None`, having done nothing, in every other case.
     #[inline(always)]
-    pub(crate) fn enter_lean(callsite: &Callsite, mask: u64) -> Option<FrameGuard> {
+    pub(crate) fn enter_lean(callsite: &'static Callsite, mask: u64) -> Option<FrameGuard> {
         with_stack(|s| {
             if mask == s.timed.get() {
                 return Self::enter_timed(s, callsite);
@@ -375,8 +382,27 @@ impl FrameGuard {
             if mask == s.quick.get() {
                 return Self::enter_quick(s, callsite);
             }
+            if mask == s.sample.get() && mask & crate::trace::measure::not_lean() == 0 {
+                // A sample poll's, its session measuring (not paused): the call's only
+                // session.
+                return Some(Self::enter_sample(callsite.id() as u32));
+            }
             None
         })
+    }
+
+    /// [`enter_lean`](Self::enter_lean) in a sample poll whose session alone wants the call of
+    /// function `id`: pushes its frame and counts it ([`push_sample`]), in one call out of line
+    /// that takes one argument and saves no register, and returns its guard, whose pop
+    /// ([`pop_sample_out`]) reads the stack back.
+    #[inline(never)]
+    fn enter_sample(id: u32) -> FrameGuard {
+        // The frame first and the count last, so that nothing is live across the count.
+        with_stack(|s| {
+            push_sample_frame(s, id);
+            count_sample(s, id);
+        });
+        FrameGuard::of(PUSHED_SAMPLE)
     }
 
     /// [`enter_lean`](Self::enter_lean) in a poll measuring time alone: the call is kept on

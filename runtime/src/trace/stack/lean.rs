@@ -125,9 +125,21 @@ pub(super) fn pop_lean(s: &Stack, pending: bool) {
 #[inline(always)]
 pub(super) fn push_sample(s: &Stack, id: u32, call: bool) {
     if call {
-        let bit = s.sample.get().trailing_zeros();
-        crate::trace::session::count_sampled(id, bit, s.generations[bit as usize].get());
+        count_sample(s, id);
     }
+    push_sample_frame(s, id);
+}
+
+/// [`push_sample`]'s count of a call of function `id`, for the sample poll's session.
+#[inline(always)]
+pub(super) fn count_sample(s: &Stack, id: u32) {
+    let bit = s.sample.get().trailing_zeros();
+    crate::trace::session::count_sampled(id, bit, s.generations[bit as usize].get());
+}
+
+/// [`push_sample`]'s frame of function `id`.
+#[inline(always)]
+pub(super) fn push_sample_frame(s: &Stack, id: u32) {
     let depth = s.depth.get();
     if depth < CAPACITY {
         s.ids[depth + 1].set(id);
