@@ -3,13 +3,15 @@
 //! exactly with `sample_rate = 1`.
 #![cfg(target_os = "linux")]
 
+mod common;
+
 use std::sync::mpsc;
 use std::time::Duration;
 
 use runtime::sample::{
     AllocRate, Sample, SampleData, SampleError, SampleOptions, SampleSession, Sampler,
 };
-use runtime::trace::{ProcessSpec, TracePattern};
+use runtime::trace::TracePattern;
 use runtime::{Node, Pid};
 
 #[global_allocator]
@@ -29,14 +31,7 @@ fn alloc_session(node: &Node, rate: AllocRate, n: Option<usize>) -> SampleSessio
         options = options.n(n);
     }
     let session = node.sample_session(options).expect("alloc session");
-    session
-        .trace()
-        .set_pattern(&TracePattern::module(module_path!()))
-        .expect("pattern");
-    session
-        .trace()
-        .enable_trace(ProcessSpec::New, true)
-        .expect("flags");
+    common::trace_new_processes(session.trace(), &TracePattern::module(module_path!()));
     session
 }
 

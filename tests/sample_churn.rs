@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::Duration;
 
 use runtime::sample::{SampleOptions, SampleSession, Sampler};
-use runtime::trace::{ProcessSpec, TracePattern};
+use runtime::trace::TracePattern;
 use runtime::{Node, NodeHandle};
 
 /// The system allocator, adding up the bytes it holds.
@@ -141,14 +141,7 @@ fn read(session: &SampleSession) -> (isize, usize) {
 /// per sample kept, not per process, that the session's calls are every call made, and that
 /// it lists a bounded number of processes.
 fn churn_through(what: &str, node: &Node, session: &SampleSession) {
-    session
-        .trace()
-        .set_pattern(&TracePattern::module(module_path!()))
-        .expect("pattern");
-    session
-        .trace()
-        .enable_trace(ProcessSpec::New, true)
-        .expect("flags");
+    common::trace_new_processes(session.trace(), &TracePattern::module(module_path!()));
     const WARM_UP: u64 = 2_000;
     churn(node, 0, WARM_UP);
     let (before, _) = read(session);
@@ -283,14 +276,7 @@ fn an_ended_process_keeps_its_name_while_the_buffer_holds_its_samples() {
                 .n(100_000),
         )
         .expect("wall session");
-    session
-        .trace()
-        .set_pattern(&TracePattern::module(module_path!()))
-        .expect("pattern");
-    session
-        .trace()
-        .enable_trace(ProcessSpec::New, true)
-        .expect("flags");
+    common::trace_new_processes(session.trace(), &TracePattern::module(module_path!()));
     let named = node
         .spawn(async {
             named_request().await;

@@ -78,14 +78,7 @@ fn sampling(node: &Node, sampler: Sampler) -> SampleSession {
     let session = node
         .sample_session(SampleOptions::new().sampler(sampler).hz(999))
         .expect("sample session");
-    session
-        .trace()
-        .set_pattern(&TracePattern::module(module_path!()))
-        .expect("pattern");
-    session
-        .trace()
-        .enable_trace(ProcessSpec::New, true)
-        .expect("flags");
+    common::trace_new_processes(session.trace(), &TracePattern::module(module_path!()));
     session
 }
 

@@ -2,6 +2,8 @@
 //! and its traced stack, and the native stack names untraced code.
 #![cfg(target_os = "linux")]
 
+mod common;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -77,14 +79,7 @@ fn sample_until(
 /// process spawned after it.
 fn tracing_session(node: &Node, options: SampleOptions) -> runtime::sample::SampleSession {
     let session = node.sample_session(options).expect("sample session");
-    session
-        .trace()
-        .set_pattern(&TracePattern::module(module_path!()))
-        .expect("pattern");
-    session
-        .trace()
-        .enable_trace(ProcessSpec::New, true)
-        .expect("flags");
+    common::trace_new_processes(session.trace(), &TracePattern::module(module_path!()));
     session
 }
 

@@ -1,6 +1,8 @@
 //! The wall sampler: where processes wait, read without stopping them, at a bounded cost per
 //! tick.
 
+mod common;
+
 use std::time::{Duration, Instant};
 
 use runtime::gen_server::{self, CallReply, Caller, GenServer, StartOptions, Timeout};
@@ -61,14 +63,7 @@ fn finds_a_process_in_receive_and_one_in_call_with_their_paths() {
     let session = node
         .sample_session(SampleOptions::new().sampler(Sampler::Wall).hz(200))
         .expect("wall session");
-    session
-        .trace()
-        .set_pattern(&TracePattern::all())
-        .expect("pattern");
-    session
-        .trace()
-        .enable_trace(ProcessSpec::New, true)
-        .expect("flags");
+    common::trace_new_processes(session.trace(), &TracePattern::all());
     let receiver = node
         .spawn(async {
             waits_for_a_message().await;
@@ -146,14 +141,7 @@ fn a_tick_reads_a_bounded_number_and_weights_estimate_the_population() {
                 .per_tick(16),
         )
         .expect("wall session");
-    session
-        .trace()
-        .set_pattern(&TracePattern::all())
-        .expect("pattern");
-    session
-        .trace()
-        .enable_trace(ProcessSpec::New, true)
-        .expect("flags");
+    common::trace_new_processes(session.trace(), &TracePattern::all());
     let n = 2_000;
     let pids: Vec<Pid> = (0..n)
         .map(|_| {
@@ -209,14 +197,7 @@ fn states_do_not_depend_on_the_runtime_being_traced() {
     let session = node
         .sample_session(SampleOptions::new().sampler(Sampler::Wall).hz(200))
         .expect("wall session");
-    session
-        .trace()
-        .set_pattern(&TracePattern::module(module_path!()))
-        .expect("pattern");
-    session
-        .trace()
-        .enable_trace(ProcessSpec::New, true)
-        .expect("flags");
+    common::trace_new_processes(session.trace(), &TracePattern::module(module_path!()));
     let receiver = node
         .spawn(async {
             waits_for_a_message().await;

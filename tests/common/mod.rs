@@ -7,6 +7,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
+use runtime::trace::{ProcessSpec, TracePattern, TraceSession};
 use runtime::{Down, ExitReason, Node, Pid, receive, spawn_monitor};
 
 /// Returns `Pending` once, waking itself: a yield that allocates nothing.
@@ -59,4 +60,11 @@ pub(crate) fn snapshot_calls(snapshot: &runtime::trace::Snapshot, name: &str) ->
         .map(|f| f.calls)
         .sum();
     counted + rows
+}
+
+/// Has `session` trace the functions of `pattern` in every process spawned from now on (a
+/// sample session's through its `trace()`): the setup most sampled tests begin with.
+pub(crate) fn trace_new_processes(session: &TraceSession, pattern: &TracePattern) {
+    session.set_pattern(pattern).expect("pattern");
+    session.enable_trace(ProcessSpec::New, true).expect("flags");
 }
