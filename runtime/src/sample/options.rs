@@ -124,6 +124,18 @@ impl SampleOptions {
     }
 
     /// Samples per second per thread (CPU) or ticks per second (wall): 1 to [`MAX_HZ`].
+    ///
+    /// What a CPU rate costs beside the samples' own handling: on perf events (the first
+    /// mechanism, see [`cpu_source`](Self::cpu_source)) each thread's event runs on a
+    /// high-resolution timer that the kernel stops and restarts at every context switch of the
+    /// thread and that interrupts it once per period, which a program whose threads switch
+    /// often (message passing, short blocking calls) pays for more the higher the rate. Measured
+    /// on a 2-core virtual machine (no hardware counters; programming a timer traps to the
+    /// hypervisor), `benches/sampling.rs`'s ping-pong of messages kept 98 % of its unprofiled
+    /// work per CPU-second at 99 Hz and 93–95 % at 999 Hz: 3–4 points of that to the events
+    /// counting with no signal sent, 1–2 to the signals with an empty handler, at most ~1 to
+    /// the profiler's own work; compute-bound shapes kept over 99 % at either rate. 99 Hz, the
+    /// default, is the rate for a program in production.
     pub fn hz(mut self, hz: u32) -> SampleOptions {
         self.hz = hz;
         self

@@ -40,6 +40,11 @@
 //! `perf_event_open` is refused (a seccomp filter, Docker's default among them; a paranoid
 //! level of 3 or more; a kernel without perf events), [`probe`] says why, and the sampler falls
 //! back to per-thread timers and says so.
+//!
+//! The events' cost is the kernel's: a task-clock event's timer is stopped and restarted at
+//! each context switch of its thread and fires once per period, so a thread that switches
+//! often pays per switch, the more so at high rates and where programming a timer traps to a
+//! hypervisor (see [`SampleOptions::hz`](super::SampleOptions::hz) for what was measured).
 
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
