@@ -1,7 +1,9 @@
 //! Whether CPU profiles tell the truth on every shape (issue #29): each of the six shapes
 //! ([`super::shapes`]) under tprof on perf events, tprof on its fallback (per-thread CPU
 //! timers) and pprof-rs, at 99 and 999 Hz, several runs per cell, against an unprofiled run of
-//! the same shape. Per cell it prints:
+//! the same shape; and what tprof's wall sample session at the same rate costs the shape
+//! (`tprof wall`: its throughput alone, a wall profile's samples standing for no CPU). Per
+//! cell it prints:
 //!
 //! - `captured`: the CPU time the samples stand for over the CPU time of all the threads that
 //!   did the work (each thread's `schedstat`, read before and after the run), as the mean over
@@ -31,7 +33,7 @@ use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use runtime::Node;
-use runtime::sample::{CpuSource, SampleOptions};
+use runtime::sample::{CpuSource, SampleOptions, Sampler};
 use runtime::trace::{ProcessSpec, TracePattern};
 
 use super::shapes::{self, SHAPES, THREADS};
@@ -50,6 +52,8 @@ const JUDGED_PERIODS: f64 = 10.0;
 enum Profiler {
     Unprofiled,
     Tprof(CpuSource),
+    /// tprof's wall sampler: judged on its throughput alone.
+    TprofWall,
     Pprof,
 }
 
@@ -59,6 +63,7 @@ impl Profiler {
             Profiler::Unprofiled => "unprofiled",
             Profiler::Tprof(CpuSource::Timers) => "tprof timers",
             Profiler::Tprof(_) => "tprof perf",
+            Profiler::TprofWall => "tprof wall",
             Profiler::Pprof => "pprof-rs",
         }
     }
@@ -121,9 +126,13 @@ fn one_run(node: &Node, shape: &str, profiler: Profiler, hz: u32, run: Duration)
     let mut guard = None;
     match profiler {
         Profiler::Unprofiled => {}
-        Profiler::Tprof(source) => {
+        Profiler::Tprof(_) | Profiler::TprofWall => {
+            let options = match profiler {
+                Profiler::Tprof(source) => SampleOptions::new().cpu_source(source),
+                _ => SampleOptions::new().sampler(Sampler::Wall),
+            };
             let s = node
-                .sample_session(SampleOptions::new().hz(hz).n(10_000_000).cpu_source(source))
+                .sample_session(options.hz(hz).n(10_000_000))
                 .expect("sample session");
             // `SAMPLING_TRACED=none` traces no function (the processes alone): what the
             // traced calls' frames cost, told from what the session's polls and samples do.
@@ -160,7 +169,14 @@ fn one_run(node: &Node, shape: &str, profiler: Profiler, hz: u32, run: Duration)
     if let Some(s) = session.take() {
         let data = s.samples();
         drop(s);
-        for sample in &data.samples {
+        // A wall profile's samples stand for wall time, not CPU: fetched (its cost counts),
+        // not counted.
+        let counted = if profiler == Profiler::TprofWall {
+            &[][..]
+        } else {
+            &data.samples[..]
+        };
+        for sample in counted {
             let Some(tid) = sample
                 .thread
                 .and_then(|t| data.threads.iter().find(|th| th.index == t))
@@ -180,6 +196,7 @@ fn one_run(node: &Node, shape: &str, profiler: Profiler, hz: u32, run: Duration)
         own = data
             .cpu
             .as_ref()
+            .filter(|_| profiler != Profiler::TprofWall)
             .and_then(|c| Some((c.captured()?, c.samples_per_cpu_second()?)));
         for (index, t) in data.cpu.iter().flat_map(|c| &c.threads) {
             if let Some(th) = data.threads.iter().find(|th| th.index == *index) {
@@ -350,6 +367,7 @@ pub(crate) fn table() {
             if perf_ok {
                 profilers.insert(0, Profiler::Tprof(CpuSource::PerfEvents));
             }
+            profilers.push(Profiler::TprofWall);
             for profiler in profilers {
                 let runs: Vec<Run> = (0..reps)
                     .map(|_| one_run(&node, shape, profiler, hz, run))
@@ -385,18 +403,33 @@ pub(crate) fn table() {
                     .filter_map(|r| r.min_thread)
                     .reduce(f64::min)
                     .map_or_else(|| "-".to_owned(), |m| format!("{:.1}%", m * 100.0));
-                println!(
-                    "{:<9} {:>4} {:<12} {:>8.1}% {:>9} {:>13.0} {:>22} {:>9.1}% {:>15}",
-                    shape,
-                    hz,
-                    profiler.name(),
-                    mean(runs.iter().map(|r| r.captured)) * 100.0,
-                    min_thread,
-                    mean(runs.iter().map(|r| r.samples_per_cpu_s)),
-                    ab,
-                    mean(runs.iter().map(|r| r.throughput)) / base_throughput * 100.0,
-                    own
-                );
+                let throughput = mean(runs.iter().map(|r| r.throughput)) / base_throughput * 100.0;
+                if profiler == Profiler::TprofWall {
+                    println!(
+                        "{:<9} {:>4} {:<12} {:>9} {:>9} {:>13} {:>22} {throughput:>9.1}% {:>15}",
+                        shape,
+                        hz,
+                        profiler.name(),
+                        "-",
+                        "-",
+                        "-",
+                        "-",
+                        "-"
+                    );
+                } else {
+                    println!(
+                        "{:<9} {:>4} {:<12} {:>8.1}% {:>9} {:>13.0} {:>22} {:>9.1}% {:>15}",
+                        shape,
+                        hz,
+                        profiler.name(),
+                        mean(runs.iter().map(|r| r.captured)) * 100.0,
+                        min_thread,
+                        mean(runs.iter().map(|r| r.samples_per_cpu_s)),
+                        ab,
+                        throughput,
+                        own
+                    );
+                }
                 if std::env::var_os("SAMPLING_DEBUG").is_some() {
                     println!(
                         "{:<9} {:>4} {:<12} while running {:.1}%, working threads alone {:.1}%; \
