@@ -83,7 +83,9 @@ const RECENT: usize = 4;
 /// interned it among its last [`RECENT`] paths: compared id by id (a path is a few ids).
 #[inline]
 fn recent(len: usize, at: impl Fn(usize) -> u32) -> Option<u32> {
-    RECENT_PATHS.with(|r| {
+    // Inlined into the capture: `LocalKey::with` left it a call of its own, with the
+    // thread-local's accessor called through a pointer.
+    super::tls::with_local(&RECENT_PATHS, |r| {
         (0..RECENT).find_map(|i| {
             (len != 0
                 && r.lens[i].get() == len
@@ -122,14 +124,16 @@ pub(crate) fn begin() {
 /// its id, found among the paths this thread interned last, or interned.
 #[inline]
 pub(crate) fn capture(len: usize, at: impl Fn(usize) -> u32) {
-    if CAPTURED.with(Cell::get) != NONE {
-        return;
-    }
-    let id = match recent(len, &at) {
-        Some(id) => id,
-        None => intern_new(len, &at),
-    };
-    CAPTURED.with(|c| c.set(id));
+    super::tls::with_local(&CAPTURED, |captured| {
+        if captured.get() != NONE {
+            return;
+        }
+        let id = match recent(len, &at) {
+            Some(id) => id,
+            None => intern_new(len, &at),
+        };
+        captured.set(id);
+    });
 }
 
 /// [`capture`]'s path when this thread did not intern it lately: copied, and interned.
