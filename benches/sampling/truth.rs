@@ -15,7 +15,9 @@
 //! - `A:B`: for the mixes, the CPU the samples give `shape_a` over `shape_b`, summed over the
 //!   runs, against the truth (each call's CPU measured by its thread's CPU clock);
 //! - `throughput`: units of work per CPU-second of the process, as a share of the unprofiled
-//!   runs'.
+//!   runs' taken in turn with the cell's own (an unprofiled run before each profiled one: a
+//!   shape's unprofiled throughput drifts by a few points over minutes, as much as the 3 % a
+//!   profiler may cost).
 //!
 //! tprof's figures are computed here from the samples, the same way as pprof-rs's, not taken
 //! from the profile's own coverage (which is printed beside them, as `self`).
@@ -262,7 +264,7 @@ fn one_run(node: &Node, shape: &str, profiler: Profiler, hz: u32, run: Duration)
         all_samples += samples.get(&tid).copied().unwrap_or(0);
         if used >= BUSY_NS
             && (got / used as f64) < 0.85
-            && profiler != Profiler::Unprofiled
+            && !matches!(profiler, Profiler::Unprofiled | Profiler::TprofWall)
             && std::env::var_os("SAMPLING_DEBUG").is_some()
         {
             // A thread under the target: the bench's figures beside the profile's own.
@@ -347,21 +349,6 @@ pub(crate) fn table() {
         "self"
     );
     for shape in &shapes_asked {
-        // The unprofiled baseline, once per shape.
-        let base: Vec<Run> = (0..reps)
-            .map(|_| one_run(&node, shape, Profiler::Unprofiled, 99, run))
-            .collect();
-        let base_throughput = mean(base.iter().map(|r| r.throughput));
-        let (a_true, b_true) = (
-            base.iter().map(|r| r.a_true).sum::<f64>(),
-            base.iter().map(|r| r.b_true).sum::<f64>(),
-        );
-        if b_true > 0.0 {
-            println!(
-                "{shape:<9} true A:B over the unprofiled runs {:.2}",
-                a_true / b_true
-            );
-        }
         for &hz in &rates {
             let mut profilers = vec![Profiler::Tprof(CpuSource::Timers), Profiler::Pprof];
             if perf_ok {
@@ -369,9 +356,14 @@ pub(crate) fn table() {
             }
             profilers.push(Profiler::TprofWall);
             for profiler in profilers {
-                let runs: Vec<Run> = (0..reps)
-                    .map(|_| one_run(&node, shape, profiler, hz, run))
-                    .collect();
+                // Each profiled run beside an unprofiled one just before it: its baseline.
+                let (base, runs): (Vec<Run>, Vec<Run>) = (0..reps)
+                    .map(|_| {
+                        let unprofiled = one_run(&node, shape, Profiler::Unprofiled, 99, run);
+                        (unprofiled, one_run(&node, shape, profiler, hz, run))
+                    })
+                    .unzip();
+                let base_throughput = mean(base.iter().map(|r| r.throughput));
                 let named = runs.iter().map(|r| r.a_sampled + r.b_sampled).sum::<f64>();
                 let ab = if runs.iter().any(|r| r.b_true > 0.0) && named == 0.0 {
                     // pprof-rs's frames, as this bench resolves them, never name the two
