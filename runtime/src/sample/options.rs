@@ -132,10 +132,11 @@ impl SampleOptions {
     /// often (message passing, short blocking calls) pays for more the higher the rate. Measured
     /// on a 2-core virtual machine (no hardware counters; programming a timer traps to the
     /// hypervisor), `benches/sampling.rs`'s ping-pong of messages kept 98 % of its unprofiled
-    /// work per CPU-second at 99 Hz and 93–95 % at 999 Hz: 3–4 points of that to the events
-    /// counting with no signal sent, 1–2 to the signals with an empty handler, at most ~1 to
-    /// the profiler's own work; compute-bound shapes kept over 99 % at either rate. 99 Hz, the
-    /// default, is the rate for a program in production.
+    /// work per CPU-second at 99 Hz and 90–94 % at 999 Hz: 3–4 points of that to the events
+    /// counting with no signal sent, 1–2 to the signals with an empty handler, 1–2 at most to
+    /// the profiler's own work. Shapes whose threads seldom switch (a compute loop, bursts, a
+    /// mix of calls) kept 99–100 % at either rate; one that waits on blocking calls, 97 % at
+    /// 999 Hz. 99 Hz, the default, is the rate for a program in production.
     pub fn hz(mut self, hz: u32) -> SampleOptions {
         self.hz = hz;
         self
