@@ -23,7 +23,8 @@
 //! from the profile's own coverage (which is printed beside them, as `self`).
 //!
 //! Runs: `SAMPLING_REPS` (10) per cell, each `SAMPLING_RUN_MS` (1000) of wall time;
-//! `SAMPLING_SHAPES` (a comma-separated subset) and `SAMPLING_HZ` (`99,999`) narrow the table.
+//! `SAMPLING_SHAPES` (a comma-separated subset), `SAMPLING_HZ` (`99,999`) and `SAMPLING_PROFILERS`
+//! (a subset of `perf,timers,pprof,wall`) narrow the table.
 //! `SAMPLING_DEBUG` adds, under each cell, where a profiler's cost went: the throughput while
 //! the shape ran (the fetch of the samples left out) and per CPU-second of the working threads
 //! alone, and the CPU of the fetch and of the other threads; and names each busy thread under
@@ -60,6 +61,17 @@ enum Profiler {
 }
 
 impl Profiler {
+    /// Its name in `SAMPLING_PROFILERS`.
+    fn key(self) -> &'static str {
+        match self {
+            Profiler::Unprofiled => "none",
+            Profiler::Tprof(CpuSource::Timers) => "timers",
+            Profiler::Tprof(_) => "perf",
+            Profiler::TprofWall => "wall",
+            Profiler::Pprof => "pprof",
+        }
+    }
+
     fn name(self) -> &'static str {
         match self {
             Profiler::Unprofiled => "unprofiled",
@@ -325,6 +337,7 @@ pub(crate) fn table() {
         .iter()
         .filter_map(|r| r.parse().ok())
         .collect();
+    let profilers_asked = env_list("SAMPLING_PROFILERS", "perf,timers,pprof,wall");
     let perf_ok = node_probe();
     let node = Node::builder().worker_threads(2).build().expect("node");
     println!(
@@ -355,6 +368,7 @@ pub(crate) fn table() {
                 profilers.insert(0, Profiler::Tprof(CpuSource::PerfEvents));
             }
             profilers.push(Profiler::TprofWall);
+            profilers.retain(|p| profilers_asked.iter().any(|a| a == p.key()));
             for profiler in profilers {
                 // Each profiled run beside an unprofiled one just before it: its baseline.
                 let (base, runs): (Vec<Run>, Vec<Run>) = (0..reps)
