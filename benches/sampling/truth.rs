@@ -22,7 +22,12 @@
 //! tprof's figures are computed here from the samples, the same way as pprof-rs's, not taken
 //! from the profile's own coverage (which is printed beside them, as `self`).
 //!
-//! Runs: `SAMPLING_REPS` (10) per cell, each `SAMPLING_RUN_MS` (1000) of wall time;
+//! Runs: `SAMPLING_REPS` (10) per cell, each `SAMPLING_RUN_MS` (1000) of wall time, but for the
+//! mixes below [`LONG_UNDER_HZ`] when `SAMPLING_RUN_MS` is not set, which run [`LONG_RUNS`] times
+//! as long: their A:B is judged on the samples of B, and ten 1-second runs at 99 Hz give B about
+//! 500 of them, a ratio known to ~5 % (one error), so that "within 10 %" of the truth missed in
+//! two sets of ten on noise alone (the jackknife errors printed beside the ratio said as much);
+//! at 3 seconds the error is ~3 %;
 //! `SAMPLING_SHAPES` (a comma-separated subset), `SAMPLING_HZ` (`99,999`) and `SAMPLING_PROFILERS`
 //! (a subset of `perf,timers,pprof,wall`) narrow the table.
 //! `SAMPLING_DEBUG` adds, under each cell, where a profiler's cost went: the throughput while
@@ -50,6 +55,12 @@ const BUSY_NS: u64 = 20_000_000;
 /// half with the period redrawn at random), so a thread of two periods (20 ms at 99 Hz) reads
 /// 73 % on average from a flawless sampler. At ten periods that tail is about 5 %.
 const JUDGED_PERIODS: f64 = 10.0;
+
+/// The mixes sampled under this rate run [`LONG_RUNS`] times as long (see the module docs).
+const LONG_UNDER_HZ: u32 = 300;
+
+/// How many times as long the mixes run under [`LONG_UNDER_HZ`].
+const LONG_RUNS: u32 = 3;
 
 #[derive(Clone, Copy, PartialEq)]
 enum Profiler {
@@ -326,12 +337,18 @@ pub(crate) fn table() {
         .ok()
         .and_then(|r| r.parse().ok())
         .unwrap_or(10);
-    let run = Duration::from_millis(
-        std::env::var("SAMPLING_RUN_MS")
-            .ok()
-            .and_then(|r| r.parse().ok())
-            .unwrap_or(1000),
-    );
+    let run_asked: Option<u64> = std::env::var("SAMPLING_RUN_MS")
+        .ok()
+        .and_then(|r| r.parse().ok());
+    let run = Duration::from_millis(run_asked.unwrap_or(1000));
+    // The mixes at a low rate run longer unless a run length is asked (see the module docs).
+    let run_of = |shape: &str, hz: u32| {
+        if run_asked.is_none() && shape.starts_with("mix") && hz < LONG_UNDER_HZ {
+            run * LONG_RUNS
+        } else {
+            run
+        }
+    };
     let shapes_asked = env_list("SAMPLING_SHAPES", &SHAPES.join(","));
     let rates: Vec<u32> = env_list("SAMPLING_HZ", "99,999")
         .iter()
@@ -341,8 +358,9 @@ pub(crate) fn table() {
     let perf_ok = node_probe();
     let node = Node::builder().worker_threads(2).build().expect("node");
     println!(
-        "sampling/truth: {reps} runs of {} ms per cell, 2 workers{}",
+        "sampling/truth: {reps} runs of {} ms per cell ({} ms for the mixes under {LONG_UNDER_HZ} Hz), 2 workers{}",
         run.as_millis(),
+        run_of("mix", 0).as_millis(),
         if perf_ok {
             ""
         } else {
@@ -373,6 +391,7 @@ pub(crate) fn table() {
                 // Each profiled run beside an unprofiled one just before it: its baseline.
                 let (base, runs): (Vec<Run>, Vec<Run>) = (0..reps)
                     .map(|_| {
+                        let run = run_of(shape, hz);
                         let unprofiled = one_run(&node, shape, Profiler::Unprofiled, 99, run);
                         (unprofiled, one_run(&node, shape, profiler, hz, run))
                     })
