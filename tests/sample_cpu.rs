@@ -424,6 +424,152 @@ fn the_fallback_asked_for_is_stated() {
     assert!(count(&data, worker) > 0);
 }
 
+/// Set in the child process of [`refused_perf_events_fall_back_to_timers_and_say_why`].
+const REFUSED_CHILD: &str = "SAMPLE_CPU_PERF_REFUSED_CHILD";
+
+/// Where `perf_event_open` is refused (here by a seccomp filter, as Docker's default profile
+/// refuses it), a CPU session asked for no mechanism in particular runs on per-thread CPU
+/// timers, and its profile says so and why. The filter cannot be lifted once installed, so
+/// the test runs itself again in a child process that installs it first.
+#[test]
+fn refused_perf_events_fall_back_to_timers_and_say_why() {
+    if std::env::var_os(REFUSED_CHILD).is_some() {
+        refuse_perf_events();
+        fallback_in_child();
+        return;
+    }
+    let output = std::process::Command::new(std::env::current_exe().expect("this test binary"))
+        .args([
+            "--exact",
+            "refused_perf_events_fall_back_to_timers_and_say_why",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(REFUSED_CHILD, "1")
+        .output()
+        .expect("run the child");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "the child failed: {stdout}\n{stderr}"
+    );
+    // The child did run the test (not zero tests), and got to its end.
+    assert!(
+        stdout.contains("child: the fallback was stated"),
+        "{stdout}\n{stderr}"
+    );
+}
+
+/// Installs, for every thread of this process and those it makes, a seccomp filter under which
+/// `perf_event_open` fails with `EACCES` and every other system call runs.
+fn refuse_perf_events() {
+    #[cfg(target_arch = "x86_64")]
+    const ARCH: u32 = 0xC000_003E; // AUDIT_ARCH_X86_64
+    #[cfg(target_arch = "aarch64")]
+    const ARCH: u32 = 0xC000_00B7; // AUDIT_ARCH_AARCH64
+    // `struct seccomp_data`: the system call's number at offset 0, the architecture at 4.
+    let load = |offset: u32| libc::sock_filter {
+        code: (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16,
+        jt: 0,
+        jf: 0,
+        k: offset,
+    };
+    let jump_eq = |value: u32, jt: u8, jf: u8| libc::sock_filter {
+        code: (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16,
+        jt,
+        jf,
+        k: value,
+    };
+    let ret = |value: u32| libc::sock_filter {
+        code: (libc::BPF_RET | libc::BPF_K) as u16,
+        jt: 0,
+        jf: 0,
+        k: value,
+    };
+    let mut program = [
+        load(4),
+        jump_eq(ARCH, 0, 3), // another architecture's call: allowed (5)
+        load(0),
+        jump_eq(libc::SYS_perf_event_open as u32, 0, 1),
+        ret(libc::SECCOMP_RET_ERRNO | libc::EACCES as u32),
+        ret(libc::SECCOMP_RET_ALLOW),
+    ];
+    let fprog = libc::sock_fprog {
+        len: program.len() as u16,
+        filter: program.as_mut_ptr(),
+    };
+    // SAFETY: `prctl(PR_SET_NO_NEW_PRIVS)` takes plain integers; `seccomp` reads `fprog`,
+    // which points at `program`, both alive on this stack for the call (the kernel copies the
+    // filter).
+    #[allow(unsafe_code)]
+    let (privs, filter) = unsafe {
+        (
+            libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0),
+            libc::syscall(
+                libc::SYS_seccomp,
+                libc::SECCOMP_SET_MODE_FILTER,
+                libc::SECCOMP_FILTER_FLAG_TSYNC,
+                &fprog,
+            ),
+        )
+    };
+    assert_eq!(privs, 0, "{}", std::io::Error::last_os_error());
+    assert_eq!(filter, 0, "{}", std::io::Error::last_os_error());
+    // The filter holds: the call is refused.
+    // SAFETY: a null attribute pointer is refused by the kernel (or here by the filter) before
+    // anything is read.
+    #[allow(unsafe_code)]
+    let opened = unsafe { libc::syscall(libc::SYS_perf_event_open, 0usize, 0, -1, -1, 0) };
+    assert_eq!(opened, -1);
+    assert_eq!(
+        std::io::Error::last_os_error().raw_os_error(),
+        Some(libc::EACCES)
+    );
+}
+
+/// The child's half: a CPU session left to choose its mechanism, under the filter.
+fn fallback_in_child() {
+    let node = Node::builder().worker_threads(2).build().expect("node");
+    let session = node
+        .sample_session(SampleOptions::new().hz(199))
+        .expect("a session on the fallback");
+    session
+        .trace()
+        .enable_trace(ProcessSpec::New, true)
+        .expect("trace every new process");
+    // Asked for perf events outright, a session is refused with the reason.
+    let asked = node.sample_session(SampleOptions::new().cpu_source(CpuSource::PerfEvents));
+    assert!(asked.is_err(), "perf events asked for under the filter");
+    let stop = Arc::new(AtomicBool::new(false));
+    let worker = {
+        let stop = Arc::clone(&stop);
+        node.spawn(async move {
+            while !stop.load(Ordering::Relaxed) {
+                spin_cpu(Duration::from_millis(5));
+                tokio::task::yield_now().await;
+            }
+        })
+        .expect("spawn")
+    };
+    let data = sample_cpu_time(&session, Duration::from_millis(200));
+    stop.store(true, Ordering::Relaxed);
+    let cpu = data.cpu.clone().expect("coverage");
+    assert_eq!(cpu.source, CpuSource::Timers);
+    let why = cpu.fallback.clone().expect("the fallback says why");
+    assert!(
+        why.contains("perf_event_open was refused") && why.contains("seccomp"),
+        "{why}"
+    );
+    assert!(
+        cpu.summary().contains("per-thread CPU timers") && cpu.summary().contains(&why),
+        "{}",
+        cpu.summary()
+    );
+    assert!(count(&data, worker) > 0);
+    println!("child: the fallback was stated");
+}
+
 /// A thread the session timed that exits mid-session keeps its CPU time and samples in the
 /// coverage: here a thread that runs the (current-thread) node's process for 60 ms of CPU,
 /// then ends.
