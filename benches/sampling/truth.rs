@@ -397,23 +397,26 @@ pub(crate) fn table() {
                     })
                     .unzip();
                 let base_throughput = mean(base.iter().map(|r| r.throughput));
-                let named = runs.iter().map(|r| r.a_sampled + r.b_sampled).sum::<f64>();
-                let ab = if runs.iter().any(|r| r.b_true > 0.0) && named == 0.0 {
-                    // pprof-rs's frames, as this bench resolves them, never name the two
-                    // functions: no ratio rather than a ratio of nothing.
-                    "unnamed".to_owned()
-                } else if runs.iter().any(|r| r.b_true > 0.0) {
-                    let sampled = runs.iter().map(|r| r.a_sampled).sum::<f64>()
-                        / runs.iter().map(|r| r.b_sampled).sum::<f64>().max(1.0);
-                    let truth = runs.iter().map(|r| r.a_true).sum::<f64>()
-                        / runs.iter().map(|r| r.b_true).sum::<f64>().max(1.0);
-                    format!(
-                        "{sampled:.2}±{:.2} ({truth:.2})",
-                        jackknife_error(&runs, |r| (r.a_sampled, r.b_sampled))
-                    )
-                } else {
-                    "-".to_owned()
-                };
+                let named_a = runs.iter().map(|r| r.a_sampled).sum::<f64>();
+                let named_b = runs.iter().map(|r| r.b_sampled).sum::<f64>();
+                let ab =
+                    if runs.iter().any(|r| r.b_true > 0.0) && (named_a == 0.0 || named_b == 0.0) {
+                        // pprof-rs's frames, as this bench resolves them, name one of the two
+                        // functions or neither: no ratio rather than a ratio of nothing (it printed
+                        // 10101010.10 once, B named in no sample).
+                        "unnamed".to_owned()
+                    } else if runs.iter().any(|r| r.b_true > 0.0) {
+                        let sampled = runs.iter().map(|r| r.a_sampled).sum::<f64>()
+                            / runs.iter().map(|r| r.b_sampled).sum::<f64>().max(1.0);
+                        let truth = runs.iter().map(|r| r.a_true).sum::<f64>()
+                            / runs.iter().map(|r| r.b_true).sum::<f64>().max(1.0);
+                        format!(
+                            "{sampled:.2}±{:.2} ({truth:.2})",
+                            jackknife_error(&runs, |r| (r.a_sampled, r.b_sampled))
+                        )
+                    } else {
+                        "-".to_owned()
+                    };
                 let own = if runs.iter().all(|r| r.own.is_some()) {
                     let c = mean(runs.iter().filter_map(|r| r.own).map(|o| o.0));
                     let s = mean(runs.iter().filter_map(|r| r.own).map(|o| o.1));
