@@ -399,6 +399,14 @@ fn the_fallback_asked_for_is_stated() {
         }
         other => panic!("expected SourceTaken, got {other:?}"),
     }
+    let why = fallback_profile_of_a_spinner(&node, &session);
+    assert!(why.contains("asked for"), "{why}");
+}
+
+/// Samples a process spinning 5 ms at a time until `session`'s timed threads have used 200 ms
+/// of CPU; asserts that the profile ran on per-thread CPU timers, says so and why in its
+/// summary, and sampled the process. Returns why it fell back.
+fn fallback_profile_of_a_spinner(node: &Node, session: &runtime::sample::SampleSession) -> String {
     let stop = Arc::new(AtomicBool::new(false));
     let worker = {
         let stop = Arc::clone(&stop);
@@ -410,18 +418,18 @@ fn the_fallback_asked_for_is_stated() {
         })
         .expect("spawn")
     };
-    let data = sample_cpu_time(&session, Duration::from_millis(200));
+    let data = sample_cpu_time(session, Duration::from_millis(200));
     stop.store(true, Ordering::Relaxed);
     let cpu = data.cpu.clone().expect("coverage");
     assert_eq!(cpu.source, CpuSource::Timers);
     let why = cpu.fallback.clone().expect("the fallback says why");
-    assert!(why.contains("asked for"), "{why}");
     assert!(
-        cpu.summary().contains("per-thread CPU timers"),
+        cpu.summary().contains("per-thread CPU timers") && cpu.summary().contains(&why),
         "{}",
         cpu.summary()
     );
     assert!(count(&data, worker) > 0);
+    why
 }
 
 /// Set in the child process of [`refused_perf_events_fall_back_to_timers_and_say_why`].
@@ -531,6 +539,14 @@ fn refuse_perf_events() {
 /// The child's half: a CPU session left to choose its mechanism, under the filter.
 fn fallback_in_child() {
     let node = Node::builder().worker_threads(2).build().expect("node");
+    // Asked for perf events outright (before any session has chosen the program's mechanism),
+    // a session is refused, with the reason.
+    match node.sample_session(SampleOptions::new().cpu_source(CpuSource::PerfEvents)) {
+        Err(runtime::sample::SampleError::PerfEvents { why }) => {
+            assert!(why.contains("seccomp"), "{why}");
+        }
+        other => panic!("expected PerfEvents, got {other:?}"),
+    }
     let session = node
         .sample_session(SampleOptions::new().hz(199))
         .expect("a session on the fallback");
@@ -538,35 +554,11 @@ fn fallback_in_child() {
         .trace()
         .enable_trace(ProcessSpec::New, true)
         .expect("trace every new process");
-    // Asked for perf events outright, a session is refused with the reason.
-    let asked = node.sample_session(SampleOptions::new().cpu_source(CpuSource::PerfEvents));
-    assert!(asked.is_err(), "perf events asked for under the filter");
-    let stop = Arc::new(AtomicBool::new(false));
-    let worker = {
-        let stop = Arc::clone(&stop);
-        node.spawn(async move {
-            while !stop.load(Ordering::Relaxed) {
-                spin_cpu(Duration::from_millis(5));
-                tokio::task::yield_now().await;
-            }
-        })
-        .expect("spawn")
-    };
-    let data = sample_cpu_time(&session, Duration::from_millis(200));
-    stop.store(true, Ordering::Relaxed);
-    let cpu = data.cpu.clone().expect("coverage");
-    assert_eq!(cpu.source, CpuSource::Timers);
-    let why = cpu.fallback.clone().expect("the fallback says why");
+    let why = fallback_profile_of_a_spinner(&node, &session);
     assert!(
         why.contains("perf_event_open was refused") && why.contains("seccomp"),
         "{why}"
     );
-    assert!(
-        cpu.summary().contains("per-thread CPU timers") && cpu.summary().contains(&why),
-        "{}",
-        cpu.summary()
-    );
-    assert!(count(&data, worker) > 0);
     println!("child: the fallback was stated");
 }
 
