@@ -355,6 +355,14 @@ pub(crate) fn table() {
         .filter_map(|r| r.parse().ok())
         .collect();
     let profilers_asked = env_list("SAMPLING_PROFILERS", "perf,timers,pprof,wall");
+    if let Some(unknown) = profilers_asked
+        .iter()
+        .find(|a| !["perf", "timers", "pprof", "wall"].contains(&a.as_str()))
+    {
+        eprintln!(
+            "sampling/truth: SAMPLING_PROFILERS names `{unknown}`: perf, timers, pprof or wall"
+        );
+    }
     let perf_ok = node_probe();
     let node = Node::builder().worker_threads(2).build().expect("node");
     println!(
@@ -406,8 +414,7 @@ pub(crate) fn table() {
                         // 10101010.10 once, B named in no sample).
                         "unnamed".to_owned()
                     } else if runs.iter().any(|r| r.b_true > 0.0) {
-                        let sampled = runs.iter().map(|r| r.a_sampled).sum::<f64>()
-                            / runs.iter().map(|r| r.b_sampled).sum::<f64>().max(1.0);
+                        let sampled = named_a / named_b;
                         let truth = runs.iter().map(|r| r.a_true).sum::<f64>()
                             / runs.iter().map(|r| r.b_true).sum::<f64>().max(1.0);
                         format!(
