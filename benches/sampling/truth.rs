@@ -32,10 +32,10 @@
 //! (a subset of `perf,timers,pprof,wall`) narrow the table.
 //! `SAMPLING_DEBUG` adds, under each cell, where a profiler's cost went: the throughput while
 //! the shape ran (the fetch of the samples left out) and per CPU-second of the working threads
-//! alone, and the CPU of the fetch and of the other threads; and names each busy thread under
-//! 85 %. `SAMPLING_TRACED=none` opens tprof's sessions tracing no function (the processes
-//! alone; `tprof run` traces every one): what the traced calls' frames cost, told apart from
-//! what the session's polls and samples do.
+//! alone, and the CPU of the fetch and of the other threads; the mixes' A:B run by run; and
+//! names each busy thread under 85 %. `SAMPLING_TRACED=none` opens tprof's sessions tracing no
+//! function (the processes alone; `tprof run` traces every one): what the traced calls' frames
+//! cost, told apart from what the session's polls and samples do.
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
@@ -483,6 +483,25 @@ pub(crate) fn table() {
                         mean(runs.iter().map(|r| r.others_ns as f64)) / 1e6,
                         mean(base.iter().map(|r| r.others_ns as f64)) / 1e6,
                     );
+                    if runs.iter().any(|r| r.b_true > 0.0) && named_a > 0.0 && named_b > 0.0 {
+                        let each: Vec<String> = runs
+                            .iter()
+                            .map(|r| {
+                                format!(
+                                    "{:.2} ({:.2})",
+                                    r.a_sampled / r.b_sampled.max(1.0),
+                                    r.a_true / r.b_true.max(1.0)
+                                )
+                            })
+                            .collect();
+                        println!(
+                            "{:<9} {:>4} {:<12} A:B run by run: {}",
+                            "",
+                            "",
+                            "",
+                            each.join(", ")
+                        );
+                    }
                 }
             }
         }

@@ -289,19 +289,24 @@ pub(crate) fn arm(entry: &mut ThreadEntry, pool: &mut Vec<&'static Ring>, source
         }
     };
     if source == CpuSource::PerfEvents {
-        match super::perf::open(entry.tid, period) {
+        // The first period is drawn at random too, from a generator seeded afresh at every
+        // arming: a session's samples fall at other points of a thread's CPU time than the
+        // last session's did.
+        let mut rng = super::perf::period_seed(entry.tid, entry.cpu_now());
+        let first = super::perf::next_period(period, &mut rng);
+        match super::perf::open(entry.tid, first) {
             Ok(fd) => {
-                // The handler knows the descriptor, and the thread's CPU clock its first
-                // sample counts from, before the event can overflow.
+                // The handler knows the descriptor, the thread's CPU clock its first sample
+                // counts from and its generator of periods, before the event can overflow.
                 let now = entry.cpu_now();
-                entry.publish_perf(fd, now);
+                entry.publish_perf(fd, now, rng);
                 if super::perf::enable(fd).is_ok() {
                     entry.perf = Some(fd);
                     entry.guard = (0, now);
                     entry.unarmed = false;
                     return;
                 }
-                entry.publish_perf(-1, 0);
+                entry.publish_perf(-1, 0, 0);
                 super::perf::close(fd);
                 entry.fallback = true;
             }
@@ -358,7 +363,7 @@ fn arm_timer(entry: &mut ThreadEntry, ring: &'static Ring, period: u64) -> bool 
 /// id just before: see the handler's `timer_getoverrun`.
 pub(crate) fn disarm(entry: &mut ThreadEntry) {
     if let Some(fd) = entry.perf.take() {
-        entry.publish_perf(-1, 0);
+        entry.publish_perf(-1, 0, 0);
         super::perf::close(fd);
     }
     if let Some(timer) = entry.timer.take() {

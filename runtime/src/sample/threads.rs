@@ -228,8 +228,9 @@ impl ThreadEntry {
 
     /// Gives the thread its perf event's descriptor (-1: none), through its slot; a new one's
     /// first sample counts the thread's CPU time from `cpu_ns` (its CPU clock, read as the
-    /// event is armed).
-    pub(crate) fn publish_perf(&self, fd: i32, cpu_ns: u64) {
+    /// event is armed), and its handler draws the periods after the first from `rng` (the
+    /// generator the first was drawn from: see [`super::perf::period_seed`]).
+    pub(crate) fn publish_perf(&self, fd: i32, cpu_ns: u64, rng: u64) {
         if !self.alive {
             return;
         }
@@ -238,10 +239,7 @@ impl ThreadEntry {
         let slot = unsafe { &*self.slot };
         if fd >= 0 {
             slot.perf_last.store(cpu_ns, Ordering::Relaxed);
-            slot.perf_rng.store(
-                u64::from(self.tid.unsigned_abs()) | 1 << 40,
-                Ordering::Relaxed,
-            );
+            slot.perf_rng.store(rng, Ordering::Relaxed);
         }
         // Release: the handler that reads the descriptor sees the resets above.
         slot.perf_fd.store(fd, Ordering::Release);
