@@ -402,3 +402,88 @@ fn a_session_does_not_inherit_an_earlier_sessions_countdown() {
     assert!(first <= 1, "{first}");
     assert_eq!(run(AllocRate::SampleRate(1.0), 50), 50);
 }
+
+/// Set in the child processes of [`two_runs_of_a_program_sample_different_allocations`].
+const SEEDED_CHILD: &str = "SAMPLE_ALLOC_SEEDED_CHILD";
+
+/// Allocates and frees `n` blocks of sizes 1,024 to 1,024 + `n` − 1 bytes, each size once:
+/// a sampled block's size says which allocation it was.
+#[runtime::traced]
+fn allocate_numbered(n: usize) {
+    for i in 0..n {
+        std::hint::black_box(Vec::<u8>::with_capacity(1024 + i));
+    }
+}
+
+/// Two runs of one deterministic program sample different allocations: each thread's draws are
+/// seeded anew by each run (where the system lays out memory at random, as Linux does by
+/// default), so two profiles of the same work are two estimates, not one twice. Before, the
+/// n-th thread of every run drew the same numbers: a run sampled the very allocations the last
+/// run had. Each run is a child process, which prints the sizes it sampled.
+#[test]
+fn two_runs_of_a_program_sample_different_allocations() {
+    if std::env::var_os(SEEDED_CHILD).is_some() {
+        let node = Node::builder().current_thread().build().expect("node");
+        let session = alloc_session(&node, AllocRate::Bytes(256 * 1024), Some(1 << 16));
+        let pid = node
+            .run(async {
+                let (pid, _) =
+                    runtime::spawn_monitor(async { allocate_numbered(20_000) }).expect("spawn");
+                let _: runtime::Down = runtime::receive().await;
+                pid
+            })
+            .expect("run");
+        let mut sizes: Vec<u64> = session
+            .samples()
+            .samples
+            .iter()
+            .filter(|s| {
+                s.pid == Some(pid)
+                    && s.traced.last().map(|cs| cs.function()) == Some("allocate_numbered")
+            })
+            .map(|s| s.size)
+            .collect();
+        sizes.sort_unstable();
+        println!("sampled sizes: {sizes:?}");
+        return;
+    }
+    if std::fs::read_to_string("/proc/sys/kernel/randomize_va_space").is_ok_and(|v| v.trim() == "0")
+    {
+        eprintln!("skipped: address space layout randomization is off here");
+        return;
+    }
+    let run = || {
+        let output = std::process::Command::new(std::env::current_exe().expect("this test binary"))
+            .args([
+                "--exact",
+                "two_runs_of_a_program_sample_different_allocations",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(SEEDED_CHILD, "1")
+            .output()
+            .expect("run the child");
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert!(
+            output.status.success(),
+            "{stdout}\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        // The harness prints the test's name on the line the sizes follow.
+        stdout
+            .lines()
+            .find_map(|l| {
+                l.split_once("sampled sizes: ")
+                    .map(|(_, sizes)| sizes.to_owned())
+            })
+            .unwrap_or_else(|| panic!("no sizes printed: {stdout}"))
+    };
+    let (first, second) = (run(), run());
+    // ~200 MiB in all at one sample per 256 KiB: some 800 samples a run.
+    assert!(first.matches(',').count() > 100, "{first}");
+    assert!(
+        first != second,
+        "two runs sampled the same {} allocations",
+        first.matches(',').count() + 1
+    );
+}

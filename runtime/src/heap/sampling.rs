@@ -276,8 +276,14 @@ fn draw(s: &Countdown, model: AllocModel) -> i64 {
 fn uniform(s: &Countdown) -> f64 {
     let mut x = s.rng.get();
     if x == 0 {
-        // Seeded once per thread: a global counter, mixed (splitmix64), never 0.
-        let mut z = SEEDS.fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed);
+        // Seeded once per thread: a global counter and the address of this thread's state
+        // (laid out anew by each run of the program where addresses are randomized, as
+        // tcmalloc's sampler seeds itself), mixed (splitmix64), never 0. The counter alone gave
+        // the n-th thread of every run the same draws: a deterministic program profiled twice
+        // had the same allocations sampled twice, so that profiles of two runs agreed with each
+        // other, not only with the truth. No call, no lock: an address and an add.
+        let mut z = SEEDS.fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed)
+            ^ (std::ptr::from_ref(s).addr() as u64).rotate_left(29);
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
         x = (z ^ (z >> 31)) | 1;
