@@ -245,9 +245,10 @@ mod tests {
         assert_eq!(polled, Ok(3));
     }
 
-    /// A process keeps its task's waker only at its first suspension: a kill that comes during
-    /// its first poll, before that, still ends it when that poll suspends (the poll wrapper's
-    /// checkpoint after keeping the waker sees the flag), from itself or from another thread.
+    /// A kill that comes during a process's first poll ends it when that poll suspends (the
+    /// poll wrapper's checkpoint after the poll sees the flag), from itself or from another
+    /// thread. (The task's waker is kept before the first poll, for the process's own waker to
+    /// wake: see `waker`.)
     #[test]
     fn a_kill_during_the_first_poll_ends_the_process_when_it_suspends() {
         let node = Node::builder().current_thread().build().expect("node");
