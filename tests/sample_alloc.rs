@@ -447,7 +447,11 @@ fn two_runs_of_a_program_sample_different_allocations() {
         println!("sampled sizes: {sizes:?}");
         return;
     }
+    // SAFETY: `personality(0xffffffff)` only reads this process's execution domain.
+    #[allow(unsafe_code)]
+    let persona = unsafe { libc::personality(0xffff_ffff) };
     if std::fs::read_to_string("/proc/sys/kernel/randomize_va_space").is_ok_and(|v| v.trim() == "0")
+        || persona >= 0 && persona & libc::ADDR_NO_RANDOMIZE != 0
     {
         eprintln!("skipped: address space layout randomization is off here");
         return;
