@@ -135,15 +135,15 @@ impl SampleOptions {
     /// work per CPU-second at 99 Hz and 90–94 % at 999 Hz: 3–4 points of that to the events
     /// counting with no signal sent, 1–2 to the signals with an empty handler, 1–2 at most to
     /// the profiler's own work. Shapes whose threads seldom switch (a compute loop, bursts, a
-    /// mix of calls) kept 99–100 % at either rate; one that waits on blocking calls, 97 % at
-    /// 999 Hz. 99 Hz, the default, is the rate for a program in production.
+    /// mix of calls) kept 98.8–100 % at either rate; one that waits on blocking calls, 96.5–97 %
+    /// at 999 Hz. 99 Hz, the default, is the rate for a program in production.
     ///
     /// A wall rate costs a wake of the wall sampler's thread per tick. On the same machine a
     /// thread that sleeps 1 ms and wakes, doing nothing else, used 17 µs of CPU per wake (29 µs
     /// with the CPUs otherwise idle), and the wall sampler's thread 14–16 ms of CPU per second
     /// at 999 Hz, nearly all of it those wakes (its ticks' own work, reading four processes,
-    /// 1–2 ms); the ping-pong kept 98.5–99 % of its work per CPU-second at 99 Hz and
-    /// 96–97 % at 999 Hz, the other shapes 99.6–99.8 % at 99 Hz and 98.9–99.2 % at 999 Hz.
+    /// 1–2 ms); the ping-pong kept 97.4–99 % of its work per CPU-second at 99 Hz and
+    /// 96–97 % at 999 Hz, the other shapes 99.6–99.8 % at 99 Hz and 98.7–99.2 % at 999 Hz.
     pub fn hz(mut self, hz: u32) -> SampleOptions {
         self.hz = hz;
         self
